@@ -1,0 +1,256 @@
+// Package redistest starts throwaway redis-server processes for tests, on
+// free loopback ports, and stops them when the tests end.
+//
+// When redis-server is not on PATH, [Require] skips the test with the
+// reason, unless RATELIMIT_REQUIRE_REDIS=1 is set, when it fails it. A
+// package that uses it runs its tests through [Main], which stops every
+// server it started.
+package redistest
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// RequireEnv names the environment variable that turns a missing
+// redis-server from a skip into a failure.
+const RequireEnv = "RATELIMIT_REQUIRE_REDIS"
+
+// Server is a redis-server process owned by a test.
+type Server struct {
+	// Addr is the server's host:port on the loopback interface.
+	Addr string
+
+	port int
+	dir  string
+	args []string
+
+	mu  sync.Mutex
+	cmd *exec.Cmd
+}
+
+var (
+	mu      sync.Mutex
+	servers []*Server
+	shared  *Server
+)
+
+// Main runs the tests of m and then stops every server this package
+// started; use it as os.Exit(redistest.Main(m)) in TestMain.
+func Main(m *testing.M) int {
+	code := m.Run()
+	mu.Lock()
+	defer mu.Unlock()
+	for _, s := range servers {
+		s.Kill()
+		os.RemoveAll(s.dir)
+	}
+	servers = nil
+	return code
+}
+
+// Require returns a new server for t alone, stopped when t ends. Extra
+// arguments go to redis-server's command line, for example "--cluster-enabled", "yes".
+func Require(t testing.TB, args ...string) *Server {
+	t.Helper()
+	skipUnlessInstalled(t)
+	s, err := Start(args...)
+	if err != nil {
+		t.Fatalf("redistest: %v", err)
+	}
+	t.Cleanup(s.Kill)
+	return s
+}
+
+// Shared returns a server shared by all tests of the package, started on
+// first use and stopped by [Main]. Tests sharing it must use distinct keys.
+func Shared(t testing.TB) *Server {
+	t.Helper()
+	skipUnlessInstalled(t)
+	mu.Lock()
+	defer mu.Unlock()
+	if shared == nil {
+		s, err := start(nil)
+		if err != nil {
+			t.Fatalf("redistest: %v", err)
+		}
+		shared = s
+	}
+	return shared
+}
+
+func skipUnlessInstalled(t testing.TB) {
+	t.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		if os.Getenv(RequireEnv) == "1" {
+			t.Fatalf("redistest: redis-server is not on PATH and %s=1: %v", RequireEnv, err)
+		}
+		t.Skipf("redistest: skipping: redis-server is not on PATH (%v); install it, or set %s=1 to make this a failure", err, RequireEnv)
+	}
+}
+
+// Start starts a redis-server on a free loopback port and waits until it
+// answers PING. The caller stops it with Kill; [Main] does so too.
+func Start(args ...string) (*Server, error) {
+	mu.Lock()
+	defer mu.Unlock()
+	return start(args)
+}
+
+func start(args []string) (*Server, error) {
+	var lastErr error
+	// A free port can be taken by someone else before redis-server binds
+	// it; try a few.
+	for range 5 {
+		port, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		s, err := startOn(port, args)
+		if err == nil {
+			return s, nil
+		}
+		lastErr = err
+	}
+	return nil, lastErr
+}
+
+// startOn starts a server on port, in a directory of its own.
+func startOn(port int, args []string) (*Server, error) {
+	dir, err := os.MkdirTemp("", "redistest-")
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), port: port, dir: dir, args: args}
+	if err := s.launch(); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	servers = append(servers, s)
+	return s, nil
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// launch runs redis-server on s.port and waits for it to answer.
+func (s *Server) launch() error {
+	args := append([]string{
+		"--port", strconv.Itoa(s.port),
+		"--bind", "127.0.0.1",
+		"--save", "",
+		"--appendonly", "no",
+		"--dir", s.dir,
+		"--logfile", filepath.Join(s.dir, "redis.log"),
+	}, s.args...)
+	cmd := exec.Command("redis-server", args...)
+	// Kill the server if the test binary dies without cleaning up.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("starting redis-server: %w", err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case err := <-exited:
+			log, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
+			return fmt.Errorf("redis-server on port %d exited (%v): %s", s.port, err, lastLines(string(log), 5))
+		default:
+		}
+		if ping(s.Addr) == nil {
+			s.mu.Lock()
+			s.cmd = cmd
+			s.mu.Unlock()
+			return nil
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	_ = cmd.Process.Kill()
+	return fmt.Errorf("redis-server on port %d did not answer PING within 10s", s.port)
+}
+
+// ping sends PING over a fresh connection and expects +PONG.
+func ping(addr string) error {
+	conn, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(time.Second))
+	if _, err := conn.Write([]byte("PING\r\n")); err != nil {
+		return err
+	}
+	line, err := bufio.NewReader(conn).ReadString('\n')
+	if err != nil {
+		return err
+	}
+	if !strings.HasPrefix(line, "+PONG") {
+		return errors.New("unexpected reply to PING: " + strings.TrimSpace(line))
+	}
+	return nil
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, " | ")
+}
+
+// Kill stops the server at once with SIGKILL, as a crash would. It is a
+// no-op when the server is not running.
+func (s *Server) Kill() { s.signal(syscall.SIGKILL, true) }
+
+// Pause freezes the server with SIGSTOP: connections stay open but
+// nothing is answered, like a hung server. [Server.Resume] undoes it.
+func (s *Server) Pause() { s.signal(syscall.SIGSTOP, false) }
+
+// Resume continues a paused server.
+func (s *Server) Resume() { s.signal(syscall.SIGCONT, false) }
+
+// Restart starts a stopped server again on the same port, with no data.
+func (s *Server) Restart() error {
+	s.Kill()
+	return s.launch()
+}
+
+func (s *Server) signal(sig syscall.Signal, stops bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return
+	}
+	_ = s.cmd.Process.Signal(sig)
+	if stops {
+		// Resume first in case it was paused, so that the kill lands, then
+		// wait until the port is free.
+		_ = s.cmd.Process.Signal(syscall.SIGCONT)
+		for range 200 {
+			if ping(s.Addr) != nil {
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		s.cmd = nil
+	}
+}

@@ -1,0 +1,68 @@
+-- fixed_window.lua: a counter that the window's first request creates with a
+-- TTL of one window. When the key expires, the next request opens a new
+-- window; Redis's expiry is the clock, so this algorithm never reads TIME.
+-- Up to 2 x quota can pass across a boundary: quota at the end of one window
+-- and quota again at the start of the next.
+--
+-- State    the key, a string holding the count, with a TTL.
+-- Params   a = quota, b = window in ms, c unused.
+-- s1, s2   the key's PTTL (-2 missing, -1 no TTL: a foreign key), and the
+--          time until the window closes.
+
+-- reset turns a PTTL into the time until the window closes. Expiry has
+-- millisecond resolution and a key lives through the millisecond its PTTL
+-- names, so the window may close up to 1ms later.
+local function fixed_window_reset(ttl, window)
+  if ttl >= 0 then
+    return math.min(ttl + 1, window) * 1000
+  end
+  return window * 1000
+end
+
+algorithms.f = function(phase, key, cost, quota, window, _, _, ttl, reset)
+  if phase == DECIDE then
+    -- Take first, give back on denial: two calls instead of four.
+    local count = redis.call('INCRBY', key, cost)
+    if count == cost then
+      redis.call('PEXPIRE', key, window)
+      return 1, quota - count, window * 1000, 0
+    end
+    ttl = redis.call('PTTL', key)
+    if ttl == -1 then
+      redis.call('PEXPIRE', key, window)
+    end
+    reset = fixed_window_reset(ttl, window)
+    if count <= quota then
+      return 1, quota - count, reset, 0
+    end
+    redis.call('DECRBY', key, cost)
+    return 0, math.max(quota - count + cost, 0), reset, reset
+  elseif phase == CHECK then
+    local count, reset = 0, 0
+    ttl = -2
+    local v = redis.call('GET', key)
+    if v then
+      count = tonumber(v)
+      if not count then
+        error('ratelimit: key ' .. key .. ' does not hold a fixed-window counter')
+      end
+      ttl = redis.call('PTTL', key)
+      reset = fixed_window_reset(ttl, window)
+    end
+    if count + cost <= quota then
+      return true, quota - count, 0, ttl, reset
+    end
+    return false, math.max(quota - count, 0), reset, ttl, reset
+  elseif phase == COMMIT then
+    redis.call('INCRBY', key, cost)
+    if ttl < 0 then
+      redis.call('PEXPIRE', key, window)
+      return window * 1000
+    end
+    return reset
+  end
+  if ttl == -1 then
+    redis.call('PEXPIRE', key, window)
+  end
+  return reset
+end

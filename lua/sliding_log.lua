@@ -1,0 +1,61 @@
+-- sliding_log.lua: a sorted set of the admitted requests' times, trimmed to
+-- the last window on every call. A request passes when the entries in
+-- (now - window, now] plus its cost fit in the quota, so no span of one
+-- window ever holds more than quota. A cost of n adds n distinct members.
+-- Memory grows with the quota: one entry per admitted unit.
+--
+-- State    the key, a sorted set: score = time in us, member = the time, or
+--          "time:seq" when one microsecond holds several entries.
+-- Params   a = quota, b = window in us, c = window in ms.
+-- s1       the number of entries in the window.
+algorithms.l = function(phase, key, cost, quota, window, window_ms, now, count)
+  if phase == DECIDE then
+    -- Alone, the request can trim first: then the entries left are the
+    -- window, counted in O(1) and found by rank.
+    redis.call('ZREMRANGEBYSCORE', key, '-inf', now - window)
+    count = redis.call('ZCARD', key)
+    if count + cost <= quota then
+      return 1, quota - count - cost, algorithms.l(COMMIT, key, cost, quota, window, window_ms, now), 0
+    end
+    local freeing = redis.call('ZRANGE', key, count + cost - quota - 1, count + cost - quota - 1, 'WITHSCORES')
+    local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+    return 0, math.max(quota - count, 0), tonumber(newest[2]) + window - now, tonumber(freeing[2]) + window - now
+  elseif phase == CHECK then
+    local after = '(' .. int(now - window)
+    count = redis.call('ZCOUNT', key, after, '+inf')
+    if count + cost <= quota then
+      return true, quota - count, 0, count
+    end
+    -- The entry whose expiry makes room for cost says when to retry.
+    local freeing = redis.call('ZRANGEBYSCORE', key, after, '+inf', 'WITHSCORES', 'LIMIT', count + cost - quota - 1, 1)
+    return false, math.max(quota - count, 0), tonumber(freeing[2]) + window - now, count
+  end
+  if phase ~= COMMIT or count then
+    redis.call('ZREMRANGEBYSCORE', key, '-inf', now - window) -- DECIDE trimmed already
+  end
+  if phase == COMMIT then
+    -- Members must be distinct. The time alone names the usual single
+    -- entry; a request in the same microsecond as an earlier one, or a cost
+    -- above 1, adds "time:seq" members until ZADD reports cost new ones.
+    local stamp, added, seq = int(now), 0, 0
+    if cost == 1 then
+      added = redis.call('ZADD', key, now, stamp)
+    end
+    while added < cost do
+      local args = {}
+      for k = 1, math.min(cost - added, 1000) do
+        args[2 * k - 1] = now
+        args[2 * k] = stamp .. ':' .. seq
+        seq = seq + 1
+      end
+      added = added + redis.call('ZADD', key, unpack(args))
+    end
+    redis.call('PEXPIRE', key, window_ms)
+    return window
+  end
+  if count == 0 then
+    return 0
+  end
+  local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+  return tonumber(newest[2]) + window - now
+end

@@ -1,0 +1,81 @@
+-- sliding_window.lua: the sliding window counter. Time is cut into slots of
+-- `width` us; a hash keeps one count per slot. A request passes when the
+-- last `slots` slots (the current one included) plus its cost fit in the
+-- quota. Those slots cover between window - width and window, so no span of
+-- window - width holds more than quota, and a full window at most one slot's
+-- count more. Memory: one field per slot, `slots` at most.
+--
+-- State    the key, a hash: field = slot number, value = count.
+-- Params   a = quota, b = slot width in us, c = slots per window.
+-- s1, s2   the fields of slots that left the window (or nil), the newest
+--          slot still in it (or nil).
+algorithms.s = function(phase, key, cost, quota, width, slots, now, stale, newest)
+  if phase == DECIDE then
+    local ok, remaining, retry, old, last = algorithms.s(CHECK, key, cost, quota, width, slots, now)
+    if ok then
+      return 1, remaining - cost, algorithms.s(COMMIT, key, cost, quota, width, slots, now, old, last), 0
+    end
+    return 0, remaining, algorithms.s(SETTLE, key, cost, quota, width, slots, now, old, last), retry
+  elseif phase == CHECK then
+    local first = math.floor(now / width) - slots + 1
+    local fields = redis.call('HGETALL', key)
+    -- slot_of and count_of list the live slots; Lua tables are kept to
+    -- small integer keys, since slot numbers are in the hundreds of millions.
+    local sum, slot_of, count_of = 0, {}, {}
+    for i = 1, #fields, 2 do
+      local slot, count = tonumber(fields[i]), tonumber(fields[i + 1])
+      if not slot or not count then
+        error('ratelimit: key ' .. key .. ' does not hold a sliding-window counter')
+      end
+      if slot >= first then
+        sum = sum + count
+        -- Insert in order; Redis returns small hashes in insertion order,
+        -- which is nearly sorted already.
+        local k = #slot_of + 1
+        while k > 1 and slot_of[k - 1] > slot do
+          slot_of[k], count_of[k] = slot_of[k - 1], count_of[k - 1]
+          k = k - 1
+        end
+        slot_of[k], count_of[k] = slot, count
+        if not newest or slot > newest then
+          newest = slot
+        end
+      else
+        stale = stale or {}
+        stale[#stale + 1] = fields[i]
+      end
+    end
+    if sum + cost <= quota then
+      return true, quota - sum, 0, stale, newest
+    end
+    -- Retry when enough of the oldest slots have left the window.
+    local excess, freed, slot = sum + cost - quota, 0, nil
+    for k = 1, #slot_of do
+      slot = slot_of[k]
+      freed = freed + count_of[k]
+      if freed >= excess then
+        break
+      end
+    end
+    return false, math.max(quota - sum, 0), (slot + slots) * width - now, stale, newest
+  end
+  if stale then
+    redis.call('HDEL', key, unpack(stale))
+  end
+  if phase == COMMIT then
+    local current = math.floor(now / width)
+    redis.call('HINCRBY', key, current, cost)
+    local last = math.max(newest or current, current)
+    local reset = (last + slots) * width - now
+    -- The key expires when its newest slot leaves the window: only a new
+    -- newest slot moves that instant.
+    if not newest or newest < current then
+      redis.call('PEXPIRE', key, ceil_div(reset, 1000))
+    end
+    return reset
+  end
+  if not newest then
+    return 0
+  end
+  return (newest + slots) * width - now
+end

@@ -1,0 +1,51 @@
+-- token_bucket.lua: a bucket of `capacity` that refills continuously and
+-- starts full. To keep refills exact, the level is a fixed-point integer: a
+-- token is `unit` units and the bucket gains `rate` units per microsecond
+-- (see Limit.TokenUnits). A request of cost n passes when n tokens are in the
+-- bucket; a denial takes nothing. The key expires when the bucket is full
+-- again, since a missing key means a full bucket.
+--
+-- State    the key, a hash: l = level in units, t = last update in us.
+-- Params   a = capacity in units, b = units per token, c = units per us.
+-- s1, s2   the level now, the time of this update.
+algorithms.t = function(phase, key, cost, capacity, unit, rate, now, level, last)
+  if phase == DECIDE then
+    local ok, remaining, retry, l, t = algorithms.t(CHECK, key, cost, capacity, unit, rate, now)
+    if ok then
+      return 1, remaining - cost, algorithms.t(COMMIT, key, cost, capacity, unit, rate, now, l, t), 0
+    end
+    return 0, remaining, ceil_div(capacity - l, rate), retry
+  elseif phase == CHECK then
+    level, last = capacity, now
+    local v = redis.call('HMGET', key, 'l', 't')
+    if v[1] or v[2] then
+      level, last = tonumber(v[1]), tonumber(v[2])
+      if not level or not last then
+        error('ratelimit: key ' .. key .. ' does not hold a token bucket')
+      end
+      -- Refill for the time since the last update. A clock that went back
+      -- refills nothing, and the update keeps the later time.
+      if now > last then
+        if (now - last) * rate < capacity - level then
+          level = level + (now - last) * rate
+        else
+          level = capacity
+        end
+        last = now
+      end
+      level = math.min(level, capacity)
+    end
+    local need = cost * unit
+    if need <= level then
+      return true, math.floor(level / unit), 0, level, last
+    end
+    return false, math.floor(level / unit), ceil_div(need - level, rate), level, last
+  elseif phase == COMMIT then
+    local rest = level - cost * unit
+    redis.call('HSET', key, 'l', rest, 't', last)
+    local reset = ceil_div(capacity - rest, rate)
+    redis.call('PEXPIRE', key, math.max(1, ceil_div(reset, 1000)))
+    return reset
+  end
+  return ceil_div(capacity - level, rate)
+end

@@ -1,0 +1,95 @@
+package ratelimit
+
+import "time"
+
+// Result is one limit's answer to one request.
+type Result struct {
+	// Limit is the limit this result is for.
+	Limit Limit
+
+	// Allowed reports whether this limit alone admits the request. When a
+	// request has several limits it passes only if all allow it.
+	Allowed bool
+
+	// Remaining is how many units the key may still spend right now, after
+	// this decision: from 0 to Limit.Capacity().
+	Remaining int
+
+	// ResetAfter is the time until the limit is fully replenished
+	// (Remaining back to Capacity) if the key makes no more requests.
+	ResetAfter time.Duration
+
+	// RetryAfter is, for a denied request, the time until a request of the
+	// same cost would pass this limit if the key makes no other request.
+	// It is zero when Allowed.
+	RetryAfter time.Duration
+}
+
+// Decision is a store's answer to one request checked against one or more
+// limits, all or nothing: when Allowed, the cost was taken from every
+// limit; when not, from none.
+type Decision struct {
+	// Allowed reports whether every limit admitted the request.
+	Allowed bool
+
+	// Results holds one Result per limit, in the order the limits were
+	// given.
+	Results []Result
+
+	// Fallback reports that an in-process fallback decided, because the
+	// shared store was unavailable (see store.Fallback): the limits held
+	// per instance only.
+	Fallback bool
+}
+
+// DeniedBy returns the result of the limit that denied the request. When
+// several denied it, it returns the one that lets the request through last
+// (the longest RetryAfter). ok is false when the request was allowed.
+func (d Decision) DeniedBy() (r Result, ok bool) {
+	for _, x := range d.Results {
+		if !x.Allowed && (!ok || x.RetryAfter > r.RetryAfter) {
+			r, ok = x, true
+		}
+	}
+	return r, ok
+}
+
+// RetryAfter is the time until the same request would pass every limit,
+// if the key makes no other request; zero when allowed.
+func (d Decision) RetryAfter() time.Duration {
+	r, _ := d.DeniedBy()
+	return r.RetryAfter
+}
+
+// Tightest returns the result closest to denying: the one that denied (see
+// [Decision.DeniedBy]) or, when allowed, the one with the fewest Remaining,
+// ties going to the longest ResetAfter. It is the result that response
+// headers describe. It returns the zero Result when Results is empty.
+func (d Decision) Tightest() Result {
+	if i := d.tightest(); i >= 0 {
+		return d.Results[i]
+	}
+	return Result{}
+}
+
+// tightest is the index of Tightest's result, or -1.
+func (d Decision) tightest() int {
+	t := -1
+	for i, x := range d.Results {
+		var closer bool
+		switch {
+		case t < 0:
+			closer = true
+		case !d.Allowed:
+			r := d.Results[t]
+			closer = !x.Allowed && (r.Allowed || x.RetryAfter > r.RetryAfter)
+		default:
+			r := d.Results[t]
+			closer = x.Remaining < r.Remaining || (x.Remaining == r.Remaining && x.ResetAfter > r.ResetAfter)
+		}
+		if closer {
+			t = i
+		}
+	}
+	return t
+}

@@ -1,0 +1,150 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// A decision is one request's part of a script run: its KEYS and ARGV,
+// and, once the run is over, its reply line or the run's error.
+type decision struct {
+	script *redis.Script // to run it alone
+	keys   []string
+	args   []any
+	line   string
+	err    error
+	done   chan struct{} // receives once the line or error is set
+	until  time.Time     // the caller's deadline; zero: none
+}
+
+var decisions = sync.Pool{New: func() any {
+	return &decision{keys: make([]string, 0, 4), args: make([]any, 0, 18), done: make(chan struct{}, 1)}
+}}
+
+func newDecision() *decision { return decisions.Get().(*decision) }
+
+// release returns d to the pool; only when its caller got the answer,
+// never when it gave up waiting (a run may still hold d).
+func (d *decision) release() {
+	clear(d.keys)
+	clear(d.args)
+	d.keys, d.args, d.line, d.err, d.until, d.script = d.keys[:0], d.args[:0], "", nil, time.Time{}, nil
+	decisions.Put(d)
+}
+
+// batcher runs concurrent decisions together. A decision that finds fewer
+// than maxRuns script runs under way runs at once, alone, in its caller's
+// goroutine. Otherwise it waits, and when a run ends the decisions that
+// waited meanwhile go together in the next run, up to maxBatch, with the
+// script that knows every algorithm. So a lone request is sent at once,
+// and under load Redis runs one script for many decisions and the client
+// sends one command for them. No goroutine lives longer than the run it
+// serves.
+type batcher struct {
+	client   RedisClient
+	all      *redis.Script
+	maxRuns  int
+	maxBatch int
+
+	mu    sync.Mutex
+	runs  int
+	queue []*decision
+}
+
+// do has d decided and returns when its line or error is set, or ctx is
+// done (then d may still be in a run and must not be released).
+func (b *batcher) do(ctx context.Context, d *decision) error {
+	d.until, _ = ctx.Deadline()
+	b.mu.Lock()
+	if b.runs < b.maxRuns {
+		// Nothing waits while a run slot is free: run alone, now.
+		b.runs++
+		b.mu.Unlock()
+		d.line, d.err = d.script.Run(ctx, b.client, d.keys, d.args...).Text()
+		b.next()
+		return nil
+	}
+	b.queue = append(b.queue, d)
+	b.mu.Unlock()
+	select {
+	case <-d.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// take returns as many waiting decisions as fit in a batch. The lock is
+// held.
+func (b *batcher) take() []*decision {
+	n := min(len(b.queue), b.maxBatch)
+	batch := append([]*decision(nil), b.queue[:n]...)
+	clear(b.queue[:n])
+	b.queue = b.queue[n:]
+	if len(b.queue) == 0 {
+		b.queue = b.queue[:0:0] // let the backing array go
+	}
+	return batch
+}
+
+// next hands the run slot to the decisions that waited, or frees it.
+func (b *batcher) next() {
+	b.mu.Lock()
+	if len(b.queue) == 0 {
+		b.runs--
+		b.mu.Unlock()
+		return
+	}
+	batch := b.take()
+	b.mu.Unlock()
+	go func() {
+		b.exec(batch)
+		b.next()
+	}()
+}
+
+// exec runs a batch as one script run and hands each decision its line.
+// The run may last until the latest of the callers' deadlines; a caller
+// with none lets it last as go-redis's own timeouts allow.
+func (b *batcher) exec(batch []*decision) {
+	ctx := context.Background()
+	var until time.Time
+	for _, d := range batch {
+		if d.until.IsZero() {
+			until = time.Time{}
+			break
+		}
+		if d.until.After(until) {
+			until = d.until
+		}
+	}
+	if !until.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, until)
+		defer cancel()
+	}
+	var keys []string
+	var args []any
+	for _, d := range batch {
+		keys = append(keys, d.keys...)
+		args = append(args, d.args...)
+	}
+	reply, err := b.all.Run(ctx, b.client, keys, args...).Text()
+	lines := strings.Split(reply, "\n")
+	if err == nil && len(lines) != len(batch) {
+		err = fmt.Errorf("got %d reply lines for %d requests", len(lines), len(batch))
+	}
+	for i, d := range batch {
+		if err != nil {
+			d.err = err
+		} else {
+			d.line = lines[i]
+		}
+		d.done <- struct{}{}
+	}
+}

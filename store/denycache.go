@@ -1,0 +1,161 @@
+package store
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ratelimit-go/ratelimit"
+)
+
+// denyCache remembers requests Redis denied, so that the same request is
+// denied in process until it could pass, without asking Redis again. A
+// denial takes nothing and only time frees room, so until its retry-after
+// Redis would answer the same; see WithDenyCache for what the cache does
+// not know. Any request of a key that passes, and any Reset, makes the
+// cache forget that key.
+type denyCache struct {
+	shards   [32]denyShard
+	perShard int          // keys
+	now      func() int64 // µs, monotonic
+}
+
+type denyShard struct {
+	mu   sync.Mutex
+	m    map[string][]denial // by key; a few entries, one per set of limits
+	keys atomic.Int32        // len(m), readable without the lock
+}
+
+// maxDenialsPerKey bounds the sets of limits remembered for one key.
+const maxDenialsPerKey = 4
+
+type denial struct {
+	limits    [4]*compiled // the request's limits; requests with more are not cached
+	at, until int64        // when Redis denied, when the request could pass (µs)
+	cost      int          // the cost denied; other costs have other retry times
+	results   []ratelimit.Result
+}
+
+func newDenyCache(size int) *denyCache {
+	start := time.Now()
+	c := &denyCache{perShard: max(size/32, 1)}
+	c.now = func() int64 { return int64(time.Since(start) / time.Microsecond) }
+	return c
+}
+
+func (c *denyCache) shard(key string) *denyShard {
+	var h uint32 = 2166136261 // FNV-1a
+	for i := 0; i < len(key); i++ {
+		h = (h ^ uint32(key[i])) * 16777619
+	}
+	return &c.shards[h%uint32(len(c.shards))]
+}
+
+func sameLimits(d *denial, cs []*compiled) bool {
+	for i := range d.limits {
+		var p *compiled
+		if i < len(cs) {
+			p = cs[i]
+		}
+		if d.limits[i] != p {
+			return false
+		}
+	}
+	return true
+}
+
+// get returns the cached denial of a request, its times brought up to
+// now, if the request cannot pass yet.
+func (c *denyCache) get(key string, cs []*compiled, cost int) (ratelimit.Decision, bool) {
+	if len(cs) > len(denial{}.limits) {
+		return ratelimit.Decision{}, false
+	}
+	sh := c.shard(key)
+	now := c.now()
+	sh.mu.Lock()
+	var d *denial
+	for i := range sh.m[key] {
+		if e := &sh.m[key][i]; sameLimits(e, cs) && now < e.until && cost == e.cost {
+			d = e
+			break
+		}
+	}
+	if d == nil {
+		sh.mu.Unlock()
+		return ratelimit.Decision{}, false
+	}
+	elapsed := time.Duration(now-d.at) * time.Microsecond
+	results := make([]ratelimit.Result, len(d.results))
+	copy(results, d.results)
+	sh.mu.Unlock()
+	for i := range results {
+		r := &results[i]
+		r.ResetAfter = max(r.ResetAfter-elapsed, 0)
+		if !r.Allowed {
+			if r.RetryAfter -= elapsed; r.RetryAfter <= 0 {
+				r.Allowed, r.RetryAfter = true, 0 // this limit would pass; another denies
+			}
+		}
+	}
+	return ratelimit.Decision{Results: results}, true
+}
+
+// put remembers a denial that Redis just made.
+func (c *denyCache) put(key string, cs []*compiled, cost int, d ratelimit.Decision) {
+	if len(cs) > len(denial{}.limits) {
+		return
+	}
+	now := c.now()
+	e := denial{at: now, until: now + int64(d.RetryAfter()/time.Microsecond), cost: cost, results: append([]ratelimit.Result(nil), d.Results...)}
+	copy(e.limits[:], cs)
+	sh := c.shard(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if sh.m == nil {
+		sh.m = make(map[string][]denial)
+	}
+	entries, ok := sh.m[key]
+	if !ok && len(sh.m) >= c.perShard {
+		sh.evict(now, c.perShard)
+	}
+	defer func() { sh.keys.Store(int32(len(sh.m))) }()
+	for i := range entries {
+		if sameLimits(&entries[i], cs) && entries[i].cost == cost {
+			entries[i] = e
+			return
+		}
+	}
+	if len(entries) == maxDenialsPerKey {
+		entries = entries[1:]
+	}
+	sh.m[key] = append(entries, e)
+}
+
+// evict makes room in a full shard: expired keys go first, else all.
+func (sh *denyShard) evict(now int64, capacity int) {
+	for key, entries := range sh.m {
+		live := false
+		for _, e := range entries {
+			live = live || now < e.until
+		}
+		if !live {
+			delete(sh.m, key)
+		}
+	}
+	if len(sh.m) >= capacity {
+		clear(sh.m)
+	}
+}
+
+// forget drops every cached denial of key: after a request of it passed
+// (its room changed) or a Reset.
+func (c *denyCache) forget(key string) {
+	sh := c.shard(key)
+	if sh.keys.Load() == 0 {
+		return // the common case: nothing denied lately in this shard
+	}
+	sh.mu.Lock()
+	delete(sh.m, key)
+	sh.keys.Store(int32(len(sh.m)))
+	sh.mu.Unlock()
+}

@@ -1,0 +1,154 @@
+package store
+
+import (
+	"context"
+
+	"fmt"
+	"github.com/redis/go-redis/v9"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/ratelimit-go/ratelimit"
+)
+
+// pinDenyCache makes s's deny cache read the pinned clock.
+func pinDenyCache(s *Redis, clock *pinnedClock) {
+	s.denied.now = func() int64 { return clock.Now().UnixMicro() }
+}
+
+// TestDenyCacheKeepsVerdicts replays random traffic through two Redis
+// stores on twin miniredis servers with one pinned clock, one with the
+// deny cache and one without: every verdict must be the same, and the
+// cached RetryAfter within the 1ms of Redis's expiry resolution.
+func TestDenyCacheKeepsVerdicts(t *testing.T) {
+	plainM, plainClock := newMiniredis(t)
+	cachedM, cachedClock := newMiniredis(t)
+	plain := newStore(t, newClient(t, plainM.Addr()), WithDenyCache(0))
+	cached := newStore(t, newClient(t, cachedM.Addr()))
+	pinDenyCache(cached, cachedClock)
+	hook := &countingHook{}
+	cached.client.(interface{ AddHook(redis.Hook) }).AddHook(hook)
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(11, 12))
+	windows := []time.Duration{100 * time.Millisecond, time.Second, 10 * time.Second}
+	local := 0
+	for round := range 30 {
+		var limits []ratelimit.Limit
+		for n := 1 + rng.IntN(3); len(limits) < n; {
+			l := randomLimit(rng, windows)
+			l.Quota = 1 + rng.IntN(5)
+			if ratelimit.CheckRequest("k", 1, append(limits, l)) == nil {
+				limits = append(limits, l)
+			}
+		}
+		key := fmt.Sprintf("round-%d", round)
+		for range 200 {
+			if rng.IntN(3) == 0 {
+				d := time.Duration(rng.IntN(300)) * time.Millisecond
+				plainClock.Advance(d)
+				cachedClock.Advance(d)
+			}
+			cost := 1
+			if rng.IntN(4) == 0 {
+				cost = 2
+			}
+			if cost > limits[0].Capacity() || (len(limits) > 1 && cost > min(limits[1].Capacity(), limits[len(limits)-1].Capacity())) {
+				cost = 1
+			}
+			want, err := plain.Allow(ctx, key, cost, limits...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			before := hook.n
+			got, err := cached.Allow(ctx, key, cost, limits...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Allowed != want.Allowed {
+				t.Fatalf("round %d, %v cost %d: cached verdict %v, Redis's %v", round, limits, cost, got.Allowed, want.Allowed)
+			}
+			if d := got.RetryAfter() - want.RetryAfter(); d < -time.Millisecond || d > time.Millisecond {
+				t.Fatalf("round %d: cached RetryAfter %v, Redis's %v", round, got.RetryAfter(), want.RetryAfter())
+			}
+			if hook.n == before {
+				local++
+			}
+		}
+	}
+	if local == 0 {
+		t.Error("no decision came from the cache")
+	}
+	t.Logf("%d decisions answered from the deny cache", local)
+}
+
+// TestDenyCacheSavesRedis checks that repeated denials stay in process,
+// end when they should, and that a Reset forgets them.
+func TestDenyCacheSavesRedis(t *testing.T) {
+	m, clock := newMiniredis(t)
+	client := newClient(t, m.Addr())
+	hook := &countingHook{}
+	client.AddHook(hook)
+	s := newStore(t, client)
+	pinDenyCache(s, clock)
+	ctx := context.Background()
+	l := ratelimit.Per(3, 10*time.Second).Using(ratelimit.FixedWindow)
+	for range 3 {
+		s.Allow(ctx, "k", 1, l)
+	}
+	first, _ := s.Allow(ctx, "k", 1, l)
+	if first.Allowed {
+		t.Fatal("fourth request allowed")
+	}
+	calls := hook.n
+	clock.Advance(4 * time.Second)
+	for range 100 {
+		d, err := s.Allow(ctx, "k", 1, l)
+		if err != nil || d.Allowed {
+			t.Fatalf("a cached denial: got %+v, %v", d, err)
+		}
+		if got, want := d.RetryAfter(), first.RetryAfter()-4*time.Second; got != want {
+			t.Fatalf("cached RetryAfter %v, want %v", got, want)
+		}
+	}
+	if hook.n != calls {
+		t.Errorf("100 repeated denials sent %d commands to Redis, want 0", hook.n-calls)
+	}
+	if err := s.Reset(ctx, "k", l); err != nil {
+		t.Fatal(err)
+	}
+	if d, _ := s.Allow(ctx, "k", 1, l); !d.Allowed || hook.n == calls {
+		t.Errorf("after Reset: got %+v from the cache, want Redis to allow", d)
+	}
+	for range 3 {
+		s.Allow(ctx, "k", 1, l)
+	}
+	calls = hook.n
+	clock.Advance(10 * time.Second)
+	if d, _ := s.Allow(ctx, "k", 1, l); !d.Allowed || hook.n == calls {
+		t.Errorf("after RetryAfter: got %+v, want Redis to allow", d)
+	}
+}
+
+func TestDenyCacheIsBounded(t *testing.T) {
+	m, clock := newMiniredis(t)
+	s := newStore(t, newClient(t, m.Addr()), WithDenyCache(64))
+	pinDenyCache(s, clock)
+	ctx := context.Background()
+	l := ratelimit.PerHour(1).Using(ratelimit.FixedWindow)
+	for i := range 2000 {
+		key := fmt.Sprintf("k%d", i)
+		s.Allow(ctx, key, 1, l)
+		s.Allow(ctx, key, 1, l)
+	}
+	n := 0
+	for i := range s.denied.shards {
+		n += int(s.denied.shards[i].keys.Load())
+	}
+	if n > 64 {
+		t.Errorf("the deny cache holds %d entries, want at most 64", n)
+	}
+	if _, err := NewRedis(newClient(t, m.Addr()), WithDenyCache(-1)); err == nil {
+		t.Error("WithDenyCache(-1): got no error")
+	}
+}

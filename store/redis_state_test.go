@@ -1,0 +1,317 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/internal/redistest"
+)
+
+// backend is a Redis to look at directly: a pinned miniredis or a real
+// redis-server, which skips its subtest when the binary is missing.
+type backend struct {
+	name   string
+	client func(t *testing.T) *redis.Client
+}
+
+var backends = []backend{
+	{
+		name: "miniredis",
+		client: func(t *testing.T) *redis.Client {
+			m, _ := newMiniredis(t)
+			return newClient(t, m.Addr())
+		},
+	},
+	{
+		name:   "redis-server",
+		client: func(t *testing.T) *redis.Client { return newClient(t, redistest.Shared(t).Addr) },
+	},
+}
+
+// eachBackend runs f in a subtest per backend.
+func eachBackend(t *testing.T, f func(t *testing.T, client *redis.Client)) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) { f(t, b.client(t)) })
+	}
+}
+
+// redisKey is where s keeps key's state for l.
+func redisKey(s *Redis, key string, l ratelimit.Limit) string {
+	return s.prefix + "{" + key + "}" + compile(l).suffix
+}
+
+var oneOfEach = []ratelimit.Limit{
+	ratelimit.PerMinute(3).Using(ratelimit.FixedWindow),
+	ratelimit.PerMinute(3).Using(ratelimit.SlidingLog),
+	ratelimit.PerMinute(3),
+	ratelimit.PerMinute(3).Using(ratelimit.TokenBucket),
+}
+
+// TestWrongType puts a foreign value where each algorithm keeps its state
+// and checks that a request gets an error naming the key, changes no other
+// key and leaves the foreign value alone.
+func TestWrongType(t *testing.T) {
+	ctx := context.Background()
+	foreign := map[string]func(c *redis.Client, key string) error{
+		"string": func(c *redis.Client, key string) error { return c.Set(ctx, key, "not a number", 0).Err() },
+		"list":   func(c *redis.Client, key string) error { return c.RPush(ctx, key, "x").Err() },
+		"hash":   func(c *redis.Client, key string) error { return c.HSet(ctx, key, "l", "x", "t", "y").Err() },
+	}
+	eachBackend(t, func(t *testing.T, client *redis.Client) {
+		s := newStore(t, client, WithPrefix(uniquePrefix()))
+		for _, bad := range oneOfEach {
+			for kind, put := range foreign {
+				if kind == "hash" && bad.Algorithm == ratelimit.SlidingLog {
+					continue // a hash is WRONGTYPE like a list; covered by "list"
+				}
+				t.Run(bad.Algorithm.String()+"/"+kind, func(t *testing.T) {
+					key := t.Name()
+					good := ratelimit.PerHour(5).Using(ratelimit.SlidingLog)
+					if err := put(client, redisKey(s, key, bad)); err != nil {
+						t.Fatal(err)
+					}
+					before, _ := client.Dump(ctx, redisKey(s, key, bad)).Result()
+					_, err := s.Allow(ctx, key, 1, good, bad)
+					if err == nil {
+						t.Fatal("got no error")
+					}
+					if errors.Is(err, ratelimit.ErrInvalid) || !strings.Contains(err.Error(), key) {
+						t.Errorf("got %q, want a store error naming key %q", err, key)
+					}
+					if n := client.Exists(ctx, redisKey(s, key, good)).Val(); n != 0 {
+						t.Errorf("the other limit's key was written")
+					}
+					if after, _ := client.Dump(ctx, redisKey(s, key, bad)).Result(); after != before {
+						t.Errorf("the foreign value changed")
+					}
+				})
+			}
+		}
+	})
+}
+
+// TestKeysHaveTTL checks after every decision that each key it touched
+// expires exactly when its state is no longer needed: its PTTL matches the
+// limit's ResetAfter, to Redis's millisecond. A key whose limit is full
+// again may be gone.
+func TestKeysHaveTTL(t *testing.T) {
+	ctx := context.Background()
+	limits := []ratelimit.Limit{
+		ratelimit.Per(4, 2*time.Second).Using(ratelimit.FixedWindow),
+		ratelimit.Per(4, 3*time.Second).Using(ratelimit.SlidingLog),
+		ratelimit.Per(4, 4*time.Second).WithPrecision(time.Second),
+		ratelimit.Per(2, 5*time.Second).Using(ratelimit.TokenBucket).WithBurst(4),
+	}
+	for _, b := range []struct {
+		name  string
+		setup func(t *testing.T) (client *redis.Client, advance func(time.Duration))
+		slack time.Duration // time that passes between Allow and PTTL
+		ms    time.Duration // rounding of Redis's millisecond expiry
+	}{
+		{"miniredis", func(t *testing.T) (*redis.Client, func(time.Duration)) {
+			m, clock := newMiniredis(t)
+			return newClient(t, m.Addr()), clock.Advance
+		}, 0, time.Millisecond},
+		// A real server stores an absolute expiry in ms and PTTL subtracts
+		// the current ms: each truncates once more.
+		{"redis-server", func(t *testing.T) (*redis.Client, func(time.Duration)) {
+			return newClient(t, redistest.Shared(t).Addr), func(d time.Duration) { time.Sleep(d / 5) }
+		}, 50 * time.Millisecond, 2 * time.Millisecond},
+	} {
+		t.Run(b.name, func(t *testing.T) {
+			client, advance := b.setup(t)
+			s := newStore(t, client, WithPrefix(uniquePrefix()), WithDenyCache(0)) // TTLs are read from Redis
+			rng := rand.New(rand.NewPCG(1, 2))
+			for i := range 150 {
+				if rng.IntN(3) == 0 {
+					advance(time.Duration(rng.IntN(1500)) * time.Millisecond)
+				}
+				subset := []ratelimit.Limit{limits[rng.IntN(4)]}
+				if l := limits[rng.IntN(4)]; l != subset[0] {
+					subset = append(subset, l)
+				}
+				key := "k" + string(rune('0'+i%3))
+				d, err := s.Allow(ctx, key, 1+rng.IntN(2), subset...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, r := range d.Results {
+					ttl := client.PTTL(ctx, redisKey(s, key, r.Limit)).Val()
+					if ttl == -2*time.Nanosecond && r.ResetAfter == 0 {
+						continue // gone, and nothing to remember
+					}
+					if ttl < r.ResetAfter-b.ms-b.slack || ttl > r.ResetAfter+b.ms {
+						t.Fatalf("request %d: %v: key has TTL %v, want ResetAfter %v within %v", i, r.Limit, ttl, r.ResetAfter, b.ms)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestKeyWithoutTTLGetsOne puts a fixed-window counter without a TTL, as
+// PERSIST or an old writer could leave it, and checks that the next
+// request, allowed or denied, gives it one: else the window would never
+// close.
+func TestKeyWithoutTTLGetsOne(t *testing.T) {
+	ctx := context.Background()
+	l := ratelimit.PerMinute(3).Using(ratelimit.FixedWindow)
+	eachBackend(t, func(t *testing.T, client *redis.Client) {
+		s := newStore(t, client, WithPrefix(uniquePrefix()))
+		for _, count := range []string{"1", "5"} {
+			t.Run("count "+count, func(t *testing.T) {
+				key := t.Name()
+				if err := client.Set(ctx, redisKey(s, key, l), count, 0).Err(); err != nil {
+					t.Fatal(err)
+				}
+				d, err := s.Allow(ctx, key, 1, l)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got, want := d.Allowed, count == "1"; got != want {
+					t.Errorf("allowed %v, want %v", got, want)
+				}
+				if ttl := client.PTTL(ctx, redisKey(s, key, l)).Val(); ttl <= 0 || ttl > time.Minute {
+					t.Errorf("TTL after the request: %v, want within (0, 1m]", ttl)
+				}
+			})
+		}
+	})
+}
+
+// countingHook counts the commands a client sends.
+type countingHook struct{ n int }
+
+func (h *countingHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *countingHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error { h.n++; return next(ctx, cmd) }
+}
+func (h *countingHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// TestInvalidInputSendsNothing checks that invalid requests never reach
+// Redis.
+func TestInvalidInputSendsNothing(t *testing.T) {
+	m, _ := newMiniredis(t)
+	client := newClient(t, m.Addr())
+	hook := &countingHook{}
+	client.AddHook(hook)
+	s := newStore(t, client)
+	ctx := context.Background()
+	ok := ratelimit.PerMinute(5)
+	for _, call := range []func() error{
+		func() error { _, err := s.Allow(ctx, "", 1, ok); return err },
+		func() error { _, err := s.Allow(ctx, "k", 0, ok); return err },
+		func() error { _, err := s.Allow(ctx, "k", 6, ok); return err },
+		func() error { _, err := s.Allow(ctx, "k", 1, ratelimit.PerMinute(0)); return err },
+		func() error { _, err := s.Allow(ctx, "k", 1, ok, ok); return err },
+		func() error { return s.Reset(ctx, "", ok) },
+		func() error { return s.Reset(ctx, "k", ratelimit.Per(1, time.Microsecond)) },
+	} {
+		if err := call(); !errors.Is(err, ratelimit.ErrInvalid) {
+			t.Errorf("got %v, want ErrInvalid", err)
+		}
+	}
+	if hook.n != 0 {
+		t.Errorf("invalid requests sent %d commands to Redis, want 0", hook.n)
+	}
+}
+
+// TestScriptFlush checks that a flushed script cache costs no request.
+func TestScriptFlush(t *testing.T) {
+	ctx := context.Background()
+	eachBackend(t, func(t *testing.T, client *redis.Client) {
+		s := newStore(t, client, WithPrefix(uniquePrefix()))
+		l := ratelimit.PerMinute(10).Using(ratelimit.TokenBucket)
+		for i := range 3 {
+			if err := client.ScriptFlush(ctx).Err(); err != nil {
+				t.Fatal(err)
+			}
+			d, err := s.Allow(ctx, "k", 1, l)
+			if err != nil {
+				t.Fatalf("request %d after SCRIPT FLUSH: %v", i, err)
+			}
+			if got, want := d.Results[0].Remaining, 9-i; got != want {
+				t.Errorf("request %d: remaining %d, want %d", i, got, want)
+			}
+		}
+	})
+}
+
+// TestTimeComesFromRedis moves Redis's clock while the machine's stays:
+// the bucket refills by Redis's time alone.
+func TestTimeComesFromRedis(t *testing.T) {
+	m, clock := newMiniredis(t)
+	s := newStore(t, newClient(t, m.Addr()), WithDenyCache(0))
+	l := ratelimit.PerSecond(10).Using(ratelimit.TokenBucket)
+	ctx := context.Background()
+	if d, _ := s.Allow(ctx, "k", 10, l); !d.Allowed {
+		t.Fatal("first burst denied")
+	}
+	clock.Advance(300 * time.Millisecond)
+	d, err := s.Allow(ctx, "k", 1, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := d.Results[0].Remaining, 2; got != want {
+		t.Errorf("300ms later by Redis's clock: remaining %d, want %d", got, want)
+	}
+	clock.Advance(-time.Hour) // Redis's clock jumps back: nothing refills, nothing breaks
+	if d, err := s.Allow(ctx, "k", 1, l); err != nil || d.Results[0].Remaining != 1 {
+		t.Errorf("after the clock went back: got %+v, %v; want remaining 1", d, err)
+	}
+}
+
+// TestKeyLayout checks the key format and that limits which may share a
+// request never share a key.
+func TestKeyLayout(t *testing.T) {
+	m, _ := newMiniredis(t)
+	s := newStore(t, newClient(t, m.Addr()), WithPrefix("app:"))
+	tests := []struct {
+		limit ratelimit.Limit
+		want  string
+	}{
+		{ratelimit.PerMinute(5).Using(ratelimit.FixedWindow), "app:{user:1}:f60000"},
+		{ratelimit.PerMinute(5).Using(ratelimit.SlidingLog), "app:{user:1}:l60000"},
+		{ratelimit.PerMinute(5), "app:{user:1}:s60000/10"},
+		{ratelimit.PerMinute(5).Using(ratelimit.TokenBucket), "app:{user:1}:t60000/5"},
+	}
+	for _, tt := range tests {
+		if got := redisKey(s, "user:1", tt.limit); got != tt.want {
+			t.Errorf("key of %v: got %q, want %q", tt.limit, got, tt.want)
+		}
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	windows := []time.Duration{time.Second, 2 * time.Second, time.Minute}
+	for range 2000 {
+		a := randomLimit(rng, windows)
+		b := randomLimit(rng, windows)
+		err := ratelimit.CheckRequest("k", 1, []ratelimit.Limit{a, b})
+		if err != nil && !strings.Contains(err.Error(), "share one counter") {
+			continue
+		}
+		shared := err != nil
+		if same := redisKey(s, "k", a) == redisKey(s, "k", b); same != shared {
+			t.Fatalf("%v and %v: same key %v, but CheckRequest says sharing is %v", a, b, same, shared)
+		}
+	}
+}
+
+func randomLimit(rng *rand.Rand, windows []time.Duration) ratelimit.Limit {
+	l := ratelimit.Limit{Algorithm: ratelimit.Algorithm(rng.IntN(4)), Quota: 1 + rng.IntN(3), Window: windows[rng.IntN(len(windows))]}
+	if l.Algorithm == ratelimit.SlidingWindow && rng.IntN(2) == 0 {
+		l.Precision = l.Window / 2
+	}
+	if l.Algorithm == ratelimit.TokenBucket && rng.IntN(2) == 0 {
+		l.Burst = 1 + rng.IntN(3)
+	}
+	return l
+}

@@ -1,0 +1,163 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/internal/redistest"
+	"github.com/ratelimit-go/ratelimit/store/storetest"
+)
+
+func TestMain(m *testing.M) {
+	// The fault tests make go-redis log every failed dial; those are expected.
+	redis.SetLogger(silentLog{})
+	os.Exit(redistest.Main(m))
+}
+
+type silentLog struct{}
+
+func (silentLog) Printf(context.Context, string, ...any) {}
+
+// Every go-redis client kind the docs promise.
+var (
+	_ RedisClient = (*redis.Client)(nil)
+	_ RedisClient = (*redis.ClusterClient)(nil)
+	_ RedisClient = (*redis.Ring)(nil)
+	_ RedisClient = (*redis.AutoPipeliner)(nil)
+)
+
+// epoch is the pinned clock's start: years away from the machine's clock,
+// so a script that read the app server's time would fail the suite. It is
+// aligned to every slot width the suite uses.
+var epoch = time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// pinnedClock drives a miniredis: TIME and key expiry follow SetTime.
+type pinnedClock struct {
+	mu  sync.Mutex
+	m   *miniredis.Miniredis
+	now time.Time
+}
+
+func (c *pinnedClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *pinnedClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+	c.m.SetTime(c.now)
+}
+
+func (c *pinnedClock) Pinned() bool { return true }
+
+// newMiniredis starts a miniredis whose clock is pinned at epoch.
+func newMiniredis(t testing.TB) (*miniredis.Miniredis, *pinnedClock) {
+	m := miniredis.RunT(t)
+	m.SetTime(epoch)
+	m.ClockTTL(true)
+	return m, &pinnedClock{m: m, now: epoch}
+}
+
+func newClient(t testing.TB, addr string) *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func newStore(t testing.TB, client RedisClient, opts ...RedisOption) *Redis {
+	t.Helper()
+	s, err := NewRedis(client, opts...)
+	if err != nil {
+		t.Fatalf("NewRedis: %v", err)
+	}
+	return s
+}
+
+func TestMiniredisConformance(t *testing.T) {
+	storetest.Run(t, storetest.Harness{New: func(t *testing.T, n int) ([]ratelimit.Store, storetest.Clock) {
+		m, clock := newMiniredis(t)
+		stores := make([]ratelimit.Store, n)
+		for i := range stores {
+			// The deny cache keeps the machine's time, not the pinned one.
+			stores[i] = newStore(t, newClient(t, m.Addr()), WithDenyCache(0))
+		}
+		return stores, clock
+	}})
+}
+
+// realClock is a real server's clock: Advance sleeps.
+type realClock struct{}
+
+func (realClock) Now() time.Time          { return time.Now() }
+func (realClock) Advance(d time.Duration) { time.Sleep(d) }
+func (realClock) Pinned() bool            { return false }
+
+var prefixes atomic.Int64
+
+// uniquePrefix gives each store set its own keys on a shared server.
+func uniquePrefix() string { return fmt.Sprintf("t%d:", prefixes.Add(1)) }
+
+// TestRedisServerConformance runs the suite on a real server, with the
+// deny cache on, as by default.
+func TestRedisServerConformance(t *testing.T) {
+	srv := redistest.Shared(t)
+	storetest.Run(t, storetest.Harness{New: func(t *testing.T, n int) ([]ratelimit.Store, storetest.Clock) {
+		prefix := uniquePrefix()
+		stores := make([]ratelimit.Store, n)
+		for i := range stores {
+			stores[i] = newStore(t, newClient(t, srv.Addr), WithPrefix(prefix))
+		}
+		return stores, realClock{}
+	}})
+}
+
+// TestClientKinds runs decisions through a Ring and an AutoPipeliner.
+func TestClientKinds(t *testing.T) {
+	m, _ := newMiniredis(t)
+	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": m.Addr()}})
+	t.Cleanup(func() { ring.Close() })
+	plain := newClient(t, m.Addr())
+	pipeliner, err := plain.AutoPipeline()
+	if err != nil {
+		t.Fatalf("AutoPipeline: %v", err)
+	}
+	for name, client := range map[string]RedisClient{"ring": ring, "autopipeliner": pipeliner} {
+		t.Run(name, func(t *testing.T) {
+			s := newStore(t, client, WithPrefix(name+":"))
+			l := ratelimit.PerMinute(2).Using(ratelimit.TokenBucket)
+			for i, want := range []bool{true, true, false} {
+				d, err := s.Allow(context.Background(), "k", 1, l)
+				if err != nil {
+					t.Fatalf("request %d: %v", i, err)
+				}
+				if d.Allowed != want {
+					t.Errorf("request %d: got allowed %v, want %v", i, d.Allowed, want)
+				}
+			}
+		})
+	}
+}
+
+func TestNewRedisOptions(t *testing.T) {
+	m, _ := newMiniredis(t)
+	if _, err := NewRedis(nil); err == nil {
+		t.Error("NewRedis(nil): got no error")
+	}
+	for _, prefix := range []string{"a{", "}b", "{x}"} {
+		if _, err := NewRedis(newClient(t, m.Addr()), WithPrefix(prefix)); err == nil {
+			t.Errorf("WithPrefix(%q): got no error", prefix)
+		}
+	}
+}

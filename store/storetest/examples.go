@@ -1,0 +1,378 @@
+package storetest
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ratelimit-go/ratelimit"
+)
+
+// step is one request of a scripted scenario.
+type step struct {
+	advance   time.Duration // clock advance before the request
+	cost      int           // zero means 1
+	allowed   bool
+	deniedBy  int           // index of the limit that denies, when !allowed
+	remaining []int         // per limit; nil: not checked
+	retry     time.Duration // when denied and the clock is pinned; zero: not checked
+}
+
+// runSteps sends the steps' requests in order and checks each answer.
+func runSteps(t *testing.T, s ratelimit.Store, c Clock, key string, limits []ratelimit.Limit, steps []step) {
+	t.Helper()
+	var at time.Duration
+	for i, st := range steps {
+		if st.advance > 0 {
+			c.Advance(st.advance)
+			at += st.advance
+		}
+		d := allow(t, s, key, max(st.cost, 1), limits...)
+		where := fmt.Sprintf("step %d (t=+%v)", i, at)
+		if d.Allowed != st.allowed {
+			t.Fatalf("%s: got allowed %v, want %v; %+v", where, d.Allowed, st.allowed, d.Results)
+		}
+		if !st.allowed {
+			r, _ := d.DeniedBy()
+			if got, want := r.Limit, limits[st.deniedBy]; got != want {
+				t.Errorf("%s: denied by %v, want %v", where, got, want)
+			}
+			if c.Pinned() && st.retry != 0 {
+				checkRetry(t, where, r, st.retry)
+			}
+		}
+		for j, want := range st.remaining {
+			if got := d.Results[j].Remaining; got != want {
+				t.Errorf("%s: Results[%d].Remaining = %d, want %d", where, j, got, want)
+			}
+		}
+	}
+}
+
+// checkRetry compares a RetryAfter with its exact value. A fixed window
+// rounds to Redis's millisecond expiry, so it may report up to 1ms more.
+func checkRetry(t *testing.T, where string, r ratelimit.Result, want time.Duration) {
+	t.Helper()
+	slack := time.Duration(0)
+	if r.Limit.Algorithm == ratelimit.FixedWindow {
+		slack = time.Millisecond
+	}
+	if got := r.RetryAfter; got < want || got > want+slack {
+		t.Errorf("%s: RetryAfter = %v, want %v (+%v)", where, got, want, slack)
+	}
+}
+
+// testFixedWindowExample is the fixed window's worked example: 2 per 3s.
+func testFixedWindowExample(t *testing.T, h Harness) {
+	s, c := h.one(t)
+	limits := []ratelimit.Limit{ratelimit.Per(2, 3*time.Second).Using(ratelimit.FixedWindow)}
+	runSteps(t, s, c, uniqueKey(t, "k"), limits, []step{
+		{allowed: true, remaining: []int{1}},
+		{allowed: true, remaining: []int{0}},
+		{allowed: false, remaining: []int{0}, retry: 3 * time.Second},
+		{advance: 3 * time.Second, allowed: true, remaining: []int{1}},
+		{allowed: true, remaining: []int{0}},
+		{advance: 2 * time.Second, allowed: false, remaining: []int{0}, retry: time.Second},
+	})
+}
+
+// testSlidingLogExample is the sliding log's worked example: two rules, 1
+// per second and 5 per minute.
+func testSlidingLogExample(t *testing.T, h Harness) {
+	s, c := h.one(t)
+	limits := []ratelimit.Limit{
+		ratelimit.PerSecond(1).Using(ratelimit.SlidingLog),
+		ratelimit.PerMinute(5).Using(ratelimit.SlidingLog),
+	}
+	runSteps(t, s, c, uniqueKey(t, "k"), limits, []step{
+		{allowed: true, remaining: []int{0, 4}},
+		// A second request in the same second: the 1/s rule denies it and
+		// the 5/min rule keeps its 4.
+		{allowed: false, deniedBy: 0, remaining: []int{0, 4}, retry: time.Second},
+		{advance: time.Second, allowed: true, remaining: []int{0, 3}},
+		{advance: time.Second, allowed: true, remaining: []int{0, 2}},
+		{advance: time.Second, allowed: true, remaining: []int{0, 1}},
+		{advance: time.Second, allowed: true, remaining: []int{0, 0}},
+		// The sixth within the minute: the 5/min rule denies it until the
+		// first request, at 0s, leaves the log at 60s.
+		{advance: time.Second, allowed: false, deniedBy: 1, remaining: []int{1, 0}, retry: 55 * time.Second},
+		{advance: 61 * time.Second, allowed: true, remaining: []int{0, 4}},
+	})
+}
+
+// testBoundaryBurst shows the fixed window's documented edge burst: a
+// client that waits for the window to turn passes almost 2×Quota in a
+// moment. The sliding log, given the same traffic, never passes more than
+// Quota in any span of one window.
+func testBoundaryBurst(t *testing.T, h Harness) {
+	const quota = 10
+	window := 2 * time.Second
+	for _, tt := range []struct {
+		algorithm ratelimit.Algorithm
+		late      int // admitted just after the boundary
+	}{
+		{ratelimit.FixedWindow, quota},
+		{ratelimit.SlidingLog, 1},
+	} {
+		t.Run(tt.algorithm.String(), func(t *testing.T) {
+			t.Parallel()
+			s, c := h.one(t)
+			l := ratelimit.Per(quota, window).Using(tt.algorithm)
+			key := uniqueKey(t, "k")
+			count := func(n int) (passed int) {
+				for range n {
+					if allow(t, s, key, 1, l).Allowed {
+						passed++
+					}
+				}
+				return passed
+			}
+			if got := count(1); got != 1 {
+				t.Fatalf("first request: got %d passed, want 1", got)
+			}
+			c.Advance(window * 9 / 10)
+			if got, want := count(quota-1), quota-1; got != want {
+				t.Fatalf("just before the boundary: got %d passed, want %d", got, want)
+			}
+			c.Advance(window * 2 / 10)
+			if got := count(quota); got != tt.late {
+				t.Fatalf("just after the boundary: got %d passed, want %d", got, tt.late)
+			}
+			t.Logf("%v: %d passed within %v around the boundary (quota %d per %v)", tt.algorithm, quota-1+tt.late, window*2/10, quota, window)
+		})
+	}
+}
+
+// testEdges checks the instant each algorithm frees a unit: 1µs before,
+// still denied; at it, allowed. A window is the half-open span
+// (now-Window, now], a slot [k×Precision, (k+1)×Precision). A request at
+// +1s keeps the keys alive past the edge, so that expiry cannot hide it.
+func testEdges(t *testing.T, h Harness) {
+	s, c := h.one(t)
+	if !c.Pinned() {
+		t.Skip("needs a pinned clock to stand on an instant")
+	}
+	for _, l := range eachAlgorithm() {
+		key := uniqueKey(t, l.Algorithm.String())
+		allow(t, s, key, 4, l)
+		c.Advance(time.Second)
+		allow(t, s, key, 1, l)
+		// Every algorithm of eachAlgorithm frees a unit 2s after the
+		// start: the token bucket has refilled 0.5+0.5 tokens by then.
+		c.Advance(time.Second - time.Microsecond)
+		if d := allow(t, s, key, 1, l); d.Allowed {
+			t.Errorf("%v: allowed 1µs before the edge", l)
+		}
+		c.Advance(time.Microsecond)
+		if d := allow(t, s, key, 1, l); !d.Allowed {
+			t.Errorf("%v: denied at the edge; %+v", l, d.Results[0])
+		}
+		c.Advance(time.Hour)
+	}
+}
+
+// eachAlgorithm returns one limit of 5 per window for each algorithm. The
+// token bucket refills 5 per 10s so that a slow test machine does not see
+// a token come back mid-test.
+func eachAlgorithm() []ratelimit.Limit {
+	return []ratelimit.Limit{
+		ratelimit.Per(5, 2*time.Second).Using(ratelimit.FixedWindow),
+		ratelimit.Per(5, 2*time.Second).Using(ratelimit.SlidingLog),
+		ratelimit.Per(5, 2*time.Second).WithPrecision(200 * time.Millisecond),
+		ratelimit.Per(5, 10*time.Second).Using(ratelimit.TokenBucket),
+	}
+}
+
+// testEachAlgorithm spends each algorithm's quota, then checks that the
+// denial's RetryAfter is when the next request passes: exactly, on a
+// pinned clock.
+func testEachAlgorithm(t *testing.T, h Harness) {
+	for _, l := range eachAlgorithm() {
+		t.Run(l.Algorithm.String(), func(t *testing.T) {
+			t.Parallel()
+			s, c := h.one(t)
+			key := uniqueKey(t, "k")
+			for i := range 5 {
+				d := allow(t, s, key, 1, l)
+				if !d.Allowed || d.Results[0].Remaining != 4-i {
+					t.Fatalf("request %d: got allowed %v remaining %d, want true %d", i, d.Allowed, d.Results[0].Remaining, 4-i)
+				}
+			}
+			d := allow(t, s, key, 1, l)
+			if d.Allowed || d.Results[0].Remaining != 0 {
+				t.Fatalf("request 5: got allowed %v remaining %d, want false 0", d.Allowed, d.Results[0].Remaining)
+			}
+			retry := d.RetryAfter()
+			if c.Pinned() {
+				// Every algorithm frees its first unit 2s after the start
+				// (the token bucket refills one per 2s).
+				checkRetry(t, "request 5", d.Results[0], 2*time.Second)
+				c.Advance(retry - time.Microsecond)
+				if d := allow(t, s, key, 1, l); d.Allowed {
+					t.Fatalf("1µs before RetryAfter %v: allowed, want denied", retry)
+				}
+				c.Advance(time.Microsecond)
+			} else {
+				c.Advance(retry + 20*time.Millisecond)
+			}
+			if d := allow(t, s, key, 1, l); !d.Allowed {
+				t.Fatalf("after RetryAfter %v: denied, want allowed; %+v", retry, d.Results[0])
+			}
+		})
+	}
+}
+
+// testCost checks weighted requests: a cost of n takes n units.
+func testCost(t *testing.T, h Harness) {
+	for _, l := range eachAlgorithm() {
+		l.Quota, l.Window, l.Precision = 10, time.Hour, 0
+		t.Run(l.Algorithm.String(), func(t *testing.T) {
+			t.Parallel()
+			s, c := h.one(t)
+			runSteps(t, s, c, uniqueKey(t, "k"), []ratelimit.Limit{l}, []step{
+				{cost: 3, allowed: true, remaining: []int{7}},
+				{cost: 3, allowed: true, remaining: []int{4}},
+				{cost: 3, allowed: true, remaining: []int{1}},
+				{cost: 3, allowed: false, remaining: []int{1}},
+				{cost: 1, allowed: true, remaining: []int{0}},
+				{cost: 1, allowed: false, remaining: []int{0}},
+			})
+		})
+	}
+}
+
+// testMultiLimitAllOrNothing pairs every algorithm with every other: a
+// request denied by one limit takes nothing from the other.
+func testMultiLimitAllOrNothing(t *testing.T, h Harness) {
+	for _, a := range eachAlgorithm() {
+		for _, b := range eachAlgorithm() {
+			tight := a
+			tight.Quota, tight.Window, tight.Precision = 2, time.Hour, 0
+			loose := b
+			loose.Quota, loose.Window, loose.Precision = 100, 2*time.Hour, 0
+			t.Run(a.Algorithm.String()+"+"+b.Algorithm.String(), func(t *testing.T) {
+				t.Parallel()
+				s, c := h.one(t)
+				limits := []ratelimit.Limit{tight, loose}
+				runSteps(t, s, c, uniqueKey(t, "k"), limits, []step{
+					{allowed: true, remaining: []int{1, 99}},
+					{allowed: true, remaining: []int{0, 98}},
+					{allowed: false, deniedBy: 0, remaining: []int{0, 98}},
+					{allowed: false, deniedBy: 0, remaining: []int{0, 98}},
+				})
+				// The loose limit alone still has its 98.
+				if d := allow(t, s, uniqueKey(t, "k"), 1, loose); d.Results[0].Remaining != 97 {
+					t.Errorf("loose limit alone: got remaining %d, want 97", d.Results[0].Remaining)
+				}
+				// Reversed order: the answer names the limit that denied.
+				d := allow(t, s, uniqueKey(t, "k"), 1, loose, tight)
+				if r, denied := d.DeniedBy(); !denied || r.Limit != tight {
+					t.Errorf("reversed: DeniedBy() = %v, %v; want %v, true", r.Limit, denied, tight)
+				}
+				if !d.Results[0].Allowed || d.Results[0].RetryAfter != 0 {
+					t.Errorf("reversed: the loose limit's result is %+v, want allowed", d.Results[0])
+				}
+			})
+		}
+	}
+}
+
+// testKeysAreIndependent checks that one key's traffic leaves another's
+// alone, including keys that differ only in characters special to Redis.
+func testKeysAreIndependent(t *testing.T, h Harness) {
+	s, _ := h.one(t)
+	l := ratelimit.PerHour(1).Using(ratelimit.FixedWindow)
+	keys := []string{"a", "b", "a}", "{a}", "a:", "a b", "é", "a\x00"}
+	for _, k := range keys {
+		if d := allow(t, s, uniqueKey(t, k), 1, l); !d.Allowed {
+			t.Errorf("first request of key %q: denied, want allowed", k)
+		}
+	}
+	for _, k := range keys {
+		if d := allow(t, s, uniqueKey(t, k), 1, l); d.Allowed {
+			t.Errorf("second request of key %q: allowed, want denied", k)
+		}
+	}
+}
+
+// testReset checks that a Resetter forgets exactly the limits it is given.
+func testReset(t *testing.T, h Harness) {
+	s, _ := h.one(t)
+	r, ok := s.(ratelimit.Resetter)
+	if !ok {
+		t.Skipf("%T does not implement ratelimit.Resetter", s)
+	}
+	key := uniqueKey(t, "k")
+	all := eachAlgorithm()
+	for i := range all {
+		all[i].Quota, all[i].Window, all[i].Precision = 1, time.Hour, 0
+	}
+	allow(t, s, key, 1, all...)
+	if d := allow(t, s, key, 1, all...); d.Allowed {
+		t.Fatalf("second request: allowed, want denied")
+	}
+	if err := r.Reset(context.Background(), key, all[:3]...); err != nil {
+		t.Fatalf("Reset: %v", err)
+	}
+	d := allow(t, s, key, 1, all...)
+	for i, res := range d.Results {
+		if want := i < 3; res.Allowed != want {
+			t.Errorf("after Reset of limits 0-2: Results[%d].Allowed = %v, want %v", i, res.Allowed, want)
+		}
+	}
+	if err := r.Reset(context.Background(), "", all...); !isInvalid(err) {
+		t.Errorf("Reset with an empty key: got %v, want ErrInvalid", err)
+	}
+}
+
+// testInvalidInput checks that bad input is refused with an error naming
+// what is wrong.
+func testInvalidInput(t *testing.T, h Harness) {
+	s, _ := h.one(t)
+	ok := ratelimit.PerMinute(10)
+	tests := []struct {
+		name   string
+		key    string
+		cost   int
+		limits []ratelimit.Limit
+		want   string // in the error message
+	}{
+		{"empty key", "", 1, []ratelimit.Limit{ok}, "key is empty"},
+		{"long key", strings.Repeat("k", ratelimit.MaxKeyLength+1), 1, []ratelimit.Limit{ok}, "key is"},
+		{"zero cost", "k", 0, []ratelimit.Limit{ok}, "cost must be at least 1"},
+		{"negative cost", "k", -5, []ratelimit.Limit{ok}, "cost must be at least 1"},
+		{"cost above quota", "k", 11, []ratelimit.Limit{ok}, "exceeds the capacity 10"},
+		{"cost above burst", "k", 4, []ratelimit.Limit{ratelimit.PerMinute(10).Using(ratelimit.TokenBucket).WithBurst(3)}, "exceeds the capacity 3"},
+		{"no limits", "k", 1, nil, "no limits"},
+		{"zero quota", "k", 1, []ratelimit.Limit{ratelimit.PerMinute(0)}, "Quota must be at least 1"},
+		{"negative quota", "k", 1, []ratelimit.Limit{ratelimit.PerMinute(-1)}, "Quota must be at least 1"},
+		{"huge quota", "k", 1, []ratelimit.Limit{ratelimit.PerMinute(ratelimit.MaxQuota + 1)}, "Quota must be at most"},
+		{"zero window", "k", 1, []ratelimit.Limit{ratelimit.Per(1, 0)}, "Window must be at least 1ms"},
+		{"negative window", "k", 1, []ratelimit.Limit{ratelimit.Per(1, -time.Second)}, "Window must be at least 1ms"},
+		{"sub-ms window", "k", 1, []ratelimit.Limit{ratelimit.Per(1, 1500*time.Microsecond)}, "Window must be a whole number of milliseconds"},
+		{"precision above window", "k", 1, []ratelimit.Limit{ok.WithPrecision(2 * time.Minute)}, "Precision must not exceed Window"},
+		{"precision not dividing", "k", 1, []ratelimit.Limit{ok.WithPrecision(7 * time.Second)}, "Precision must divide Window"},
+		{"negative precision", "k", 1, []ratelimit.Limit{ok.WithPrecision(-time.Second)}, "Precision must be positive"},
+		{"too many slots", "k", 1, []ratelimit.Limit{ok.WithPrecision(time.Millisecond)}, "Precision makes 60000 slots"},
+		{"precision on a token bucket", "k", 1, []ratelimit.Limit{ok.Using(ratelimit.TokenBucket).WithPrecision(time.Second)}, "Precision is only used by sliding-window"},
+		{"negative burst", "k", 1, []ratelimit.Limit{ok.Using(ratelimit.TokenBucket).WithBurst(-1)}, "Burst must be at least 1"},
+		{"burst on a fixed window", "k", 1, []ratelimit.Limit{ok.Using(ratelimit.FixedWindow).WithBurst(5)}, "Burst is only used by token-bucket"},
+		{"huge sliding log", "k", 1, []ratelimit.Limit{ratelimit.PerMinute(ratelimit.MaxSlidingLogQuota + 1).Using(ratelimit.SlidingLog)}, "use sliding-window"},
+		{"unknown algorithm", "k", 1, []ratelimit.Limit{ok.Using(ratelimit.Algorithm(9))}, "Algorithm is unknown"},
+		{"limits sharing state", "k", 1, []ratelimit.Limit{ok, ratelimit.PerMinute(20)}, "would share one counter"},
+		{"second limit invalid", "k", 1, []ratelimit.Limit{ok, ratelimit.PerHour(0)}, "limits[1].Quota"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d, err := s.Allow(context.Background(), tt.key, tt.cost, tt.limits...)
+			if !isInvalid(err) {
+				t.Fatalf("got (%+v, %v), want an error wrapping ErrInvalid", d, err)
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("got error %q, want it to mention %q", err, tt.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,293 @@
+package storetest
+
+import (
+	"math/big"
+	"slices"
+	"time"
+
+	"github.com/ratelimit-go/ratelimit"
+)
+
+// Model is a reference implementation of the four algorithms, written
+// from their definitions for clarity rather than speed: a sliding log is a
+// slice of timestamps, a token bucket an exact rational. The suite replays
+// traffic through a store and through a Model and wants equal decisions.
+// Times are microseconds on the store's clock.
+//
+// The fixed window follows Redis's millisecond expiry: a window opened at t
+// holds until t+Window, and an open window reports the time left rounded
+// down to the millisecond plus 1ms, capped at Window.
+//
+// The zero Model is empty and ready to use. It is not safe for concurrent
+// use.
+type Model struct {
+	states map[modelKey]modelState
+}
+
+type modelKey struct {
+	key   string
+	state ratelimit.Limit
+}
+
+// modelState is one limit's state for one key; durations are in
+// microseconds.
+type modelState interface {
+	// check reports whether cost fits, the units remaining before taking
+	// it, and, when it does not fit, the time until it would. It changes
+	// nothing.
+	check(now int64, cost int) (ok bool, remaining int, retry int64)
+	// commit takes cost and returns the time until the limit is full again.
+	commit(now int64, cost int) (reset int64)
+	// settle takes nothing and returns the time until the limit is full.
+	settle(now int64) (reset int64)
+}
+
+// Allow decides a request at time now (microseconds) like
+// [ratelimit.Store.Allow]. It does not validate its input.
+func (m *Model) Allow(now int64, key string, cost int, limits ...ratelimit.Limit) ratelimit.Decision {
+	if m.states == nil {
+		m.states = make(map[modelKey]modelState)
+	}
+	d := ratelimit.Decision{Allowed: true, Results: make([]ratelimit.Result, len(limits))}
+	states := make([]modelState, len(limits))
+	for i, l := range limits {
+		state := l.WithDefaults()
+		state.Name = ""
+		k := modelKey{key, state}
+		s, ok := m.states[k]
+		if !ok {
+			s = newModelState(state)
+			m.states[k] = s
+		}
+		states[i] = s
+		ok, remaining, retry := s.check(now, cost)
+		d.Results[i] = ratelimit.Result{Limit: l, Allowed: ok, Remaining: remaining, RetryAfter: us(retry)}
+		d.Allowed = d.Allowed && ok
+	}
+	for i, s := range states {
+		r := &d.Results[i]
+		if d.Allowed {
+			r.Remaining -= cost
+			r.ResetAfter = us(s.commit(now, cost))
+		} else {
+			r.ResetAfter = us(s.settle(now))
+		}
+	}
+	return d
+}
+
+func newModelState(l ratelimit.Limit) modelState {
+	w := int64(l.Window / time.Microsecond)
+	switch l.Algorithm {
+	case ratelimit.FixedWindow:
+		return &fixedWindow{quota: l.Quota, window: w}
+	case ratelimit.SlidingLog:
+		return &slidingLog{quota: l.Quota, window: w}
+	case ratelimit.TokenBucket:
+		return &tokenBucket{burst: int64(l.Burst), quota: int64(l.Quota), window: w}
+	default:
+		p := int64(l.Precision / time.Microsecond)
+		return &slidingWindow{quota: l.Quota, width: p, slots: w / p, counts: map[int64]int{}}
+	}
+}
+
+func us(n int64) time.Duration { return time.Duration(n) * time.Microsecond }
+
+// fixedWindow: count requests from the first one until window later.
+type fixedWindow struct {
+	quota  int
+	window int64
+	count  int
+	start  int64
+	open   bool
+}
+
+func (s *fixedWindow) expire(now int64) {
+	if s.open && now >= s.start+s.window {
+		s.open, s.count = false, 0
+	}
+}
+
+// reset is the time left in the window, rounded down to the millisecond
+// plus 1ms, as Redis's PTTL lets the script see it.
+func (s *fixedWindow) reset(now int64) int64 {
+	if !s.open {
+		return 0
+	}
+	return min(((s.start+s.window-now)/1000+1)*1000, s.window)
+}
+
+func (s *fixedWindow) check(now int64, cost int) (bool, int, int64) {
+	s.expire(now)
+	if s.count+cost <= s.quota {
+		return true, s.quota - s.count, 0
+	}
+	return false, max(s.quota-s.count, 0), s.reset(now)
+}
+
+func (s *fixedWindow) commit(now int64, cost int) int64 {
+	s.expire(now)
+	s.count += cost
+	if !s.open {
+		s.open, s.start = true, now
+		return s.window
+	}
+	return s.reset(now)
+}
+
+func (s *fixedWindow) settle(now int64) int64 {
+	s.expire(now)
+	return s.reset(now)
+}
+
+// slidingLog: one timestamp per admitted unit; a request fits when the
+// units in (now-window, now] plus its cost are at most quota.
+type slidingLog struct {
+	quota  int
+	window int64
+	log    []int64 // ascending
+}
+
+func (s *slidingLog) live(now int64) []int64 {
+	var live []int64
+	for _, t := range s.log {
+		if t > now-s.window {
+			live = append(live, t)
+		}
+	}
+	return live
+}
+
+func (s *slidingLog) check(now int64, cost int) (bool, int, int64) {
+	live := s.live(now)
+	n := len(live)
+	if n+cost <= s.quota {
+		return true, s.quota - n, 0
+	}
+	return false, max(s.quota-n, 0), live[n+cost-s.quota-1] + s.window - now
+}
+
+func (s *slidingLog) commit(now int64, cost int) int64 {
+	s.log = s.live(now)
+	for range cost {
+		s.log = append(s.log, now)
+	}
+	return s.window
+}
+
+func (s *slidingLog) settle(now int64) int64 {
+	s.log = s.live(now)
+	if len(s.log) == 0 {
+		return 0
+	}
+	return s.log[len(s.log)-1] + s.window - now
+}
+
+// slidingWindow: counts per slot of width; a request fits when the last
+// slots slots, the current one included, plus its cost are at most quota.
+type slidingWindow struct {
+	quota        int
+	width, slots int64
+	counts       map[int64]int
+}
+
+// tidy forgets the slots that left the window and returns the others in
+// ascending order, with their sum.
+func (s *slidingWindow) tidy(now int64) (live []int64, sum int) {
+	first := now/s.width - s.slots + 1
+	for slot, c := range s.counts {
+		if slot < first {
+			delete(s.counts, slot)
+			continue
+		}
+		live = append(live, slot)
+		sum += c
+	}
+	slices.Sort(live)
+	return live, sum
+}
+
+func (s *slidingWindow) leaves(slot, now int64) int64 { return (slot+s.slots)*s.width - now }
+
+func (s *slidingWindow) check(now int64, cost int) (bool, int, int64) {
+	live, sum := s.tidy(now)
+	if sum+cost <= s.quota {
+		return true, s.quota - sum, 0
+	}
+	excess, freed := sum+cost-s.quota, 0
+	var slot int64
+	for _, slot = range live {
+		if freed += s.counts[slot]; freed >= excess {
+			break
+		}
+	}
+	return false, max(s.quota-sum, 0), s.leaves(slot, now)
+}
+
+func (s *slidingWindow) commit(now int64, cost int) int64 {
+	s.counts[now/s.width] += cost
+	live, _ := s.tidy(now)
+	return s.leaves(live[len(live)-1], now)
+}
+
+func (s *slidingWindow) settle(now int64) int64 {
+	live, _ := s.tidy(now)
+	if len(live) == 0 {
+		return 0
+	}
+	return s.leaves(live[len(live)-1], now)
+}
+
+// tokenBucket: tokens(t) = min(burst, tokens(last) + (t-last)*quota/window),
+// in exact rationals; it starts full.
+type tokenBucket struct {
+	burst, quota, window int64
+	tokens               *big.Rat // nil: full
+	last                 int64
+}
+
+func (s *tokenBucket) level(now int64) *big.Rat {
+	full := big.NewRat(s.burst, 1)
+	if s.tokens == nil {
+		return full
+	}
+	t := new(big.Rat).Add(s.tokens, big.NewRat((now-s.last)*s.quota, s.window))
+	if t.Cmp(full) > 0 {
+		return full
+	}
+	return t
+}
+
+// refill returns the time, rounded up to the microsecond, to refill n
+// tokens.
+func (s *tokenBucket) refill(n *big.Rat) int64 {
+	t := new(big.Rat).Mul(n, big.NewRat(s.window, s.quota))
+	q, r := new(big.Int).QuoRem(t.Num(), t.Denom(), new(big.Int))
+	if r.Sign() > 0 {
+		q.Add(q, big.NewInt(1))
+	}
+	return q.Int64()
+}
+
+func (s *tokenBucket) missing(have *big.Rat, n int64) *big.Rat {
+	return new(big.Rat).Sub(big.NewRat(n, 1), have)
+}
+
+func (s *tokenBucket) check(now int64, cost int) (bool, int, int64) {
+	have := s.level(now)
+	whole := int(new(big.Int).Quo(have.Num(), have.Denom()).Int64())
+	if have.Cmp(big.NewRat(int64(cost), 1)) >= 0 {
+		return true, whole, 0
+	}
+	return false, whole, s.refill(s.missing(have, int64(cost)))
+}
+
+func (s *tokenBucket) commit(now int64, cost int) int64 {
+	s.tokens = new(big.Rat).Sub(s.level(now), big.NewRat(int64(cost), 1))
+	s.last = now
+	return s.refill(s.missing(s.tokens, s.burst))
+}
+
+func (s *tokenBucket) settle(now int64) int64 {
+	return s.refill(s.missing(s.level(now), s.burst))
+}

@@ -1,0 +1,269 @@
+package storetest
+
+import (
+	"hash/fnv"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/ratelimit-go/ratelimit"
+)
+
+// newRand returns a generator seeded from the test's name, so a failure
+// replays the same traffic.
+func newRand(t *testing.T) *rand.Rand {
+	h := fnv.New64a()
+	h.Write([]byte(t.Name()))
+	seed := h.Sum64()
+	t.Logf("random seed %d", seed)
+	return rand.New(rand.NewPCG(seed, seed>>1|1))
+}
+
+// randomLimits returns one to three valid limits that do not share
+// state, with windows drawn from windows (each a multiple of 20ms).
+func randomLimits(rng *rand.Rand, windows []time.Duration) []ratelimit.Limit {
+	var limits []ratelimit.Limit
+	for n := 1 + rng.IntN(3); len(limits) < n; {
+		l := ratelimit.Limit{
+			Algorithm: ratelimit.Algorithm(rng.IntN(4)),
+			Quota:     1 + rng.IntN(12),
+			Window:    windows[rng.IntN(len(windows))],
+		}
+		switch l.Algorithm {
+		case ratelimit.TokenBucket:
+			if rng.IntN(2) == 0 {
+				l.Burst = 1 + rng.IntN(15)
+			}
+		case ratelimit.SlidingWindow:
+			slots := []time.Duration{1, 2, 4, 5, 10}[rng.IntN(5)]
+			l.Precision = l.Window / slots
+		}
+		if ratelimit.CheckRequest("k", 1, append(limits, l)) == nil {
+			limits = append(limits, l)
+		}
+	}
+	return limits
+}
+
+// randomCost returns a cost that every limit can hold, usually 1.
+func randomCost(rng *rand.Rand, limits []ratelimit.Limit) int {
+	if rng.IntN(3) > 0 {
+		return 1
+	}
+	most := limits[0].Capacity()
+	for _, l := range limits {
+		most = min(most, l.Capacity())
+	}
+	return 1 + rng.IntN(most)
+}
+
+// randomAdvance returns a step of time: often none, sometimes a few
+// microseconds, sometimes exactly a window or a slot, sometimes up to a
+// little more than the longest window.
+func randomAdvance(rng *rand.Rand, limits []ratelimit.Limit) time.Duration {
+	longest := time.Duration(0)
+	for _, l := range limits {
+		longest = max(longest, l.Window)
+	}
+	switch rng.IntN(7) {
+	case 0, 1:
+		return 0
+	case 6:
+		// Exactly a window, or a slot, to land on the edges.
+		l := limits[rng.IntN(len(limits))].WithDefaults()
+		if l.Algorithm == ratelimit.SlidingWindow && rng.IntN(2) == 0 {
+			return l.Precision
+		}
+		return l.Window
+	case 2:
+		return time.Duration(1+rng.IntN(1500)) * time.Microsecond
+	case 3:
+		return time.Duration(rng.Int64N(int64(longest / 4)))
+	default:
+		return time.Duration(rng.Int64N(int64(longest * 6 / 5))).Truncate(time.Microsecond)
+	}
+}
+
+// testInvariants sends randomized traffic and checks what must hold for
+// every decision (see brokenInvariant), and that a denied request takes
+// nothing: repeated at once, it sees the same state (with a real clock,
+// no less Remaining).
+func testInvariants(t *testing.T, h Harness) {
+	s, c := h.one(t)
+	rng := newRand(t)
+	windows := []time.Duration{20 * time.Millisecond, 100 * time.Millisecond, 500 * time.Millisecond, time.Second}
+	rounds, steps := 30, 100
+	if !c.Pinned() {
+		rounds, steps = 10, 60
+	}
+	for round := range rounds {
+		limits := randomLimits(rng, windows)
+		key := uniqueKey(t, string(rune('a'+round%26)))
+		for range steps {
+			if c.Pinned() {
+				c.Advance(randomAdvance(rng, limits))
+			} else if rng.IntN(8) == 0 {
+				c.Advance(time.Duration(rng.IntN(30)) * time.Millisecond)
+			}
+			cost := randomCost(rng, limits)
+			d := allow(t, s, key, cost, limits...)
+			if d.Allowed {
+				continue
+			}
+			again := allow(t, s, key, cost, limits...)
+			if c.Pinned() {
+				if !reflect.DeepEqual(again, d) {
+					t.Fatalf("a denied request changed the state: %v cost %d:\nfirst  %+v\nsecond %+v", limits, cost, d, again)
+				}
+				continue
+			}
+			for i, r := range again.Results {
+				before := d.Results[i].Remaining
+				if after := r.Remaining + map[bool]int{true: cost}[again.Allowed]; after < before {
+					t.Fatalf("a denied request took from %v: Remaining %d before, %d after", r.Limit, before, after)
+				}
+			}
+		}
+	}
+}
+
+// testMatchesModel replays randomized traffic through the store and
+// through [Model] and wants the same decisions. With a pinned clock every
+// field must match exactly. With a real clock the windows are days long,
+// so that the few milliseconds between the store's clock and the model's
+// change no count; only the durations may differ, by under a second.
+func testMatchesModel(t *testing.T, h Harness) {
+	s, c := h.one(t)
+	rng := newRand(t)
+	windows := []time.Duration{20 * time.Millisecond, 100 * time.Millisecond, time.Second, 3 * time.Second, time.Minute}
+	rounds, steps, tolerance := 60, 120, time.Duration(0)
+	if !c.Pinned() {
+		windows = []time.Duration{24 * time.Hour, 48 * time.Hour}
+		rounds, steps, tolerance = 20, 40, time.Second
+	}
+	var m Model
+	for round := range rounds {
+		limits := randomLimits(rng, windows)
+		keys := []string{uniqueKey(t, string(rune('a'+round%26))+"1"), uniqueKey(t, string(rune('a'+round%26))+"2")}
+		for step := range steps {
+			if c.Pinned() {
+				c.Advance(randomAdvance(rng, limits))
+			}
+			key, cost := keys[rng.IntN(len(keys))], randomCost(rng, limits)
+			got := allow(t, s, key, cost, limits...)
+			want := m.Allow(c.Now().UnixMicro(), key, cost, limits...)
+			if !sameDecision(got, want, tolerance) {
+				t.Fatalf("round %d step %d: %v cost %d:\ngot  %+v\nwant %+v", round, step, limits, cost, got, want)
+			}
+		}
+	}
+}
+
+// sameDecision compares decisions, durations within tolerance.
+func sameDecision(got, want ratelimit.Decision, tolerance time.Duration) bool {
+	if got.Allowed != want.Allowed || len(got.Results) != len(want.Results) {
+		return false
+	}
+	near := func(a, b time.Duration) bool { return a-b <= tolerance && b-a <= tolerance }
+	for i, g := range got.Results {
+		w := want.Results[i]
+		if g.Limit != w.Limit || g.Allowed != w.Allowed || g.Remaining != w.Remaining ||
+			!near(g.ResetAfter, w.ResetAfter) || !near(g.RetryAfter, w.RetryAfter) {
+			return false
+		}
+	}
+	return true
+}
+
+// testSlidingWindowBound checks the sliding window counter's documented
+// bound. With window W and precision p it never admits more than Quota in
+// any span of W−p: the test replays every request it admits through a
+// sliding log of window W−p, which must admit them all. Across a full
+// span of W it may admit up to one slot's worth more; the test measures
+// the excess against a sliding log of window W fed the same traffic, and
+// shows that the worst case, 2×Quota, is reachable.
+func testSlidingWindowBound(t *testing.T, h Harness) {
+	s, c := h.one(t)
+	if !c.Pinned() {
+		// The replay must happen at the same instants, which only a
+		// pinned clock gives.
+		t.Skip("needs a pinned clock")
+	}
+	const quota = 20
+	window, precision := time.Second, 100*time.Millisecond
+	counter := ratelimit.Per(quota, window).WithPrecision(precision)
+	shorter := ratelimit.Per(quota, window-precision).Using(ratelimit.SlidingLog)
+	exact := ratelimit.Per(quota, window).Using(ratelimit.SlidingLog)
+
+	t.Run("random traffic", func(t *testing.T) {
+		rng := newRand(t)
+		var admitted []int64 // microsecond of each admitted unit
+		counterPassed, exactPassed := 0, 0
+		for range 4000 {
+			c.Advance(time.Duration(rng.IntN(60_000)) * time.Microsecond)
+			cost := 1 + rng.IntN(3)
+			if rng.IntN(4) > 0 {
+				cost = 1
+			}
+			if allow(t, s, uniqueKey(t, "exact"), cost, exact).Allowed {
+				exactPassed += cost
+			}
+			if !allow(t, s, uniqueKey(t, "counter"), cost, counter).Allowed {
+				continue
+			}
+			counterPassed += cost
+			now := c.Now().UnixMicro()
+			for range cost {
+				admitted = append(admitted, now)
+			}
+			if d := allow(t, s, uniqueKey(t, "shorter"), cost, shorter); !d.Allowed {
+				t.Fatalf("at %v the counter admitted cost %d, but a sliding log of %v denies it: more than %d in a span of W-p", c.Now(), cost, window-precision, quota)
+			}
+		}
+		worst, slot := maxInSpan(admitted, int64(window/time.Microsecond)), maxInSlot(admitted, int64(precision/time.Microsecond))
+		if worst > quota+slot {
+			t.Errorf("%d admitted within one window, more than quota %d + the largest slot %d", worst, quota, slot)
+		}
+		t.Logf("same traffic: sliding window counter admitted %d, exact sliding log %d; most in any span of W: %d (quota %d, largest slot %d)",
+			counterPassed, exactPassed, worst, quota, slot)
+	})
+
+	t.Run("worst case", func(t *testing.T) {
+		// Spend the whole quota at the end of one slot, then again as soon
+		// as that slot leaves the window: 2×Quota within W−p+1ms.
+		key := uniqueKey(t, "k")
+		into := time.Duration(c.Now().UnixMicro()%int64(precision/time.Microsecond)) * time.Microsecond
+		c.Advance((2*precision - time.Millisecond - into) % precision)
+		if d := allow(t, s, key, quota, counter); !d.Allowed {
+			t.Fatalf("first burst denied: %+v", d)
+		}
+		c.Advance(window - precision + time.Millisecond)
+		if d := allow(t, s, key, quota, counter); !d.Allowed {
+			t.Fatalf("second burst, %v later, denied: %+v", window-precision+time.Millisecond, d)
+		}
+	})
+}
+
+// maxInSpan returns the most timestamps in any half-open span (t-w, t].
+func maxInSpan(ts []int64, w int64) int {
+	most, first := 0, 0
+	for i, t := range ts {
+		for ts[first] <= t-w {
+			first++
+		}
+		most = max(most, i-first+1)
+	}
+	return most
+}
+
+// maxInSlot returns the most timestamps in one slot of width w.
+func maxInSlot(ts []int64, w int64) int {
+	counts := map[int64]int{}
+	most := 0
+	for _, t := range ts {
+		counts[t/w]++
+		most = max(most, counts[t/w])
+	}
+	return most
+}

@@ -1,0 +1,151 @@
+// Package storetest is the conformance suite that every
+// [ratelimit.Store] must pass.
+//
+// A store's tests call [Run] with a [Harness] that makes fresh stores. The
+// suite checks each algorithm against its definition: the worked examples
+// of the designs the algorithms come from, a differential test against
+// [Model] over randomized traffic, invariants that hold for every
+// decision, all-or-nothing multi-limit requests, and exact counts under
+// concurrency. Tests that need exact timing run only when the harness
+// pins the clock; with a real clock they sleep, with margins.
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/ratelimit-go/ratelimit"
+)
+
+// Clock is the time a store sees.
+type Clock interface {
+	// Now returns the store's current time; exact when Pinned.
+	Now() time.Time
+	// Advance moves the store's time forward by d. A real clock sleeps.
+	Advance(d time.Duration)
+	// Pinned reports whether time stands still between calls to Advance.
+	Pinned() bool
+}
+
+// Harness tells the suite how to make stores.
+type Harness struct {
+	// New returns n stores (n >= 1) that share one fresh, empty state, for
+	// example n clients of one Redis server with a key prefix of their
+	// own, and the clock they see. The suite calls it once per subtest,
+	// from parallel subtests.
+	New func(t *testing.T, n int) ([]ratelimit.Store, Clock)
+}
+
+func (h Harness) one(t *testing.T) (ratelimit.Store, Clock) {
+	t.Helper()
+	stores, clock := h.New(t, 1)
+	return stores[0], clock
+}
+
+// Run runs the conformance suite against the stores h makes.
+func Run(t *testing.T, h Harness) {
+	tests := []struct {
+		name string
+		run  func(*testing.T, Harness)
+	}{
+		{"FixedWindowExample", testFixedWindowExample},
+		{"SlidingLogExample", testSlidingLogExample},
+		{"BoundaryBurst", testBoundaryBurst},
+		{"EachAlgorithm", testEachAlgorithm},
+		{"Edges", testEdges},
+		{"Cost", testCost},
+		{"MultiLimitAllOrNothing", testMultiLimitAllOrNothing},
+		{"KeysAreIndependent", testKeysAreIndependent},
+		{"Reset", testReset},
+		{"InvalidInput", testInvalidInput},
+		{"Invariants", testInvariants},
+		{"MatchesModel", testMatchesModel},
+		{"SlidingWindowBound", testSlidingWindowBound},
+		{"Concurrency", testConcurrency},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			tt.run(t, h)
+		})
+	}
+}
+
+// allow decides one request and fails t on an error or a broken invariant.
+func allow(t *testing.T, s ratelimit.Store, key string, cost int, limits ...ratelimit.Limit) ratelimit.Decision {
+	t.Helper()
+	d, err := s.Allow(context.Background(), key, cost, limits...)
+	if err != nil {
+		t.Fatalf("Allow(%q, %d, %v): %v", key, cost, limits, err)
+	}
+	if msg := brokenInvariant(d, cost, limits); msg != "" {
+		t.Fatalf("Allow(%q, %d, %v) = %+v: %s", key, cost, limits, d, msg)
+	}
+	return d
+}
+
+// CheckDecision reports what is wrong with a store's answer to a request
+// of cost against limits, whatever the traffic: the results match the
+// limits, Remaining lies within 0 and the capacity, RetryAfter is positive
+// exactly for the limits that denied, durations are within bounds, and
+// Allowed agrees with the results. It returns nil when nothing is.
+func CheckDecision(d ratelimit.Decision, cost int, limits []ratelimit.Limit) error {
+	if msg := brokenInvariant(d, cost, limits); msg != "" {
+		return errors.New(msg)
+	}
+	return nil
+}
+
+// brokenInvariant returns what is wrong with a decision that every store
+// must get right whatever the traffic, or "".
+func brokenInvariant(d ratelimit.Decision, cost int, limits []ratelimit.Limit) string {
+	if got, want := len(d.Results), len(limits); got != want {
+		return fmt.Sprintf("got %d results, want %d", got, want)
+	}
+	all := true
+	for i, r := range d.Results {
+		l := limits[i]
+		switch {
+		case r.Limit != l:
+			return fmt.Sprintf("Results[%d].Limit = %v, want %v", i, r.Limit, l)
+		case r.Remaining < 0:
+			return fmt.Sprintf("Results[%d].Remaining = %d, want >= 0", i, r.Remaining)
+		case r.Remaining > l.Capacity():
+			return fmt.Sprintf("Results[%d].Remaining = %d, want <= capacity %d", i, r.Remaining, l.Capacity())
+		case r.Allowed && r.RetryAfter != 0:
+			return fmt.Sprintf("Results[%d] allowed with RetryAfter %v, want 0", i, r.RetryAfter)
+		case !r.Allowed && r.RetryAfter <= 0:
+			return fmt.Sprintf("Results[%d] denied with RetryAfter %v, want > 0", i, r.RetryAfter)
+		case r.ResetAfter < 0 || r.ResetAfter > maxReset(l):
+			return fmt.Sprintf("Results[%d].ResetAfter = %v, want within [0, %v]", i, r.ResetAfter, maxReset(l))
+		case r.RetryAfter > r.ResetAfter:
+			return fmt.Sprintf("Results[%d].RetryAfter %v > ResetAfter %v", i, r.RetryAfter, r.ResetAfter)
+		case d.Allowed && r.Remaining > l.Capacity()-cost:
+			return fmt.Sprintf("Results[%d] took cost %d but Remaining %d > capacity-cost %d", i, cost, r.Remaining, l.Capacity()-cost)
+		}
+		all = all && r.Allowed
+	}
+	if d.Allowed != all {
+		return fmt.Sprintf("Allowed = %v, but the results say %v", d.Allowed, all)
+	}
+	return ""
+}
+
+// maxReset is the longest a limit can take to replenish fully.
+func maxReset(l ratelimit.Limit) time.Duration {
+	if l.Algorithm == ratelimit.TokenBucket {
+		l = l.WithDefaults()
+		return time.Duration(int64(l.Window) / int64(l.Quota) * int64(l.Burst+1))
+	}
+	return l.Window
+}
+
+// uniqueKey returns a key no other subtest uses.
+func uniqueKey(t *testing.T, suffix string) string {
+	return t.Name() + "/" + suffix
+}
+
+func isInvalid(err error) bool { return errors.Is(err, ratelimit.ErrInvalid) }
