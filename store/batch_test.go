@@ -1,0 +1,143 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratelimit-go/ratelimit"
+)
+
+// batched returns a Redis store over miniredis that runs one script at a
+// time, so that concurrent requests wait and go together in batches.
+func batched(t *testing.T) (*Redis, *redis.Client, *miniredis.Miniredis, *countingHook) {
+	t.Helper()
+	m, _ := newMiniredis(t)
+	client := redis.NewClient(&redis.Options{Addr: m.Addr(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { client.Close() })
+	hook := &countingHook{}
+	client.AddHook(hook)
+	s := newStore(t, client, WithDenyCache(0))
+	if s.batch == nil {
+		t.Fatal("a *redis.Client store does not batch")
+	}
+	s.batch.maxRuns = 1
+	return s, client, m, hook
+}
+
+// TestBatchIsolatesRequests sends concurrent requests, some for keys that
+// hold a foreign value: those fail, the others are decided exactly, and
+// fewer commands than requests reach Redis.
+func TestBatchIsolatesRequests(t *testing.T) {
+	checkLeaks(t)
+	s, client, _, hook := batched(t)
+	ctx := context.Background()
+	l := ratelimit.PerHour(10).Using(ratelimit.FixedWindow)
+	two := []ratelimit.Limit{ratelimit.PerHour(5).Using(ratelimit.SlidingLog), ratelimit.PerHour(7).Using(ratelimit.TokenBucket)}
+	client.HSet(ctx, redisKey(s, "bad", l), "x", "y")
+	client.Set(ctx, redisKey(s, "bad-two", two[1]), "not a hash", 0)
+
+	var mu sync.Mutex
+	passed := map[string]int{}
+	failed := map[string]int{}
+	var wg sync.WaitGroup
+	for g := range 60 {
+		key := []string{"good", "bad", "other", "bad-two", "pair"}[g%5]
+		wg.Go(func() {
+			limits := []ratelimit.Limit{l}
+			if key == "bad-two" || key == "pair" {
+				limits = two
+			}
+			for range 5 {
+				d, err := s.Allow(ctx, key, 1, limits...)
+				mu.Lock()
+				if err != nil {
+					failed[key]++
+				} else if d.Allowed {
+					passed[key]++
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	want := map[string]int{"good": 10, "other": 10, "pair": 5}
+	for key, n := range want {
+		if passed[key] != n || failed[key] != 0 {
+			t.Errorf("key %s: %d passed, %d failed; want %d passed, none failed", key, passed[key], failed[key], n)
+		}
+	}
+	for _, key := range []string{"bad", "bad-two"} {
+		if failed[key] != 60 || passed[key] != 0 {
+			t.Errorf("key %s holding a foreign value: %d failed, %d passed; want all to fail", key, failed[key], passed[key])
+		}
+	}
+	if hook.n >= 300 {
+		t.Errorf("300 requests sent %d commands: nothing was batched", hook.n)
+	}
+	t.Logf("300 requests, %d script runs", hook.n)
+}
+
+// TestBatchWaitersMayGiveUp: a request waiting for its batch returns when
+// its context ends, and the others are not held up.
+func TestBatchWaitersMayGiveUp(t *testing.T) {
+	checkLeaks(t)
+	s, _, m, _ := batched(t)
+	l := ratelimit.PerHour(1000).Using(ratelimit.FixedWindow)
+	m.Lock() // miniredis stalls: the first run hangs, the rest wait
+	var wg sync.WaitGroup
+	errs := make(chan error, 10)
+	for i := range 10 {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+			defer cancel()
+			_, err := s.Allow(ctx, fmt.Sprintf("k%d", i), 1, l)
+			errs <- err
+		})
+	}
+	time.Sleep(300 * time.Millisecond)
+	m.Unlock()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("a request past its deadline: got %v, want context.DeadlineExceeded", err)
+		}
+	}
+	// The store still works.
+	if d, err := s.Allow(context.Background(), "after", 1, l); err != nil || !d.Allowed {
+		t.Errorf("after the stall: got %+v, %v", d, err)
+	}
+}
+
+// TestBatchServerGone: every request of a batch gets the error of a run
+// that fails.
+func TestBatchServerGone(t *testing.T) {
+	checkLeaks(t)
+	s, _, m, _ := batched(t)
+	m.Close()
+	l := ratelimit.PerHour(10).Using(ratelimit.FixedWindow)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	failures := 0
+	for i := range 20 {
+		wg.Go(func() {
+			_, err := s.Allow(context.Background(), fmt.Sprintf("k%d", i), 1, l)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				failures++
+			}
+		})
+	}
+	wg.Wait()
+	if failures != 20 {
+		t.Errorf("%d of 20 requests failed with the server gone, want 20", failures)
+	}
+}

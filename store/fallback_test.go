@@ -1,0 +1,185 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+
+	"github.com/ratelimit-go/ratelimit"
+)
+
+var quietLogger = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// healthLog records a Fallback's health changes.
+type healthLog struct {
+	mu      sync.Mutex
+	changes []bool
+}
+
+func (h *healthLog) hook(up bool, err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.changes = append(h.changes, up)
+}
+
+func (h *healthLog) get() []bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]bool(nil), h.changes...)
+}
+
+// newFallback returns a Fallback over a fresh miniredis, with a short
+// probe interval.
+func newFallback(t *testing.T, opts ...FallbackOption) (*Fallback, *miniredis.Miniredis, *healthLog) {
+	t.Helper()
+	m := miniredis.RunT(t)
+	client := redis.NewClient(&redis.Options{Addr: m.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1})
+	t.Cleanup(func() { client.Close() })
+	h := &healthLog{}
+	opts = append([]FallbackOption{WithProbeInterval(20 * time.Millisecond), WithHealthHook(h.hook), WithFallbackLogger(quietLogger)}, opts...)
+	f, err := NewFallback(newStore(t, client), opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f, m, h
+}
+
+// waitFor polls cond for up to 5s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !cond(); {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// checkLeaks fails t if goroutines started during it outlive its cleanup.
+func checkLeaks(t *testing.T) {
+	before := goleak.IgnoreCurrent()
+	t.Cleanup(func() { goleak.VerifyNone(t, before) }) // runs after the other cleanups
+}
+
+func TestFallbackDownAndBack(t *testing.T) {
+	checkLeaks(t)
+	f, m, health := newFallback(t)
+	ctx := context.Background()
+	l := ratelimit.PerHour(3).Using(ratelimit.FixedWindow)
+
+	d, err := f.Allow(ctx, "k", 1, l)
+	if err != nil || d.Fallback || d.Results[0].Remaining != 2 {
+		t.Fatalf("healthy: got %+v, %v; want a Redis decision with 2 remaining", d, err)
+	}
+
+	m.Close()
+	for i, want := range []bool{true, true, true, false} {
+		d, err := f.Allow(ctx, "k", 1, l)
+		if err != nil {
+			t.Fatalf("Redis down, request %d: %v", i, err)
+		}
+		if !d.Fallback || d.Allowed != want {
+			t.Errorf("Redis down, request %d: got %+v, want a local decision, allowed %v", i, d, want)
+		}
+	}
+	if f.Healthy() {
+		t.Error("Healthy() = true while Redis is down")
+	}
+
+	if err := m.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the probe to find Redis back", f.Healthy)
+	d, err = f.Allow(ctx, "k", 1, l)
+	if err != nil || d.Fallback {
+		t.Fatalf("Redis back: got %+v, %v; want a Redis decision", d, err)
+	}
+	if got := health.get(); len(got) != 2 || got[0] || !got[1] {
+		t.Errorf("health hook saw %v, want [false true]", got)
+	}
+	if s := f.Stats(); s.Local != 4 || s.Failures != 1 || s.Recoveries != 1 {
+		t.Errorf("Stats() = %+v, want 4 local decisions, 1 failure, 1 recovery", s)
+	}
+	// Go down again, so that a probe runs, and leave it to Close: no
+	// goroutine may outlive the test.
+	m.Close()
+	if d, _ := f.Allow(ctx, "k", 1, l); !d.Fallback {
+		t.Error("Redis down again: want a local decision")
+	}
+}
+
+func TestFallbackDividesLimitsAmongInstances(t *testing.T) {
+	f, m, _ := newFallback(t, WithInstances(4))
+	m.Close()
+	ctx := context.Background()
+	l := ratelimit.PerMinute(10).Using(ratelimit.TokenBucket).WithBurst(10)
+	passed := 0
+	for range 10 {
+		d, err := f.Allow(ctx, "k", 1, l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Allowed {
+			passed++
+		}
+		if d.Results[0].Limit != l {
+			t.Fatalf("the result names %v, want the limit as given, %v", d.Results[0].Limit, l)
+		}
+	}
+	if passed != 3 { // ceil(10/4)
+		t.Errorf("%d passed in process with 4 instances, want 3", passed)
+	}
+	d, err := f.Allow(ctx, "k2", 5, l)
+	if err != nil || d.Allowed || !d.Fallback || d.RetryAfter() <= 0 {
+		t.Errorf("a cost above an instance's share: got %+v, %v; want a denial", d, err)
+	}
+}
+
+func TestFallbackKeepsErrorsThatAreNotOutages(t *testing.T) {
+	f, m, _ := newFallback(t)
+	ctx := context.Background()
+	l := ratelimit.PerMinute(10).Using(ratelimit.FixedWindow)
+
+	if _, err := f.Allow(ctx, "", 1, l); !errors.Is(err, ratelimit.ErrInvalid) {
+		t.Errorf("invalid input: got %v, want ErrInvalid", err)
+	}
+	m.Set("rl:{k}:f60000", "not a number")
+	if _, err := f.Allow(ctx, "k", 1, l); err == nil {
+		t.Error("a key holding a foreign value: got no error")
+	}
+	canceled, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := f.Allow(canceled, "other", 1, l); err == nil {
+		t.Error("a canceled request: got no error")
+	}
+	if !f.Healthy() || f.Stats().Local != 0 {
+		t.Errorf("none of these is an outage: Healthy %v, Stats %+v", f.Healthy(), f.Stats())
+	}
+}
+
+func TestNewFallbackChecksDeadlines(t *testing.T) {
+	m := miniredis.RunT(t)
+	deaf := newStore(t, newClient(t, m.Addr())) // ContextTimeoutEnabled is false
+	if _, err := NewFallback(deaf); !errors.Is(err, ratelimit.ErrInvalid) {
+		t.Errorf("a client ignoring deadlines: got %v, want ErrInvalid", err)
+	}
+	if _, err := NewFallback(nil); !errors.Is(err, ratelimit.ErrInvalid) {
+		t.Errorf("nil: got %v, want ErrInvalid", err)
+	}
+	for _, opt := range []FallbackOption{WithBudget(0), WithProbeInterval(-1), WithInstances(0), WithLocal(nil), WithFallbackLogger(nil)} {
+		client := redis.NewClient(&redis.Options{Addr: m.Addr(), ContextTimeoutEnabled: true})
+		if _, err := NewFallback(newStore(t, client), opt); !errors.Is(err, ratelimit.ErrInvalid) {
+			t.Errorf("bad option: got %v, want ErrInvalid", err)
+		}
+		client.Close()
+	}
+}

@@ -1,0 +1,218 @@
+package store
+
+import "github.com/ratelimit-go/ratelimit"
+
+// The four algorithms in Go, for the Memory store. Each follows its Lua
+// script in lua/ step for step, so that both stores give the same answers
+// (a differential test holds them to it); the comments there explain the
+// arithmetic. Times are microseconds; the Memory store's clock never goes
+// back.
+
+// state is one limit's state for one key.
+type state interface {
+	// check reports whether cost fits, the units remaining before taking
+	// it, and, when it does not fit, the time until it would. It changes
+	// nothing.
+	check(c *compiled, now, cost int64) (ok bool, remaining, retry int64)
+	// commit takes cost and returns the time until the limit is full.
+	commit(c *compiled, now, cost int64) (reset int64)
+	// settle takes nothing, drops what expired, and returns the time until
+	// the limit is full.
+	settle(c *compiled, now int64) (reset int64)
+}
+
+func newState(c *compiled) state {
+	switch c.algorithm {
+	case ratelimit.FixedWindow:
+		return &fixedWindowState{}
+	case ratelimit.SlidingLog:
+		return &slidingLogState{}
+	case ratelimit.TokenBucket:
+		return &tokenBucketState{level: c.units}
+	default:
+		return &slidingWindowState{slot: make([]int64, c.slots), count: make([]int64, c.slots)}
+	}
+}
+
+// fixedWindowState mirrors fixed_window.lua: a count and the end of its
+// window, reported with Redis's millisecond resolution.
+type fixedWindowState struct {
+	count, end int64 // end = 0: no window open
+}
+
+func (s *fixedWindowState) expire(now int64) {
+	if s.end != 0 && now >= s.end {
+		s.count, s.end = 0, 0
+	}
+}
+
+// reset is what PTTL+1ms gives the script: the time left in the window,
+// rounded down to the millisecond, plus 1ms, at most the window.
+func (s *fixedWindowState) reset(c *compiled, now int64) int64 {
+	if s.end == 0 {
+		return 0
+	}
+	return min(((s.end-now)/1000+1)*1000, c.window)
+}
+
+func (s *fixedWindowState) check(c *compiled, now, cost int64) (bool, int64, int64) {
+	s.expire(now)
+	if s.count+cost <= c.quota {
+		return true, c.quota - s.count, 0
+	}
+	return false, max(c.quota-s.count, 0), s.reset(c, now)
+}
+
+func (s *fixedWindowState) commit(c *compiled, now, cost int64) int64 {
+	s.expire(now)
+	s.count += cost
+	if s.end == 0 {
+		s.end = now + c.window
+		return c.window
+	}
+	return s.reset(c, now)
+}
+
+func (s *fixedWindowState) settle(c *compiled, now int64) int64 {
+	s.expire(now)
+	return s.reset(c, now)
+}
+
+// slidingLogState mirrors sliding_log.lua: the times of the admitted
+// units, oldest first, in log[head:].
+type slidingLogState struct {
+	log  []int64
+	head int
+}
+
+func (s *slidingLogState) trim(c *compiled, now int64) {
+	for s.head < len(s.log) && s.log[s.head] <= now-c.window {
+		s.head++
+	}
+	if s.head == len(s.log) {
+		s.log, s.head = s.log[:0], 0
+	} else if s.head > len(s.log)/2 {
+		n := copy(s.log, s.log[s.head:])
+		s.log, s.head = s.log[:n], 0
+	}
+}
+
+func (s *slidingLogState) check(c *compiled, now, cost int64) (bool, int64, int64) {
+	s.trim(c, now)
+	live := s.log[s.head:]
+	n := int64(len(live))
+	if n+cost <= c.quota {
+		return true, c.quota - n, 0
+	}
+	return false, max(c.quota-n, 0), live[n+cost-c.quota-1] + c.window - now
+}
+
+func (s *slidingLogState) commit(c *compiled, now, cost int64) int64 {
+	s.trim(c, now)
+	for range cost {
+		s.log = append(s.log, now)
+	}
+	return c.window
+}
+
+func (s *slidingLogState) settle(c *compiled, now int64) int64 {
+	s.trim(c, now)
+	if s.head == len(s.log) {
+		return 0
+	}
+	return s.log[len(s.log)-1] + c.window - now
+}
+
+// slidingWindowState mirrors sliding_window.lua: a ring of the last
+// `slots` slots; slot[i] is the slot number whose count is count[i].
+type slidingWindowState struct {
+	slot, count []int64
+}
+
+// live returns the sum of the slots in the window, and the newest of them
+// (-1 when none).
+func (s *slidingWindowState) live(c *compiled, now int64) (sum, newest int64) {
+	first, newest := now/c.width-c.slots+1, int64(-1)
+	for i, n := range s.slot {
+		if s.count[i] > 0 && n >= first {
+			sum += s.count[i]
+			newest = max(newest, n)
+		}
+	}
+	return sum, newest
+}
+
+func (s *slidingWindowState) check(c *compiled, now, cost int64) (bool, int64, int64) {
+	sum, _ := s.live(c, now)
+	if sum+cost <= c.quota {
+		return true, c.quota - sum, 0
+	}
+	// Walk the window from its oldest slot until enough has left.
+	current := now / c.width
+	excess, freed := sum+cost-c.quota, int64(0)
+	for n := current - c.slots + 1; n <= current; n++ {
+		if i := n % c.slots; s.slot[i] == n {
+			if freed += s.count[i]; freed >= excess {
+				return false, max(c.quota-sum, 0), (n+c.slots)*c.width - now
+			}
+		}
+	}
+	panic("store: sliding window: the live slots do not add up") // unreachable: sum >= excess
+}
+
+func (s *slidingWindowState) commit(c *compiled, now, cost int64) int64 {
+	current := now / c.width
+	i := current % c.slots
+	if s.slot[i] != current {
+		s.slot[i], s.count[i] = current, 0
+	}
+	s.count[i] += cost
+	_, newest := s.live(c, now)
+	return (newest+c.slots)*c.width - now
+}
+
+func (s *slidingWindowState) settle(c *compiled, now int64) int64 {
+	if _, newest := s.live(c, now); newest >= 0 {
+		return (newest+c.slots)*c.width - now
+	}
+	return 0
+}
+
+// tokenBucketState mirrors token_bucket.lua: the level in fixed-point
+// units at time last.
+type tokenBucketState struct {
+	level, last int64
+}
+
+func (s *tokenBucketState) refill(c *compiled, now int64) {
+	if now > s.last {
+		if gap := c.units - s.level; (now - s.last) >= ceilDiv(gap, c.rate) {
+			s.level = c.units
+		} else {
+			s.level += (now - s.last) * c.rate
+		}
+		s.last = now
+	}
+}
+
+func (s *tokenBucketState) check(c *compiled, now, cost int64) (bool, int64, int64) {
+	s.refill(c, now)
+	if need := cost * c.unit; need > s.level {
+		return false, s.level / c.unit, ceilDiv(need-s.level, c.rate)
+	}
+	return true, s.level / c.unit, 0
+}
+
+func (s *tokenBucketState) commit(c *compiled, now, cost int64) int64 {
+	s.refill(c, now)
+	s.level -= cost * c.unit
+	return ceilDiv(c.units-s.level, c.rate)
+}
+
+func (s *tokenBucketState) settle(c *compiled, now int64) int64 {
+	s.refill(c, now)
+	return ceilDiv(c.units-s.level, c.rate)
+}
+
+// ceilDiv returns ceil(a/b) for a >= 0, b >= 1.
+func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }

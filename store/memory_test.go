@@ -1,0 +1,172 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/store/storetest"
+)
+
+// fakeClock is a pinned clock for Memory stores.
+type fakeClock struct {
+	pinnedClock // its miniredis may be nil
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+	if c.m != nil {
+		c.m.SetTime(c.now)
+	}
+}
+
+func newMemory(t testing.TB, clock *fakeClock, opts ...MemoryOption) *Memory {
+	t.Helper()
+	m, err := NewMemory(append([]MemoryOption{WithClock(clock.Now)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func TestMemoryConformance(t *testing.T) {
+	storetest.Run(t, storetest.Harness{New: func(t *testing.T, n int) ([]ratelimit.Store, storetest.Clock) {
+		clock := &fakeClock{pinnedClock{now: epoch}}
+		m := newMemory(t, clock)
+		stores := make([]ratelimit.Store, n)
+		for i := range stores {
+			stores[i] = m
+		}
+		return stores, clock
+	}})
+}
+
+// TestMemoryMatchesRedis replays the same random traffic, on one pinned
+// clock, through the Memory store and the Redis store on miniredis: every
+// decision must be the same, field by field, for every algorithm alone and
+// for random mixes of them.
+func TestMemoryMatchesRedis(t *testing.T) {
+	windows := []time.Duration{20 * time.Millisecond, 100 * time.Millisecond, time.Second, 3 * time.Second, time.Minute}
+	for _, mix := range []string{"fixed-window", "sliding-log", "sliding-window", "token-bucket", "mixed"} {
+		t.Run(mix, func(t *testing.T) {
+			t.Parallel()
+			mini, pinned := newMiniredis(t)
+			clock := &fakeClock{pinnedClock{m: mini, now: epoch}}
+			_ = pinned
+			redisStore := newStore(t, newClient(t, mini.Addr()), WithDenyCache(0))
+			memory := newMemory(t, clock)
+			rng := rand.New(rand.NewPCG(7, uint64(len(mix))))
+			decisions := 0
+			for round := range 40 {
+				var limits []ratelimit.Limit
+				for n := 1 + rng.IntN(3); len(limits) < n; {
+					l := randomLimit(rng, windows)
+					l.Quota = 1 + rng.IntN(10)
+					if mix != "mixed" {
+						l.Algorithm, _ = ratelimit.ParseAlgorithm(mix)
+						if l.Algorithm != ratelimit.SlidingWindow {
+							l.Precision = 0
+						}
+						if l.Algorithm != ratelimit.TokenBucket {
+							l.Burst = 0
+						}
+					}
+					if ratelimit.CheckRequest("k", 1, append(limits, l)) == nil {
+						limits = append(limits, l)
+					}
+				}
+				most := limits[0].Capacity()
+				for _, l := range limits {
+					most = min(most, l.Capacity())
+				}
+				keys := []string{fmt.Sprintf("r%d-a", round), fmt.Sprintf("r%d-b", round)}
+				for range 100 {
+					switch rng.IntN(5) {
+					case 0:
+					case 1:
+						clock.Advance(time.Duration(1+rng.IntN(2000)) * time.Microsecond)
+					case 2:
+						clock.Advance(limits[rng.IntN(len(limits))].Window)
+					default:
+						clock.Advance(time.Duration(rng.Int64N(int64(windows[len(windows)-1]) / 20)).Truncate(time.Microsecond))
+					}
+					key, cost := keys[rng.IntN(2)], 1
+					if rng.IntN(3) == 0 {
+						cost = 1 + rng.IntN(most)
+					}
+					want, err := redisStore.Allow(context.Background(), key, cost, limits...)
+					if err != nil {
+						t.Fatal(err)
+					}
+					got, err := memory.Allow(context.Background(), key, cost, limits...)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if !reflect.DeepEqual(got, want) {
+						t.Fatalf("round %d, %v cost %d at %v:\nmemory %+v\nredis  %+v", round, limits, cost, clock.Now(), got, want)
+					}
+					decisions++
+				}
+			}
+			t.Logf("%d decisions, all equal", decisions)
+		})
+	}
+}
+
+// TestMemoryIsBounded floods a small store with new keys: it never holds
+// more than its maximum, and every new key's first request passes.
+func TestMemoryIsBounded(t *testing.T) {
+	clock := &fakeClock{pinnedClock{now: epoch}}
+	const maxKeys = 200
+	m := newMemory(t, clock, WithMaxKeys(maxKeys))
+	l := ratelimit.PerHour(1).Using(ratelimit.FixedWindow)
+	for i := range 20_000 {
+		d, err := m.Allow(context.Background(), fmt.Sprintf("flood-%d", i), 1, l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !d.Allowed {
+			t.Fatalf("new key %d denied: a full store must not deny everyone", i)
+		}
+		if n := m.Len(); n > maxKeys {
+			t.Fatalf("after %d keys the store holds %d, want at most %d", i+1, n, maxKeys)
+		}
+	}
+}
+
+// TestMemoryEvictsExpiredFirst fills a store with short-lived keys and one
+// long-lived key; once the short ones expire, new keys replace them and
+// the long-lived key keeps its count.
+func TestMemoryEvictsExpiredFirst(t *testing.T) {
+	clock := &fakeClock{pinnedClock{now: epoch}}
+	m := newMemory(t, clock, WithMaxKeys(64))
+	ctx := context.Background()
+	long := ratelimit.PerHour(1).Using(ratelimit.FixedWindow)
+	short := ratelimit.Per(1, 10*time.Millisecond).Using(ratelimit.FixedWindow)
+	m.Allow(ctx, "keep", 1, long)
+	for i := 0; m.Len() < 64 && i < 10_000; i++ {
+		m.Allow(ctx, fmt.Sprintf("short-%d", i), 1, short)
+	}
+	clock.Advance(20 * time.Millisecond)
+	for i := range 40 {
+		m.Allow(ctx, fmt.Sprintf("new-%d", i), 1, long)
+	}
+	if d, _ := m.Allow(ctx, "keep", 1, long); d.Allowed {
+		t.Error("the long-lived key was evicted while expired keys were there to go")
+	}
+}
+
+func TestMemoryOptions(t *testing.T) {
+	if _, err := NewMemory(WithMaxKeys(0)); err == nil {
+		t.Error("WithMaxKeys(0): got no error")
+	}
+	if _, err := NewMemory(WithClock(nil)); err == nil {
+		t.Error("WithClock(nil): got no error")
+	}
+}
