@@ -1,0 +1,64 @@
+package echolimit_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/adapters/echolimit"
+	"github.com/ratelimit-go/ratelimit/internal/httpcases"
+)
+
+var framework = httpcases.Framework{
+	Pattern: func(r httpcases.Route) string { return r.Method + " " + r.Path },
+	Serve: func(t *testing.T, l *ratelimit.Limiter) http.Handler {
+		e := echo.New()
+		e.Use(echolimit.New(l))
+		for _, r := range httpcases.App {
+			e.Add(r.Method, r.Path, echo.WrapHandler(http.HandlerFunc(httpcases.OK)))
+		}
+		return e
+	},
+}
+
+func TestHTTPCases(t *testing.T) { httpcases.Run(t, framework) }
+
+func TestSkipper(t *testing.T) {
+	l, err := ratelimit.New(httpcases.NewStore(t), ratelimit.WithLimits(ratelimit.PerMinute(1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mw, err := echolimit.Config{
+		Limiter: l,
+		Skipper: func(c echo.Context) bool { return c.Request().Header.Get("X-Internal") == "1" },
+	}.ToMiddleware()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := echo.New()
+	e.Use(mw)
+	e.GET("/", echo.WrapHandler(http.HandlerFunc(httpcases.OK)))
+	for i, tt := range []struct {
+		internal bool
+		want     int
+	}{{false, 200}, {false, 429}, {true, 200}, {true, 200}} {
+		r := httptest.NewRequest("GET", "/", nil)
+		if tt.internal {
+			r.Header.Set("X-Internal", "1")
+		}
+		w := httptest.NewRecorder()
+		e.ServeHTTP(w, r)
+		if w.Code != tt.want {
+			t.Errorf("request %d: got %d, want %d", i, w.Code, tt.want)
+		}
+	}
+}
+
+func TestConfigWithoutLimiter(t *testing.T) {
+	if _, err := (echolimit.Config{}).ToMiddleware(); err == nil {
+		t.Error("ToMiddleware without a Limiter: got no error")
+	}
+}

@@ -1,0 +1,24 @@
+// Command echo is the example service on Echo; see ../main.go.
+package main
+
+import (
+	"net/http"
+	"os"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/ratelimit-go/ratelimit/adapters/echolimit"
+	"github.com/ratelimit-go/ratelimit/example/internal/app"
+)
+
+func main() {
+	os.Exit(app.Main("echo", os.Args[1:], func(a *app.App) http.Handler {
+		e := echo.New()
+		e.HideBanner, e.HidePort = true, true
+		ip := e.Group("", echolimit.New(a.IP))
+		ip.GET("/", echo.WrapHandler(http.HandlerFunc(app.Home)))
+		ip.POST("/login", echo.WrapHandler(http.HandlerFunc(a.Login)))
+		e.GET("/api/*", echo.WrapHandler(http.HandlerFunc(app.API)), echolimit.New(a.API))
+		return e
+	}))
+}

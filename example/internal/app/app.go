@@ -1,0 +1,287 @@
+// Package app is what the example servers (net/http, Gin, Echo) share:
+// their flags, their Redis, their limiters and their handlers. Each server
+// only wires these into its router.
+package app
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/store"
+)
+
+// Config is the command line.
+type Config struct {
+	Addr           string
+	RedisURL       string
+	RedisCluster   []string
+	Algorithm      ratelimit.Algorithm
+	Limit          int
+	Window         time.Duration
+	Burst          int
+	TrustedProxies []string
+}
+
+// ParseFlags reads the command line of an example server.
+func ParseFlags(name string, args []string) (Config, error) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	var c Config
+	var algorithm, cluster, proxies string
+	fs.StringVar(&c.Addr, "addr", "127.0.0.1:8080", "address to listen on")
+	fs.StringVar(&c.RedisURL, "redis", os.Getenv("REDIS_URL"), "Redis URL, such as redis://localhost:6379/0 (default $REDIS_URL; empty: an embedded Redis)")
+	fs.StringVar(&cluster, "redis-cluster", "", "Redis Cluster nodes, host:port,host:port,...")
+	fs.StringVar(&algorithm, "algorithm", "sliding-window", "algorithm of GET /: fixed-window, sliding-log, sliding-window or token-bucket")
+	fs.IntVar(&c.Limit, "limit", 10, "requests per window for GET /")
+	fs.DurationVar(&c.Window, "window", 10*time.Second, "window of GET /")
+	fs.IntVar(&c.Burst, "burst", 0, "token bucket burst for GET / (0: the limit)")
+	fs.StringVar(&proxies, "trusted-proxies", "", "CIDRs of proxies whose X-Forwarded-For is believed, comma-separated")
+	if err := fs.Parse(args); err != nil {
+		return Config{}, err
+	}
+	if fs.NArg() > 0 {
+		return Config{}, fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	var err error
+	if c.Algorithm, err = ratelimit.ParseAlgorithm(algorithm); err != nil {
+		return Config{}, fmt.Errorf("-algorithm: %w", err)
+	}
+	if cluster != "" {
+		if c.RedisURL != "" {
+			return Config{}, errors.New("give -redis or -redis-cluster, not both")
+		}
+		c.RedisCluster = strings.Split(cluster, ",")
+	}
+	if proxies != "" {
+		c.TrustedProxies = strings.Split(proxies, ",")
+	}
+	return c, nil
+}
+
+// App holds the limiters and what they need.
+type App struct {
+	Config Config
+	// IP limits requests by client IP: GET / as configured, POST /login
+	// at 5 per minute.
+	IP *ratelimit.Limiter
+	// API limits GET /api/ by X-API-Key: 10 per second and 1000 per hour.
+	API *ratelimit.Limiter
+
+	redisDesc string
+	embedded  bool
+	closers   []func() error
+}
+
+// Limits of the example's routes.
+var (
+	LoginLimit = ratelimit.PerMinute(5).Using(ratelimit.SlidingLog).Named("login")
+	APILimits  = []ratelimit.Limit{
+		ratelimit.PerSecond(10).Using(ratelimit.TokenBucket).Named("api-second"),
+		ratelimit.PerHour(1000).Named("api-hour"),
+	}
+)
+
+// New connects to Redis, or embeds one, and builds the limiters.
+func New(c Config) (*App, error) {
+	a := &App{Config: c}
+	client, err := a.connect(c)
+	if err != nil {
+		a.Close()
+		return nil, err
+	}
+	redisStore, err := store.NewRedis(client, store.WithPrefix("example:"))
+	if err != nil {
+		a.Close()
+		return nil, err
+	}
+	var s ratelimit.Store = redisStore
+	if !a.embedded {
+		// A real Redis can fail: decide in process meanwhile.
+		f, err := store.NewFallback(redisStore)
+		if err != nil {
+			a.Close()
+			return nil, err
+		}
+		a.closers = append(a.closers, f.Close)
+		s = f
+	}
+	key, err := ratelimit.ClientIP(c.TrustedProxies...)
+	if err != nil {
+		a.Close()
+		return nil, fmt.Errorf("-trusted-proxies: %w", err)
+	}
+	home := ratelimit.Per(c.Limit, c.Window).Using(c.Algorithm).WithBurst(c.Burst).Named("home")
+	if a.IP, err = ratelimit.New(s,
+		ratelimit.WithNamespace("ip"),
+		ratelimit.WithKey(key),
+		ratelimit.WithLimits(home),
+		ratelimit.WithRoutes(map[string][]ratelimit.Limit{"POST /login": {LoginLimit}}),
+	); err != nil {
+		a.Close()
+		return nil, fmt.Errorf("GET / (-algorithm, -limit, -window, -burst): %w", err)
+	}
+	if a.API, err = ratelimit.New(s,
+		ratelimit.WithNamespace("api"),
+		ratelimit.WithKey(ratelimit.Header("X-API-Key")),
+		ratelimit.WithLimits(APILimits...),
+	); err != nil {
+		a.Close()
+		return nil, err
+	}
+	return a, nil
+}
+
+// connect returns a client of the configured Redis, or of an embedded one.
+func (a *App) connect(c Config) (store.RedisClient, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	switch {
+	case len(c.RedisCluster) > 0:
+		client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.RedisCluster, ContextTimeoutEnabled: true})
+		a.closers = append(a.closers, client.Close)
+		if err := client.Ping(ctx).Err(); err != nil {
+			return nil, fmt.Errorf("-redis-cluster %s: %w", strings.Join(c.RedisCluster, ","), err)
+		}
+		a.redisDesc = "Redis Cluster at " + strings.Join(c.RedisCluster, ",")
+		return client, nil
+	case c.RedisURL != "":
+		opts, err := redis.ParseURL(c.RedisURL)
+		if err != nil {
+			return nil, fmt.Errorf("-redis: %w", err)
+		}
+		opts.ContextTimeoutEnabled = true // lets the fallback's time budget cut slow calls short
+		client := redis.NewClient(opts)
+		a.closers = append(a.closers, client.Close)
+		if err := client.Ping(ctx).Err(); err != nil {
+			return nil, fmt.Errorf("-redis %s: %w", opts.Addr, err)
+		}
+		a.redisDesc = fmt.Sprintf("Redis at %s, db %d", opts.Addr, opts.DB)
+		return client, nil
+	default:
+		m, err := miniredis.Run()
+		if err != nil {
+			return nil, fmt.Errorf("starting the embedded Redis: %w", err)
+		}
+		a.closers = append(a.closers, func() error { m.Close(); return nil })
+		a.embedded = true
+		client := redis.NewClient(&redis.Options{Addr: m.Addr()})
+		a.closers = append(a.closers, client.Close)
+		a.redisDesc = "embedded Redis (miniredis) at " + m.Addr() + "; give -redis redis://host:port/db to share limits between servers"
+		return client, nil
+	}
+}
+
+// Close releases Redis.
+func (a *App) Close() {
+	for i := len(a.closers) - 1; i >= 0; i-- {
+		a.closers[i]()
+	}
+	a.closers = nil
+}
+
+// Describe writes where Redis is and each route with its limits.
+func (a *App) Describe(w io.Writer) {
+	c := a.Config
+	fmt.Fprintf(w, "redis: %s\n", a.redisDesc)
+	if !a.embedded {
+		fmt.Fprintf(w, "fallback: while Redis is down or slower than %v, decisions are made in process; it is pinged every %v\n", store.DefaultBudget, store.DefaultProbeInterval)
+	}
+	if len(c.TrustedProxies) == 0 {
+		fmt.Fprintln(w, "client IP: the connection's peer (no -trusted-proxies)")
+	} else {
+		fmt.Fprintf(w, "client IP: X-Forwarded-For of trusted proxies %s\n", strings.Join(c.TrustedProxies, ","))
+	}
+	fmt.Fprintln(w, "routes:")
+	fmt.Fprintf(w, "  GET /        per client IP: %v\n", ratelimit.Per(c.Limit, c.Window).Using(c.Algorithm).WithBurst(c.Burst).Named("home"))
+	fmt.Fprintf(w, "  POST /login  per client IP: %v (a correct password, \"letmein\", resets it)\n", LoginLimit)
+	var api []string
+	for _, l := range APILimits {
+		api = append(api, l.String())
+	}
+	fmt.Fprintf(w, "  GET /api/    per X-API-Key: %s\n", strings.Join(api, " and "))
+}
+
+// Home answers GET /.
+func Home(w http.ResponseWriter, r *http.Request) {
+	fmt.Fprintln(w, "hello")
+}
+
+// Login answers POST /login: the password "letmein" logs in and clears the
+// client's failed attempts; any other fails.
+func (a *App) Login(w http.ResponseWriter, r *http.Request) {
+	if r.FormValue("password") != "letmein" {
+		http.Error(w, "wrong password", http.StatusUnauthorized)
+		return
+	}
+	if err := a.IP.Reset(r); err != nil {
+		http.Error(w, "could not reset the login limit", http.StatusInternalServerError)
+		return
+	}
+	fmt.Fprintln(w, "welcome")
+}
+
+// API answers GET /api/.
+func API(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	fmt.Fprintln(w, `{"data":"ok"}`)
+}
+
+// Run serves h on the configured address until SIGINT or SIGTERM, after
+// printing where it listens and what it limits.
+func (a *App) Run(framework string, h http.Handler) error {
+	ln, err := net.Listen("tcp", a.Config.Addr)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("ratelimit example (%s) listening on http://%s\n", framework, ln.Addr())
+	a.Describe(os.Stdout)
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return srv.Shutdown(shutdown)
+}
+
+// Main parses args, builds the app, and serves what route returns.
+func Main(framework string, args []string, route func(*App) http.Handler) int {
+	c, err := ParseFlags(framework, args)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	a, err := New(c)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer a.Close()
+	if err := a.Run(framework, route(a)); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,25 @@
+// Command example is a small net/http service limited by ratelimit. It
+// needs no setup: without -redis it embeds a Redis.
+//
+//	go run ./example
+//	go run ./example -redis redis://localhost:6379/0 -algorithm token-bucket -limit 5 -window 1s
+//
+// The same app runs on Gin (./example/gin) and Echo (./example/echo).
+package main
+
+import (
+	"net/http"
+	"os"
+
+	"github.com/ratelimit-go/ratelimit/example/internal/app"
+)
+
+func main() {
+	os.Exit(app.Main("net/http", os.Args[1:], func(a *app.App) http.Handler {
+		mux := http.NewServeMux()
+		mux.Handle("GET /{$}", a.IP.Handler(http.HandlerFunc(app.Home)))
+		mux.Handle("POST /login", a.IP.Handler(http.HandlerFunc(a.Login)))
+		mux.Handle("GET /api/", a.API.Handler(http.HandlerFunc(app.API)))
+		return mux
+	}))
+}

@@ -1,0 +1,331 @@
+// Package httpcases is one table of HTTP cases that the net/http
+// middleware and the Gin and Echo adapters must all pass, so that the
+// three behave the same.
+package httpcases
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/store"
+)
+
+// Route is a route of the test app: a method and a path whose parameters
+// are written ":name".
+type Route struct{ Method, Path string }
+
+// App is the test app: every route answers 200 "ok".
+var App = []Route{{"GET", "/"}, {"POST", "/login"}, {"GET", "/api/:id"}, {"GET", "/healthz"}}
+
+// OK is the app's handler.
+func OK(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") }
+
+// Framework serves App through a Limiter.
+type Framework struct {
+	// Pattern writes a route as the framework's router names it, the form
+	// ratelimit.WithRoutes keys take: "GET /api/{id}" for net/http,
+	// "GET /api/:id" for Gin and Echo.
+	Pattern func(Route) string
+	// Serve returns a handler serving App with l in front of every route.
+	Serve func(t *testing.T, l *ratelimit.Limiter) http.Handler
+}
+
+// Step is one request and what its response must be.
+type Step struct {
+	Method, Path string
+	RemoteAddr   string            // default "192.0.2.1:1234"
+	Header       map[string]string // request headers
+	Status       int
+	Want         map[string]string // response headers; "" means absent
+	Body         string            // a substring of the body
+}
+
+// Case is a Limiter configuration and a sequence of requests.
+type Case struct {
+	Name    string
+	Store   func(t *testing.T) ratelimit.Store // nil: a fresh Redis store on miniredis
+	Options func(fw Framework) []ratelimit.Option
+	Steps   []Step
+}
+
+func get(path string, status int, want map[string]string) Step {
+	return Step{Method: "GET", Path: path, Status: status, Want: want}
+}
+
+var quiet = ratelimit.WithLogger(slog.New(slog.DiscardHandler))
+
+// Cases is the table every framework runs.
+var Cases = []Case{
+	{
+		Name: "limit per client IP, with headers",
+		Options: func(Framework) []ratelimit.Option {
+			return []ratelimit.Option{ratelimit.WithLimits(ratelimit.PerMinute(3).Using(ratelimit.FixedWindow).Named("api"))}
+		},
+		Steps: []Step{
+			get("/", 200, map[string]string{
+				"RateLimit-Policy": `"api";q=3;w=60`, "RateLimit": `"api";r=2;t=60`,
+				"X-RateLimit-Limit": "3", "X-RateLimit-Remaining": "2", "X-RateLimit-Reset": "60", "Retry-After": "",
+			}),
+			get("/", 200, map[string]string{"RateLimit": `"api";r=1;t=60`}),
+			get("/", 200, map[string]string{"RateLimit": `"api";r=0;t=60`}),
+			{Method: "GET", Path: "/", Status: 429, Body: "Too Many Requests", Want: map[string]string{
+				"RateLimit": `"api";r=0;t=60`, "X-RateLimit-Remaining": "0", "Retry-After": "60",
+				"Content-Type": "text/plain; charset=utf-8",
+			}},
+			{Method: "GET", Path: "/", RemoteAddr: "192.0.2.2:999", Status: 200, Want: map[string]string{"RateLimit": `"api";r=2;t=60`}},
+		},
+	},
+	{
+		Name: "a route's own limits, in its own counters",
+		Options: func(fw Framework) []ratelimit.Option {
+			return []ratelimit.Option{
+				ratelimit.WithLimits(ratelimit.PerMinute(5).Using(ratelimit.FixedWindow).Named("api")),
+				ratelimit.WithRoutes(map[string][]ratelimit.Limit{
+					fw.Pattern(Route{"POST", "/login"}): {ratelimit.PerMinute(2).Using(ratelimit.SlidingLog).Named("login")},
+				}),
+			}
+		},
+		Steps: []Step{
+			{Method: "POST", Path: "/login", Status: 200, Want: map[string]string{"RateLimit-Policy": `"login";q=2;w=60`, "RateLimit": `"login";r=1;t=60`}},
+			{Method: "POST", Path: "/login", Status: 200, Want: map[string]string{"RateLimit": `"login";r=0;t=60`}},
+			{Method: "POST", Path: "/login", Status: 429, Want: map[string]string{"Retry-After": "60"}},
+			get("/", 200, map[string]string{"RateLimit-Policy": `"api";q=5;w=60`, "RateLimit": `"api";r=4;t=60`}),
+		},
+	},
+	{
+		Name: "keyed by route pattern, never by raw path",
+		Options: func(Framework) []ratelimit.Option {
+			return []ratelimit.Option{ratelimit.WithKey(ratelimit.Route), ratelimit.WithLimits(ratelimit.PerMinute(2).Using(ratelimit.FixedWindow))}
+		},
+		Steps: []Step{
+			get("/api/1", 200, nil),
+			get("/api/2", 200, nil),
+			get("/api/3", 429, nil),
+			get("/", 200, nil),
+		},
+	},
+	{
+		Name: "forged X-Forwarded-For from an untrusted peer changes nothing",
+		Options: func(Framework) []ratelimit.Option {
+			key, _ := ratelimit.ClientIP("10.0.0.0/8")
+			return []ratelimit.Option{ratelimit.WithKey(key), ratelimit.WithLimits(ratelimit.PerMinute(2).Using(ratelimit.FixedWindow))}
+		},
+		Steps: []Step{
+			{Method: "GET", Path: "/", Header: map[string]string{"X-Forwarded-For": "198.51.100.1"}, Status: 200},
+			{Method: "GET", Path: "/", Header: map[string]string{"X-Forwarded-For": "198.51.100.2"}, Status: 200},
+			{Method: "GET", Path: "/", Header: map[string]string{"X-Forwarded-For": "198.51.100.3"}, Status: 429},
+			{Method: "GET", Path: "/", Header: map[string]string{"X-Real-IP": "198.51.100.4", "Forwarded": "for=198.51.100.5"}, Status: 429},
+		},
+	},
+	{
+		Name: "a trusted proxy's X-Forwarded-For names the client",
+		Options: func(Framework) []ratelimit.Option {
+			key, _ := ratelimit.ClientIP("10.0.0.0/8")
+			return []ratelimit.Option{ratelimit.WithKey(key), ratelimit.WithLimits(ratelimit.PerMinute(2).Using(ratelimit.FixedWindow))}
+		},
+		Steps: []Step{
+			{Method: "GET", Path: "/", RemoteAddr: "10.0.0.5:80", Header: map[string]string{"X-Forwarded-For": "198.51.100.1"}, Status: 200},
+			{Method: "GET", Path: "/", RemoteAddr: "10.1.0.9:80", Header: map[string]string{"X-Forwarded-For": "198.51.100.1, 10.0.0.5"}, Status: 200},
+			// The client prepends a forged address; the proxy appends the real one.
+			{Method: "GET", Path: "/", RemoteAddr: "10.0.0.5:80", Header: map[string]string{"X-Forwarded-For": "203.0.113.9, 198.51.100.1"}, Status: 429},
+			{Method: "GET", Path: "/", RemoteAddr: "10.0.0.5:80", Header: map[string]string{"X-Forwarded-For": "198.51.100.2"}, Status: 200},
+		},
+	},
+	{
+		Name: "a request without its key goes to the error handler",
+		Options: func(Framework) []ratelimit.Option {
+			return []ratelimit.Option{quiet, ratelimit.WithKey(ratelimit.Header("X-API-Key")), ratelimit.WithLimits(ratelimit.PerMinute(1).Using(ratelimit.FixedWindow))}
+		},
+		Steps: []Step{
+			{Method: "GET", Path: "/", Status: 400, Want: map[string]string{"RateLimit": ""}},
+			{Method: "GET", Path: "/", Header: map[string]string{"X-API-Key": "k1"}, Status: 200},
+			{Method: "GET", Path: "/", Header: map[string]string{"X-API-Key": "k1"}, Status: 429},
+			{Method: "GET", Path: "/", Status: 400},
+			{Method: "GET", Path: "/", Header: map[string]string{"X-API-Key": "k2"}, Status: 200},
+		},
+	},
+	{
+		Name: "skipped requests pass with no headers",
+		Options: func(Framework) []ratelimit.Option {
+			return []ratelimit.Option{
+				ratelimit.WithSkip(func(r *http.Request) bool { return r.URL.Path == "/healthz" }),
+				ratelimit.WithLimits(ratelimit.PerMinute(1).Using(ratelimit.FixedWindow)),
+			}
+		},
+		Steps: []Step{
+			get("/healthz", 200, map[string]string{"RateLimit": "", "X-RateLimit-Limit": ""}),
+			get("/healthz", 200, nil),
+			get("/", 200, nil),
+			get("/", 429, nil),
+			get("/healthz", 200, nil),
+		},
+	},
+	{
+		Name: "dry run sets headers but never blocks",
+		Options: func(Framework) []ratelimit.Option {
+			return []ratelimit.Option{quiet, ratelimit.WithDryRun(nil), ratelimit.WithLimits(ratelimit.PerMinute(1).Using(ratelimit.FixedWindow).Named("try"))}
+		},
+		Steps: []Step{
+			get("/", 200, map[string]string{"RateLimit": `"try";r=0;t=60`}),
+			get("/", 200, map[string]string{"RateLimit": `"try";r=0;t=60`, "Retry-After": ""}),
+		},
+	},
+	{
+		Name: "problem JSON for clients that accept JSON",
+		Options: func(Framework) []ratelimit.Option {
+			return []ratelimit.Option{ratelimit.WithLimits(ratelimit.PerMinute(1).Using(ratelimit.FixedWindow))}
+		},
+		Steps: []Step{
+			get("/", 200, nil),
+			{Method: "GET", Path: "/", Header: map[string]string{"Accept": "application/json"}, Status: 429,
+				Want: map[string]string{"Content-Type": "application/problem+json"}, Body: `"status":429`},
+			{Method: "GET", Path: "/", Header: map[string]string{"Accept": "application/json;q=0, text/html"}, Status: 429,
+				Want: map[string]string{"Content-Type": "text/plain; charset=utf-8"}},
+		},
+	},
+	{
+		Name:  "store down: fail open serves",
+		Store: func(*testing.T) ratelimit.Store { return Down{} },
+		Options: func(Framework) []ratelimit.Option {
+			return []ratelimit.Option{quiet, ratelimit.WithLimits(ratelimit.PerMinute(1))}
+		},
+		Steps: []Step{
+			get("/", 200, map[string]string{"RateLimit": ""}),
+			get("/", 200, nil),
+		},
+	},
+	{
+		Name:  "store down: fail closed answers 503",
+		Store: func(*testing.T) ratelimit.Store { return Down{} },
+		Options: func(Framework) []ratelimit.Option {
+			return []ratelimit.Option{quiet, ratelimit.WithErrorHandler(ratelimit.FailClosed), ratelimit.WithLimits(ratelimit.PerMinute(1))}
+		},
+		Steps: []Step{
+			{Method: "GET", Path: "/", Status: 503, Want: map[string]string{"Retry-After": "1"}, Body: "Service Unavailable"},
+		},
+	},
+	{
+		Name: "several limits: the policy lists all, RateLimit the tightest",
+		Options: func(Framework) []ratelimit.Option {
+			return []ratelimit.Option{ratelimit.WithLimits(
+				ratelimit.PerHour(3).Using(ratelimit.FixedWindow).Named("hour"),
+				ratelimit.PerMinute(2).Using(ratelimit.FixedWindow).Named("minute"),
+			)}
+		},
+		Steps: []Step{
+			get("/", 200, map[string]string{"RateLimit-Policy": `"hour";q=3;w=3600, "minute";q=2;w=60`, "RateLimit": `"minute";r=1;t=60`}),
+			get("/", 200, map[string]string{"RateLimit": `"minute";r=0;t=60`, "X-RateLimit-Limit": "2"}),
+			get("/", 429, map[string]string{"RateLimit": `"minute";r=0;t=60`, "Retry-After": "60"}),
+		},
+	},
+	{
+		Name: "weighted requests",
+		Options: func(Framework) []ratelimit.Option {
+			return []ratelimit.Option{quiet, ratelimit.WithLimits(ratelimit.PerMinute(5).Using(ratelimit.TokenBucket)),
+				ratelimit.WithCost(func(r *http.Request) int {
+					n, err := strconv.Atoi(r.Header.Get("X-Cost"))
+					if err != nil {
+						return 1
+					}
+					return n
+				})}
+		},
+		Steps: []Step{
+			{Method: "GET", Path: "/", Header: map[string]string{"X-Cost": "3"}, Status: 200, Want: map[string]string{"X-RateLimit-Remaining": "2"}},
+			{Method: "GET", Path: "/", Header: map[string]string{"X-Cost": "3"}, Status: 429},
+			{Method: "GET", Path: "/", Header: map[string]string{"X-Cost": "2"}, Status: 200, Want: map[string]string{"X-RateLimit-Remaining": "0"}},
+			{Method: "GET", Path: "/", Header: map[string]string{"X-Cost": "9"}, Status: 400},
+			{Method: "GET", Path: "/", Header: map[string]string{"X-Cost": "-1"}, Status: 400},
+		},
+	},
+	{
+		Name: "no headers when asked for none; Retry-After stays",
+		Options: func(Framework) []ratelimit.Option {
+			return []ratelimit.Option{ratelimit.WithHeaders(ratelimit.HeadersNone), ratelimit.WithLimits(ratelimit.PerMinute(1).Using(ratelimit.FixedWindow))}
+		},
+		Steps: []Step{
+			get("/", 200, map[string]string{"RateLimit": "", "RateLimit-Policy": "", "X-RateLimit-Remaining": ""}),
+			get("/", 429, map[string]string{"RateLimit": "", "Retry-After": "60"}),
+		},
+	},
+}
+
+// Down is a store whose backend is unreachable.
+type Down struct{}
+
+// Allow fails like a client whose server refuses connections.
+func (Down) Allow(context.Context, string, int, ...ratelimit.Limit) (ratelimit.Decision, error) {
+	return ratelimit.Decision{}, errors.New("dial tcp 10.9.8.7:6379: connect: connection refused")
+}
+
+// NewStore returns a Redis store on a fresh miniredis.
+func NewStore(t testing.TB) ratelimit.Store {
+	m := miniredis.RunT(t)
+	c := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	t.Cleanup(func() { c.Close() })
+	s, err := store.NewRedis(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// Run runs every case through fw.
+func Run(t *testing.T, fw Framework) {
+	for _, c := range Cases {
+		t.Run(c.Name, func(t *testing.T) {
+			t.Parallel()
+			var s ratelimit.Store
+			if c.Store != nil {
+				s = c.Store(t)
+			} else {
+				s = NewStore(t)
+			}
+			l, err := ratelimit.New(s, c.Options(fw)...)
+			if err != nil {
+				t.Fatalf("New: %v", err)
+			}
+			h := fw.Serve(t, l)
+			for i, st := range c.Steps {
+				check(t, i, h, st)
+			}
+		})
+	}
+}
+
+func check(t *testing.T, i int, h http.Handler, st Step) {
+	t.Helper()
+	r := httptest.NewRequest(st.Method, st.Path, nil)
+	r.RemoteAddr = "192.0.2.1:1234"
+	if st.RemoteAddr != "" {
+		r.RemoteAddr = st.RemoteAddr
+	}
+	for k, v := range st.Header {
+		r.Header.Set(k, v)
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	where := st.Method + " " + st.Path + " (step " + strconv.Itoa(i) + ")"
+	if w.Code != st.Status {
+		t.Fatalf("%s: got status %d, want %d; body %q", where, w.Code, st.Status, w.Body.String())
+	}
+	for k, want := range st.Want {
+		if got := w.Header().Get(k); got != want {
+			t.Errorf("%s: header %s = %q, want %q", where, k, got, want)
+		}
+	}
+	if !strings.Contains(w.Body.String(), st.Body) {
+		t.Errorf("%s: body %q does not contain %q", where, w.Body.String(), st.Body)
+	}
+}

@@ -1,0 +1,295 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/internal/redistest"
+)
+
+// Fault tests: a real redis-server that the test kills, restarts and
+// pauses while concurrent requests go through the HTTP middleware.
+
+const (
+	faultBudget   = 50 * time.Millisecond
+	faultInterval = 100 * time.Millisecond
+	// faultMargin is what the tests allow above the budget for the rest of
+	// a request's path (HTTP on loopback, the race detector, a loaded
+	// 2-core machine).
+	faultMargin = 250 * time.Millisecond
+)
+
+// faultRig is a redis-server, a store over it and an HTTP server limited
+// through it.
+type faultRig struct {
+	srv      *redistest.Server
+	client   *redis.Client
+	fallback *Fallback // nil without
+	limiter  *ratelimit.Limiter
+	http     *httptest.Server
+}
+
+func newFaultRig(t *testing.T, withFallback bool, opts ...ratelimit.Option) *faultRig {
+	t.Helper()
+	r := &faultRig{srv: redistest.Require(t)}
+	r.client = redis.NewClient(&redis.Options{Addr: r.srv.Addr, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { r.client.Close() })
+	var s ratelimit.Store = newStore(t, r.client)
+	if withFallback {
+		f, err := NewFallback(s.(*Redis), WithBudget(faultBudget), WithProbeInterval(faultInterval), WithFallbackLogger(quietLogger))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		r.fallback, s = f, f
+	}
+	opts = append([]ratelimit.Option{ratelimit.WithLogger(quietLogger), ratelimit.WithKey(ratelimit.Header("X-Client"))}, opts...)
+	l, err := ratelimit.New(s, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.limiter = l
+	r.http = httptest.NewServer(l.Handler(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") })))
+	t.Cleanup(r.http.Close)
+	return r
+}
+
+type outcome struct {
+	start   time.Time
+	latency time.Duration
+	status  int // 0: the request failed
+	remain  int
+}
+
+// load sends requests from workers goroutines, each its own client key,
+// until ctx ends.
+func (r *faultRig) load(ctx context.Context, workers int) []outcome {
+	var mu sync.Mutex
+	var out []outcome
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			client := &http.Client{Timeout: 10 * time.Second}
+			for ctx.Err() == nil {
+				o := r.get(client, fmt.Sprintf("worker-%d", w))
+				mu.Lock()
+				out = append(out, o)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	slices.SortFunc(out, func(a, b outcome) int { return a.start.Compare(b.start) })
+	return out
+}
+
+func (r *faultRig) get(client *http.Client, key string) outcome {
+	req, _ := http.NewRequest("GET", r.http.URL, nil)
+	req.Header.Set("X-Client", key)
+	o := outcome{start: time.Now(), remain: -1}
+	resp, err := client.Do(req)
+	o.latency = time.Since(o.start)
+	if err == nil {
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		o.status = resp.StatusCode
+		if v := resp.Header.Get("X-RateLimit-Remaining"); v != "" {
+			o.remain, _ = strconv.Atoi(v)
+		}
+	}
+	return o
+}
+
+// percentile returns the p-th percentile latency of outcomes.
+func percentile(out []outcome, p float64) time.Duration {
+	l := make([]time.Duration, len(out))
+	for i, o := range out {
+		l[i] = o.latency
+	}
+	slices.Sort(l)
+	return l[min(len(l)-1, int(float64(len(l))*p))]
+}
+
+// during runs load for total, calling fault at offset.
+func (r *faultRig) during(t *testing.T, total, offset time.Duration, fault func()) []outcome {
+	ctx, cancel := context.WithTimeout(context.Background(), total)
+	defer cancel()
+	go func() {
+		time.Sleep(offset)
+		fault()
+	}()
+	return r.load(ctx, 8)
+}
+
+func lots() ratelimit.Option { return ratelimit.WithLimits(ratelimit.PerMinute(1_000_000)) }
+
+// (a) Redis killed, with the fallback: no request fails and p99 stays
+// within the budget plus the margin.
+func TestFaultKilledWithFallback(t *testing.T) {
+	r := newFaultRig(t, true, lots())
+	var killedAt time.Time
+	out := r.during(t, 3*time.Second, time.Second, func() { killedAt = time.Now(); r.srv.Kill() })
+	after := 0
+	for _, o := range out {
+		if o.status != 200 {
+			t.Fatalf("a request at +%v got status %d", o.start.Sub(killedAt), o.status)
+		}
+		if o.start.After(killedAt) {
+			after++
+		}
+	}
+	p50, p99, worst := percentile(out, .5), percentile(out, .99), percentile(out, 1)
+	t.Logf("Redis killed: %d requests (%d after the kill), none failed; latency p50 %v, p99 %v, max %v; %d decided in process",
+		len(out), after, p50, p99, worst, r.limiter.Stats().Fallback)
+	if p99 > faultBudget+faultMargin {
+		t.Errorf("p99 latency %v exceeds the budget %v + margin %v", p99, faultBudget, faultMargin)
+	}
+	if after == 0 || r.limiter.Stats().Fallback == 0 {
+		t.Error("no request was decided in process after the kill")
+	}
+}
+
+// (a) Redis killed, fail closed without a fallback: every request after
+// the kill gets 503.
+func TestFaultKilledFailClosed(t *testing.T) {
+	r := newFaultRig(t, false, lots(), ratelimit.WithErrorHandler(ratelimit.FailClosed))
+	var killedAt time.Time
+	out := r.during(t, 3*time.Second, time.Second, func() { killedAt = time.Now(); r.srv.Kill() })
+	counts := map[int]int{}
+	for _, o := range out {
+		if o.start.After(killedAt.Add(50*time.Millisecond)) && o.status != 503 {
+			t.Fatalf("a request at +%v after the kill got %d, want 503", o.start.Sub(killedAt), o.status)
+		}
+		counts[o.status]++
+	}
+	t.Logf("Redis killed, fail closed: statuses %v", counts)
+	if counts[503] == 0 {
+		t.Error("no request got 503")
+	}
+}
+
+// (b) Redis restarted: decisions return to Redis within two probe
+// intervals of it answering again.
+func TestFaultRestarted(t *testing.T) {
+	r := newFaultRig(t, true, lots())
+	ctx := context.Background()
+	r.srv.Kill()
+	waitFor(t, "the fallback to notice", func() bool {
+		r.get(http.DefaultClient, "poke")
+		return !r.fallback.Healthy()
+	})
+	if err := r.srv.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	back := time.Now()
+	waitFor(t, "decisions to return to Redis", func() bool {
+		d, err := r.fallback.Allow(ctx, "probe", 1, ratelimit.PerMinute(1_000_000))
+		return err == nil && !d.Fallback
+	})
+	took := time.Since(back)
+	t.Logf("Redis restarted: decisions back on Redis %v after it answered (probe interval %v)", took, faultInterval)
+	if took > 2*faultInterval {
+		t.Errorf("decisions came back after %v, want within two probe intervals (%v)", took, 2*faultInterval)
+	}
+}
+
+// (c) Redis paused with SIGSTOP, a hung server: every request still
+// finishes within the budget plus the margin, and none fails.
+func TestFaultPaused(t *testing.T) {
+	r := newFaultRig(t, true, lots())
+	var pausedAt time.Time
+	out := r.during(t, 3500*time.Millisecond, time.Second, func() {
+		pausedAt = time.Now()
+		r.srv.Pause()
+		time.Sleep(1500 * time.Millisecond)
+		r.srv.Resume()
+	})
+	worst := time.Duration(0)
+	for _, o := range out {
+		if o.status != 200 {
+			t.Fatalf("a request at +%v got status %d", o.start.Sub(pausedAt), o.status)
+		}
+		worst = max(worst, o.latency)
+	}
+	t.Logf("Redis paused 1.5s: %d requests, none failed; latency p50 %v, p99 %v, max %v", len(out), percentile(out, .5), percentile(out, .99), worst)
+	if worst > faultBudget+faultMargin {
+		t.Errorf("a request took %v, more than the budget %v + margin %v", worst, faultBudget, faultMargin)
+	}
+	waitFor(t, "Redis to be used again after SIGCONT", r.fallback.Healthy)
+}
+
+// (d) Redis back with no data: limits hold again, and remaining is never
+// negative.
+func TestFaultBackEmpty(t *testing.T) {
+	r := newFaultRig(t, true, ratelimit.WithLimits(ratelimit.PerMinute(20).Using(ratelimit.FixedWindow)))
+	for range 15 {
+		r.get(http.DefaultClient, "before")
+	}
+	r.srv.Kill()
+	if err := r.srv.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "Redis to be used", func() bool {
+		r.get(http.DefaultClient, "poke")
+		return r.fallback.Healthy()
+	})
+	for _, key := range []string{"before", "after"} {
+		passed := 0
+		for range 30 {
+			o := r.get(http.DefaultClient, key)
+			if o.status == 200 {
+				passed++
+			}
+			if o.remain < 0 || o.remain > 20 {
+				t.Fatalf("key %s: X-RateLimit-Remaining %d, want 0..20", key, o.remain)
+			}
+		}
+		if passed != 20 {
+			t.Errorf("key %s after Redis came back empty: %d of 30 passed, want 20", key, passed)
+		}
+	}
+}
+
+// Restarts and script-cache flushes are transparent without a fallback:
+// NOSCRIPT reloads the script, and no request fails.
+func TestFaultScriptCacheLost(t *testing.T) {
+	r := newFaultRig(t, false, lots(), ratelimit.WithErrorHandler(ratelimit.FailClosed))
+	if o := r.get(http.DefaultClient, "k"); o.status != 200 {
+		t.Fatalf("before: got %d", o.status)
+	}
+	r.srv.Kill()
+	if err := r.srv.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		if o := r.get(http.DefaultClient, "k"); o.status != 200 {
+			t.Fatalf("request %d after the restart: got %d, want 200", i, o.status)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	go func() {
+		for ctx.Err() == nil {
+			r.client.ScriptFlush(context.Background())
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	out := r.load(ctx, 8)
+	for _, o := range out {
+		if o.status != 200 {
+			t.Fatalf("under SCRIPT FLUSH every 5ms, a request got %d", o.status)
+		}
+	}
+	t.Logf("restart and %d requests under repeated SCRIPT FLUSH: none failed", len(out))
+}
