@@ -1,0 +1,93 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/store/storetest"
+)
+
+// fuzzRig is one pinned miniredis with a Redis store and a Memory store
+// on its clock, shared by a fuzzing process's runs (each uses its own key).
+var fuzzRig = sync.OnceValue(func() (r struct {
+	m      *miniredis.Miniredis
+	clock  *fakeClock
+	redis  *Redis
+	memory *Memory
+	runs   int
+}) {
+	m, err := miniredis.Run()
+	if err != nil {
+		panic(err)
+	}
+	m.SetTime(epoch)
+	m.ClockTTL(true)
+	r.m, r.clock = m, &fakeClock{pinnedClock{m: m, now: epoch}}
+	r.redis, _ = NewRedis(redis.NewClient(&redis.Options{Addr: m.Addr()}), WithDenyCache(0))
+	r.memory, _ = NewMemory(WithClock(r.clock.Now))
+	return r
+})
+
+// FuzzDecide decides arbitrary limits and costs, with the clock moving, on
+// the Redis store over miniredis and on the Memory store. Neither may
+// panic; input that cannot work must be refused as ErrInvalid by both;
+// every decision must keep the invariants of storetest.CheckDecision; and
+// the two stores must agree.
+func FuzzDecide(f *testing.F) {
+	f.Add(uint8(0), 10, int64(1000), 0, int64(0), 1, []byte{0, 3, 200, 1})
+	f.Add(uint8(1), 2, int64(3000), 0, int64(0), 1, []byte{0, 0, 0, 255, 255})
+	f.Add(uint8(2), 5, int64(60_000), 0, int64(0), 3, []byte{10, 20, 30})
+	f.Add(uint8(3), 7, int64(1000), 20, int64(0), 6, []byte{1, 1, 1, 1, 250})
+	f.Add(uint8(0), 10, int64(1000), 0, int64(100), 11, []byte{})
+	f.Add(uint8(3), 1, int64(86_400_000), 1<<40, int64(0), -1, []byte{0})
+	f.Add(uint8(7), 0, int64(-5), -1, int64(7), 0, []byte{9})
+	f.Fuzz(func(t *testing.T, algorithm uint8, quota int, windowMS int64, burst int, precisionMS int64, cost int, steps []byte) {
+		rig := fuzzRig()
+		rig.runs++
+		key := fmt.Sprintf("fuzz-%d", rig.runs)
+		l := ratelimit.Limit{
+			Algorithm: ratelimit.Algorithm(algorithm % 5), // 4: an unknown algorithm
+			Quota:     quota,
+			Window:    time.Duration(windowMS) * time.Millisecond,
+			Burst:     burst,
+			Precision: time.Duration(precisionMS) * time.Millisecond,
+		}
+		ctx := context.Background()
+		if ratelimit.CheckRequest(key, cost, []ratelimit.Limit{l}) != nil {
+			for _, s := range []ratelimit.Store{rig.redis, rig.memory} {
+				if _, err := s.Allow(ctx, key, cost, l); !errors.Is(err, ratelimit.ErrInvalid) {
+					t.Fatalf("%T: invalid input %+v cost %d: got %v, want ErrInvalid", s, l, cost, err)
+				}
+			}
+			return
+		}
+		if len(steps) > 64 {
+			steps = steps[:64]
+		}
+		for i, step := range append([]byte{0}, steps...) {
+			rig.clock.Advance(l.Window / 128 * time.Duration(step))
+			got, err := rig.redis.Allow(ctx, key, cost, l)
+			if err != nil {
+				t.Fatalf("step %d: Redis: %v", i, err)
+			}
+			if err := storetest.CheckDecision(got, cost, []ratelimit.Limit{l}); err != nil {
+				t.Fatalf("step %d: Redis: %+v: %v", i, got, err)
+			}
+			want, err := rig.memory.Allow(ctx, key, cost, l)
+			if err != nil {
+				t.Fatalf("step %d: Memory: %v", i, err)
+			}
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("step %d: %v cost %d:\nredis  %+v\nmemory %+v", i, l, cost, got, want)
+			}
+		}
+	})
+}
