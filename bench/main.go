@@ -1,0 +1,215 @@
+// Command bench compares this library's stores with the peer Go rate
+// limiters, side by side, on one Redis and in process. See README.md.
+//
+//	cd bench && go run . [-redis URL] [-duration 3s] [-callers 1,8,64] [-out FILE] [-only REGEX]
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+type config struct {
+	redisURL string
+	duration time.Duration
+	callers  []int
+	repeat   int
+	out      string
+	only     *regexp.Regexp
+}
+
+func main() {
+	cfg, err := parseFlags(os.Args[1:])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(2)
+	}
+	os.Exit(run(cfg))
+}
+
+func parseFlags(args []string) (*config, error) {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	redisURL := fs.String("redis", "", "use the Redis at this URL (redis://host:port/db) instead of starting a redis-server; FLUSHALL is run on it between cells")
+	duration := fs.Duration("duration", 3*time.Second, "timed duration of each cell")
+	callers := fs.String("callers", "1,8,64", "comma-separated numbers of concurrent callers")
+	out := fs.String("out", "", "also write the markdown report to this file")
+	repeat := fs.Int("repeat", 1, "run every cell this many times, round-robin over the rows, and report each cell's median run by decisions/s")
+	only := fs.String("only", "", "run only the rows whose \"workload/contender\" matches this regular expression (e.g. 'hot-key/.*redis')")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	cfg := &config{redisURL: *redisURL, duration: *duration, out: *out, repeat: *repeat}
+	if cfg.duration <= 0 {
+		return nil, fmt.Errorf("-duration must be positive, got %v", cfg.duration)
+	}
+	if cfg.repeat < 1 {
+		return nil, fmt.Errorf("-repeat must be at least 1, got %d", cfg.repeat)
+	}
+	for _, f := range strings.Split(*callers, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("-callers: %q is not a positive integer", f)
+		}
+		cfg.callers = append(cfg.callers, n)
+	}
+	var err error
+	if cfg.only, err = regexp.Compile(*only); err != nil {
+		return nil, fmt.Errorf("-only: %w", err)
+	}
+	return cfg, nil
+}
+
+// cell is one planned row of the table.
+type cell struct {
+	w       *workload
+	c       *contender
+	callers int
+}
+
+func run(cfg *config) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	if cfg.redisURL != "" {
+		// Without a server of ours, a second Ctrl-C just exits.
+		go func() { <-ctx.Done(); stop() }()
+	}
+
+	var plan []cell
+	needRedis := false
+	ws := workloads()
+	cs := contenders()
+	for i := range ws {
+		for _, c := range cs {
+			if !cfg.only.MatchString(ws[i].id + "/" + c.name) {
+				continue
+			}
+			for _, n := range cfg.callers {
+				plan = append(plan, cell{&ws[i], c, n})
+			}
+			needRedis = needRedis || c.redis
+		}
+	}
+	if len(plan) == 0 {
+		fmt.Fprintf(os.Stderr, "bench: -only %q matches no row; rows are named workload/contender, for example %s/%s\n", cfg.only, ws[0].id, cs[0].name)
+		return 2
+	}
+
+	e := &env{logx: newLogCounter()}
+	redisVersion := "not used"
+	if needRedis {
+		var opts *redis.Options
+		if cfg.redisURL != "" {
+			var err error
+			if opts, err = redis.ParseURL(cfg.redisURL); err != nil {
+				fmt.Fprintln(os.Stderr, "bench: -redis:", err)
+				return 2
+			}
+			if opts.DB != 0 {
+				fmt.Fprintf(os.Stderr, "bench: warning: -redis selects database %d, but go-zero's wrapper always uses database 0\n", opts.DB)
+			}
+		} else {
+			srv, err := startRedis()
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "bench:", err)
+				return 1
+			}
+			defer srv.stop()
+			// A second Ctrl-C while a cell is finishing kills the server
+			// and exits at once; the deferred stop is then a no-op.
+			go func() {
+				<-ctx.Done()
+				sig := make(chan os.Signal, 1)
+				signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+				stop()
+				<-sig
+				srv.stop()
+				os.Exit(130)
+			}()
+			opts = &redis.Options{Addr: srv.addr}
+			fmt.Fprintf(os.Stderr, "bench: started redis-server on %s\n", srv.addr)
+		}
+		e.redis = &redisTarget{opts: opts}
+		v, err := e.redis.version(ctx)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench: Redis does not answer:", err)
+			return 1
+		}
+		redisVersion = v
+	}
+
+	fmt.Fprintf(os.Stderr, "bench: %d cells of %v each, %d time(s)\n", len(plan), cfg.duration, cfg.repeat)
+	// Rounds go over every cell in turn, so that slow drifts of the
+	// machine touch all rows alike; each cell keeps its median round.
+	runs := make([][]*cellResult, len(plan))
+	for round := range cfg.repeat {
+		for i, p := range plan {
+			if ctx.Err() != nil {
+				break
+			}
+			r := runCell(ctx, e, p.w, p.c, p.callers, cfg.duration)
+			if ctx.Err() != nil {
+				break // interrupted: the cell is incomplete
+			}
+			runs[i] = append(runs[i], r)
+			fmt.Fprintf(os.Stderr, "bench: [%d/%d] round %d %s/%s callers=%d: %s\n", i+1, len(plan), round+1, p.w.id, p.c.name, p.callers, progressLine(r))
+		}
+	}
+	if ctx.Err() != nil {
+		fmt.Fprintln(os.Stderr, "bench: interrupted; no report")
+		return 130
+	}
+	results := make([]*cellResult, len(plan))
+	for i, rs := range runs {
+		results[i] = median(rs)
+	}
+
+	report := renderReport(machineInfo(redisVersion), cfg, results)
+	fmt.Print(report)
+	if cfg.out != "" {
+		if err := os.WriteFile(cfg.out, []byte(report), 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			return 1
+		}
+	}
+	for _, r := range results {
+		if r.skipped != "" {
+			return 1
+		}
+	}
+	return 0
+}
+
+// median returns the run with the median decisions/s (the lower middle
+// of an even count).
+func median(rs []*cellResult) *cellResult {
+	sorted := append([]*cellResult(nil), rs...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].rate() < sorted[j].rate() })
+	return sorted[(len(sorted)-1)/2]
+}
+
+func progressLine(r *cellResult) string {
+	if r.skipped != "" {
+		return "SKIPPED: " + r.skipped
+	}
+	s := fmt.Sprintf("%s decisions/s, p50 %s, p99 %s, allowed %d, denied %d, errors %d",
+		formatRate(r.rate()), formatLatency(r.p50), formatLatency(r.p99), r.allowed, r.denied, r.errors)
+	if r.firstErr != "" {
+		s += " (first error: " + r.firstErr + ")"
+	}
+	return s
+}
