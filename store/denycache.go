@@ -84,7 +84,9 @@ func (c *denyCache) get(key string, cs []*compiled, cost int) (ratelimit.Decisio
 		sh.mu.Unlock()
 		return ratelimit.Decision{}, false
 	}
-	elapsed := time.Duration(now-d.at) * time.Microsecond
+	// A put that read the clock after this get may have stored the entry:
+	// then no time has passed since the denial.
+	elapsed := time.Duration(max(now-d.at, 0)) * time.Microsecond
 	results := make([]ratelimit.Result, len(d.results))
 	copy(results, d.results)
 	sh.mu.Unlock()

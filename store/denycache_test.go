@@ -2,12 +2,12 @@ package store
 
 import (
 	"context"
-
 	"fmt"
-	"github.com/redis/go-redis/v9"
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/ratelimit-go/ratelimit"
 )
@@ -150,5 +150,26 @@ func TestDenyCacheIsBounded(t *testing.T) {
 	}
 	if _, err := NewRedis(newClient(t, m.Addr()), WithDenyCache(-1)); err == nil {
 		t.Error("WithDenyCache(-1): got no error")
+	}
+}
+
+// TestDenyCacheReadBeforePut is a get that read the clock just before a
+// concurrent put stored its denial: it must not report times later than
+// the ones Redis gave.
+func TestDenyCacheReadBeforePut(t *testing.T) {
+	c := newDenyCache(64)
+	now := int64(1_000_000)
+	c.now = func() int64 { return now }
+	l := ratelimit.PerHour(1).Using(ratelimit.SlidingLog)
+	cs := []*compiled{compile(l)}
+	denied := ratelimit.Decision{Results: []ratelimit.Result{{Limit: l, Remaining: 0, ResetAfter: time.Hour, RetryAfter: time.Hour}}}
+	c.put("k", cs, 1, denied)
+	now -= 300 // the get's reading of the clock, taken before the put's
+	d, ok := c.get("k", cs, 1)
+	if !ok {
+		t.Fatal("the denial is not cached")
+	}
+	if got, want := d.Results[0], denied.Results[0]; got.ResetAfter != want.ResetAfter || got.RetryAfter != want.RetryAfter {
+		t.Errorf("got ResetAfter %v, RetryAfter %v; want %v, %v", got.ResetAfter, got.RetryAfter, want.ResetAfter, want.RetryAfter)
 	}
 }
