@@ -8,6 +8,9 @@
 --          "time:seq" when one microsecond holds several entries.
 -- Params   a = quota, b = window in us, c = window in ms.
 -- s1       the number of entries in the window.
+-- If Redis's clock steps back, entries stamped later than now stay counted
+-- until they leave the window, and the times reported are capped at one
+-- window.
 algorithms.l = function(phase, key, cost, quota, window, window_ms, now, count)
   if phase == DECIDE then
     -- Alone, the request can trim first: then the entries left are the
@@ -19,7 +22,8 @@ algorithms.l = function(phase, key, cost, quota, window, window_ms, now, count)
     end
     local freeing = redis.call('ZRANGE', key, count + cost - quota - 1, count + cost - quota - 1, 'WITHSCORES')
     local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-    return 0, math.max(quota - count, 0), tonumber(newest[2]) + window - now, tonumber(freeing[2]) + window - now
+    return 0, math.max(quota - count, 0), math.min(tonumber(newest[2]) + window - now, window),
+      math.min(tonumber(freeing[2]) + window - now, window)
   elseif phase == CHECK then
     local after = '(' .. int(now - window)
     count = redis.call('ZCOUNT', key, after, '+inf')
@@ -28,7 +32,7 @@ algorithms.l = function(phase, key, cost, quota, window, window_ms, now, count)
     end
     -- The entry whose expiry makes room for cost says when to retry.
     local freeing = redis.call('ZRANGEBYSCORE', key, after, '+inf', 'WITHSCORES', 'LIMIT', count + cost - quota - 1, 1)
-    return false, math.max(quota - count, 0), tonumber(freeing[2]) + window - now, count
+    return false, math.max(quota - count, 0), math.min(tonumber(freeing[2]) + window - now, window), count
   end
   if phase ~= COMMIT or count then
     redis.call('ZREMRANGEBYSCORE', key, '-inf', now - window) -- DECIDE trimmed already
@@ -57,5 +61,5 @@ algorithms.l = function(phase, key, cost, quota, window, window_ms, now, count)
     return 0
   end
   local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-  return tonumber(newest[2]) + window - now
+  return math.min(tonumber(newest[2]) + window - now, window)
 end

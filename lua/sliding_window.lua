@@ -9,6 +9,8 @@
 -- Params   a = quota, b = slot width in us, c = slots per window.
 -- s1, s2   the fields of slots that left the window (or nil), the newest
 --          slot still in it (or nil).
+-- If Redis's clock steps back, slots newer than now stay counted until they
+-- leave the window, and the times reported are capped at one window.
 algorithms.s = function(phase, key, cost, quota, width, slots, now, stale, newest)
   if phase == DECIDE then
     local ok, remaining, retry, old, last = algorithms.s(CHECK, key, cost, quota, width, slots, now)
@@ -57,7 +59,7 @@ algorithms.s = function(phase, key, cost, quota, width, slots, now, stale, newes
         break
       end
     end
-    return false, math.max(quota - sum, 0), (slot + slots) * width - now, stale, newest
+    return false, math.max(quota - sum, 0), math.min((slot + slots) * width - now, slots * width), stale, newest
   end
   if stale then
     redis.call('HDEL', key, unpack(stale))
@@ -66,7 +68,7 @@ algorithms.s = function(phase, key, cost, quota, width, slots, now, stale, newes
     local current = math.floor(now / width)
     redis.call('HINCRBY', key, current, cost)
     local last = math.max(newest or current, current)
-    local reset = (last + slots) * width - now
+    local reset = math.min((last + slots) * width - now, slots * width)
     -- The key expires when its newest slot leaves the window: only a new
     -- newest slot moves that instant.
     if not newest or newest < current then
@@ -77,5 +79,5 @@ algorithms.s = function(phase, key, cost, quota, width, slots, now, stale, newes
   if not newest then
     return 0
   end
-  return (newest + slots) * width - now
+  return math.min((newest + slots) * width - now, slots * width)
 end

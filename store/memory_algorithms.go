@@ -5,8 +5,9 @@ import "github.com/ratelimit-go/ratelimit"
 // The four algorithms in Go, for the Memory store. Each follows its Lua
 // script in lua/ step for step, so that both stores give the same answers
 // (a differential test holds them to it); the comments there explain the
-// arithmetic. Times are microseconds; the Memory store's clock never goes
-// back.
+// arithmetic. Times are microseconds. The Memory store's clock never goes
+// back, so the caps the scripts put on their times for a Redis clock that
+// stepped back never apply here.
 
 // state is one limit's state for one key.
 type state interface {

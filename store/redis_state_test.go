@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/internal/redistest"
+	"github.com/ratelimit-go/ratelimit/store/storetest"
 )
 
 // backend is a Redis to look at directly: a pinned miniredis or a real
@@ -314,4 +316,48 @@ func randomLimit(rng *rand.Rand, windows []time.Duration) ratelimit.Limit {
 		l.Burst = 1 + rng.IntN(3)
 	}
 	return l
+}
+
+// TestClockStepsBack moves Redis's clock back right after a limit is
+// spent, as an NTP step on the server would: every later decision keeps
+// its invariants (times within one window) and the limit holds, for each
+// algorithm alone and for all four at once.
+func TestClockStepsBack(t *testing.T) {
+	ctx := context.Background()
+	sets := [][]ratelimit.Limit{{oneOfEach[0]}, {oneOfEach[1]}, {oneOfEach[2]}, {oneOfEach[3]}, oneOfEach}
+	for _, step := range []time.Duration{300 * time.Microsecond, 7 * time.Second, 50 * time.Second} {
+		for _, limits := range sets {
+			name := fmt.Sprintf("%v/%v", step, limits[0].Algorithm)
+			if len(limits) > 1 {
+				name = fmt.Sprintf("%v/all-four", step)
+			}
+			t.Run(name, func(t *testing.T) {
+				m, clock := newMiniredis(t)
+				s := newStore(t, newClient(t, m.Addr()), WithDenyCache(0))
+				for i := range 3 { // spends the limit of 3
+					clock.Advance(time.Second)
+					d, err := s.Allow(ctx, "k", 1, limits...)
+					if err != nil {
+						t.Fatalf("request %d: %v", i, err)
+					}
+					if err := storetest.CheckDecision(d, 1, limits); err != nil {
+						t.Fatalf("request %d: %+v: %v", i, d, err)
+					}
+				}
+				clock.Advance(-step)
+				for i := range 3 {
+					d, err := s.Allow(ctx, "k", 1, limits...)
+					if err != nil {
+						t.Fatalf("request %d after the step back: %v", i, err)
+					}
+					if err := storetest.CheckDecision(d, 1, limits); err != nil {
+						t.Errorf("request %d after the clock stepped back %v: %+v: %v", i, step, d, err)
+					}
+					if d.Allowed {
+						t.Errorf("request %d after the clock stepped back %v: allowed, want denied (the limit of 3 is spent)", i, step)
+					}
+				}
+			})
+		}
+	}
 }
