@@ -121,15 +121,20 @@ func percentile(out []outcome, p float64) time.Duration {
 	return l[min(len(l)-1, int(float64(len(l))*p))]
 }
 
-// during runs load for total, calling fault at offset.
+// during runs load for total, calling fault at offset, and returns once
+// both are over.
 func (r *faultRig) during(t *testing.T, total, offset time.Duration, fault func()) []outcome {
 	ctx, cancel := context.WithTimeout(context.Background(), total)
 	defer cancel()
+	done := make(chan struct{})
 	go func() {
+		defer close(done)
 		time.Sleep(offset)
 		fault()
 	}()
-	return r.load(ctx, 8)
+	out := r.load(ctx, 8)
+	<-done
+	return out
 }
 
 func lots() ratelimit.Option { return ratelimit.WithLimits(ratelimit.PerMinute(1_000_000)) }
