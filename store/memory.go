@@ -52,21 +52,29 @@ var (
 type memoryShard struct {
 	mu   sync.RWMutex
 	keys map[string]*memoryKey
-	_    [40]byte // keeps shards on separate cache lines
+	_    [32]byte // keeps shards on separate cache lines
 }
 
-// memoryKey is one key's state under each limit it was decided with.
+// memoryKey is one key's state under each limit it was decided with: a
+// list whose first element lives in the key, since most keys have one
+// limit.
 type memoryKey struct {
 	mu      sync.Mutex
 	expires atomic.Int64 // the latest expiry of its limits; read by eviction
-	limits  []*memoryLimit
+	first   memoryLimit
 }
 
 type memoryLimit struct {
-	c       *compiled // the limit it was made for
-	suffix  string    // as the Redis store's key suffix: equal iff the state is shared
+	c       *compiled // the limit it was last decided with; nil: unused
 	expires int64     // when the state is back to empty
 	state   state
+	next    *memoryLimit // the key's next limit
+}
+
+// holds reports whether s keeps the state of c: limits whose Redis keys
+// would have the same suffix share state.
+func (s *memoryLimit) holds(c *compiled) bool {
+	return s.c == c || s.c != nil && s.c.suffix == c.suffix
 }
 
 // MemoryOption configures [NewMemory].
@@ -135,6 +143,9 @@ func NewMemory(opts ...MemoryOption) (*Memory, error) {
 
 // Allow implements [ratelimit.Store].
 func (m *Memory) Allow(ctx context.Context, key string, cost int, limits ...ratelimit.Limit) (ratelimit.Decision, error) {
+	if len(limits) == 1 {
+		return m.allowOne(key, cost, limits[0])
+	}
 	var cbuf [4]*compiled
 	cs, err := m.limits.check(key, cost, limits, cbuf[:0])
 	if err != nil {
@@ -156,17 +167,17 @@ func (m *Memory) Allow(ctx context.Context, key string, cost int, limits ...rate
 		s := k.limit(c, now)
 		states = append(states, s)
 		var o outcome
-		o.ok, o.remaining, o.retry = s.state.check(c, now, c64)
+		o.ok, o.remaining, o.retry = s.state.of(c).check(c, now, c64)
 		out = append(out, o)
 		d.Allowed = d.Allowed && o.ok
 	}
 	latest := k.expires.Load()
 	for i, s := range states {
 		if d.Allowed {
-			out[i].reset = s.state.commit(cs[i], now, c64)
+			out[i].reset = s.state.of(cs[i]).commit(cs[i], now, c64)
 			out[i].remaining -= c64
 		} else {
-			out[i].reset = s.state.settle(cs[i], now)
+			out[i].reset = s.state.of(cs[i]).settle(cs[i], now)
 		}
 		s.expires = now + out[i].reset
 		latest = max(latest, s.expires)
@@ -176,6 +187,36 @@ func (m *Memory) Allow(ctx context.Context, key string, cost int, limits ...rate
 	for i, o := range out {
 		d.Results[i] = ratelimit.Result{Limit: limits[i], Allowed: o.ok, Remaining: int(o.remaining), ResetAfter: us(o.reset), RetryAfter: us(o.retry)}
 	}
+	return d, nil
+}
+
+// allowOne is Allow for the common request with one limit, in fewer
+// steps.
+func (m *Memory) allowOne(key string, cost int, l ratelimit.Limit) (ratelimit.Decision, error) {
+	c := m.limits.get(l)
+	if !c.valid || key == "" || len(key) > ratelimit.MaxKeyLength || cost < 1 || int64(cost) > c.capacity {
+		return ratelimit.Decision{}, ratelimit.CheckRequest(key, cost, []ratelimit.Limit{l})
+	}
+	now, c64 := m.now(), int64(cost)
+	k := m.shard(key).key(key, now, m.perShard)
+	k.mu.Lock()
+	s := k.limit(c, now)
+	a := s.state.of(c)
+	ok, remaining, retry := a.check(c, now, c64)
+	var reset int64
+	if ok {
+		reset = a.commit(c, now, c64)
+		remaining -= c64
+	} else {
+		reset = a.settle(c, now)
+	}
+	s.expires = now + reset
+	if s.expires > k.expires.Load() {
+		k.expires.Store(s.expires)
+	}
+	k.mu.Unlock()
+	d := ratelimit.Decision{Allowed: ok, Results: make([]ratelimit.Result, 1)}
+	d.Results[0] = ratelimit.Result{Limit: l, Allowed: ok, Remaining: int(remaining), ResetAfter: us(reset), RetryAfter: us(retry)}
 	return d, nil
 }
 
@@ -194,9 +235,9 @@ func (m *Memory) Reset(ctx context.Context, key string, limits ...ratelimit.Limi
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	for _, l := range limits {
-		suffix := m.limits.get(l).suffix
-		for _, s := range k.limits {
-			if s.suffix == suffix {
+		c := m.limits.get(l)
+		for s := &k.first; s != nil; s = s.next {
+			if s.holds(c) {
 				s.expires = 0 // empty from now on
 			}
 		}
@@ -269,18 +310,20 @@ func (sh *memoryShard) evict(now int64) {
 	}
 }
 
-// limit returns the key's state for c, empty if it has expired.
+// limit returns the key's state for c, empty if it has expired. The key
+// is locked.
 func (k *memoryKey) limit(c *compiled, now int64) *memoryLimit {
-	for _, s := range k.limits {
-		if s.c == c || s.suffix == c.suffix {
-			if s.expires <= now {
-				s.state = newState(c)
-			}
-			return s
+	s := &k.first
+	for s.c != nil && !s.holds(c) {
+		if s.next == nil {
+			s.next = new(memoryLimit)
 		}
+		s = s.next
 	}
-	s := &memoryLimit{c: c, suffix: c.suffix, state: newState(c)}
-	k.limits = append(k.limits, s)
+	if s.c == nil || s.expires <= now {
+		s.state.reset(c)
+	}
+	s.c = c
 	return s
 }
 

@@ -9,8 +9,19 @@ import "github.com/ratelimit-go/ratelimit"
 // back, so the caps the scripts put on their times for a Redis clock that
 // stepped back never apply here.
 
-// state is one limit's state for one key.
-type state interface {
+// state is one limit's state for one key. Only the part of the limit's
+// algorithm is used (see of). The small states live in it and the larger
+// ones behind a pointer, so that a key takes little memory, which keeps
+// the store fast when it holds many keys.
+type state struct {
+	fixed  fixedWindowState
+	bucket tokenBucketState
+	log    *slidingLogState
+	window *slidingWindowState
+}
+
+// algorithmState is what each algorithm's part of a state does.
+type algorithmState interface {
 	// check reports whether cost fits, the units remaining before taking
 	// it, and, when it does not fit, the time until it would. It changes
 	// nothing.
@@ -22,16 +33,38 @@ type state interface {
 	settle(c *compiled, now int64) (reset int64)
 }
 
-func newState(c *compiled) state {
+// of returns the part of s that c's algorithm uses; reset must have
+// prepared it.
+func (s *state) of(c *compiled) algorithmState {
 	switch c.algorithm {
 	case ratelimit.FixedWindow:
-		return &fixedWindowState{}
+		return &s.fixed
 	case ratelimit.SlidingLog:
-		return &slidingLogState{}
+		return s.log
 	case ratelimit.TokenBucket:
-		return &tokenBucketState{level: c.units}
+		return &s.bucket
+	}
+	return s.window
+}
+
+// reset empties s for c: a full bucket, an empty window or log. A state
+// only ever serves limits of one algorithm and shape (see
+// memoryLimit.holds), so a window's slots are reused; a log starts afresh,
+// so that the memory of a burst is not kept for good.
+func (s *state) reset(c *compiled) {
+	switch c.algorithm {
+	case ratelimit.FixedWindow:
+		s.fixed = fixedWindowState{}
+	case ratelimit.TokenBucket:
+		s.bucket = tokenBucketState{level: c.units}
+	case ratelimit.SlidingLog:
+		s.log = new(slidingLogState)
 	default:
-		return &slidingWindowState{slot: make([]int64, c.slots), count: make([]int64, c.slots)}
+		if s.window == nil {
+			s.window = &slidingWindowState{slot: make([]int64, c.slots), count: make([]int64, c.slots)}
+		}
+		clear(s.window.slot)
+		clear(s.window.count)
 	}
 }
 

@@ -298,6 +298,31 @@ func testKeysAreIndependent(t *testing.T, h Harness) {
 }
 
 // testReset checks that a Resetter forgets exactly the limits it is given.
+// testNameIsNotState checks that a limit's Name labels it and nothing
+// more: the same limit under two names counts into one state, for every
+// algorithm, while a different Scope counts apart.
+func testNameIsNotState(t *testing.T, h Harness) {
+	s, _ := h.one(t)
+	for _, l := range []ratelimit.Limit{
+		ratelimit.PerHour(2).Using(ratelimit.FixedWindow),
+		ratelimit.PerHour(2).Using(ratelimit.SlidingLog),
+		ratelimit.PerHour(2),
+		ratelimit.PerHour(2).Using(ratelimit.TokenBucket),
+	} {
+		key := uniqueKey(t, l.Algorithm.String())
+		allow(t, s, key, 1, l.Named("first"))
+		allow(t, s, key, 1, l.Named("second"))
+		if d := allow(t, s, key, 1, l); d.Allowed {
+			t.Errorf("%v: a third request under a third name was allowed, want denied: names share one state", l)
+		}
+		scoped := l
+		scoped.Scope = "elsewhere"
+		if d := allow(t, s, key, 1, scoped); !d.Allowed {
+			t.Errorf("%v in scope %q: denied, want allowed: scopes count apart", l, scoped.Scope)
+		}
+	}
+}
+
 func testReset(t *testing.T, h Harness) {
 	s, _ := h.one(t)
 	r, ok := s.(ratelimit.Resetter)

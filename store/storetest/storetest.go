@@ -59,6 +59,7 @@ func Run(t *testing.T, h Harness) {
 		{"Cost", testCost},
 		{"MultiLimitAllOrNothing", testMultiLimitAllOrNothing},
 		{"KeysAreIndependent", testKeysAreIndependent},
+		{"NameIsNotState", testNameIsNotState},
 		{"Reset", testReset},
 		{"InvalidInput", testInvalidInput},
 		{"Invariants", testInvariants},
