@@ -36,8 +36,8 @@ const DefaultPrefix = "rl:"
 // A key k with a limit is stored at prefix + "{k}" + a suffix naming the
 // limit's algorithm and window. The braces are a hash tag: all of a
 // decision's keys sit in one Redis Cluster slot. Every write sets a TTL
-// that ends when the state is no longer needed. Redis 6.2 or later is
-// needed.
+// that ends when the state is no longer needed. Redis 5.0 or later is
+// needed (the tests run on 7.0).
 //
 // Redis is safe for concurrent use.
 type Redis struct {
