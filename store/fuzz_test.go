@@ -16,14 +16,18 @@ import (
 )
 
 // fuzzRig is one pinned miniredis with a Redis store and a Memory store
-// on its clock, shared by a fuzzing process's runs (each uses its own key).
-var fuzzRig = sync.OnceValue(func() (r struct {
+// on its clock, shared by a fuzzing process's runs. Each run uses its own
+// key, so that a failing input fails alone too.
+type fuzzRig struct {
 	m      *miniredis.Miniredis
 	clock  *fakeClock
 	redis  *Redis
 	memory *Memory
 	runs   int
-}) {
+}
+
+var theFuzzRig = sync.OnceValue(func() *fuzzRig {
+	r := &fuzzRig{}
 	m, err := miniredis.Run()
 	if err != nil {
 		panic(err)
@@ -50,7 +54,7 @@ func FuzzDecide(f *testing.F) {
 	f.Add(uint8(3), 1, int64(86_400_000), 1<<40, int64(0), -1, []byte{0})
 	f.Add(uint8(7), 0, int64(-5), -1, int64(7), 0, []byte{9})
 	f.Fuzz(func(t *testing.T, algorithm uint8, quota int, windowMS int64, burst int, precisionMS int64, cost int, steps []byte) {
-		rig := fuzzRig()
+		rig := theFuzzRig()
 		rig.runs++
 		key := fmt.Sprintf("fuzz-%d", rig.runs)
 		l := ratelimit.Limit{

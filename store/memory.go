@@ -176,11 +176,11 @@ func (m *Memory) Allow(ctx context.Context, key string, cost int, limits ...rate
 		if d.Allowed {
 			out[i].reset = s.state.of(cs[i]).commit(cs[i], now, c64)
 			out[i].remaining -= c64
+			s.expires = now + keyTTL(cs[i], out[i].reset)
+			latest = max(latest, s.expires)
 		} else {
 			out[i].reset = s.state.of(cs[i]).settle(cs[i], now)
 		}
-		s.expires = now + out[i].reset
-		latest = max(latest, s.expires)
 	}
 	k.expires.Store(latest)
 	k.mu.Unlock()
@@ -207,12 +207,12 @@ func (m *Memory) allowOne(key string, cost int, l ratelimit.Limit) (ratelimit.De
 	if ok {
 		reset = a.commit(c, now, c64)
 		remaining -= c64
+		s.expires = now + keyTTL(c, reset)
+		if s.expires > k.expires.Load() {
+			k.expires.Store(s.expires)
+		}
 	} else {
 		reset = a.settle(c, now)
-	}
-	s.expires = now + reset
-	if s.expires > k.expires.Load() {
-		k.expires.Store(s.expires)
 	}
 	k.mu.Unlock()
 	d := ratelimit.Decision{Allowed: ok, Results: make([]ratelimit.Result, 1)}

@@ -218,6 +218,8 @@ type tokenBucketState struct {
 	level, last int64
 }
 
+// refill brings the level up to now. A limit of larger burst sharing the
+// state may have left more than this one holds: the level is capped.
 func (s *tokenBucketState) refill(c *compiled, now int64) {
 	if now > s.last {
 		if gap := c.units - s.level; (now - s.last) >= ceilDiv(gap, c.rate) {
@@ -227,6 +229,7 @@ func (s *tokenBucketState) refill(c *compiled, now int64) {
 		}
 		s.last = now
 	}
+	s.level = min(s.level, c.units)
 }
 
 func (s *tokenBucketState) check(c *compiled, now, cost int64) (bool, int64, int64) {
@@ -246,6 +249,19 @@ func (s *tokenBucketState) commit(c *compiled, now, cost int64) int64 {
 func (s *tokenBucketState) settle(c *compiled, now int64) int64 {
 	s.refill(c, now)
 	return ceilDiv(c.units-s.level, c.rate)
+}
+
+// keyTTL is how long the script keeps a limit's key after a commit that
+// returned reset: until the state is empty again, in whole milliseconds
+// for the token bucket, whose PEXPIRE rounds up. Limits of one algorithm
+// and window may share a state with different quotas or bursts, and then
+// the key's expiry, not the state alone, says when it starts afresh. A
+// denial writes no TTL.
+func keyTTL(c *compiled, reset int64) int64 {
+	if c.algorithm == ratelimit.TokenBucket {
+		return max(1, ceilDiv(reset, 1000)) * 1000
+	}
+	return reset
 }
 
 // ceilDiv returns ceil(a/b) for a >= 0, b >= 1.

@@ -119,6 +119,63 @@ func TestMemoryMatchesRedis(t *testing.T) {
 	}
 }
 
+// TestMemoryMatchesRedisSharedState replays traffic in which limits that
+// share one state, by algorithm and window, differ in quota, burst or
+// name from request to request, as when two routes limit one key alike:
+// the Memory store must still decide as the Redis store does, down to
+// when a key expires and starts afresh.
+func TestMemoryMatchesRedisSharedState(t *testing.T) {
+	for a := range 4 {
+		algorithm := ratelimit.Algorithm(a)
+		t.Run(algorithm.String(), func(t *testing.T) {
+			t.Parallel()
+			mini, _ := newMiniredis(t)
+			clock := &fakeClock{pinnedClock{m: mini, now: epoch}}
+			redisStore := newStore(t, newClient(t, mini.Addr()), WithDenyCache(0))
+			memory := newMemory(t, clock)
+			rng := rand.New(rand.NewPCG(21, uint64(a)))
+			ctx := context.Background()
+			var lastReset time.Duration // of the last allowed request
+			for step := range 5000 {
+				l := ratelimit.Limit{Algorithm: algorithm, Quota: 1 + rng.IntN(6), Window: 2977 * time.Millisecond}
+				switch algorithm {
+				case ratelimit.TokenBucket:
+					l.Burst = 1 + rng.IntN(45) // the state depends on quota and window only
+					l.Quota = 2
+				case ratelimit.SlidingWindow:
+					l.Precision = l.Window / 13
+				}
+				if rng.IntN(4) == 0 {
+					l.Name = "other"
+				}
+				switch rng.IntN(6) {
+				case 0, 1:
+					clock.Advance(time.Duration(rng.IntN(3_000_000)) * time.Microsecond)
+				case 2:
+					// To just after the state is full again: Redis's key
+					// lives to the next whole millisecond.
+					clock.Advance(lastReset + time.Duration(rng.IntN(1000))*time.Microsecond)
+				}
+				cost := 1 + rng.IntN(l.Capacity())
+				want, err := redisStore.Allow(ctx, "k", cost, l)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := memory.Allow(ctx, "k", cost, l)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !reflect.DeepEqual(got, want) {
+					t.Fatalf("step %d, %v cost %d at %v:\nmemory %+v\nredis  %+v", step, l, cost, clock.Now().Sub(epoch), got, want)
+				}
+				if got.Allowed {
+					lastReset = got.Results[0].ResetAfter
+				}
+			}
+		})
+	}
+}
+
 // TestMemoryIsBounded floods a small store with new keys: it never holds
 // more than its maximum, and every new key's first request passes.
 func TestMemoryIsBounded(t *testing.T) {
