@@ -77,7 +77,9 @@ func FuzzDecide(f *testing.F) {
 			steps = steps[:64]
 		}
 		for i, step := range append([]byte{0}, steps...) {
-			rig.clock.Advance(l.Window / 128 * time.Duration(step))
+			// Whole microseconds: the resolution of Redis's TIME, and of
+			// both stores' clocks.
+			rig.clock.Advance((l.Window / 128 * time.Duration(step)).Truncate(time.Microsecond))
 			got, err := rig.redis.Allow(ctx, key, cost, l)
 			if err != nil {
 				t.Fatalf("step %d: Redis: %v", i, err)
