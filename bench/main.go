@@ -128,7 +128,7 @@ func run(cfg *config) int {
 				fmt.Fprintln(os.Stderr, "bench:", err)
 				return 1
 			}
-			defer srv.stop()
+			defer srv.Close()
 			// A second Ctrl-C while a cell is finishing kills the server
 			// and exits at once; the deferred stop is then a no-op.
 			go func() {
@@ -137,11 +137,11 @@ func run(cfg *config) int {
 				signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
 				stop()
 				<-sig
-				srv.stop()
+				srv.Close()
 				os.Exit(130)
 			}()
-			opts = &redis.Options{Addr: srv.addr}
-			fmt.Fprintf(os.Stderr, "bench: started redis-server on %s\n", srv.addr)
+			opts = &redis.Options{Addr: srv.Addr}
+			fmt.Fprintf(os.Stderr, "bench: started redis-server on %s\n", srv.Addr)
 		}
 		e.redis = &redisTarget{opts: opts}
 		v, err := e.redis.version(ctx)

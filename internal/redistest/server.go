@@ -221,6 +221,13 @@ func lastLines(s string, n int) string {
 // no-op when the server is not running.
 func (s *Server) Kill() { s.signal(syscall.SIGKILL, true) }
 
+// Close kills the server and removes its directory, for a server started
+// outside [Main]. It is safe to call more than once.
+func (s *Server) Close() {
+	s.Kill()
+	os.RemoveAll(s.dir)
+}
+
 // Pause freezes the server with SIGSTOP: connections stay open but
 // nothing is answered, like a hung server. [Server.Resume] undoes it.
 func (s *Server) Pause() { s.signal(syscall.SIGSTOP, false) }
