@@ -30,20 +30,24 @@ func BenchmarkRedis(b *testing.B) {
 	for _, name := range []string{"fixed-window", "sliding-log", "sliding-window", "token-bucket"} {
 		l := benchLimits[name]
 		b.Run(name, func(b *testing.B) {
-			s := newStore(b, client, WithPrefix("bench:"+strconv.FormatInt(time.Now().UnixNano(), 36)+":"))
-			var n atomic.Int64
-			b.ReportAllocs()
-			b.RunParallel(func(pb *testing.PB) {
-				ctx := context.Background()
-				for pb.Next() {
-					key := "k" + strconv.FormatInt(n.Add(1)%10_000, 10)
-					if _, err := s.Allow(ctx, key, 1, l); err != nil {
-						b.Fatal(err)
-					}
-				}
-			})
+			benchManyKeys(b, newStore(b, client, WithPrefix("bench:"+strconv.FormatInt(time.Now().UnixNano(), 36)+":")), l)
 		})
 	}
+}
+
+// benchManyKeys decides l for 10,000 keys in turn from parallel callers.
+func benchManyKeys(b *testing.B, s ratelimit.Store, l ratelimit.Limit) {
+	var n atomic.Int64
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		ctx := context.Background()
+		for pb.Next() {
+			key := "k" + strconv.FormatInt(n.Add(1)%10_000, 10)
+			if _, err := s.Allow(ctx, key, 1, l); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
 
 // BenchmarkGoRedisBaseline is go-redis alone running a script of the
@@ -67,20 +71,9 @@ func BenchmarkGoRedisBaseline(b *testing.B) {
 // BenchmarkMemory decides for many keys, all allowed.
 func BenchmarkMemory(b *testing.B) {
 	for _, name := range []string{"fixed-window", "sliding-log", "sliding-window", "token-bucket"} {
-		l := benchLimits[name]
 		b.Run(name, func(b *testing.B) {
 			m, _ := NewMemory()
-			var n atomic.Int64
-			b.ReportAllocs()
-			b.RunParallel(func(pb *testing.PB) {
-				ctx := context.Background()
-				for pb.Next() {
-					key := "k" + strconv.FormatInt(n.Add(1)%10_000, 10)
-					if _, err := m.Allow(ctx, key, 1, l); err != nil {
-						b.Fatal(err)
-					}
-				}
-			})
+			benchManyKeys(b, m, benchLimits[name])
 		})
 	}
 }
