@@ -5,6 +5,11 @@
 // reason, unless RATELIMIT_REQUIRE_REDIS=1 is set, when it fails it. A
 // package that uses it runs its tests through [Main], which stops every
 // server it started.
+//
+// [RequireCluster], [RequireClusterWithReplicas] and [RequireSentinel]
+// start groups of servers; the last two are for fault tests, which kill a
+// master and wait for the failover, and which guard themselves with
+// [RequireFaults].
 package redistest
 
 import (
@@ -35,6 +40,9 @@ type Server struct {
 	port int
 	dir  string
 	args []string
+	// sentinelConf, when set, is the path of a config file that launch
+	// passes first, with --sentinel, so that the process runs as a Sentinel.
+	sentinelConf string
 
 	mu  sync.Mutex
 	cmd *exec.Cmd
@@ -81,7 +89,7 @@ func Shared(t testing.TB) *Server {
 	mu.Lock()
 	defer mu.Unlock()
 	if shared == nil {
-		s, err := start(nil)
+		s, err := start(nil, "")
 		if err != nil {
 			t.Fatalf("redistest: %v", err)
 		}
@@ -105,10 +113,12 @@ func skipUnlessInstalled(t testing.TB) {
 func Start(args ...string) (*Server, error) {
 	mu.Lock()
 	defer mu.Unlock()
-	return start(args)
+	return start(args, "")
 }
 
-func start(args []string) (*Server, error) {
+// start starts a server on a free port; a non-empty sentinelConf is the
+// text of a config file that makes it a Sentinel.
+func start(args []string, sentinelConf string) (*Server, error) {
 	var lastErr error
 	// A free port can be taken by someone else before redis-server binds
 	// it; try a few.
@@ -117,7 +127,7 @@ func start(args []string) (*Server, error) {
 		if err != nil {
 			return nil, err
 		}
-		s, err := startOn(port, args)
+		s, err := startOn(port, args, sentinelConf)
 		if err == nil {
 			return s, nil
 		}
@@ -126,13 +136,21 @@ func start(args []string) (*Server, error) {
 	return nil, lastErr
 }
 
-// startOn starts a server on port, in a directory of its own.
-func startOn(port int, args []string) (*Server, error) {
+// startOn starts a server on port, in a directory of its own, where a
+// non-empty sentinelConf is written as sentinel.conf.
+func startOn(port int, args []string, sentinelConf string) (*Server, error) {
 	dir, err := os.MkdirTemp("", "redistest-")
 	if err != nil {
 		return nil, err
 	}
 	s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), port: port, dir: dir, args: args}
+	if sentinelConf != "" {
+		s.sentinelConf = filepath.Join(dir, "sentinel.conf")
+		if err := os.WriteFile(s.sentinelConf, []byte(sentinelConf), 0o600); err != nil {
+			os.RemoveAll(dir)
+			return nil, err
+		}
+	}
 	if err := s.launch(); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
@@ -160,6 +178,10 @@ func (s *Server) launch() error {
 		"--dir", s.dir,
 		"--logfile", filepath.Join(s.dir, "redis.log"),
 	}, s.args...)
+	if s.sentinelConf != "" {
+		// Sentinel rewrites its config file, which must come first.
+		args = append([]string{s.sentinelConf, "--sentinel"}, args...)
+	}
 	cmd := exec.Command("redis-server", args...)
 	// Kill the server if the test binary dies without cleaning up.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -239,6 +261,14 @@ func (s *Server) Resume() { s.signal(syscall.SIGCONT, false) }
 func (s *Server) Restart() error {
 	s.Kill()
 	return s.launch()
+}
+
+// running reports whether the server was started and not killed since; a
+// paused server is running.
+func (s *Server) running() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cmd != nil
 }
 
 func (s *Server) signal(sig syscall.Signal, stops bool) {
