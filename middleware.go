@@ -1,6 +1,7 @@
 package ratelimit
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -274,8 +275,14 @@ func (l *Limiter) policyFor(r *http.Request) *policy {
 	return l.all
 }
 
-// fail logs err and hands r to the error handler.
+// fail logs err and hands r to the error handler. A request whose
+// context ended before the store decided is no store failure: it is
+// counted apart and not logged.
 func (l *Limiter) fail(w http.ResponseWriter, r *http.Request, err error) bool {
+	if r.Context().Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		l.counts.canceled.Add(1)
+		return l.onError(w, r, err)
+	}
 	kind, msg, level := logStoreError, "ratelimit: store failed", slog.LevelError
 	if isRequestError(err) {
 		kind, msg, level = logRequestError, "ratelimit: request not decided", slog.LevelWarn
