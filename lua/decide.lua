@@ -17,23 +17,29 @@
 --   DECIDE  a request with this one limit: CHECK then COMMIT or SETTLE, in
 --           as few calls as the algorithm can. Returns allowed (1 or 0),
 --           remaining (after the decision), reset_after, retry_after.
+--   CHARGE  takes cost, admitted elsewhere at time s1 (<= now), whatever
+--           the room, as if the request had been decided here then; a
+--           time too old to count changes nothing. See charge.lua.
 -- A CHECK that raises an error (WRONGTYPE, a foreign value) ends its
 -- request before any write, so none of its keys is touched.
 --
 -- One run may decide several requests, which the store batches when they
 -- arrive together; they share one reading of TIME.
--- ARGV     for each request: n (its number of limits), cost, then for each
---          limit its algorithm code and parameters a, b, c.
+-- ARGV     for each request: n (its number of limits), cost, deadline (in
+--          Redis's microseconds; 0: none), then for each limit its
+--          algorithm code and parameters a, b, c.
 -- KEYS     for each request, in order, its n keys (one per limit); the keys
 --          of a request share one {hash tag}.
 -- Reply    one line per request, joined by newlines: four integers per
 --          limit (allowed 1 or 0, remaining, reset_after, retry_after),
---          separated by spaces, or "E " and an error. The request passed
+--          separated by spaces, or "E " and an error with its newlines
+--          turned into spaces, or "X" for a request that reached Redis
+--          after its deadline and was not decided. The request passed
 --          iff every allowed is 1. (A string costs Redis far less to
 --          return than an array.)
 
 local algorithms, clockless = {}, {f = true}
-local CHECK, COMMIT, SETTLE, DECIDE = 1, 2, 3, 4
+local CHECK, COMMIT, SETTLE, DECIDE, CHARGE = 1, 2, 3, 4, 5
 
 -- int formats an integral number exactly for concatenation; tostring would
 -- write 1.7e+15. (redis.call arguments need no help: Redis writes numbers
@@ -61,23 +67,28 @@ local function clock()
 end
 
 -- decide_one decides the request whose keys follow KEYS[k] and whose cost
--- is ARGV[a], and returns its reply line.
+-- and deadline are ARGV[a] and ARGV[a + 1], and returns its reply line. A
+-- request past its deadline was given up by its caller, who decided it
+-- elsewhere: deciding it here too would count it twice.
 local function decide_one(k, n, a)
-  local cost = tonumber(ARGV[a])
+  local cost, deadline = tonumber(ARGV[a]), tonumber(ARGV[a + 1])
+  if deadline > 0 and clock() > deadline then
+    return 'X'
+  end
   if n == 1 then
-    local code, now = ARGV[a + 1], 0
+    local code, now = ARGV[a + 2], 0
     if not clockless[code] then
       now = clock()
     end
     local ok, remaining, reset, retry = algorithms[code](DECIDE, KEYS[k + 1], cost,
-      tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), now)
+      tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5]), now)
     return string.format('%d %d %d %d', ok, remaining, reset, retry)
   end
 
   local now, alg, pa, pb, pc, s1, s2, ok, remaining, retry = 0, {}, {}, {}, {}, {}, {}, {}, {}, {}
   local pass = true
   for i = 1, n do
-    local j = a + 4 * i - 3
+    local j = a + 4 * i - 2
     alg[i] = algorithms[ARGV[j]]
     pa[i], pb[i], pc[i] = tonumber(ARGV[j + 1]), tonumber(ARGV[j + 2]), tonumber(ARGV[j + 3])
     if now == 0 and not clockless[ARGV[j]] then
@@ -115,10 +126,12 @@ local function decide()
       if type(line) == 'table' then
         line = line.err
       end
-      line = 'E ' .. tostring(line)
+      -- Newlines separate the requests' lines: none may hide in an error,
+      -- whose text can hold the key.
+      line = 'E ' .. (string.gsub(tostring(line), '[\r\n]', ' '))
     end
     out[#out + 1] = line
-    k, a = k + n, a + 2 + 4 * n
+    k, a = k + n, a + 3 + 4 * n
   end
   return table.concat(out, '\n')
 end

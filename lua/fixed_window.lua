@@ -7,7 +7,8 @@
 -- State    the key, a string holding the count, with a TTL.
 -- Params   a = quota, b = window in ms, c unused.
 -- s1, s2   the key's PTTL (-2 missing, -1 no TTL: a foreign key), and the
---          time until the window closes.
+--          time until the window closes; for CHARGE, s1 is the time
+--          admitted.
 
 -- reset turns a PTTL into the time until the window closes. Expiry has
 -- millisecond resolution and a key lives through the millisecond its PTTL
@@ -19,8 +20,19 @@ local function fixed_window_reset(ttl, window)
   return window * 1000
 end
 
-algorithms.f = function(phase, key, cost, quota, window, _, _, ttl, reset)
-  if phase == DECIDE then
+algorithms.f = function(phase, key, cost, quota, window, _, now, ttl, reset)
+  if phase == CHARGE then
+    -- A window's start is not stored: units admitted within the last
+    -- window count in the current one, which may hold them longer than
+    -- their own window would have.
+    local at = ttl
+    if at > now - window * 1000 then
+      if redis.call('INCRBY', key, cost) == cost or redis.call('PTTL', key) == -1 then
+        redis.call('PEXPIRE', key, window)
+      end
+    end
+    return 0
+  elseif phase == DECIDE then
     -- Take first, give back on denial: two calls instead of four.
     local count = redis.call('INCRBY', key, cost)
     if count == cost then

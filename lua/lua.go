@@ -32,6 +32,13 @@ var (
 	// TokenBucket is the token bucket; code "t".
 	//go:embed token_bucket.lua
 	TokenBucket string
+
+	// Probe checks that Redis can decide; see probe.lua.
+	//go:embed probe.lua
+	Probe string
+
+	//go:embed charge.lua
+	charge string
 )
 
 // Script returns the source of a script that decides requests whose
@@ -46,4 +53,11 @@ func Script(algorithms ...string) string {
 	}
 	b.WriteString("return decide()\n")
 	return b.String()
+}
+
+// Charge returns the source of the script that brings to Redis what a
+// fallback decided in process; KEYS, ARGV and the reply are described in
+// charge.lua.
+func Charge() string {
+	return decide + FixedWindow + SlidingLog + SlidingWindow + TokenBucket + charge + "return charge()\n"
 }

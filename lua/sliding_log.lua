@@ -7,12 +7,37 @@
 -- State    the key, a sorted set: score = time in us, member = the time, or
 --          "time:seq" when one microsecond holds several entries.
 -- Params   a = quota, b = window in us, c = window in ms.
--- s1       the number of entries in the window.
+-- s1       the number of entries in the window; for CHARGE, the time
+--          admitted.
 -- If Redis's clock steps back, entries stamped later than now stay counted
 -- until they leave the window, and the times reported are capped at one
 -- window.
+local charged = 0 -- entries CHARGE added in this script run
+
 algorithms.l = function(phase, key, cost, quota, window, window_ms, now, count)
-  if phase == DECIDE then
+  if phase == CHARGE then
+    local at = count
+    if at <= now - window then
+      return 0
+    end
+    -- Entries at the time admitted; "time:c" members, numbered within the
+    -- run and stamped with its time, never meet those of COMMIT. More
+    -- than quota would only lengthen the denial nothing else can.
+    local prefix = int(at) .. ':c' .. int(now) .. ':'
+    local left = math.min(cost, quota)
+    while left > 0 do
+      local args = {}
+      for k = 1, math.min(left, 1000) do
+        charged = charged + 1
+        args[2 * k - 1] = at
+        args[2 * k] = prefix .. charged
+      end
+      redis.call('ZADD', key, unpack(args))
+      left = left - #args / 2
+    end
+    redis.call('PEXPIRE', key, window_ms)
+    return 0
+  elseif phase == DECIDE then
     -- Alone, the request can trim first: then the entries left are the
     -- window, counted in O(1) and found by rank.
     redis.call('ZREMRANGEBYSCORE', key, '-inf', now - window)

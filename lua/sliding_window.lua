@@ -8,11 +8,22 @@
 -- State    the key, a hash: field = slot number, value = count.
 -- Params   a = quota, b = slot width in us, c = slots per window.
 -- s1, s2   the fields of slots that left the window (or nil), the newest
---          slot still in it (or nil).
+--          slot still in it (or nil); for CHARGE, s1 is the time admitted.
 -- If Redis's clock steps back, slots newer than now stay counted until they
 -- leave the window, and the times reported are capped at one window.
 algorithms.s = function(phase, key, cost, quota, width, slots, now, stale, newest)
-  if phase == DECIDE then
+  if phase == CHARGE then
+    local slot = math.floor(stale / width) -- stale is the time admitted
+    if slot <= math.floor(now / width) - slots then
+      return 0
+    end
+    redis.call('HINCRBY', key, slot, cost)
+    local ttl = ceil_div((slot + slots) * width - now, 1000)
+    if redis.call('PTTL', key) < ttl then
+      redis.call('PEXPIRE', key, ttl)
+    end
+    return 0
+  elseif phase == DECIDE then
     local ok, remaining, retry, old, last = algorithms.s(CHECK, key, cost, quota, width, slots, now)
     if ok then
       return 1, remaining - cost, algorithms.s(COMMIT, key, cost, quota, width, slots, now, old, last), 0

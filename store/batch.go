@@ -18,8 +18,9 @@ type decision struct {
 	args   []any
 	line   string
 	err    error
-	done   chan struct{} // receives once the line or error is set
-	until  time.Time     // the caller's deadline; zero: none
+	done   chan struct{}   // receives once the line or error is set
+	until  time.Time       // the caller's deadline; zero: none
+	gone   <-chan struct{} // closed when the caller gives up; nil: never
 }
 
 var decisions = sync.Pool{New: func() any {
@@ -33,7 +34,7 @@ func newDecision() *decision { return decisions.Get().(*decision) }
 func (d *decision) release() {
 	clear(d.keys)
 	clear(d.args)
-	d.keys, d.args, d.line, d.err, d.until, d.script = d.keys[:0], d.args[:0], "", nil, time.Time{}, nil
+	d.keys, d.args, d.line, d.err, d.until, d.gone, d.script = d.keys[:0], d.args[:0], "", nil, time.Time{}, nil, nil
 	decisions.Put(d)
 }
 
@@ -60,6 +61,7 @@ type batcher struct {
 // done (then d may still be in a run and must not be released).
 func (b *batcher) do(ctx context.Context, d *decision) error {
 	d.until, _ = ctx.Deadline()
+	d.gone = ctx.Done()
 	b.mu.Lock()
 	if b.runs < b.maxRuns {
 		// Nothing waits while a run slot is free: run alone, now.
@@ -109,9 +111,24 @@ func (b *batcher) next() {
 }
 
 // exec runs a batch as one script run and hands each decision its line.
-// The run may last until the latest of the callers' deadlines; a caller
-// with none lets it last as go-redis's own timeouts allow.
+// Decisions whose callers gave up while they waited are left out: nothing
+// of theirs reaches Redis. The run may last until the latest of the
+// callers' deadlines; a caller with none lets it last as go-redis's own
+// timeouts allow.
 func (b *batcher) exec(batch []*decision) {
+	live := batch[:0]
+	for _, d := range batch {
+		select {
+		case <-d.gone:
+			d.err = context.Canceled // nobody reads it: the caller returned
+			d.done <- struct{}{}
+		default:
+			live = append(live, d)
+		}
+	}
+	if batch = live; len(batch) == 0 {
+		return
+	}
 	ctx := context.Background()
 	var until time.Time
 	for _, d := range batch {

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/internal/redistest"
 )
 
 // batched returns a Redis store over miniredis that runs one script at a
@@ -139,5 +140,64 @@ func TestBatchServerGone(t *testing.T) {
 	wg.Wait()
 	if failures != 20 {
 		t.Errorf("%d of 20 requests failed with the server gone, want 20", failures)
+	}
+}
+
+// TestBatchBadKeyHarmsNoNeighbour batches requests for keys holding every
+// byte, among them keys with newlines that hold a foreign value, on a real
+// redis-server: only the requests of the foreign keys fail, with errors
+// that are not outages, and through a Fallback Redis stays in use.
+func TestBatchBadKeyHarmsNoNeighbour(t *testing.T) {
+	srv := redistest.Shared(t)
+	checkLeaks(t)
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { client.Close() })
+	r := newStore(t, client, WithPrefix(uniquePrefix()), WithDenyCache(0))
+	r.batch.maxRuns = 1 // one run at a time: the others wait and go together
+	f, err := NewFallback(r, WithBudget(5*time.Second), WithFallbackLogger(quietLogger))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	ctx := context.Background()
+	// The sliding window's error names the key.
+	l := ratelimit.PerHour(10).Using(ratelimit.SlidingWindow)
+	bad := []string{"bad\nkey", "\n", "bad\r\n\nE x\n"}
+	for _, key := range bad {
+		client.HSet(ctx, redisKey(r, key, l), "x", "y\nz")
+	}
+	good := []string{"good", "new\nline", "\x00\xff", "E 1 2 3", "tab\tkey"}
+
+	var mu sync.Mutex
+	passed, failed := map[string]int{}, map[string]int{}
+	var wg sync.WaitGroup
+	for g := range 48 {
+		key := append(good, bad...)[g%(len(good)+len(bad))]
+		wg.Go(func() {
+			for range 4 {
+				d, err := f.Allow(ctx, key, 1, l)
+				mu.Lock()
+				if err != nil {
+					failed[key]++
+				} else if d.Allowed {
+					passed[key]++
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	for _, key := range good {
+		if passed[key] != 10 || failed[key] != 0 {
+			t.Errorf("key %q: %d passed, %d failed; want 10 passed, none failed", key, passed[key], failed[key])
+		}
+	}
+	for _, key := range bad {
+		if failed[key] == 0 || passed[key] != 0 {
+			t.Errorf("key %q holding a foreign value: %d failed, %d passed; want all to fail", key, failed[key], passed[key])
+		}
+	}
+	if !f.Healthy() || f.Stats().Failures != 0 || f.Stats().Local != 0 {
+		t.Errorf("a foreign key is not an outage: Healthy %v, %+v", f.Healthy(), f.Stats())
 	}
 }

@@ -35,6 +35,24 @@ func BenchmarkRedis(b *testing.B) {
 	}
 }
 
+// BenchmarkFallback is BenchmarkRedis through a Fallback, the production
+// configuration: what the wrapper costs on the healthy path.
+func BenchmarkFallback(b *testing.B) {
+	client := redis.NewClient(&redis.Options{Addr: redistest.Shared(b).Addr, PoolSize: 64, ContextTimeoutEnabled: true})
+	defer client.Close()
+	for _, name := range []string{"fixed-window", "sliding-log", "sliding-window", "token-bucket"} {
+		l := benchLimits[name]
+		b.Run(name, func(b *testing.B) {
+			f, err := NewFallback(newStore(b, client, WithPrefix("bench:"+strconv.FormatInt(time.Now().UnixNano(), 36)+":")))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer f.Close()
+			benchManyKeys(b, f, l)
+		})
+	}
+}
+
 // benchManyKeys decides l for 10,000 keys in turn from parallel callers.
 func benchManyKeys(b *testing.B, s ratelimit.Store, l ratelimit.Limit) {
 	var n atomic.Int64

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -17,6 +18,7 @@ import (
 // must stay in one slot (no CROSSSLOT), and keys must spread over all
 // masters.
 func TestClusterConformance(t *testing.T) {
+	redistest.RequireFaults(t)
 	cluster := redistest.RequireCluster(t, 3)
 	newCluster := func(t *testing.T) *redis.ClusterClient {
 		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cluster.Addrs(), ContextTimeoutEnabled: true})
@@ -60,7 +62,7 @@ func TestClusterConformance(t *testing.T) {
 		}
 	})
 	t.Run("fallback over the cluster", func(t *testing.T) {
-		f, err := NewFallback(newStore(t, newCluster(t), WithPrefix("fb:")))
+		f, err := NewFallback(newStore(t, newCluster(t), WithPrefix("fb:")), WithBudget(time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}

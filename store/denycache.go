@@ -13,7 +13,8 @@ import (
 // denial takes nothing and only time frees room, so until its retry-after
 // Redis would answer the same; see WithDenyCache for what the cache does
 // not know. Any request of a key that passes, and any Reset, makes the
-// cache forget that key.
+// cache forget that key; a Reset also keeps out the denials of requests
+// that Redis may have decided before it.
 type denyCache struct {
 	shards   [32]denyShard
 	perShard int          // keys
@@ -24,6 +25,10 @@ type denyShard struct {
 	mu   sync.Mutex
 	m    map[string][]denial // by key; a few entries, one per set of limits
 	keys atomic.Int32        // len(m), readable without the lock
+	// resets counts the Resets of the shard's keys. A decision reads it
+	// before asking Redis and caches its denial only if no Reset came
+	// meanwhile: Redis may have denied it before the Reset's DEL.
+	resets atomic.Uint64
 }
 
 // maxDenialsPerKey bounds the sets of limits remembered for one key.
@@ -43,12 +48,18 @@ func newDenyCache(size int) *denyCache {
 	return c
 }
 
-func (c *denyCache) shard(key string) *denyShard {
-	var h uint32 = 2166136261 // FNV-1a
+// keyHash is FNV-1a of key: it spreads keys over the shards of the
+// deny cache, the Fallback's backlog and its record of Redis's answers.
+func keyHash(key string) uint32 {
+	var h uint32 = 2166136261
 	for i := 0; i < len(key); i++ {
 		h = (h ^ uint32(key[i])) * 16777619
 	}
-	return &c.shards[h%uint32(len(c.shards))]
+	return h
+}
+
+func (c *denyCache) shard(key string) *denyShard {
+	return &c.shards[keyHash(key)%uint32(len(c.shards))]
 }
 
 func sameLimits(d *denial, cs []*compiled) bool {
@@ -102,8 +113,13 @@ func (c *denyCache) get(key string, cs []*compiled, cost int) (ratelimit.Decisio
 	return ratelimit.Decision{Results: results}, true
 }
 
-// put remembers a denial that Redis just made.
-func (c *denyCache) put(key string, cs []*compiled, cost int, d ratelimit.Decision) {
+// epoch returns what put needs to know that no Reset of key came after
+// it: read it before asking Redis.
+func (c *denyCache) epoch(key string) uint64 { return c.shard(key).resets.Load() }
+
+// put remembers a denial that Redis just made, for a request that read
+// epoch before asking Redis; unless a Reset of a key came since.
+func (c *denyCache) put(key string, cs []*compiled, cost int, d ratelimit.Decision, epoch uint64) {
 	if len(cs) > len(denial{}.limits) {
 		return
 	}
@@ -113,6 +129,9 @@ func (c *denyCache) put(key string, cs []*compiled, cost int, d ratelimit.Decisi
 	sh := c.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
+	if sh.resets.Load() != epoch {
+		return // a Reset came while Redis decided: the denial may predate it
+	}
 	if sh.m == nil {
 		sh.m = make(map[string][]denial)
 	}
@@ -149,8 +168,19 @@ func (sh *denyShard) evict(now int64, capacity int) {
 	}
 }
 
+// reset drops every cached denial of key, and keeps out the denials of
+// requests under way: call it once the Reset's DEL is done.
+func (c *denyCache) reset(key string) {
+	sh := c.shard(key)
+	sh.mu.Lock()
+	sh.resets.Add(1)
+	delete(sh.m, key)
+	sh.keys.Store(int32(len(sh.m)))
+	sh.mu.Unlock()
+}
+
 // forget drops every cached denial of key: after a request of it passed
-// (its room changed) or a Reset.
+// (its room changed).
 func (c *denyCache) forget(key string) {
 	sh := c.shard(key)
 	if sh.keys.Load() == 0 {

@@ -163,7 +163,7 @@ func TestDenyCacheReadBeforePut(t *testing.T) {
 	l := ratelimit.PerHour(1).Using(ratelimit.SlidingLog)
 	cs := []*compiled{compile(l)}
 	denied := ratelimit.Decision{Results: []ratelimit.Result{{Limit: l, Remaining: 0, ResetAfter: time.Hour, RetryAfter: time.Hour}}}
-	c.put("k", cs, 1, denied)
+	c.put("k", cs, 1, denied, c.epoch("k"))
 	now -= 300 // the get's reading of the clock, taken before the put's
 	d, ok := c.get("k", cs, 1)
 	if !ok {

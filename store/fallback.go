@@ -48,20 +48,29 @@ type Fallback struct {
 	hook      func(up bool, err error)
 	logger    *slog.Logger
 
-	down   atomic.Bool
-	mu     sync.Mutex
-	stop   chan struct{} // closed to stop the prober; nil when none runs
-	wg     sync.WaitGroup
-	closed bool
+	down        atomic.Bool
+	reconciling atomic.Bool // some keys' backlogs still wait for Redis
+	mu          sync.Mutex
+	stop        chan struct{} // closed to stop the prober; nil when none runs
+	wg          sync.WaitGroup
+	closed      bool
 
-	scaled   sync.Map // ratelimit.Limit -> ratelimit.Limit
+	scaled   shares
 	nLocal   atomic.Uint64
 	nFailed  atomic.Uint64
 	nRevived atomic.Uint64
-	lastLog  atomic.Int64 // unix ns of the last line about Redis's health
+	nCharged atomic.Uint64
+	downAt   atomic.Int64 // unix ns when Redis was last marked down
+
+	seen    *lastSeen // what Redis last said of recent keys
+	backlog backlog   // what was decided in process, for Redis
+	clock   clock     // the Fallback's clock, and Redis's against it
 }
 
-var _ ratelimit.Store = (*Fallback)(nil)
+var (
+	_ ratelimit.Store    = (*Fallback)(nil)
+	_ ratelimit.Resetter = (*Fallback)(nil)
+)
 
 // FallbackOption configures [NewFallback].
 type FallbackOption func(*Fallback) error
@@ -115,6 +124,19 @@ func WithLocal(m *Memory) FallbackOption {
 	}
 }
 
+// WithMaxBacklog bounds how many keys' resets a Fallback keeps while
+// Redis is down, to apply them on Redis when it comes back; the default is
+// [DefaultMaxBacklog]. Past it, Reset returns an error.
+func WithMaxBacklog(n int) FallbackOption {
+	return func(f *Fallback) error {
+		if n < 1 {
+			return fmt.Errorf("%w: store.WithMaxBacklog(%d): must be at least 1", ratelimit.ErrInvalid, n)
+		}
+		f.backlog.max = int64(n)
+		return nil
+	}
+}
+
 // WithHealthHook calls hook when Redis goes down (up false, with the
 // error) and when it comes back (up true, nil). It runs on the goroutine
 // that saw the change and must not block.
@@ -125,9 +147,10 @@ func WithHealthHook(hook func(up bool, err error)) FallbackOption {
 	}
 }
 
-// WithFallbackLogger sets where Redis going down and coming back is
-// logged; the default is slog.Default(). A change is logged at most once
-// a second.
+// WithFallbackLogger sets where Redis going down (a warning, with the
+// error) and coming back (info, with how long it was down) is logged; the
+// default is slog.Default(). Every change is logged: there is at most one
+// of each per probe interval.
 func WithFallbackLogger(l *slog.Logger) FallbackOption {
 	return func(f *Fallback) error {
 		if l == nil {
@@ -151,6 +174,8 @@ func NewFallback(r *Redis, opts ...FallbackOption) (*Fallback, error) {
 		return nil, fmt.Errorf("%w: store.NewFallback: the go-redis client ignores context deadlines; set ContextTimeoutEnabled: true in its options so that the time budget can cut a slow call short", ratelimit.ErrInvalid)
 	}
 	f := &Fallback{redis: r, budget: DefaultBudget, interval: DefaultProbeInterval, instances: 1, logger: slog.Default()}
+	f.backlog.max = DefaultMaxBacklog
+	f.clock.start = time.Now()
 	for _, opt := range opts {
 		if err := opt(f); err != nil {
 			return nil, err
@@ -159,6 +184,7 @@ func NewFallback(r *Redis, opts ...FallbackOption) (*Fallback, error) {
 	if f.local == nil {
 		f.local, _ = NewMemory()
 	}
+	f.seen = newLastSeen(f.local.maxKeys())
 	return f, nil
 }
 
@@ -178,20 +204,35 @@ func honorsDeadlines(c RedisClient) bool {
 
 // Allow implements [ratelimit.Store].
 func (f *Fallback) Allow(ctx context.Context, key string, cost int, limits ...ratelimit.Limit) (ratelimit.Decision, error) {
-	if err := ratelimit.CheckRequest(key, cost, limits); err != nil {
+	var cbuf [4]*compiled
+	cs, err := f.redis.limits.check(key, cost, limits, cbuf[:0])
+	if err != nil {
 		return ratelimit.Decision{}, err
 	}
-	if !f.down.Load() {
-		rctx, cancel := context.WithTimeout(ctx, f.budget)
-		d, err := f.redis.Allow(rctx, key, cost, limits...)
-		cancel()
-		if err == nil || !unavailable(ctx, err) {
+	for {
+		if !f.down.Load() {
+			if f.reconciling.Load() {
+				if d, err, decided := f.allowLocally(ctx, key, cost, limits, cs, true); decided {
+					return d, err
+				}
+			}
+			rctx, cancel := context.WithTimeout(ctx, f.budget)
+			d, err := f.redis.decide(rctx, key, cost, limits, cs, f.deadline())
+			cancel()
+			if err == nil {
+				f.seen.put(key, cs, d.Results, f.clock.now(), int64(f.budget/time.Microsecond))
+				return d, nil
+			}
+			if !unavailable(ctx, err) {
+				return d, err
+			}
+			f.nFailed.Add(1)
+			f.markDown(err)
+		}
+		if d, err, decided := f.allowLocally(ctx, key, cost, limits, cs, false); decided {
 			return d, err
 		}
-		f.nFailed.Add(1)
-		f.markDown(err)
 	}
-	return f.allowLocally(ctx, key, cost, limits)
 }
 
 // unavailable reports whether err means Redis could not decide, rather
@@ -216,25 +257,160 @@ func unavailable(ctx context.Context, err error) bool {
 }
 
 // allowLocally decides in process, with the limits divided among the
-// instances.
-func (f *Fallback) allowLocally(ctx context.Context, key string, cost int, limits []ratelimit.Limit) (ratelimit.Decision, error) {
+// instances, while Redis is down; or, with waiting set, while some
+// backlogs still wait for Redis, if key's does. Otherwise it decides
+// nothing (decided false): Redis is to decide. A key's first decision in
+// an outage starts from what Redis last said of it; what it admits is
+// recorded for Redis.
+func (f *Fallback) allowLocally(ctx context.Context, key string, cost int, limits []ratelimit.Limit, cs []*compiled, waiting bool) (d ratelimit.Decision, err error, decided bool) {
+	sh := f.backlog.shard(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	var p *pendingKey
+	if waiting {
+		if p = sh.keys[key]; p == nil || f.down.Load() {
+			return d, nil, false
+		}
+	} else {
+		if !f.down.Load() {
+			return d, nil, false
+		}
+		p, _ = sh.get(&f.backlog, key) // nil when the backlog is full
+	}
 	f.nLocal.Add(1)
 	local := make([]ratelimit.Limit, len(limits))
 	for i, l := range limits {
 		local[i] = f.share(l)
 		if cost > local[i].Capacity() {
-			return tooCostly(cost, limits, local), nil
+			return tooCostly(cost, limits, local), nil, true
 		}
 	}
-	d, err := f.local.Allow(ctx, key, cost, local...)
-	if err != nil {
-		return d, err
+	now := f.clock.now()
+	var ebuf [4]*pendingLimit
+	entries := ebuf[:0]
+	if p != nil {
+		for i, c := range cs {
+			e := p.of(c, limits[i])
+			if e == nil {
+				continue // too many limit states for one key
+			}
+			if !e.seeded {
+				if err := f.seed(ctx, key, c, local[i], now); err != nil {
+					return d, err, true
+				}
+				e.seeded = true
+			}
+			entries = append(entries, e)
+		}
+	}
+	if d, err = f.local.Allow(ctx, key, cost, local...); err != nil {
+		return d, err, true
+	}
+	if d.Allowed {
+		for _, e := range entries {
+			e.spend(int64(cost), now)
+		}
 	}
 	for i := range d.Results {
 		d.Results[i].Limit = limits[i]
 	}
 	d.Fallback = true
-	return d, nil
+	return d, nil, true
+}
+
+// seed starts key's state under c in process from what Redis last said
+// of it: of the units Redis had left, this instance may spend its share.
+// When Redis said nothing of it since the last outage, the state in
+// process, which has counted everything since, stays as it is.
+func (f *Fallback) seed(ctx context.Context, key string, c *compiled, local ratelimit.Limit, now int64) error {
+	remaining, ok := f.seen.get(key, c, now)
+	if !ok {
+		return nil
+	}
+	if err := f.local.Reset(ctx, key, local); err != nil {
+		return err
+	}
+	n, capacity := int64(f.instances), int64(local.Capacity())
+	if spent := capacity - min(capacity, (remaining+n-1)/n); spent > 0 {
+		if _, err := f.local.Allow(ctx, key, int(spent), local); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Reset implements [ratelimit.Resetter]. It forgets key's state for
+// limits in process and on Redis. While Redis is down, the reset is kept
+// and applied on Redis when it answers again, before decisions return to
+// it, so that a reset made during an outage is never lost and the key is
+// not locked out meanwhile: in process, its next request starts afresh at
+// once. It returns an error only for invalid input, for an error from
+// Redis that is not an outage, or when the backlog is full (see
+// [WithMaxBacklog]).
+func (f *Fallback) Reset(ctx context.Context, key string, limits ...ratelimit.Limit) error {
+	var cbuf [4]*compiled
+	cs, err := f.redis.limits.check(key, 1, limits, cbuf[:0])
+	if err != nil {
+		return err
+	}
+	local := make([]ratelimit.Limit, len(limits))
+	for i, l := range limits {
+		local[i] = f.share(l)
+	}
+	for {
+		if !f.down.Load() && f.reconciling.Load() {
+			// A key whose backlog waits for Redis is reset there with it.
+			sh := f.backlog.shard(key)
+			sh.mu.Lock()
+			if sh.keys[key] != nil && !f.down.Load() {
+				err := f.resetLocally(ctx, sh, key, limits, cs, local)
+				sh.mu.Unlock()
+				return err
+			}
+			sh.mu.Unlock()
+		}
+		if !f.down.Load() {
+			rctx, cancel := context.WithTimeout(ctx, f.budget)
+			err := f.redis.Reset(rctx, key, limits...)
+			cancel()
+			if err == nil {
+				f.seen.forget(key)
+				return f.local.Reset(ctx, key, local...)
+			}
+			if !unavailable(ctx, err) {
+				return err
+			}
+			f.nFailed.Add(1)
+			f.markDown(err)
+		}
+		sh := f.backlog.shard(key)
+		sh.mu.Lock()
+		if f.down.Load() {
+			err := f.resetLocally(ctx, sh, key, limits, cs, local)
+			sh.mu.Unlock()
+			return err
+		}
+		sh.mu.Unlock() // Redis came back meanwhile: reset it there
+	}
+}
+
+// resetLocally resets key in process and records the reset for Redis.
+// The shard is locked.
+func (f *Fallback) resetLocally(ctx context.Context, sh *backlogShard, key string, limits []ratelimit.Limit, cs []*compiled, local []ratelimit.Limit) error {
+	p, _ := sh.get(&f.backlog, key)
+	if p == nil {
+		return fmt.Errorf("ratelimit: fallback: Redis is down and the backlogs of %d keys wait for it; this reset cannot be kept (see store.WithMaxBacklog)", f.backlog.max)
+	}
+	for i, c := range cs {
+		if p.of(c, limits[i]) == nil {
+			return fmt.Errorf("ratelimit: fallback: Redis is down and key's backlog holds %d limits already; this reset cannot be kept", maxPendingLimits)
+		}
+	}
+	for i, c := range cs {
+		e := p.of(c, limits[i])
+		e.reset, e.seeded, e.spent = true, true, nil
+	}
+	return f.local.Reset(ctx, key, local...)
 }
 
 // share returns an instance's share of l.
@@ -242,8 +418,8 @@ func (f *Fallback) share(l ratelimit.Limit) ratelimit.Limit {
 	if f.instances == 1 {
 		return l
 	}
-	if s, ok := f.scaled.Load(l); ok {
-		return s.(ratelimit.Limit)
+	if s, ok := f.scaled.get(l); ok {
+		return s
 	}
 	s := l.WithDefaults()
 	s.Quota = (s.Quota + f.instances - 1) / f.instances
@@ -253,8 +429,33 @@ func (f *Fallback) share(l ratelimit.Limit) ratelimit.Limit {
 	if s.Validate() != nil {
 		s = l // a divided token bucket can overflow its fixed point; keep the whole limit
 	}
-	f.scaled.Store(l, s)
+	f.scaled.put(l, s)
 	return s
+}
+
+// shares remembers the instance's share of up to maxCachedLimits limits;
+// past that, shares are worked out per call. The zero value is ready.
+type shares struct {
+	mu sync.RWMutex
+	m  map[ratelimit.Limit]ratelimit.Limit
+}
+
+func (c *shares) get(l ratelimit.Limit) (ratelimit.Limit, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	s, ok := c.m[l]
+	return s, ok
+}
+
+func (c *shares) put(l, s ratelimit.Limit) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = make(map[ratelimit.Limit]ratelimit.Limit)
+	}
+	if len(c.m) < maxCachedLimits {
+		c.m[l] = s
+	}
 }
 
 // tooCostly denies a request that no instance's share can hold.
@@ -270,55 +471,6 @@ func tooCostly(cost int, limits, local []ratelimit.Limit) ratelimit.Decision {
 	return d
 }
 
-func (f *Fallback) markDown(err error) {
-	if !f.down.CompareAndSwap(false, true) {
-		return
-	}
-	f.log(slog.LevelWarn, "ratelimit: Redis unavailable; deciding in process until it answers", slog.String("error", err.Error()))
-	if f.hook != nil {
-		f.hook(false, err)
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.closed || f.stop != nil {
-		return
-	}
-	f.stop = make(chan struct{})
-	f.wg.Add(1)
-	go f.probe(f.stop)
-}
-
-// probe pings Redis every interval until it answers or stop closes.
-func (f *Fallback) probe(stop chan struct{}) {
-	defer f.wg.Done()
-	t := time.NewTicker(f.interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-t.C:
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), max(f.budget, f.interval))
-		err := f.redis.Ping(ctx)
-		cancel()
-		if err == nil {
-			f.mu.Lock()
-			if f.stop == stop {
-				f.stop = nil
-			}
-			f.mu.Unlock()
-			f.down.Store(false)
-			f.nRevived.Add(1)
-			f.log(slog.LevelInfo, "ratelimit: Redis answers again; deciding with Redis")
-			if f.hook != nil {
-				f.hook(true, nil)
-			}
-			return
-		}
-	}
-}
-
 // Healthy reports whether decisions currently go to Redis.
 func (f *Fallback) Healthy() bool { return !f.down.Load() }
 
@@ -327,11 +479,12 @@ type FallbackStats struct {
 	Local      uint64 // decisions made in process
 	Failures   uint64 // Redis calls that failed or overran the budget
 	Recoveries uint64 // times Redis came back
+	Reconciled uint64 // keys whose in-process resets and admissions were brought to Redis
 }
 
 // Stats returns the counts so far.
 func (f *Fallback) Stats() FallbackStats {
-	return FallbackStats{Local: f.nLocal.Load(), Failures: f.nFailed.Load(), Recoveries: f.nRevived.Load()}
+	return FallbackStats{Local: f.nLocal.Load(), Failures: f.nFailed.Load(), Recoveries: f.nRevived.Load(), Reconciled: f.nCharged.Load()}
 }
 
 // Close stops the probing goroutine and waits for it. Decisions still
@@ -346,13 +499,4 @@ func (f *Fallback) Close() error {
 	f.mu.Unlock()
 	f.wg.Wait()
 	return nil
-}
-
-// log writes a line about Redis's health, at most one a second.
-func (f *Fallback) log(level slog.Level, msg string, attrs ...slog.Attr) {
-	now, last := time.Now().UnixNano(), f.lastLog.Load()
-	if now-last < int64(time.Second) || !f.lastLog.CompareAndSwap(last, now) {
-		return
-	}
-	f.logger.LogAttrs(context.Background(), level, msg, attrs...)
 }

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync"
@@ -44,7 +45,9 @@ func newFallback(t *testing.T, opts ...FallbackOption) (*Fallback, *miniredis.Mi
 	client := redis.NewClient(&redis.Options{Addr: m.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1})
 	t.Cleanup(func() { client.Close() })
 	h := &healthLog{}
-	opts = append([]FallbackOption{WithProbeInterval(20 * time.Millisecond), WithHealthHook(h.hook), WithFallbackLogger(quietLogger)}, opts...)
+	// A long budget: these tests make Redis fail, never slow, and a
+	// loaded machine must not turn a slow answer into an outage.
+	opts = append([]FallbackOption{WithBudget(time.Second), WithProbeInterval(20 * time.Millisecond), WithHealthHook(h.hook), WithFallbackLogger(quietLogger)}, opts...)
 	f, err := NewFallback(newStore(t, client), opts...)
 	if err != nil {
 		t.Fatal(err)
@@ -82,7 +85,8 @@ func TestFallbackDownAndBack(t *testing.T) {
 	}
 
 	m.Close()
-	for i, want := range []bool{true, true, true, false} {
+	// Redis had 2 left: the outage starts from there.
+	for i, want := range []bool{true, true, false, false} {
 		d, err := f.Allow(ctx, "k", 1, l)
 		if err != nil {
 			t.Fatalf("Redis down, request %d: %v", i, err)
@@ -98,7 +102,7 @@ func TestFallbackDownAndBack(t *testing.T) {
 	if err := m.Restart(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the probe to find Redis back", f.Healthy)
+	waitFor(t, "the probe to find Redis back and bring it the backlog", func() bool { return f.Healthy() && !f.reconciling.Load() })
 	d, err = f.Allow(ctx, "k", 1, l)
 	if err != nil || d.Fallback {
 		t.Fatalf("Redis back: got %+v, %v; want a Redis decision", d, err)
@@ -112,8 +116,8 @@ func TestFallbackDownAndBack(t *testing.T) {
 	// Go down again, so that a probe runs, and leave it to Close: no
 	// goroutine may outlive the test.
 	m.Close()
-	if d, _ := f.Allow(ctx, "k", 1, l); !d.Fallback {
-		t.Error("Redis down again: want a local decision")
+	if d, err := f.Allow(ctx, "k2", 1, l); err != nil || !d.Fallback {
+		t.Errorf("Redis down again: got %+v, %v; want a local decision", d, err)
 	}
 }
 
@@ -181,5 +185,48 @@ func TestNewFallbackChecksDeadlines(t *testing.T) {
 			t.Errorf("bad option: got %v, want ErrInvalid", err)
 		}
 		client.Close()
+	}
+}
+
+// TestFallbackMemoryIsBounded sends 100,000 distinct limits through a
+// Fallback's in-process path, and many resets of distinct keys while
+// Redis is down: what the Fallback keeps stays within its bounds.
+func TestFallbackMemoryIsBounded(t *testing.T) {
+	f, m, _ := newFallback(t, WithInstances(3), WithMaxBacklog(1000))
+	m.Close()
+	ctx := context.Background()
+	n := 100_000
+	for i := range n {
+		l := ratelimit.Per(1+i%1000, time.Duration(1+i/1000)*time.Second).Using(ratelimit.FixedWindow)
+		if _, err := f.Allow(ctx, "k", 1, l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := len(f.scaled.m); got > maxCachedLimits {
+		t.Errorf("%d limits kept the shares of %d, want at most %d", n, got, maxCachedLimits)
+	}
+	if got := lenOf(f.redis.limits.m.Load()); got > maxCachedLimits {
+		t.Errorf("%d limits: the Redis store compiled and kept %d, want at most %d", n, got, maxCachedLimits)
+	}
+	if got := lenOf(f.local.limits.m.Load()); got > maxCachedLimits {
+		t.Errorf("%d limits: the Memory store compiled and kept %d, want at most %d", n, got, maxCachedLimits)
+	}
+	if got := len(f.backlog.shard("k").keys["k"].limits); got > maxPendingLimits {
+		t.Errorf("%d limits: the backlog keeps %d for one key, want at most %d", n, got, maxPendingLimits)
+	}
+	l := ratelimit.PerMinute(10)
+	for i := range 999 { // and "k"'s
+		if err := f.Reset(ctx, fmt.Sprintf("k%d", i), l); err != nil {
+			t.Fatalf("reset %d: %v", i, err)
+		}
+	}
+	if err := f.Reset(ctx, "one-too-many", l); err == nil {
+		t.Error("a reset past the backlog's bound: got no error")
+	}
+	if err := f.Reset(ctx, "k7", l); err != nil {
+		t.Errorf("a second reset of a waiting key: %v", err)
+	}
+	if got := f.backlog.keys.Load(); got != 1000 {
+		t.Errorf("the backlog holds %d keys, want 1000", got)
 	}
 }

@@ -19,7 +19,8 @@ import (
 )
 
 // Fault tests: a real redis-server that the test kills, restarts and
-// pauses while concurrent requests go through the HTTP middleware.
+// pauses while concurrent requests go through the HTTP middleware. They
+// run only with RATELIMIT_FAULTS=1 (see redistest.RequireFaults).
 
 const (
 	faultBudget   = 50 * time.Millisecond
@@ -36,8 +37,30 @@ type faultRig struct {
 	srv      *redistest.Server
 	client   *redis.Client
 	fallback *Fallback // nil without
+	health   transitions
 	limiter  *ratelimit.Limiter
 	http     *httptest.Server
+}
+
+// transitions records a Fallback's changes of health, with their times.
+type transitions struct {
+	mu  sync.Mutex
+	ups []bool
+	at  []time.Time
+}
+
+func (h *transitions) hook(up bool, _ error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.ups = append(h.ups, up)
+	h.at = append(h.at, time.Now())
+}
+
+// get returns the changes so far: up or down, and when.
+func (h *transitions) get() ([]bool, []time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]bool(nil), h.ups...), append([]time.Time(nil), h.at...)
 }
 
 func newFaultRig(t *testing.T, withFallback bool, opts ...ratelimit.Option) *faultRig {
@@ -55,7 +78,7 @@ func newFaultRigWith(t *testing.T, clientOpts redis.Options, withFallback bool, 
 	t.Cleanup(func() { r.client.Close() })
 	var s ratelimit.Store = newStore(t, r.client)
 	if withFallback {
-		f, err := NewFallback(s.(*Redis), WithBudget(faultBudget), WithProbeInterval(faultInterval), WithFallbackLogger(quietLogger))
+		f, err := NewFallback(s.(*Redis), WithBudget(faultBudget), WithProbeInterval(faultInterval), WithFallbackLogger(quietLogger), WithHealthHook(r.health.hook))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -150,6 +173,7 @@ func lots() ratelimit.Option { return ratelimit.WithLimits(ratelimit.PerMinute(1
 // (a) Redis killed, with the fallback: no request fails and p99 stays
 // within the budget plus the margin.
 func TestFaultKilledWithFallback(t *testing.T) {
+	redistest.RequireFaults(t)
 	r := newFaultRig(t, true, lots())
 	var killedAt time.Time
 	out := r.during(t, 3*time.Second, time.Second, func() { killedAt = time.Now(); r.srv.Kill() })
@@ -178,6 +202,7 @@ func TestFaultKilledWithFallback(t *testing.T) {
 // each takes is the go-redis client's doing, logged here for its default
 // options and for options that fail fast.
 func TestFaultKilledFailClosed(t *testing.T) {
+	redistest.RequireFaults(t)
 	for _, tt := range []struct {
 		name string
 		opts redis.Options
@@ -237,6 +262,7 @@ func TestFaultRestarted(t *testing.T) {
 // (c) Redis paused with SIGSTOP, a hung server: every request still
 // finishes within the budget plus the margin, and none fails.
 func TestFaultPaused(t *testing.T) {
+	redistest.RequireFaults(t)
 	r := newFaultRig(t, true, lots())
 	var pausedAt time.Time
 	out := r.during(t, 3500*time.Millisecond, time.Second, func() {
@@ -294,6 +320,7 @@ func TestFaultBackEmpty(t *testing.T) {
 // Restarts and script-cache flushes are transparent without a fallback:
 // NOSCRIPT reloads the script, and no request fails.
 func TestFaultScriptCacheLost(t *testing.T) {
+	redistest.RequireFaults(t)
 	r := newFaultRig(t, false, lots(), ratelimit.WithErrorHandler(ratelimit.FailClosed))
 	if o := r.get(http.DefaultClient, "k"); o.status != 200 {
 		t.Fatalf("before: got %d", o.status)

@@ -245,6 +245,9 @@ func (m *Memory) Reset(ctx context.Context, key string, limits ...ratelimit.Limi
 	return nil
 }
 
+// maxKeys is the most keys the store holds.
+func (m *Memory) maxKeys() int { return m.perShard * len(m.shards) }
+
 // Len returns the number of keys held.
 func (m *Memory) Len() int {
 	n := 0

@@ -2,7 +2,9 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"time"
@@ -10,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/internal/clusterslot"
 	"github.com/ratelimit-go/ratelimit/lua"
 )
 
@@ -47,9 +50,12 @@ type Redis struct {
 	// decides any mix.
 	single [4]*redis.Script
 	all    *redis.Script
+	probe  *redis.Script // see Check
+	charge *redis.Script // see chargeBacklog
 	limits limitCache
 	denied *denyCache // nil when off
 	batch  *batcher   // nil when decisions run one by one
+	logger *slog.Logger
 }
 
 var (
@@ -106,7 +112,10 @@ func WithDenyCache(size int) RedisOption {
 }
 
 // NewRedis returns a store that keeps its counters in Redis through
-// client.
+// client. It asks Redis once for its maxmemory-policy, waiting up to a
+// second, and logs a warning if Redis may evict keys (anything but
+// noeviction): evicted counters would silently start afresh. It says
+// nothing when CONFIG GET is not permitted or Redis does not answer.
 func NewRedis(client RedisClient, opts ...RedisOption) (*Redis, error) {
 	if client == nil {
 		return nil, fmt.Errorf("%w: store.NewRedis: client is nil", ratelimit.ErrInvalid)
@@ -115,7 +124,10 @@ func NewRedis(client RedisClient, opts ...RedisOption) (*Redis, error) {
 		client: client,
 		prefix: DefaultPrefix,
 		all:    redis.NewScript(lua.Script(lua.FixedWindow, lua.SlidingLog, lua.SlidingWindow, lua.TokenBucket)),
+		probe:  redis.NewScript(lua.Probe),
+		charge: redis.NewScript(lua.Charge()),
 		denied: newDenyCache(DefaultDenyCacheSize),
+		logger: slog.Default(),
 	}
 	s.single[ratelimit.FixedWindow] = redis.NewScript(lua.Script(lua.FixedWindow))
 	s.single[ratelimit.SlidingLog] = redis.NewScript(lua.Script(lua.SlidingLog))
@@ -129,6 +141,7 @@ func NewRedis(client RedisClient, opts ...RedisOption) (*Redis, error) {
 			return nil, err
 		}
 	}
+	s.checkEviction()
 	return s, nil
 }
 
@@ -172,6 +185,18 @@ func (s *Redis) Allow(ctx context.Context, key string, cost int, limits ...ratel
 	if err != nil {
 		return ratelimit.Decision{}, err
 	}
+	return s.decide(ctx, key, cost, limits, cs, 0)
+}
+
+// errLate is the answer to a request that reached Redis after its
+// deadline: Redis did not decide it.
+var errLate = errors.New("the request reached Redis after its deadline")
+
+// decide is Allow for checked input, cs being the limits compiled. When
+// deadline is not 0, Redis decides nothing once its clock (in
+// microseconds) is past it, and the error is errLate.
+func (s *Redis) decide(ctx context.Context, key string, cost int, limits []ratelimit.Limit, cs []*compiled, deadline int64) (ratelimit.Decision, error) {
+	var epoch uint64
 	if s.denied != nil {
 		if d, ok := s.denied.get(key, cs, cost); ok {
 			for i := range d.Results {
@@ -179,13 +204,14 @@ func (s *Redis) Allow(ctx context.Context, key string, cost int, limits ...ratel
 			}
 			return d, nil
 		}
+		epoch = s.denied.epoch(key)
 	}
 	call := newDecision()
 	call.script = s.all
 	if len(limits) == 1 {
 		call.script = s.single[limits[0].Algorithm]
 	}
-	call.args = append(call.args, len(limits), cost)
+	call.args = append(call.args, len(limits), cost, deadline)
 	for _, p := range cs {
 		call.keys = append(call.keys, s.prefix+"{"+key+"}"+p.suffix)
 		call.args = append(call.args, p.args[:]...)
@@ -201,6 +227,9 @@ func (s *Redis) Allow(ctx context.Context, key string, cost int, limits ...ratel
 	call.release()
 	if err == nil && strings.HasPrefix(line, "E ") {
 		err = scriptError(line[2:])
+	}
+	if err == nil && line == "X" {
+		err = errLate
 	}
 	if err != nil {
 		return ratelimit.Decision{}, fmt.Errorf("ratelimit: redis: deciding key %q: %w", key, err)
@@ -227,7 +256,7 @@ func (s *Redis) Allow(ctx context.Context, key string, cost int, limits ...ratel
 		if d.Allowed {
 			s.denied.forget(key) // its room changed: cached retry times may be stale
 		} else {
-			s.denied.put(key, cs, cost, d)
+			s.denied.put(key, cs, cost, d, epoch)
 		}
 	}
 	return d, nil
@@ -261,9 +290,53 @@ func parseInts(s string, dst []int64) (string, error) {
 	return s, nil
 }
 
-// Ping checks that Redis answers.
-func (s *Redis) Ping(ctx context.Context) error {
-	return s.client.Ping(ctx).Err()
+// Check reports whether Redis can decide now: it runs a small script
+// that reads TIME and writes a key with a TTL, as decisions do, so that a
+// server answering PING but refusing decisions (paused for writes, a
+// read-only replica, out of memory) fails it. On a Redis Cluster it first
+// reloads the client's map of the slots, and passes only when every
+// master in it answers with the same map, covering every slot, the client
+// routes each range of slots to its master, and the script runs there
+// through the client: decisions then find Redis as the probe did.
+func (s *Redis) Check(ctx context.Context) error {
+	if cluster, ok := s.client.(*redis.ClusterClient); ok {
+		return s.checkCluster(ctx, cluster)
+	}
+	return s.probe.Run(ctx, s.client, []string{s.prefix + "{probe}"}).Err()
+}
+
+// time returns Redis's clock in microseconds, read by the probe script.
+func (s *Redis) time(ctx context.Context) (int64, error) {
+	t, err := s.probe.Run(ctx, s.client, []string{s.prefix + "{probe}"}).StringSlice()
+	if err != nil {
+		return 0, err
+	}
+	if len(t) != 2 {
+		return 0, fmt.Errorf("ratelimit: redis: TIME answered %q", t)
+	}
+	sec, err1 := strconv.ParseInt(t[0], 10, 64)
+	usec, err2 := strconv.ParseInt(t[1], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("ratelimit: redis: TIME answered %q", t)
+	}
+	return sec*1_000_000 + usec, nil
+}
+
+func (s *Redis) checkCluster(ctx context.Context, cluster *redis.ClusterClient) error {
+	owners, err := clusterOwners(ctx, cluster)
+	if err != nil {
+		return err
+	}
+	for _, o := range owners {
+		if err := routesTo(ctx, cluster, o.start, o.id); err != nil {
+			return fmt.Errorf("slots %d-%d: %w", o.start, o.end, err)
+		}
+		key := s.prefix + "{" + clusterslot.Tag(o.start) + "}probe"
+		if err := s.probe.Run(ctx, cluster, []string{key}).Err(); err != nil {
+			return fmt.Errorf("slots %d-%d: %w", o.start, o.end, err)
+		}
+	}
+	return nil
 }
 
 // Reset implements [ratelimit.Resetter]: it deletes key's state for limits.
@@ -276,10 +349,13 @@ func (s *Redis) Reset(ctx context.Context, key string, limits ...ratelimit.Limit
 	for i, l := range limits {
 		keys[i] = s.prefix + "{" + key + "}" + s.limits.get(l).suffix
 	}
+	err := s.client.Del(ctx, keys...).Err()
 	if s.denied != nil {
-		s.denied.forget(key)
+		// After the DEL, whatever its outcome: a denial cached before it,
+		// or by a request Redis decided before it, must not outlive it.
+		s.denied.reset(key)
 	}
-	if err := s.client.Del(ctx, keys...).Err(); err != nil {
+	if err != nil {
 		return fmt.Errorf("ratelimit: redis: resetting key %q: %w", key, err)
 	}
 	return nil

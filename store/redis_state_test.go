@@ -204,9 +204,9 @@ func (h *countingHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis
 func TestInvalidInputSendsNothing(t *testing.T) {
 	m, _ := newMiniredis(t)
 	client := newClient(t, m.Addr())
+	s := newStore(t, client) // asks for the eviction policy
 	hook := &countingHook{}
 	client.AddHook(hook)
-	s := newStore(t, client)
 	ctx := context.Background()
 	ok := ratelimit.PerMinute(5)
 	for _, call := range []func() error{

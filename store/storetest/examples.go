@@ -20,12 +20,24 @@ type step struct {
 	retry     time.Duration // when denied and the clock is pinned; zero: not checked
 }
 
-// runSteps sends the steps' requests in order and checks each answer.
+// realMargin is added to a real clock's sleeps that must end past an
+// edge. A sleep of exactly the time to the edge can end on it: Redis
+// expires a key only once its millisecond clock has passed the expiry, up
+// to 1ms after the sleep ends.
+const realMargin = 100 * time.Millisecond
+
+// runSteps sends the steps' requests in order and checks each answer. On a
+// real clock each advance is realMargin longer, so that a step scripted to
+// land on an edge lands past it; the steps that expect an edge not yet
+// reached stand most of a second or more before it.
 func runSteps(t *testing.T, s ratelimit.Store, c Clock, key string, limits []ratelimit.Limit, steps []step) {
 	t.Helper()
 	var at time.Duration
 	for i, st := range steps {
 		if st.advance > 0 {
+			if !c.Pinned() {
+				st.advance += realMargin
+			}
 			c.Advance(st.advance)
 			at += st.advance
 		}
@@ -215,7 +227,7 @@ func testEachAlgorithm(t *testing.T, h Harness) {
 				}
 				c.Advance(time.Microsecond)
 			} else {
-				c.Advance(retry + 20*time.Millisecond)
+				c.Advance(retry + realMargin)
 			}
 			if d := allow(t, s, key, 1, l); !d.Allowed {
 				t.Fatalf("after RetryAfter %v: denied, want allowed; %+v", retry, d.Results[0])

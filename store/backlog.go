@@ -1,0 +1,215 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/ratelimit-go/ratelimit"
+)
+
+// DefaultMaxBacklog is how many keys a [Fallback] keeps what it decided in
+// process for while Redis is down, unless [WithMaxBacklog] says otherwise.
+const DefaultMaxBacklog = 100_000
+
+// backlog holds, per key, what a Fallback did in process while Redis was
+// down and must bring to Redis: the resets, and the units admitted since,
+// with their times. A key with a backlog is decided in process until its
+// backlog has reached Redis; a local decision holds the key's shard from
+// deciding to recording, and the key goes back to Redis only when its
+// backlog is found empty under that lock, so no admission is left behind.
+type backlog struct {
+	shards [16]backlogShard
+	keys   atomic.Int64 // in all shards
+	max    int64
+}
+
+type backlogShard struct {
+	mu   sync.Mutex
+	keys map[string]*pendingKey
+}
+
+// pendingKey is one key's backlog: an entry per limit state touched.
+type pendingKey struct {
+	limits []*pendingLimit
+}
+
+type pendingLimit struct {
+	limit  ratelimit.Limit
+	c      *compiled
+	seeded bool       // the state in process started from Redis's
+	reset  bool       // delete the state on Redis first
+	spent  []spending // admitted in process since, oldest first
+}
+
+// spending is units admitted in process at a time on the Fallback's clock
+// (µs). Admissions close together share one, at the latest of their
+// times: counted later, they only count longer.
+type spending struct{ at, cost int64 }
+
+// spendings kept per limit and horizon: a new one starts when the last is
+// older than horizon/spendingsPerHorizon.
+const spendingsPerHorizon = 16
+
+func (b *backlog) shard(key string) *backlogShard {
+	return &b.shards[keyHash(key)%uint32(len(b.shards))]
+}
+
+// get returns key's backlog, making it if there is room; fresh reports
+// that it was made. It returns nil when the backlog is full. The shard is
+// locked.
+func (sh *backlogShard) get(b *backlog, key string) (p *pendingKey, fresh bool) {
+	if p, ok := sh.keys[key]; ok {
+		return p, false
+	}
+	if b.keys.Load() >= b.max {
+		return nil, false
+	}
+	if sh.keys == nil {
+		sh.keys = make(map[string]*pendingKey)
+	}
+	p = &pendingKey{}
+	sh.keys[key] = p
+	b.keys.Add(1)
+	return p, true
+}
+
+// pending reports whether p holds anything for Redis.
+func (p *pendingKey) pending() bool {
+	for _, e := range p.limits {
+		if e.reset || len(e.spent) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// maxPendingLimits bounds the limit states kept per key.
+const maxPendingLimits = 16
+
+// of returns the entry of c's state, making it; nil when the key has
+// maxPendingLimits already.
+func (p *pendingKey) of(c *compiled, l ratelimit.Limit) *pendingLimit {
+	for _, e := range p.limits {
+		if e.c == c || e.c.suffix == c.suffix {
+			return e
+		}
+	}
+	if len(p.limits) == maxPendingLimits {
+		return nil
+	}
+	e := &pendingLimit{limit: l, c: c}
+	p.limits = append(p.limits, e)
+	return e
+}
+
+// spend records cost admitted at now, and forgets admissions too old to
+// count anywhere.
+func (e *pendingLimit) spend(cost, now int64) {
+	h := horizon(e.c)
+	drop := 0
+	for drop < len(e.spent) && e.spent[drop].at <= now-h {
+		drop++
+	}
+	e.spent = append(e.spent[:0], e.spent[drop:]...)
+	if n := len(e.spent); n > 0 && now-e.spent[n-1].at < h/spendingsPerHorizon {
+		e.spent[n-1] = spending{at: now, cost: e.spent[n-1].cost + cost}
+		return
+	}
+	e.spent = append(e.spent, spending{at: now, cost: cost})
+}
+
+// horizon is how long after an admission it still counts, in µs: a window,
+// or the time a token bucket takes to refill from empty.
+func horizon(c *compiled) int64 {
+	if c.algorithm == ratelimit.TokenBucket {
+		return (c.units + c.rate - 1) / c.rate
+	}
+	return c.window
+}
+
+// takeKey returns what waits for Redis of key and leaves the key seeded,
+// or, when nothing waits, drops the key, which sends its decisions back
+// to Redis, and returns nil.
+func (sh *backlogShard) takeKey(b *backlog, key string) *pendingKey {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	p, ok := sh.keys[key]
+	if !ok {
+		return nil
+	}
+	if !p.pending() {
+		delete(sh.keys, key)
+		b.keys.Add(-1)
+		return nil
+	}
+	out := &pendingKey{}
+	for _, e := range p.limits {
+		o := *e
+		out.limits = append(out.limits, &o)
+		e.reset, e.spent = false, nil
+	}
+	return out
+}
+
+// putBack returns what could not be brought to Redis, before what was
+// recorded since.
+func (b *backlog) putBack(all map[string]*pendingKey) {
+	for key, old := range all {
+		sh := b.shard(key)
+		sh.mu.Lock()
+		if sh.keys == nil {
+			sh.keys = make(map[string]*pendingKey)
+		}
+		p, ok := sh.keys[key]
+		if !ok {
+			sh.keys[key] = old // a merge may pass the bound once
+			b.keys.Add(1)
+			sh.mu.Unlock()
+			continue
+		}
+		for _, o := range old.limits {
+			e := p.of(o.c, o.limit)
+			if e == nil {
+				p.limits = append(p.limits, o) // a merge may pass the bound once
+				continue
+			}
+			if !e.reset { // a reset since voids what came before it
+				e.reset = o.reset
+				e.spent = append(o.spent, e.spent...)
+			}
+		}
+		sh.mu.Unlock()
+	}
+}
+
+// chargeBacklog brings one key's backlog to Redis in one script run:
+// resets first, then the admissions since, at their times on Redis's
+// clock (offset is Redis's clock minus the Fallback's, in µs).
+func (s *Redis) chargeBacklog(ctx context.Context, key string, p *pendingKey, offset int64) error {
+	keys := make([]string, 0, len(p.limits))
+	var args []any
+	reset := false
+	for _, e := range p.limits {
+		keys = append(keys, s.prefix+"{"+key+"}"+e.c.suffix)
+		flag := "0"
+		if e.reset {
+			flag, reset = "1", true
+		}
+		args = append(args, e.c.args[:]...)
+		args = append(args, flag, len(e.spent))
+		for _, sp := range e.spent {
+			args = append(args, strconv.FormatInt(sp.at+offset, 10), sp.cost)
+		}
+	}
+	err := s.charge.Run(ctx, s.client, keys, args...).Err()
+	if reset && s.denied != nil {
+		s.denied.reset(key)
+	}
+	if err != nil {
+		return fmt.Errorf("ratelimit: redis: bringing to Redis what was decided in process for key %q: %w", key, err)
+	}
+	return nil
+}

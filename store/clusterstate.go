@@ -1,0 +1,110 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratelimit-go/ratelimit/internal/clusterslot"
+)
+
+// What the probe checks of a Redis Cluster before decisions return to
+// it: that the client routes every slot to the master that owns it now,
+// and that each of those masters can decide.
+//
+// go-redis v9 does not reload its map of the slots when a master stops
+// answering; it does on MOVED, and every ClusterStateReloadInterval, in
+// the background. ClusterClient.ReloadState only schedules such a
+// reload. ClusterClient.ForEachMaster is the one public call that reloads
+// the map before it returns, so the probe goes through it.
+
+// slotOwner is a range of slots and the master serving it.
+type slotOwner struct {
+	start, end int
+	id         string // the master's node ID; its address when Redis gave none
+}
+
+// clusterOwners reloads cluster's map of the slots and returns the
+// owners of every slot, as every master in that map sees them: each must
+// answer, and all must agree, so that a reload the client makes later,
+// from any of them, keeps the routing the probe checked.
+func clusterOwners(ctx context.Context, cluster *redis.ClusterClient) ([]slotOwner, error) {
+	var mu sync.Mutex
+	var views [][]slotOwner
+	err := cluster.ForEachMaster(ctx, func(ctx context.Context, master *redis.Client) error {
+		//lint:ignore SA1019 CLUSTER SHARDS needs Redis 7; the store supports 5.0 and later.
+		ranges, err := master.ClusterSlots(ctx).Result()
+		if err != nil {
+			return fmt.Errorf("CLUSTER SLOTS on %s: %w", master.Options().Addr, err)
+		}
+		view, err := ownersOf(ranges)
+		if err != nil {
+			return fmt.Errorf("%s: %w", master.Options().Addr, err)
+		}
+		mu.Lock()
+		views = append(views, view)
+		mu.Unlock()
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(views) == 0 {
+		return nil, errors.New("the cluster has no master")
+	}
+	for _, v := range views[1:] {
+		if !slices.Equal(v, views[0]) {
+			return nil, errors.New("the masters disagree on who owns the slots")
+		}
+	}
+	return views[0], nil
+}
+
+// ownersOf returns the owners in a reply of CLUSTER SLOTS, by slot, and
+// fails unless every slot has one.
+func ownersOf(ranges []redis.ClusterSlot) ([]slotOwner, error) {
+	owners := make([]slotOwner, 0, len(ranges))
+	for _, r := range ranges {
+		if len(r.Nodes) == 0 {
+			continue
+		}
+		id := r.Nodes[0].ID
+		if id == "" {
+			id = r.Nodes[0].Addr
+		}
+		owners = append(owners, slotOwner{start: r.Start, end: r.End, id: id})
+	}
+	slices.SortFunc(owners, func(a, b slotOwner) int { return a.start - b.start })
+	next := 0
+	for _, o := range owners {
+		if o.start != next {
+			break
+		}
+		next = o.end + 1
+	}
+	if next != clusterslot.Count {
+		return nil, fmt.Errorf("slot %d has no master", next)
+	}
+	return owners, nil
+}
+
+// routesTo checks that cluster sends keys of slot to the master with node
+// ID id, without following a MOVED.
+func routesTo(ctx context.Context, cluster *redis.ClusterClient, slot int, id string) error {
+	master, err := cluster.MasterForKey(ctx, "{"+clusterslot.Tag(slot)+"}")
+	if err != nil {
+		return err
+	}
+	got, err := master.ClusterMyID(ctx).Result()
+	if err != nil {
+		return fmt.Errorf("CLUSTER MYID on %s: %w", master.Options().Addr, err)
+	}
+	if got != id && master.Options().Addr != id {
+		return fmt.Errorf("the client sends slot %d to %s, not to its master %s", slot, master.Options().Addr, id)
+	}
+	return nil
+}

@@ -1,0 +1,191 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync/atomic"
+	"time"
+)
+
+// A Fallback's way down and back: markDown starts a prober; the prober
+// checks Redis every interval and, once Redis can decide, brings to it
+// what was decided in process (see backlog) and hands decisions back.
+
+func (f *Fallback) markDown(err error) {
+	if !f.down.CompareAndSwap(false, true) {
+		return
+	}
+	f.downAt.Store(time.Now().UnixNano())
+	f.logger.LogAttrs(context.Background(), slog.LevelWarn, "ratelimit: Redis unavailable; deciding in process until it answers", slog.String("error", err.Error()))
+	if f.hook != nil {
+		f.hook(false, err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed || f.stop != nil {
+		return
+	}
+	f.stop = make(chan struct{})
+	f.wg.Add(1)
+	go f.probe(f.stop)
+}
+
+// probe checks Redis every interval until it can decide, brings the
+// backlog to it, and hands decisions back to Redis; or until stop closes.
+func (f *Fallback) probe(stop chan struct{}) {
+	defer f.wg.Done()
+	t := time.NewTicker(f.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), f.callTimeout())
+		err := f.redis.Check(ctx)
+		if err == nil {
+			err = f.measureClock(ctx)
+		}
+		cancel()
+		if err == nil {
+			f.markUp()
+			err = f.reconcile()
+		}
+		if err == nil {
+			f.mu.Lock()
+			if f.stop == stop {
+				f.stop = nil
+			}
+			f.mu.Unlock()
+			return
+		}
+	}
+}
+
+// callTimeout bounds each call of the prober's.
+func (f *Fallback) callTimeout() time.Duration { return max(f.budget, f.interval) }
+
+// markUp sends decisions back to Redis, but for the keys whose backlog
+// has not reached Redis yet: reconcile brings them, and they are decided
+// in process until then.
+func (f *Fallback) markUp() {
+	f.reconciling.Store(true)
+	f.down.Store(false)
+	f.nRevived.Add(1)
+	f.logger.LogAttrs(context.Background(), slog.LevelInfo, "ratelimit: Redis answers again; deciding with Redis",
+		slog.Duration("down_for", time.Duration(time.Now().UnixNano()-f.downAt.Load())))
+	if f.hook != nil {
+		f.hook(true, nil)
+	}
+}
+
+// reconcile brings the backlog to Redis, key by key; each key goes back
+// to Redis once its backlog is empty, checked under its shard's lock, so
+// that a key under steady load still gets there. A key Redis refuses for
+// a reason other than an outage (it holds a foreign value) is dropped and
+// logged, since retrying it would keep the key away from Redis for good.
+// When Redis fails meanwhile, decisions go back to memory and reconcile
+// returns the error; the prober tries again.
+func (f *Fallback) reconcile() error {
+	offset := f.clock.offset.Load()
+	for i := range f.backlog.shards {
+		sh := &f.backlog.shards[i]
+		sh.mu.Lock()
+		keys := make([]string, 0, len(sh.keys))
+		for key := range sh.keys {
+			keys = append(keys, key)
+		}
+		sh.mu.Unlock()
+		for _, key := range keys {
+			for {
+				if f.down.Load() {
+					return errors.New("ratelimit: fallback: Redis failed again")
+				}
+				p := sh.takeKey(&f.backlog, key)
+				if p == nil {
+					break // nothing waits: the key is on Redis now
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), f.callTimeout())
+				err := f.redis.chargeBacklog(ctx, key, p, offset)
+				cancel()
+				if err != nil && unavailable(context.Background(), err) {
+					f.backlog.putBack(map[string]*pendingKey{key: p})
+					f.nFailed.Add(1)
+					f.markDown(err)
+					return err
+				}
+				if err != nil {
+					f.logger.LogAttrs(context.Background(), slog.LevelError, "ratelimit: fallback: what was decided in process for a key could not be brought to Redis", slog.String("error", err.Error()))
+				} else {
+					f.nCharged.Add(1)
+				}
+				f.seen.forget(key) // Redis's answers from before the outage are stale
+			}
+		}
+	}
+	f.reconciling.Store(false)
+	return nil
+}
+
+// clock is a Fallback's time, in µs on the monotonic clock since the
+// Fallback was made, and Redis's time against it: the Fallback records
+// when it admitted requests in process, and Redis must know those times.
+type clock struct {
+	start     time.Time
+	offset    atomic.Int64 // Redis's clock minus this one (µs)
+	measured  atomic.Int64 // when offset was last measured; 0: never
+	measuring atomic.Bool
+}
+
+func (c *clock) now() int64 { return int64(time.Since(c.start)/time.Microsecond) + 1 }
+
+// clockAge is how long a measure of Redis's clock is trusted.
+const clockAge = int64(time.Minute / time.Microsecond)
+
+// measureClock reads Redis's clock.
+func (f *Fallback) measureClock(ctx context.Context) error {
+	before := f.clock.now()
+	redisNow, err := f.redis.time(ctx)
+	after := f.clock.now()
+	if err != nil {
+		return err
+	}
+	f.clock.offset.Store(redisNow - (before+after)/2)
+	f.clock.measured.Store(after)
+	return nil
+}
+
+// deadline returns the time on Redis's clock after which a decision sent
+// now must not be made, because the caller will have decided it in
+// process: the budget from now, and a margin. It is 0 (none) until Redis's clock has
+// been read; it is read again, in the background, once a minute.
+func (f *Fallback) deadline() int64 {
+	now, at := f.clock.now(), f.clock.measured.Load()
+	if (at == 0 || now-at > clockAge) && f.clock.measuring.CompareAndSwap(false, true) {
+		f.mu.Lock()
+		if f.closed {
+			f.clock.measuring.Store(false)
+		} else {
+			f.wg.Add(1)
+			go func() {
+				defer f.wg.Done()
+				defer f.clock.measuring.Store(false)
+				ctx, cancel := context.WithTimeout(context.Background(), f.callTimeout())
+				defer cancel()
+				_ = f.measureClock(ctx)
+			}()
+		}
+		f.mu.Unlock()
+	}
+	if at == 0 {
+		return 0
+	}
+	// A quarter of the budget more, for the error of the clock's measure:
+	// a caller must never see Redis refuse its request for lateness while
+	// it still waits, since Redis, answering, is not down. A decision made
+	// in that margin after its caller gave up counts twice: later
+	// decisions may deny slightly early, never admit too many.
+	return now + f.clock.offset.Load() + int64(f.budget*5/4/time.Microsecond)
+}

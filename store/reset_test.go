@@ -1,0 +1,95 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/internal/redistest"
+)
+
+// TestResetBeatsDenyCache races a Reset with the denials of a burst, as a
+// login that succeeds after failed attempts does: once Reset returns, no
+// decision may be denied by a denial cached from before it. Each trial
+// spends a limit of 5, sends 4 requests at once, resets the key as soon as
+// one of them is denied, and then asks again: Redis holds at most 4
+// requests after the reset, so the request must pass.
+func TestResetBeatsDenyCache(t *testing.T) {
+	srv := redistest.Shared(t)
+	trials := 2000
+	if testing.Short() {
+		trials = 200
+	}
+	for _, wrapped := range []bool{false, true} {
+		name := "Redis"
+		if wrapped {
+			name = "Fallback"
+		}
+		t.Run(name, func(t *testing.T) {
+			client := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true})
+			t.Cleanup(func() { client.Close() })
+			var s interface {
+				ratelimit.Store
+				ratelimit.Resetter
+			} = newStore(t, client, WithPrefix(uniquePrefix()))
+			if wrapped {
+				f, err := NewFallback(s.(*Redis), WithBudget(time.Second), WithFallbackLogger(quietLogger))
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { f.Close() })
+				s = f
+			}
+			ctx := context.Background()
+			algorithms := []ratelimit.Algorithm{ratelimit.FixedWindow, ratelimit.SlidingLog, ratelimit.SlidingWindow, ratelimit.TokenBucket}
+			stale := 0
+			for i := range trials {
+				l := ratelimit.PerHour(5).Using(algorithms[i%len(algorithms)])
+				key := fmt.Sprintf("login-%d", i)
+				for range 5 {
+					if d, err := s.Allow(ctx, key, 1, l); err != nil || !d.Allowed {
+						t.Fatalf("trial %d: spending the limit: %+v, %v", i, d, err)
+					}
+				}
+				deniedOnce := make(chan struct{})
+				var once sync.Once
+				var wg sync.WaitGroup
+				for range 4 {
+					wg.Go(func() {
+						d, err := s.Allow(ctx, key, 1, l)
+						if err != nil {
+							t.Errorf("trial %d: %v", i, err)
+						}
+						if !d.Allowed {
+							once.Do(func() { close(deniedOnce) })
+						}
+					})
+				}
+				select {
+				case <-deniedOnce:
+				case <-time.After(5 * time.Second):
+					t.Fatalf("trial %d: no request of the burst was denied", i)
+				}
+				if err := s.Reset(ctx, key, l); err != nil {
+					t.Fatalf("trial %d: Reset: %v", i, err)
+				}
+				wg.Wait()
+				d, err := s.Allow(ctx, key, 1, l)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !d.Allowed {
+					stale++
+				}
+			}
+			if stale > 0 {
+				t.Errorf("%d of %d trials: a request after Reset returned was denied, by a denial cached from before it", stale, trials)
+			}
+		})
+	}
+}
