@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -9,11 +10,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/ratelimit-go/ratelimit/internal/redistest"
 )
@@ -55,6 +59,13 @@ func build(t *testing.T) map[string]string {
 func start(t *testing.T, bin string, args ...string) string {
 	t.Helper()
 	cmd := exec.Command(bin, append([]string{"-addr", "127.0.0.1:0"}, args...)...)
+	// The command line alone picks the Redis: without -redis, REDIS_URL
+	// would replace the embedded one.
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "REDIS_URL=") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -116,6 +127,36 @@ func send(t *testing.T, method, u string, header map[string]string, form url.Val
 	return resp
 }
 
+// backends are where an example server under test keeps its limits:
+// "embedded", a miniredis inside the server, what it runs on without
+// -redis; and "redis", a real redis-server behind store.Fallback, the
+// production configuration.
+var backends = []string{"embedded", "redis"}
+
+// backend returns the arguments that run an example server on b, and for
+// "redis" a client of its redis-server, started for t alone; the client is
+// nil for "embedded".
+func backend(t *testing.T, b string) ([]string, *redis.Client) {
+	t.Helper()
+	if b == "embedded" {
+		return nil, nil
+	}
+	addr := redistest.Require(t).Addr
+	client := redis.NewClient(&redis.Options{Addr: addr})
+	t.Cleanup(func() { client.Close() })
+	return []string{"-redis", "redis://" + addr + "/0"}, client
+}
+
+// keys returns the keys of client that match pattern.
+func keys(t *testing.T, client *redis.Client, pattern string) []string {
+	t.Helper()
+	k, err := client.Keys(context.Background(), pattern).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
 // TestTwoServersShareOneLimit starts two example servers on one real
 // Redis and sends them concurrent requests: together they admit exactly
 // the limit, for every algorithm.
@@ -154,20 +195,25 @@ func TestTwoServersShareOneLimit(t *testing.T) {
 // trusted proxy: all count as the peer.
 func TestForgedHeadersChangeNothing(t *testing.T) {
 	bins := build(t)
-	redisURL := "redis://" + redistest.Require(t).Addr + "/0"
-	server := start(t, bins["net/http"], "-redis", redisURL, "-limit", "5", "-window", "1m", "-trusted-proxies", "10.0.0.0/8,192.168.0.0/16")
-	passed := 0
-	for i := range 20 {
-		forged := fmt.Sprintf("203.0.113.%d", i+1)
-		resp := send(t, "GET", server+"/", map[string]string{
-			"X-Forwarded-For": forged, "X-Real-IP": forged, "Forwarded": "for=" + forged,
-		}, nil)
-		if resp.StatusCode == 200 {
-			passed++
-		}
-	}
-	if passed != 5 {
-		t.Errorf("%d of 20 requests with forged headers passed, want 5", passed)
+	for _, b := range backends {
+		t.Run(b, func(t *testing.T) {
+			t.Parallel()
+			args, _ := backend(t, b)
+			server := start(t, bins["net/http"], append(args, "-limit", "5", "-window", "1m", "-trusted-proxies", "10.0.0.0/8,192.168.0.0/16")...)
+			passed := 0
+			for i := range 20 {
+				forged := fmt.Sprintf("203.0.113.%d", i+1)
+				resp := send(t, "GET", server+"/", map[string]string{
+					"X-Forwarded-For": forged, "X-Real-IP": forged, "Forwarded": "for=" + forged,
+				}, nil)
+				if resp.StatusCode == 200 {
+					passed++
+				}
+			}
+			if passed != 5 {
+				t.Errorf("%d of 20 requests with forged headers passed, want 5", passed)
+			}
+		})
 	}
 }
 
@@ -189,66 +235,163 @@ func TestRedisCluster(t *testing.T) {
 }
 
 // TestEveryFramework runs the example's routes on net/http, Gin and Echo,
-// each with its embedded Redis.
+// each on both backends. On a real Redis it also checks that the
+// decisions, and the reset of a login, were made there rather than in the
+// fallback's memory.
 func TestEveryFramework(t *testing.T) {
 	bins := build(t)
 	for _, framework := range []string{"net/http", "gin", "echo"} {
-		t.Run(framework, func(t *testing.T) {
-			t.Parallel()
-			server := start(t, bins[framework], "-limit", "3", "-window", "1m", "-algorithm", "fixed-window")
+		for _, b := range backends {
+			t.Run(framework+"/"+b, func(t *testing.T) {
+				t.Parallel()
+				args, client := backend(t, b)
+				server := start(t, bins[framework], append(args, "-limit", "3", "-window", "1m", "-algorithm", "fixed-window")...)
 
-			for i, want := range []int{200, 200, 200, 429} {
-				resp := send(t, "GET", server+"/", nil, nil)
-				if resp.StatusCode != want {
-					t.Fatalf("GET / #%d: got %d, want %d", i, resp.StatusCode, want)
+				for i, want := range []int{200, 200, 200, 429} {
+					resp := send(t, "GET", server+"/", nil, nil)
+					if resp.StatusCode != want {
+						t.Fatalf("GET / #%d: got %d, want %d", i, resp.StatusCode, want)
+					}
+					if got := resp.Header.Get("RateLimit-Policy"); got != `"home";q=3;w=60` {
+						t.Errorf("GET / #%d: RateLimit-Policy %q", i, got)
+					}
+					if want == 429 && resp.Header.Get("Retry-After") != "60" {
+						t.Errorf("GET / denied: Retry-After %q, want 60", resp.Header.Get("Retry-After"))
+					}
 				}
-				if got := resp.Header.Get("RateLimit-Policy"); got != `"home";q=3;w=60` {
-					t.Errorf("GET / #%d: RateLimit-Policy %q", i, got)
+				if client != nil {
+					if k := keys(t, client, "example:{ip:*}*"); len(k) != 1 {
+						t.Errorf("GET /: Redis holds keys %q, want the client IP's one", k)
+					}
 				}
-				if want == 429 && resp.Header.Get("Retry-After") != "60" {
-					t.Errorf("GET / denied: Retry-After %q, want 60", resp.Header.Get("Retry-After"))
-				}
-			}
 
-			wrong, right := url.Values{"password": {"guess"}}, url.Values{"password": {"letmein"}}
-			steps := []struct {
-				form url.Values
-				want int
-			}{
-				{wrong, 401}, {wrong, 401}, {wrong, 401}, {wrong, 401},
-				{right, 200}, // resets the failed attempts
-				{wrong, 401}, {wrong, 401}, {wrong, 401}, {wrong, 401}, {wrong, 401},
-				{right, 429}, // five attempts within the minute: even the right password waits
-			}
-			for i, st := range steps {
-				resp := send(t, "POST", server+"/login", nil, st.form)
-				if resp.StatusCode != st.want {
-					t.Fatalf("POST /login #%d: got %d, want %d", i, resp.StatusCode, st.want)
+				wrong, right := url.Values{"password": {"guess"}}, url.Values{"password": {"letmein"}}
+				steps := []struct {
+					form      url.Values
+					want      int
+					remaining string // X-RateLimit-Remaining
+				}{
+					{wrong, 401, "4"}, {wrong, 401, "3"}, {wrong, 401, "2"}, {wrong, 401, "1"},
+					{right, 200, "0"}, // the fifth attempt; it resets the attempts
+					{wrong, 401, "4"}, {wrong, 401, "3"}, {wrong, 401, "2"}, {wrong, 401, "1"}, {wrong, 401, "0"},
+					{right, 429, "0"}, // five attempts within the minute: even the right password waits
 				}
-				if got := resp.Header.Get("RateLimit-Policy"); got != `"login";q=5;w=60` {
-					t.Errorf("POST /login #%d: RateLimit-Policy %q", i, got)
+				for i, st := range steps {
+					resp := send(t, "POST", server+"/login", nil, st.form)
+					if resp.StatusCode != st.want {
+						t.Fatalf("POST /login #%d: got %d, want %d", i, resp.StatusCode, st.want)
+					}
+					if got := resp.Header.Get("RateLimit-Policy"); got != `"login";q=5;w=60` {
+						t.Errorf("POST /login #%d: RateLimit-Policy %q", i, got)
+					}
+					if got := resp.Header.Get("X-RateLimit-Remaining"); got != st.remaining {
+						t.Errorf("POST /login #%d: X-RateLimit-Remaining %q, want %q", i, got, st.remaining)
+					}
+					if client != nil {
+						want := 1
+						if st.want == 200 {
+							want = 0 // the reset deleted the attempts on Redis
+						}
+						if k := keys(t, client, "example:{ip:*}*login*"); len(k) != want {
+							t.Errorf("POST /login #%d: Redis holds login keys %q, want %d", i, k, want)
+						}
+					}
 				}
-			}
 
-			if resp := send(t, "GET", server+"/api/things", nil, nil); resp.StatusCode != 400 {
-				t.Errorf("GET /api/ without a key: got %d, want 400", resp.StatusCode)
-			}
-			// The bucket holds 10: the first 10 pass at once, and 20 quick
-			// requests cannot all pass at 10 per second.
-			codes := map[int]int{}
-			for i := range 20 {
-				resp := send(t, "GET", server+"/api/things", map[string]string{"X-API-Key": "k-" + framework}, nil)
-				if i < 10 && resp.StatusCode != 200 {
-					t.Fatalf("GET /api/ #%d: got %d, want 200", i, resp.StatusCode)
+				if resp := send(t, "GET", server+"/api/things", nil, nil); resp.StatusCode != 400 {
+					t.Errorf("GET /api/ without a key: got %d, want 400", resp.StatusCode)
 				}
-				codes[resp.StatusCode]++
-			}
-			if codes[429] == 0 {
-				t.Errorf("20 quick API requests: %v, want some 429", codes)
-			}
-			if resp := send(t, "GET", server+"/api/things", map[string]string{"X-API-Key": "other"}, nil); resp.StatusCode != 200 {
-				t.Errorf("another API key: got %d, want 200", resp.StatusCode)
-			}
-		})
+				// The bucket holds 10: the first 10 pass at once, and 20 quick
+				// requests cannot all pass at 10 per second.
+				codes := map[int]int{}
+				for i := range 20 {
+					resp := send(t, "GET", server+"/api/things", map[string]string{"X-API-Key": "k-" + framework}, nil)
+					if i < 10 && resp.StatusCode != 200 {
+						t.Fatalf("GET /api/ #%d: got %d, want 200", i, resp.StatusCode)
+					}
+					codes[resp.StatusCode]++
+				}
+				if codes[429] == 0 {
+					t.Errorf("20 quick API requests: %v, want some 429", codes)
+				}
+				if resp := send(t, "GET", server+"/api/things", map[string]string{"X-API-Key": "other"}, nil); resp.StatusCode != 200 {
+					t.Errorf("another API key: got %d, want 200", resp.StatusCode)
+				}
+				if client != nil {
+					// Two limits for each of the two keys.
+					if k := keys(t, client, "example:{header:*}*"); len(k) != 4 {
+						t.Errorf("GET /api/: Redis holds keys %q, want 2 limits for each of 2 API keys", k)
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestSpentLimitRecovers spends GET / and polls until a request passes
+// again, for every algorithm on both backends: like a real Redis, the
+// embedded one forgets by the wall clock, not early and not never, and a
+// client that waits the Retry-After of its denial gets through. It polls
+// because the example runs on the wall clock, which a test cannot pin.
+func TestSpentLimitRecovers(t *testing.T) {
+	bins := build(t)
+	const (
+		window = time.Second
+		poll   = 50 * time.Millisecond
+		slack  = 150 * time.Millisecond // the embedded Redis's TTLs move in 50ms steps; a busy machine delays them
+	)
+	for _, c := range []struct {
+		algorithm string
+		earliest  time.Duration // after the first request, when one may pass again
+	}{
+		{"fixed-window", window},               // the counter expires
+		{"sliding-log", window},                // the first entry leaves the window
+		{"sliding-window", window - window/10}, // its slot, a tenth of the window, leaves it
+		{"token-bucket", window / 2},           // one of the 2 tokens refills
+	} {
+		for _, b := range backends {
+			t.Run(c.algorithm+"/"+b, func(t *testing.T) {
+				t.Parallel()
+				args, _ := backend(t, b)
+				server := start(t, bins["net/http"], append(args, "-algorithm", c.algorithm, "-limit", "2", "-window", window.String())...)
+				first := time.Now()
+				var denied time.Time // when the request that was denied went out
+				var retryAfter time.Duration
+				for i, want := range []int{200, 200, 429} {
+					denied = time.Now()
+					resp := send(t, "GET", server+"/", nil, nil)
+					if resp.StatusCode != want {
+						t.Fatalf("GET / #%d: got %d, want %d", i, resp.StatusCode, want)
+					}
+					if want == 429 {
+						s, err := strconv.Atoi(resp.Header.Get("Retry-After"))
+						if err != nil {
+							t.Fatalf("GET / denied: Retry-After %q: %v", resp.Header.Get("Retry-After"), err)
+						}
+						retryAfter = time.Duration(s) * time.Second
+					}
+				}
+				for {
+					time.Sleep(poll)
+					code := send(t, "GET", server+"/", nil, nil).StatusCode
+					since := time.Since(first)
+					if code == 200 {
+						if since < c.earliest-slack {
+							t.Errorf("passed again %v after the first request, want at least %v", since, c.earliest)
+						}
+						if late := time.Since(denied) - retryAfter; late > poll+slack {
+							t.Errorf("passed again %v after the denial's Retry-After of %v", late, retryAfter)
+						}
+						return
+					}
+					if code != 429 {
+						t.Fatalf("GET /: got %d, want 200 or 429", code)
+					}
+					if since > window+time.Second {
+						t.Fatalf("GET / still denied %v after the first request; the window is %v", since, window)
+					}
+				}
+			})
+		}
 	}
 }

@@ -81,7 +81,7 @@ type App struct {
 	API *ratelimit.Limiter
 
 	redisDesc string
-	embedded  bool
+	mini      *miniredis.Miniredis // the embedded Redis; nil with -redis or -redis-cluster
 	closers   []func() error
 }
 
@@ -108,7 +108,7 @@ func New(c Config) (*App, error) {
 		return nil, err
 	}
 	var s ratelimit.Store = redisStore
-	if !a.embedded {
+	if a.mini == nil {
 		// A real Redis can fail: decide in process meanwhile.
 		f, err := store.NewFallback(redisStore)
 		if err != nil {
@@ -176,7 +176,8 @@ func (a *App) connect(c Config) (store.RedisClient, error) {
 			return nil, fmt.Errorf("starting the embedded Redis: %w", err)
 		}
 		a.closers = append(a.closers, func() error { m.Close(); return nil })
-		a.embedded = true
+		a.closers = append(a.closers, runClock(m, clockStep)) // stopped before m closes
+		a.mini = m
 		client := redis.NewClient(&redis.Options{Addr: m.Addr()})
 		a.closers = append(a.closers, client.Close)
 		a.redisDesc = "embedded Redis (miniredis) at " + m.Addr() + "; give -redis redis://host:port/db to share limits between servers"
@@ -184,7 +185,49 @@ func (a *App) connect(c Config) (store.RedisClient, error) {
 	}
 }
 
-// Close releases Redis.
+// clockStep is how often the embedded Redis's TTLs catch up with the wall
+// clock, and so how far from its due time a key may expire.
+const clockStep = 50 * time.Millisecond
+
+// runClock runs m's TTLs on the wall clock, as a real Redis's run: on its
+// own, miniredis moves them only when FastForward is called, so keys would
+// never expire, and a fixed window would deny forever once spent. Every step
+// it moves them on by the time that passed, deleting the keys that are due,
+// until the returned stop is called; stop waits for the goroutine to end.
+//
+// TIME, which the scripts read, needs nothing: miniredis answers it with
+// time.Now() as long as SetTime is never called (calling it would make TIME
+// move in steps too). FastForward takes m's lock, which a script holds while
+// it runs, so no key expires in the middle of a script, as on Redis; with
+// miniredis's ClockTTL, keys would expire between two calls of one script.
+// Since TTLs move in steps, a key expires up to one step before or after
+// its due time.
+func runClock(m *miniredis.Miniredis, step time.Duration) (stop func() error) {
+	done, exited := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(exited)
+		t := time.NewTicker(step)
+		defer t.Stop()
+		last := time.Now()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+			now := time.Now()
+			m.FastForward(now.Sub(last))
+			last = now
+		}
+	}()
+	return func() error {
+		close(done)
+		<-exited
+		return nil
+	}
+}
+
+// Close releases Redis, and stops the embedded one's clock.
 func (a *App) Close() {
 	for i := len(a.closers) - 1; i >= 0; i-- {
 		a.closers[i]()
@@ -196,7 +239,7 @@ func (a *App) Close() {
 func (a *App) Describe(w io.Writer) {
 	c := a.Config
 	fmt.Fprintf(w, "redis: %s\n", a.redisDesc)
-	if !a.embedded {
+	if a.mini == nil {
 		fmt.Fprintf(w, "fallback: while Redis is down or slower than %v, decisions are made in process; it is pinged every %v\n", store.DefaultBudget, store.DefaultProbeInterval)
 	}
 	if len(c.TrustedProxies) == 0 {
