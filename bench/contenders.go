@@ -96,9 +96,11 @@ func contenders() []*contender {
 		ours("sliding-window", famOurs, ratelimit.SlidingWindow),
 		ours("token-bucket", famToken, ratelimit.TokenBucket),
 		// The same store with one lever off, to show what each lever does.
-		oursVariant("ratelimit/redis/fixed-window,no-batching", famFixed, ratelimit.FixedWindow, "batching off (`store.WithMaxBatch(1)`): each request its own script run", false, store.WithMaxBatch(1)),
-		oursVariant("ratelimit/redis/fixed-window,no-deny-cache", famFixed, ratelimit.FixedWindow, "the deny cache off (`store.WithDenyCache(0)`): every denial asks Redis", false, store.WithDenyCache(0)),
-		oursVariant("ratelimit/redis/fixed-window,autopipeliner", famFixed, ratelimit.FixedWindow, "the client wrapped in go-redis's AutoPipeliner (`client.AutoPipeline()`), which the store cannot batch for, since it may not be one server", true),
+		oursVariant("ratelimit/redis/fixed-window,no-batching", famFixed, ratelimit.FixedWindow, "batching off (`store.WithMaxBatch(1)`): each request its own script run", 0, store.WithMaxBatch(1)),
+		oursVariant("ratelimit/redis/fixed-window,no-deny-cache", famFixed, ratelimit.FixedWindow, "the deny cache off (`store.WithDenyCache(0)`): every denial asks Redis", 0, store.WithDenyCache(0)),
+		oursVariant("ratelimit/redis/fixed-window,autopipeliner", famFixed, ratelimit.FixedWindow, "the client wrapped in go-redis's AutoPipeliner (`client.AutoPipeline()`), which the store cannot batch for, since it may not be one server", viaAutoPipeliner),
+		oursVariant("ratelimit/redis/fixed-window,fallback", famFixed, ratelimit.FixedWindow, "the store wrapped in `store.NewFallback` with its defaults (the production configuration; the client has `ContextTimeoutEnabled`)", inFallback),
+		oursVariant("ratelimit/redis/token-bucket,fallback", famToken, ratelimit.TokenBucket, "the store wrapped in `store.NewFallback` with its defaults (the production configuration; the client has `ContextTimeoutEnabled`)", inFallback),
 		{
 			name:   "go-redis/redis_rate",
 			family: famToken,
@@ -279,15 +281,21 @@ func ratelimitLimit(l limitSpec, a ratelimit.Algorithm) ratelimit.Limit {
 // ours is this library's Redis store with one algorithm, as configured
 // by default.
 func ours(algo, family string, a ratelimit.Algorithm) *contender {
-	c := oursVariant("ratelimit/redis/"+algo, family, a, "", false)
+	c := oursVariant("ratelimit/redis/"+algo, family, a, "", 0)
 	c.ours = true
 	return c
 }
 
+// How a variant row uses the store.
+const (
+	viaAutoPipeliner = 1 << iota // the client is go-redis's AutoPipeliner
+	inFallback                   // the store is wrapped in store.Fallback
+)
+
 // oursVariant is this library's Redis store with non-default options, a
 // row compared with the default one; variant names the options for the
-// note, autopipeline sends through go-redis's AutoPipeliner.
-func oursVariant(name, family string, a ratelimit.Algorithm, variant string, autopipeline bool, opts ...store.RedisOption) *contender {
+// note, how says how the store is used (viaAutoPipeliner, inFallback).
+func oursVariant(name, family string, a ratelimit.Algorithm, variant string, how int, opts ...store.RedisOption) *contender {
 	note := "this library: `store.NewRedis(client)`, `Allow(ctx, key, 1, ratelimit.Per(quota, window).Using(ratelimit." + algoIdent(a) + "))`" + oursDefaults(a) + "."
 	if variant != "" {
 		note = "this library as above, with " + variant + "."
@@ -298,9 +306,13 @@ func oursVariant(name, family string, a ratelimit.Algorithm, variant string, aut
 		redis:  true,
 		note:   note,
 		build: func(e *env, l limitSpec) (instance, error) {
-			c := e.redis.newClient()
+			newClient := e.redis.newClient
+			if how&inFallback != 0 {
+				newClient = e.redis.newDeadlineClient
+			}
+			c := newClient()
 			var client store.RedisClient = c
-			if autopipeline {
+			if how&viaAutoPipeliner != 0 {
 				ap, err := c.AutoPipeline()
 				if err != nil {
 					c.Close()
@@ -308,14 +320,24 @@ func oursVariant(name, family string, a ratelimit.Algorithm, variant string, aut
 				}
 				client = ap
 			}
-			s, err := store.NewRedis(client, opts...)
+			r, err := store.NewRedis(client, opts...)
 			if err != nil {
 				c.Close()
 				return instance{}, err
 			}
+			var s ratelimit.Store = r
+			closeAll := func() { c.Close() }
+			if how&inFallback != 0 {
+				f, err := store.NewFallback(r)
+				if err != nil {
+					c.Close()
+					return instance{}, err
+				}
+				s, closeAll = f, func() { f.Close(); c.Close() }
+			}
 			lim := ratelimitLimit(l, a)
 			if err := lim.Validate(); err != nil {
-				c.Close()
+				closeAll()
 				return instance{}, err
 			}
 			return instance{
@@ -323,7 +345,7 @@ func oursVariant(name, family string, a ratelimit.Algorithm, variant string, aut
 					d, err := s.Allow(ctx, key, 1, lim)
 					return d.Allowed, err
 				},
-				close: func() { c.Close() },
+				close: closeAll,
 			}, nil
 		},
 	}

@@ -40,6 +40,15 @@ func (t *redisTarget) newClient() *redis.Client {
 	return redis.NewClient(&o)
 }
 
+// newDeadlineClient is newClient honoring context deadlines, as
+// store.NewFallback requires.
+func (t *redisTarget) newDeadlineClient() *redis.Client {
+	o := *t.opts
+	o.PoolSize = poolSize
+	o.ContextTimeoutEnabled = true
+	return redis.NewClient(&o)
+}
+
 // flush empties every database of the target, so that no cell sees
 // another's keys.
 func (t *redisTarget) flush(ctx context.Context) error {
