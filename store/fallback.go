@@ -28,8 +28,9 @@ const (
 // Each decision has a time budget (see [WithBudget]). When Redis errs or
 // overruns it, the request is decided in process, Redis is marked down, and
 // later requests skip it: they are decided in process at once. One
-// goroutine then pings Redis every probe interval (see [WithProbeInterval])
-// and, as soon as Redis answers, decisions go back to it. While Redis is
+// goroutine then checks Redis every probe interval (see
+// [WithProbeInterval] and [Redis.Check]) and, as soon as Redis can decide
+// and the client can lend connections for decisions, they go back to it. While Redis is
 // down, each instance enforces the limits on its own; [WithInstances]
 // divides them to keep the total near the limit. Decisions made in process
 // have Decision.Fallback set. A request costing more than a divided

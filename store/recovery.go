@@ -44,9 +44,14 @@ func (f *Fallback) probe(stop chan struct{}) {
 		case <-t.C:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), f.callTimeout())
-		err := f.redis.Check(ctx)
+		c, end := probeClient(f.redis.client)
+		err := f.redis.check(ctx, c)
 		if err == nil {
-			err = f.measureClock(ctx)
+			err = f.measureClock(ctx, c)
+		}
+		end()
+		if err == nil {
+			err = f.redis.warm(ctx)
 		}
 		cancel()
 		if err == nil {
@@ -144,10 +149,10 @@ func (c *clock) now() int64 { return int64(time.Since(c.start)/time.Microsecond)
 // clockAge is how long a measure of Redis's clock is trusted.
 const clockAge = int64(time.Minute / time.Microsecond)
 
-// measureClock reads Redis's clock.
-func (f *Fallback) measureClock(ctx context.Context) error {
+// measureClock reads Redis's clock through c.
+func (f *Fallback) measureClock(ctx context.Context, c RedisClient) error {
 	before := f.clock.now()
-	redisNow, err := f.redis.time(ctx)
+	redisNow, err := f.redis.time(ctx, c)
 	after := f.clock.now()
 	if err != nil {
 		return err
@@ -174,7 +179,7 @@ func (f *Fallback) deadline() int64 {
 				defer f.clock.measuring.Store(false)
 				ctx, cancel := context.WithTimeout(context.Background(), f.callTimeout())
 				defer cancel()
-				_ = f.measureClock(ctx)
+				_ = f.measureClock(ctx, f.redis.client)
 			}()
 		}
 		f.mu.Unlock()

@@ -12,7 +12,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratelimit-go/ratelimit"
-	"github.com/ratelimit-go/ratelimit/internal/clusterslot"
 	"github.com/ratelimit-go/ratelimit/lua"
 )
 
@@ -288,55 +287,6 @@ func parseInts(s string, dst []int64) (string, error) {
 		dst[i], s = n, s[end:]
 	}
 	return s, nil
-}
-
-// Check reports whether Redis can decide now: it runs a small script
-// that reads TIME and writes a key with a TTL, as decisions do, so that a
-// server answering PING but refusing decisions (paused for writes, a
-// read-only replica, out of memory) fails it. On a Redis Cluster it first
-// reloads the client's map of the slots, and passes only when every
-// master in it answers with the same map, covering every slot, the client
-// routes each range of slots to its master, and the script runs there
-// through the client: decisions then find Redis as the probe did.
-func (s *Redis) Check(ctx context.Context) error {
-	if cluster, ok := s.client.(*redis.ClusterClient); ok {
-		return s.checkCluster(ctx, cluster)
-	}
-	return s.probe.Run(ctx, s.client, []string{s.prefix + "{probe}"}).Err()
-}
-
-// time returns Redis's clock in microseconds, read by the probe script.
-func (s *Redis) time(ctx context.Context) (int64, error) {
-	t, err := s.probe.Run(ctx, s.client, []string{s.prefix + "{probe}"}).StringSlice()
-	if err != nil {
-		return 0, err
-	}
-	if len(t) != 2 {
-		return 0, fmt.Errorf("ratelimit: redis: TIME answered %q", t)
-	}
-	sec, err1 := strconv.ParseInt(t[0], 10, 64)
-	usec, err2 := strconv.ParseInt(t[1], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("ratelimit: redis: TIME answered %q", t)
-	}
-	return sec*1_000_000 + usec, nil
-}
-
-func (s *Redis) checkCluster(ctx context.Context, cluster *redis.ClusterClient) error {
-	owners, err := clusterOwners(ctx, cluster)
-	if err != nil {
-		return err
-	}
-	for _, o := range owners {
-		if err := routesTo(ctx, cluster, o.start, o.id); err != nil {
-			return fmt.Errorf("slots %d-%d: %w", o.start, o.end, err)
-		}
-		key := s.prefix + "{" + clusterslot.Tag(o.start) + "}probe"
-		if err := s.probe.Run(ctx, cluster, []string{key}).Err(); err != nil {
-			return fmt.Errorf("slots %d-%d: %w", o.start, o.end, err)
-		}
-	}
-	return nil
 }
 
 // Reset implements [ratelimit.Resetter]: it deletes key's state for limits.

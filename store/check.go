@@ -1,0 +1,118 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratelimit-go/ratelimit/internal/clusterslot"
+)
+
+// Check reports whether Redis can decide now: it runs a small script
+// that reads TIME and writes a key with a TTL, as decisions do, so that a
+// server answering PING but refusing decisions (paused for writes, a
+// read-only replica, out of memory) fails it. On a Redis Cluster it first
+// reloads the client's map of the slots, and passes only when every
+// master in it answers with the same map, covering every slot, the client
+// routes each range of slots to its master, and the script runs there
+// through the client: decisions then find Redis as the probe did.
+func (s *Redis) Check(ctx context.Context) error { return s.check(ctx, s.client) }
+
+// check is Check through c, the store's client or one made like it.
+func (s *Redis) check(ctx context.Context, c RedisClient) error {
+	if cluster, ok := c.(*redis.ClusterClient); ok {
+		return s.checkCluster(ctx, cluster)
+	}
+	return s.probe.Run(ctx, c, []string{s.prefix + "{probe}"}).Err()
+}
+
+// time returns Redis's clock in microseconds, read by the probe script
+// through c.
+func (s *Redis) time(ctx context.Context, c RedisClient) (int64, error) {
+	t, err := s.probe.Run(ctx, c, []string{s.prefix + "{probe}"}).StringSlice()
+	if err != nil {
+		return 0, err
+	}
+	if len(t) != 2 {
+		return 0, fmt.Errorf("ratelimit: redis: TIME answered %q", t)
+	}
+	sec, err1 := strconv.ParseInt(t[0], 10, 64)
+	usec, err2 := strconv.ParseInt(t[1], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("ratelimit: redis: TIME answered %q", t)
+	}
+	return sec*1_000_000 + usec, nil
+}
+
+func (s *Redis) checkCluster(ctx context.Context, cluster *redis.ClusterClient) error {
+	owners, err := clusterOwners(ctx, cluster)
+	if err != nil {
+		return err
+	}
+	for _, o := range owners {
+		if err := routesTo(ctx, cluster, o.start, o.id); err != nil {
+			return fmt.Errorf("slots %d-%d: %w", o.start, o.end, err)
+		}
+		key := s.prefix + "{" + clusterslot.Tag(o.start) + "}probe"
+		if err := s.probe.Run(ctx, cluster, []string{key}).Err(); err != nil {
+			return fmt.Errorf("slots %d-%d: %w", o.start, o.end, err)
+		}
+	}
+	return nil
+}
+
+// A single server's client (a *redis.Client, which the Sentinel failover
+// client is too) stops dialing once it has failed to dial as many times in
+// a row as its pool holds connections, and then tries again only once a
+// second until a dial succeeds. A prober checking a dead Redis through it
+// would trip that, and decisions sent back to Redis once it answers would
+// find no connection for up to a second: each would wait out its budget,
+// and Redis would be marked down and up again and again. So each round of
+// the prober checks through a client of its own, and before decisions go
+// back, the store's client must lend warmConns connections at once, each
+// running the probe script; they then wait in its pool for the decisions.
+
+// warmConns is how many connections a store's client must lend at once:
+// as many as the batcher runs scripts at once.
+const warmConns = defaultRuns
+
+// probeClient returns a client made like c, with one connection and no
+// retries, for one round of the prober, and a func that closes it; c
+// itself, and a func that does nothing, when c is not a single server's
+// client.
+func probeClient(c RedisClient) (RedisClient, func()) {
+	single, ok := c.(*redis.Client)
+	if !ok {
+		return c, func() {}
+	}
+	o := *single.Options()
+	o.PoolSize, o.MinIdleConns, o.MaxIdleConns, o.MaxActiveConns = 1, 0, 1, 0
+	o.MaxRetries = -1
+	p := redis.NewClient(&o)
+	return p, func() { p.Close() }
+}
+
+// warm has the store's client, when it is a single server's, run the
+// probe script on warmConns connections held at once.
+func (s *Redis) warm(ctx context.Context) error {
+	single, ok := s.client.(*redis.Client)
+	if !ok {
+		return nil
+	}
+	conns := make([]*redis.Conn, warmConns)
+	errs := make([]error, warmConns)
+	var wg sync.WaitGroup
+	for i := range conns {
+		conns[i] = single.Conn()
+		wg.Go(func() { errs[i] = s.probe.Run(ctx, conns[i], []string{s.prefix + "{probe}"}).Err() })
+	}
+	wg.Wait()
+	for _, c := range conns {
+		c.Close() // back to the pool, for the decisions
+	}
+	return errors.Join(errs...)
+}
