@@ -19,7 +19,7 @@ type decision struct {
 	line   string
 	err    error
 	done   chan struct{}   // receives once the line or error is set
-	until  time.Time       // the caller's deadline; zero: none
+	until  time.Time       // when the caller stops waiting; zero: never
 	gone   <-chan struct{} // closed when the caller gives up; nil: never
 }
 
@@ -57,17 +57,32 @@ type batcher struct {
 	queue []*decision
 }
 
+// run runs d alone through c, cut short at d.until.
+func (d *decision) run(ctx context.Context, c RedisClient) {
+	if !d.until.IsZero() {
+		if dl, ok := ctx.Deadline(); !ok || d.until.Before(dl) {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithDeadline(ctx, d.until)
+			defer cancel()
+		}
+	}
+	d.line, d.err = d.script.Run(ctx, c, d.keys, d.args...).Text()
+}
+
 // do has d decided and returns when its line or error is set, or ctx is
-// done (then d may still be in a run and must not be released).
+// done (then d may still be in a run and must not be released). A
+// decision that waits for a run to end needs no timer of its own to stop
+// at d.until: runs end by the latest until of theirs, and one that has
+// passed when its batch starts is not sent. So it may wait past d.until
+// by as long as the decisions sent with it came after it, at worst.
 func (b *batcher) do(ctx context.Context, d *decision) error {
-	d.until, _ = ctx.Deadline()
 	d.gone = ctx.Done()
 	b.mu.Lock()
 	if b.runs < b.maxRuns {
 		// Nothing waits while a run slot is free: run alone, now.
 		b.runs++
 		b.mu.Unlock()
-		d.line, d.err = d.script.Run(ctx, b.client, d.keys, d.args...).Text()
+		d.run(ctx, b.client)
 		b.next()
 		return nil
 	}
@@ -111,18 +126,24 @@ func (b *batcher) next() {
 }
 
 // exec runs a batch as one script run and hands each decision its line.
-// Decisions whose callers gave up while they waited are left out: nothing
-// of theirs reaches Redis. The run may last until the latest of the
-// callers' deadlines; a caller with none lets it last as go-redis's own
-// timeouts allow.
+// Decisions whose callers gave up while they waited, or whose until has
+// passed, are left out: nothing of theirs reaches Redis. The run may last
+// until the latest of the decisions' until; one with none lets it last as
+// go-redis's own timeouts allow.
 func (b *batcher) exec(batch []*decision) {
 	live := batch[:0]
+	now := time.Now()
 	for _, d := range batch {
 		select {
 		case <-d.gone:
 			d.err = context.Canceled // nobody reads it: the caller returned
 			d.done <- struct{}{}
 		default:
+			if !d.until.IsZero() && !now.Before(d.until) {
+				d.err = context.DeadlineExceeded
+				d.done <- struct{}{}
+				continue
+			}
 			live = append(live, d)
 		}
 	}

@@ -217,9 +217,7 @@ func (f *Fallback) Allow(ctx context.Context, key string, cost int, limits ...ra
 					return d, err
 				}
 			}
-			rctx, cancel := context.WithTimeout(ctx, f.budget)
-			d, err := f.redis.decide(rctx, key, cost, limits, cs, f.deadline())
-			cancel()
+			d, err := f.redis.decide(ctx, key, cost, limits, cs, f.deadline(), time.Now().Add(f.budget))
 			if err == nil {
 				f.seen.put(key, cs, d.Results, f.clock.now(), int64(f.budget/time.Microsecond))
 				return d, nil

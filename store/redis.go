@@ -184,7 +184,7 @@ func (s *Redis) Allow(ctx context.Context, key string, cost int, limits ...ratel
 	if err != nil {
 		return ratelimit.Decision{}, err
 	}
-	return s.decide(ctx, key, cost, limits, cs, 0)
+	return s.decide(ctx, key, cost, limits, cs, 0, time.Time{})
 }
 
 // errLate is the answer to a request that reached Redis after its
@@ -193,8 +193,10 @@ var errLate = errors.New("the request reached Redis after its deadline")
 
 // decide is Allow for checked input, cs being the limits compiled. When
 // deadline is not 0, Redis decides nothing once its clock (in
-// microseconds) is past it, and the error is errLate.
-func (s *Redis) decide(ctx context.Context, key string, cost int, limits []ratelimit.Limit, cs []*compiled, deadline int64) (ratelimit.Decision, error) {
+// microseconds) is past it, and the error is errLate. When until is not
+// zero, the caller waits no later than until (or about that, see batcher),
+// as if ctx ended then, without the cost of a context of its own.
+func (s *Redis) decide(ctx context.Context, key string, cost int, limits []ratelimit.Limit, cs []*compiled, deadline int64, until time.Time) (ratelimit.Decision, error) {
 	var epoch uint64
 	if s.denied != nil {
 		if d, ok := s.denied.get(key, cs, cost); ok {
@@ -215,12 +217,16 @@ func (s *Redis) decide(ctx context.Context, key string, cost int, limits []ratel
 		call.keys = append(call.keys, s.prefix+"{"+key+"}"+p.suffix)
 		call.args = append(call.args, p.args[:]...)
 	}
+	call.until = until
+	if dl, ok := ctx.Deadline(); ok && (until.IsZero() || dl.Before(until)) {
+		call.until = dl
+	}
 	if s.batch != nil {
 		if err := s.batch.do(ctx, call); err != nil {
 			return ratelimit.Decision{}, fmt.Errorf("ratelimit: redis: deciding key %q: %w", key, err)
 		}
 	} else {
-		call.line, call.err = call.script.Run(ctx, s.client, call.keys, call.args...).Text()
+		call.run(ctx, s.client)
 	}
 	line, err := call.line, call.err
 	call.release()
