@@ -44,9 +44,7 @@ func TestBatchIsolatesRequests(t *testing.T) {
 	client.HSet(ctx, redisKey(s, "bad", l), "x", "y")
 	client.Set(ctx, redisKey(s, "bad-two", two[1]), "not a hash", 0)
 
-	var mu sync.Mutex
-	passed := map[string]int{}
-	failed := map[string]int{}
+	var o outcomes
 	var wg sync.WaitGroup
 	for g := range 60 {
 		key := []string{"good", "bad", "other", "bad-two", "pair"}[g%5]
@@ -57,17 +55,12 @@ func TestBatchIsolatesRequests(t *testing.T) {
 			}
 			for range 5 {
 				d, err := s.Allow(ctx, key, 1, limits...)
-				mu.Lock()
-				if err != nil {
-					failed[key]++
-				} else if d.Allowed {
-					passed[key]++
-				}
-				mu.Unlock()
+				o.record(key, d, err)
 			}
 		})
 	}
 	wg.Wait()
+	passed, failed := o.passed, o.failed
 	want := map[string]int{"good": 10, "other": 10, "pair": 5}
 	for key, n := range want {
 		if passed[key] != n || failed[key] != 0 {
@@ -168,25 +161,19 @@ func TestBatchBadKeyHarmsNoNeighbour(t *testing.T) {
 	}
 	good := []string{"good", "new\nline", "\x00\xff", "E 1 2 3", "tab\tkey"}
 
-	var mu sync.Mutex
-	passed, failed := map[string]int{}, map[string]int{}
+	var o outcomes
 	var wg sync.WaitGroup
 	for g := range 48 {
 		key := append(good, bad...)[g%(len(good)+len(bad))]
 		wg.Go(func() {
 			for range 4 {
 				d, err := f.Allow(ctx, key, 1, l)
-				mu.Lock()
-				if err != nil {
-					failed[key]++
-				} else if d.Allowed {
-					passed[key]++
-				}
-				mu.Unlock()
+				o.record(key, d, err)
 			}
 		})
 	}
 	wg.Wait()
+	passed, failed := o.passed, o.failed
 	for _, key := range good {
 		if passed[key] != 10 || failed[key] != 0 {
 			t.Errorf("key %q: %d passed, %d failed; want 10 passed, none failed", key, passed[key], failed[key])
@@ -199,5 +186,24 @@ func TestBatchBadKeyHarmsNoNeighbour(t *testing.T) {
 	}
 	if !f.Healthy() || f.Stats().Failures != 0 || f.Stats().Local != 0 {
 		t.Errorf("a foreign key is not an outage: Healthy %v, %+v", f.Healthy(), f.Stats())
+	}
+}
+
+// outcomes counts, per key, the requests admitted and those that failed.
+type outcomes struct {
+	mu             sync.Mutex
+	passed, failed map[string]int
+}
+
+func (o *outcomes) record(key string, d ratelimit.Decision, err error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.passed == nil {
+		o.passed, o.failed = map[string]int{}, map[string]int{}
+	}
+	if err != nil {
+		o.failed[key]++
+	} else if d.Allowed {
+		o.passed[key]++
 	}
 }
