@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -13,14 +14,15 @@ import (
 // A decision is one request's part of a script run: its KEYS and ARGV,
 // and, once the run is over, its reply line or the run's error.
 type decision struct {
-	script *redis.Script // to run it alone
-	keys   []string
-	args   []any
-	line   string
-	err    error
-	done   chan struct{}   // receives once the line or error is set
-	until  time.Time       // when the caller stops waiting; zero: never
-	gone   <-chan struct{} // closed when the caller gives up; nil: never
+	script   *redis.Script // to run it alone
+	keys     []string
+	args     []any
+	deadline int64 // its ARGV entry, by reference
+	line     string
+	err      error
+	done     chan struct{}   // receives once the line or error is set
+	until    time.Time       // when the caller stops waiting; zero: never
+	gone     <-chan struct{} // closed when the caller gives up; nil: never
 }
 
 var decisions = sync.Pool{New: func() any {
@@ -34,7 +36,7 @@ func newDecision() *decision { return decisions.Get().(*decision) }
 func (d *decision) release() {
 	clear(d.keys)
 	clear(d.args)
-	d.keys, d.args, d.line, d.err, d.until, d.gone, d.script = d.keys[:0], d.args[:0], "", nil, time.Time{}, nil, nil
+	d.keys, d.args, d.deadline, d.line, d.err, d.until, d.gone, d.script = d.keys[:0], d.args[:0], 0, "", nil, time.Time{}, nil, nil
 	decisions.Put(d)
 }
 
@@ -57,13 +59,19 @@ type batcher struct {
 	queue []*decision
 }
 
-// run runs d alone through c, cut short at d.until.
+// run runs d alone through c, cut short at d.until. When d.until comes
+// before ctx's deadline, a caller who gives up once the run is under way
+// waits for it, until d.until at most: the request has gone, and
+// abandoning its answer would cost the connection.
 func (d *decision) run(ctx context.Context, c RedisClient) {
 	if !d.until.IsZero() {
 		if dl, ok := ctx.Deadline(); !ok || d.until.Before(dl) {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithDeadline(ctx, d.until)
-			defer cancel()
+			if d.err = ctx.Err(); d.err != nil {
+				return // not sent
+			}
+			rc := newRunCtx(ctx, d.until)
+			defer rc.release()
+			ctx = rc
 		}
 	}
 	d.line, d.err = d.script.Run(ctx, c, d.keys, d.args...).Text()
@@ -162,9 +170,9 @@ func (b *batcher) exec(batch []*decision) {
 		}
 	}
 	if !until.IsZero() {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, until)
-		defer cancel()
+		rc := newRunCtx(ctx, until)
+		defer rc.release()
+		ctx = rc
 	}
 	var keys []string
 	var args []any
@@ -185,4 +193,56 @@ func (b *batcher) exec(batch []*decision) {
 		}
 		d.done <- struct{}{}
 	}
+}
+
+// A runCtx is a context that ends at a deadline and carries its parent's
+// values but not its cancellation, for the runs the Fallback's budget
+// cuts short: one is reused for run after run, as long as none outlives
+// it, where context.WithDeadline would make a context, a channel and a
+// timer each time.
+type runCtx struct {
+	parent   context.Context // for its values
+	deadline time.Time
+	timer    *time.Timer
+	done     chan struct{} // closed when the deadline passes
+	expired  atomic.Bool
+}
+
+var runCtxs sync.Pool
+
+// newRunCtx returns a context with parent's values that ends at deadline.
+func newRunCtx(parent context.Context, deadline time.Time) *runCtx {
+	c, _ := runCtxs.Get().(*runCtx)
+	if c == nil {
+		c = &runCtx{parent: parent, deadline: deadline, done: make(chan struct{})}
+		c.timer = time.AfterFunc(time.Until(deadline), c.expire)
+		return c
+	}
+	c.parent, c.deadline = parent, deadline
+	c.timer.Reset(time.Until(deadline))
+	return c
+}
+
+func (c *runCtx) expire() {
+	c.expired.Store(true)
+	close(c.done)
+}
+
+// release ends the use of c; it is reused if its deadline has not passed.
+func (c *runCtx) release() {
+	if c.timer.Stop() {
+		c.parent = nil
+		runCtxs.Put(c)
+	}
+}
+
+func (c *runCtx) Deadline() (time.Time, bool) { return c.deadline, true }
+func (c *runCtx) Done() <-chan struct{}       { return c.done }
+func (c *runCtx) Value(key any) any           { return c.parent.Value(key) }
+
+func (c *runCtx) Err() error {
+	if c.expired.Load() {
+		return context.DeadlineExceeded
+	}
+	return nil
 }

@@ -217,9 +217,11 @@ func (f *Fallback) Allow(ctx context.Context, key string, cost int, limits ...ra
 					return d, err
 				}
 			}
-			d, err := f.redis.decide(ctx, key, cost, limits, cs, f.deadline(), time.Now().Add(f.budget))
+			t := time.Now()
+			now := f.clock.at(t)
+			d, err := f.redis.decide(ctx, key, cost, limits, cs, f.deadline(now), t.Add(f.budget))
 			if err == nil {
-				f.seen.put(key, cs, d.Results, f.clock.now(), int64(f.budget/time.Microsecond))
+				f.seen.put(key, cs, d.Results, now, int64(f.budget/time.Microsecond))
 				return d, nil
 			}
 			if !unavailable(ctx, err) {
@@ -373,7 +375,7 @@ func (f *Fallback) Reset(ctx context.Context, key string, limits ...ratelimit.Li
 			err := f.redis.Reset(rctx, key, limits...)
 			cancel()
 			if err == nil {
-				f.seen.forget(key)
+				f.seen.forget(key, cs)
 				return f.local.Reset(ctx, key, local...)
 			}
 			if !unavailable(ctx, err) {

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"hash/maphash"
 	"sync"
 	"time"
 
@@ -11,123 +12,112 @@ import (
 // Redis last said of each of their limits: how much was left, until when.
 // When Redis goes down, a key's first decision in process starts from it,
 // so that the outage does not hand out again what Redis had already
-// given. It holds at most max keys: a full shard drops, of a random sample
-// of its keys, those whose limits have all replenished, else one.
+// given.
+//
+// It holds at most maxStates states (64 at least), one per key and limit,
+// in two generations per shard: states go to the new one, and when it is
+// full, the old one is dropped whole and the new one becomes the old. So
+// a state is remembered at least until maxStates/64 others of its shard
+// (1/32 of all) have been recorded after it, and making room costs nothing
+// per state: no scan, whatever the traffic.
+//
+// A state is known by a 64-bit hash of its key and limit, seeded per
+// process: the maps hold no pointers, so the garbage collector skips them,
+// and each state takes 32 bytes. Two states sharing a hash (about one
+// chance in 10^7 with a million states, and not one a client can aim for)
+// would share their record.
 type lastSeen struct {
-	shards   [32]seenShard
-	perShard int
+	seed   maphash.Seed
+	shards [32]seenShard
+	perGen int // states per generation of a shard
 }
 
 type seenShard struct {
-	mu sync.Mutex
-	m  map[string]seenKey
+	mu       sync.Mutex
+	cur, old map[uint64]seenState
 }
 
-// maxSeenLimits bounds the limit states remembered per key.
-const maxSeenLimits = 4
-
-type seenKey struct {
-	n      int
-	limits [maxSeenLimits]seenLimit
-}
-
-type seenLimit struct {
-	c         *compiled
+type seenState struct {
 	remaining int64
 	at        int64 // when Redis said so, on the Fallback's clock (µs)
 	until     int64 // when the limit is full again
 }
 
-func newLastSeen(max int) *lastSeen {
-	return &lastSeen{perShard: (max + 31) / 32}
+func newLastSeen(maxStates int) *lastSeen {
+	return &lastSeen{seed: maphash.MakeSeed(), perGen: max(maxStates/64, 1)}
 }
 
-func (s *lastSeen) shard(key string) *seenShard {
-	return &s.shards[keyHash(key)%uint32(len(s.shards))]
+// find returns the hash and shard of key's state under c.
+func (s *lastSeen) find(key string, c *compiled) (uint64, *seenShard) {
+	// Limits with the same state suffix share their state.
+	h := maphash.String(s.seed, key) ^ maphash.String(s.seed, c.suffix)*0x9e3779b97f4a7c15
+	return h, &s.shards[h%uint64(len(s.shards))]
 }
 
-// put records Redis's answer for key under cs, made at now. Answers to
-// concurrent requests arrive in any order: within skew of each other,
-// the lowest remaining is kept.
+// put records Redis's answer for key under cs. Answers to concurrent
+// requests arrive in any order: within skew of each other, the lowest
+// remaining is kept. now is when the request was sent, and skew, the
+// Fallback's budget, also bounds its wait for the answer to two budgets at
+// worst (see batcher.do): the limit is held full again no earlier than
+// Redis said, counted from the latest the answer can have been made.
 func (s *lastSeen) put(key string, cs []*compiled, results []ratelimit.Result, now, skew int64) {
-	sh := s.shard(key)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	k, ok := sh.m[key]
-	if !ok {
-		if sh.m == nil {
-			sh.m = make(map[string]seenKey)
-		}
-		if len(sh.m) >= s.perShard {
-			sh.evict(now)
-		}
-	}
 	for i, c := range cs {
 		r := &results[i]
-		e := seenLimit{c: c, remaining: int64(r.Remaining), at: now, until: now + int64(r.ResetAfter/time.Microsecond)}
-		j := 0
-		for j < k.n && k.limits[j].c != c && k.limits[j].c.suffix != c.suffix {
-			j++
+		e := seenState{remaining: int64(r.Remaining), at: now, until: now + 2*skew + int64(r.ResetAfter/time.Microsecond)}
+		h, sh := s.find(key, c)
+		sh.mu.Lock()
+		last, ok := sh.cur[h]
+		if !ok {
+			if len(sh.cur) >= s.perGen || sh.cur == nil {
+				sh.old, sh.cur = sh.cur, make(map[uint64]seenState)
+			}
+			if last, ok = sh.old[h]; ok {
+				delete(sh.old, h)
+			}
 		}
-		switch {
-		case j == maxSeenLimits:
-			copy(k.limits[:], k.limits[1:]) // forget the oldest
-			j--
-		case j == k.n:
-			k.n++
-		case now-k.limits[j].at < skew:
-			e.remaining = min(e.remaining, k.limits[j].remaining)
+		if ok && now-last.at < skew {
+			e.remaining = min(e.remaining, last.remaining)
 		}
-		k.limits[j] = e
+		sh.cur[h] = e
+		sh.mu.Unlock()
 	}
-	sh.m[key] = k
 }
 
 // get returns what Redis last said of key under c, if the limit has not
 // replenished since.
 func (s *lastSeen) get(key string, c *compiled, now int64) (remaining int64, ok bool) {
-	sh := s.shard(key)
+	h, sh := s.find(key, c)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	k := sh.m[key]
-	for _, e := range k.limits[:k.n] {
-		if (e.c == c || e.c.suffix == c.suffix) && now < e.until {
-			return e.remaining, true
-		}
+	e, ok := sh.cur[h]
+	if !ok {
+		e, ok = sh.old[h]
 	}
-	return 0, false
+	if !ok || now >= e.until {
+		return 0, false
+	}
+	return e.remaining, true
 }
 
-// forget drops what is known of key, after a Reset.
-func (s *lastSeen) forget(key string) {
-	sh := s.shard(key)
-	sh.mu.Lock()
-	delete(sh.m, key)
-	sh.mu.Unlock()
+// forget drops what is known of key under cs.
+func (s *lastSeen) forget(key string, cs []*compiled) {
+	for _, c := range cs {
+		h, sh := s.find(key, c)
+		sh.mu.Lock()
+		delete(sh.cur, h)
+		delete(sh.old, h)
+		sh.mu.Unlock()
+	}
 }
 
-// evict makes room for a key: of a random sample of keys, those whose
-// limits have all replenished go, or, if none has, the first one seen. The
-// shard is locked.
-func (sh *seenShard) evict(now int64) {
-	seen, freed := 0, false
-	var first string
-	for key, k := range sh.m { // map order is random
-		live := false
-		for _, e := range k.limits[:k.n] {
-			live = live || now < e.until
-		}
-		if !live {
-			delete(sh.m, key)
-			freed = true
-		} else if seen == 0 {
-			first = key
-		}
-		if seen++; seen == evictSample {
-			break
-		}
+// len returns how many states are remembered.
+func (s *lastSeen) len() int {
+	n := 0
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		n += len(sh.cur) + len(sh.old)
+		sh.mu.Unlock()
 	}
-	if !freed {
-		delete(sh.m, first)
-	}
+	return n
 }

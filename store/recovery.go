@@ -126,7 +126,10 @@ func (f *Fallback) reconcile() error {
 				} else {
 					f.nCharged.Add(1)
 				}
-				f.seen.forget(key) // Redis's answers from before the outage are stale
+				for _, e := range p.limits {
+					// Redis's answers from before the outage are stale.
+					f.seen.forget(key, []*compiled{e.c})
+				}
 			}
 		}
 	}
@@ -144,7 +147,10 @@ type clock struct {
 	measuring atomic.Bool
 }
 
-func (c *clock) now() int64 { return int64(time.Since(c.start)/time.Microsecond) + 1 }
+func (c *clock) now() int64 { return c.at(time.Now()) }
+
+// at returns t on the clock.
+func (c *clock) at(t time.Time) int64 { return int64(t.Sub(c.start)/time.Microsecond) + 1 }
 
 // clockAge is how long a measure of Redis's clock is trusted.
 const clockAge = int64(time.Minute / time.Microsecond)
@@ -163,11 +169,12 @@ func (f *Fallback) measureClock(ctx context.Context, c RedisClient) error {
 }
 
 // deadline returns the time on Redis's clock after which a decision sent
-// now must not be made, because the caller will have decided it in
-// process: the budget from now, and a margin. It is 0 (none) until Redis's clock has
-// been read; it is read again, in the background, once a minute.
-func (f *Fallback) deadline() int64 {
-	now, at := f.clock.now(), f.clock.measured.Load()
+// at now (on f's clock) must not be made, because the caller will have
+// decided it in process: the budget from now, and a margin. It is 0
+// (none) until Redis's clock has been read; it is read again, in the
+// background, once a minute.
+func (f *Fallback) deadline(now int64) int64 {
+	at := f.clock.measured.Load()
 	if (at == 0 || now-at > clockAge) && f.clock.measuring.CompareAndSwap(false, true) {
 		f.mu.Lock()
 		if f.closed {

@@ -212,7 +212,8 @@ func (s *Redis) decide(ctx context.Context, key string, cost int, limits []ratel
 	if len(limits) == 1 {
 		call.script = s.single[limits[0].Algorithm]
 	}
-	call.args = append(call.args, len(limits), cost, deadline)
+	call.deadline = deadline // sent by reference: boxing it would allocate
+	call.args = append(call.args, len(limits), cost, &call.deadline)
 	for _, p := range cs {
 		call.keys = append(call.keys, s.prefix+"{"+key+"}"+p.suffix)
 		call.args = append(call.args, p.args[:]...)
