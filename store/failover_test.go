@@ -91,7 +91,7 @@ func checkFailover(t *testing.T, what string, run *failoverRun) {
 		t.Errorf("%d requests failed; the first: %v", n, run.firstErr.Load())
 	}
 	if len(ups) != 2 || ups[0] || !ups[1] {
-		t.Fatalf("health changes %v, want one down and one up", ups)
+		t.Fatalf("health changes %v, want one down and one up: %v (promoted at +%v)", ups, &run.health, run.promoted.Sub(at[0]).Round(time.Millisecond))
 	}
 	if back > 2*faultInterval {
 		t.Errorf("back on Redis %v after the promotion completed, want within two probe intervals (%v)", back, 2*faultInterval)

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -44,16 +45,34 @@ type faultRig struct {
 
 // transitions records a Fallback's changes of health, with their times.
 type transitions struct {
-	mu  sync.Mutex
-	ups []bool
-	at  []time.Time
+	mu   sync.Mutex
+	ups  []bool
+	at   []time.Time
+	errs []error // why each went down
 }
 
-func (h *transitions) hook(up bool, _ error) {
+func (h *transitions) hook(up bool, err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.ups = append(h.ups, up)
 	h.at = append(h.at, time.Now())
+	h.errs = append(h.errs, err)
+}
+
+// String lists the changes, with their times after the first and why
+// each down came, for a failing test to show.
+func (h *transitions) String() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var b strings.Builder
+	for i, up := range h.ups {
+		if up {
+			fmt.Fprintf(&b, "; up at +%v", h.at[i].Sub(h.at[0]).Round(time.Millisecond))
+		} else {
+			fmt.Fprintf(&b, "; down at +%v: %v", h.at[i].Sub(h.at[0]).Round(time.Millisecond), h.errs[i])
+		}
+	}
+	return strings.TrimPrefix(b.String(), "; ")
 }
 
 // get returns the changes so far: up or down, and when.
@@ -109,9 +128,15 @@ func (r *faultRig) load(ctx context.Context, workers int) []outcome {
 	var mu sync.Mutex
 	var out []outcome
 	var wg sync.WaitGroup
+	// A connection per worker, kept: with http.DefaultTransport's two idle
+	// connections per host, the other workers would open one per request,
+	// and tens of thousands of sockets waiting out TIME_WAIT make every
+	// dial slow, Redis's included.
+	transport := &http.Transport{MaxIdleConnsPerHost: workers}
+	defer transport.CloseIdleConnections()
 	for w := range workers {
 		wg.Go(func() {
-			client := &http.Client{Timeout: 10 * time.Second}
+			client := &http.Client{Timeout: 10 * time.Second, Transport: transport}
 			for ctx.Err() == nil {
 				o := r.get(client, fmt.Sprintf("worker-%d", w))
 				mu.Lock()

@@ -73,7 +73,7 @@ func TestFaultAnswersPingButCannotDecide(t *testing.T) {
 			t.Logf("%s for %v: %d requests, none failed; %d decided in process; health changes %v; back on Redis %v after the fault ended",
 				tt.name, length, len(out), r.fallback.Stats().Local, ups, back)
 			if len(ups) != 2 || ups[0] || !ups[1] {
-				t.Fatalf("health changes %v, want one down and one up", ups)
+				t.Fatalf("health changes %v, want one down and one up: %v (the fault ended at +%v)", ups, &r.health, ended.Sub(at[0]).Round(time.Millisecond))
 			}
 			if back > 2*faultInterval {
 				t.Errorf("back on Redis %v after the fault ended, want within two probe intervals (%v)", back, 2*faultInterval)
