@@ -37,6 +37,10 @@ var (
 	//go:embed probe.lua
 	Probe string
 
+	// Check names the commands Redis refuses the store; see check.lua.
+	//go:embed check.lua
+	Check string
+
 	//go:embed charge.lua
 	charge string
 )

@@ -1,5 +1,6 @@
 -- probe.lua: checks that Redis can decide now, with what decisions need:
--- a script run, TIME and a write with a TTL. A server that answers PING
+-- a script run, TIME and a write with a TTL, through commands decisions
+-- use too (so the store's ACL rule covers it). A server that answers PING
 -- but cannot decide (paused for writes, a read-only replica, out of
 -- memory) fails it.
 --
@@ -8,5 +9,6 @@
 -- Reply    TIME's reply: seconds and microseconds, as strings.
 
 local now = redis.call('TIME')
-redis.call('SET', KEYS[1], '1', 'PX', 60000)
+redis.call('INCRBY', KEYS[1], 1)
+redis.call('PEXPIRE', KEYS[1], 60000)
 return now

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/redis/go-redis/v9"
@@ -12,14 +13,23 @@ import (
 	"github.com/ratelimit-go/ratelimit/internal/clusterslot"
 )
 
-// Check reports whether Redis can decide now: it runs a small script
-// that reads TIME and writes a key with a TTL, as decisions do, so that a
-// server answering PING but refusing decisions (paused for writes, a
-// read-only replica, out of memory) fails it. On a Redis Cluster it first
-// reloads the client's map of the slots, and passes only when every
+// Check reports whether Redis can decide now, and if not, why. It runs
+// two small scripts. The first calls every command the store's scripts
+// call, in forms that change nothing, and returns a [ConfigError] naming
+// those the server or its ACL user refuses; it is sent with EVAL, and on
+// keys of several slots, which a Redis Cluster node refuses when reached
+// by a single server's client. The second reads TIME and writes a key
+// with a TTL, as decisions do, so that a server answering PING but
+// refusing decisions (paused for writes, a read-only replica, out of
+// memory) fails it; it is sent with EVALSHA. On a Redis Cluster, Check
+// first reloads the client's map of the slots, and passes only when every
 // master in it answers with the same map, covering every slot, the client
-// routes each range of slots to its master, and the script runs there
-// through the client: decisions then find Redis as the probe did.
+// routes each range of slots to its master, and both scripts run there
+// through the client: decisions then find Redis as the check did.
+//
+// Call it at startup: it fails where decisions would, with an error that
+// says what to fix, and never holds a password. The keys it writes are
+// under the store's prefix and expire within a minute.
 func (s *Redis) Check(ctx context.Context) error { return s.check(ctx, s.client) }
 
 // check is Check through c, the store's client or one made like it.
@@ -27,7 +37,73 @@ func (s *Redis) check(ctx context.Context, c RedisClient) error {
 	if cluster, ok := c.(*redis.ClusterClient); ok {
 		return s.checkCluster(ctx, cluster)
 	}
-	return s.probe.Run(ctx, c, []string{s.prefix + "{probe}"}).Err()
+	if err := s.diagnose(ctx, c, s.checkKeys()); err != nil {
+		return err
+	}
+	return misconfigured(s.probe.Run(ctx, c, []string{s.prefix + "{probe}"}).Err(), s.prefix, s.cluster)
+}
+
+// checkSlots are slots spread over the cluster's range: a single
+// server's check uses keys of all of them, so that a cluster node refuses
+// it whichever slots it serves.
+var checkSlots = []int{0, 5461, 10923, 16383}
+
+func (s *Redis) checkKeys() []string {
+	keys := make([]string, len(checkSlots))
+	for i, slot := range checkSlots {
+		keys[i] = s.checkKey(slot)
+	}
+	return keys
+}
+
+// checkKey is a key of slot that the check never writes.
+func (s *Redis) checkKey(slot int) string {
+	return s.prefix + "{" + clusterslot.Tag(slot) + "}:check"
+}
+
+// diagnose runs check.lua through c with EVAL and returns what it or
+// Redis refused, as ConfigErrors.
+func (s *Redis) diagnose(ctx context.Context, c RedisClient, keys []string) error {
+	args := make([]any, len(storeCommands))
+	for i, name := range storeCommands {
+		args[i] = name
+	}
+	refused, err := s.checker.Eval(ctx, c, keys, args...).Text()
+	if err != nil {
+		return misconfigured(err, s.prefix, s.cluster)
+	}
+	if refused == "" {
+		return nil
+	}
+	var denied, unknown []string
+	var errs []error
+	said := errors.New("check.lua: " + strings.ReplaceAll(refused, "\n", "; "))
+	for _, line := range strings.Split(refused, "\n") {
+		name, why, _ := strings.Cut(line, " ")
+		switch why {
+		case "denied":
+			denied = append(denied, name)
+		case "unknown":
+			unknown = append(unknown, name)
+		case "key":
+			errs = append(errs, &ConfigError{Problem: "the ACL user may not use the store's keys", Fix: "give it ~" + s.prefix + "*", Err: said})
+		}
+	}
+	if len(denied) > 0 {
+		errs = append(errs, &ConfigError{
+			Problem: "the ACL user may not run " + strings.Join(denied, ", "),
+			Fix:     "add +" + strings.Join(denied, " +") + " to its rule; the store needs the ACL rule " + ACLRule(s.prefix),
+			Err:     said,
+		})
+	}
+	if len(unknown) > 0 {
+		errs = append(errs, &ConfigError{
+			Problem: "Redis has renamed or disabled " + strings.Join(unknown, ", "),
+			Fix:     "the store needs EVAL, EVALSHA and " + strings.Join(storeCommands, ", "),
+			Err:     said,
+		})
+	}
+	return errors.Join(errs...)
 }
 
 // time returns Redis's clock in microseconds, read by the probe script
@@ -57,9 +133,12 @@ func (s *Redis) checkCluster(ctx context.Context, cluster *redis.ClusterClient) 
 		if err := routesTo(ctx, cluster, o.start, o.id); err != nil {
 			return fmt.Errorf("slots %d-%d: %w", o.start, o.end, err)
 		}
+		if err := s.diagnose(ctx, cluster, []string{s.checkKey(o.start)}); err != nil {
+			return err
+		}
 		key := s.prefix + "{" + clusterslot.Tag(o.start) + "}probe"
 		if err := s.probe.Run(ctx, cluster, []string{key}).Err(); err != nil {
-			return fmt.Errorf("slots %d-%d: %w", o.start, o.end, err)
+			return fmt.Errorf("slots %d-%d: %w", o.start, o.end, misconfigured(err, s.prefix, s.cluster))
 		}
 	}
 	return nil

@@ -2,10 +2,8 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,21 +23,23 @@ const (
 // fails or is slow, with an in-process [Memory] store, so that a Redis
 // outage never becomes an outage of the service.
 //
-// Each decision has a time budget (see [WithBudget]). When Redis errs or
-// overruns it, the request is decided in process, Redis is marked down, and
-// later requests skip it: they are decided in process at once. One
-// goroutine then checks Redis every probe interval (see
-// [WithProbeInterval] and [Redis.Check]) and, as soon as Redis can decide
-// and the client can lend connections for decisions, they go back to it. While Redis is
-// down, each instance enforces the limits on its own; [WithInstances]
-// divides them to keep the total near the limit. Decisions made in process
-// have Decision.Fallback set. A request costing more than a divided
-// limit's capacity is denied while Redis is down.
+// Each decision has a time budget (see [WithBudget]). When Redis is
+// unavailable (the network, a restart, a failover, a paused or full
+// server), is misconfigured (see [ConfigError]: logged at ERROR, with what
+// to fix), or overruns the budget, the request is decided in process,
+// Redis is marked down, and later requests skip it: they are decided in
+// process at once. One goroutine then checks Redis every probe interval
+// (see [WithProbeInterval] and [Redis.Check]) and, as soon as Redis can
+// decide and the client can lend connections for decisions, they go back
+// to it. While Redis is down, each instance enforces the limits on its
+// own; [WithInstances] divides them to keep the total near the limit.
+// Decisions made in process have Decision.Fallback set. A request costing
+// more than a divided limit's capacity is denied while Redis is down.
 //
-// Errors that are not about Redis being unavailable are returned, not
-// hidden: invalid input, a canceled request, a key holding a foreign value.
+// Errors about the request are returned, not hidden: invalid input, a
+// canceled request, a key holding a foreign value.
 //
-// Fallback is safe for concurrent use. Close stops its goroutine.
+// Fallback is safe for concurrent use. Close stops its goroutines.
 type Fallback struct {
 	redis     *Redis
 	local     *Memory
@@ -55,10 +55,12 @@ type Fallback struct {
 	stop        chan struct{} // closed to stop the prober; nil when none runs
 	wg          sync.WaitGroup
 	closed      bool
+	logged      map[string]time.Time // when each misconfiguration was last logged
 
 	scaled   shares
 	nLocal   atomic.Uint64
 	nFailed  atomic.Uint64
+	nConfig  atomic.Uint64
 	nRevived atomic.Uint64
 	nCharged atomic.Uint64
 	downAt   atomic.Int64 // unix ns when Redis was last marked down
@@ -163,7 +165,10 @@ func WithFallbackLogger(l *slog.Logger) FallbackOption {
 }
 
 // NewFallback returns a store that decides with r, and in process while r
-// is unavailable. r's client must honor context deadlines
+// is unavailable or misconfigured. It checks r once at once, in the
+// background (see [Redis.Check]), so that a misconfiguration only some
+// decisions would meet, such as a command a script calls only on a denial,
+// is found and logged now. r's client must honor context deadlines
 // (ContextTimeoutEnabled: true in go-redis's options), or the budget
 // could not cut a slow call short; NewFallback checks it for the clients
 // that expose their options.
@@ -186,6 +191,8 @@ func NewFallback(r *Redis, opts ...FallbackOption) (*Fallback, error) {
 		f.local, _ = NewMemory()
 	}
 	f.seen = newLastSeen(f.local.maxKeys())
+	f.wg.Add(1)
+	go f.checkAtStart()
 	return f, nil
 }
 
@@ -222,39 +229,26 @@ func (f *Fallback) Allow(ctx context.Context, key string, cost int, limits ...ra
 			d, err := f.redis.decide(ctx, key, cost, limits, cs, f.deadline(now), t.Add(f.budget))
 			if err == nil {
 				f.seen.put(key, cs, d.Results, now, int64(f.budget/time.Microsecond))
-				return d, nil
-			}
-			if !unavailable(ctx, err) {
+				if !f.down.Load() {
+					return d, nil
+				}
+				// Redis was marked down while this decision was under
+				// way (another overran the budget, or a check found
+				// Redis misconfigured): decisions in process may have
+				// started from a count older than this answer. So it
+				// is decided in process too, after the answer was
+				// recorded: what Redis admitted counts twice, which
+				// may deny early but never admits too many.
+			} else if faultOf(ctx, err) == noFault {
 				return d, err
+			} else {
+				f.fail(err)
 			}
-			f.nFailed.Add(1)
-			f.markDown(err)
 		}
 		if d, err, decided := f.allowLocally(ctx, key, cost, limits, cs, false); decided {
 			return d, err
 		}
 	}
-}
-
-// unavailable reports whether err means Redis could not decide, rather
-// than that the request was canceled or its key holds a foreign value.
-// Network errors and timeouts are outages; of the errors Redis itself
-// replies, only those saying it cannot serve now are.
-func unavailable(ctx context.Context, err error) bool {
-	if ctx.Err() != nil {
-		return false // the caller gave up; Redis may be fine
-	}
-	var reply redis.Error
-	if !errors.As(err, &reply) {
-		return true
-	}
-	msg := reply.Error()
-	for _, prefix := range []string{"LOADING", "READONLY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "BUSY", "OOM", "MISCONF", "NOREPLICAS", "ERR max number of clients"} {
-		if strings.HasPrefix(msg, prefix) {
-			return true
-		}
-	}
-	return false
 }
 
 // allowLocally decides in process, with the limits divided among the
@@ -378,11 +372,10 @@ func (f *Fallback) Reset(ctx context.Context, key string, limits ...ratelimit.Li
 				f.seen.forget(key, cs)
 				return f.local.Reset(ctx, key, local...)
 			}
-			if !unavailable(ctx, err) {
+			if faultOf(ctx, err) == noFault {
 				return err
 			}
-			f.nFailed.Add(1)
-			f.markDown(err)
+			f.fail(err)
 		}
 		sh := f.backlog.shard(key)
 		sh.mu.Lock()
@@ -477,15 +470,16 @@ func (f *Fallback) Healthy() bool { return !f.down.Load() }
 
 // FallbackStats counts a Fallback's events since it was made.
 type FallbackStats struct {
-	Local      uint64 // decisions made in process
-	Failures   uint64 // Redis calls that failed or overran the budget
-	Recoveries uint64 // times Redis came back
-	Reconciled uint64 // keys whose in-process resets and admissions were brought to Redis
+	Local         uint64 // decisions made in process
+	Failures      uint64 // Redis calls that failed or overran the budget
+	Misconfigured uint64 // of those, the ones that failed for a misconfiguration (see ConfigError)
+	Recoveries    uint64 // times Redis came back
+	Reconciled    uint64 // keys whose in-process resets and admissions were brought to Redis
 }
 
 // Stats returns the counts so far.
 func (f *Fallback) Stats() FallbackStats {
-	return FallbackStats{Local: f.nLocal.Load(), Failures: f.nFailed.Load(), Recoveries: f.nRevived.Load(), Reconciled: f.nCharged.Load()}
+	return FallbackStats{Local: f.nLocal.Load(), Failures: f.nFailed.Load(), Misconfigured: f.nConfig.Load(), Recoveries: f.nRevived.Load(), Reconciled: f.nCharged.Load()}
 }
 
 // Close stops the probing goroutine and waits for it. Decisions still

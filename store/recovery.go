@@ -12,12 +12,26 @@ import (
 // checks Redis every interval and, once Redis can decide, brings to it
 // what was decided in process (see backlog) and hands decisions back.
 
+// fail counts a Redis call that failed with err, an outage or a
+// misconfiguration, and sends decisions to memory.
+func (f *Fallback) fail(err error) {
+	f.nFailed.Add(1)
+	if faultOf(context.Background(), err) == misconfig {
+		f.nConfig.Add(1)
+	}
+	f.markDown(err)
+}
+
 func (f *Fallback) markDown(err error) {
 	if !f.down.CompareAndSwap(false, true) {
 		return
 	}
 	f.downAt.Store(time.Now().UnixNano())
-	f.logger.LogAttrs(context.Background(), slog.LevelWarn, "ratelimit: Redis unavailable; deciding in process until it answers", slog.String("error", err.Error()))
+	if faultOf(context.Background(), err) == misconfig {
+		f.logMisconfig(err)
+	} else {
+		f.logger.LogAttrs(context.Background(), slog.LevelWarn, "ratelimit: Redis unavailable; deciding in process until it answers", slog.String("error", err.Error()))
+	}
 	if f.hook != nil {
 		f.hook(false, err)
 	}
@@ -29,6 +43,67 @@ func (f *Fallback) markDown(err error) {
 	f.stop = make(chan struct{})
 	f.wg.Add(1)
 	go f.probe(f.stop)
+}
+
+// misconfigLogEvery is how often one misconfiguration is logged again
+// while it lasts.
+const misconfigLogEvery = time.Minute
+
+// maxLoggedProblems bounds the misconfigurations whose last log time is
+// kept.
+const maxLoggedProblems = 64
+
+// logMisconfig logs at ERROR each ConfigError in err: what is wrong and
+// how to fix it, at once the first time, then once every
+// misconfigLogEvery.
+func (f *Fallback) logMisconfig(err error) {
+	for _, ce := range configErrors(err) {
+		now := time.Now()
+		f.mu.Lock()
+		last, seen := f.logged[ce.Problem]
+		if seen && now.Sub(last) < misconfigLogEvery {
+			f.mu.Unlock()
+			continue
+		}
+		if f.logged == nil || len(f.logged) >= maxLoggedProblems {
+			f.logged = make(map[string]time.Time)
+		}
+		f.logged[ce.Problem] = now
+		f.mu.Unlock()
+		f.logger.LogAttrs(context.Background(), slog.LevelError, "ratelimit: Redis is misconfigured; deciding in process until it is fixed",
+			slog.String("problem", ce.Problem), slog.String("fix", ce.Fix), slog.String("error", ce.Err.Error()))
+	}
+}
+
+// configErrors returns the ConfigErrors in err's tree.
+func configErrors(err error) []*ConfigError {
+	if ce, ok := err.(*ConfigError); ok {
+		return []*ConfigError{ce}
+	}
+	switch e := err.(type) {
+	case interface{ Unwrap() error }:
+		return configErrors(e.Unwrap())
+	case interface{ Unwrap() []error }:
+		var all []*ConfigError
+		for _, err := range e.Unwrap() {
+			all = append(all, configErrors(err)...)
+		}
+		return all
+	}
+	return nil
+}
+
+// checkAtStart checks Redis once, as the prober does, and sends decisions
+// to memory if it is misconfigured.
+func (f *Fallback) checkAtStart() {
+	defer f.wg.Done()
+	ctx, cancel := context.WithTimeout(context.Background(), f.callTimeout())
+	defer cancel()
+	c, end := probeClient(f.redis.client)
+	defer end()
+	if err := f.redis.check(ctx, c); faultOf(context.Background(), err) == misconfig {
+		f.fail(err)
+	}
 }
 
 // probe checks Redis every interval until it can decide, brings the
@@ -53,6 +128,7 @@ func (f *Fallback) probe(stop chan struct{}) {
 		if err == nil {
 			err = f.redis.warm(ctx)
 		}
+		f.logMisconfig(err)
 		cancel()
 		if err == nil {
 			f.markUp()
@@ -115,10 +191,9 @@ func (f *Fallback) reconcile() error {
 				ctx, cancel := context.WithTimeout(context.Background(), f.callTimeout())
 				err := f.redis.chargeBacklog(ctx, key, p, offset)
 				cancel()
-				if err != nil && unavailable(context.Background(), err) {
+				if faultOf(context.Background(), err) != noFault {
 					f.backlog.putBack(map[string]*pendingKey{key: p})
-					f.nFailed.Add(1)
-					f.markDown(err)
+					f.fail(err)
 					return err
 				}
 				if err != nil {

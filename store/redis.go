@@ -47,14 +47,17 @@ type Redis struct {
 	prefix string
 	// single[a] decides a request with one limit of algorithm a; all
 	// decides any mix.
-	single [4]*redis.Script
-	all    *redis.Script
-	probe  *redis.Script // see Check
-	charge *redis.Script // see chargeBacklog
-	limits limitCache
-	denied *denyCache // nil when off
-	batch  *batcher   // nil when decisions run one by one
-	logger *slog.Logger
+	single  [4]*redis.Script
+	all     *redis.Script
+	probe   *redis.Script // see Check
+	checker *redis.Script // see Check
+	charge  *redis.Script // see chargeBacklog
+	limits  limitCache
+	denied  *denyCache // nil when off
+	batch   *batcher   // nil when decisions run one by one
+	logger  *slog.Logger
+	// cluster is set when the client follows MOVED and ASK replies.
+	cluster bool
 }
 
 var (
@@ -120,18 +123,20 @@ func NewRedis(client RedisClient, opts ...RedisOption) (*Redis, error) {
 		return nil, fmt.Errorf("%w: store.NewRedis: client is nil", ratelimit.ErrInvalid)
 	}
 	s := &Redis{
-		client: client,
-		prefix: DefaultPrefix,
-		all:    redis.NewScript(lua.Script(lua.FixedWindow, lua.SlidingLog, lua.SlidingWindow, lua.TokenBucket)),
-		probe:  redis.NewScript(lua.Probe),
-		charge: redis.NewScript(lua.Charge()),
-		denied: newDenyCache(DefaultDenyCacheSize),
-		logger: slog.Default(),
+		client:  client,
+		prefix:  DefaultPrefix,
+		all:     redis.NewScript(lua.Script(lua.FixedWindow, lua.SlidingLog, lua.SlidingWindow, lua.TokenBucket)),
+		probe:   redis.NewScript(lua.Probe),
+		checker: redis.NewScript(lua.Check),
+		charge:  redis.NewScript(lua.Charge()),
+		denied:  newDenyCache(DefaultDenyCacheSize),
+		logger:  slog.Default(),
 	}
 	s.single[ratelimit.FixedWindow] = redis.NewScript(lua.Script(lua.FixedWindow))
 	s.single[ratelimit.SlidingLog] = redis.NewScript(lua.Script(lua.SlidingLog))
 	s.single[ratelimit.SlidingWindow] = redis.NewScript(lua.Script(lua.SlidingWindow))
 	s.single[ratelimit.TokenBucket] = redis.NewScript(lua.Script(lua.TokenBucket))
+	_, s.cluster = client.(*redis.ClusterClient)
 	if _, single := client.(*redis.Client); single {
 		s.batch = &batcher{client: client, all: s.all, maxRuns: defaultRuns, maxBatch: DefaultMaxBatch}
 	}
@@ -224,7 +229,7 @@ func (s *Redis) decide(ctx context.Context, key string, cost int, limits []ratel
 	}
 	if s.batch != nil {
 		if err := s.batch.do(ctx, call); err != nil {
-			return ratelimit.Decision{}, fmt.Errorf("ratelimit: redis: deciding key %q: %w", key, err)
+			return ratelimit.Decision{}, fmt.Errorf("ratelimit: redis: deciding key %q: %w", key, misconfigured(err, s.prefix, s.cluster))
 		}
 	} else {
 		call.run(ctx, s.client)
@@ -238,7 +243,7 @@ func (s *Redis) decide(ctx context.Context, key string, cost int, limits []ratel
 		err = errLate
 	}
 	if err != nil {
-		return ratelimit.Decision{}, fmt.Errorf("ratelimit: redis: deciding key %q: %w", key, err)
+		return ratelimit.Decision{}, fmt.Errorf("ratelimit: redis: deciding key %q: %w", key, misconfigured(err, s.prefix, s.cluster))
 	}
 	d := ratelimit.Decision{Allowed: true, Results: make([]ratelimit.Result, len(limits))}
 	for i, l := range limits {
@@ -313,7 +318,7 @@ func (s *Redis) Reset(ctx context.Context, key string, limits ...ratelimit.Limit
 		s.denied.reset(key)
 	}
 	if err != nil {
-		return fmt.Errorf("ratelimit: redis: resetting key %q: %w", key, err)
+		return fmt.Errorf("ratelimit: redis: resetting key %q: %w", key, misconfigured(err, s.prefix, s.cluster))
 	}
 	return nil
 }

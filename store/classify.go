@@ -1,0 +1,151 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// What an error from Redis means. An outage passes: the network, a
+// restart, a failover, a paused or full server. A misconfiguration does
+// not: Redis refuses the store's user, commands or keys, or the client
+// talks to a server it cannot use; waiting changes nothing, someone must
+// fix the setup. Anything else is about one request (a key holding a
+// foreign value) or its caller (canceled), and is returned as it is.
+
+// A ConfigError reports that Redis will not decide until its setup or the
+// client's changes: Problem says what is wrong, Fix what to change. A
+// [Fallback] decides in process meanwhile, as in an outage, and logs it
+// at ERROR; without one, the error reaches the middleware's error handler.
+// Neither field holds a password or a key.
+type ConfigError struct {
+	Problem string
+	Fix     string
+	Err     error // what Redis or the client said
+}
+
+func (e *ConfigError) Error() string {
+	return "ratelimit: redis is misconfigured: " + e.Problem + "; " + e.Fix + " (" + e.Err.Error() + ")"
+}
+
+func (e *ConfigError) Unwrap() error { return e.Err }
+
+// storeCommands are the commands the store's scripts call, in lower case;
+// it also needs EVAL and EVALSHA to run them.
+var storeCommands = []string{
+	"ping", "time", "del", "get", "pttl", "pexpire", "incrby", "decrby",
+	"zadd", "zcard", "zcount", "zrange", "zrangebyscore", "zremrangebyscore",
+	"hdel", "hgetall", "hincrby", "hmget", "hset",
+}
+
+// ACLRule returns the Redis ACL rule that allows an ACL user what a store
+// with the given key prefix needs, and nothing else: its keys, EVAL and
+// EVALSHA, and the commands its scripts call. For example,
+//
+//	ACL SETUSER ratelimit on >password <ACLRule("rl:")>
+//
+// A Redis Cluster client also needs +cluster|slots, to learn which node
+// holds which keys.
+func ACLRule(prefix string) string {
+	var b strings.Builder
+	b.WriteString("~" + prefix + "* resetchannels -@all +eval +evalsha")
+	for _, c := range storeCommands {
+		b.WriteString(" +" + c)
+	}
+	return b.String()
+}
+
+// fault is what an error means to the Fallback.
+type fault int
+
+const (
+	noFault   fault = iota // the request's own error, or none
+	outage                 // Redis cannot decide now
+	misconfig              // Redis will not decide until its setup changes
+)
+
+// faultOf classifies err, returned for a request whose context is ctx.
+func faultOf(ctx context.Context, err error) fault {
+	switch {
+	case err == nil:
+		return noFault
+	case errors.As(err, new(*ConfigError)):
+		return misconfig
+	case ctx.Err() != nil:
+		return noFault // the caller gave up; Redis may be fine
+	}
+	var reply redis.Error
+	if !errors.As(err, &reply) {
+		return outage // the network, a timeout, a closed client
+	}
+	msg := reply.Error()
+	for _, prefix := range []string{"LOADING", "READONLY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "BUSY", "OOM", "MISCONF", "NOREPLICAS", "ERR max number of clients", "MOVED", "ASK"} {
+		if strings.HasPrefix(msg, prefix) {
+			return outage // MOVED and ASK reach here only through a cluster client, which follows them
+		}
+	}
+	return noFault
+}
+
+// misconfigured returns err as a *ConfigError if it says Redis refuses the
+// store's setup: auth, ACL, a disabled command, a cluster node reached by
+// a single server's client. prefix is the store's key prefix.
+func misconfigured(err error, prefix string, cluster bool) error {
+	var reply redis.Error
+	if err == nil || !errors.As(err, &reply) {
+		return err
+	}
+	msg := reply.Error()
+	rule := "the store needs the ACL rule " + ACLRule(prefix)
+	ce := &ConfigError{Err: err}
+	switch {
+	case strings.HasPrefix(msg, "NOAUTH"):
+		ce.Problem = "Redis requires a password and the client gave none"
+		ce.Fix = "give the client's Password (and Username for an ACL user)"
+	case strings.HasPrefix(msg, "WRONGPASS"):
+		ce.Problem = "Redis rejected the client's username or password"
+		ce.Fix = "check the client's Username and Password: was the password rotated?"
+	case strings.HasPrefix(msg, "NOPERM") && strings.Contains(msg, "key"):
+		ce.Problem = "the ACL user may not use the store's keys"
+		ce.Fix = "give it ~" + prefix + "*"
+	case strings.HasPrefix(msg, "NOPERM"):
+		ce.Problem = "the ACL user may not run a command the store needs"
+		if name, ok := quoted(msg); ok {
+			ce.Problem = "the ACL user may not run " + strings.ToLower(name)
+			ce.Fix = "add +" + strings.ToLower(name) + " to its rule; " + rule
+		} else {
+			ce.Fix = rule
+		}
+	case strings.Contains(msg, "can't run this command"), strings.Contains(msg, "has no permissions"):
+		ce.Problem = "the ACL user may not run a command the store's scripts call"
+		ce.Fix = rule + " (Redis.Check names the command)"
+	case strings.Contains(msg, "can't access") && strings.Contains(msg, "key"):
+		ce.Problem = "the ACL user may not use the store's keys"
+		ce.Fix = "give it ~" + prefix + "*"
+	case strings.HasPrefix(msg, "ERR unknown command"):
+		name, _ := quoted(msg)
+		ce.Problem = "Redis has renamed or disabled " + strings.ToLower(name)
+		ce.Fix = "the store needs EVAL, EVALSHA and " + strings.Join(storeCommands, ", ")
+	case strings.Contains(msg, "Unknown Redis command called from script"):
+		ce.Problem = "Redis has renamed or disabled a command the store's scripts call"
+		ce.Fix = "the store needs EVAL, EVALSHA and " + strings.Join(storeCommands, ", ") + " (Redis.Check names the command)"
+	case !cluster && (strings.HasPrefix(msg, "MOVED") || strings.HasPrefix(msg, "ASK") || strings.HasPrefix(msg, "CROSSSLOT")):
+		ce.Problem = "this server is a Redis Cluster node, reached by a single server's client"
+		ce.Fix = "use a cluster client (redis.NewClusterClient)"
+	default:
+		return err
+	}
+	return ce
+}
+
+// quoted returns the first text between single quotes in msg.
+func quoted(msg string) (string, bool) {
+	_, rest, ok := strings.Cut(msg, "'")
+	if !ok {
+		return "", false
+	}
+	name, _, ok := strings.Cut(rest, "'")
+	return name, ok && name != ""
+}

@@ -1,0 +1,339 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/internal/redistest"
+	"github.com/ratelimit-go/ratelimit/store/storetest"
+)
+
+// aclClient makes an ACL user on srv with rule and returns a client logged
+// in as it.
+func aclClient(t *testing.T, srv *redistest.Server, user, rule string) *redis.Client {
+	t.Helper()
+	setACL(t, srv, user, "pw-"+user, rule)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr, Username: user, Password: "pw-" + user, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// setACL (re)defines user on srv with password and rule.
+func setACL(t *testing.T, srv *redistest.Server, user, password, rule string) {
+	t.Helper()
+	args := []any{"ACL", "SETUSER", user, "reset", "on", ">" + password}
+	for _, r := range strings.Fields(rule) {
+		args = append(args, r)
+	}
+	if err := newClient(t, srv.Addr).Do(context.Background(), args...).Err(); err != nil {
+		t.Fatalf("ACL SETUSER %s: %v", user, err)
+	}
+}
+
+// TestStoreCommandsAreTheScripts: the commands the ACL rule grants are
+// those the scripts call, and PING.
+func TestStoreCommandsAreTheScripts(t *testing.T) {
+	files, err := filepath.Glob("../lua/*.lua")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no scripts: %v", err)
+	}
+	called := map[string]bool{"ping": true}
+	re := regexp.MustCompile(`redis\.p?call\('([A-Za-z]+)'`)
+	for _, f := range files {
+		if filepath.Base(f) == "check.lua" {
+			continue // it calls what it is given
+		}
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range re.FindAllStringSubmatch(string(src), -1) {
+			called[strings.ToLower(m[1])] = true
+		}
+	}
+	var want []string
+	for c := range called {
+		want = append(want, c)
+	}
+	slices.Sort(want)
+	got := slices.Sorted(slices.Values(storeCommands))
+	if !slices.Equal(got, want) {
+		t.Errorf("storeCommands = %v, the scripts call %v", got, want)
+	}
+}
+
+// TestACLRuleConformance runs the conformance suite as an ACL user that
+// has exactly ACLRule, on the bare store and through a Fallback. It takes
+// two minutes of waiting for windows to pass, so it is one of the long
+// tests.
+func TestACLRuleConformance(t *testing.T) {
+	redistest.RequireFaults(t)
+	srv := redistest.Shared(t)
+	var users atomic.Int64
+	for _, wrapped := range []bool{false, true} {
+		t.Run(fmt.Sprintf("fallback=%v", wrapped), func(t *testing.T) {
+			t.Parallel()
+			storetest.Run(t, storetest.Harness{New: func(t *testing.T, n int) ([]ratelimit.Store, storetest.Clock) {
+				prefix := uniquePrefix()
+				client := aclClient(t, srv, fmt.Sprintf("acl%d", users.Add(1)), ACLRule(prefix))
+				stores := make([]ratelimit.Store, n)
+				for i := range stores {
+					r := newStore(t, client, WithPrefix(prefix), WithRedisLogger(quietLogger))
+					if err := r.Check(context.Background()); err != nil {
+						t.Fatalf("Check with the rule: %v", err)
+					}
+					stores[i] = r
+					if wrapped {
+						f, err := NewFallback(r, WithBudget(time.Second), WithFallbackLogger(quietLogger))
+						if err != nil {
+							t.Fatal(err)
+						}
+						t.Cleanup(func() { f.Close() })
+						stores[i] = f
+					}
+				}
+				return stores, realClock{}
+			}})
+		})
+	}
+}
+
+// everyAlgorithm is one limit of each algorithm: requests under them run
+// every command the decisions call.
+var everyAlgorithm = []ratelimit.Limit{
+	ratelimit.PerHour(10).Using(ratelimit.FixedWindow),
+	ratelimit.PerHour(10).Using(ratelimit.SlidingLog),
+	ratelimit.PerHour(10).Using(ratelimit.SlidingWindow),
+	ratelimit.PerHour(10).Using(ratelimit.TokenBucket),
+}
+
+// TestCheckNamesEachMissingCommand removes each command of ACLRule in
+// turn: Check names it; the bare store returns a ConfigError when a
+// decision needs it; and under load through a Fallback, no request beyond
+// the limit is admitted while an ERROR names the command.
+func TestCheckNamesEachMissingCommand(t *testing.T) {
+	srv := redistest.Require(t)
+	admin := newClient(t, srv.Addr)
+	for _, missing := range append([]string{"eval", "evalsha"}, storeCommands...) {
+		t.Run(missing, func(t *testing.T) {
+			ctx := context.Background()
+			prefix := uniquePrefix()
+			rule := strings.Replace(ACLRule(prefix)+" ", " +"+missing+" ", " ", 1)
+			if rule == ACLRule(prefix)+" " {
+				t.Fatalf("%s is not in the rule", missing)
+			}
+			client := aclClient(t, srv, "no-"+missing, rule)
+			var logs syncBuffer
+			logger := slog.New(slog.NewTextHandler(&logs, nil))
+			r := newStore(t, client, WithPrefix(prefix), WithRedisLogger(logger))
+
+			err := r.Check(ctx)
+			var ce *ConfigError
+			if !errors.As(err, &ce) || !strings.Contains(err.Error(), missing) {
+				t.Fatalf("Check: got %v, want a ConfigError naming %s", err, missing)
+			}
+			t.Logf("Check: %v", err)
+
+			// Decisions use EVALSHA, and EVAL only once Redis has lost
+			// the script. Some commands run only on some paths (a denial,
+			// old state to tidy): the bare store meets the fault when a
+			// decision takes such a path, and says so then.
+			if missing == "eval" {
+				if err := admin.ScriptFlush(ctx).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var bareErr error
+			for range 30 {
+				if _, bareErr = r.Allow(ctx, "bare", 1, everyAlgorithm...); bareErr != nil {
+					break
+				}
+			}
+			if bareErr != nil && !errors.As(bareErr, &ce) {
+				t.Fatalf("the bare store: got %v, want a ConfigError", bareErr)
+			}
+
+			f, err := NewFallback(r, WithBudget(time.Second), WithProbeInterval(20*time.Millisecond), WithFallbackLogger(logger))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			var admitted atomic.Int64
+			var wg sync.WaitGroup
+			for range 4 {
+				wg.Go(func() {
+					for range 10 {
+						d, err := f.Allow(ctx, "k", 1, everyAlgorithm...)
+						if err != nil {
+							t.Errorf("through the Fallback: %v", err)
+							return
+						}
+						if d.Allowed {
+							admitted.Add(1)
+						}
+					}
+				})
+			}
+			wg.Wait()
+			// Requests Redis admitted while the Fallback went down count
+			// twice: at most the limit, maybe fewer.
+			if got := admitted.Load(); got > 10 || got < 5 {
+				t.Errorf("admitted %d of 40 under a limit of 10", got)
+			}
+			named := regexp.MustCompile(`level=ERROR .*problem="the ACL user may not run [a-z, ]*\b` + missing + `\b`)
+			waitFor(t, "an ERROR naming "+missing, func() bool { return named.MatchString(logs.String()) })
+			if f.Healthy() || f.Stats().Misconfigured == 0 {
+				t.Errorf("Healthy %v, %+v: want down for a misconfiguration", f.Healthy(), f.Stats())
+			}
+		})
+	}
+}
+
+// load decides limits for key from 4 goroutines, 5 ms apart, until stop
+// is closed, and returns how many were admitted and how many were decided
+// on Redis, once stopped.
+func load(t *testing.T, s ratelimit.Store, key string, limits []ratelimit.Limit, stop <-chan struct{}) (wait func() (admitted, onRedis int64)) {
+	var admitted, onRedis atomic.Int64
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				case <-time.After(5 * time.Millisecond):
+				}
+				d, err := s.Allow(context.Background(), key, 1, limits...)
+				if err != nil {
+					t.Errorf("a request failed: %v", err)
+					return
+				}
+				if d.Allowed {
+					admitted.Add(1)
+				}
+				if !d.Fallback {
+					onRedis.Add(1)
+				}
+			}
+		})
+	}
+	return func() (int64, int64) {
+		wg.Wait()
+		return admitted.Load(), onRedis.Load()
+	}
+}
+
+// TestFaultPasswordRotated rotates the store's ACL password under load,
+// and kills its connections: decisions go to memory and the limit holds,
+// an ERROR says the password was rejected, and once the password is fixed
+// decisions go back to Redis.
+func TestFaultPasswordRotated(t *testing.T) {
+	redistest.RequireFaults(t)
+	srv := redistest.Require(t)
+	ctx := context.Background()
+	prefix := uniquePrefix()
+	client := aclClient(t, srv, "rotated", ACLRule(prefix))
+	var logs syncBuffer
+	logger := slog.New(slog.NewTextHandler(&logs, nil))
+	f, err := NewFallback(newStore(t, client, WithPrefix(prefix), WithRedisLogger(logger)),
+		WithBudget(faultBudget), WithProbeInterval(faultInterval), WithFallbackLogger(logger))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	// Requests over the limit are denied by the deny cache, without
+	// Redis: a key under a high limit keeps the store calling Redis.
+	stop := make(chan struct{})
+	wait := load(t, f, "k", everyAlgorithm, stop)
+	waitBusy := load(t, f, "busy", []ratelimit.Limit{ratelimit.PerHour(1_000_000)}, stop)
+	time.Sleep(200 * time.Millisecond)
+
+	setACL(t, srv, "rotated", "a-new-password", ACLRule(prefix))
+	if err := newClient(t, srv.Addr).Do(ctx, "CLIENT", "KILL", "USER", "rotated").Err(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { t.Logf("logs:\n%s\n%+v", logs.String(), f.Stats()) }()
+	waitFor(t, "an ERROR saying the password was rejected", func() bool {
+		return regexp.MustCompile(`level=ERROR .*problem="Redis rejected the client's username or password"`).MatchString(logs.String())
+	})
+	if f.Healthy() {
+		t.Error("healthy with the password rejected")
+	}
+	setACL(t, srv, "rotated", "pw-rotated", ACLRule(prefix))
+	waitFor(t, "decisions back on Redis", f.Healthy)
+	close(stop)
+	admitted, onRedis := wait()
+	waitBusy()
+	if admitted > 10 || admitted == 0 {
+		t.Errorf("admitted %d under a limit of 10", admitted)
+	}
+	if st := f.Stats(); st.Local == 0 || st.Recoveries == 0 || onRedis == 0 {
+		t.Errorf("%+v, %d on Redis: want decisions in memory, then a recovery", st, onRedis)
+	}
+	if strings.Contains(logs.String(), "a-new-password") || strings.Contains(logs.String(), "pw-rotated") {
+		t.Errorf("a password was logged:\n%s", logs.String())
+	}
+}
+
+// TestFaultClusterNodeThroughSingleClient points a single server's client
+// at a node of a 3-master cluster: Check says to use a cluster client, the
+// bare store says so when a key is elsewhere, and through a Fallback the
+// limits hold while an ERROR says so too.
+func TestFaultClusterNodeThroughSingleClient(t *testing.T) {
+	redistest.RequireFaults(t)
+	cluster := redistest.RequireCluster(t, 3)
+	client := redis.NewClient(&redis.Options{Addr: cluster.Addrs()[0], ContextTimeoutEnabled: true})
+	t.Cleanup(func() { client.Close() })
+	var logs syncBuffer
+	logger := slog.New(slog.NewTextHandler(&logs, nil))
+	r := newStore(t, client, WithPrefix(uniquePrefix()), WithRedisLogger(logger))
+	ctx := context.Background()
+	err := r.Check(ctx)
+	var ce *ConfigError
+	if !errors.As(err, &ce) || !strings.Contains(ce.Problem, "Redis Cluster node") {
+		t.Fatalf("Check: got %v, want a ConfigError saying this is a cluster node", err)
+	}
+	t.Logf("Check: %v", err)
+	var bareErr error
+	for i := 0; i < 20 && bareErr == nil; i++ { // some key is on another node
+		_, bareErr = r.Allow(ctx, fmt.Sprintf("bare%d", i), 1, everyAlgorithm...)
+	}
+	if !errors.As(bareErr, &ce) || !strings.Contains(ce.Problem, "Redis Cluster node") {
+		t.Fatalf("the bare store: got %v, want a ConfigError saying this is a cluster node", bareErr)
+	}
+
+	f, err := NewFallback(r, WithBudget(time.Second), WithProbeInterval(faultInterval), WithFallbackLogger(logger))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for i := range 5 {
+		stop := make(chan struct{})
+		wait := load(t, f, fmt.Sprintf("k%d", i), everyAlgorithm, stop)
+		time.Sleep(100 * time.Millisecond)
+		close(stop)
+		if admitted, _ := wait(); admitted > 10 || admitted == 0 {
+			t.Errorf("key %d: admitted %d under a limit of 10", i, admitted)
+		}
+	}
+	waitFor(t, "an ERROR saying to use a cluster client", func() bool {
+		return regexp.MustCompile(`level=ERROR .*problem="this server is a Redis Cluster node`).MatchString(logs.String())
+	})
+	if f.Healthy() {
+		t.Error("healthy on a cluster node through a single server's client")
+	}
+}
