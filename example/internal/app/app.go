@@ -109,6 +109,16 @@ func New(c Config) (*App, error) {
 	}
 	var s ratelimit.Store = redisStore
 	if a.mini == nil {
+		// Refuse to start on a Redis that would refuse the limiter: an
+		// ACL user missing a command, a cluster node behind a single
+		// server's client. The error says what to fix.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err := redisStore.Check(ctx)
+		cancel()
+		if err != nil {
+			a.Close()
+			return nil, err
+		}
 		// A real Redis can fail: decide in process meanwhile.
 		f, err := store.NewFallback(redisStore)
 		if err != nil {
