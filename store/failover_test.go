@@ -102,7 +102,7 @@ func checkFailover(t *testing.T, what string, run *failoverRun) {
 // tests' budget and probe interval, recording health changes in run.
 func newFailoverFallback(t *testing.T, client RedisClient, run *failoverRun) *Fallback {
 	t.Helper()
-	f, err := NewFallback(newStore(t, client), WithBudget(faultBudget), WithProbeInterval(faultInterval),
+	f, err := NewFallback(newStore(t, client), WithBudget(steadyBudget), WithProbeInterval(faultInterval),
 		WithFallbackLogger(quietLogger), WithHealthHook(run.health.hook))
 	if err != nil {
 		t.Fatal(err)

@@ -337,3 +337,54 @@ func TestFaultClusterNodeThroughSingleClient(t *testing.T) {
 		t.Error("healthy on a cluster node through a single server's client")
 	}
 }
+
+// TestFaultOf classifies errors as Redis and its clients word them: Redis
+// 7 and later, inside scripts and out.
+func TestFaultOf(t *testing.T) {
+	canceled, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, tt := range []struct {
+		err     error
+		cluster bool
+		ctx     context.Context
+		want    fault
+		problem string // of the ConfigError, when misconfig
+	}{
+		{err: nil, want: noFault},
+		{err: errors.New("dial tcp 127.0.0.1:1: connect: connection refused"), want: outage},
+		{err: context.DeadlineExceeded, want: outage},
+		{err: context.Canceled, ctx: canceled, want: noFault},
+		{err: scriptError("LOADING Redis is loading the dataset in memory"), want: outage},
+		{err: scriptError("READONLY You can't write against a read only replica."), want: outage},
+		{err: scriptError("OOM command not allowed when used memory > 'maxmemory'."), want: outage},
+		{err: scriptError("MOVED 3999 127.0.0.1:6381"), cluster: true, want: outage},
+		{err: scriptError("WRONGTYPE Operation against a key holding the wrong kind of value"), want: noFault},
+		{err: scriptError("MOVED 3999 127.0.0.1:6381"), want: misconfig, problem: "Redis Cluster node"},
+		{err: scriptError("CROSSSLOT Keys in request don't hash to the same slot"), want: misconfig, problem: "Redis Cluster node"},
+		{err: scriptError("NOAUTH Authentication required."), want: misconfig, problem: "requires a password"},
+		{err: scriptError("WRONGPASS invalid username-password pair or user is disabled."), want: misconfig, problem: "rejected the client's username or password"},
+		{err: scriptError("NOPERM this user has no permissions to run the 'evalsha' command"), want: misconfig, problem: "may not run evalsha"},
+		{err: scriptError("NOPERM User u has no permissions to run the 'time' command"), want: misconfig, problem: "may not run time"},
+		{err: scriptError("NOPERM this user has no permissions to access one of the keys used as arguments"), want: misconfig, problem: "may not use the store's keys"},
+		{err: scriptError("ERR The user executing the script can't run this command or subcommand script: 802b49d9, on @user_script:147."), want: misconfig, problem: "a command the store's scripts call"},
+		{err: scriptError("ERR unknown command 'EVALSHA', with args beginning with: "), want: misconfig, problem: "renamed or disabled evalsha"},
+		{err: scriptError("ERR Unknown Redis command called from script script: 104ae65d, on @user_script:1."), want: misconfig, problem: "a command the store's scripts call"},
+	} {
+		ctx := tt.ctx
+		if ctx == nil {
+			ctx = context.Background()
+		}
+		err := misconfigured(tt.err, "rl:", tt.cluster)
+		wrapped := err
+		if err != nil {
+			wrapped = fmt.Errorf("ratelimit: redis: deciding: %w", err)
+		}
+		if got := faultOf(ctx, wrapped); got != tt.want {
+			t.Errorf("%v (cluster %v): got fault %d, want %d", tt.err, tt.cluster, got, tt.want)
+		}
+		var ce *ConfigError
+		if errors.As(err, &ce) != (tt.problem != "") || ce != nil && !strings.Contains(ce.Problem, tt.problem) {
+			t.Errorf("%v: got %v, want a ConfigError saying %q", tt.err, err, tt.problem)
+		}
+	}
+}

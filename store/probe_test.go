@@ -50,7 +50,7 @@ func TestFaultAnswersPingButCannotDecide(t *testing.T) {
 		}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			r := newFaultRig(t, true, lots())
+			r := newFaultRigWith(t, redis.Options{}, true, steadyBudget, lots())
 			var ended time.Time
 			out := r.during(t, 3500*time.Millisecond, time.Second, func() {
 				tt.start(t, r)
