@@ -98,7 +98,7 @@ func misconfigured(err error, prefix string, cluster bool) error {
 		return err
 	}
 	msg := reply.Error()
-	rule := "the store needs the ACL rule " + ACLRule(prefix)
+	rule := func() string { return "the store needs the ACL rule " + ACLRule(prefix) }
 	ce := &ConfigError{Err: err}
 	switch {
 	case strings.HasPrefix(msg, "NOAUTH"):
@@ -114,13 +114,13 @@ func misconfigured(err error, prefix string, cluster bool) error {
 		ce.Problem = "the ACL user may not run a command the store needs"
 		if name, ok := quoted(msg); ok {
 			ce.Problem = "the ACL user may not run " + strings.ToLower(name)
-			ce.Fix = "add +" + strings.ToLower(name) + " to its rule; " + rule
+			ce.Fix = "add +" + strings.ToLower(name) + " to its rule; " + rule()
 		} else {
-			ce.Fix = rule
+			ce.Fix = rule()
 		}
 	case strings.Contains(msg, "can't run this command"), strings.Contains(msg, "has no permissions"):
 		ce.Problem = "the ACL user may not run a command the store's scripts call"
-		ce.Fix = rule + " (Redis.Check names the command)"
+		ce.Fix = rule() + " (Redis.Check names the command)"
 	case strings.Contains(msg, "can't access") && strings.Contains(msg, "key"):
 		ce.Problem = "the ACL user may not use the store's keys"
 		ce.Fix = "give it ~" + prefix + "*"
