@@ -56,7 +56,7 @@ algorithms.f = function(phase, key, cost, quota, window, _, now, ttl, reset)
     if v then
       count = tonumber(v)
       if not count then
-        error('ratelimit: key ' .. key .. ' does not hold a fixed-window counter')
+        error('ratelimit: the key of a fixed-window limit does not hold its counter')
       end
       ttl = redis.call('PTTL', key)
       reset = fixed_window_reset(ttl, window)

@@ -38,7 +38,7 @@ algorithms.s = function(phase, key, cost, quota, width, slots, now, stale, newes
     for i = 1, #fields, 2 do
       local slot, count = tonumber(fields[i]), tonumber(fields[i + 1])
       if not slot or not count then
-        error('ratelimit: key ' .. key .. ' does not hold a sliding-window counter')
+        error('ratelimit: the key of a sliding-window limit does not hold its counter')
       end
       if slot >= first then
         sum = sum + count

@@ -19,7 +19,7 @@ local function token_bucket_at(key, capacity, rate, t)
   end
   local level, last = tonumber(v[1]), tonumber(v[2])
   if not level or not last then
-    error('ratelimit: key ' .. key .. ' does not hold a token bucket')
+    error('ratelimit: the key of a token-bucket limit does not hold its bucket')
   end
   if t > last then
     if (t - last) * rate < capacity - level then

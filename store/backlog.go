@@ -209,7 +209,7 @@ func (s *Redis) chargeBacklog(ctx context.Context, key string, p *pendingKey, of
 		s.denied.reset(key)
 	}
 	if err != nil {
-		return fmt.Errorf("ratelimit: redis: bringing to Redis what was decided in process for key %q: %w", key, misconfigured(err, s.prefix, s.cluster))
+		return fmt.Errorf("ratelimit: redis: bringing to Redis what was decided in process for %s: %w", keyRef(key, nil), misconfigured(err, s.prefix, s.cluster))
 	}
 	return nil
 }

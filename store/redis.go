@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -229,7 +231,7 @@ func (s *Redis) decide(ctx context.Context, key string, cost int, limits []ratel
 	}
 	if s.batch != nil {
 		if err := s.batch.do(ctx, call); err != nil {
-			return ratelimit.Decision{}, fmt.Errorf("ratelimit: redis: deciding key %q: %w", key, misconfigured(err, s.prefix, s.cluster))
+			return ratelimit.Decision{}, fmt.Errorf("ratelimit: redis: deciding %s: %w", keyRef(key, limits), misconfigured(err, s.prefix, s.cluster))
 		}
 	} else {
 		call.run(ctx, s.client)
@@ -243,13 +245,13 @@ func (s *Redis) decide(ctx context.Context, key string, cost int, limits []ratel
 		err = errLate
 	}
 	if err != nil {
-		return ratelimit.Decision{}, fmt.Errorf("ratelimit: redis: deciding key %q: %w", key, misconfigured(err, s.prefix, s.cluster))
+		return ratelimit.Decision{}, fmt.Errorf("ratelimit: redis: deciding %s: %w", keyRef(key, limits), misconfigured(err, s.prefix, s.cluster))
 	}
 	d := ratelimit.Decision{Allowed: true, Results: make([]ratelimit.Result, len(limits))}
 	for i, l := range limits {
 		var n [4]int64
 		if line, err = parseInts(line, n[:]); err != nil {
-			return ratelimit.Decision{}, fmt.Errorf("ratelimit: redis: deciding key %q: %w", key, err)
+			return ratelimit.Decision{}, fmt.Errorf("ratelimit: redis: deciding %s: %w", keyRef(key, limits), err)
 		}
 		d.Results[i] = ratelimit.Result{
 			Limit:      l,
@@ -261,7 +263,7 @@ func (s *Redis) decide(ctx context.Context, key string, cost int, limits []ratel
 		d.Allowed = d.Allowed && n[0] == 1
 	}
 	if line != "" {
-		return ratelimit.Decision{}, fmt.Errorf("ratelimit: redis: deciding key %q: unexpected %q at the end of the reply", key, line)
+		return ratelimit.Decision{}, fmt.Errorf("ratelimit: redis: deciding %s: unexpected %q at the end of the reply", keyRef(key, limits), line)
 	}
 	if s.denied != nil {
 		if d.Allowed {
@@ -271,6 +273,31 @@ func (s *Redis) decide(ctx context.Context, key string, cost int, limits []ratel
 		}
 	}
 	return d, nil
+}
+
+// keyRef names key in errors without showing it, since a key may hold an
+// API key or a token: by the policies it was decided under and the first
+// 8 hex digits of its SHA-256, enough to tell keys apart in logs and to
+// match one whose value is known (sha256sum of the key as the store sees
+// it), too few to recover it.
+func keyRef(key string, limits []ratelimit.Limit) string {
+	sum := sha256.Sum256([]byte(key))
+	var b strings.Builder
+	b.WriteString("key #")
+	b.WriteString(hex.EncodeToString(sum[:4]))
+	for i, l := range limits {
+		if i == 0 {
+			b.WriteString(" under ")
+		} else {
+			b.WriteString(", ")
+		}
+		if l.Name != "" {
+			b.WriteString(strconv.Quote(l.Name))
+		} else {
+			b.WriteString(l.String())
+		}
+	}
+	return b.String()
 }
 
 // scriptError is an error a script reported for one request (a key
@@ -318,7 +345,7 @@ func (s *Redis) Reset(ctx context.Context, key string, limits ...ratelimit.Limit
 		s.denied.reset(key)
 	}
 	if err != nil {
-		return fmt.Errorf("ratelimit: redis: resetting key %q: %w", key, misconfigured(err, s.prefix, s.cluster))
+		return fmt.Errorf("ratelimit: redis: resetting %s: %w", keyRef(key, limits), misconfigured(err, s.prefix, s.cluster))
 	}
 	return nil
 }
