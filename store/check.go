@@ -27,10 +27,19 @@ import (
 // routes each range of slots to its master, and both scripts run there
 // through the client: decisions then find Redis as the check did.
 //
+// Once those pass, where CONFIG GET is permitted, Check also fails when a
+// server's maxmemory-policy lets it evict the store's counters.
+//
 // Call it at startup: it fails where decisions would, with an error that
-// says what to fix, and never holds a password. The keys it writes are
-// under the store's prefix and expire within a minute.
-func (s *Redis) Check(ctx context.Context) error { return s.check(ctx, s.client) }
+// says what to fix (a [ConfigError], or several joined), and never holds a
+// password. The keys it writes are under the store's prefix and expire
+// within a minute.
+func (s *Redis) Check(ctx context.Context) error {
+	if err := s.check(ctx, s.client); err != nil {
+		return withTLSHint(err, s.client)
+	}
+	return evictionError(s.evictingServers(ctx))
+}
 
 // check is Check through c, the store's client or one made like it.
 func (s *Redis) check(ctx context.Context, c RedisClient) error {
@@ -127,11 +136,11 @@ func (s *Redis) time(ctx context.Context, c RedisClient) (int64, error) {
 func (s *Redis) checkCluster(ctx context.Context, cluster *redis.ClusterClient) error {
 	owners, err := clusterOwners(ctx, cluster)
 	if err != nil {
-		return err
+		return misconfigured(err, s.prefix, s.cluster)
 	}
 	for _, o := range owners {
-		if err := routesTo(ctx, cluster, o.start, o.id); err != nil {
-			return fmt.Errorf("slots %d-%d: %w", o.start, o.end, err)
+		if err := routesTo(ctx, cluster, o); err != nil {
+			return fmt.Errorf("slots %d-%d: %w", o.start, o.end, misconfigured(err, s.prefix, s.cluster))
 		}
 		if err := s.diagnose(ctx, cluster, []string{s.checkKey(o.start)}); err != nil {
 			return err
@@ -159,8 +168,8 @@ func (s *Redis) checkCluster(ctx context.Context, cluster *redis.ClusterClient) 
 // as many as the batcher runs scripts at once.
 const warmConns = defaultRuns
 
-// probeClient returns a client made like c, with one connection and no
-// retries, for one round of the prober, and a func that closes it; c
+// probeClient returns a client made like c, with one connection, one
+// dial and no retries, for one round of the prober, and a func that closes it; c
 // itself, and a func that does nothing, when c is not a single server's
 // client.
 func probeClient(c RedisClient) (RedisClient, func()) {
@@ -171,6 +180,9 @@ func probeClient(c RedisClient) (RedisClient, func()) {
 	o := *single.Options()
 	o.PoolSize, o.MinIdleConns, o.MaxIdleConns, o.MaxActiveConns = 1, 0, 1, 0
 	o.MaxRetries = -1
+	// One dial per round, so that a dial's own error (a certificate the
+	// client rejects) comes back, rather than the deadline of retries.
+	o.DialerRetries = 1
 	p := redis.NewClient(&o)
 	return p, func() { p.Close() }
 }

@@ -91,17 +91,26 @@ func faultOf(ctx context.Context, err error) fault {
 
 // misconfigured returns err as a *ConfigError if it says Redis refuses the
 // store's setup: auth, ACL, a disabled command, a cluster node reached by
-// a single server's client. prefix is the store's key prefix.
+// a single server's client, a TLS certificate the client rejects or a
+// plain-text server reached over TLS. prefix is the store's key prefix.
 func misconfigured(err error, prefix string, cluster bool) error {
 	var reply redis.Error
-	if err == nil || !errors.As(err, &reply) {
+	if err == nil {
+		return nil
+	}
+	if !errors.As(err, &reply) {
+		if ce := tlsProblem(err); ce != nil {
+			return ce
+		}
 		return err
 	}
 	msg := reply.Error()
 	rule := func() string { return "the store needs the ACL rule " + ACLRule(prefix) }
 	ce := &ConfigError{Err: err}
 	switch {
-	case strings.HasPrefix(msg, "NOAUTH"):
+	case strings.HasPrefix(msg, "NOAUTH"), strings.Contains(msg, "Protocol error: unauthenticated"):
+		// Before AUTH, Redis refuses a command of many arguments (the
+		// check's) with a protocol error, not NOAUTH.
 		ce.Problem = "Redis requires a password and the client gave none"
 		ce.Fix = "give the client's Password (and Username for an ACL user)"
 	case strings.HasPrefix(msg, "WRONGPASS"):

@@ -2,9 +2,11 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -33,22 +35,40 @@ type configGetter interface {
 	ConfigGet(ctx context.Context, parameter string) *redis.MapStringStringCmd
 }
 
-// checkEviction warns when Redis may evict the store's keys: with a
-// maxmemory-policy other than noeviction, a Redis under memory pressure
-// deletes counters and limits silently start afresh. It asks every server
-// it can (each master of a cluster) once, and says nothing when CONFIG GET
-// is not permitted, as on many managed services, or Redis does not answer.
+// checkEviction warns when Redis may evict the store's keys (see
+// evictingServers).
 func (s *Redis) checkEviction() {
 	ctx, cancel := context.WithTimeout(context.Background(), evictionCheckTimeout)
 	defer cancel()
+	for _, e := range s.evictingServers(ctx) {
+		s.logger.LogAttrs(ctx, slog.LevelWarn, "ratelimit: Redis may evict rate-limit counters under memory pressure, and limits then start afresh without notice; set maxmemory-policy to noeviction (with noeviction, a full Redis refuses writes: a store.Fallback then decides in process)",
+			slog.String("server", e.server), slog.String("maxmemory-policy", e.policy))
+	}
+}
+
+// evictingServer is a server whose maxmemory-policy lets it delete keys.
+type evictingServer struct{ server, policy string }
+
+// evictingServers returns the servers that may evict the store's keys:
+// with a maxmemory-policy other than noeviction, a Redis under memory
+// pressure deletes counters and limits silently start afresh; and since
+// every key the store writes has a TTL, the volatile-* policies, which
+// evict only keys with one, take the store's first. It asks every server
+// it can (each master of a cluster) once, and leaves out those where
+// CONFIG GET is not permitted, as on many managed services, or that do
+// not answer.
+func (s *Redis) evictingServers(ctx context.Context) []evictingServer {
+	var found []evictingServer
+	var mu sync.Mutex
 	check := func(ctx context.Context, c configGetter, where string) {
 		cfg, err := c.ConfigGet(ctx, "maxmemory-policy").Result()
 		if err != nil {
 			return
 		}
 		if policy := cfg["maxmemory-policy"]; evicting(policy) {
-			s.logger.LogAttrs(ctx, slog.LevelWarn, "ratelimit: Redis may evict rate-limit counters under memory pressure, and limits then start afresh without notice; set maxmemory-policy to noeviction (with noeviction, a full Redis refuses writes: a store.Fallback then decides in process)",
-				slog.String("server", where), slog.String("maxmemory-policy", policy))
+			mu.Lock()
+			found = append(found, evictingServer{where, policy})
+			mu.Unlock()
 		}
 	}
 	switch c := s.client.(type) {
@@ -61,6 +81,24 @@ func (s *Redis) checkEviction() {
 		check(ctx, c, c.Options().Addr)
 	case configGetter:
 		check(ctx, c, "")
+	}
+	return found
+}
+
+// evictionError is the ConfigError of servers that may evict the
+// store's keys, or nil.
+func evictionError(servers []evictingServer) error {
+	if len(servers) == 0 {
+		return nil
+	}
+	var where []string
+	for _, e := range servers {
+		where = append(where, strings.TrimPrefix(e.server+" ", " ")+"has maxmemory-policy "+e.policy)
+	}
+	return &ConfigError{
+		Problem: "Redis may evict the limiter's counters under memory pressure, and limits would start afresh without notice (every counter has a TTL, so volatile-* policies evict them first)",
+		Fix:     "set maxmemory-policy to noeviction, or give the limiter a Redis of its own with noeviction",
+		Err:     errors.New(strings.Join(where, "; ")),
 	}
 }
 

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"errors"
 	"log/slog"
 	"strings"
 	"testing"
@@ -12,7 +13,8 @@ import (
 
 // TestEvictionPolicyWarning starts real redis-servers with each kind of
 // maxmemory-policy: NewRedis warns, naming the setting, exactly for those
-// that evict, and stays silent where CONFIG is not permitted.
+// that evict, and stays silent where CONFIG is not permitted; Check fails
+// for the same ones, naming the policy and the fix.
 func TestEvictionPolicyWarning(t *testing.T) {
 	for _, tt := range []struct {
 		args []string
@@ -28,8 +30,14 @@ func TestEvictionPolicyWarning(t *testing.T) {
 			srv := redistest.Require(t, tt.args...)
 			var logs syncBuffer
 			client := newClient(t, srv.Addr)
-			if _, err := NewRedis(client, WithRedisLogger(slog.New(slog.NewTextHandler(&logs, nil)))); err != nil {
+			s, err := NewRedis(client, WithRedisLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+			if err != nil {
 				t.Fatal(err)
+			}
+			err = s.Check(t.Context())
+			var ce *ConfigError
+			if refused := errors.As(err, &ce) && strings.Contains(err.Error(), "maxmemory-policy "+tt.args[1]) && strings.Contains(ce.Fix, "noeviction"); refused != tt.warn || (!tt.warn && err != nil) {
+				t.Errorf("Check: %v; want a ConfigError naming the policy: %v", err, tt.warn)
 			}
 			got := logs.String()
 			warned := strings.Contains(got, "level=WARN") && strings.Contains(got, "maxmemory-policy="+tt.args[1]) && strings.Contains(got, "noeviction")
@@ -40,7 +48,8 @@ func TestEvictionPolicyWarning(t *testing.T) {
 	}
 }
 
-// TestEvictionPolicyWarningCluster: on a cluster, each master is asked.
+// TestEvictionPolicyWarningCluster: on a cluster, each master is asked,
+// by NewRedis and by Check.
 func TestEvictionPolicyWarningCluster(t *testing.T) {
 	c := redistest.RequireCluster(t, 3)
 	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs()})
@@ -51,11 +60,16 @@ func TestEvictionPolicyWarningCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	var logs syncBuffer
-	if _, err := NewRedis(client, WithRedisLogger(slog.New(slog.NewTextHandler(&logs, nil)))); err != nil {
+	s, err := NewRedis(client, WithRedisLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	if err != nil {
 		t.Fatal(err)
 	}
 	got := logs.String()
 	if strings.Count(got, "level=WARN") != 1 || !strings.Contains(got, c.Masters[1].Addr) || !strings.Contains(got, "allkeys-lfu") {
 		t.Errorf("got log %q; want one warning, naming %s and allkeys-lfu", got, c.Masters[1].Addr)
+	}
+	want := c.Masters[1].Addr + " has maxmemory-policy allkeys-lfu"
+	if err := s.Check(t.Context()); err == nil || !strings.Contains(err.Error(), want) || strings.Count(err.Error(), "has maxmemory-policy") != 1 {
+		t.Errorf("Check: %v; want an error saying %q, and naming no other server", err, want)
 	}
 }

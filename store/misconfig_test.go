@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -362,6 +364,9 @@ func TestFaultOf(t *testing.T) {
 		{err: scriptError("MOVED 3999 127.0.0.1:6381"), want: misconfig, problem: "Redis Cluster node"},
 		{err: scriptError("CROSSSLOT Keys in request don't hash to the same slot"), want: misconfig, problem: "Redis Cluster node"},
 		{err: scriptError("NOAUTH Authentication required."), want: misconfig, problem: "requires a password"},
+		{err: scriptError("ERR Protocol error: unauthenticated multibulk length"), want: misconfig, problem: "requires a password"},
+		{err: &tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}}, want: misconfig, problem: "authority the client does not trust"},
+		{err: tls.RecordHeaderError{Msg: "first record does not look like a TLS handshake"}, want: misconfig, problem: "in plain text"},
 		{err: scriptError("WRONGPASS invalid username-password pair or user is disabled."), want: misconfig, problem: "rejected the client's username or password"},
 		{err: scriptError("NOPERM this user has no permissions to run the 'evalsha' command"), want: misconfig, problem: "may not run evalsha"},
 		{err: scriptError("NOPERM User u has no permissions to run the 'time' command"), want: misconfig, problem: "may not run time"},
@@ -386,5 +391,55 @@ func TestFaultOf(t *testing.T) {
 		if errors.As(err, &ce) != (tt.problem != "") || ce != nil && !strings.Contains(ce.Problem, tt.problem) {
 			t.Errorf("%v: got %v, want a ConfigError saying %q", tt.err, err, tt.problem)
 		}
+	}
+}
+
+// TestCheckNoPassword: a client without the password of a Redis that
+// requires one fails Check, which says so, on a real redis-server.
+func TestCheckNoPassword(t *testing.T) {
+	srv := redistest.Require(t)
+	if err := newClient(t, srv.Addr).ConfigSet(t.Context(), "requirepass", "pw").Err(); err != nil {
+		t.Fatal(err)
+	}
+	err := newStore(t, newClient(t, srv.Addr), WithRedisLogger(quietLogger)).Check(t.Context())
+	var ce *ConfigError
+	if !errors.As(err, &ce) || !strings.Contains(ce.Problem, "requires a password") {
+		t.Fatalf("Check: %v; want a ConfigError saying a password is required", err)
+	}
+}
+
+// TestClusterACL: on a real 3-master cluster, an ACL user with ACLRule
+// and +cluster|slots on every node passes Check and decides keys of every
+// master; without +cluster|slots, Check names it.
+func TestClusterACL(t *testing.T) {
+	c := redistest.RequireCluster(t, 3)
+	prefix := uniquePrefix()
+	for _, m := range c.Masters {
+		setACL(t, m, "clustered", "pw-clustered", ACLRule(prefix)+" +cluster|slots")
+	}
+	newCluster := func() *redis.ClusterClient {
+		client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs(), Username: "clustered", Password: "pw-clustered", ContextTimeoutEnabled: true})
+		t.Cleanup(func() { client.Close() })
+		return client
+	}
+	s := newStore(t, newCluster(), WithPrefix(prefix), WithRedisLogger(quietLogger))
+	if err := s.Check(t.Context()); err != nil {
+		t.Fatalf("Check with the rule and +cluster|slots: %v", err)
+	}
+	for i := range 30 { // 30 keys: some on every master
+		for j, want := range []bool{true, false} {
+			d, err := s.Allow(t.Context(), fmt.Sprintf("k%d", i), 1, ratelimit.PerHour(1).Using(ratelimit.TokenBucket))
+			if err != nil || d.Allowed != want {
+				t.Fatalf("key %d, request %d: %+v, %v; want allowed %v", i, j, d, err, want)
+			}
+		}
+	}
+	for _, m := range c.Masters {
+		setACL(t, m, "clustered", "pw-clustered", ACLRule(prefix))
+	}
+	err := newStore(t, newCluster(), WithPrefix(prefix), WithRedisLogger(quietLogger)).Check(t.Context())
+	var ce *ConfigError
+	if !errors.As(err, &ce) || !strings.Contains(ce.Problem, "may not run cluster|slots") {
+		t.Fatalf("Check without +cluster|slots: %v; want a ConfigError naming cluster|slots", err)
 	}
 }

@@ -1,0 +1,120 @@
+package store
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// What TLS mistakes look like, and how Check tells them apart from an
+// outage. A certificate the client rejects, or a plain-text answer to a
+// TLS handshake, says so in the error go-redis returns; tlsProblem turns
+// them into ConfigErrors. Plain text sent to a TLS port, or a TLS
+// handshake sent to a plain port, looks like an outage: the first gets
+// the connection closed, the second no answer at all. Check, when it
+// fails that way, dials the server once more the other way round
+// (tryOtherWay) and says which it speaks.
+
+// tlsProblem returns the ConfigError for a TLS error in err, or nil.
+func tlsProblem(err error) *ConfigError {
+	var (
+		unknown  x509.UnknownAuthorityError
+		hostname x509.HostnameError
+		invalid  x509.CertificateInvalidError
+		record   tls.RecordHeaderError
+		verify   *tls.CertificateVerificationError
+		alert    tls.AlertError
+	)
+	switch {
+	case errors.As(err, &unknown):
+		return &ConfigError{Problem: "Redis's TLS certificate is signed by an authority the client does not trust",
+			Fix: "give the client the certificate of the authority that signed it (tls.Config.RootCAs)", Err: err}
+	case errors.As(err, &hostname):
+		return &ConfigError{Problem: "Redis's TLS certificate does not name the host the client dials",
+			Fix: "dial a name or address the certificate holds, or set tls.Config.ServerName to one", Err: err}
+	case errors.As(err, &invalid):
+		return &ConfigError{Problem: "Redis's TLS certificate is not valid now (expired, not yet valid, or not for a server)",
+			Fix: "renew the server's certificate, or check the clocks", Err: err}
+	case errors.As(err, &verify):
+		return &ConfigError{Problem: "the client rejected Redis's TLS certificate",
+			Fix: "check the server's certificate and the client's tls.Config.RootCAs", Err: err}
+	case errors.As(err, &record):
+		return &ConfigError{Problem: "the server answered a TLS handshake in plain text: this is not a TLS port",
+			Fix: "use redis:// rather than rediss:// (no TLSConfig), or the server's TLS port", Err: err}
+	case errors.As(err, &alert) || strings.Contains(err.Error(), "remote error: tls:"):
+		return &ConfigError{Problem: "Redis refused the TLS handshake",
+			Fix: "if it asks for client certificates, give the client one its authority signed (tls.Config.Certificates)", Err: err}
+	}
+	return nil
+}
+
+// otherWayTimeout bounds tryOtherWay's dial and exchange.
+const otherWayTimeout = time.Second
+
+// withTLSHint returns err, which Check got through c, as a ConfigError
+// when the server speaks TLS and c plain text, or the other way round.
+func withTLSHint(err error, c RedisClient) error {
+	var reply redis.Error
+	if err == nil || errors.As(err, &reply) || errors.As(err, new(*ConfigError)) {
+		return err
+	}
+	var addr string
+	var useTLS *tls.Config
+	switch c := c.(type) {
+	case *redis.Client:
+		o := c.Options()
+		if _, _, splitErr := net.SplitHostPort(o.Addr); splitErr != nil || (o.Network != "" && o.Network != "tcp") {
+			return err // a Unix socket, or a Sentinel's failover client
+		}
+		addr, useTLS = o.Addr, o.TLSConfig
+	case *redis.ClusterClient:
+		o := c.Options()
+		if len(o.Addrs) == 0 {
+			return err
+		}
+		addr, useTLS = o.Addrs[0], o.TLSConfig
+	default:
+		return err
+	}
+	switch speaks := tryOtherWay(addr, useTLS == nil); {
+	case useTLS != nil && speaks:
+		return &ConfigError{Problem: "the server at " + addr + " answered in plain text: it is not a TLS port",
+			Fix: "use redis:// rather than rediss:// (no TLSConfig), or the server's TLS port", Err: err}
+	case useTLS == nil && speaks:
+		return &ConfigError{Problem: "the server at " + addr + " speaks TLS, and the client plain text",
+			Fix: "use rediss:// rather than redis:// (set TLSConfig)", Err: err}
+	}
+	return err
+}
+
+// tryOtherWay dials addr and reports whether it answers a TLS handshake,
+// when withTLS is set, or a plain-text PING otherwise.
+func tryOtherWay(addr string, withTLS bool) bool {
+	conn, err := net.DialTimeout("tcp", addr, otherWayTimeout)
+	if err != nil {
+		return false
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(otherWayTimeout))
+	if withTLS {
+		// Whether the server speaks TLS, not whether it is trusted: a
+		// handshake that completes, or ends in a TLS alert (a client
+		// certificate asked for), says it does.
+		tc := tls.Client(conn, &tls.Config{InsecureSkipVerify: true})
+		err := tc.HandshakeContext(context.Background())
+		var alert tls.AlertError
+		return err == nil || errors.As(err, &alert) || strings.Contains(err.Error(), "remote error: tls:")
+	}
+	if _, err := conn.Write([]byte("PING\r\n")); err != nil {
+		return false
+	}
+	line, err := bufio.NewReader(conn).ReadString('\n')
+	return err == nil && (strings.HasPrefix(line, "+") || strings.HasPrefix(line, "-"))
+}
