@@ -58,20 +58,23 @@ func build(t *testing.T) map[string]string {
 // start runs an example server and returns its base URL once it listens.
 func start(t *testing.T, bin string, args ...string) string {
 	t.Helper()
+	u, _ := startWith(t, nil, bin, args...)
+	return u
+}
+
+// startWith runs an example server with env added to the environment,
+// and returns its base URL once it listens, and a func that returns what
+// it wrote to stdout and stderr so far.
+func startWith(t *testing.T, env []string, bin string, args ...string) (string, func() string) {
+	t.Helper()
 	cmd := exec.Command(bin, append([]string{"-addr", "127.0.0.1:0"}, args...)...)
-	// The command line alone picks the Redis: without -redis, REDIS_URL
-	// would replace the embedded one.
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "REDIS_URL=") {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
+	cmd.Env = append(testEnv(), env...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
+	var out lockedBuffer
+	cmd.Stderr = &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -83,6 +86,7 @@ func start(t *testing.T, bin string, args ...string) string {
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
+			out.Write([]byte(sc.Text() + "\n"))
 			if _, u, ok := strings.Cut(sc.Text(), "listening on "); ok {
 				found <- u
 			}
@@ -92,13 +96,44 @@ func start(t *testing.T, bin string, args ...string) string {
 	select {
 	case u, ok := <-found:
 		if !ok {
-			t.Fatalf("%s exited: %s", bin, stderr.String())
+			t.Fatalf("%s exited: %s", bin, out.String())
 		}
-		return u
+		return u, out.String
 	case <-time.After(30 * time.Second):
-		t.Fatalf("%s did not start: %s", bin, stderr.String())
+		t.Fatalf("%s did not start: %s", bin, out.String())
 	}
-	return ""
+	return "", nil
+}
+
+// testEnv is the environment without the variables that name a Redis:
+// the command line alone picks it, and without -redis, REDIS_URL would
+// replace the embedded one.
+func testEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "REDIS_") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// lockedBuffer is a buffer safe for concurrent use.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }
 
 // send makes a request and returns the status and response.

@@ -27,8 +27,7 @@ import (
 // Config is the command line.
 type Config struct {
 	Addr           string
-	RedisURL       string
-	RedisCluster   []string
+	Redis          Redis
 	Algorithm      ratelimit.Algorithm
 	Limit          int
 	Window         time.Duration
@@ -36,19 +35,30 @@ type Config struct {
 	TrustedProxies []string
 }
 
-// ParseFlags reads the command line of an example server.
-func ParseFlags(name string, args []string) (Config, error) {
+// ParseFlags reads the command line of an example server; getenv reads
+// the environment (os.Getenv), which names Redis when no flag does.
+func ParseFlags(name string, args []string, getenv func(string) string) (Config, error) {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	var c Config
-	var algorithm, cluster, proxies string
+	var algorithm, proxies string
 	fs.StringVar(&c.Addr, "addr", "127.0.0.1:8080", "address to listen on")
-	fs.StringVar(&c.RedisURL, "redis", os.Getenv("REDIS_URL"), "Redis URL, such as redis://localhost:6379/0 (default $REDIS_URL; empty: an embedded Redis)")
-	fs.StringVar(&cluster, "redis-cluster", "", "Redis Cluster nodes, host:port,host:port,...")
+	servers := []*string{&c.Redis.URL, &c.Redis.Cluster, &c.Redis.Sentinel}
+	for i, f := range redisFlags {
+		fs.StringVar(servers[i], f.flag, "", f.usage+" (default $"+f.env+")")
+	}
+	fs.StringVar(&c.Redis.CAFile, "redis-ca", getenv("REDIS_CA_FILE"), "PEM file of the certificate authorities that sign Redis's TLS certificate (default $REDIS_CA_FILE; empty: the system's)")
+	fs.StringVar(&c.Redis.CertFile, "redis-cert", getenv("REDIS_CERT_FILE"), "PEM file of a TLS client certificate, for a Redis that asks for one (default $REDIS_CERT_FILE)")
+	fs.StringVar(&c.Redis.KeyFile, "redis-key", getenv("REDIS_KEY_FILE"), "PEM file of the key of -redis-cert (default $REDIS_KEY_FILE)")
 	fs.StringVar(&algorithm, "algorithm", "sliding-window", "algorithm of GET /: fixed-window, sliding-log, sliding-window or token-bucket")
 	fs.IntVar(&c.Limit, "limit", 10, "requests per window for GET /")
 	fs.DurationVar(&c.Window, "window", 10*time.Second, "window of GET /")
 	fs.IntVar(&c.Burst, "burst", 0, "token bucket burst for GET / (0: the limit)")
 	fs.StringVar(&proxies, "trusted-proxies", "", "CIDRs of proxies whose X-Forwarded-For is believed, comma-separated")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage of %s:\n", name)
+		fs.PrintDefaults()
+		fmt.Fprint(fs.Output(), redisUsage)
+	}
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err
 	}
@@ -59,11 +69,13 @@ func ParseFlags(name string, args []string) (Config, error) {
 	if c.Algorithm, err = ratelimit.ParseAlgorithm(algorithm); err != nil {
 		return Config{}, fmt.Errorf("-algorithm: %w", err)
 	}
-	if cluster != "" {
-		if c.RedisURL != "" {
-			return Config{}, errors.New("give -redis or -redis-cluster, not both")
-		}
-		c.RedisCluster = strings.Split(cluster, ",")
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	if err := c.Redis.pickServer(given, getenv); err != nil {
+		return Config{}, err
+	}
+	if err := c.Redis.check(); err != nil {
+		return Config{}, err
 	}
 	if proxies != "" {
 		c.TrustedProxies = strings.Split(proxies, ",")
@@ -81,7 +93,7 @@ type App struct {
 	API *ratelimit.Limiter
 
 	redisDesc string
-	mini      *miniredis.Miniredis // the embedded Redis; nil with -redis or -redis-cluster
+	mini      *miniredis.Miniredis // the embedded Redis; nil with a Redis named
 	closers   []func() error
 }
 
@@ -97,36 +109,10 @@ var (
 // New connects to Redis, or embeds one, and builds the limiters.
 func New(c Config) (*App, error) {
 	a := &App{Config: c}
-	client, err := a.connect(c)
+	s, err := a.store(c.Redis)
 	if err != nil {
 		a.Close()
 		return nil, err
-	}
-	redisStore, err := store.NewRedis(client, store.WithPrefix("example:"))
-	if err != nil {
-		a.Close()
-		return nil, err
-	}
-	var s ratelimit.Store = redisStore
-	if a.mini == nil {
-		// Refuse to start on a Redis that would refuse the limiter: an
-		// ACL user missing a command, a cluster node behind a single
-		// server's client. The error says what to fix.
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		err := redisStore.Check(ctx)
-		cancel()
-		if err != nil {
-			a.Close()
-			return nil, err
-		}
-		// A real Redis can fail: decide in process meanwhile.
-		f, err := store.NewFallback(redisStore)
-		if err != nil {
-			a.Close()
-			return nil, err
-		}
-		a.closers = append(a.closers, f.Close)
-		s = f
 	}
 	key, err := ratelimit.ClientIP(c.TrustedProxies...)
 	if err != nil {
@@ -154,45 +140,56 @@ func New(c Config) (*App, error) {
 	return a, nil
 }
 
-// connect returns a client of the configured Redis, or of an embedded one.
-func (a *App) connect(c Config) (store.RedisClient, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	switch {
-	case len(c.RedisCluster) > 0:
-		client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.RedisCluster, ContextTimeoutEnabled: true})
-		a.closers = append(a.closers, client.Close)
-		if err := client.Ping(ctx).Err(); err != nil {
-			return nil, fmt.Errorf("-redis-cluster %s: %w", strings.Join(c.RedisCluster, ","), err)
-		}
-		a.redisDesc = "Redis Cluster at " + strings.Join(c.RedisCluster, ",")
-		return client, nil
-	case c.RedisURL != "":
-		opts, err := redis.ParseURL(c.RedisURL)
-		if err != nil {
-			return nil, fmt.Errorf("-redis: %w", err)
-		}
-		opts.ContextTimeoutEnabled = true // lets the fallback's time budget cut slow calls short
-		client := redis.NewClient(opts)
-		a.closers = append(a.closers, client.Close)
-		if err := client.Ping(ctx).Err(); err != nil {
-			return nil, fmt.Errorf("-redis %s: %w", opts.Addr, err)
-		}
-		a.redisDesc = fmt.Sprintf("Redis at %s, db %d", opts.Addr, opts.DB)
-		return client, nil
-	default:
-		m, err := miniredis.Run()
-		if err != nil {
-			return nil, fmt.Errorf("starting the embedded Redis: %w", err)
-		}
-		a.closers = append(a.closers, func() error { m.Close(); return nil })
-		a.closers = append(a.closers, runClock(m, clockStep)) // stopped before m closes
-		a.mini = m
-		client := redis.NewClient(&redis.Options{Addr: m.Addr()})
-		a.closers = append(a.closers, client.Close)
-		a.redisDesc = "embedded Redis (miniredis) at " + m.Addr() + "; give -redis redis://host:port/db to share limits between servers"
-		return client, nil
+// startupTimeout bounds the startup check of a configured Redis.
+const startupTimeout = 5 * time.Second
+
+// store returns the store of the configured Redis, checked and wrapped
+// in a Fallback, or of an embedded Redis.
+func (a *App) store(r Redis) (ratelimit.Store, error) {
+	if r.URL == "" && r.Cluster == "" && r.Sentinel == "" {
+		return a.embed()
 	}
+	conn, err := r.dial()
+	if err != nil {
+		return nil, err
+	}
+	a.closers = append(a.closers, conn.client.Close)
+	redisStore, err := store.NewRedis(conn.client, store.WithPrefix("example:"))
+	if err != nil {
+		return nil, err
+	}
+	// Refuse to start on a Redis that would refuse the limiter: an ACL
+	// user missing a command, a cluster node behind a single server's
+	// client, a TLS mistake, a policy that evicts counters. The error
+	// says what to fix.
+	ctx, cancel := context.WithTimeout(context.Background(), startupTimeout)
+	defer cancel()
+	if err := redisStore.Check(ctx); err != nil {
+		return nil, conn.checkError(err)
+	}
+	a.redisDesc = conn.describe(ctx)
+	// A real Redis can fail: decide in process meanwhile.
+	f, err := store.NewFallback(redisStore)
+	if err != nil {
+		return nil, err
+	}
+	a.closers = append(a.closers, f.Close)
+	return f, nil
+}
+
+// embed starts an embedded Redis and returns its store.
+func (a *App) embed() (ratelimit.Store, error) {
+	m, err := miniredis.Run()
+	if err != nil {
+		return nil, fmt.Errorf("starting the embedded Redis: %w", err)
+	}
+	a.closers = append(a.closers, func() error { m.Close(); return nil })
+	a.closers = append(a.closers, runClock(m, clockStep)) // stopped before m closes
+	a.mini = m
+	client := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	a.closers = append(a.closers, client.Close)
+	a.redisDesc = "embedded Redis (miniredis) at " + m.Addr() + "; give -redis redis://host:port/db to share limits between servers"
+	return store.NewRedis(client, store.WithPrefix("example:"))
 }
 
 // clockStep is how often the embedded Redis's TTLs catch up with the wall
@@ -318,7 +315,7 @@ func (a *App) Run(framework string, h http.Handler) error {
 
 // Main parses args, builds the app, and serves what route returns.
 func Main(framework string, args []string, route func(*App) http.Handler) int {
-	c, err := ParseFlags(framework, args)
+	c, err := ParseFlags(framework, args, os.Getenv)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0

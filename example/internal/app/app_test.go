@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -122,7 +123,9 @@ func TestCloseStopsGoroutines(t *testing.T) {
 		config func(t *testing.T) Config
 	}{
 		{"embedded", func(*testing.T) Config { return Config{} }},
-		{"redis", func(t *testing.T) Config { return Config{RedisURL: "redis://" + redistest.Require(t).Addr + "/0"} }},
+		{"redis", func(t *testing.T) Config {
+			return Config{Redis: Redis{URL: "redis://" + redistest.Require(t).Addr + "/0"}}
+		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			config := c.config(t)
@@ -135,6 +138,56 @@ func TestCloseStopsGoroutines(t *testing.T) {
 			get(a.IP.Handler(http.HandlerFunc(Home)))
 			a.Close()
 			goleak.VerifyNone(t, before)
+		})
+	}
+}
+
+// TestParseFlagsRedis: a flag naming Redis wins over the environment;
+// two flags, or two variables, are refused; TLS files need TLS.
+func TestParseFlagsRedis(t *testing.T) {
+	env := func(kv ...string) func(string) string {
+		return func(k string) string {
+			for i := 0; i+1 < len(kv); i += 2 {
+				if kv[i] == k {
+					return kv[i+1]
+				}
+			}
+			return ""
+		}
+	}
+	for _, tt := range []struct {
+		name    string
+		args    []string
+		getenv  func(string) string
+		want    Redis
+		wantErr string
+	}{
+		{"nothing: embedded", nil, env(), Redis{}, ""},
+		{"$REDIS_URL", nil, env("REDIS_URL", "redis://a:1/0"), Redis{URL: "redis://a:1/0"}, ""},
+		{"$REDIS_CLUSTER_URL", nil, env("REDIS_CLUSTER_URL", "redis://a:1"), Redis{Cluster: "redis://a:1"}, ""},
+		{"$REDIS_SENTINEL_URL", nil, env("REDIS_SENTINEL_URL", "redis://s:1?master_name=m"), Redis{Sentinel: "redis://s:1?master_name=m"}, ""},
+		{"-redis-cluster wins over $REDIS_URL", []string{"-redis-cluster", "a:1,b:2"}, env("REDIS_URL", "redis://x:1/0"), Redis{Cluster: "a:1,b:2"}, ""},
+		{"-redis wins over $REDIS_CLUSTER_URL", []string{"-redis", "redis://a:1/0"}, env("REDIS_CLUSTER_URL", "redis://x:1"), Redis{URL: "redis://a:1/0"}, ""},
+		{"-redis-sentinel wins over both", []string{"-redis-sentinel", "redis://s:1?master_name=m"}, env("REDIS_URL", "redis://x:1/0", "REDIS_CLUSTER_URL", "redis://y:1"), Redis{Sentinel: "redis://s:1?master_name=m"}, ""},
+		{"TLS files from the environment", nil, env("REDIS_URL", "rediss://a:1/0", "REDIS_CA_FILE", "ca.pem", "REDIS_CERT_FILE", "c.pem", "REDIS_KEY_FILE", "k.pem"),
+			Redis{URL: "rediss://a:1/0", CAFile: "ca.pem", CertFile: "c.pem", KeyFile: "k.pem"}, ""},
+		{"a CA flag wins over $REDIS_CA_FILE", []string{"-redis", "rediss://a:1/0", "-redis-ca", "mine.pem"}, env("REDIS_CA_FILE", "ca.pem"), Redis{URL: "rediss://a:1/0", CAFile: "mine.pem"}, ""},
+		{"two flags", []string{"-redis", "redis://a:1/0", "-redis-cluster", "a:1"}, env(), Redis{}, "give one of"},
+		{"two variables", nil, env("REDIS_URL", "redis://a:1/0", "REDIS_CLUSTER_URL", "redis://b:1"), Redis{}, "$REDIS_URL and $REDIS_CLUSTER_URL are both set"},
+		{"a certificate without its key", []string{"-redis", "rediss://a:1/0", "-redis-cert", "c.pem"}, env(), Redis{}, "go together"},
+		{"a CA without TLS", []string{"-redis", "redis://a:1/0", "-redis-ca", "ca.pem"}, env(), Redis{}, "are for TLS"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := ParseFlags("test", tt.args, tt.getenv)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("got %+v, %v; want an error saying %q", c.Redis, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || c.Redis != tt.want {
+				t.Fatalf("got %+v, %v; want %+v", c.Redis, err, tt.want)
+			}
 		})
 	}
 }
