@@ -51,6 +51,7 @@ func TestEvictionPolicyWarning(t *testing.T) {
 // TestEvictionPolicyWarningCluster: on a cluster, each master is asked,
 // by NewRedis and by Check.
 func TestEvictionPolicyWarningCluster(t *testing.T) {
+	t.Parallel()
 	c := redistest.RequireCluster(t, 3)
 	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs()})
 	t.Cleanup(func() { client.Close() })

@@ -36,6 +36,7 @@ func newMemory(t testing.TB, clock *fakeClock, opts ...MemoryOption) *Memory {
 }
 
 func TestMemoryConformance(t *testing.T) {
+	t.Parallel() // a pinned clock: nothing here depends on the machine's speed
 	storetest.Run(t, storetest.Harness{New: func(t *testing.T, n int) ([]ratelimit.Store, storetest.Clock) {
 		clock := &fakeClock{pinnedClock{now: epoch}}
 		m := newMemory(t, clock)
@@ -52,6 +53,7 @@ func TestMemoryConformance(t *testing.T) {
 // decision must be the same, field by field, for every algorithm alone and
 // for random mixes of them.
 func TestMemoryMatchesRedis(t *testing.T) {
+	t.Parallel() // a pinned clock: nothing here depends on the machine's speed
 	windows := []time.Duration{20 * time.Millisecond, 100 * time.Millisecond, time.Second, 3 * time.Second, time.Minute}
 	for _, mix := range []string{"fixed-window", "sliding-log", "sliding-window", "token-bucket", "mixed"} {
 		t.Run(mix, func(t *testing.T) {
@@ -125,6 +127,7 @@ func TestMemoryMatchesRedis(t *testing.T) {
 // the Memory store must still decide as the Redis store does, down to
 // when a key expires and starts afresh.
 func TestMemoryMatchesRedisSharedState(t *testing.T) {
+	t.Parallel() // a pinned clock: nothing here depends on the machine's speed
 	for a := range 4 {
 		algorithm := ratelimit.Algorithm(a)
 		t.Run(algorithm.String(), func(t *testing.T) {

@@ -412,6 +412,7 @@ func TestCheckNoPassword(t *testing.T) {
 // and +cluster|slots on every node passes Check and decides keys of every
 // master; without +cluster|slots, Check names it.
 func TestClusterACL(t *testing.T) {
+	t.Parallel()
 	c := redistest.RequireCluster(t, 3)
 	prefix := uniquePrefix()
 	for _, m := range c.Masters {

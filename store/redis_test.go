@@ -86,6 +86,7 @@ func newStore(t testing.TB, client RedisClient, opts ...RedisOption) *Redis {
 }
 
 func TestMiniredisConformance(t *testing.T) {
+	t.Parallel() // a pinned clock: nothing here depends on the machine's speed
 	storetest.Run(t, storetest.Harness{New: func(t *testing.T, n int) ([]ratelimit.Store, storetest.Clock) {
 		m, clock := newMiniredis(t)
 		stores := make([]ratelimit.Store, n)

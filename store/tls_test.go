@@ -22,6 +22,7 @@ import (
 // A handshake to a plain port gets no answer, so Check waits out its
 // context before it finds why.
 func TestTLS(t *testing.T) {
+	t.Parallel()
 	srv := redistest.RequireTLS(t)
 	certOnly := redistest.RequireTLS(t, "--tls-auth-clients", "yes")
 	trusted := &tls.Config{RootCAs: srv.CA}
@@ -70,6 +71,7 @@ func TestTLS(t *testing.T) {
 // server's certificate gets decisions made in process, the limit held,
 // and an ERROR that says why; Check at startup said so already.
 func TestTLSFallback(t *testing.T) {
+	t.Parallel()
 	srv := redistest.RequireTLS(t)
 	client := redis.NewClient(&redis.Options{Addr: srv.TLSAddr, TLSConfig: &tls.Config{}, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { client.Close() })

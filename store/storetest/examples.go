@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/internal/redistest"
 )
 
 // step is one request of a scripted scenario.
@@ -94,6 +95,9 @@ func testFixedWindowExample(t *testing.T, h Harness) {
 // per second and 5 per minute.
 func testSlidingLogExample(t *testing.T, h Harness) {
 	s, c := h.one(t)
+	if !c.Pinned() {
+		redistest.RequireLong(t, 66*time.Second)
+	}
 	limits := []ratelimit.Limit{
 		ratelimit.PerSecond(1).Using(ratelimit.SlidingLog),
 		ratelimit.PerMinute(5).Using(ratelimit.SlidingLog),
