@@ -31,15 +31,8 @@ func TestSkipper(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mw, err := echolimit.Config{
-		Limiter: l,
-		Skipper: func(c echo.Context) bool { return c.Request().Header.Get("X-Internal") == "1" },
-	}.ToMiddleware()
-	if err != nil {
-		t.Fatal(err)
-	}
 	e := echo.New()
-	e.Use(mw)
+	e.Use(echolimit.New(l, echolimit.WithSkipper(func(c echo.Context) bool { return c.Request().Header.Get("X-Internal") == "1" })))
 	e.GET("/", echo.WrapHandler(http.HandlerFunc(httpcases.OK)))
 	for i, tt := range []struct {
 		internal bool
@@ -57,8 +50,11 @@ func TestSkipper(t *testing.T) {
 	}
 }
 
-func TestConfigWithoutLimiter(t *testing.T) {
-	if _, err := (echolimit.Config{}).ToMiddleware(); err == nil {
-		t.Error("ToMiddleware without a Limiter: got no error")
-	}
+func TestNilLimiterPanicsAtBuild(t *testing.T) {
+	defer func() {
+		if recover() == nil {
+			t.Error("New(nil) did not panic")
+		}
+	}()
+	echolimit.New(nil)
 }

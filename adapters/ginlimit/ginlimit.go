@@ -1,7 +1,8 @@
 // Package ginlimit runs a [ratelimit.Limiter] as Gin middleware.
 //
 // It only translates Gin's context: the decision, the keys and the headers
-// are the Limiter's, exactly as with net/http.
+// are the Limiter's, exactly as with net/http. It takes the same options,
+// with the same names, as the Echo adapter.
 //
 //	limiter, err := ratelimit.New(store, ratelimit.WithLimits(ratelimit.PerMinute(100)))
 //	...
@@ -21,7 +22,8 @@ type config struct {
 	skip func(*gin.Context) bool
 }
 
-// WithSkipper exempts the requests for which skip returns true.
+// WithSkipper exempts the requests for which skip returns true. By
+// default no request is exempt.
 func WithSkipper(skip func(c *gin.Context) bool) Option {
 	return func(c *config) { c.skip = skip }
 }
@@ -30,7 +32,8 @@ func WithSkipper(skip func(c *gin.Context) bool) Option {
 // l denies or cannot decide is answered by l and aborted; the others go on
 // with the rate-limit headers set. The route l sees is Gin's FullPath, so
 // per-route limits are keyed as in [ratelimit.WithRoutes], for example
-// "GET /users/:id". New panics if l is nil, when the router is built.
+// "GET /users/:id". New panics if l is nil, when the router is built. The
+// middleware is safe for concurrent use.
 func New(l *ratelimit.Limiter, opts ...Option) gin.HandlerFunc {
 	if l == nil {
 		panic("ginlimit: New: the Limiter is nil")
