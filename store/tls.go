@@ -18,9 +18,11 @@ import (
 // TLS handshake, says so in the error go-redis returns; tlsProblem turns
 // them into ConfigErrors. Plain text sent to a TLS port, or a TLS
 // handshake sent to a plain port, looks like an outage: the first gets
-// the connection closed, the second no answer at all. Check, when it
-// fails that way, dials the server once more the other way round
-// (tryOtherWay) and says which it speaks.
+// the connection closed, the second no answer at all; so may a client
+// certificate the server wants and does not get. Check, when it fails
+// that way, shakes hands once more and waits for the server's verdict
+// (tryHandshake), and dials once more the other way round (tryOtherWay)
+// and says which the server speaks.
 
 // tlsProblem returns the ConfigError for a TLS error in err, or nil.
 func tlsProblem(err error) *ConfigError {
@@ -83,6 +85,11 @@ func withTLSHint(err error, c RedisClient) error {
 	default:
 		return err
 	}
+	if useTLS != nil {
+		if ce := tlsProblem(tryHandshake(addr, useTLS)); ce != nil {
+			return ce
+		}
+	}
 	switch speaks := tryOtherWay(addr, useTLS == nil); {
 	case useTLS != nil && speaks:
 		return &ConfigError{Problem: "the server at " + addr + " answered in plain text: it is not a TLS port",
@@ -90,6 +97,37 @@ func withTLSHint(err error, c RedisClient) error {
 	case useTLS == nil && speaks:
 		return &ConfigError{Problem: "the server at " + addr + " speaks TLS, and the client plain text",
 			Fix: "use rediss:// rather than redis:// (set TLSConfig)", Err: err}
+	}
+	return err
+}
+
+// tryHandshake dials addr with TLS as config says, and returns what the
+// handshake, or the server right after it, said against it. With TLS 1.3
+// a server that wants a client certificate refuses it only after the
+// client's side of the handshake is done; a client that writes then may
+// see its connection reset rather than the server's alert, so this one
+// reads, for a moment, instead.
+func tryHandshake(addr string, config *tls.Config) error {
+	conn, err := net.DialTimeout("tcp", addr, otherWayTimeout)
+	if err != nil {
+		return nil
+	}
+	defer conn.Close()
+	c := config.Clone()
+	if c.ServerName == "" {
+		c.ServerName, _, _ = net.SplitHostPort(addr)
+	}
+	tc := tls.Client(conn, c)
+	_ = tc.SetDeadline(time.Now().Add(otherWayTimeout))
+	if err := tc.HandshakeContext(context.Background()); err != nil {
+		return err
+	}
+	_ = tc.SetReadDeadline(time.Now().Add(otherWayTimeout / 2))
+	var b [1]byte
+	_, err = tc.Read(b[:])
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return nil // the server took the handshake and waits for commands
 	}
 	return err
 }
