@@ -93,7 +93,11 @@ func evictionError(servers []evictingServer) error {
 	}
 	var where []string
 	for _, e := range servers {
-		where = append(where, strings.TrimPrefix(e.server+" ", " ")+"has maxmemory-policy "+e.policy)
+		w := "maxmemory-policy " + e.policy
+		if e.server != "" {
+			w = e.server + " has " + w
+		}
+		where = append(where, w)
 	}
 	return &ConfigError{
 		Problem: "Redis may evict the limiter's counters under memory pressure, and limits would start afresh without notice (every counter has a TTL, so volatile-* policies evict them first)",
