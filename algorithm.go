@@ -39,24 +39,12 @@ var algorithmNames = [...]string{
 	TokenBucket:   "token-bucket",
 }
 
-// String returns the algorithm's name as [ParseAlgorithm] accepts it, for
-// example "token-bucket".
+// String returns the algorithm's name, for example "token-bucket".
 func (a Algorithm) String() string {
 	if int(a) < len(algorithmNames) {
 		return algorithmNames[a]
 	}
 	return fmt.Sprintf("Algorithm(%d)", uint8(a))
-}
-
-// ParseAlgorithm returns the algorithm named s: "fixed-window",
-// "sliding-log", "sliding-window" or "token-bucket".
-func ParseAlgorithm(s string) (Algorithm, error) {
-	for a, name := range algorithmNames {
-		if s == name {
-			return Algorithm(a), nil
-		}
-	}
-	return 0, fmt.Errorf("%w: unknown algorithm %q (want fixed-window, sliding-log, sliding-window or token-bucket)", ErrInvalid, s)
 }
 
 func (a Algorithm) valid() bool { return int(a) < len(algorithmNames) }

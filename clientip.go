@@ -5,14 +5,13 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
-	"sync"
 )
 
-// Forwarding headers [IPKey] can read.
+// Forwarding headers IPKey can read, in canonical form.
 const (
-	HeaderXForwardedFor = "X-Forwarded-For"
-	HeaderForwarded     = "Forwarded"
-	HeaderXRealIP       = "X-Real-Ip"
+	headerXForwardedFor = "X-Forwarded-For"
+	headerForwarded     = "Forwarded"
+	headerXRealIP       = "X-Real-Ip"
 )
 
 // IPKey configures a KeyFunc that keys requests by client IP address; see
@@ -42,17 +41,10 @@ func ClientIP(trustedProxies ...string) (KeyFunc, error) {
 	return IPKey{TrustedProxies: trustedProxies}.KeyFunc()
 }
 
-// RemoteIP keys requests by the address of the connection's peer, IPv6
-// addresses grouped by /64. It is the default KeyFunc. Behind a proxy
-// every request has the proxy's address: use [ClientIP] there.
-var RemoteIP = mustKeyFunc(IPKey{}.KeyFunc())
-
-func mustKeyFunc(k KeyFunc, err error) KeyFunc {
-	if err != nil {
-		panic(err)
-	}
-	return k
-}
+// remoteIP keys requests by the address of the connection's peer, IPv6
+// addresses grouped by /64: the KeyFunc of the zero IPKey, a Limiter's
+// default.
+var remoteIP, _ = IPKey{}.KeyFunc()
 
 // KeyFunc validates c and returns its KeyFunc. The key is "ip:" and the
 // client's address: IPv4 as is (IPv4-mapped IPv6 counts as IPv4), IPv6 as
@@ -67,7 +59,7 @@ func mustKeyFunc(k KeyFunc, err error) KeyFunc {
 // search with [ErrNoKey]: the request goes to the error handler rather
 // than share a bucket with others.
 func (c IPKey) KeyFunc() (KeyFunc, error) {
-	k := &ipKeyer{header: HeaderXForwardedFor, bits: 64}
+	k := &ipKeyer{header: headerXForwardedFor, bits: 64}
 	for i, s := range c.TrustedProxies {
 		p, err := parseTrusted(s)
 		if err != nil {
@@ -77,7 +69,7 @@ func (c IPKey) KeyFunc() (KeyFunc, error) {
 	}
 	switch h := http.CanonicalHeaderKey(c.Header); h {
 	case "":
-	case HeaderXForwardedFor, HeaderForwarded, HeaderXRealIP:
+	case headerXForwardedFor, headerForwarded, headerXRealIP:
 		k.header = h
 	default:
 		return nil, fmt.Errorf("%w: IPKey.Header must be X-Forwarded-For, Forwarded or X-Real-IP, got %q", ErrInvalid, c.Header)
@@ -118,7 +110,6 @@ type ipKeyer struct {
 	trusted []netip.Prefix
 	header  string
 	bits    int
-	keys    addrKeys
 }
 
 func (k *ipKeyer) isTrusted(a netip.Addr) bool {
@@ -144,7 +135,7 @@ func (k *ipKeyer) key(r *http.Request) (string, error) {
 	if !client.Is4() {
 		client = netip.PrefixFrom(client, k.bits).Masked().Addr()
 	}
-	return k.keys.get(client, k.format), nil
+	return k.format(client), nil
 }
 
 // format writes the key of a client address (IPv6 already masked).
@@ -158,42 +149,13 @@ func (k *ipKeyer) format(a netip.Addr) string {
 	return string(buf)
 }
 
-// addrKeys remembers the keys of recent client addresses, so that a
-// returning client costs no allocation. Each of its shards holds at most
-// 4096 keys and starts afresh when full. The zero value is ready to use.
-type addrKeys struct {
-	shards [16]struct {
-		mu sync.RWMutex
-		m  map[netip.Addr]string
-	}
-}
-
-func (c *addrKeys) get(a netip.Addr, format func(netip.Addr) string) string {
-	b := a.As16()
-	sh := &c.shards[(b[15]^b[14]^b[7])&15]
-	sh.mu.RLock()
-	k, ok := sh.m[a]
-	sh.mu.RUnlock()
-	if ok {
-		return k
-	}
-	k = format(a)
-	sh.mu.Lock()
-	if sh.m == nil || len(sh.m) >= 4096 {
-		sh.m = make(map[netip.Addr]string)
-	}
-	sh.m[a] = k
-	sh.mu.Unlock()
-	return k
-}
-
 // forwarded finds the client in the forwarding header of a trusted peer.
 func (k *ipKeyer) forwarded(r *http.Request, peer netip.Addr) (netip.Addr, error) {
 	lines := r.Header.Values(k.header)
 	if len(lines) == 0 {
 		return peer, nil
 	}
-	if k.header == HeaderXRealIP {
+	if k.header == headerXRealIP {
 		v := lines[len(lines)-1] // a proxy that adds rather than sets puts its own last
 		a, ok := parseAddr(v)
 		if !ok {
@@ -203,7 +165,7 @@ func (k *ipKeyer) forwarded(r *http.Request, peer netip.Addr) (netip.Addr, error
 	}
 	var hops []string
 	for _, line := range lines {
-		if k.header == HeaderForwarded {
+		if k.header == headerForwarded {
 			hops = appendForwardedFor(hops, line)
 		} else {
 			for hop := range strings.SplitSeq(line, ",") {

@@ -1,18 +1,126 @@
 package ratelimit_test
 
 import (
+	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"time"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/store"
 )
+
+// A Limiter wraps a handler. Here each client IP may make 3 requests a
+// minute; the fourth gets 429 with Retry-After.
+func ExampleNew() {
+	s, _ := store.NewMemory(store.MemoryOptions{}) // store.NewRedis to share the limit between instances
+	limiter, err := ratelimit.New(s, "api",
+		ratelimit.WithLimits(ratelimit.PerMinute(3).Using(ratelimit.FixedWindow)),
+	)
+	if err != nil {
+		panic(err)
+	}
+	hello := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "hello") })
+	h := limiter.Handler(hello)
+
+	for range 4 {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
+		fmt.Printf("%d remaining=%s retry-after=%q\n", w.Code, w.Header().Get("X-RateLimit-Remaining"), w.Header().Get("Retry-After"))
+	}
+	// Output:
+	// 200 remaining=2 retry-after=""
+	// 200 remaining=1 retry-after=""
+	// 200 remaining=0 retry-after=""
+	// 429 remaining=0 retry-after="60"
+}
+
+// Routes can have limits of their own: here POST /login allows 2 attempts
+// a minute per client, counted apart from the 100 a minute of every other
+// request.
+func ExampleWithRoutes() {
+	s, _ := store.NewMemory(store.MemoryOptions{})
+	limiter, err := ratelimit.New(s, "web",
+		ratelimit.WithLimits(ratelimit.PerMinute(100)),
+		ratelimit.WithRoutes(map[string][]ratelimit.Limit{
+			"POST /login": {ratelimit.PerMinute(2).Using(ratelimit.SlidingLog).Named("login")},
+		}),
+	)
+	if err != nil {
+		panic(err)
+	}
+	h := limiter.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	for _, target := range []string{"/login", "/login", "/login", "/"} {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest("POST", target, nil))
+		fmt.Println("POST", target, w.Code, w.Header().Get("RateLimit-Policy"))
+	}
+	// Output:
+	// POST /login 200 "login";q=2;w=60
+	// POST /login 200 "login";q=2;w=60
+	// POST /login 429 "login";q=2;w=60
+	// POST / 200 "100-per-1m";q=100;w=60
+}
+
+// Behind a proxy, the client is the address the proxy adds to
+// X-Forwarded-For; one a client wrote itself is not believed.
+func ExampleClientIP() {
+	key, err := ratelimit.ClientIP("10.0.0.0/8") // the load balancers' addresses
+	if err != nil {
+		panic(err)
+	}
+	r := httptest.NewRequest("GET", "/", nil)
+	r.RemoteAddr = "10.0.0.5:41000"                         // the load balancer
+	r.Header.Set("X-Forwarded-For", "6.6.6.6, 203.0.113.7") // "6.6.6.6" is forged
+	fmt.Println(key(r))
+	// Output:
+	// ip:203.0.113.7 <nil>
+}
+
+// An API key is a secret: the key the store sees holds its keyed hash, not
+// the key.
+func ExampleHeader() {
+	secret := []byte("32 bytes from your secret store!") // the same on every instance
+	key, err := ratelimit.Header("X-API-Key", secret)
+	if err != nil {
+		panic(err)
+	}
+	r := httptest.NewRequest("GET", "/", nil)
+	r.Header.Set("X-API-Key", "sk_live_abc123")
+	k, _ := key(r)
+	fmt.Println(k)
+
+	_, err = ratelimit.Header("X-API-Key", []byte("short"))
+	fmt.Println(err)
+	// Output:
+	// header:X-Api-Key:ce750e73b981cba6b4a91cbbeaa581b6
+	// ratelimit: invalid input: Header("X-API-Key"): the secret is 5 bytes long; at least 16 are needed, the same on every instance
+}
+
+// Join keys requests by several things at once, here the user and the
+// route, so that each user has a counter per route.
+func ExampleJoin() {
+	type userKey struct{}
+	key := ratelimit.Join(ratelimit.User(userKey{}), ratelimit.Route)
+
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /orders/{id}", func(w http.ResponseWriter, r *http.Request) {
+		r = r.WithContext(context.WithValue(r.Context(), userKey{}, "alice")) // what authentication would do
+		k, err := key(r)
+		fmt.Println(k, err)
+	})
+	mux.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/orders/7", nil))
+	// Output:
+	// 10:user:alice22:route:GET /orders/{id} <nil>
+}
 
 func ExampleLimit() {
 	limits := []ratelimit.Limit{
 		ratelimit.PerMinute(100),
 		ratelimit.PerMinute(5).Using(ratelimit.SlidingLog).Named("login"),
 		ratelimit.PerSecond(10).Using(ratelimit.TokenBucket).WithBurst(50),
-		ratelimit.PerDay(10_000).Using(ratelimit.FixedWindow),
+		ratelimit.Per(10_000, 24*time.Hour).Using(ratelimit.FixedWindow),
 	}
 	for _, l := range limits {
 		fmt.Println(l)
@@ -24,18 +132,22 @@ func ExampleLimit() {
 	// 10000 per 24h, fixed-window
 }
 
-func ExampleLimit_Validate() {
-	err := ratelimit.PerMinute(200_000).Using(ratelimit.SlidingLog).Validate()
+// NewLimits checks a set of limits once; the error names what is wrong.
+func ExampleNewLimits() {
+	_, err := ratelimit.NewLimits(
+		ratelimit.PerSecond(10),
+		ratelimit.PerMinute(200_000).Using(ratelimit.SlidingLog),
+	)
 	fmt.Println(err)
 	// Output:
-	// ratelimit: invalid input: Limit.Quota must be at most 100000 for sliding-log, got 200000: the log keeps one entry per request; use sliding-window (SlidingWindow), which needs a few counters per key (200000 per 1m, sliding-log)
+	// ratelimit: invalid input: limits[1].Quota must be at most 100000 for sliding-log, got 200000: the log keeps one entry per request; use sliding-window (SlidingWindow), which needs a few counters per key (200000 per 1m, sliding-log)
 }
 
 func ExampleDecision_DeniedBy() {
 	// A decision as a store returns it for a request with two limits.
 	d := ratelimit.Decision{Results: []ratelimit.Result{
 		{Limit: ratelimit.PerSecond(10), Allowed: true, Remaining: 3},
-		{Limit: ratelimit.PerHour(500), Allowed: false, RetryAfter: 42 * time.Second},
+		{Limit: ratelimit.Per(500, time.Hour), Allowed: false, RetryAfter: 42 * time.Second},
 	}}
 	if r, denied := d.DeniedBy(); denied {
 		fmt.Printf("denied by %v; retry in %v\n", r.Limit, d.RetryAfter())

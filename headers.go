@@ -1,25 +1,26 @@
 package ratelimit
 
 import (
-	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
 )
 
-// Response headers a [Limiter] sets.
+// The response headers a Limiter sets, in canonical form.
 const (
-	HeaderRateLimitPolicy = "RateLimit-Policy"
-	HeaderRateLimit       = "RateLimit"
-	HeaderXLimit          = "X-RateLimit-Limit"
-	HeaderXRemaining      = "X-RateLimit-Remaining"
-	HeaderXReset          = "X-RateLimit-Reset"
-	HeaderRetryAfter      = "Retry-After"
+	headerPolicy     = "Ratelimit-Policy"
+	headerRateLimit  = "Ratelimit"
+	headerXLimit     = "X-Ratelimit-Limit"
+	headerXRemaining = "X-Ratelimit-Remaining"
+	headerXReset     = "X-Ratelimit-Reset"
+	headerRetryAfter = "Retry-After"
 )
 
 // HeaderStyle selects the rate-limit headers a [Limiter] sets on every
-// response it lets through or denies. Retry-After is always set on a 429.
+// response it lets through or denies (see [WithHeaders]): HeadersDraft,
+// HeadersX, both (the default), or none (0). Retry-After is always set on
+// a 429.
 type HeaderStyle uint8
 
 const (
@@ -32,71 +33,68 @@ const (
 	//	RateLimit: "api";r=42;t=17
 	//
 	// The policy lists every limit; RateLimit describes the one closest to
-	// denying (see [Decision.Tightest]). q is the quota (a token bucket's
-	// burst), w the window in seconds (the time a token bucket takes to
-	// fill), r what remains, t the seconds until it is all back; all
-	// rounded up to whole seconds.
+	// denying: the one that denied or, when allowed, the one with the
+	// fewest units left. q is the quota (a token bucket's burst), w the
+	// window in seconds (the time a token bucket takes to fill), r what
+	// remains, t the seconds until it is all back; all rounded up to whole
+	// seconds.
 	HeadersDraft HeaderStyle = 1 << iota
 
 	// HeadersX sets the widespread X-RateLimit-Limit,
 	// X-RateLimit-Remaining and X-RateLimit-Reset (seconds from now, not a
 	// timestamp), for the limit closest to denying.
 	HeadersX
-
-	// HeadersNone sets none of them.
-	HeadersNone HeaderStyle = 0
-
-	// HeadersAll sets both kinds. It is the default.
-	HeadersAll = HeadersDraft | HeadersX
 )
 
-// Canonical header keys, for direct assignment into http.Header. The
-// values a Limiter assigns are shared, read-only slices: handlers may
-// replace them (Set, Add, Del) but must not write into them.
-var (
-	keyPolicy     = http.CanonicalHeaderKey(HeaderRateLimitPolicy)
-	keyRateLimit  = http.CanonicalHeaderKey(HeaderRateLimit)
-	keyXLimit     = http.CanonicalHeaderKey(HeaderXLimit)
-	keyXRemaining = http.CanonicalHeaderKey(HeaderXRemaining)
-	keyXReset     = http.CanonicalHeaderKey(HeaderXReset)
-)
+// setHeaders writes the rate-limit headers of a decision in style. The values that
+// change per request are cut from one string: "name";r=R;t=T holds
+// X-RateLimit-Remaining (R) and X-RateLimit-Reset (T) too, and Go's
+// substrings share their bytes; and the three value slices share one
+// array. So a request costs two allocations for its headers.
+func setHeaders(w http.ResponseWriter, style HeaderStyle, p *policy, d Decision) {
+	if style == 0 || len(d.Results) == 0 {
+		return
+	}
+	h := w.Header()
+	i := d.tightest()
+	r := d.Results[i]
+	var buf [96]byte
+	b := append(buf[:0], p.names[i]...)
+	b = append(b, ";r="...)
+	remStart := len(b)
+	b = strconv.AppendInt(b, sfInt(int64(r.Remaining)), 10)
+	remEnd := len(b)
+	b = append(b, ";t="...)
+	resetStart := len(b)
+	b = strconv.AppendInt(b, sfInt(seconds(r.ResetAfter)), 10)
+	field := string(b)
+	values := make([]string, 3)
+	values[0], values[1], values[2] = field, field[remStart:remEnd], field[resetStart:]
+	if style&HeadersDraft != 0 {
+		h[headerPolicy] = p.header
+		h[headerRateLimit] = values[0:1:1]
+	}
+	if style&HeadersX != 0 {
+		h[headerXLimit] = p.capacity[i]
+		h[headerXRemaining] = values[1:2:2]
+		h[headerXReset] = values[2:3:3]
+	}
+}
 
-// policyName is l.Name or, when empty, one made of its quota and window,
-// with the algorithm added if another limit of the set has the same.
-func policyName(l Limit, all []Limit) string {
-	if l.Name != "" {
-		return l.Name
-	}
-	short := strconv.Itoa(l.Quota) + "-per-" + FormatDuration(l.Window)
-	for _, o := range all {
-		if o != l && o.Name == "" && o.Quota == l.Quota && o.Window == l.Window {
-			return short + "-" + l.Algorithm.String()
-		}
-	}
-	return short
+// setRetryAfter sets Retry-After to d rounded up to whole seconds, at
+// least 1.
+func setRetryAfter(w http.ResponseWriter, d time.Duration) {
+	w.Header()[headerRetryAfter] = []string{strconv.FormatInt(max(seconds(d), 1), 10)}
 }
 
 // policyWindow is the w of a limit: its window, or for a token bucket the
 // time to refill a whole burst.
 func policyWindow(l Limit) time.Duration {
 	if l.Algorithm == TokenBucket {
-		l = l.WithDefaults()
+		l = l.withDefaults()
 		return time.Duration(int64(l.Window) / int64(l.Quota) * int64(l.Burst))
 	}
 	return l.Window
-}
-
-// checkName reports why a limit name cannot appear in a header.
-func checkName(name string) error {
-	if len(name) > 64 {
-		return fmt.Errorf("is %d bytes long; at most 64 are allowed", len(name))
-	}
-	for i := 0; i < len(name); i++ {
-		if name[i] < 0x20 || name[i] > 0x7e {
-			return fmt.Errorf("%q has a byte (%#x) outside printable ASCII, which an RFC 9651 string cannot hold", name, name[i])
-		}
-	}
-	return nil
 }
 
 // quoteString writes s, printable ASCII, as an RFC 9651 sf-string.
@@ -121,78 +119,5 @@ func seconds(d time.Duration) int64 {
 	return int64((d + time.Second - 1) / time.Second)
 }
 
-// setHeaders writes the rate-limit headers of a decision. On the warm
-// path it allocates nothing: the values come from the policy's caches.
-func (l *Limiter) setHeaders(w http.ResponseWriter, p *policy, d Decision) {
-	if l.headers == HeadersNone || len(d.Results) == 0 {
-		return
-	}
-	h := w.Header()
-	i := d.tightest()
-	r := d.Results[i]
-	reset := seconds(r.ResetAfter)
-	if l.headers&HeadersDraft != 0 {
-		h[keyPolicy] = p.header
-		h[keyRateLimit] = p.current[i].get(p.names[i], int64(r.Remaining), reset)
-	}
-	if l.headers&HeadersX != 0 {
-		h[keyXLimit] = p.capacity[i]
-		h[keyXRemaining] = intValue(int64(r.Remaining))
-		h[keyXReset] = intValue(reset)
-	}
-}
-
-// setRetryAfter sets Retry-After to d rounded up to whole seconds, at
-// least 1.
-func setRetryAfter(w http.ResponseWriter, d time.Duration) {
-	w.Header().Set(HeaderRetryAfter, strconv.FormatInt(max(seconds(d), 1), 10))
-}
-
-// writeStatus answers with status and a short body: RFC 9457 problem
-// JSON when the client accepts JSON, plain text otherwise. The body holds
-// no request data and no error text.
-func writeStatus(w http.ResponseWriter, r *http.Request, status int, detail string) {
-	h := w.Header()
-	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Cache-Control", "no-store")
-	title := http.StatusText(status)
-	if acceptsJSON(r.Header.Values("Accept")) {
-		h.Set("Content-Type", "application/problem+json")
-		w.WriteHeader(status)
-		fmt.Fprintf(w, `{"type":"about:blank","title":%q,"status":%d,"detail":%q}`+"\n", title, status, detail)
-		return
-	}
-	h.Set("Content-Type", "text/plain; charset=utf-8")
-	w.WriteHeader(status)
-	fmt.Fprintf(w, "%s: %s\n", title, detail)
-}
-
-// acceptsJSON reports whether an Accept header names
-// application/problem+json or application/json with a non-zero q.
-func acceptsJSON(accept []string) bool {
-	for _, line := range accept {
-		for media := range strings.SplitSeq(line, ",") {
-			typ, params, _ := strings.Cut(media, ";")
-			typ = strings.ToLower(strings.TrimSpace(typ))
-			if typ != "application/problem+json" && typ != "application/json" {
-				continue
-			}
-			if !zeroQ(params) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// zeroQ reports whether media-range parameters set q to 0.
-func zeroQ(params string) bool {
-	for p := range strings.SplitSeq(params, ";") {
-		name, value, _ := strings.Cut(strings.TrimSpace(p), "=")
-		if strings.EqualFold(name, "q") {
-			q, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
-			return err == nil && q == 0
-		}
-	}
-	return false
-}
+// sfInt clamps n to the largest Integer of RFC 9651, which has 15 digits.
+func sfInt(n int64) int64 { return min(n, 999_999_999_999_999) }

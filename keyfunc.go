@@ -1,13 +1,16 @@
 package ratelimit
 
 import (
-	"context"
-	"errors"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"hash"
 	"net/http"
 	"net/textproto"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // A KeyFunc names who a request is counted against: a client address, an
@@ -17,27 +20,53 @@ import (
 //
 // The built-in KeyFuncs tag their keys ("ip:", "header:", "user:",
 // "route:"), so keys of different kinds never collide, and [Join] combines
-// them without ambiguity.
+// them without ambiguity. A Limiter puts its namespace and the route's
+// pattern before the key, so a KeyFunc need not.
+//
+// Keys are written to the store and may show in its error messages: a
+// KeyFunc that reads a secret (an API key, a session token) should return
+// a keyed hash of it, as [Header] does.
 type KeyFunc func(r *http.Request) (string, error)
 
-// ErrNoKey is wrapped by the errors of KeyFuncs that find no key in a
-// request: a missing header, no user in the context, no route pattern.
-var ErrNoKey = errors.New("ratelimit: no key in request")
+// minSecret is the shortest secret Header takes.
+const minSecret = 16
 
 // Header keys requests by the value of the named header, such as an API
-// key. A request without it, or with it empty, has no key. When the header
-// appears more than once, the first value counts, as for
+// key or a token. A request without it, or with it empty, has no key. When
+// the header appears more than once, the first value counts, as for
 // [http.Header.Get].
-func Header(name string) KeyFunc {
+//
+// The value is a secret, so the key holds not the value but its
+// HMAC-SHA256 under secret, 128 bits of it in hex: Redis's KEYS and
+// MONITOR, dumps of the key space, and logs never show an API key, and
+// whoever reads them cannot test guesses without the secret. Every
+// instance of a service must use the same secret, at least 16 bytes (for
+// example 32 random bytes from the service's secret store), or they would
+// not share counters; changing it starts every counter afresh. The hash
+// costs about a quarter of a microsecond per request.
+func Header(name string, secret []byte) (KeyFunc, error) {
+	if len(secret) < minSecret {
+		return nil, fmt.Errorf("%w: Header(%q): the secret is %d bytes long; at least %d are needed, the same on every instance", ErrInvalid, name, len(secret), minSecret)
+	}
 	name = textproto.CanonicalMIMEHeaderKey(name)
 	tag := "header:" + name + ":"
+	pool := sync.Pool{New: func() any { return hmac.New(sha256.New, secret) }}
 	return func(r *http.Request) (string, error) {
 		v := r.Header.Get(name)
 		if v == "" {
 			return "", fmt.Errorf("%w: header %s is missing", ErrNoKey, name)
 		}
-		return tag + v, nil
-	}
+		h := pool.Get().(hash.Hash)
+		h.Reset()
+		h.Write([]byte(v))
+		var sum [sha256.Size]byte
+		h.Sum(sum[:0])
+		pool.Put(h)
+		var buf [128]byte
+		k := append(buf[:0], tag...)
+		k = hex.AppendEncode(k, sum[:16])
+		return string(k), nil
+	}, nil
 }
 
 // User keys requests by a value that earlier middleware, typically
@@ -66,7 +95,7 @@ func User(ctxKey any) KeyFunc {
 // handler), or what a framework adapter passes with [RequestWithRoute].
 // The raw URL path is never used: it would let clients mint keys at will.
 func Route(r *http.Request) (string, error) {
-	p := RoutePattern(r)
+	p := routePattern(r)
 	if p == "" {
 		return "", fmt.Errorf("%w: no route pattern (run the limiter inside the router, or through an adapter)", ErrNoKey)
 	}
@@ -93,28 +122,4 @@ func Join(keys ...KeyFunc) KeyFunc {
 		}
 		return b.String(), nil
 	}
-}
-
-type routeKey struct{}
-
-// RequestWithRoute returns a shallow copy of r that carries the route
-// pattern a router matched, for [Route] and for per-route limits. Framework
-// adapters call it; with Go's ServeMux, [http.Request.Pattern] serves.
-func RequestWithRoute(r *http.Request, pattern string) *http.Request {
-	return r.WithContext(context.WithValue(r.Context(), routeKey{}, pattern))
-}
-
-// RoutePattern returns the route pattern a router matched for r, or "".
-func RoutePattern(r *http.Request) string {
-	if p, ok := r.Context().Value(routeKey{}).(string); ok {
-		return p
-	}
-	return r.Pattern
-}
-
-// hasMethod reports whether a pattern starts with a method, like
-// "POST /login".
-func hasMethod(pattern string) bool {
-	i := strings.IndexByte(pattern, ' ')
-	return i > 0 && !strings.Contains(pattern[:i], "/")
 }

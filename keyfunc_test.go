@@ -1,138 +1,48 @@
 package ratelimit_test
 
 import (
+	"bytes"
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
+	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/internal/httpcases"
 )
 
-type ipCase struct {
-	name    string
-	remote  string
-	headers [][2]string // in order; a name may repeat
-	want    string      // "" means ErrNoKey
-}
+// testSecret is a secret for Header.
+var testSecret = []byte("a test secret, 32 bytes at least")
 
-func runIPCases(t *testing.T, cfg ratelimit.IPKey, cases []ipCase) {
+// mustHeader is ratelimit.Header, failing t on an error.
+func mustHeader(t testing.TB, name string, secret []byte) ratelimit.KeyFunc {
 	t.Helper()
-	key, err := cfg.KeyFunc()
+	key, err := ratelimit.Header(name, secret)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("Header: %v", err)
 	}
-	for _, tt := range cases {
-		t.Run(tt.name, func(t *testing.T) {
-			r := httptest.NewRequest("GET", "/", nil)
-			r.RemoteAddr = tt.remote
-			for _, h := range tt.headers {
-				r.Header.Add(h[0], h[1])
-			}
-			got, err := key(r)
-			if tt.want == "" {
-				if !errors.Is(err, ratelimit.ErrNoKey) {
-					t.Fatalf("got (%q, %v), want ErrNoKey", got, err)
-				}
-				return
-			}
-			if err != nil || got != tt.want {
-				t.Fatalf("got (%q, %v), want %q", got, err, tt.want)
-			}
-		})
-	}
+	return key
 }
 
-func TestRemoteIP(t *testing.T) {
-	runIPCases(t, ratelimit.IPKey{}, []ipCase{
-		{"IPv4 with port", "192.0.2.1:1234", nil, "ip:192.0.2.1"},
-		{"IPv4 without port", "192.0.2.1", nil, "ip:192.0.2.1"},
-		{"IPv6 with port", "[2001:db8:1:2:3:4:5:6]:443", nil, "ip:2001:db8:1:2::/64"},
-		{"IPv6 same /64", "[2001:db8:1:2:ffff::1]:443", nil, "ip:2001:db8:1:2::/64"},
-		{"IPv6 without port", "2001:db8:1:3::9", nil, "ip:2001:db8:1:3::/64"},
-		{"IPv6 with zone", "[fe80::1%eth0]:80", nil, "ip:fe80::/64"},
-		{"IPv4-mapped", "[::ffff:192.0.2.1]:80", nil, "ip:192.0.2.1"},
-		{"IPv4-mapped without port", "::ffff:c000:201", nil, "ip:192.0.2.1"},
-		{"forwarding headers ignored", "192.0.2.1:80", [][2]string{{"X-Forwarded-For", "198.51.100.1"}, {"X-Real-IP", "198.51.100.2"}, {"Forwarded", "for=198.51.100.3"}}, "ip:192.0.2.1"},
-		{"garbage", "not an address", nil, ""},
-		{"empty", "", nil, ""},
-		{"unix socket", "@", nil, ""},
-	})
+// headerKey is the key Header documents for value under secret, with
+// name in canonical form.
+func headerKey(name string, secret []byte, value string) string {
+	m := hmac.New(sha256.New, secret)
+	m.Write([]byte(value))
+	return "header:" + name + ":" + hex.EncodeToString(m.Sum(nil)[:16])
 }
 
-func TestClientIPBehindProxies(t *testing.T) {
-	trusted := []string{"10.0.0.0/8", "2001:db8:ffff::/48", "192.0.2.254"}
-	xff := "X-Forwarded-For"
-	runIPCases(t, ratelimit.IPKey{TrustedProxies: trusted}, []ipCase{
-		{"untrusted peer: header ignored", "198.51.100.9:1", [][2]string{{xff, "203.0.113.1"}}, "ip:198.51.100.9"},
-		{"trusted peer", "10.0.0.1:1", [][2]string{{xff, "203.0.113.1"}}, "ip:203.0.113.1"},
-		{"trusted single address", "192.0.2.254:1", [][2]string{{xff, "203.0.113.1"}}, "ip:203.0.113.1"},
-		{"trusted peer, no header", "10.0.0.1:1", nil, "ip:10.0.0.1"},
-		{"chain: rightmost untrusted wins", "10.0.0.1:1", [][2]string{{xff, "1.1.1.1, 203.0.113.1, 10.0.0.7"}}, "ip:203.0.113.1"},
-		{"untrusted hop in the middle stops the walk", "10.0.0.1:1", [][2]string{{xff, "203.0.113.1, 198.51.100.5, 10.0.0.2"}}, "ip:198.51.100.5"},
-		{"several lines, in order", "10.0.0.1:1", [][2]string{{xff, "203.0.113.1"}, {xff, "203.0.113.2, 10.0.0.3"}}, "ip:203.0.113.2"},
-		{"all trusted: leftmost", "10.0.0.1:1", [][2]string{{xff, "10.0.0.9, 10.0.0.8"}}, "ip:10.0.0.9"},
-		{"entry with port", "10.0.0.1:1", [][2]string{{xff, "203.0.113.1:5555"}}, "ip:203.0.113.1"},
-		{"IPv6 entry in brackets with port", "10.0.0.1:1", [][2]string{{xff, "[2001:db8:5::1]:443"}}, "ip:2001:db8:5::/64"},
-		{"mapped entry", "10.0.0.1:1", [][2]string{{xff, "::ffff:203.0.113.1"}}, "ip:203.0.113.1"},
-		{"mapped trusted peer", "[::ffff:10.0.0.1]:1", [][2]string{{xff, "203.0.113.1"}}, "ip:203.0.113.1"},
-		{"IPv6 trusted peer", "[2001:db8:ffff::1]:1", [][2]string{{xff, "203.0.113.1"}}, "ip:203.0.113.1"},
-		{"garbage before the client", "10.0.0.1:1", [][2]string{{xff, "203.0.113.1, garbage"}}, ""},
-		{"garbage after the client is never reached", "10.0.0.1:1", [][2]string{{xff, "garbage, 203.0.113.1"}}, "ip:203.0.113.1"},
-		{"empty entry", "10.0.0.1:1", [][2]string{{xff, "203.0.113.1,"}}, ""},
-		{"other headers ignored", "10.0.0.1:1", [][2]string{{"X-Real-IP", "203.0.113.1"}, {"Forwarded", "for=203.0.113.2"}}, "ip:10.0.0.1"},
-	})
-}
-
-func TestClientIPForwarded(t *testing.T) {
-	fwd := "Forwarded"
-	runIPCases(t, ratelimit.IPKey{TrustedProxies: []string{"10.0.0.0/8"}, Header: "forwarded"}, []ipCase{
-		{"simple", "10.0.0.1:1", [][2]string{{fwd, "for=203.0.113.1"}}, "ip:203.0.113.1"},
-		{"case-insensitive name, other pairs", "10.0.0.1:1", [][2]string{{fwd, "proto=https;For=203.0.113.1;by=10.0.0.1"}}, "ip:203.0.113.1"},
-		{"quoted IPv6 with port", "10.0.0.1:1", [][2]string{{fwd, `for="[2001:db8:cafe::17]:4711"`}}, "ip:2001:db8:cafe::/64"},
-		{"list, right to left", "10.0.0.1:1", [][2]string{{fwd, "for=198.51.100.1, for=203.0.113.1, for=10.0.0.5"}}, "ip:203.0.113.1"},
-		{"two lines", "10.0.0.1:1", [][2]string{{fwd, "for=198.51.100.1"}, {fwd, "for=203.0.113.1"}}, "ip:203.0.113.1"},
-		{"comma inside quotes", "10.0.0.1:1", [][2]string{{fwd, `for=203.0.113.1;host="a,b"`}}, "ip:203.0.113.1"},
-		{"unknown", "10.0.0.1:1", [][2]string{{fwd, "for=unknown"}}, ""},
-		{"obfuscated", "10.0.0.1:1", [][2]string{{fwd, "for=_hidden"}}, ""},
-		{"element without for", "10.0.0.1:1", [][2]string{{fwd, "proto=http"}}, ""},
-		{"malformed", "10.0.0.1:1", [][2]string{{fwd, `for="203.0.113.1`}}, ""},
-		{"X-Forwarded-For ignored", "10.0.0.1:1", [][2]string{{"X-Forwarded-For", "203.0.113.9"}}, "ip:10.0.0.1"},
-	})
-}
-
-func TestClientIPXRealIP(t *testing.T) {
-	runIPCases(t, ratelimit.IPKey{TrustedProxies: []string{"10.0.0.0/8"}, Header: "X-Real-IP", IPv6Prefix: 48}, []ipCase{
-		{"set", "10.0.0.1:1", [][2]string{{"X-Real-IP", "203.0.113.1"}}, "ip:203.0.113.1"},
-		{"the proxy's is the last line", "10.0.0.1:1", [][2]string{{"X-Real-IP", "198.51.100.1"}, {"X-Real-IP", "203.0.113.1"}}, "ip:203.0.113.1"},
-		{"IPv6 grouped by /48", "10.0.0.1:1", [][2]string{{"X-Real-IP", "2001:db8:1:2::1"}}, "ip:2001:db8:1::/48"},
-		{"garbage", "10.0.0.1:1", [][2]string{{"X-Real-IP", "203.0.113.1, 198.51.100.1"}}, ""},
-		{"untrusted peer", "198.51.100.7:1", [][2]string{{"X-Real-IP", "203.0.113.1"}}, "ip:198.51.100.7"},
-	})
-}
-
-func TestIPKeyValidation(t *testing.T) {
-	tests := []struct {
-		cfg  ratelimit.IPKey
-		want string
-	}{
-		{ratelimit.IPKey{TrustedProxies: []string{"10.0.0.0/8", "10.0.0.0/33"}}, "TrustedProxies[1]"},
-		{ratelimit.IPKey{TrustedProxies: []string{"proxy.internal"}}, "TrustedProxies[0]"},
-		{ratelimit.IPKey{Header: "True-Client-IP"}, "IPKey.Header"},
-		{ratelimit.IPKey{IPv6Prefix: 129}, "IPKey.IPv6Prefix"},
-		{ratelimit.IPKey{IPv6Prefix: -1}, "IPKey.IPv6Prefix"},
-	}
-	for _, tt := range tests {
-		_, err := tt.cfg.KeyFunc()
-		if !errors.Is(err, ratelimit.ErrInvalid) || !strings.Contains(err.Error(), tt.want) {
-			t.Errorf("%+v: got %v, want ErrInvalid naming %s", tt.cfg, err, tt.want)
-		}
-	}
-	if _, err := ratelimit.ClientIP("10.0.0.1", "::1", "::ffff:10.0.0.0/104"); err != nil {
-		t.Errorf("ClientIP with valid proxies: %v", err)
-	}
+func constKey(s string) ratelimit.KeyFunc {
+	return func(*http.Request) (string, error) { return s, nil }
 }
 
 type userKey struct{}
@@ -146,20 +56,21 @@ func TestKeyFuncs(t *testing.T) {
 		r := httptest.NewRequest("POST", "/login?x=1", nil)
 		return mod(r)
 	}
+	apiKey := mustHeader(t, "x-api-key", testSecret)
 	tests := []struct {
 		name string
 		key  ratelimit.KeyFunc
 		r    *http.Request
 		want string // "" means ErrNoKey
 	}{
-		{"header", ratelimit.Header("x-api-key"), req(func(r *http.Request) *http.Request { r.Header.Set("X-API-Key", "k1"); return r }), "header:X-Api-Key:k1"},
-		{"header missing", ratelimit.Header("X-API-Key"), req(func(r *http.Request) *http.Request { return r }), ""},
-		{"header empty", ratelimit.Header("X-API-Key"), req(func(r *http.Request) *http.Request { r.Header.Set("X-API-Key", ""); return r }), ""},
-		{"header first line", ratelimit.Header("X-API-Key"), req(func(r *http.Request) *http.Request {
+		{"header", apiKey, req(func(r *http.Request) *http.Request { r.Header.Set("X-API-Key", "k1"); return r }), headerKey("X-Api-Key", testSecret, "k1")},
+		{"header missing", apiKey, req(func(r *http.Request) *http.Request { return r }), ""},
+		{"header empty", apiKey, req(func(r *http.Request) *http.Request { r.Header.Set("X-API-Key", ""); return r }), ""},
+		{"header first line", apiKey, req(func(r *http.Request) *http.Request {
 			r.Header.Add("X-API-Key", "a")
 			r.Header.Add("X-API-Key", "b")
 			return r
-		}), "header:X-Api-Key:a"},
+		}), headerKey("X-Api-Key", testSecret, "a")},
 		{"user string", ratelimit.User(userKey{}), req(func(r *http.Request) *http.Request {
 			return r.WithContext(context.WithValue(r.Context(), userKey{}, "alice"))
 		}), "user:alice"},
@@ -174,41 +85,252 @@ func TestKeyFuncs(t *testing.T) {
 		{"route without method", ratelimit.Route, req(func(r *http.Request) *http.Request { r.Pattern = "/login"; return r }), "route:POST /login"},
 		{"route from an adapter", ratelimit.Route, req(func(r *http.Request) *http.Request { return ratelimit.RequestWithRoute(r, "/users/:id") }), "route:POST /users/:id"},
 		{"no route: never the raw path", ratelimit.Route, req(func(r *http.Request) *http.Request { return r }), ""},
-		{"join", ratelimit.Join(ratelimit.Route, ratelimit.Header("X-API-Key")), req(func(r *http.Request) *http.Request {
+		{"join", ratelimit.Join(ratelimit.Route, apiKey), req(func(r *http.Request) *http.Request {
 			r.Pattern = "POST /login"
 			r.Header.Set("X-API-Key", "k1")
 			return r
-		}), "17:route:POST /login19:header:X-Api-Key:k1"},
-		{"join fails with a part", ratelimit.Join(ratelimit.Route, ratelimit.Header("X-API-Key")), req(func(r *http.Request) *http.Request { r.Pattern = "/x"; return r }), ""},
+		}), "17:route:POST /login49:" + headerKey("X-Api-Key", testSecret, "k1")},
+		{"join fails with a part", ratelimit.Join(ratelimit.Route, apiKey), req(func(r *http.Request) *http.Request { r.Pattern = "/x"; return r }), ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := tt.key(tt.r)
-			if tt.want == "" {
-				if !errors.Is(err, ratelimit.ErrNoKey) {
-					t.Fatalf("got (%q, %v), want ErrNoKey", got, err)
-				}
-				return
-			}
-			if err != nil || got != tt.want {
-				t.Fatalf("got (%q, %v), want %q", got, err, tt.want)
-			}
+			checkKey(t, got, err, tt.want)
 		})
 	}
 }
 
 // TestJoinIsUnambiguous: parts that concatenate alike still join apart.
 func TestJoinIsUnambiguous(t *testing.T) {
-	constant := func(s string) ratelimit.KeyFunc {
-		return func(*http.Request) (string, error) { return s, nil }
-	}
 	r := httptest.NewRequest("GET", "/", nil)
 	seen := map[string][2]string{}
 	for _, parts := range [][2]string{{"ab", "c"}, {"a", "bc"}, {"a:", "b"}, {"a", ":b"}, {"1:a", ""}, {"", "1:a"}, {"2:ab", "1:c"}} {
-		k, _ := ratelimit.Join(constant(parts[0]), constant(parts[1]))(r)
+		k, _ := ratelimit.Join(constKey(parts[0]), constKey(parts[1]))(r)
 		if prev, ok := seen[k]; ok {
 			t.Errorf("Join(%q, %q) = Join(%q, %q) = %q", parts[0], parts[1], prev[0], prev[1], k)
 		}
 		seen[k] = parts
+	}
+}
+
+// FuzzJoin checks that Join never gives two different pairs of keys the
+// same joined key.
+func FuzzJoin(f *testing.F) {
+	f.Add("ab", "c", "a", "bc")
+	f.Add("1:a", "", "", "1:a")
+	f.Add("ip:1.2.3.4", "header:X:k", "ip:1.2.3.4header:X:k", "")
+	f.Fuzz(func(t *testing.T, a, b, c, d string) {
+		join := func(x, y string) string {
+			k, err := ratelimit.Join(constKey(x), constKey(y))(httptest.NewRequest("GET", "/", nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return k
+		}
+		if (join(a, b) == join(c, d)) != (a == c && b == d) {
+			t.Fatalf("Join(%q, %q) = %q, Join(%q, %q) = %q", a, b, join(a, b), c, d, join(c, d))
+		}
+	})
+}
+
+func TestHeaderSecret(t *testing.T) {
+	tests := []struct {
+		name   string
+		secret []byte
+		ok     bool
+	}{
+		{"none", nil, false},
+		{"empty", []byte{}, false},
+		{"15 bytes", []byte("fifteen bytes!!"), false},
+		{"16 bytes", []byte("sixteen bytes!!!"), true},
+		{"32 bytes", testSecret, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			key, err := ratelimit.Header("X-API-Key", tt.secret)
+			if tt.ok {
+				if err != nil || key == nil {
+					t.Fatalf("got (%v, %v), want a KeyFunc", key != nil, err)
+				}
+				return
+			}
+			if !errors.Is(err, ratelimit.ErrInvalid) || key != nil || !strings.Contains(err.Error(), `Header("X-API-Key")`) {
+				t.Fatalf("got (%v, %v), want ErrInvalid naming Header", key != nil, err)
+			}
+		})
+	}
+}
+
+// TestHeaderKeys: the key is a keyed hash of the value, the same on every
+// instance with the same secret, different under another secret.
+func TestHeaderKeys(t *testing.T) {
+	other := []byte("another secret of 32 bytes, too!")
+	r := httptest.NewRequest("GET", "/", nil)
+	r.Header.Set("X-API-Key", "k1")
+	key := func(name string, secret []byte) string {
+		t.Helper()
+		k, err := mustHeader(t, name, secret)(r)
+		if err != nil {
+			t.Fatalf("Header(%q): %v", name, err)
+		}
+		return k
+	}
+	a := key("X-API-Key", testSecret)
+	if want := headerKey("X-Api-Key", testSecret, "k1"); a != want {
+		t.Errorf("got %q, want %q", a, want)
+	}
+	if b := key("x-api-key", testSecret); b != a {
+		t.Errorf("another instance, the name in lower case: got %q, want %q", b, a)
+	}
+	if b := key("X-API-Key", other); b == a {
+		t.Errorf("another secret: got %q again, want another key", b)
+	}
+	if strings.Contains(a, "k1") {
+		t.Errorf("the key %q holds the value", a)
+	}
+}
+
+// TestHeaderIsSafeForConcurrentUse: one KeyFunc hashes many requests at
+// once, each with its own value (run with -race).
+func TestHeaderIsSafeForConcurrentUse(t *testing.T) {
+	key := mustHeader(t, "X-API-Key", testSecret)
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 200 {
+				v := fmt.Sprintf("key-%d-%d", g, i)
+				r := httptest.NewRequest("GET", "/", nil)
+				r.Header.Set("X-API-Key", v)
+				got, err := key(r)
+				if want := headerKey("X-Api-Key", testSecret, v); err != nil || got != want {
+					t.Errorf("got (%q, %v), want %q", got, err, want)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// apiKeyValue is an API key as a client sends it; it must never reach
+// Redis or the logs.
+const apiKeyValue = "sk_live_Qz7RvT2mXw9LpK4n"
+
+// TestSecretsStayOutOfRedis sends an API key through Limiters keyed by
+// Header on a real redis-server: no key of the server holds it, the
+// counters' keys hold its keyed hash, and under another secret the same
+// API key counts under another key.
+func TestSecretsStayOutOfRedis(t *testing.T) {
+	t.Parallel()
+	c, prefix := sharedRedis(t)
+	s := newRedisStore(t, c, prefix)
+	other := []byte("another secret of 32 bytes, too!")
+	limits := ratelimit.WithLimits(
+		ratelimit.PerMinute(5).Using(ratelimit.FixedWindow),
+		ratelimit.PerMinute(5).Using(ratelimit.SlidingLog),
+		ratelimit.Per(5, time.Hour).Using(ratelimit.TokenBucket),
+		ratelimit.PerSecond(10))
+	first := newLimiter(t, s, "keys", ratelimit.WithKey(mustHeader(t, "X-API-Key", testSecret)), limits).Handler(http.HandlerFunc(httpcases.OK))
+	second := newLimiter(t, s, "keys", ratelimit.WithKey(mustHeader(t, "X-API-Key", other)), limits).Handler(http.HandlerFunc(httpcases.OK))
+	for i, st := range []struct {
+		h         http.Handler
+		remaining string
+	}{{first, "4"}, {first, "3"}, {second, "4"}, {first, "2"}} {
+		w := serve(st.h, "GET", "/", withHeader("X-API-Key", apiKeyValue))
+		if got := w.Header().Get("X-RateLimit-Remaining"); w.Code != 200 || got != st.remaining {
+			t.Errorf("request %d: got %d with %q remaining, want 200 with %q", i, w.Code, got, st.remaining)
+		}
+	}
+
+	for _, k := range scanKeys(t, c, "*") {
+		if strings.Contains(k, apiKeyValue) || strings.Contains(k, apiKeyValue[8:]) {
+			t.Errorf("Redis holds the key %q, which shows the API key", k)
+		}
+	}
+	counters := counterKeys(t, c, prefix)
+	for _, secret := range [][]byte{testSecret, other} {
+		start := prefix + "{keys|*|" + headerKey("X-Api-Key", secret, apiKeyValue) + "}:"
+		n := 0
+		for _, k := range counters {
+			if strings.HasPrefix(k, start) {
+				n++
+			}
+		}
+		if n != 4 {
+			t.Errorf("got %d keys starting %q, want one per limit, 4, among %q", n, start, counters)
+		}
+	}
+	if len(counters) != 8 {
+		t.Errorf("got %d counters' keys, want 8: %q", len(counters), counters)
+	}
+}
+
+// quoting is a store whose errors quote the key it was given, as a careless
+// store might.
+type quoting struct{}
+
+func (quoting) Allow(_ context.Context, key string, _ int, _ *ratelimit.Limits) (ratelimit.Decision, error) {
+	return ratelimit.Decision{}, fmt.Errorf("cannot decide %q: connection reset", key)
+}
+
+func (quoting) Reset(_ context.Context, key string, _ *ratelimit.Limits) error {
+	return fmt.Errorf("cannot reset %q: connection reset", key)
+}
+
+// TestSecretsStayOutOfLogs: when the store fails, the line the Limiter
+// logs never shows the API key, even from a store that quotes its key.
+func TestSecretsStayOutOfLogs(t *testing.T) {
+	t.Parallel()
+	hashed := headerKey("X-Api-Key", testSecret, apiKeyValue)
+	tests := []struct {
+		name  string
+		store func(t *testing.T) ratelimit.Store
+		want  string // in the log line
+	}{
+		{"a Redis key holding a foreign value", func(t *testing.T) ratelimit.Store {
+			c, prefix := sharedRedis(t)
+			if err := c.LPush(context.Background(), prefix+"{logs|*|"+hashed+"}:f60000", "foreign").Err(); err != nil {
+				t.Fatal(err)
+			}
+			return newRedisStore(t, c, prefix)
+		}, "WRONGTYPE"},
+		{"a store quoting its key", func(*testing.T) ratelimit.Store { return quoting{} }, hashed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var logs bytes.Buffer
+			l := newLimiter(t, tt.store(t), "logs", ratelimit.WithKey(mustHeader(t, "X-API-Key", testSecret)),
+				ratelimit.WithLimits(ratelimit.PerMinute(5).Using(ratelimit.FixedWindow)),
+				ratelimit.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+			w := serve(l.Handler(http.HandlerFunc(httpcases.OK)), "GET", "/", withHeader("X-API-Key", apiKeyValue))
+			if w.Code != 200 {
+				t.Errorf("failing open: got %d, want 200", w.Code)
+			}
+			if st := l.Stats(); st.StoreErrors != 1 {
+				t.Errorf("got %+v, want one store error", st)
+			}
+			line := logs.String()
+			if !strings.Contains(line, "store failed") || !strings.Contains(line, tt.want) {
+				t.Errorf("log %q: want the store's failure, with %q", line, tt.want)
+			}
+			if strings.Contains(line, apiKeyValue) || strings.Contains(line, apiKeyValue[8:]) {
+				t.Errorf("log %q shows the API key", line)
+			}
+		})
+	}
+}
+
+// checkKey fails t unless a KeyFunc returned want, or, when want is "",
+// an error wrapping ErrNoKey.
+func checkKey(t *testing.T, got string, err error, want string) {
+	t.Helper()
+	if want == "" {
+		if !errors.Is(err, ratelimit.ErrNoKey) {
+			t.Fatalf("got (%q, %v), want ErrNoKey", got, err)
+		}
+		return
+	}
+	if err != nil || got != want {
+		t.Fatalf("got (%q, %v), want %q", got, err, want)
 	}
 }

@@ -4,20 +4,16 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"reflect"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
-	"unicode"
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/internal/httpcases"
+	"github.com/ratelimit-go/ratelimit/store"
 )
 
 // netHTTP serves the test app with Go's ServeMux, the Limiter wrapping
@@ -41,16 +37,17 @@ var netHTTP = httpcases.Framework{
 
 func TestHTTPCases(t *testing.T) { httpcases.Run(t, netHTTP) }
 
-func newLimiter(t *testing.T, s ratelimit.Store, opts ...ratelimit.Option) *ratelimit.Limiter {
+// newLimiter is ratelimit.New, failing t on an error.
+func newLimiter(t testing.TB, s ratelimit.Store, namespace string, opts ...ratelimit.Option) *ratelimit.Limiter {
 	t.Helper()
-	l, err := ratelimit.New(s, opts...)
+	l, err := ratelimit.New(s, namespace, opts...)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
 	return l
 }
 
-// serve sends a request to h and returns the response.
+// serve sends a request from 192.0.2.1 to h and returns the response.
 func serve(h http.Handler, method, path string, mod ...func(*http.Request)) *httptest.ResponseRecorder {
 	r := httptest.NewRequest(method, path, nil)
 	r.RemoteAddr = "192.0.2.1:1234"
@@ -62,135 +59,25 @@ func serve(h http.Handler, method, path string, mod ...func(*http.Request)) *htt
 	return w
 }
 
-func TestNewReportsBadOptions(t *testing.T) {
-	s := httpcases.NewStore(t)
-	ok := ratelimit.WithLimits(ratelimit.PerMinute(10))
-	tests := []struct {
-		name string
-		opts []ratelimit.Option
-		want string
-	}{
-		{"no limits", nil, "no limits"},
-		{"bad limit", []ratelimit.Option{ratelimit.WithLimits(ratelimit.PerMinute(0))}, "WithLimits: limits[0].Quota"},
-		{"limits sharing state", []ratelimit.Option{ratelimit.WithLimits(ratelimit.PerMinute(1), ratelimit.PerMinute(2))}, "WithLimits: limits[0]"},
-		{"name not ASCII", []ratelimit.Option{ratelimit.WithLimits(ratelimit.PerMinute(1).Named("café"))}, "limits[0].Name"},
-		{"name with a newline", []ratelimit.Option{ratelimit.WithLimits(ratelimit.PerMinute(1).Named("a\nb"))}, "limits[0].Name"},
-		{"names repeated", []ratelimit.Option{ratelimit.WithLimits(ratelimit.PerMinute(1).Named("x"), ratelimit.PerHour(9).Named("x"))}, "limits[1].Name"},
-		{"bad route limit", []ratelimit.Option{ratelimit.WithRoutes(map[string][]ratelimit.Limit{"POST /login": {ratelimit.Per(1, 0)}})}, `WithRoutes["POST /login"]`},
-		{"route without limits", []ratelimit.Option{ratelimit.WithRoutes(map[string][]ratelimit.Limit{"POST /login": nil})}, `WithRoutes["POST /login"]`},
-		{"bad route pattern", []ratelimit.Option{ratelimit.WithRoutes(map[string][]ratelimit.Limit{"GET /{x": {ratelimit.PerMinute(1)}})}, `pattern "GET /{x"`},
-		{"conflicting route patterns", []ratelimit.Option{ratelimit.WithRoutes(map[string][]ratelimit.Limit{"/a/{x}": {ratelimit.PerMinute(1)}, "/{y}/b": {ratelimit.PerMinute(1)}})}, "WithRoutes: pattern"},
-		{"pattern with a bar", []ratelimit.Option{ratelimit.WithRoutes(map[string][]ratelimit.Limit{"/a|b": {ratelimit.PerMinute(1)}})}, `pattern "/a|b"`},
-		{"nil key", []ratelimit.Option{ok, ratelimit.WithKey(nil)}, "WithKey"},
-		{"nil cost", []ratelimit.Option{ok, ratelimit.WithCost(nil)}, "WithCost"},
-		{"nil skip", []ratelimit.Option{ok, ratelimit.WithSkip(nil)}, "WithSkip"},
-		{"nil deny handler", []ratelimit.Option{ok, ratelimit.WithDenyHandler(nil)}, "WithDenyHandler"},
-		{"nil error handler", []ratelimit.Option{ok, ratelimit.WithErrorHandler(nil)}, "WithErrorHandler"},
-		{"unknown header style", []ratelimit.Option{ok, ratelimit.WithHeaders(ratelimit.HeaderStyle(8))}, "WithHeaders"},
-		{"empty namespace", []ratelimit.Option{ok, ratelimit.WithNamespace("")}, "WithNamespace"},
-		{"namespace with a bar", []ratelimit.Option{ok, ratelimit.WithNamespace("a|b")}, "WithNamespace"},
-		{"nil logger", []ratelimit.Option{ok, ratelimit.WithLogger(nil)}, "WithLogger"},
-		{"nil option", []ratelimit.Option{ok, nil}, "option 1 is nil"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			l, err := ratelimit.New(s, tt.opts...)
-			if !errors.Is(err, ratelimit.ErrInvalid) || !strings.Contains(err.Error(), tt.want) {
-				t.Fatalf("got (%v, %v), want ErrInvalid naming %q", l, err, tt.want)
-			}
-		})
-	}
-	if _, err := ratelimit.New(nil, ok); !errors.Is(err, ratelimit.ErrInvalid) {
-		t.Errorf("New(nil store): got %v, want ErrInvalid", err)
-	}
+func withHeader(name, value string) func(*http.Request) {
+	return func(r *http.Request) { r.Header.Set(name, value) }
 }
 
-func TestDefaultNamespaceIsNotSharedByAccident(t *testing.T) {
-	s := httpcases.NewStore(t)
-	limits := ratelimit.WithLimits(ratelimit.PerMinute(1).Using(ratelimit.FixedWindow))
-	first := newLimiter(t, s, limits)
-	if _, err := ratelimit.New(s, limits); !errors.Is(err, ratelimit.ErrInvalid) || !strings.Contains(err.Error(), "WithNamespace") {
-		t.Fatalf("second Limiter in the default namespace: got %v, want an error pointing to WithNamespace", err)
-	}
-	second := newLimiter(t, s, limits, ratelimit.WithNamespace("login"))
-	// Same key, same limit, different namespaces: separate counters.
-	for _, l := range []*ratelimit.Limiter{first, second} {
-		h := l.Handler(http.HandlerFunc(httpcases.OK))
-		if w := serve(h, "GET", "/"); w.Code != 200 {
-			t.Errorf("first request: got %d, want 200", w.Code)
-		}
-		if w := serve(h, "GET", "/"); w.Code != 429 {
-			t.Errorf("second request: got %d, want 429", w.Code)
-		}
-	}
-	// Once the first Limiter is gone, the default namespace is free.
-	runtime.KeepAlive(first)
-	first = nil
-	runtime.GC()
-	runtime.GC()
-	if _, err := ratelimit.New(s, limits); err != nil {
-		t.Errorf("after the first Limiter was collected: %v", err)
-	}
-}
+var discardLogger = slog.New(slog.DiscardHandler)
 
-// TestRouteTableAroundTheMux: one Limiter wraps the whole ServeMux, so no
-// pattern is known yet; the table's own patterns decide.
-func TestRouteTableAroundTheMux(t *testing.T) {
-	l := newLimiter(t, httpcases.NewStore(t),
-		ratelimit.WithLimits(ratelimit.PerMinute(3).Using(ratelimit.FixedWindow).Named("api")),
-		ratelimit.WithRoutes(map[string][]ratelimit.Limit{
-			"POST /login":     {ratelimit.PerMinute(1).Using(ratelimit.SlidingLog).Named("login")},
-			"/api/{id}/items": {ratelimit.PerMinute(2).Using(ratelimit.FixedWindow).Named("items")},
-		}))
-	mux := http.NewServeMux()
-	mux.HandleFunc("/", httpcases.OK)
-	h := l.Handler(mux)
-	steps := []struct {
-		method, path string
-		status       int
-		policy       string
-	}{
-		{"POST", "/login", 200, `"login";q=1;w=60`},
-		{"POST", "/login", 429, `"login";q=1;w=60`},
-		{"GET", "/login", 200, `"api";q=3;w=60`}, // another method: the default limits
-		{"GET", "/api/1/items", 200, `"items";q=2;w=60`},
-		{"GET", "/api/2/items", 200, `"items";q=2;w=60`},
-		{"GET", "/api/3/items", 429, `"items";q=2;w=60`},
-		{"GET", "/", 200, `"api";q=3;w=60`},
-		{"GET", "/other", 200, `"api";q=3;w=60`},
-		{"GET", "/", 429, `"api";q=3;w=60`},
-	}
-	for i, st := range steps {
-		w := serve(h, st.method, st.path)
-		if w.Code != st.status || w.Header().Get("RateLimit-Policy") != st.policy {
-			t.Errorf("step %d %s %s: got %d %q, want %d %q", i, st.method, st.path, w.Code, w.Header().Get("RateLimit-Policy"), st.status, st.policy)
-		}
-	}
-}
+func quietLogs() ratelimit.Option { return ratelimit.WithLogger(discardLogger) }
 
-// TestRouteTableKeysWithoutMethod: an entry without a method matches a
-// route registered with one.
-func TestRouteTableKeysWithoutMethod(t *testing.T) {
-	l := newLimiter(t, httpcases.NewStore(t),
-		ratelimit.WithRoutes(map[string][]ratelimit.Limit{"/login": {ratelimit.PerMinute(1).Using(ratelimit.FixedWindow)}}))
-	mux := http.NewServeMux()
-	mux.Handle("POST /login", l.Handler(http.HandlerFunc(httpcases.OK)))
-	mux.Handle("GET /open", l.Handler(http.HandlerFunc(httpcases.OK)))
-	for i, want := range []int{200, 429} {
-		if w := serve(mux, "POST", "/login"); w.Code != want {
-			t.Errorf("login %d: got %d, want %d", i, w.Code, want)
-		}
+// capacity is the most units l holds at once.
+func capacity(l ratelimit.Limit) int {
+	if l.Algorithm == ratelimit.TokenBucket && l.Burst != 0 {
+		return l.Burst
 	}
-	for range 3 {
-		if w := serve(mux, "GET", "/open"); w.Code != 200 || w.Header().Get("RateLimit") != "" {
-			t.Errorf("a route with no limits: got %d with RateLimit %q, want 200 and no header", w.Code, w.Header().Get("RateLimit"))
-		}
-	}
+	return l.Quota
 }
 
 func TestReset(t *testing.T) {
 	login := ratelimit.PerMinute(2).Using(ratelimit.SlidingLog)
-	l := newLimiter(t, httpcases.NewStore(t), ratelimit.WithLimits(login))
+	l := newLimiter(t, httpcases.NewStore(t), "test", ratelimit.WithLimits(login))
 	h := l.Handler(http.HandlerFunc(httpcases.OK))
 	serve(h, "POST", "/login")
 	serve(h, "POST", "/login")
@@ -205,15 +92,25 @@ func TestReset(t *testing.T) {
 	if w := serve(h, "POST", "/login"); w.Code != 200 {
 		t.Errorf("after Reset: got %d, want 200", w.Code)
 	}
-	down := newLimiter(t, httpcases.Down{}, ratelimit.WithLimits(login))
-	if err := down.Reset(r); !errors.Is(err, ratelimit.ErrInvalid) {
-		t.Errorf("Reset on a store without Reset: got %v, want ErrInvalid", err)
+
+	down := newLimiter(t, httpcases.Down{}, "test", ratelimit.WithLimits(login))
+	if err := down.Reset(r); err == nil || errors.Is(err, ratelimit.ErrInvalid) {
+		t.Errorf("Reset on a store that is down: got %v, want the store's error", err)
+	}
+	noKey := httptest.NewRequest("POST", "/login", nil)
+	noKey.RemoteAddr = "@"
+	if err := l.Reset(noKey); !errors.Is(err, ratelimit.ErrNoKey) {
+		t.Errorf("Reset of a request without a key: got %v, want ErrNoKey", err)
+	}
+	routes := newLimiter(t, httpcases.Down{}, "test", ratelimit.WithRoutes(map[string][]ratelimit.Limit{"POST /login": {login}}))
+	if err := routes.Reset(httptest.NewRequest("GET", "/other", nil)); err != nil {
+		t.Errorf("Reset of a request no limit applies to: got %v, want nil (the store is not asked)", err)
 	}
 }
 
 func TestDryRunReports(t *testing.T) {
 	var reported []ratelimit.Decision
-	l := newLimiter(t, httpcases.NewStore(t),
+	l := newLimiter(t, httpcases.NewStore(t), "test",
 		ratelimit.WithLimits(ratelimit.PerMinute(1).Using(ratelimit.FixedWindow)),
 		ratelimit.WithDryRun(func(r *http.Request, d ratelimit.Decision) { reported = append(reported, d) }))
 	h := l.Handler(http.HandlerFunc(httpcases.OK))
@@ -230,9 +127,11 @@ func TestDryRunReports(t *testing.T) {
 // failing is a store whose error text must never reach a client.
 type failing struct{ err error }
 
-func (f failing) Allow(context.Context, string, int, ...ratelimit.Limit) (ratelimit.Decision, error) {
+func (f failing) Allow(context.Context, string, int, *ratelimit.Limits) (ratelimit.Decision, error) {
 	return ratelimit.Decision{}, f.err
 }
+
+func (f failing) Reset(context.Context, string, *ratelimit.Limits) error { return f.err }
 
 func TestStoreErrors(t *testing.T) {
 	secret := errors.New("dial tcp 10.20.30.40:6379: i/o timeout (password=hunter2)")
@@ -246,7 +145,7 @@ func TestStoreErrors(t *testing.T) {
 	}
 	for _, tt := range []struct {
 		name    string
-		handler ratelimit.ErrorHandler
+		handler func(http.ResponseWriter, *http.Request, error) bool
 		status  int
 	}{
 		{"fail open", ratelimit.FailOpen, 200},
@@ -254,9 +153,9 @@ func TestStoreErrors(t *testing.T) {
 		{"custom", custom, 418},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			l := newLimiter(t, failing{secret}, ratelimit.WithLimits(ratelimit.PerMinute(1)), ratelimit.WithErrorHandler(tt.handler), ratelimit.WithLogger(logger))
+			l := newLimiter(t, failing{secret}, "test", ratelimit.WithLimits(ratelimit.PerMinute(1)), ratelimit.WithErrorHandler(tt.handler), ratelimit.WithLogger(logger))
 			for _, accept := range []string{"", "application/json"} {
-				w := serve(l.Handler(http.HandlerFunc(httpcases.OK)), "GET", "/", func(r *http.Request) { r.Header.Set("Accept", accept) })
+				w := serve(l.Handler(http.HandlerFunc(httpcases.OK)), "GET", "/", withHeader("Accept", accept))
 				if w.Code != tt.status {
 					t.Errorf("got %d, want %d", w.Code, tt.status)
 				}
@@ -274,21 +173,16 @@ func TestStoreErrors(t *testing.T) {
 	}
 }
 
-func TestLogsAreThrottled(t *testing.T) {
-	var logs bytes.Buffer
-	l := newLimiter(t, failing{errors.New("down")}, ratelimit.WithLimits(ratelimit.PerMinute(1)),
-		ratelimit.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
-	h := l.Handler(http.HandlerFunc(httpcases.OK))
-	for range 100 {
-		serve(h, "GET", "/")
-	}
-	if n := strings.Count(logs.String(), "store failed"); n < 1 || n > 2 {
-		t.Errorf("100 failures within a second logged %d lines, want 1 (2 if a second turned)", n)
-	}
-}
-
+// TestLongKeysAreHashed: keys far longer than a store key may be are still
+// counted apart, and a long key is counted as itself.
 func TestLongKeysAreHashed(t *testing.T) {
-	l := newLimiter(t, httpcases.NewStore(t), ratelimit.WithKey(ratelimit.Header("X-API-Key")),
+	raw := func(r *http.Request) (string, error) {
+		if v := r.Header.Get("X-Key"); v != "" {
+			return "raw:" + v, nil
+		}
+		return "", ratelimit.ErrNoKey
+	}
+	l := newLimiter(t, httpcases.NewStore(t), "test", ratelimit.WithKey(raw),
 		ratelimit.WithLimits(ratelimit.PerMinute(1).Using(ratelimit.FixedWindow)))
 	h := l.Handler(http.HandlerFunc(httpcases.OK))
 	long := strings.Repeat("k", 5000)
@@ -296,135 +190,48 @@ func TestLongKeysAreHashed(t *testing.T) {
 		key  string
 		want int
 	}{{long, 200}, {long, 429}, {long + "x", 200}, {long[:4999] + "j", 200}} {
-		w := serve(h, "GET", "/", func(r *http.Request) { r.Header.Set("X-API-Key", tt.key) })
-		if w.Code != tt.want {
+		if w := serve(h, "GET", "/", withHeader("X-Key", tt.key)); w.Code != tt.want {
 			t.Errorf("request %d: got %d, want %d", i, w.Code, tt.want)
 		}
 	}
 }
 
-// TestHeadersAreStructuredFields formats policies with names of every
-// printable ASCII byte and parses them back with an RFC 9651 list parser.
-func TestHeadersAreStructuredFields(t *testing.T) {
-	names := []string{"api", `a "quoted" name`, `back\slash`, " spaced ", "~!@#$%^&*()_+{}|:<>?"}
-	for i := 0x20; i < 0x7f; i += 8 {
-		var b strings.Builder
-		for c := i; c < min(i+8, 0x7f); c++ {
-			b.WriteByte(byte(c))
-		}
-		names = append(names, b.String())
+// TestCostAgainstCapacity: a request may cost up to the smallest capacity
+// of its limits; a cost outside 1 to that is the client's fault (400), not
+// a denial and not a store failure.
+func TestCostAgainstCapacity(t *testing.T) {
+	limits := ratelimit.WithLimits(
+		ratelimit.PerSecond(10), ratelimit.PerMinute(100), ratelimit.PerMinute(100).Using(ratelimit.FixedWindow),
+		ratelimit.PerMinute(5).Using(ratelimit.TokenBucket), ratelimit.PerMinute(6).Using(ratelimit.TokenBucket))
+	cost := ratelimit.WithCost(func(r *http.Request) int {
+		n, _ := strconv.Atoi(r.Header.Get("X-Cost"))
+		return n
+	})
+	tests := []struct {
+		cost   int
+		status int
+	}{
+		{1, 200},
+		{5, 200}, // the smallest capacity, 5 tokens
+		{6, 400},
+		{0, 400},
+		{-1, 400},
 	}
-	for _, name := range names {
-		l := newLimiter(t, httpcases.NewStore(t), ratelimit.WithLimits(
-			ratelimit.PerMinute(7).Using(ratelimit.FixedWindow).Named(name),
-			ratelimit.Per(3, 1500*time.Millisecond).Using(ratelimit.TokenBucket).WithBurst(6)))
-		w := serve(l.Handler(http.HandlerFunc(httpcases.OK)), "GET", "/")
-		policy, err := parseSFList(w.Header().Get("RateLimit-Policy"))
-		if err != nil {
-			t.Fatalf("name %q: RateLimit-Policy %q: %v", name, w.Header().Get("RateLimit-Policy"), err)
-		}
-		want := []sfItem{
-			{name, map[string]int64{"q": 7, "w": 60}},
-			{"3-per-1.5s", map[string]int64{"q": 6, "w": 3}}, // a burst of 6 refills in 3s
-		}
-		if !reflect.DeepEqual(policy, want) {
-			t.Errorf("name %q: RateLimit-Policy parses to %+v, want %+v", name, policy, want)
-		}
-		current, err := parseSFList(w.Header().Get("RateLimit"))
-		if err != nil || len(current) != 1 || current[0].params["r"] < 0 {
-			t.Errorf("name %q: RateLimit %q: %+v, %v", name, w.Header().Get("RateLimit"), current, err)
-		}
-	}
-}
-
-type sfItem struct {
-	name   string
-	params map[string]int64
-}
-
-// parseSFList parses an RFC 9651 List whose items are Strings or Tokens
-// with Integer parameters; it rejects anything else.
-func parseSFList(s string) ([]sfItem, error) {
-	var items []sfItem
-	i := 0
-	for {
-		var it sfItem
-		switch {
-		case i < len(s) && s[i] == '"':
-			var b strings.Builder
-			for i++; ; i++ {
-				if i >= len(s) {
-					return nil, errors.New("unterminated string")
-				}
-				c := s[i]
-				if c == '\\' {
-					if i+1 >= len(s) || (s[i+1] != '"' && s[i+1] != '\\') {
-						return nil, errors.New("bad escape")
-					}
-					i++
-					b.WriteByte(s[i])
-					continue
-				}
-				if c == '"' {
-					i++
-					break
-				}
-				if c < 0x20 || c > 0x7e {
-					return nil, fmt.Errorf("byte %#x in a string", c)
-				}
-				b.WriteByte(c)
+	for _, tt := range tests {
+		t.Run(strconv.Itoa(tt.cost), func(t *testing.T) {
+			s, err := store.NewMemory(store.MemoryOptions{})
+			if err != nil {
+				t.Fatal(err)
 			}
-			it.name = b.String()
-		case i < len(s) && (s[i] == '*' || unicode.IsLetter(rune(s[i]))):
-			j := i
-			for j < len(s) && strings.IndexByte(":/!#$%&'*+-.^_`|~", s[j]) >= 0 || j < len(s) && (unicode.IsLetter(rune(s[j])) || unicode.IsDigit(rune(s[j]))) {
-				j++
+			l := newLimiter(t, s, "test", limits, cost, quietLogs())
+			w := serve(l.Handler(http.HandlerFunc(httpcases.OK)), "GET", "/", withHeader("X-Cost", strconv.Itoa(tt.cost)))
+			if w.Code != tt.status {
+				t.Errorf("got %d, want %d", w.Code, tt.status)
 			}
-			it.name, i = s[i:j], j
-		default:
-			return nil, fmt.Errorf("no item at %d", i)
-		}
-		it.params = map[string]int64{}
-		for i < len(s) && s[i] == ';' {
-			i++
-			j := i
-			for j < len(s) && (s[j] >= 'a' && s[j] <= 'z' || s[j] >= '0' && s[j] <= '9' || s[j] == '_' || s[j] == '-' || s[j] == '.' || s[j] == '*') {
-				j++
+			st := l.Stats()
+			if tt.status == 400 && (st.BadRequests != 1 || st.StoreErrors != 0) {
+				t.Errorf("got %+v, want one bad request and no store error", st)
 			}
-			if j == i || s[j] != '=' {
-				return nil, fmt.Errorf("bad parameter at %d", i)
-			}
-			key := s[i:j]
-			i = j + 1
-			j = i
-			if j < len(s) && s[j] == '-' {
-				j++
-			}
-			for j < len(s) && s[j] >= '0' && s[j] <= '9' {
-				j++
-			}
-			n, err := strconv.ParseInt(s[i:j], 10, 64)
-			if err != nil || j-i > 15 {
-				return nil, fmt.Errorf("bad integer %q", s[i:j])
-			}
-			it.params[key], i = n, j
-		}
-		items = append(items, it)
-		for i < len(s) && (s[i] == ' ' || s[i] == '\t') {
-			i++
-		}
-		if i == len(s) {
-			return items, nil
-		}
-		if s[i] != ',' {
-			return nil, fmt.Errorf("want ',' at %d", i)
-		}
-		i++
-		for i < len(s) && (s[i] == ' ' || s[i] == '\t') {
-			i++
-		}
-		if i == len(s) {
-			return nil, errors.New("trailing comma")
-		}
+		})
 	}
 }

@@ -15,10 +15,11 @@ type Option func(*Limiter) error
 // table ([WithRoutes]), or both.
 func WithLimits(limits ...Limit) Option {
 	return func(l *Limiter) error {
-		if problem := checkLimits(limits); problem != "" {
+		p, problem := newPolicy(l.namespace, "", limits)
+		if problem != "" {
 			return fmt.Errorf("%w: WithLimits: %s", ErrInvalid, problem)
 		}
-		l.limits = limits
+		l.all = p
 		return nil
 	}
 }
@@ -27,24 +28,23 @@ func WithLimits(limits ...Limit) Option {
 // [WithLimits] for the requests they match. A key is a route pattern as the
 // router writes it, with or without a method: "POST /login",
 // "/api/{version}/", or a Gin or Echo path like "/users/:id". A request
-// matches the entry of the pattern its router matched (see
-// [RoutePattern]); when the Limiter wraps the whole router and no pattern
-// is known yet, the request is matched against the table's patterns with
-// the rules of [http.ServeMux]. Each route counts in its own keys: routes
-// never share counters with each other or with the default limits.
-func WithRoutes(routes map[string][]Limit) Option {
-	return func(l *Limiter) error {
-		for pattern, limits := range routes {
-			if problem := checkLimits(limits); problem != "" {
-				return fmt.Errorf("%w: WithRoutes[%q]: %s", ErrInvalid, pattern, problem)
-			}
-		}
-		l.routeLimits = routes
-		return nil
+// matches the entry of the pattern its router matched
+// ([http.Request.Pattern], or the one an adapter passes with
+// [RequestWithRoute]); when the Limiter wraps the whole router and no
+// pattern is known yet, the request is matched against the table's
+// patterns with the rules of [http.ServeMux]. The pattern is part of the
+// keys the store sees: routes never share counters with each other or with
+// the limits of WithLimits.
+func WithRoutes(table map[string][]Limit) Option {
+	return func(l *Limiter) (err error) {
+		l.routes, err = newRoutes(l.namespace, table)
+		return err
 	}
 }
 
-// WithKey sets how requests are told apart. The default is [RemoteIP].
+// WithKey sets how requests are told apart. The default is the address
+// of the connection's peer (the zero [IPKey]); behind a proxy, use
+// [ClientIP].
 func WithKey(key KeyFunc) Option {
 	return func(l *Limiter) error {
 		if key == nil {
@@ -82,7 +82,7 @@ func WithSkip(skip func(r *http.Request) bool) Option {
 
 // WithDenyHandler sets what answers a denied request, after the rate-limit
 // headers and Retry-After are set. The default is [Deny].
-func WithDenyHandler(deny DenyHandler) Option {
+func WithDenyHandler(deny func(w http.ResponseWriter, r *http.Request, d Decision)) Option {
 	return func(l *Limiter) error {
 		if deny == nil {
 			return fmt.Errorf("%w: WithDenyHandler: the handler is nil", ErrInvalid)
@@ -92,10 +92,12 @@ func WithDenyHandler(deny DenyHandler) Option {
 	}
 }
 
-// WithErrorHandler sets what happens to a request the Limiter cannot
-// decide: the store failed, the request has no key, or its cost is
-// invalid. The default is [FailOpen]; see also [FailClosed].
-func WithErrorHandler(onError ErrorHandler) Option {
+// WithErrorHandler sets what answers a request the Limiter could not
+// decide, and returns whether to serve it anyway. err wraps [ErrNoKey] when
+// the request has no key, [ErrInvalid] when its cost is invalid, and is a
+// store failure otherwise. Never show err to the client: it may describe
+// your infrastructure. The default is [FailOpen]; see also [FailClosed].
+func WithErrorHandler(onError func(w http.ResponseWriter, r *http.Request, err error) (serve bool)) Option {
 	return func(l *Limiter) error {
 		if onError == nil {
 			return fmt.Errorf("%w: WithErrorHandler: the handler is nil", ErrInvalid)
@@ -105,29 +107,14 @@ func WithErrorHandler(onError ErrorHandler) Option {
 	}
 }
 
-// WithHeaders selects the rate-limit headers; the default is [HeadersAll].
+// WithHeaders selects the rate-limit headers: HeadersDraft, HeadersX,
+// both (HeadersDraft|HeadersX, the default), or none (0).
 func WithHeaders(style HeaderStyle) Option {
 	return func(l *Limiter) error {
-		if style&^HeadersAll != 0 {
+		if style&^(HeadersDraft|HeadersX) != 0 {
 			return fmt.Errorf("%w: WithHeaders: unknown header style %#x", ErrInvalid, uint8(style))
 		}
 		l.headers = style
-		return nil
-	}
-}
-
-// WithNamespace names the Limiter's counters: keys of Limiters with
-// different namespaces never meet in the store. Give every Limiter of a
-// service its own; two Limiters on one store may share the default
-// namespace, "default", only by mistake, so [New] refuses the second. The
-// same name on every instance of a service makes them share one limit. It
-// is 1 to 64 letters, digits, '.', '_' or '-'.
-func WithNamespace(name string) Option {
-	return func(l *Limiter) error {
-		if err := checkNamespace(name); err != nil {
-			return fmt.Errorf("%w: WithNamespace(%q): %v", ErrInvalid, name, err)
-		}
-		l.namespace = name
 		return nil
 	}
 }
@@ -155,35 +142,4 @@ func WithLogger(logger *slog.Logger) Option {
 		l.logger = logger
 		return nil
 	}
-}
-
-// checkLimits describes what makes limits unusable by a Limiter, or
-// returns "".
-func checkLimits(limits []Limit) string {
-	if problem := checkLimitSet(limits); problem != "" {
-		return problem
-	}
-	for i, l := range limits {
-		if err := checkName(l.Name); err != nil {
-			return fmt.Sprintf("limits[%d].Name %v", i, err)
-		}
-		for j := range i {
-			if l.Name != "" && limits[j].Name == l.Name {
-				return fmt.Sprintf("limits[%d].Name %q is also the name of limits[%d]; names tell policies apart in headers", i, l.Name, j)
-			}
-		}
-	}
-	return ""
-}
-
-func checkNamespace(name string) error {
-	if name == "" || len(name) > 64 {
-		return fmt.Errorf("must be 1 to 64 bytes long, got %d", len(name))
-	}
-	for _, c := range name {
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return fmt.Errorf("%q is not a letter, digit, '.', '_' or '-'", c)
-		}
-	}
-	return nil
 }

@@ -12,7 +12,8 @@ type Result struct {
 	Allowed bool
 
 	// Remaining is how many units the key may still spend right now, after
-	// this decision: from 0 to Limit.Capacity().
+	// this decision: from 0 to the limit's capacity (Quota, or a token
+	// bucket's Burst).
 	Remaining int
 
 	// ResetAfter is the time until the limit is fully replenished
@@ -37,8 +38,8 @@ type Decision struct {
 	Results []Result
 
 	// Fallback reports that an in-process fallback decided, because the
-	// shared store was unavailable (see store.Fallback): the limits held
-	// per instance only.
+	// shared store was unavailable (see the package store's Fallback): the
+	// limits held per instance only.
 	Fallback bool
 }
 
@@ -61,18 +62,10 @@ func (d Decision) RetryAfter() time.Duration {
 	return r.RetryAfter
 }
 
-// Tightest returns the result closest to denying: the one that denied (see
-// [Decision.DeniedBy]) or, when allowed, the one with the fewest Remaining,
-// ties going to the longest ResetAfter. It is the result that response
-// headers describe. It returns the zero Result when Results is empty.
-func (d Decision) Tightest() Result {
-	if i := d.tightest(); i >= 0 {
-		return d.Results[i]
-	}
-	return Result{}
-}
-
-// tightest is the index of Tightest's result, or -1.
+// tightest is the index of the result closest to denying, the one
+// response headers describe, or -1 when Results is empty: the one that
+// denied (see [Decision.DeniedBy]) or, when allowed, the one with the
+// fewest Remaining, ties going to the longest ResetAfter.
 func (d Decision) tightest() int {
 	t := -1
 	for i, x := range d.Results {

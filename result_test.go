@@ -6,7 +6,7 @@ import (
 )
 
 func TestDecisionDeniedBy(t *testing.T) {
-	a, b, c := PerSecond(1), PerMinute(10), PerHour(100)
+	a, b, c := PerSecond(1), PerMinute(10), Per(100, time.Hour)
 	tests := []struct {
 		name     string
 		d        Decision
@@ -58,19 +58,12 @@ func TestDecisionDeniedBy(t *testing.T) {
 			if got := tt.d.RetryAfter(); got != tt.retry {
 				t.Errorf("RetryAfter() = %v, want %v", got, tt.retry)
 			}
-			if got := tt.d.Tightest().Limit; got != tt.tightest {
-				t.Errorf("Tightest() = %v, want %v", got, tt.tightest)
+			if i := tt.d.tightest(); i < 0 || tt.d.Results[i].Limit != tt.tightest {
+				t.Errorf("tightest() = %d, want the index of %v", i, tt.tightest)
 			}
 		})
 	}
-	if got := (Decision{}).Tightest(); got != (Result{}) {
-		t.Errorf("Tightest of no results = %+v, want zero", got)
-	}
-}
-
-func TestCheckRequest(t *testing.T) {
-	ok := []Limit{PerSecond(10), PerMinute(100), PerMinute(100).Using(FixedWindow), PerMinute(5).Using(TokenBucket), PerMinute(6).Using(TokenBucket)}
-	if err := CheckRequest("k", 5, ok); err != nil {
-		t.Errorf("valid request: got %v", err)
+	if got := (Decision{}).tightest(); got != -1 {
+		t.Errorf("tightest of no results = %d, want -1", got)
 	}
 }

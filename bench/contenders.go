@@ -96,11 +96,11 @@ func contenders() []*contender {
 		ours("sliding-window", famOurs, ratelimit.SlidingWindow),
 		ours("token-bucket", famToken, ratelimit.TokenBucket),
 		// The same store with one lever off, to show what each lever does.
-		oursVariant("ratelimit/redis/fixed-window,no-batching", famFixed, ratelimit.FixedWindow, "batching off (`store.WithMaxBatch(1)`): each request its own script run", 0, store.WithMaxBatch(1)),
-		oursVariant("ratelimit/redis/fixed-window,no-deny-cache", famFixed, ratelimit.FixedWindow, "the deny cache off (`store.WithDenyCache(0)`): every denial asks Redis", 0, store.WithDenyCache(0)),
-		oursVariant("ratelimit/redis/fixed-window,autopipeliner", famFixed, ratelimit.FixedWindow, "the client wrapped in go-redis's AutoPipeliner (`client.AutoPipeline()`), which the store cannot batch for, since it may not be one server", viaAutoPipeliner),
-		oursVariant("ratelimit/redis/fixed-window,fallback", famFixed, ratelimit.FixedWindow, "the store wrapped in `store.NewFallback` with its defaults (the production configuration; the client has `ContextTimeoutEnabled`)", inFallback),
-		oursVariant("ratelimit/redis/token-bucket,fallback", famToken, ratelimit.TokenBucket, "the store wrapped in `store.NewFallback` with its defaults (the production configuration; the client has `ContextTimeoutEnabled`)", inFallback),
+		oursVariant("ratelimit/redis/fixed-window,no-batching", famFixed, ratelimit.FixedWindow, "batching off (`store.RedisOptions{MaxBatch: 1}`): each request its own script run", 0, store.RedisOptions{MaxBatch: 1}),
+		oursVariant("ratelimit/redis/fixed-window,no-deny-cache", famFixed, ratelimit.FixedWindow, "the deny cache off (`store.RedisOptions{DenyCacheSize: -1}`): every denial asks Redis", 0, store.RedisOptions{DenyCacheSize: -1}),
+		oursVariant("ratelimit/redis/fixed-window,autopipeliner", famFixed, ratelimit.FixedWindow, "the client wrapped in go-redis's AutoPipeliner (`client.AutoPipeline()`), which the store cannot batch for, since it may not be one server", viaAutoPipeliner, store.RedisOptions{}),
+		oursVariant("ratelimit/redis/fixed-window,fallback", famFixed, ratelimit.FixedWindow, "the store wrapped in `store.NewFallback` with its defaults (the production configuration; the client has `ContextTimeoutEnabled`)", inFallback, store.RedisOptions{}),
+		oursVariant("ratelimit/redis/token-bucket,fallback", famToken, ratelimit.TokenBucket, "the store wrapped in `store.NewFallback` with its defaults (the production configuration; the client has `ContextTimeoutEnabled`)", inFallback, store.RedisOptions{}),
 		{
 			name:   "go-redis/redis_rate",
 			family: famToken,
@@ -281,7 +281,7 @@ func ratelimitLimit(l limitSpec, a ratelimit.Algorithm) ratelimit.Limit {
 // ours is this library's Redis store with one algorithm, as configured
 // by default.
 func ours(algo, family string, a ratelimit.Algorithm) *contender {
-	c := oursVariant("ratelimit/redis/"+algo, family, a, "", 0)
+	c := oursVariant("ratelimit/redis/"+algo, family, a, "", 0, store.RedisOptions{})
 	c.ours = true
 	return c
 }
@@ -295,8 +295,8 @@ const (
 // oursVariant is this library's Redis store with non-default options, a
 // row compared with the default one; variant names the options for the
 // note, how says how the store is used (viaAutoPipeliner, inFallback).
-func oursVariant(name, family string, a ratelimit.Algorithm, variant string, how int, opts ...store.RedisOption) *contender {
-	note := "this library: `store.NewRedis(client)`, `Allow(ctx, key, 1, ratelimit.Per(quota, window).Using(ratelimit." + algoIdent(a) + "))`" + oursDefaults(a) + "."
+func oursVariant(name, family string, a ratelimit.Algorithm, variant string, how int, opts store.RedisOptions) *contender {
+	note := "this library: `store.NewRedis(client, store.RedisOptions{})`, `Allow(ctx, key, 1, limits)` with `limits` built once, before the cell, by `ratelimit.NewLimits(ratelimit.Per(quota, window).Using(ratelimit." + algoIdent(a) + "))`" + oursDefaults(a) + "."
 	if variant != "" {
 		note = "this library as above, with " + variant + "."
 	}
@@ -320,7 +320,7 @@ func oursVariant(name, family string, a ratelimit.Algorithm, variant string, how
 				}
 				client = ap
 			}
-			r, err := store.NewRedis(client, opts...)
+			r, err := store.NewRedis(client, opts)
 			if err != nil {
 				c.Close()
 				return instance{}, err
@@ -328,21 +328,21 @@ func oursVariant(name, family string, a ratelimit.Algorithm, variant string, how
 			var s ratelimit.Store = r
 			closeAll := func() { c.Close() }
 			if how&inFallback != 0 {
-				f, err := store.NewFallback(r)
+				f, err := store.NewFallback(r, store.FallbackOptions{})
 				if err != nil {
 					c.Close()
 					return instance{}, err
 				}
 				s, closeAll = f, func() { f.Close(); c.Close() }
 			}
-			lim := ratelimitLimit(l, a)
-			if err := lim.Validate(); err != nil {
+			limits, err := ratelimit.NewLimits(ratelimitLimit(l, a))
+			if err != nil {
 				closeAll()
 				return instance{}, err
 			}
 			return instance{
 				allow: func(ctx context.Context, key string) (bool, error) {
-					d, err := s.Allow(ctx, key, 1, lim)
+					d, err := s.Allow(ctx, key, 1, limits)
 					return d.Allowed, err
 				},
 				close: closeAll,
@@ -357,19 +357,19 @@ func oursMemory(algo string, a ratelimit.Algorithm) *contender {
 		name:   "ratelimit/memory/" + algo,
 		family: famMemory,
 		ours:   true,
-		note:   "this library: `store.NewMemory(store.WithMaxKeys(1 << 18))`, room for the whole 100,000-key space as the peers, which have no bound, have; the same `Allow` and limit as the Redis row" + oursDefaults(a) + ".",
+		note:   "this library: `store.NewMemory(store.MemoryOptions{MaxKeys: 1 << 18})`, room for the whole 100,000-key space as the peers, which have no bound, have; the same `Allow` and limit as the Redis row" + oursDefaults(a) + ".",
 		build: func(e *env, l limitSpec) (instance, error) {
-			s, err := store.NewMemory(store.WithMaxKeys(1 << 18))
+			s, err := store.NewMemory(store.MemoryOptions{MaxKeys: 1 << 18})
 			if err != nil {
 				return instance{}, err
 			}
-			lim := ratelimitLimit(l, a)
-			if err := lim.Validate(); err != nil {
+			limits, err := ratelimit.NewLimits(ratelimitLimit(l, a))
+			if err != nil {
 				return instance{}, err
 			}
 			return instance{
 				allow: func(ctx context.Context, key string) (bool, error) {
-					d, err := s.Allow(ctx, key, 1, lim)
+					d, err := s.Allow(ctx, key, 1, limits)
 					return d.Allowed, err
 				},
 				close: func() {},

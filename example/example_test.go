@@ -105,13 +105,13 @@ func startWith(t *testing.T, env []string, bin string, args ...string) (string, 
 	return "", nil
 }
 
-// testEnv is the environment without the variables that name a Redis:
-// the command line alone picks it, and without -redis, REDIS_URL would
-// replace the embedded one.
+// testEnv is the environment without the variables that name a Redis,
+// or give the secret API keys are hashed with: the command line alone
+// picks them, and without -redis, REDIS_URL would replace the embedded one.
 func testEnv() []string {
 	var env []string
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "REDIS_") {
+		if !strings.HasPrefix(kv, "REDIS_") && !strings.HasPrefix(kv, "RATELIMIT_KEY_SECRET=") {
 			env = append(env, kv)
 		}
 	}
@@ -181,6 +181,16 @@ func backend(t *testing.T, b string) ([]string, *redis.Client) {
 	t.Cleanup(func() { client.Close() })
 	return []string{"-redis", "redis://" + addr + "/0"}, client
 }
+
+// Patterns of the keys the example's limits keep in Redis, which read
+// example:{namespace|scope|client key}suffix: the scope is "*" for the
+// limits of WithLimits and the route pattern for those of WithRoutes; an
+// API key is an HMAC of the X-API-Key header, 32 hex digits.
+const (
+	homeKeys  = `example:{ip|\*|ip:*}:*`          // GET /
+	loginKeys = `example:{ip|POST /login|ip:*}:*` // POST /login
+	apiKeys   = `example:{api|\*|header:X-Api-Key:*}:*`
+)
 
 // keys returns the keys of client that match pattern.
 func keys(t *testing.T, client *redis.Client, pattern string) []string {
@@ -295,7 +305,7 @@ func TestEveryFramework(t *testing.T) {
 					}
 				}
 				if client != nil {
-					if k := keys(t, client, "example:{ip:*}*"); len(k) != 1 {
+					if k := keys(t, client, homeKeys); len(k) != 1 {
 						t.Errorf("GET /: Redis holds keys %q, want the client IP's one", k)
 					}
 				}
@@ -327,7 +337,7 @@ func TestEveryFramework(t *testing.T) {
 						if st.want == 200 {
 							want = 0 // the reset deleted the attempts on Redis
 						}
-						if k := keys(t, client, "example:{ip:*}*login*"); len(k) != want {
+						if k := keys(t, client, loginKeys); len(k) != want {
 							t.Errorf("POST /login #%d: Redis holds login keys %q, want %d", i, k, want)
 						}
 					}
@@ -354,7 +364,7 @@ func TestEveryFramework(t *testing.T) {
 				}
 				if client != nil {
 					// Two limits for each of the two keys.
-					if k := keys(t, client, "example:{header:*}*"); len(k) != 4 {
+					if k := keys(t, client, apiKeys); len(k) != 4 {
 						t.Errorf("GET /api/: Redis holds keys %q, want 2 limits for each of 2 API keys", k)
 					}
 				}

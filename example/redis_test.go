@@ -2,15 +2,20 @@ package main
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"net/url"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ratelimit-go/ratelimit/example/internal/app"
 	"github.com/ratelimit-go/ratelimit/internal/redistest"
 	"github.com/ratelimit-go/ratelimit/store"
 )
@@ -243,4 +248,109 @@ func waitLog(t *testing.T, out func() string, want string, n int) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// TestAPIKeySecret runs two example servers on one real Redis, one given
+// the secret by -key-secret and the other by $RATELIMIT_KEY_SECRET, and
+// sends them a distinctive X-API-Key: no key in Redis holds the raw API
+// key, both servers count it in the same keys, named by its HMAC under the
+// secret, and its requests are still limited. A secret too short is
+// refused, and without one the startup lines say that API-key limits are
+// each server's own.
+func TestAPIKeySecret(t *testing.T) {
+	bin := build(t)["net/http"]
+	srv := redistest.Require(t)
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { client.Close() })
+	const (
+		secret = "QZXsecret-0123456789abcdef"
+		apiKey = "QZXapikey-raw-4f2a9c"
+	)
+	redisURL := "redis://" + srv.Addr + "/0"
+	byFlag, outFlag := startWith(t, nil, bin, "-redis", redisURL, "-key-secret", secret)
+	byEnv, outEnv := startWith(t, []string{"RATELIMIT_KEY_SECRET=" + secret}, bin, "-redis", redisURL)
+	for _, lines := range []func() string{outFlag, outEnv} {
+		waitLog(t, lines, "per X-API-Key", 1) // the last startup line
+		out := lines()
+		if strings.Contains(out, "random secret") {
+			t.Errorf("startup lines with a secret:\n%s\nsay it is random", out)
+		}
+		if strings.Contains(out, "QZX") {
+			t.Errorf("the secret was printed:\n%s", out)
+		}
+	}
+
+	// The token bucket holds 10 and refills 10 per second: the first 10
+	// quick requests pass, and a 429 comes soon after.
+	header := map[string]string{"X-API-Key": apiKey}
+	codes := map[int]int{}
+	for i := 0; codes[429] == 0; i++ {
+		code := send(t, "GET", byFlag+"/api/things", header, nil).StatusCode
+		if i < 10 && code != 200 {
+			t.Fatalf("GET /api/ #%d: got %d, want 200", i, code)
+		}
+		if code != 200 && code != 429 {
+			t.Fatalf("GET /api/ #%d: got %d, want 200 or 429", i, code)
+		}
+		codes[code]++
+		if i == 40 {
+			t.Fatalf("41 quick API requests: %v, want a 429 after the first 10", codes)
+		}
+	}
+	before := scanAll(t, client)
+	if code := send(t, "GET", byEnv+"/api/things", header, nil).StatusCode; code != 200 && code != 429 {
+		t.Fatalf("GET /api/ on the second server: got %d, want 200 or 429", code)
+	}
+	after := scanAll(t, client)
+
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write([]byte(apiKey))
+	prefix := "example:{api|*|header:X-Api-Key:" + hex.EncodeToString(mac.Sum(nil)[:16]) + "}:"
+	var api []string
+	for _, k := range after {
+		if strings.Contains(k, "QZX") {
+			t.Errorf("Redis key %q holds the raw API key or the secret", k)
+		}
+		if strings.HasPrefix(k, "example:{api|") {
+			api = append(api, k)
+			if !strings.HasPrefix(k, prefix) {
+				t.Errorf("Redis key %q, want one beginning %q", k, prefix)
+			}
+		}
+	}
+	if len(api) != len(app.APILimits) {
+		t.Errorf("Redis holds API keys %q, want one for each of the %d limits", api, len(app.APILimits))
+	}
+	if strings.Join(before, " ") != strings.Join(after, " ") {
+		t.Errorf("Redis keys after the first server %q, after the second %q; want the same: one secret, one count", before, after)
+	}
+
+	t.Run("too short", func(t *testing.T) {
+		out := refused(t, nil, bin, "-key-secret", "QZXshort")
+		if !strings.Contains(out, "-key-secret") || !strings.Contains(out, "at least 16") {
+			t.Errorf("output:\n%s\nwant -key-secret and at least 16", out)
+		}
+		if strings.Contains(out, "QZX") {
+			t.Errorf("the secret was printed:\n%s", out)
+		}
+	})
+	t.Run("none", func(t *testing.T) {
+		_, out := startWith(t, nil, bin)
+		waitLog(t, out, "API keys: hashed with a random secret, so their limits are this server's own", 1)
+	})
+}
+
+// scanAll returns every key of client, sorted, read with SCAN.
+func scanAll(t *testing.T, client *redis.Client) []string {
+	t.Helper()
+	var all []string
+	iter := client.Scan(context.Background(), 0, "*", 100).Iterator()
+	for iter.Next(context.Background()) {
+		all = append(all, iter.Val())
+	}
+	if err := iter.Err(); err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(all)
+	return all
 }

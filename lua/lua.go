@@ -1,67 +1,30 @@
-// Package lua holds the Redis scripts of the four rate-limit algorithms.
+// Package lua holds the Redis scripts of the package store.
 //
 // Each algorithm lives in its own file (fixed_window.lua, sliding_log.lua,
 // sliding_window.lua, token_bucket.lua) and registers itself with the
 // driver in decide.lua, which checks every limit of a request and then
-// commits to all or none of them. [Script] joins the driver with the
-// algorithms a request needs into one script, so a decision is a single
-// atomic EVALSHA.
+// commits to all or none of them; the store joins the driver with the
+// algorithms a request needs into one script, so that a decision is a
+// single atomic EVALSHA. charge.lua brings to Redis what a fallback
+// decided in process; probe.lua and check.lua test a server; reset.lua
+// forgets keys. Each file's header states its KEYS, ARGV and reply.
 package lua
 
 import (
-	_ "embed"
-	"strings"
+	"embed"
+	"fmt"
 )
 
-var (
-	//go:embed decide.lua
-	decide string
+//go:embed *.lua
+var files embed.FS
 
-	// FixedWindow is the fixed window counter; code "f".
-	//go:embed fixed_window.lua
-	FixedWindow string
-
-	// SlidingLog is the sliding window log; code "l".
-	//go:embed sliding_log.lua
-	SlidingLog string
-
-	// SlidingWindow is the sliding window counter; code "s".
-	//go:embed sliding_window.lua
-	SlidingWindow string
-
-	// TokenBucket is the token bucket; code "t".
-	//go:embed token_bucket.lua
-	TokenBucket string
-
-	// Probe checks that Redis can decide; see probe.lua.
-	//go:embed probe.lua
-	Probe string
-
-	// Check names the commands Redis refuses the store; see check.lua.
-	//go:embed check.lua
-	Check string
-
-	//go:embed charge.lua
-	charge string
-)
-
-// Script returns the source of a script that decides requests whose
-// limits use only the given algorithms (FixedWindow, SlidingLog,
-// SlidingWindow, TokenBucket). KEYS, ARGV and the reply are described in
-// decide.lua.
-func Script(algorithms ...string) string {
-	var b strings.Builder
-	b.WriteString(decide)
-	for _, a := range algorithms {
-		b.WriteString(a)
+// Source returns the text of the script file name, for example
+// "decide.lua". It panics when there is no such file: the names are fixed
+// when the module is built.
+func Source(name string) string {
+	b, err := files.ReadFile(name)
+	if err != nil {
+		panic(fmt.Sprintf("lua: no script %q", name))
 	}
-	b.WriteString("return decide()\n")
-	return b.String()
-}
-
-// Charge returns the source of the script that brings to Redis what a
-// fallback decided in process; KEYS, ARGV and the reply are described in
-// charge.lua.
-func Charge() string {
-	return decide + FixedWindow + SlidingLog + SlidingWindow + TokenBucket + charge + "return charge()\n"
+	return string(b)
 }

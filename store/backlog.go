@@ -7,12 +7,13 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/internal/spec"
 )
 
-// DefaultMaxBacklog is how many keys a [Fallback] keeps what it decided in
-// process for while Redis is down, unless [WithMaxBacklog] says otherwise.
-const DefaultMaxBacklog = 100_000
+// defaultMaxBacklog is how many keys a Fallback keeps what it decided in
+// process for while Redis is down, unless FallbackOptions.MaxBacklog says
+// otherwise.
+const defaultMaxBacklog = 100_000
 
 // backlog holds, per key, what a Fallback did in process while Redis was
 // down and must bring to Redis: the resets, and the units admitted since,
@@ -37,7 +38,6 @@ type pendingKey struct {
 }
 
 type pendingLimit struct {
-	limit  ratelimit.Limit
 	c      *compiled
 	seeded bool       // the state in process started from Redis's
 	reset  bool       // delete the state on Redis first
@@ -91,16 +91,16 @@ const maxPendingLimits = 16
 
 // of returns the entry of c's state, making it; nil when the key has
 // maxPendingLimits already.
-func (p *pendingKey) of(c *compiled, l ratelimit.Limit) *pendingLimit {
+func (p *pendingKey) of(c *compiled) *pendingLimit {
 	for _, e := range p.limits {
-		if e.c == c || e.c.suffix == c.suffix {
+		if e.c == c || e.c.Suffix == c.Suffix {
 			return e
 		}
 	}
 	if len(p.limits) == maxPendingLimits {
 		return nil
 	}
-	e := &pendingLimit{limit: l, c: c}
+	e := &pendingLimit{c: c}
 	p.limits = append(p.limits, e)
 	return e
 }
@@ -124,10 +124,10 @@ func (e *pendingLimit) spend(cost, now int64) {
 // horizon is how long after an admission it still counts, in µs: a window,
 // or the time a token bucket takes to refill from empty.
 func horizon(c *compiled) int64 {
-	if c.algorithm == ratelimit.TokenBucket {
-		return (c.units + c.rate - 1) / c.rate
+	if c.Algorithm == spec.TokenBucket {
+		return (c.Units + c.Rate - 1) / c.Rate
 	}
-	return c.window
+	return c.Window
 }
 
 // takeKey returns what waits for Redis of key and leaves the key seeded,
@@ -171,7 +171,7 @@ func (b *backlog) putBack(all map[string]*pendingKey) {
 			continue
 		}
 		for _, o := range old.limits {
-			e := p.of(o.c, o.limit)
+			e := p.of(o.c)
 			if e == nil {
 				p.limits = append(p.limits, o) // a merge may pass the bound once
 				continue
@@ -193,18 +193,18 @@ func (s *Redis) chargeBacklog(ctx context.Context, key string, p *pendingKey, of
 	var args []any
 	reset := false
 	for _, e := range p.limits {
-		keys = append(keys, s.prefix+"{"+key+"}"+e.c.suffix)
+		keys = append(keys, s.prefix+"{"+key+"}"+e.c.Suffix)
 		flag := "0"
 		if e.reset {
 			flag, reset = "1", true
 		}
-		args = append(args, e.c.args[:]...)
+		args = append(args, e.c.Args[:]...)
 		args = append(args, flag, len(e.spent))
 		for _, sp := range e.spent {
 			args = append(args, strconv.FormatInt(sp.at+offset, 10), sp.cost)
 		}
 	}
-	err := s.charge.Run(ctx, s.client, keys, args...).Err()
+	err := chargeScript.Run(ctx, s.client, keys, args...).Err()
 	if reset && s.denied != nil {
 		s.denied.reset(key)
 	}

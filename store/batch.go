@@ -50,7 +50,6 @@ func (d *decision) release() {
 // serves.
 type batcher struct {
 	client   RedisClient
-	all      *redis.Script
 	maxRuns  int
 	maxBatch int
 
@@ -180,7 +179,7 @@ func (b *batcher) exec(batch []*decision) {
 		keys = append(keys, d.keys...)
 		args = append(args, d.args...)
 	}
-	reply, err := b.all.Run(ctx, b.client, keys, args...).Text()
+	reply, err := decideAny.Run(ctx, b.client, keys, args...).Text()
 	lines := strings.Split(reply, "\n")
 	if err == nil && len(lines) != len(batch) {
 		err = fmt.Errorf("got %d reply lines for %d requests", len(lines), len(batch))

@@ -24,7 +24,7 @@ func batched(t *testing.T) (*Redis, *redis.Client, *miniredis.Miniredis, *counti
 	t.Cleanup(func() { client.Close() })
 	hook := &countingHook{}
 	client.AddHook(hook)
-	s := newStore(t, client, WithDenyCache(0))
+	s := newStore(t, client, RedisOptions{DenyCacheSize: noDenyCache})
 	if s.batch == nil {
 		t.Fatal("a *redis.Client store does not batch")
 	}
@@ -39,22 +39,23 @@ func TestBatchIsolatesRequests(t *testing.T) {
 	checkLeaks(t)
 	s, client, _, hook := batched(t)
 	ctx := context.Background()
-	l := ratelimit.PerHour(10).Using(ratelimit.FixedWindow)
-	two := []ratelimit.Limit{ratelimit.PerHour(5).Using(ratelimit.SlidingLog), ratelimit.PerHour(7).Using(ratelimit.TokenBucket)}
+	l := ratelimit.Per(10, time.Hour).Using(ratelimit.FixedWindow)
+	two := []ratelimit.Limit{ratelimit.Per(5, time.Hour).Using(ratelimit.SlidingLog), ratelimit.Per(7, time.Hour).Using(ratelimit.TokenBucket)}
 	client.HSet(ctx, redisKey(s, "bad", l), "x", "y")
 	client.Set(ctx, redisKey(s, "bad-two", two[1]), "not a hash", 0)
+	one, pair := limitsOf(t, l), limitsOf(t, two...)
 
 	var o outcomes
 	var wg sync.WaitGroup
 	for g := range 60 {
 		key := []string{"good", "bad", "other", "bad-two", "pair"}[g%5]
 		wg.Go(func() {
-			limits := []ratelimit.Limit{l}
+			limits := one
 			if key == "bad-two" || key == "pair" {
-				limits = two
+				limits = pair
 			}
 			for range 5 {
-				d, err := s.Allow(ctx, key, 1, limits...)
+				d, err := s.Allow(ctx, key, 1, limits)
 				o.record(key, d, err)
 			}
 		})
@@ -83,7 +84,7 @@ func TestBatchIsolatesRequests(t *testing.T) {
 func TestBatchWaitersMayGiveUp(t *testing.T) {
 	checkLeaks(t)
 	s, _, m, _ := batched(t)
-	l := ratelimit.PerHour(1000).Using(ratelimit.FixedWindow)
+	l := limitsOf(t, ratelimit.Per(1000, time.Hour).Using(ratelimit.FixedWindow))
 	m.Lock() // miniredis stalls: the first run hangs, the rest wait
 	var wg sync.WaitGroup
 	errs := make(chan error, 10)
@@ -116,7 +117,7 @@ func TestBatchServerGone(t *testing.T) {
 	checkLeaks(t)
 	s, _, m, _ := batched(t)
 	m.Close()
-	l := ratelimit.PerHour(10).Using(ratelimit.FixedWindow)
+	l := limitsOf(t, ratelimit.Per(10, time.Hour).Using(ratelimit.FixedWindow))
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	failures := 0
@@ -145,16 +146,17 @@ func TestBatchBadKeyHarmsNoNeighbour(t *testing.T) {
 	checkLeaks(t)
 	client := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { client.Close() })
-	r := newStore(t, client, WithPrefix(uniquePrefix()), WithDenyCache(0))
+	r := newStore(t, client, RedisOptions{Prefix: uniquePrefix(), DenyCacheSize: noDenyCache})
 	r.batch.maxRuns = 1 // one run at a time: the others wait and go together
-	f, err := NewFallback(r, WithBudget(5*time.Second), WithFallbackLogger(quietLogger))
+	f, err := NewFallback(r, FallbackOptions{Budget: 5 * time.Second, Logger: quietLogger})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.Close() })
 	ctx := context.Background()
 	// The sliding window's error names the key.
-	l := ratelimit.PerHour(10).Using(ratelimit.SlidingWindow)
+	l := ratelimit.Per(10, time.Hour).Using(ratelimit.SlidingWindow)
+	set := limitsOf(t, l)
 	bad := []string{"bad\nkey", "\n", "bad\r\n\nE x\n"}
 	for _, key := range bad {
 		client.HSet(ctx, redisKey(r, key, l), "x", "y\nz")
@@ -167,7 +169,7 @@ func TestBatchBadKeyHarmsNoNeighbour(t *testing.T) {
 		key := append(good, bad...)[g%(len(good)+len(bad))]
 		wg.Go(func() {
 			for range 4 {
-				d, err := f.Allow(ctx, key, 1, l)
+				d, err := f.Allow(ctx, key, 1, set)
 				o.record(key, d, err)
 			}
 		})
@@ -184,8 +186,8 @@ func TestBatchBadKeyHarmsNoNeighbour(t *testing.T) {
 			t.Errorf("key %q holding a foreign value: %d failed, %d passed; want all to fail", key, failed[key], passed[key])
 		}
 	}
-	if !f.Healthy() || f.Stats().Failures != 0 || f.Stats().Local != 0 {
-		t.Errorf("a foreign key is not an outage: Healthy %v, %+v", f.Healthy(), f.Stats())
+	if st := f.Stats(); !st.Healthy || st.Failures != 0 || st.Local != 0 {
+		t.Errorf("a foreign key is not an outage: %+v", st)
 	}
 }
 

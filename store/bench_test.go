@@ -32,7 +32,7 @@ func BenchmarkRedis(b *testing.B) {
 	for _, name := range []string{"fixed-window", "sliding-log", "sliding-window", "token-bucket"} {
 		l := benchLimits[name]
 		b.Run(name, func(b *testing.B) {
-			benchManyKeys(b, newStore(b, client, WithPrefix("bench:"+strconv.FormatInt(time.Now().UnixNano(), 36)+":")), l, client)
+			benchManyKeys(b, newStore(b, client, RedisOptions{Prefix: "bench:" + strconv.FormatInt(time.Now().UnixNano(), 36) + ":"}), l, client)
 		})
 	}
 }
@@ -45,7 +45,7 @@ func BenchmarkFallback(b *testing.B) {
 	for _, name := range []string{"fixed-window", "sliding-log", "sliding-window", "token-bucket"} {
 		l := benchLimits[name]
 		b.Run(name, func(b *testing.B) {
-			f, err := NewFallback(newStore(b, client, WithPrefix("bench:"+strconv.FormatInt(time.Now().UnixNano(), 36)+":")))
+			f, err := NewFallback(newStore(b, client, RedisOptions{Prefix: "bench:" + strconv.FormatInt(time.Now().UnixNano(), 36) + ":"}), FallbackOptions{})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -60,7 +60,8 @@ func BenchmarkFallback(b *testing.B) {
 // per decision of this process and, with client set, of Redis: on two
 // cores the two compete, and decisions/s alone varies from run to run
 // more than either.
-func benchManyKeys(b *testing.B, s ratelimit.Store, l ratelimit.Limit, client *redis.Client) {
+func benchManyKeys(b *testing.B, s ratelimit.Store, limit ratelimit.Limit, client *redis.Client) {
+	l := limitsOf(b, limit) // built once, as a Limiter does
 	var n atomic.Int64
 	b.ReportAllocs()
 	goCPU, redisCPU := cpuTime(b, nil), cpuTime(b, client)
@@ -104,7 +105,7 @@ func BenchmarkGoRedisBaseline(b *testing.B) {
 func BenchmarkMemory(b *testing.B) {
 	for _, name := range []string{"fixed-window", "sliding-log", "sliding-window", "token-bucket"} {
 		b.Run(name, func(b *testing.B) {
-			m, _ := NewMemory()
+			m, _ := NewMemory(MemoryOptions{})
 			benchManyKeys(b, m, benchLimits[name], nil)
 		})
 	}
@@ -113,8 +114,8 @@ func BenchmarkMemory(b *testing.B) {
 // BenchmarkMemoryHotKey decides one key over and over, denied: the path a
 // flood from one client takes.
 func BenchmarkMemoryHotKey(b *testing.B) {
-	m, _ := NewMemory()
-	l := ratelimit.PerHour(1).Using(ratelimit.TokenBucket)
+	m, _ := NewMemory(MemoryOptions{})
+	l := limitsOf(b, ratelimit.Per(1, time.Hour).Using(ratelimit.TokenBucket))
 	ctx := context.Background()
 	m.Allow(ctx, "hot", 1, l)
 	b.ReportAllocs()
@@ -176,16 +177,16 @@ func (instantClient) EvalSha(ctx context.Context, _ string, _ []string, _ ...any
 // caller, so that every decision runs alone: the CPU the bare store and
 // the Fallback spend in Go per decision, Redis and the network aside.
 func BenchmarkGoSide(b *testing.B) {
-	l := benchLimits["fixed-window"]
+	l := limitsOf(b, benchLimits["fixed-window"])
 	keys := make([]string, 10_000)
 	for i := range keys {
 		keys[i] = "k" + strconv.Itoa(i)
 	}
-	r, err := NewRedis(instantClient{})
+	r, err := NewRedis(instantClient{}, RedisOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}
-	f, err := NewFallback(r)
+	f, err := NewFallback(r, FallbackOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -57,13 +57,13 @@ func TestCanceledIsNoStoreError(t *testing.T) {
 			srv := redistest.Require(t)
 			client := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true})
 			t.Cleanup(func() { client.Close() })
-			r := newStore(t, client)
+			r := newStore(t, client, RedisOptions{})
 			r.batch.maxRuns = 1 // a request waits for the run under way
 			var s ratelimit.Store = r
 			var f *Fallback
 			if wrapped {
 				var err error
-				f, err = NewFallback(r, WithBudget(5*time.Second), WithFallbackLogger(quietLogger))
+				f, err = NewFallback(r, FallbackOptions{Budget: 5 * time.Second, Logger: quietLogger})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -71,7 +71,7 @@ func TestCanceledIsNoStoreError(t *testing.T) {
 				s = f
 			}
 			var logs syncBuffer
-			l, err := ratelimit.New(s, ratelimit.WithLimits(ratelimit.PerMinute(100)), ratelimit.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+			l, err := ratelimit.New(s, "cancel", ratelimit.WithLimits(ratelimit.PerMinute(100)), ratelimit.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -89,10 +89,11 @@ func TestCanceledIsNoStoreError(t *testing.T) {
 				<-served
 			}
 
+			other := limitsOf(t, ratelimit.PerMinute(100))
 			pauseAll(t, srv, 2*time.Second)
 			var running sync.WaitGroup
 			running.Go(func() { // takes the run slot until the pause ends
-				if _, err := r.Allow(context.Background(), "other", 1, ratelimit.PerMinute(100)); err != nil {
+				if _, err := r.Allow(context.Background(), "other", 1, other); err != nil {
 					t.Error(err)
 				}
 			})
@@ -116,8 +117,10 @@ func TestCanceledIsNoStoreError(t *testing.T) {
 			if got := logs.String(); got != "" {
 				t.Errorf("a canceled request was logged: %q", got)
 			}
-			if f != nil && (!f.Healthy() || f.Stats().Failures != 0 || f.Stats().Local != 0) {
-				t.Errorf("a canceled request moved the fallback: Healthy %v, %+v", f.Healthy(), f.Stats())
+			if f != nil {
+				if st := f.Stats(); !st.Healthy || st.Failures != 0 || st.Local != 0 {
+					t.Errorf("a canceled request moved the fallback: %+v", st)
+				}
 			}
 		})
 	}
@@ -131,11 +134,12 @@ func TestBatchGivenUpIsNotSent(t *testing.T) {
 	srv := redistest.Require(t)
 	client := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { client.Close() })
-	s := newStore(t, client, WithDenyCache(0))
+	s := newStore(t, client, RedisOptions{DenyCacheSize: noDenyCache})
 	s.batch.maxRuns = 1
-	l := ratelimit.PerHour(1000).Using(ratelimit.FixedWindow)
+	l := ratelimit.Per(1000, time.Hour).Using(ratelimit.FixedWindow)
+	set := limitsOf(t, l)
 	ctx := context.Background()
-	if _, err := s.Allow(ctx, "warm", 1, l); err != nil {
+	if _, err := s.Allow(ctx, "warm", 1, set); err != nil {
 		t.Fatal(err)
 	}
 
@@ -144,7 +148,7 @@ func TestBatchGivenUpIsNotSent(t *testing.T) {
 	wg.Go(func() {
 		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
-		if _, err := s.Allow(ctx, "sent", 1, l); err != nil { // runs alone, at once
+		if _, err := s.Allow(ctx, "sent", 1, set); err != nil { // runs alone, at once
 			t.Error(err)
 		}
 	})
@@ -157,7 +161,7 @@ func TestBatchGivenUpIsNotSent(t *testing.T) {
 		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 			defer cancel()
-			if _, err := s.Allow(ctx, fmt.Sprintf("waiter-%d", i), 1, l); !errors.Is(err, context.DeadlineExceeded) {
+			if _, err := s.Allow(ctx, fmt.Sprintf("waiter-%d", i), 1, set); !errors.Is(err, context.DeadlineExceeded) {
 				t.Errorf("a waiter past its deadline: got %v", err)
 			}
 		})
@@ -165,7 +169,7 @@ func TestBatchGivenUpIsNotSent(t *testing.T) {
 	wg.Go(func() { // waits for the batch, and stays
 		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
-		if _, err := s.Allow(ctx, "patient", 1, l); err != nil {
+		if _, err := s.Allow(ctx, "patient", 1, set); err != nil {
 			t.Error(err)
 		}
 	})

@@ -49,7 +49,7 @@ func (s *Redis) check(ctx context.Context, c RedisClient) error {
 	if err := s.diagnose(ctx, c, s.checkKeys()); err != nil {
 		return err
 	}
-	return misconfigured(s.probe.Run(ctx, c, []string{s.prefix + "{probe}"}).Err(), s.prefix, s.cluster)
+	return misconfigured(probeScript.Run(ctx, c, []string{s.prefix + "{probe}"}).Err(), s.prefix, s.cluster)
 }
 
 // checkSlots are slots spread over the cluster's range: a single
@@ -77,7 +77,7 @@ func (s *Redis) diagnose(ctx context.Context, c RedisClient, keys []string) erro
 	for i, name := range storeCommands {
 		args[i] = name
 	}
-	refused, err := s.checker.Eval(ctx, c, keys, args...).Text()
+	refused, err := checkScript.Eval(ctx, c, keys, args...).Text()
 	if err != nil {
 		return misconfigured(err, s.prefix, s.cluster)
 	}
@@ -118,7 +118,7 @@ func (s *Redis) diagnose(ctx context.Context, c RedisClient, keys []string) erro
 // time returns Redis's clock in microseconds, read by the probe script
 // through c.
 func (s *Redis) time(ctx context.Context, c RedisClient) (int64, error) {
-	t, err := s.probe.Run(ctx, c, []string{s.prefix + "{probe}"}).StringSlice()
+	t, err := probeScript.Run(ctx, c, []string{s.prefix + "{probe}"}).StringSlice()
 	if err != nil {
 		return 0, err
 	}
@@ -146,7 +146,7 @@ func (s *Redis) checkCluster(ctx context.Context, cluster *redis.ClusterClient) 
 			return err
 		}
 		key := s.prefix + "{" + clusterslot.Tag(o.start) + "}probe"
-		if err := s.probe.Run(ctx, cluster, []string{key}).Err(); err != nil {
+		if err := probeScript.Run(ctx, cluster, []string{key}).Err(); err != nil {
 			return fmt.Errorf("slots %d-%d: %w", o.start, o.end, misconfigured(err, s.prefix, s.cluster))
 		}
 	}
@@ -199,7 +199,7 @@ func (s *Redis) warm(ctx context.Context) error {
 	var wg sync.WaitGroup
 	for i := range conns {
 		conns[i] = single.Conn()
-		wg.Go(func() { errs[i] = s.probe.Run(ctx, conns[i], []string{s.prefix + "{probe}"}).Err() })
+		wg.Go(func() { errs[i] = probeScript.Run(ctx, conns[i], []string{s.prefix + "{probe}"}).Err() })
 	}
 	wg.Wait()
 	for _, c := range conns {

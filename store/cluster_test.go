@@ -30,21 +30,21 @@ func TestClusterConformance(t *testing.T) {
 			prefix := uniquePrefix()
 			stores := make([]ratelimit.Store, n)
 			for i := range stores {
-				stores[i] = newStore(t, newCluster(t), WithPrefix(prefix))
+				stores[i] = newStore(t, newCluster(t), RedisOptions{Prefix: prefix})
 			}
 			return stores, realClock{}
 		}})
 	})
 	t.Run("keys spread over every master", func(t *testing.T) {
-		s := newStore(t, newCluster(t), WithPrefix("spread:"))
-		limits := []ratelimit.Limit{
-			ratelimit.PerHour(5).Using(ratelimit.FixedWindow),
-			ratelimit.PerHour(5).Using(ratelimit.SlidingLog),
-			ratelimit.PerHour(5),
-			ratelimit.PerHour(5).Using(ratelimit.TokenBucket),
-		}
+		s := newStore(t, newCluster(t), RedisOptions{Prefix: "spread:"})
+		limits := limitsOf(t,
+			ratelimit.Per(5, time.Hour).Using(ratelimit.FixedWindow),
+			ratelimit.Per(5, time.Hour).Using(ratelimit.SlidingLog),
+			ratelimit.Per(5, time.Hour),
+			ratelimit.Per(5, time.Hour).Using(ratelimit.TokenBucket),
+		)
 		for i := range 300 {
-			if _, err := s.Allow(context.Background(), fmt.Sprintf("user:%d", i), 1, limits...); err != nil {
+			if _, err := s.Allow(context.Background(), fmt.Sprintf("user:%d", i), 1, limits); err != nil {
 				t.Fatalf("key %d: %v", i, err)
 			}
 		}
@@ -62,12 +62,12 @@ func TestClusterConformance(t *testing.T) {
 		}
 	})
 	t.Run("fallback over the cluster", func(t *testing.T) {
-		f, err := NewFallback(newStore(t, newCluster(t), WithPrefix("fb:")), WithBudget(time.Second))
+		f, err := NewFallback(newStore(t, newCluster(t), RedisOptions{Prefix: "fb:"}), FallbackOptions{Budget: time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer f.Close()
-		d, err := f.Allow(context.Background(), "k", 1, ratelimit.PerMinute(1))
+		d, err := f.Allow(context.Background(), "k", 1, limitsOf(t, ratelimit.PerMinute(1)))
 		if err != nil || d.Fallback || !d.Allowed {
 			t.Errorf("got %+v, %v; want a cluster decision", d, err)
 		}

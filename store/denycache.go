@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/internal/spec"
 )
 
 // denyCache remembers requests Redis denied, so that the same request is
@@ -35,9 +36,9 @@ type denyShard struct {
 const maxDenialsPerKey = 4
 
 type denial struct {
-	limits    [4]*compiled // the request's limits; requests with more are not cached
-	at, until int64        // when Redis denied, when the request could pass (µs)
-	cost      int          // the cost denied; other costs have other retry times
+	set       *spec.Set // the request's limits
+	at, until int64     // when Redis denied, when the request could pass (µs)
+	cost      int       // the cost denied; other costs have other retry times
 	results   []ratelimit.Result
 }
 
@@ -62,31 +63,15 @@ func (c *denyCache) shard(key string) *denyShard {
 	return &c.shards[keyHash(key)%uint32(len(c.shards))]
 }
 
-func sameLimits(d *denial, cs []*compiled) bool {
-	for i := range d.limits {
-		var p *compiled
-		if i < len(cs) {
-			p = cs[i]
-		}
-		if d.limits[i] != p {
-			return false
-		}
-	}
-	return true
-}
-
 // get returns the cached denial of a request, its times brought up to
 // now, if the request cannot pass yet.
-func (c *denyCache) get(key string, cs []*compiled, cost int) (ratelimit.Decision, bool) {
-	if len(cs) > len(denial{}.limits) {
-		return ratelimit.Decision{}, false
-	}
+func (c *denyCache) get(key string, set *spec.Set, cost int) (ratelimit.Decision, bool) {
 	sh := c.shard(key)
 	now := c.now()
 	sh.mu.Lock()
 	var d *denial
 	for i := range sh.m[key] {
-		if e := &sh.m[key][i]; sameLimits(e, cs) && now < e.until && cost == e.cost {
+		if e := &sh.m[key][i]; e.set == set && now < e.until && cost == e.cost {
 			d = e
 			break
 		}
@@ -119,13 +104,9 @@ func (c *denyCache) epoch(key string) uint64 { return c.shard(key).resets.Load()
 
 // put remembers a denial that Redis just made, for a request that read
 // epoch before asking Redis; unless a Reset of a key came since.
-func (c *denyCache) put(key string, cs []*compiled, cost int, d ratelimit.Decision, epoch uint64) {
-	if len(cs) > len(denial{}.limits) {
-		return
-	}
+func (c *denyCache) put(key string, set *spec.Set, cost int, d ratelimit.Decision, epoch uint64) {
 	now := c.now()
-	e := denial{at: now, until: now + int64(d.RetryAfter()/time.Microsecond), cost: cost, results: append([]ratelimit.Result(nil), d.Results...)}
-	copy(e.limits[:], cs)
+	e := denial{set: set, at: now, until: now + int64(d.RetryAfter()/time.Microsecond), cost: cost, results: append([]ratelimit.Result(nil), d.Results...)}
 	sh := c.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -141,7 +122,7 @@ func (c *denyCache) put(key string, cs []*compiled, cost int, d ratelimit.Decisi
 	}
 	defer func() { sh.keys.Store(int32(len(sh.m))) }()
 	for i := range entries {
-		if sameLimits(&entries[i], cs) && entries[i].cost == cost {
+		if entries[i].set == set && entries[i].cost == cost {
 			entries[i] = e
 			return
 		}

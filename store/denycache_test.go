@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/internal/spec"
 )
 
 // pinDenyCache makes s's deny cache read the pinned clock.
@@ -24,8 +25,8 @@ func pinDenyCache(s *Redis, clock *pinnedClock) {
 func TestDenyCacheKeepsVerdicts(t *testing.T) {
 	plainM, plainClock := newMiniredis(t)
 	cachedM, cachedClock := newMiniredis(t)
-	plain := newStore(t, newClient(t, plainM.Addr()), WithDenyCache(0))
-	cached := newStore(t, newClient(t, cachedM.Addr()))
+	plain := newStore(t, newClient(t, plainM.Addr()), RedisOptions{DenyCacheSize: noDenyCache})
+	cached := newStore(t, newClient(t, cachedM.Addr()), RedisOptions{})
 	pinDenyCache(cached, cachedClock)
 	hook := &countingHook{}
 	cached.client.(interface{ AddHook(redis.Hook) }).AddHook(hook)
@@ -38,10 +39,13 @@ func TestDenyCacheKeepsVerdicts(t *testing.T) {
 		for n := 1 + rng.IntN(3); len(limits) < n; {
 			l := randomLimit(rng, windows)
 			l.Quota = 1 + rng.IntN(5)
-			if ratelimit.CheckRequest("k", 1, append(limits, l)) == nil {
+			if _, err := ratelimit.NewLimits(append(limits, l)...); err == nil {
 				limits = append(limits, l)
 			}
 		}
+		// One set for the round: the deny cache knows a request's limits
+		// by their set, as a Limiter reuses its own.
+		set := limitsOf(t, limits...)
 		key := fmt.Sprintf("round-%d", round)
 		for range 200 {
 			if rng.IntN(3) == 0 {
@@ -53,15 +57,15 @@ func TestDenyCacheKeepsVerdicts(t *testing.T) {
 			if rng.IntN(4) == 0 {
 				cost = 2
 			}
-			if cost > limits[0].Capacity() || (len(limits) > 1 && cost > min(limits[1].Capacity(), limits[len(limits)-1].Capacity())) {
+			if cost > capacity(limits[0]) || (len(limits) > 1 && cost > min(capacity(limits[1]), capacity(limits[len(limits)-1]))) {
 				cost = 1
 			}
-			want, err := plain.Allow(ctx, key, cost, limits...)
+			want, err := plain.Allow(ctx, key, cost, set)
 			if err != nil {
 				t.Fatal(err)
 			}
 			before := hook.n
-			got, err := cached.Allow(ctx, key, cost, limits...)
+			got, err := cached.Allow(ctx, key, cost, set)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -89,10 +93,10 @@ func TestDenyCacheSavesRedis(t *testing.T) {
 	client := newClient(t, m.Addr())
 	hook := &countingHook{}
 	client.AddHook(hook)
-	s := newStore(t, client)
+	s := newStore(t, client, RedisOptions{})
 	pinDenyCache(s, clock)
 	ctx := context.Background()
-	l := ratelimit.Per(3, 10*time.Second).Using(ratelimit.FixedWindow)
+	l := limitsOf(t, ratelimit.Per(3, 10*time.Second).Using(ratelimit.FixedWindow))
 	for range 3 {
 		s.Allow(ctx, "k", 1, l)
 	}
@@ -132,10 +136,10 @@ func TestDenyCacheSavesRedis(t *testing.T) {
 
 func TestDenyCacheIsBounded(t *testing.T) {
 	m, clock := newMiniredis(t)
-	s := newStore(t, newClient(t, m.Addr()), WithDenyCache(64))
+	s := newStore(t, newClient(t, m.Addr()), RedisOptions{DenyCacheSize: 64})
 	pinDenyCache(s, clock)
 	ctx := context.Background()
-	l := ratelimit.PerHour(1).Using(ratelimit.FixedWindow)
+	l := limitsOf(t, ratelimit.Per(1, time.Hour).Using(ratelimit.FixedWindow))
 	for i := range 2000 {
 		key := fmt.Sprintf("k%d", i)
 		s.Allow(ctx, key, 1, l)
@@ -148,8 +152,20 @@ func TestDenyCacheIsBounded(t *testing.T) {
 	if n > 64 {
 		t.Errorf("the deny cache holds %d entries, want at most 64", n)
 	}
-	if _, err := NewRedis(newClient(t, m.Addr()), WithDenyCache(-1)); err == nil {
-		t.Error("WithDenyCache(-1): got no error")
+	// A negative size turns the cache off: every denial asks Redis.
+	off := newStore(t, newClient(t, m.Addr()), RedisOptions{DenyCacheSize: -1})
+	if off.denied != nil {
+		t.Error("DenyCacheSize -1: the deny cache is on")
+	}
+	hook := &countingHook{}
+	off.client.(interface{ AddHook(redis.Hook) }).AddHook(hook)
+	for range 3 {
+		if d, err := off.Allow(ctx, "k0", 1, l); err != nil || d.Allowed {
+			t.Fatalf("DenyCacheSize -1, a spent key: got %+v, %v; want a denial", d, err)
+		}
+	}
+	if hook.n < 3 {
+		t.Errorf("DenyCacheSize -1: 3 denials sent %d commands to Redis, want one each", hook.n)
 	}
 }
 
@@ -160,12 +176,12 @@ func TestDenyCacheReadBeforePut(t *testing.T) {
 	c := newDenyCache(64)
 	now := int64(1_000_000)
 	c.now = func() int64 { return now }
-	l := ratelimit.PerHour(1).Using(ratelimit.SlidingLog)
-	cs := []*compiled{compile(l)}
+	l := ratelimit.Per(1, time.Hour).Using(ratelimit.SlidingLog)
+	set := spec.Of(limitsOf(t, l))
 	denied := ratelimit.Decision{Results: []ratelimit.Result{{Limit: l, Remaining: 0, ResetAfter: time.Hour, RetryAfter: time.Hour}}}
-	c.put("k", cs, 1, denied, c.epoch("k"))
+	c.put("k", set, 1, denied, c.epoch("k"))
 	now -= 300 // the get's reading of the clock, taken before the put's
-	d, ok := c.get("k", cs, 1)
+	d, ok := c.get("k", set, 1)
 	if !ok {
 		t.Fatal("the denial is not cached")
 	}

@@ -1,5 +1,24 @@
-// Package store implements [ratelimit.Store].
+// Package store implements [ratelimit.Store] three ways.
 //
-// [Redis] keeps the counters in Redis, decided by the Lua scripts of the
-// package lua, so that every instance of a service shares one limit.
+// [Redis] keeps the counters in Redis, so that every instance of a
+// service shares one limit. Each decision is one atomic run of the Lua
+// scripts of the package lua, which read the time from Redis; every key it
+// writes has a TTL. It works with a single server, Sentinel (go-redis's
+// failover client), Redis Cluster and Ring, and [Redis.Check] tells a
+// misconfigured Redis (missing ACL permissions, TLS mistakes, a cluster
+// node behind a single server's client, an evicting maxmemory-policy) from
+// a working one, as a [ConfigError] saying what to fix.
+//
+// [Memory] keeps the counters in this process, with the same semantics as
+// the Redis scripts, in bounded memory: for a service with one instance,
+// for tests, and as the Fallback's local store.
+//
+// [Fallback] decides with Redis and, when Redis is down, slow,
+// misconfigured or failing over, in process, dividing each limit among the
+// service's instances; when Redis answers again it brings what was decided
+// meanwhile to Redis, then sends decisions back to it. It is the
+// configuration to run in production.
+//
+// All three are safe for concurrent use, and take their options as a
+// struct whose zero value means every default.
 package store

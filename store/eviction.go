@@ -3,28 +3,13 @@ package store
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/ratelimit-go/ratelimit"
 )
-
-// WithRedisLogger sets where the store warns about a Redis configured
-// against it (see [NewRedis]); the default is slog.Default().
-func WithRedisLogger(l *slog.Logger) RedisOption {
-	return func(s *Redis) error {
-		if l == nil {
-			return fmt.Errorf("%w: store.WithRedisLogger: the logger is nil", ratelimit.ErrInvalid)
-		}
-		s.logger = l
-		return nil
-	}
-}
 
 // evictionCheckTimeout bounds how long NewRedis waits for CONFIG GET.
 const evictionCheckTimeout = time.Second

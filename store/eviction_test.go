@@ -30,7 +30,7 @@ func TestEvictionPolicyWarning(t *testing.T) {
 			srv := redistest.Require(t, tt.args...)
 			var logs syncBuffer
 			client := newClient(t, srv.Addr)
-			s, err := NewRedis(client, WithRedisLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+			s, err := NewRedis(client, RedisOptions{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -61,7 +61,7 @@ func TestEvictionPolicyWarningCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	var logs syncBuffer
-	s, err := NewRedis(client, WithRedisLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	s, err := NewRedis(client, RedisOptions{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}

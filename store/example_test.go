@@ -3,6 +3,8 @@ package store_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
@@ -17,17 +19,21 @@ func ExampleNewRedis() {
 	client := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	defer client.Close()
 
-	s, err := store.NewRedis(client, store.WithPrefix("myapp:"))
+	s, err := store.NewRedis(client, store.RedisOptions{Prefix: "myapp:"})
 	if err != nil {
 		panic(err)
 	}
-	// 10 per minute and 100 per day, decided together.
-	limits := []ratelimit.Limit{
+	// 10 per minute and 100 per day, decided together. Build the set
+	// once and reuse it.
+	limits, err := ratelimit.NewLimits(
 		ratelimit.PerMinute(10).Using(ratelimit.TokenBucket),
-		ratelimit.PerDay(100).Using(ratelimit.FixedWindow),
+		ratelimit.Per(100, 24*time.Hour).Using(ratelimit.FixedWindow),
+	)
+	if err != nil {
+		panic(err)
 	}
 	for range 3 {
-		d, err := s.Allow(context.Background(), "user:42", 4, limits...)
+		d, err := s.Allow(context.Background(), "user:42", 4, limits)
 		if err != nil {
 			panic(err)
 		}
@@ -44,9 +50,9 @@ func ExampleRedis_Reset() {
 	defer srv.Close()
 	client := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	defer client.Close()
-	s, _ := store.NewRedis(client)
+	s, _ := store.NewRedis(client, store.RedisOptions{})
 
-	login := ratelimit.PerMinute(3).Using(ratelimit.SlidingLog)
+	login, _ := ratelimit.NewLimits(ratelimit.PerMinute(3).Using(ratelimit.SlidingLog))
 	ctx := context.Background()
 	for range 3 {
 		s.Allow(ctx, "alice", 1, login) // failed attempts
@@ -60,4 +66,40 @@ func ExampleRedis_Reset() {
 	// Output:
 	// fourth attempt allowed: false
 	// after reset allowed: true
+}
+
+// The configuration to run in production: Redis, and a Fallback that
+// decides in process while Redis fails.
+func ExampleNewFallback() {
+	srv, _ := miniredis.Run()
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1})
+	defer client.Close()
+	shared, err := store.NewRedis(client, store.RedisOptions{})
+	if err != nil {
+		panic(err)
+	}
+	s, err := store.NewFallback(shared, store.FallbackOptions{
+		Instances: 2, // while Redis is down, each of 2 instances allows half
+		Logger:    slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		panic(err)
+	}
+	defer s.Close()
+
+	limits, _ := ratelimit.NewLimits(ratelimit.PerMinute(10).Using(ratelimit.FixedWindow))
+	ctx := context.Background()
+	d, _ := s.Allow(ctx, "user:42", 1, limits)
+	fmt.Println("on Redis:", d.Allowed, d.Results[0].Remaining, d.Fallback)
+
+	// Redis goes down. This instance may spend its half of what Redis
+	// said was left: 5 of 9.
+	srv.Close()
+	d, err = s.Allow(ctx, "user:42", 1, limits)
+	fmt.Println("Redis down:", d.Allowed, d.Results[0].Remaining, d.Fallback, err)
+	fmt.Println("healthy:", s.Stats().Healthy)
+	// Output:
+	// on Redis: true 9 false
+	// Redis down: true 4 true <nil>
+	// healthy: false
 }

@@ -42,7 +42,7 @@ func underFailover(t *testing.T, f *Fallback, run *failoverRun, kill func(), fai
 	t.Helper()
 	ctx, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	limit := ratelimit.PerMinute(1_000_000)
+	limit := limitsOf(t, ratelimit.PerMinute(1_000_000))
 	for w := range 8 {
 		wg.Go(func() {
 			for i := w; ctx.Err() == nil; i += 8 {
@@ -102,8 +102,8 @@ func checkFailover(t *testing.T, what string, run *failoverRun) {
 // tests' budget and probe interval, recording health changes in run.
 func newFailoverFallback(t *testing.T, client RedisClient, run *failoverRun) *Fallback {
 	t.Helper()
-	f, err := NewFallback(newStore(t, client), WithBudget(steadyBudget), WithProbeInterval(faultInterval),
-		WithFallbackLogger(quietLogger), WithHealthHook(run.health.hook))
+	f, err := NewFallback(newStore(t, client, RedisOptions{}), FallbackOptions{Budget: steadyBudget, ProbeInterval: faultInterval,
+		Logger: quietLogger, HealthHook: run.health.hook})
 	if err != nil {
 		t.Fatal(err)
 	}

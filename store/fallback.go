@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -13,26 +14,27 @@ import (
 	"github.com/ratelimit-go/ratelimit"
 )
 
-// Defaults of [NewFallback].
+// Defaults of FallbackOptions.
 const (
-	DefaultBudget        = 50 * time.Millisecond
-	DefaultProbeInterval = 500 * time.Millisecond
+	defaultBudget        = 50 * time.Millisecond
+	defaultProbeInterval = 500 * time.Millisecond
 )
 
 // Fallback is a [ratelimit.Store] that decides with Redis and, when Redis
 // fails or is slow, with an in-process [Memory] store, so that a Redis
 // outage never becomes an outage of the service.
 //
-// Each decision has a time budget (see [WithBudget]). When Redis is
+// Each decision has a time budget (see FallbackOptions.Budget). When Redis is
 // unavailable (the network, a restart, a failover, a paused or full
 // server), is misconfigured (see [ConfigError]: logged at ERROR, with what
 // to fix), or overruns the budget, the request is decided in process,
 // Redis is marked down, and later requests skip it: they are decided in
 // process at once. One goroutine then checks Redis every probe interval
-// (see [WithProbeInterval] and [Redis.Check]) and, as soon as Redis can
+// (see FallbackOptions.ProbeInterval and [Redis.Check]) and, as soon as Redis can
 // decide and the client can lend connections for decisions, they go back
 // to it. While Redis is down, each instance enforces the limits on its
-// own; [WithInstances] divides them to keep the total near the limit.
+// own; FallbackOptions.Instances divides them to keep the total near the
+// limit.
 // Decisions made in process have Decision.Fallback set. A request costing
 // more than a divided limit's capacity is denied while Redis is down.
 //
@@ -57,7 +59,6 @@ type Fallback struct {
 	closed      bool
 	logged      map[string]time.Time // when each misconfiguration was last logged
 
-	scaled   shares
 	nLocal   atomic.Uint64
 	nFailed  atomic.Uint64
 	nConfig  atomic.Uint64
@@ -70,98 +71,44 @@ type Fallback struct {
 	clock   clock     // the Fallback's clock, and Redis's against it
 }
 
-var (
-	_ ratelimit.Store    = (*Fallback)(nil)
-	_ ratelimit.Resetter = (*Fallback)(nil)
-)
+var _ ratelimit.Store = (*Fallback)(nil)
 
-// FallbackOption configures [NewFallback].
-type FallbackOption func(*Fallback) error
+// FallbackOptions configures [NewFallback]. The zero value means every
+// default.
+type FallbackOptions struct {
+	// Budget is how long a decision may wait for Redis before it is made
+	// in process. Zero means 50ms.
+	Budget time.Duration
 
-// WithBudget sets how long a decision may wait for Redis before it is made
-// in process; the default is [DefaultBudget].
-func WithBudget(d time.Duration) FallbackOption {
-	return func(f *Fallback) error {
-		if d <= 0 {
-			return fmt.Errorf("%w: store.WithBudget(%v): must be positive", ratelimit.ErrInvalid, d)
-		}
-		f.budget = d
-		return nil
-	}
-}
+	// ProbeInterval is how often a down Redis is checked. Zero means
+	// 500ms.
+	ProbeInterval time.Duration
 
-// WithProbeInterval sets how often a down Redis is pinged; the default is
-// [DefaultProbeInterval].
-func WithProbeInterval(d time.Duration) FallbackOption {
-	return func(f *Fallback) error {
-		if d <= 0 {
-			return fmt.Errorf("%w: store.WithProbeInterval(%v): must be positive", ratelimit.ErrInvalid, d)
-		}
-		f.interval = d
-		return nil
-	}
-}
+	// Instances is how many instances of the service share the limits.
+	// While Redis is down each instance enforces 1/Instances of every
+	// limit's quota and burst, rounded up. Zero means 1: each enforces the
+	// whole limit.
+	Instances int
 
-// WithInstances says how many instances of the service share the limits.
-// While Redis is down each instance enforces 1/n of every limit's quota
-// and burst, rounded up; the default, 1, enforces the whole limit in each.
-func WithInstances(n int) FallbackOption {
-	return func(f *Fallback) error {
-		if n < 1 {
-			return fmt.Errorf("%w: store.WithInstances(%d): must be at least 1", ratelimit.ErrInvalid, n)
-		}
-		f.instances = n
-		return nil
-	}
-}
+	// Local is the in-process store used while Redis is down. Nil means a
+	// new Memory store with default options.
+	Local *Memory
 
-// WithLocal sets the in-process store used while Redis is down; the
-// default is NewMemory().
-func WithLocal(m *Memory) FallbackOption {
-	return func(f *Fallback) error {
-		if m == nil {
-			return fmt.Errorf("%w: store.WithLocal: the store is nil", ratelimit.ErrInvalid)
-		}
-		f.local = m
-		return nil
-	}
-}
+	// MaxBacklog bounds how many keys' in-process resets and admissions a
+	// Fallback keeps while Redis is down, to bring them to Redis when it
+	// comes back. Past it, Reset returns an error. Zero means 100,000.
+	MaxBacklog int
 
-// WithMaxBacklog bounds how many keys' resets a Fallback keeps while
-// Redis is down, to apply them on Redis when it comes back; the default is
-// [DefaultMaxBacklog]. Past it, Reset returns an error.
-func WithMaxBacklog(n int) FallbackOption {
-	return func(f *Fallback) error {
-		if n < 1 {
-			return fmt.Errorf("%w: store.WithMaxBacklog(%d): must be at least 1", ratelimit.ErrInvalid, n)
-		}
-		f.backlog.max = int64(n)
-		return nil
-	}
-}
+	// HealthHook, when set, is called when Redis goes down (up false, with
+	// the error) and when it comes back (up true, nil). It runs on the
+	// goroutine that saw the change and must not block.
+	HealthHook func(up bool, err error)
 
-// WithHealthHook calls hook when Redis goes down (up false, with the
-// error) and when it comes back (up true, nil). It runs on the goroutine
-// that saw the change and must not block.
-func WithHealthHook(hook func(up bool, err error)) FallbackOption {
-	return func(f *Fallback) error {
-		f.hook = hook
-		return nil
-	}
-}
-
-// WithFallbackLogger sets where Redis going down (a warning, with the
-// error) and coming back (info, with how long it was down) is logged; the
-// default is slog.Default(). Every change is logged: there is at most one
-// of each per probe interval.
-func WithFallbackLogger(l *slog.Logger) FallbackOption {
-	return func(f *Fallback) error {
-		if l == nil {
-			return fmt.Errorf("%w: store.WithFallbackLogger: the logger is nil", ratelimit.ErrInvalid)
-		}
-		f.logger = l
-		return nil
-	}
+	// Logger receives Redis going down (a warning, with the error) and
+	// coming back (info, with how long it was down); every change is
+	// logged, at most one of each per probe interval. Nil means
+	// slog.Default().
+	Logger *slog.Logger
 }
 
 // NewFallback returns a store that decides with r, and in process while r
@@ -172,23 +119,34 @@ func WithFallbackLogger(l *slog.Logger) FallbackOption {
 // (ContextTimeoutEnabled: true in go-redis's options), or the budget
 // could not cut a slow call short; NewFallback checks it for the clients
 // that expose their options.
-func NewFallback(r *Redis, opts ...FallbackOption) (*Fallback, error) {
+func NewFallback(r *Redis, opts FallbackOptions) (*Fallback, error) {
 	if r == nil {
 		return nil, fmt.Errorf("%w: store.NewFallback: the Redis store is nil", ratelimit.ErrInvalid)
 	}
 	if !honorsDeadlines(r.client) {
 		return nil, fmt.Errorf("%w: store.NewFallback: the go-redis client ignores context deadlines; set ContextTimeoutEnabled: true in its options so that the time budget can cut a slow call short", ratelimit.ErrInvalid)
 	}
-	f := &Fallback{redis: r, budget: DefaultBudget, interval: DefaultProbeInterval, instances: 1, logger: slog.Default()}
-	f.backlog.max = DefaultMaxBacklog
-	f.clock.start = time.Now()
-	for _, opt := range opts {
-		if err := opt(f); err != nil {
-			return nil, err
+	for _, o := range []struct {
+		field string
+		value int64
+	}{{"Budget", int64(opts.Budget)}, {"ProbeInterval", int64(opts.ProbeInterval)}, {"Instances", int64(opts.Instances)}, {"MaxBacklog", int64(opts.MaxBacklog)}} {
+		if o.value < 0 {
+			return nil, fmt.Errorf("%w: store.FallbackOptions.%s is negative; zero means the default", ratelimit.ErrInvalid, o.field)
 		}
 	}
+	f := &Fallback{
+		redis:     r,
+		local:     opts.Local,
+		budget:    cmp.Or(opts.Budget, defaultBudget),
+		interval:  cmp.Or(opts.ProbeInterval, defaultProbeInterval),
+		instances: cmp.Or(opts.Instances, 1),
+		hook:      opts.HealthHook,
+		logger:    cmp.Or(opts.Logger, slog.Default()),
+	}
+	f.backlog.max = int64(cmp.Or(opts.MaxBacklog, defaultMaxBacklog))
+	f.clock.start = time.Now()
 	if f.local == nil {
-		f.local, _ = NewMemory()
+		f.local, _ = NewMemory(MemoryOptions{})
 	}
 	f.seen = newLastSeen(f.local.maxKeys())
 	f.wg.Add(1)
@@ -211,24 +169,23 @@ func honorsDeadlines(c RedisClient) bool {
 }
 
 // Allow implements [ratelimit.Store].
-func (f *Fallback) Allow(ctx context.Context, key string, cost int, limits ...ratelimit.Limit) (ratelimit.Decision, error) {
-	var cbuf [4]*compiled
-	cs, err := f.redis.limits.check(key, cost, limits, cbuf[:0])
+func (f *Fallback) Allow(ctx context.Context, key string, cost int, limits *ratelimit.Limits) (ratelimit.Decision, error) {
+	set, err := checkRequest(key, cost, limits)
 	if err != nil {
 		return ratelimit.Decision{}, err
 	}
 	for {
 		if !f.down.Load() {
 			if f.reconciling.Load() {
-				if d, err, decided := f.allowLocally(ctx, key, cost, limits, cs, true); decided {
+				if d, err, decided := f.allowLocally(ctx, key, cost, limits, set, true); decided {
 					return d, err
 				}
 			}
 			t := time.Now()
 			now := f.clock.at(t)
-			d, err := f.redis.decide(ctx, key, cost, limits, cs, f.deadline(now), t.Add(f.budget))
+			d, err := f.redis.decide(ctx, key, cost, limits, set, f.deadline(now), t.Add(f.budget))
 			if err == nil {
-				f.seen.put(key, cs, d.Results, now, int64(f.budget/time.Microsecond))
+				f.seen.put(key, set.Limits, d.Results, now, int64(f.budget/time.Microsecond))
 				if !f.down.Load() {
 					return d, nil
 				}
@@ -245,120 +202,33 @@ func (f *Fallback) Allow(ctx context.Context, key string, cost int, limits ...ra
 				f.fail(err)
 			}
 		}
-		if d, err, decided := f.allowLocally(ctx, key, cost, limits, cs, false); decided {
+		if d, err, decided := f.allowLocally(ctx, key, cost, limits, set, false); decided {
 			return d, err
 		}
 	}
 }
 
-// allowLocally decides in process, with the limits divided among the
-// instances, while Redis is down; or, with waiting set, while some
-// backlogs still wait for Redis, if key's does. Otherwise it decides
-// nothing (decided false): Redis is to decide. A key's first decision in
-// an outage starts from what Redis last said of it; what it admits is
-// recorded for Redis.
-func (f *Fallback) allowLocally(ctx context.Context, key string, cost int, limits []ratelimit.Limit, cs []*compiled, waiting bool) (d ratelimit.Decision, err error, decided bool) {
-	sh := f.backlog.shard(key)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	var p *pendingKey
-	if waiting {
-		if p = sh.keys[key]; p == nil || f.down.Load() {
-			return d, nil, false
-		}
-	} else {
-		if !f.down.Load() {
-			return d, nil, false
-		}
-		p, _ = sh.get(&f.backlog, key) // nil when the backlog is full
-	}
-	f.nLocal.Add(1)
-	local := make([]ratelimit.Limit, len(limits))
-	for i, l := range limits {
-		local[i] = f.share(l)
-		if cost > local[i].Capacity() {
-			return tooCostly(cost, limits, local), nil, true
-		}
-	}
-	now := f.clock.now()
-	var ebuf [4]*pendingLimit
-	entries := ebuf[:0]
-	if p != nil {
-		for i, c := range cs {
-			e := p.of(c, limits[i])
-			if e == nil {
-				continue // too many limit states for one key
-			}
-			if !e.seeded {
-				if err := f.seed(ctx, key, c, local[i], now); err != nil {
-					return d, err, true
-				}
-				e.seeded = true
-			}
-			entries = append(entries, e)
-		}
-	}
-	if d, err = f.local.Allow(ctx, key, cost, local...); err != nil {
-		return d, err, true
-	}
-	if d.Allowed {
-		for _, e := range entries {
-			e.spend(int64(cost), now)
-		}
-	}
-	for i := range d.Results {
-		d.Results[i].Limit = limits[i]
-	}
-	d.Fallback = true
-	return d, nil, true
-}
-
-// seed starts key's state under c in process from what Redis last said
-// of it: of the units Redis had left, this instance may spend its share.
-// When Redis said nothing of it since the last outage, the state in
-// process, which has counted everything since, stays as it is.
-func (f *Fallback) seed(ctx context.Context, key string, c *compiled, local ratelimit.Limit, now int64) error {
-	remaining, ok := f.seen.get(key, c, now)
-	if !ok {
-		return nil
-	}
-	if err := f.local.Reset(ctx, key, local); err != nil {
-		return err
-	}
-	n, capacity := int64(f.instances), int64(local.Capacity())
-	if spent := capacity - min(capacity, (remaining+n-1)/n); spent > 0 {
-		if _, err := f.local.Allow(ctx, key, int(spent), local); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// Reset implements [ratelimit.Resetter]. It forgets key's state for
-// limits in process and on Redis. While Redis is down, the reset is kept
-// and applied on Redis when it answers again, before decisions return to
-// it, so that a reset made during an outage is never lost and the key is
-// not locked out meanwhile: in process, its next request starts afresh at
+// Reset implements [ratelimit.Store]. It forgets key's state for limits
+// in process and on Redis. While Redis is down, the reset is kept and
+// applied on Redis when it answers again, before decisions return to it,
+// so that a reset made during an outage is never lost and the key is not
+// locked out meanwhile: in process, its next request starts afresh at
 // once. It returns an error only for invalid input, for an error from
 // Redis that is not an outage, or when the backlog is full (see
-// [WithMaxBacklog]).
-func (f *Fallback) Reset(ctx context.Context, key string, limits ...ratelimit.Limit) error {
-	var cbuf [4]*compiled
-	cs, err := f.redis.limits.check(key, 1, limits, cbuf[:0])
+// FallbackOptions.MaxBacklog).
+func (f *Fallback) Reset(ctx context.Context, key string, limits *ratelimit.Limits) error {
+	set, err := checkRequest(key, 1, limits)
 	if err != nil {
 		return err
 	}
-	local := make([]ratelimit.Limit, len(limits))
-	for i, l := range limits {
-		local[i] = f.share(l)
-	}
+	local := set.Share(f.instances)
 	for {
 		if !f.down.Load() && f.reconciling.Load() {
 			// A key whose backlog waits for Redis is reset there with it.
 			sh := f.backlog.shard(key)
 			sh.mu.Lock()
 			if sh.keys[key] != nil && !f.down.Load() {
-				err := f.resetLocally(ctx, sh, key, limits, cs, local)
+				err := f.resetLocally(sh, key, set, local)
 				sh.mu.Unlock()
 				return err
 			}
@@ -366,11 +236,12 @@ func (f *Fallback) Reset(ctx context.Context, key string, limits ...ratelimit.Li
 		}
 		if !f.down.Load() {
 			rctx, cancel := context.WithTimeout(ctx, f.budget)
-			err := f.redis.Reset(rctx, key, limits...)
+			err := f.redis.Reset(rctx, key, limits)
 			cancel()
 			if err == nil {
-				f.seen.forget(key, cs)
-				return f.local.Reset(ctx, key, local...)
+				f.seen.forget(key, set.Limits)
+				f.local.reset(key, local)
+				return nil
 			}
 			if faultOf(ctx, err) == noFault {
 				return err
@@ -380,7 +251,7 @@ func (f *Fallback) Reset(ctx context.Context, key string, limits ...ratelimit.Li
 		sh := f.backlog.shard(key)
 		sh.mu.Lock()
 		if f.down.Load() {
-			err := f.resetLocally(ctx, sh, key, limits, cs, local)
+			err := f.resetLocally(sh, key, set, local)
 			sh.mu.Unlock()
 			return err
 		}
@@ -388,88 +259,9 @@ func (f *Fallback) Reset(ctx context.Context, key string, limits ...ratelimit.Li
 	}
 }
 
-// resetLocally resets key in process and records the reset for Redis.
-// The shard is locked.
-func (f *Fallback) resetLocally(ctx context.Context, sh *backlogShard, key string, limits []ratelimit.Limit, cs []*compiled, local []ratelimit.Limit) error {
-	p, _ := sh.get(&f.backlog, key)
-	if p == nil {
-		return fmt.Errorf("ratelimit: fallback: Redis is down and the backlogs of %d keys wait for it; this reset cannot be kept (see store.WithMaxBacklog)", f.backlog.max)
-	}
-	for i, c := range cs {
-		if p.of(c, limits[i]) == nil {
-			return fmt.Errorf("ratelimit: fallback: Redis is down and key's backlog holds %d limits already; this reset cannot be kept", maxPendingLimits)
-		}
-	}
-	for i, c := range cs {
-		e := p.of(c, limits[i])
-		e.reset, e.seeded, e.spent = true, true, nil
-	}
-	return f.local.Reset(ctx, key, local...)
-}
-
-// share returns an instance's share of l.
-func (f *Fallback) share(l ratelimit.Limit) ratelimit.Limit {
-	if f.instances == 1 {
-		return l
-	}
-	if s, ok := f.scaled.get(l); ok {
-		return s
-	}
-	s := l.WithDefaults()
-	s.Quota = (s.Quota + f.instances - 1) / f.instances
-	if s.Algorithm == ratelimit.TokenBucket {
-		s.Burst = (s.Burst + f.instances - 1) / f.instances
-	}
-	if s.Validate() != nil {
-		s = l // a divided token bucket can overflow its fixed point; keep the whole limit
-	}
-	f.scaled.put(l, s)
-	return s
-}
-
-// shares remembers the instance's share of up to maxCachedLimits limits;
-// past that, shares are worked out per call. The zero value is ready.
-type shares struct {
-	mu sync.RWMutex
-	m  map[ratelimit.Limit]ratelimit.Limit
-}
-
-func (c *shares) get(l ratelimit.Limit) (ratelimit.Limit, bool) {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	s, ok := c.m[l]
-	return s, ok
-}
-
-func (c *shares) put(l, s ratelimit.Limit) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.m == nil {
-		c.m = make(map[ratelimit.Limit]ratelimit.Limit)
-	}
-	if len(c.m) < maxCachedLimits {
-		c.m[l] = s
-	}
-}
-
-// tooCostly denies a request that no instance's share can hold.
-func tooCostly(cost int, limits, local []ratelimit.Limit) ratelimit.Decision {
-	d := ratelimit.Decision{Fallback: true, Results: make([]ratelimit.Result, len(limits))}
-	for i, l := range limits {
-		r := ratelimit.Result{Limit: l, Allowed: cost <= local[i].Capacity()}
-		if !r.Allowed {
-			r.ResetAfter, r.RetryAfter = l.Window, l.Window
-		}
-		d.Results[i] = r
-	}
-	return d
-}
-
-// Healthy reports whether decisions currently go to Redis.
-func (f *Fallback) Healthy() bool { return !f.down.Load() }
-
 // FallbackStats counts a Fallback's events since it was made.
 type FallbackStats struct {
+	Healthy       bool   // decisions go to Redis now, not in process
 	Local         uint64 // decisions made in process
 	Failures      uint64 // Redis calls that failed or overran the budget
 	Misconfigured uint64 // of those, the ones that failed for a misconfiguration (see ConfigError)
@@ -477,9 +269,9 @@ type FallbackStats struct {
 	Reconciled    uint64 // keys whose in-process resets and admissions were brought to Redis
 }
 
-// Stats returns the counts so far.
+// Stats returns whether decisions go to Redis now, and the counts so far.
 func (f *Fallback) Stats() FallbackStats {
-	return FallbackStats{Local: f.nLocal.Load(), Failures: f.nFailed.Load(), Misconfigured: f.nConfig.Load(), Recoveries: f.nRevived.Load(), Reconciled: f.nCharged.Load()}
+	return FallbackStats{Healthy: !f.down.Load(), Local: f.nLocal.Load(), Failures: f.nFailed.Load(), Misconfigured: f.nConfig.Load(), Recoveries: f.nRevived.Load(), Reconciled: f.nCharged.Load()}
 }
 
 // Close stops the probing goroutine and waits for it. Decisions still

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -38,8 +39,8 @@ func (h *healthLog) get() []bool {
 }
 
 // newFallback returns a Fallback over a fresh miniredis, with a short
-// probe interval.
-func newFallback(t *testing.T, opts ...FallbackOption) (*Fallback, *miniredis.Miniredis, *healthLog) {
+// probe interval; opts's zero fields get the test's settings.
+func newFallback(t *testing.T, opts FallbackOptions) (*Fallback, *miniredis.Miniredis, *healthLog) {
 	t.Helper()
 	m := miniredis.RunT(t)
 	client := redis.NewClient(&redis.Options{Addr: m.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1})
@@ -47,8 +48,13 @@ func newFallback(t *testing.T, opts ...FallbackOption) (*Fallback, *miniredis.Mi
 	h := &healthLog{}
 	// A long budget: these tests make Redis fail, never slow, and a
 	// loaded machine must not turn a slow answer into an outage.
-	opts = append([]FallbackOption{WithBudget(time.Second), WithProbeInterval(20 * time.Millisecond), WithHealthHook(h.hook), WithFallbackLogger(quietLogger)}, opts...)
-	f, err := NewFallback(newStore(t, client), opts...)
+	opts.Budget = cmp.Or(opts.Budget, time.Second)
+	opts.ProbeInterval = cmp.Or(opts.ProbeInterval, 20*time.Millisecond)
+	if opts.HealthHook == nil {
+		opts.HealthHook = h.hook
+	}
+	opts.Logger = cmp.Or(opts.Logger, quietLogger)
+	f, err := NewFallback(newStore(t, client, RedisOptions{}), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,9 +81,9 @@ func checkLeaks(t *testing.T) {
 
 func TestFallbackDownAndBack(t *testing.T) {
 	checkLeaks(t)
-	f, m, health := newFallback(t)
+	f, m, health := newFallback(t, FallbackOptions{})
 	ctx := context.Background()
-	l := ratelimit.PerHour(3).Using(ratelimit.FixedWindow)
+	l := limitsOf(t, ratelimit.Per(3, time.Hour).Using(ratelimit.FixedWindow))
 
 	d, err := f.Allow(ctx, "k", 1, l)
 	if err != nil || d.Fallback || d.Results[0].Remaining != 2 {
@@ -95,14 +101,14 @@ func TestFallbackDownAndBack(t *testing.T) {
 			t.Errorf("Redis down, request %d: got %+v, want a local decision, allowed %v", i, d, want)
 		}
 	}
-	if f.Healthy() {
-		t.Error("Healthy() = true while Redis is down")
+	if f.Stats().Healthy {
+		t.Error("Stats().Healthy = true while Redis is down")
 	}
 
 	if err := m.Restart(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the probe to find Redis back and bring it the backlog", func() bool { return f.Healthy() && !f.reconciling.Load() })
+	waitFor(t, "the probe to find Redis back and bring it the backlog", func() bool { return f.Stats().Healthy && !f.reconciling.Load() })
 	d, err = f.Allow(ctx, "k", 1, l)
 	if err != nil || d.Fallback {
 		t.Fatalf("Redis back: got %+v, %v; want a Redis decision", d, err)
@@ -122,13 +128,14 @@ func TestFallbackDownAndBack(t *testing.T) {
 }
 
 func TestFallbackDividesLimitsAmongInstances(t *testing.T) {
-	f, m, _ := newFallback(t, WithInstances(4))
+	f, m, _ := newFallback(t, FallbackOptions{Instances: 4})
 	m.Close()
 	ctx := context.Background()
 	l := ratelimit.PerMinute(10).Using(ratelimit.TokenBucket).WithBurst(10)
+	set := limitsOf(t, l)
 	passed := 0
 	for range 10 {
-		d, err := f.Allow(ctx, "k", 1, l)
+		d, err := f.Allow(ctx, "k", 1, set)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -142,16 +149,16 @@ func TestFallbackDividesLimitsAmongInstances(t *testing.T) {
 	if passed != 3 { // ceil(10/4)
 		t.Errorf("%d passed in process with 4 instances, want 3", passed)
 	}
-	d, err := f.Allow(ctx, "k2", 5, l)
+	d, err := f.Allow(ctx, "k2", 5, set)
 	if err != nil || d.Allowed || !d.Fallback || d.RetryAfter() <= 0 {
 		t.Errorf("a cost above an instance's share: got %+v, %v; want a denial", d, err)
 	}
 }
 
 func TestFallbackKeepsErrorsThatAreNotOutages(t *testing.T) {
-	f, m, _ := newFallback(t)
+	f, m, _ := newFallback(t, FallbackOptions{})
 	ctx := context.Background()
-	l := ratelimit.PerMinute(10).Using(ratelimit.FixedWindow)
+	l := limitsOf(t, ratelimit.PerMinute(10).Using(ratelimit.FixedWindow))
 
 	if _, err := f.Allow(ctx, "", 1, l); !errors.Is(err, ratelimit.ErrInvalid) {
 		t.Errorf("invalid input: got %v, want ErrInvalid", err)
@@ -165,56 +172,63 @@ func TestFallbackKeepsErrorsThatAreNotOutages(t *testing.T) {
 	if _, err := f.Allow(canceled, "other", 1, l); err == nil {
 		t.Error("a canceled request: got no error")
 	}
-	if !f.Healthy() || f.Stats().Local != 0 {
-		t.Errorf("none of these is an outage: Healthy %v, Stats %+v", f.Healthy(), f.Stats())
+	if st := f.Stats(); !st.Healthy || st.Local != 0 {
+		t.Errorf("none of these is an outage: Stats %+v", st)
 	}
 }
 
 func TestNewFallbackChecksDeadlines(t *testing.T) {
 	m := miniredis.RunT(t)
-	deaf := newStore(t, newClient(t, m.Addr())) // ContextTimeoutEnabled is false
-	if _, err := NewFallback(deaf); !errors.Is(err, ratelimit.ErrInvalid) {
+	deaf := newStore(t, newClient(t, m.Addr()), RedisOptions{}) // ContextTimeoutEnabled is false
+	if _, err := NewFallback(deaf, FallbackOptions{}); !errors.Is(err, ratelimit.ErrInvalid) {
 		t.Errorf("a client ignoring deadlines: got %v, want ErrInvalid", err)
 	}
-	if _, err := NewFallback(nil); !errors.Is(err, ratelimit.ErrInvalid) {
+	if _, err := NewFallback(nil, FallbackOptions{}); !errors.Is(err, ratelimit.ErrInvalid) {
 		t.Errorf("nil: got %v, want ErrInvalid", err)
 	}
-	for _, opt := range []FallbackOption{WithBudget(0), WithProbeInterval(-1), WithInstances(0), WithLocal(nil), WithFallbackLogger(nil)} {
+	for _, opts := range []FallbackOptions{{Budget: -1}, {ProbeInterval: -1}, {Instances: -1}, {MaxBacklog: -1}} {
 		client := redis.NewClient(&redis.Options{Addr: m.Addr(), ContextTimeoutEnabled: true})
-		if _, err := NewFallback(newStore(t, client), opt); !errors.Is(err, ratelimit.ErrInvalid) {
-			t.Errorf("bad option: got %v, want ErrInvalid", err)
+		if _, err := NewFallback(newStore(t, client, RedisOptions{}), opts); !errors.Is(err, ratelimit.ErrInvalid) {
+			t.Errorf("bad options %+v: got %v, want ErrInvalid", opts, err)
 		}
 		client.Close()
+	}
+	// The zero options are every default.
+	client := redis.NewClient(&redis.Options{Addr: m.Addr(), ContextTimeoutEnabled: true})
+	defer client.Close()
+	f, err := NewFallback(newStore(t, client, RedisOptions{}), FallbackOptions{})
+	if err != nil {
+		t.Fatalf("FallbackOptions{}: %v", err)
+	}
+	defer f.Close()
+	if f.budget != defaultBudget || f.interval != defaultProbeInterval || f.instances != 1 || f.local == nil || f.backlog.max != defaultMaxBacklog || f.logger == nil {
+		t.Errorf("FallbackOptions{}: budget %v, probe interval %v, instances %d, local store %v, backlog %d, logger %v; want the defaults",
+			f.budget, f.interval, f.instances, f.local != nil, f.backlog.max, f.logger != nil)
 	}
 }
 
 // TestFallbackMemoryIsBounded sends 100,000 distinct limits through a
 // Fallback's in-process path, and many resets of distinct keys while
-// Redis is down: what the Fallback keeps stays within its bounds.
+// Redis is down: what the Fallback keeps stays within its bounds. (The
+// shares of a set of limits are kept with the set, not by the Fallback.)
 func TestFallbackMemoryIsBounded(t *testing.T) {
-	f, m, _ := newFallback(t, WithInstances(3), WithMaxBacklog(1000))
+	f, m, _ := newFallback(t, FallbackOptions{Instances: 3, MaxBacklog: 1000})
 	m.Close()
 	ctx := context.Background()
 	n := 100_000
 	for i := range n {
 		l := ratelimit.Per(1+i%1000, time.Duration(1+i/1000)*time.Second).Using(ratelimit.FixedWindow)
-		if _, err := f.Allow(ctx, "k", 1, l); err != nil {
+		if _, err := f.Allow(ctx, "k", 1, limitsOf(t, l)); err != nil {
 			t.Fatal(err)
 		}
-	}
-	if got := len(f.scaled.m); got > maxCachedLimits {
-		t.Errorf("%d limits kept the shares of %d, want at most %d", n, got, maxCachedLimits)
-	}
-	if got := lenOf(f.redis.limits.m.Load()); got > maxCachedLimits {
-		t.Errorf("%d limits: the Redis store compiled and kept %d, want at most %d", n, got, maxCachedLimits)
-	}
-	if got := lenOf(f.local.limits.m.Load()); got > maxCachedLimits {
-		t.Errorf("%d limits: the Memory store compiled and kept %d, want at most %d", n, got, maxCachedLimits)
 	}
 	if got := len(f.backlog.shard("k").keys["k"].limits); got > maxPendingLimits {
 		t.Errorf("%d limits: the backlog keeps %d for one key, want at most %d", n, got, maxPendingLimits)
 	}
-	l := ratelimit.PerMinute(10)
+	if got := f.local.len(); got != 1 {
+		t.Errorf("%d limits of one key: the Memory store holds %d keys, want 1", n, got)
+	}
+	l := limitsOf(t, ratelimit.PerMinute(10))
 	for i := range 999 { // and "k"'s
 		if err := f.Reset(ctx, fmt.Sprintf("k%d", i), l); err != nil {
 			t.Fatalf("reset %d: %v", i, err)

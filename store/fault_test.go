@@ -101,17 +101,21 @@ func newFaultRigWith(t *testing.T, clientOpts redis.Options, withFallback bool, 
 	clientOpts.Addr, clientOpts.ContextTimeoutEnabled = r.srv.Addr, true
 	r.client = redis.NewClient(&clientOpts)
 	t.Cleanup(func() { r.client.Close() })
-	var s ratelimit.Store = newStore(t, r.client)
+	var s ratelimit.Store = newStore(t, r.client, RedisOptions{})
 	if withFallback {
-		f, err := NewFallback(s.(*Redis), WithBudget(budget), WithProbeInterval(faultInterval), WithFallbackLogger(quietLogger), WithHealthHook(r.health.hook))
+		f, err := NewFallback(s.(*Redis), FallbackOptions{Budget: budget, ProbeInterval: faultInterval, Logger: quietLogger, HealthHook: r.health.hook})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { f.Close() })
 		r.fallback, s = f, f
 	}
-	opts = append([]ratelimit.Option{ratelimit.WithLogger(quietLogger), ratelimit.WithKey(ratelimit.Header("X-Client"))}, opts...)
-	l, err := ratelimit.New(s, opts...)
+	key, err := ratelimit.Header("X-Client", []byte("the fault tests' secret"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts = append([]ratelimit.Option{ratelimit.WithLogger(quietLogger), ratelimit.WithKey(key)}, opts...)
+	l, err := ratelimit.New(s, "faults", opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -273,14 +277,15 @@ func TestFaultRestarted(t *testing.T) {
 	r.srv.Kill()
 	waitFor(t, "the fallback to notice", func() bool {
 		r.get(http.DefaultClient, "poke")
-		return !r.fallback.Healthy()
+		return !r.fallback.Stats().Healthy
 	})
 	if err := r.srv.Restart(); err != nil {
 		t.Fatal(err)
 	}
 	back := time.Now()
+	probe := limitsOf(t, ratelimit.PerMinute(1_000_000))
 	waitFor(t, "decisions to return to Redis", func() bool {
-		d, err := r.fallback.Allow(ctx, "probe", 1, ratelimit.PerMinute(1_000_000))
+		d, err := r.fallback.Allow(ctx, "probe", 1, probe)
 		return err == nil && !d.Fallback
 	})
 	took := time.Since(back)
@@ -313,7 +318,7 @@ func TestFaultPaused(t *testing.T) {
 	if worst > faultBudget+faultMargin {
 		t.Errorf("a request took %v, more than the budget %v + margin %v", worst, faultBudget, faultMargin)
 	}
-	waitFor(t, "Redis to be used again after SIGCONT", r.fallback.Healthy)
+	waitFor(t, "Redis to be used again after SIGCONT", func() bool { return r.fallback.Stats().Healthy })
 }
 
 // (d) Redis back with no data: limits hold again, and remaining is never
@@ -329,7 +334,7 @@ func TestFaultBackEmpty(t *testing.T) {
 	}
 	waitFor(t, "Redis to be used", func() bool {
 		r.get(http.DefaultClient, "poke")
-		return r.fallback.Healthy()
+		return r.fallback.Stats().Healthy
 	})
 	for _, key := range []string{"before", "after"} {
 		passed := 0

@@ -35,14 +35,15 @@ var theFuzzRig = sync.OnceValue(func() *fuzzRig {
 	m.SetTime(epoch)
 	m.ClockTTL(true)
 	r.m, r.clock = m, &fakeClock{pinnedClock{m: m, now: epoch}}
-	r.redis, _ = NewRedis(redis.NewClient(&redis.Options{Addr: m.Addr()}), WithDenyCache(0))
-	r.memory, _ = NewMemory(WithClock(r.clock.Now))
+	r.redis, _ = NewRedis(redis.NewClient(&redis.Options{Addr: m.Addr()}), RedisOptions{DenyCacheSize: noDenyCache})
+	r.memory, _ = NewMemory(MemoryOptions{Clock: r.clock.Now})
 	return r
 })
 
 // FuzzDecide decides arbitrary limits and costs, with the clock moving, on
 // the Redis store over miniredis and on the Memory store. Neither may
-// panic; input that cannot work must be refused as ErrInvalid by both;
+// panic; limits that cannot work must be refused as ErrInvalid by
+// ratelimit.NewLimits, and a cost that cannot pass by both stores;
 // every decision must keep the invariants of storetest.CheckDecision; and
 // the two stores must agree.
 func FuzzDecide(f *testing.F) {
@@ -65,9 +66,16 @@ func FuzzDecide(f *testing.F) {
 			Precision: time.Duration(precisionMS) * time.Millisecond,
 		}
 		ctx := context.Background()
-		if ratelimit.CheckRequest(key, cost, []ratelimit.Limit{l}) != nil {
+		limits, err := ratelimit.NewLimits(l)
+		if err != nil {
+			if !errors.Is(err, ratelimit.ErrInvalid) {
+				t.Fatalf("NewLimits(%+v): got %v, want ErrInvalid", l, err)
+			}
+			return
+		}
+		if cost < 1 || cost > capacity(l) {
 			for _, s := range []ratelimit.Store{rig.redis, rig.memory} {
-				if _, err := s.Allow(ctx, key, cost, l); !errors.Is(err, ratelimit.ErrInvalid) {
+				if _, err := s.Allow(ctx, key, cost, limits); !errors.Is(err, ratelimit.ErrInvalid) {
 					t.Fatalf("%T: invalid input %+v cost %d: got %v, want ErrInvalid", s, l, cost, err)
 				}
 			}
@@ -80,14 +88,14 @@ func FuzzDecide(f *testing.F) {
 			// Whole microseconds: the resolution of Redis's TIME, and of
 			// both stores' clocks.
 			rig.clock.Advance((l.Window / 128 * time.Duration(step)).Truncate(time.Microsecond))
-			got, err := rig.redis.Allow(ctx, key, cost, l)
+			got, err := rig.redis.Allow(ctx, key, cost, limits)
 			if err != nil {
 				t.Fatalf("step %d: Redis: %v", i, err)
 			}
 			if err := storetest.CheckDecision(got, cost, []ratelimit.Limit{l}); err != nil {
 				t.Fatalf("step %d: Redis: %+v: %v", i, got, err)
 			}
-			want, err := rig.memory.Allow(ctx, key, cost, l)
+			want, err := rig.memory.Allow(ctx, key, cost, limits)
 			if err != nil {
 				t.Fatalf("step %d: Memory: %v", i, err)
 			}

@@ -50,7 +50,7 @@ func newLastSeen(maxStates int) *lastSeen {
 // find returns the hash and shard of key's state under c.
 func (s *lastSeen) find(key string, c *compiled) (uint64, *seenShard) {
 	// Limits with the same state suffix share their state.
-	h := maphash.String(s.seed, key) ^ maphash.String(s.seed, c.suffix)*0x9e3779b97f4a7c15
+	h := maphash.String(s.seed, key) ^ maphash.String(s.seed, c.Suffix)*0x9e3779b97f4a7c15
 	return h, &s.shards[h%uint64(len(s.shards))]
 }
 
@@ -60,9 +60,9 @@ func (s *lastSeen) find(key string, c *compiled) (uint64, *seenShard) {
 // Fallback's budget, also bounds its wait for the answer to two budgets at
 // worst (see batcher.do): the limit is held full again no earlier than
 // Redis said, counted from the latest the answer can have been made.
-func (s *lastSeen) put(key string, cs []*compiled, results []ratelimit.Result, now, skew int64) {
-	for i, c := range cs {
-		r := &results[i]
+func (s *lastSeen) put(key string, cs []compiled, results []ratelimit.Result, now, skew int64) {
+	for i := range cs {
+		c, r := &cs[i], &results[i]
 		e := seenState{remaining: int64(r.Remaining), at: now, until: now + 2*skew + int64(r.ResetAfter/time.Microsecond)}
 		h, sh := s.find(key, c)
 		sh.mu.Lock()
@@ -100,9 +100,9 @@ func (s *lastSeen) get(key string, c *compiled, now int64) (remaining int64, ok 
 }
 
 // forget drops what is known of key under cs.
-func (s *lastSeen) forget(key string, cs []*compiled) {
-	for _, c := range cs {
-		h, sh := s.find(key, c)
+func (s *lastSeen) forget(key string, cs []compiled) {
+	for i := range cs {
+		h, sh := s.find(key, &cs[i])
 		sh.mu.Lock()
 		delete(sh.cur, h)
 		delete(sh.old, h)

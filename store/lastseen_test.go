@@ -13,11 +13,11 @@ import (
 func TestLastSeenIsBounded(t *testing.T) {
 	const maxKeys = 6400 // one limit per key: as many states
 	s := newLastSeen(maxKeys)
-	c := &compiled{suffix: "f60"}
+	c := &compiled{Suffix: "f60"}
 	res := []ratelimit.Result{{Remaining: 7, ResetAfter: time.Hour}}
 	n := 100 * maxKeys
 	for i := range n {
-		s.put("k"+strconv.Itoa(i), []*compiled{c}, res, 1, 50_000)
+		s.put("k"+strconv.Itoa(i), []compiled{*c}, res, 1, 50_000)
 		if got := s.len(); got > maxKeys {
 			t.Fatalf("after %d keys, %d are kept, want at most %d", i+1, got, maxKeys)
 		}
@@ -38,9 +38,9 @@ func TestLastSeenIsBounded(t *testing.T) {
 // its own answer, concurrent answers keep the lowest remaining, a later
 // one replaces it, a replenished limit and a forgotten one are not known.
 func TestLastSeenKeepsEachLimit(t *testing.T) {
-	s := newLastSeen(DefaultMaxKeys)
-	minute, hour := &compiled{suffix: ":f60000"}, &compiled{suffix: ":f3600000"}
-	cs := []*compiled{minute, hour}
+	s := newLastSeen(defaultMaxKeys)
+	minute, hour := &compiled{Suffix: ":f60000"}, &compiled{Suffix: ":f3600000"}
+	cs := []compiled{*minute, *hour}
 	const skew = 50_000
 	s.put("k", cs, []ratelimit.Result{{Remaining: 5, ResetAfter: time.Minute}, {Remaining: 50, ResetAfter: time.Hour}}, 1000, skew)
 	s.put("k", cs, []ratelimit.Result{{Remaining: 7, ResetAfter: time.Minute}, {Remaining: 40, ResetAfter: time.Hour}}, 2000, skew)
@@ -73,8 +73,8 @@ func BenchmarkLastSeenPut(b *testing.B) {
 		keys int
 	}{{"known-keys", 10_000}, {"new-keys", 1_000_000}} {
 		b.Run(bench.name, func(b *testing.B) {
-			s := newLastSeen(DefaultMaxKeys)
-			cs := []*compiled{{suffix: "f60"}}
+			s := newLastSeen(defaultMaxKeys)
+			cs := []compiled{{Suffix: "f60"}}
 			res := []ratelimit.Result{{Remaining: 5, ResetAfter: time.Second}}
 			keys := make([]string, bench.keys)
 			for i := range keys {

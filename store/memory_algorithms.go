@@ -1,6 +1,6 @@
 package store
 
-import "github.com/ratelimit-go/ratelimit"
+import "github.com/ratelimit-go/ratelimit/internal/spec"
 
 // The four algorithms in Go, for the Memory store. Each follows its Lua
 // script in lua/ step for step, so that both stores give the same answers
@@ -36,12 +36,12 @@ type algorithmState interface {
 // of returns the part of s that c's algorithm uses; reset must have
 // prepared it.
 func (s *state) of(c *compiled) algorithmState {
-	switch c.algorithm {
-	case ratelimit.FixedWindow:
+	switch c.Algorithm {
+	case spec.FixedWindow:
 		return &s.fixed
-	case ratelimit.SlidingLog:
+	case spec.SlidingLog:
 		return s.log
-	case ratelimit.TokenBucket:
+	case spec.TokenBucket:
 		return &s.bucket
 	}
 	return s.window
@@ -52,16 +52,16 @@ func (s *state) of(c *compiled) algorithmState {
 // memoryLimit.holds), so a window's slots are reused; a log starts afresh,
 // so that the memory of a burst is not kept for good.
 func (s *state) reset(c *compiled) {
-	switch c.algorithm {
-	case ratelimit.FixedWindow:
+	switch c.Algorithm {
+	case spec.FixedWindow:
 		s.fixed = fixedWindowState{}
-	case ratelimit.TokenBucket:
-		s.bucket = tokenBucketState{level: c.units}
-	case ratelimit.SlidingLog:
+	case spec.TokenBucket:
+		s.bucket = tokenBucketState{level: c.Units}
+	case spec.SlidingLog:
 		s.log = new(slidingLogState)
 	default:
 		if s.window == nil {
-			s.window = &slidingWindowState{slot: make([]int64, c.slots), count: make([]int64, c.slots)}
+			s.window = &slidingWindowState{slot: make([]int64, c.Slots), count: make([]int64, c.Slots)}
 		}
 		clear(s.window.slot)
 		clear(s.window.count)
@@ -86,23 +86,23 @@ func (s *fixedWindowState) reset(c *compiled, now int64) int64 {
 	if s.end == 0 {
 		return 0
 	}
-	return min(((s.end-now)/1000+1)*1000, c.window)
+	return min(((s.end-now)/1000+1)*1000, c.Window)
 }
 
 func (s *fixedWindowState) check(c *compiled, now, cost int64) (bool, int64, int64) {
 	s.expire(now)
-	if s.count+cost <= c.quota {
-		return true, c.quota - s.count, 0
+	if s.count+cost <= c.Quota {
+		return true, c.Quota - s.count, 0
 	}
-	return false, max(c.quota-s.count, 0), s.reset(c, now)
+	return false, max(c.Quota-s.count, 0), s.reset(c, now)
 }
 
 func (s *fixedWindowState) commit(c *compiled, now, cost int64) int64 {
 	s.expire(now)
 	s.count += cost
 	if s.end == 0 {
-		s.end = now + c.window
-		return c.window
+		s.end = now + c.Window
+		return c.Window
 	}
 	return s.reset(c, now)
 }
@@ -120,7 +120,7 @@ type slidingLogState struct {
 }
 
 func (s *slidingLogState) trim(c *compiled, now int64) {
-	for s.head < len(s.log) && s.log[s.head] <= now-c.window {
+	for s.head < len(s.log) && s.log[s.head] <= now-c.Window {
 		s.head++
 	}
 	if s.head == len(s.log) {
@@ -135,10 +135,10 @@ func (s *slidingLogState) check(c *compiled, now, cost int64) (bool, int64, int6
 	s.trim(c, now)
 	live := s.log[s.head:]
 	n := int64(len(live))
-	if n+cost <= c.quota {
-		return true, c.quota - n, 0
+	if n+cost <= c.Quota {
+		return true, c.Quota - n, 0
 	}
-	return false, max(c.quota-n, 0), live[n+cost-c.quota-1] + c.window - now
+	return false, max(c.Quota-n, 0), live[n+cost-c.Quota-1] + c.Window - now
 }
 
 func (s *slidingLogState) commit(c *compiled, now, cost int64) int64 {
@@ -146,7 +146,7 @@ func (s *slidingLogState) commit(c *compiled, now, cost int64) int64 {
 	for range cost {
 		s.log = append(s.log, now)
 	}
-	return c.window
+	return c.Window
 }
 
 func (s *slidingLogState) settle(c *compiled, now int64) int64 {
@@ -154,7 +154,7 @@ func (s *slidingLogState) settle(c *compiled, now int64) int64 {
 	if s.head == len(s.log) {
 		return 0
 	}
-	return s.log[len(s.log)-1] + c.window - now
+	return s.log[len(s.log)-1] + c.Window - now
 }
 
 // slidingWindowState mirrors sliding_window.lua: a ring of the last
@@ -166,7 +166,7 @@ type slidingWindowState struct {
 // live returns the sum of the slots in the window, and the newest of them
 // (-1 when none).
 func (s *slidingWindowState) live(c *compiled, now int64) (sum, newest int64) {
-	first, newest := now/c.width-c.slots+1, int64(-1)
+	first, newest := now/c.Width-c.Slots+1, int64(-1)
 	for i, n := range s.slot {
 		if s.count[i] > 0 && n >= first {
 			sum += s.count[i]
@@ -178,16 +178,16 @@ func (s *slidingWindowState) live(c *compiled, now int64) (sum, newest int64) {
 
 func (s *slidingWindowState) check(c *compiled, now, cost int64) (bool, int64, int64) {
 	sum, _ := s.live(c, now)
-	if sum+cost <= c.quota {
-		return true, c.quota - sum, 0
+	if sum+cost <= c.Quota {
+		return true, c.Quota - sum, 0
 	}
 	// Walk the window from its oldest slot until enough has left.
-	current := now / c.width
-	excess, freed := sum+cost-c.quota, int64(0)
-	for n := current - c.slots + 1; n <= current; n++ {
-		if i := n % c.slots; s.slot[i] == n {
+	current := now / c.Width
+	excess, freed := sum+cost-c.Quota, int64(0)
+	for n := current - c.Slots + 1; n <= current; n++ {
+		if i := n % c.Slots; s.slot[i] == n {
 			if freed += s.count[i]; freed >= excess {
-				return false, max(c.quota-sum, 0), (n+c.slots)*c.width - now
+				return false, max(c.Quota-sum, 0), (n+c.Slots)*c.Width - now
 			}
 		}
 	}
@@ -195,19 +195,19 @@ func (s *slidingWindowState) check(c *compiled, now, cost int64) (bool, int64, i
 }
 
 func (s *slidingWindowState) commit(c *compiled, now, cost int64) int64 {
-	current := now / c.width
-	i := current % c.slots
+	current := now / c.Width
+	i := current % c.Slots
 	if s.slot[i] != current {
 		s.slot[i], s.count[i] = current, 0
 	}
 	s.count[i] += cost
 	_, newest := s.live(c, now)
-	return (newest+c.slots)*c.width - now
+	return (newest+c.Slots)*c.Width - now
 }
 
 func (s *slidingWindowState) settle(c *compiled, now int64) int64 {
 	if _, newest := s.live(c, now); newest >= 0 {
-		return (newest+c.slots)*c.width - now
+		return (newest+c.Slots)*c.Width - now
 	}
 	return 0
 }
@@ -222,33 +222,33 @@ type tokenBucketState struct {
 // state may have left more than this one holds: the level is capped.
 func (s *tokenBucketState) refill(c *compiled, now int64) {
 	if now > s.last {
-		if gap := c.units - s.level; (now - s.last) >= ceilDiv(gap, c.rate) {
-			s.level = c.units
+		if gap := c.Units - s.level; (now - s.last) >= ceilDiv(gap, c.Rate) {
+			s.level = c.Units
 		} else {
-			s.level += (now - s.last) * c.rate
+			s.level += (now - s.last) * c.Rate
 		}
 		s.last = now
 	}
-	s.level = min(s.level, c.units)
+	s.level = min(s.level, c.Units)
 }
 
 func (s *tokenBucketState) check(c *compiled, now, cost int64) (bool, int64, int64) {
 	s.refill(c, now)
-	if need := cost * c.unit; need > s.level {
-		return false, s.level / c.unit, ceilDiv(need-s.level, c.rate)
+	if need := cost * c.Unit; need > s.level {
+		return false, s.level / c.Unit, ceilDiv(need-s.level, c.Rate)
 	}
-	return true, s.level / c.unit, 0
+	return true, s.level / c.Unit, 0
 }
 
 func (s *tokenBucketState) commit(c *compiled, now, cost int64) int64 {
 	s.refill(c, now)
-	s.level -= cost * c.unit
-	return ceilDiv(c.units-s.level, c.rate)
+	s.level -= cost * c.Unit
+	return ceilDiv(c.Units-s.level, c.Rate)
 }
 
 func (s *tokenBucketState) settle(c *compiled, now int64) int64 {
 	s.refill(c, now)
-	return ceilDiv(c.units-s.level, c.rate)
+	return ceilDiv(c.Units-s.level, c.Rate)
 }
 
 // keyTTL is how long the script keeps a limit's key after a commit that
@@ -258,7 +258,7 @@ func (s *tokenBucketState) settle(c *compiled, now int64) int64 {
 // the key's expiry, not the state alone, says when it starts afresh. A
 // denial writes no TTL.
 func keyTTL(c *compiled, reset int64) int64 {
-	if c.algorithm == ratelimit.TokenBucket {
+	if c.Algorithm == spec.TokenBucket {
 		return max(1, ceilDiv(reset, 1000)) * 1000
 	}
 	return reset

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
@@ -26,9 +27,10 @@ func (c *fakeClock) Advance(d time.Duration) {
 	}
 }
 
-func newMemory(t testing.TB, clock *fakeClock, opts ...MemoryOption) *Memory {
+func newMemory(t testing.TB, clock *fakeClock, opts MemoryOptions) *Memory {
 	t.Helper()
-	m, err := NewMemory(append([]MemoryOption{WithClock(clock.Now)}, opts...)...)
+	opts.Clock = clock.Now
+	m, err := NewMemory(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +41,7 @@ func TestMemoryConformance(t *testing.T) {
 	t.Parallel() // a pinned clock: nothing here depends on the machine's speed
 	storetest.Run(t, storetest.Harness{New: func(t *testing.T, n int) ([]ratelimit.Store, storetest.Clock) {
 		clock := &fakeClock{pinnedClock{now: epoch}}
-		m := newMemory(t, clock)
+		m := newMemory(t, clock, MemoryOptions{})
 		stores := make([]ratelimit.Store, n)
 		for i := range stores {
 			stores[i] = m
@@ -61,8 +63,8 @@ func TestMemoryMatchesRedis(t *testing.T) {
 			mini, pinned := newMiniredis(t)
 			clock := &fakeClock{pinnedClock{m: mini, now: epoch}}
 			_ = pinned
-			redisStore := newStore(t, newClient(t, mini.Addr()), WithDenyCache(0))
-			memory := newMemory(t, clock)
+			redisStore := newStore(t, newClient(t, mini.Addr()), RedisOptions{DenyCacheSize: noDenyCache})
+			memory := newMemory(t, clock, MemoryOptions{})
 			rng := rand.New(rand.NewPCG(7, uint64(len(mix))))
 			decisions := 0
 			for round := range 40 {
@@ -71,7 +73,7 @@ func TestMemoryMatchesRedis(t *testing.T) {
 					l := randomLimit(rng, windows)
 					l.Quota = 1 + rng.IntN(10)
 					if mix != "mixed" {
-						l.Algorithm, _ = ratelimit.ParseAlgorithm(mix)
+						l.Algorithm = algorithmNamed(t, mix)
 						if l.Algorithm != ratelimit.SlidingWindow {
 							l.Precision = 0
 						}
@@ -79,13 +81,14 @@ func TestMemoryMatchesRedis(t *testing.T) {
 							l.Burst = 0
 						}
 					}
-					if ratelimit.CheckRequest("k", 1, append(limits, l)) == nil {
+					if _, err := ratelimit.NewLimits(append(limits, l)...); err == nil {
 						limits = append(limits, l)
 					}
 				}
-				most := limits[0].Capacity()
+				set := limitsOf(t, limits...)
+				most := capacity(limits[0])
 				for _, l := range limits {
-					most = min(most, l.Capacity())
+					most = min(most, capacity(l))
 				}
 				keys := []string{fmt.Sprintf("r%d-a", round), fmt.Sprintf("r%d-b", round)}
 				for range 100 {
@@ -102,11 +105,11 @@ func TestMemoryMatchesRedis(t *testing.T) {
 					if rng.IntN(3) == 0 {
 						cost = 1 + rng.IntN(most)
 					}
-					want, err := redisStore.Allow(context.Background(), key, cost, limits...)
+					want, err := redisStore.Allow(context.Background(), key, cost, set)
 					if err != nil {
 						t.Fatal(err)
 					}
-					got, err := memory.Allow(context.Background(), key, cost, limits...)
+					got, err := memory.Allow(context.Background(), key, cost, set)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -134,8 +137,8 @@ func TestMemoryMatchesRedisSharedState(t *testing.T) {
 			t.Parallel()
 			mini, _ := newMiniredis(t)
 			clock := &fakeClock{pinnedClock{m: mini, now: epoch}}
-			redisStore := newStore(t, newClient(t, mini.Addr()), WithDenyCache(0))
-			memory := newMemory(t, clock)
+			redisStore := newStore(t, newClient(t, mini.Addr()), RedisOptions{DenyCacheSize: noDenyCache})
+			memory := newMemory(t, clock, MemoryOptions{})
 			rng := rand.New(rand.NewPCG(21, uint64(a)))
 			ctx := context.Background()
 			var lastReset time.Duration // of the last allowed request
@@ -159,12 +162,15 @@ func TestMemoryMatchesRedisSharedState(t *testing.T) {
 					// lives to the next whole millisecond.
 					clock.Advance(lastReset + time.Duration(rng.IntN(1000))*time.Microsecond)
 				}
-				cost := 1 + rng.IntN(l.Capacity())
-				want, err := redisStore.Allow(ctx, "k", cost, l)
+				cost := 1 + rng.IntN(capacity(l))
+				// A set of its own for each request, as two routes
+				// limiting one key alike have.
+				set := limitsOf(t, l)
+				want, err := redisStore.Allow(ctx, "k", cost, set)
 				if err != nil {
 					t.Fatal(err)
 				}
-				got, err := memory.Allow(ctx, "k", cost, l)
+				got, err := memory.Allow(ctx, "k", cost, set)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -184,8 +190,8 @@ func TestMemoryMatchesRedisSharedState(t *testing.T) {
 func TestMemoryIsBounded(t *testing.T) {
 	clock := &fakeClock{pinnedClock{now: epoch}}
 	const maxKeys = 200
-	m := newMemory(t, clock, WithMaxKeys(maxKeys))
-	l := ratelimit.PerHour(1).Using(ratelimit.FixedWindow)
+	m := newMemory(t, clock, MemoryOptions{MaxKeys: maxKeys})
+	l := limitsOf(t, ratelimit.Per(1, time.Hour).Using(ratelimit.FixedWindow))
 	for i := range 20_000 {
 		d, err := m.Allow(context.Background(), fmt.Sprintf("flood-%d", i), 1, l)
 		if err != nil {
@@ -194,7 +200,7 @@ func TestMemoryIsBounded(t *testing.T) {
 		if !d.Allowed {
 			t.Fatalf("new key %d denied: a full store must not deny everyone", i)
 		}
-		if n := m.Len(); n > maxKeys {
+		if n := m.len(); n > maxKeys {
 			t.Fatalf("after %d keys the store holds %d, want at most %d", i+1, n, maxKeys)
 		}
 	}
@@ -205,12 +211,12 @@ func TestMemoryIsBounded(t *testing.T) {
 // the long-lived key keeps its count.
 func TestMemoryEvictsExpiredFirst(t *testing.T) {
 	clock := &fakeClock{pinnedClock{now: epoch}}
-	m := newMemory(t, clock, WithMaxKeys(64))
+	m := newMemory(t, clock, MemoryOptions{MaxKeys: 64})
 	ctx := context.Background()
-	long := ratelimit.PerHour(1).Using(ratelimit.FixedWindow)
-	short := ratelimit.Per(1, 10*time.Millisecond).Using(ratelimit.FixedWindow)
+	long := limitsOf(t, ratelimit.Per(1, time.Hour).Using(ratelimit.FixedWindow))
+	short := limitsOf(t, ratelimit.Per(1, 10*time.Millisecond).Using(ratelimit.FixedWindow))
 	m.Allow(ctx, "keep", 1, long)
-	for i := 0; m.Len() < 64 && i < 10_000; i++ {
+	for i := 0; m.len() < 64 && i < 10_000; i++ {
 		m.Allow(ctx, fmt.Sprintf("short-%d", i), 1, short)
 	}
 	clock.Advance(20 * time.Millisecond)
@@ -223,10 +229,31 @@ func TestMemoryEvictsExpiredFirst(t *testing.T) {
 }
 
 func TestMemoryOptions(t *testing.T) {
-	if _, err := NewMemory(WithMaxKeys(0)); err == nil {
-		t.Error("WithMaxKeys(0): got no error")
+	if _, err := NewMemory(MemoryOptions{MaxKeys: -1}); !errors.Is(err, ratelimit.ErrInvalid) {
+		t.Errorf("MaxKeys -1: got %v, want ErrInvalid", err)
 	}
-	if _, err := NewMemory(WithClock(nil)); err == nil {
-		t.Error("WithClock(nil): got no error")
+	// The zero options are every default: the store holds
+	// defaultMaxKeys keys, on the machine's clock.
+	m, err := NewMemory(MemoryOptions{})
+	if err != nil {
+		t.Fatalf("MemoryOptions{}: %v", err)
 	}
+	if got := m.maxKeys(); got < defaultMaxKeys-len(m.shards) || got > defaultMaxKeys {
+		t.Errorf("MemoryOptions{}: holds up to %d keys, want about %d", got, defaultMaxKeys)
+	}
+	if now := m.now(); now < time.Now().Add(-time.Minute).UnixMicro() || now > time.Now().Add(time.Minute).UnixMicro() {
+		t.Errorf("MemoryOptions{}: the store's time is %v, want the machine's", time.UnixMicro(now))
+	}
+}
+
+// algorithmNamed returns the algorithm whose String is name.
+func algorithmNamed(t testing.TB, name string) ratelimit.Algorithm {
+	t.Helper()
+	for a := range 4 {
+		if ratelimit.Algorithm(a).String() == name {
+			return ratelimit.Algorithm(a)
+		}
+	}
+	t.Fatalf("no algorithm is named %q", name)
+	return 0
 }

@@ -94,13 +94,13 @@ func TestACLRuleConformance(t *testing.T) {
 				client := aclClient(t, srv, fmt.Sprintf("acl%d", users.Add(1)), ACLRule(prefix))
 				stores := make([]ratelimit.Store, n)
 				for i := range stores {
-					r := newStore(t, client, WithPrefix(prefix), WithRedisLogger(quietLogger))
+					r := newStore(t, client, RedisOptions{Prefix: prefix, Logger: quietLogger})
 					if err := r.Check(context.Background()); err != nil {
 						t.Fatalf("Check with the rule: %v", err)
 					}
 					stores[i] = r
 					if wrapped {
-						f, err := NewFallback(r, WithBudget(time.Second), WithFallbackLogger(quietLogger))
+						f, err := NewFallback(r, FallbackOptions{Budget: time.Second, Logger: quietLogger})
 						if err != nil {
 							t.Fatal(err)
 						}
@@ -117,10 +117,10 @@ func TestACLRuleConformance(t *testing.T) {
 // everyAlgorithm is one limit of each algorithm: requests under them run
 // every command the decisions call.
 var everyAlgorithm = []ratelimit.Limit{
-	ratelimit.PerHour(10).Using(ratelimit.FixedWindow),
-	ratelimit.PerHour(10).Using(ratelimit.SlidingLog),
-	ratelimit.PerHour(10).Using(ratelimit.SlidingWindow),
-	ratelimit.PerHour(10).Using(ratelimit.TokenBucket),
+	ratelimit.Per(10, time.Hour).Using(ratelimit.FixedWindow),
+	ratelimit.Per(10, time.Hour).Using(ratelimit.SlidingLog),
+	ratelimit.Per(10, time.Hour).Using(ratelimit.SlidingWindow),
+	ratelimit.Per(10, time.Hour).Using(ratelimit.TokenBucket),
 }
 
 // TestCheckNamesEachMissingCommand removes each command of ACLRule in
@@ -141,7 +141,8 @@ func TestCheckNamesEachMissingCommand(t *testing.T) {
 			client := aclClient(t, srv, "no-"+missing, rule)
 			var logs syncBuffer
 			logger := slog.New(slog.NewTextHandler(&logs, nil))
-			r := newStore(t, client, WithPrefix(prefix), WithRedisLogger(logger))
+			r := newStore(t, client, RedisOptions{Prefix: prefix, Logger: logger})
+			limits := limitsOf(t, everyAlgorithm...)
 
 			err := r.Check(ctx)
 			var ce *ConfigError
@@ -161,7 +162,7 @@ func TestCheckNamesEachMissingCommand(t *testing.T) {
 			}
 			var bareErr error
 			for range 30 {
-				if _, bareErr = r.Allow(ctx, "bare", 1, everyAlgorithm...); bareErr != nil {
+				if _, bareErr = r.Allow(ctx, "bare", 1, limits); bareErr != nil {
 					break
 				}
 			}
@@ -169,7 +170,7 @@ func TestCheckNamesEachMissingCommand(t *testing.T) {
 				t.Fatalf("the bare store: got %v, want a ConfigError", bareErr)
 			}
 
-			f, err := NewFallback(r, WithBudget(time.Second), WithProbeInterval(20*time.Millisecond), WithFallbackLogger(logger))
+			f, err := NewFallback(r, FallbackOptions{Budget: time.Second, ProbeInterval: 20 * time.Millisecond, Logger: logger})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -179,7 +180,7 @@ func TestCheckNamesEachMissingCommand(t *testing.T) {
 			for range 4 {
 				wg.Go(func() {
 					for range 10 {
-						d, err := f.Allow(ctx, "k", 1, everyAlgorithm...)
+						d, err := f.Allow(ctx, "k", 1, limits)
 						if err != nil {
 							t.Errorf("through the Fallback: %v", err)
 							return
@@ -198,8 +199,8 @@ func TestCheckNamesEachMissingCommand(t *testing.T) {
 			}
 			named := regexp.MustCompile(`level=ERROR .*problem="the ACL user may not run [a-z, ]*\b` + missing + `\b`)
 			waitFor(t, "an ERROR naming "+missing, func() bool { return named.MatchString(logs.String()) })
-			if f.Healthy() || f.Stats().Misconfigured == 0 {
-				t.Errorf("Healthy %v, %+v: want down for a misconfiguration", f.Healthy(), f.Stats())
+			if st := f.Stats(); st.Healthy || st.Misconfigured == 0 {
+				t.Errorf("%+v: want down for a misconfiguration", st)
 			}
 		})
 	}
@@ -209,6 +210,7 @@ func TestCheckNamesEachMissingCommand(t *testing.T) {
 // is closed, and returns how many were admitted and how many were decided
 // on Redis, once stopped.
 func load(t *testing.T, s ratelimit.Store, key string, limits []ratelimit.Limit, stop <-chan struct{}) (wait func() (admitted, onRedis int64)) {
+	set := limitsOf(t, limits...) // one set, as a Limiter has
 	var admitted, onRedis atomic.Int64
 	var wg sync.WaitGroup
 	for range 4 {
@@ -219,7 +221,7 @@ func load(t *testing.T, s ratelimit.Store, key string, limits []ratelimit.Limit,
 					return
 				case <-time.After(5 * time.Millisecond):
 				}
-				d, err := s.Allow(context.Background(), key, 1, limits...)
+				d, err := s.Allow(context.Background(), key, 1, set)
 				if err != nil {
 					t.Errorf("a request failed: %v", err)
 					return
@@ -251,8 +253,8 @@ func TestFaultPasswordRotated(t *testing.T) {
 	client := aclClient(t, srv, "rotated", ACLRule(prefix))
 	var logs syncBuffer
 	logger := slog.New(slog.NewTextHandler(&logs, nil))
-	f, err := NewFallback(newStore(t, client, WithPrefix(prefix), WithRedisLogger(logger)),
-		WithBudget(faultBudget), WithProbeInterval(faultInterval), WithFallbackLogger(logger))
+	f, err := NewFallback(newStore(t, client, RedisOptions{Prefix: prefix, Logger: logger}),
+		FallbackOptions{Budget: faultBudget, ProbeInterval: faultInterval, Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,7 +263,7 @@ func TestFaultPasswordRotated(t *testing.T) {
 	// Redis: a key under a high limit keeps the store calling Redis.
 	stop := make(chan struct{})
 	wait := load(t, f, "k", everyAlgorithm, stop)
-	waitBusy := load(t, f, "busy", []ratelimit.Limit{ratelimit.PerHour(1_000_000)}, stop)
+	waitBusy := load(t, f, "busy", []ratelimit.Limit{ratelimit.Per(1_000_000, time.Hour)}, stop)
 	time.Sleep(200 * time.Millisecond)
 
 	setACL(t, srv, "rotated", "a-new-password", ACLRule(prefix))
@@ -272,11 +274,11 @@ func TestFaultPasswordRotated(t *testing.T) {
 	waitFor(t, "an ERROR saying the password was rejected", func() bool {
 		return regexp.MustCompile(`level=ERROR .*problem="Redis rejected the client's username or password"`).MatchString(logs.String())
 	})
-	if f.Healthy() {
+	if f.Stats().Healthy {
 		t.Error("healthy with the password rejected")
 	}
 	setACL(t, srv, "rotated", "pw-rotated", ACLRule(prefix))
-	waitFor(t, "decisions back on Redis", f.Healthy)
+	waitFor(t, "decisions back on Redis", func() bool { return f.Stats().Healthy })
 	close(stop)
 	admitted, onRedis := wait()
 	waitBusy()
@@ -302,7 +304,7 @@ func TestFaultClusterNodeThroughSingleClient(t *testing.T) {
 	t.Cleanup(func() { client.Close() })
 	var logs syncBuffer
 	logger := slog.New(slog.NewTextHandler(&logs, nil))
-	r := newStore(t, client, WithPrefix(uniquePrefix()), WithRedisLogger(logger))
+	r := newStore(t, client, RedisOptions{Prefix: uniquePrefix(), Logger: logger})
 	ctx := context.Background()
 	err := r.Check(ctx)
 	var ce *ConfigError
@@ -311,14 +313,15 @@ func TestFaultClusterNodeThroughSingleClient(t *testing.T) {
 	}
 	t.Logf("Check: %v", err)
 	var bareErr error
+	limits := limitsOf(t, everyAlgorithm...)
 	for i := 0; i < 20 && bareErr == nil; i++ { // some key is on another node
-		_, bareErr = r.Allow(ctx, fmt.Sprintf("bare%d", i), 1, everyAlgorithm...)
+		_, bareErr = r.Allow(ctx, fmt.Sprintf("bare%d", i), 1, limits)
 	}
 	if !errors.As(bareErr, &ce) || !strings.Contains(ce.Problem, "Redis Cluster node") {
 		t.Fatalf("the bare store: got %v, want a ConfigError saying this is a cluster node", bareErr)
 	}
 
-	f, err := NewFallback(r, WithBudget(time.Second), WithProbeInterval(faultInterval), WithFallbackLogger(logger))
+	f, err := NewFallback(r, FallbackOptions{Budget: time.Second, ProbeInterval: faultInterval, Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -335,7 +338,7 @@ func TestFaultClusterNodeThroughSingleClient(t *testing.T) {
 	waitFor(t, "an ERROR saying to use a cluster client", func() bool {
 		return regexp.MustCompile(`level=ERROR .*problem="this server is a Redis Cluster node`).MatchString(logs.String())
 	})
-	if f.Healthy() {
+	if f.Stats().Healthy {
 		t.Error("healthy on a cluster node through a single server's client")
 	}
 }
@@ -401,7 +404,7 @@ func TestCheckNoPassword(t *testing.T) {
 	if err := newClient(t, srv.Addr).ConfigSet(t.Context(), "requirepass", "pw").Err(); err != nil {
 		t.Fatal(err)
 	}
-	err := newStore(t, newClient(t, srv.Addr), WithRedisLogger(quietLogger)).Check(t.Context())
+	err := newStore(t, newClient(t, srv.Addr), RedisOptions{Logger: quietLogger}).Check(t.Context())
 	var ce *ConfigError
 	if !errors.As(err, &ce) || !strings.Contains(ce.Problem, "requires a password") {
 		t.Fatalf("Check: %v; want a ConfigError saying a password is required", err)
@@ -423,13 +426,14 @@ func TestClusterACL(t *testing.T) {
 		t.Cleanup(func() { client.Close() })
 		return client
 	}
-	s := newStore(t, newCluster(), WithPrefix(prefix), WithRedisLogger(quietLogger))
+	s := newStore(t, newCluster(), RedisOptions{Prefix: prefix, Logger: quietLogger})
 	if err := s.Check(t.Context()); err != nil {
 		t.Fatalf("Check with the rule and +cluster|slots: %v", err)
 	}
+	limits := limitsOf(t, ratelimit.Per(1, time.Hour).Using(ratelimit.TokenBucket))
 	for i := range 30 { // 30 keys: some on every master
 		for j, want := range []bool{true, false} {
-			d, err := s.Allow(t.Context(), fmt.Sprintf("k%d", i), 1, ratelimit.PerHour(1).Using(ratelimit.TokenBucket))
+			d, err := s.Allow(t.Context(), fmt.Sprintf("k%d", i), 1, limits)
 			if err != nil || d.Allowed != want {
 				t.Fatalf("key %d, request %d: %+v, %v; want allowed %v", i, j, d, err, want)
 			}
@@ -438,7 +442,7 @@ func TestClusterACL(t *testing.T) {
 	for _, m := range c.Masters {
 		setACL(t, m, "clustered", "pw-clustered", ACLRule(prefix))
 	}
-	err := newStore(t, newCluster(), WithPrefix(prefix), WithRedisLogger(quietLogger)).Check(t.Context())
+	err := newStore(t, newCluster(), RedisOptions{Prefix: prefix, Logger: quietLogger}).Check(t.Context())
 	var ce *ConfigError
 	if !errors.As(err, &ce) || !strings.Contains(ce.Problem, "may not run cluster|slots") {
 		t.Fatalf("Check without +cluster|slots: %v; want a ConfigError naming cluster|slots", err)

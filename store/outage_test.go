@@ -54,8 +54,9 @@ func persistent(t *testing.T) *redistest.Server {
 // through each instance in turn, then, from the fault on, 4 goroutines per instance
 // asking until every instance is back on Redis, plus 300ms. It returns
 // how many were admitted in all.
-func outageRun(t *testing.T, fs []*Fallback, l ratelimit.Limit, fault func()) int {
+func outageRun(t *testing.T, fs []*Fallback, limit ratelimit.Limit, fault func()) int {
 	ctx := context.Background()
+	l := limitsOf(t, limit) // one set for the run, as a Limiter has
 	var admitted atomic.Int64
 	for i := range 8 {
 		// On a loaded machine a decision may miss the budget and be made
@@ -68,7 +69,7 @@ func outageRun(t *testing.T, fs []*Fallback, l ratelimit.Limit, fault func()) in
 	}
 	recovered := make([]uint64, len(fs))
 	for i, f := range fs {
-		waitFor(t, "decisions on Redis before the fault", func() bool { return f.Healthy() && !f.reconciling.Load() })
+		waitFor(t, "decisions on Redis before the fault", func() bool { return f.Stats().Healthy && !f.reconciling.Load() })
 		recovered[i] = f.Stats().Recoveries
 	}
 	// The requests start with the fault: before it, they would spend the
@@ -105,7 +106,7 @@ func outageRun(t *testing.T, fs []*Fallback, l ratelimit.Limit, fault func()) in
 	}
 	<-faulted
 	for i, f := range fs {
-		waitFor(t, "decisions to return to Redis", func() bool { return f.Healthy() && f.Stats().Recoveries > recovered[i] })
+		waitFor(t, "decisions to return to Redis", func() bool { st := f.Stats(); return st.Healthy && st.Recoveries > recovered[i] })
 	}
 	time.Sleep(300 * time.Millisecond)
 	close(stop)
@@ -132,26 +133,29 @@ func counted(t *testing.T, client *redis.Client, s *Redis, l ratelimit.Limit) in
 		}
 		return n
 	}
-	c := compile(l)
+	c := compileLimit(l)
 	level, err := client.HGet(ctx, key, "l").Int64()
 	if err != nil {
 		return 0 // a missing bucket is full
 	}
-	return int(c.capacity - level/c.unit)
+	return int(c.Capacity - level/c.Unit)
 }
 
-func newOutageFallback(t *testing.T, srv *redistest.Server, prefix string, opts ...FallbackOption) (*Fallback, *redis.Client) {
+// newOutageFallback returns a Fallback over srv with the fault tests'
+// budget and probe interval, and instances instances (0: 1).
+func newOutageFallback(t *testing.T, srv *redistest.Server, prefix string, instances int) (*Fallback, *redis.Client) {
 	client := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { client.Close() })
-	opts = append([]FallbackOption{WithBudget(faultBudget), WithProbeInterval(faultInterval), WithFallbackLogger(quietLogger)}, opts...)
-	f, err := NewFallback(newStore(t, client, WithPrefix(prefix)), opts...)
+	opts := FallbackOptions{Budget: faultBudget, ProbeInterval: faultInterval, Logger: quietLogger, Instances: instances}
+	f, err := NewFallback(newStore(t, client, RedisOptions{Prefix: prefix}), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.Close() })
 	// Let it read Redis's clock, as a running service has.
+	warm := limitsOf(t, ratelimit.Per(1000, time.Hour))
 	waitFor(t, "the Fallback to read Redis's clock", func() bool {
-		f.Allow(context.Background(), "warm", 1, ratelimit.PerHour(1000))
+		f.Allow(context.Background(), "warm", 1, warm)
 		return f.clock.measured.Load() != 0
 	})
 	return f, client
@@ -166,8 +170,8 @@ func TestFaultOutageKeepsTheLimit(t *testing.T) {
 		for _, a := range allAlgorithms {
 			t.Run(fault.name+"/"+a.String(), func(t *testing.T) {
 				srv := persistent(t)
-				f, client := newOutageFallback(t, srv, "o:")
-				l := ratelimit.PerHour(outageQuota).Using(a)
+				f, client := newOutageFallback(t, srv, "o:", 0)
+				l := ratelimit.Per(outageQuota, time.Hour).Using(a)
 				admitted := outageRun(t, []*Fallback{f}, l, func() { fault.inject(t, srv) })
 				inRedis := counted(t, client, f.redis, l)
 				t.Logf("%s, %v: %d admitted in all (limit %d); Redis counts %d; %+v",
@@ -187,7 +191,7 @@ func TestFaultOutageKeepsTheLimit(t *testing.T) {
 }
 
 // TestFaultOutageTwoInstances: two instances sharing one Redis, each
-// with WithInstances(2), both deciding the key before and through the
+// with Instances 2, both deciding the key before and through the
 // outage. In process, instance i may spend s_i = min(ceil(Q/N),
 // ceil(R_i/N)) of what Redis last told it was left (R_i). Until the first
 // instance is back on Redis, all admit at most u + sum(s_i) (u: spent
@@ -201,13 +205,13 @@ func TestFaultOutageTwoInstances(t *testing.T) {
 		for _, a := range allAlgorithms {
 			t.Run(fault.name+"/"+a.String(), func(t *testing.T) {
 				srv := persistent(t)
-				f1, client := newOutageFallback(t, srv, "o:", WithInstances(n))
-				f2, _ := newOutageFallback(t, srv, "o:", WithInstances(n))
-				l := ratelimit.PerHour(outageQuota).Using(a)
+				f1, client := newOutageFallback(t, srv, "o:", n)
+				f2, _ := newOutageFallback(t, srv, "o:", n)
+				l := ratelimit.Per(outageQuota, time.Hour).Using(a)
 				var shares []int
 				admitted := outageRun(t, []*Fallback{f1, f2}, l, func() {
 					for _, f := range []*Fallback{f1, f2} {
-						heard, _ := f.seen.get("k", f.redis.limits.get(l), f.clock.now())
+						heard, _ := f.seen.get("k", compileLimit(l), f.clock.now())
 						shares = append(shares, min((outageQuota+n-1)/n, int(heard+n-1)/n))
 					}
 					fault.inject(t, srv)

@@ -203,7 +203,7 @@ func (f *Fallback) reconcile() error {
 				}
 				for _, e := range p.limits {
 					// Redis's answers from before the outage are stale.
-					f.seen.forget(key, []*compiled{e.c})
+					f.seen.forget(key, []compiled{*e.c})
 				}
 			}
 		}

@@ -47,7 +47,7 @@ func eachBackend(t *testing.T, f func(t *testing.T, client *redis.Client)) {
 
 // redisKey is where s keeps key's state for l.
 func redisKey(s *Redis, key string, l ratelimit.Limit) string {
-	return s.prefix + "{" + key + "}" + compile(l).suffix
+	return s.prefix + "{" + key + "}" + compileLimit(l).Suffix
 }
 
 var oneOfEach = []ratelimit.Limit{
@@ -68,7 +68,7 @@ func TestWrongType(t *testing.T) {
 		"hash":   func(c *redis.Client, key string) error { return c.HSet(ctx, key, "l", "x", "t", "y").Err() },
 	}
 	eachBackend(t, func(t *testing.T, client *redis.Client) {
-		s := newStore(t, client, WithPrefix(uniquePrefix()))
+		s := newStore(t, client, RedisOptions{Prefix: uniquePrefix()})
 		for _, bad := range oneOfEach {
 			for kind, put := range foreign {
 				if kind == "hash" && bad.Algorithm == ratelimit.SlidingLog {
@@ -76,12 +76,12 @@ func TestWrongType(t *testing.T) {
 				}
 				t.Run(bad.Algorithm.String()+"/"+kind, func(t *testing.T) {
 					key := t.Name()
-					good := ratelimit.PerHour(5).Using(ratelimit.SlidingLog)
+					good := ratelimit.Per(5, time.Hour).Using(ratelimit.SlidingLog)
 					if err := put(client, redisKey(s, key, bad)); err != nil {
 						t.Fatal(err)
 					}
 					before, _ := client.Dump(ctx, redisKey(s, key, bad)).Result()
-					_, err := s.Allow(ctx, key, 1, good, bad)
+					_, err := s.Allow(ctx, key, 1, limitsOf(t, good, bad))
 					if err == nil {
 						t.Fatal("got no error")
 					}
@@ -111,7 +111,7 @@ func TestKeysHaveTTL(t *testing.T) {
 	limits := []ratelimit.Limit{
 		ratelimit.Per(4, 2*time.Second).Using(ratelimit.FixedWindow),
 		ratelimit.Per(4, 3*time.Second).Using(ratelimit.SlidingLog),
-		ratelimit.Per(4, 4*time.Second).WithPrecision(time.Second),
+		{Quota: 4, Window: 4 * time.Second, Precision: time.Second},
 		ratelimit.Per(2, 5*time.Second).Using(ratelimit.TokenBucket).WithBurst(4),
 	}
 	for _, b := range []struct {
@@ -132,18 +132,26 @@ func TestKeysHaveTTL(t *testing.T) {
 	} {
 		t.Run(b.name, func(t *testing.T) {
 			client, advance := b.setup(t)
-			s := newStore(t, client, WithPrefix(uniquePrefix()), WithDenyCache(0)) // TTLs are read from Redis
+			s := newStore(t, client, RedisOptions{Prefix: uniquePrefix(), DenyCacheSize: noDenyCache}) // TTLs are read from Redis
+			// Each set of limits the requests use, built once.
+			sets := map[[2]int]*ratelimit.Limits{}
 			rng := rand.New(rand.NewPCG(1, 2))
 			for i := range 150 {
 				if rng.IntN(3) == 0 {
 					advance(time.Duration(rng.IntN(1500)) * time.Millisecond)
 				}
-				subset := []ratelimit.Limit{limits[rng.IntN(4)]}
-				if l := limits[rng.IntN(4)]; l != subset[0] {
+				first, second := rng.IntN(4), rng.IntN(4)
+				subset := []ratelimit.Limit{limits[first]}
+				if l := limits[second]; l != subset[0] {
 					subset = append(subset, l)
 				}
+				set, ok := sets[[2]int{first, second}]
+				if !ok {
+					set = limitsOf(t, subset...)
+					sets[[2]int{first, second}] = set
+				}
 				key := "k" + string(rune('0'+i%3))
-				d, err := s.Allow(ctx, key, 1+rng.IntN(2), subset...)
+				d, err := s.Allow(ctx, key, 1+rng.IntN(2), set)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -168,15 +176,16 @@ func TestKeysHaveTTL(t *testing.T) {
 func TestKeyWithoutTTLGetsOne(t *testing.T) {
 	ctx := context.Background()
 	l := ratelimit.PerMinute(3).Using(ratelimit.FixedWindow)
+	set := limitsOf(t, l)
 	eachBackend(t, func(t *testing.T, client *redis.Client) {
-		s := newStore(t, client, WithPrefix(uniquePrefix()))
+		s := newStore(t, client, RedisOptions{Prefix: uniquePrefix()})
 		for _, count := range []string{"1", "5"} {
 			t.Run("count "+count, func(t *testing.T) {
 				key := t.Name()
 				if err := client.Set(ctx, redisKey(s, key, l), count, 0).Err(); err != nil {
 					t.Fatal(err)
 				}
-				d, err := s.Allow(ctx, key, 1, l)
+				d, err := s.Allow(ctx, key, 1, set)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -203,23 +212,25 @@ func (h *countingHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis
 }
 
 // TestInvalidInputSendsNothing checks that invalid requests never reach
-// Redis.
+// Redis. (Invalid limits never reach a store: ratelimit.NewLimits refuses
+// them; a store refuses nil or zero Limits.)
 func TestInvalidInputSendsNothing(t *testing.T) {
 	m, _ := newMiniredis(t)
 	client := newClient(t, m.Addr())
-	s := newStore(t, client) // asks for the eviction policy
+	s := newStore(t, client, RedisOptions{}) // asks for the eviction policy
 	hook := &countingHook{}
 	client.AddHook(hook)
 	ctx := context.Background()
-	ok := ratelimit.PerMinute(5)
+	ok := limitsOf(t, ratelimit.PerMinute(5))
 	for _, call := range []func() error{
 		func() error { _, err := s.Allow(ctx, "", 1, ok); return err },
 		func() error { _, err := s.Allow(ctx, "k", 0, ok); return err },
 		func() error { _, err := s.Allow(ctx, "k", 6, ok); return err },
-		func() error { _, err := s.Allow(ctx, "k", 1, ratelimit.PerMinute(0)); return err },
-		func() error { _, err := s.Allow(ctx, "k", 1, ok, ok); return err },
+		func() error { _, err := s.Allow(ctx, "k", 1, nil); return err },
+		func() error { _, err := s.Allow(ctx, "k", 1, &ratelimit.Limits{}); return err },
 		func() error { return s.Reset(ctx, "", ok) },
-		func() error { return s.Reset(ctx, "k", ratelimit.Per(1, time.Microsecond)) },
+		func() error { return s.Reset(ctx, "k", nil) },
+		func() error { return s.Reset(ctx, "k", &ratelimit.Limits{}) },
 	} {
 		if err := call(); !errors.Is(err, ratelimit.ErrInvalid) {
 			t.Errorf("got %v, want ErrInvalid", err)
@@ -234,8 +245,8 @@ func TestInvalidInputSendsNothing(t *testing.T) {
 func TestScriptFlush(t *testing.T) {
 	ctx := context.Background()
 	eachBackend(t, func(t *testing.T, client *redis.Client) {
-		s := newStore(t, client, WithPrefix(uniquePrefix()))
-		l := ratelimit.PerMinute(10).Using(ratelimit.TokenBucket)
+		s := newStore(t, client, RedisOptions{Prefix: uniquePrefix()})
+		l := limitsOf(t, ratelimit.PerMinute(10).Using(ratelimit.TokenBucket))
 		for i := range 3 {
 			if err := client.ScriptFlush(ctx).Err(); err != nil {
 				t.Fatal(err)
@@ -255,8 +266,8 @@ func TestScriptFlush(t *testing.T) {
 // the bucket refills by Redis's time alone.
 func TestTimeComesFromRedis(t *testing.T) {
 	m, clock := newMiniredis(t)
-	s := newStore(t, newClient(t, m.Addr()), WithDenyCache(0))
-	l := ratelimit.PerSecond(10).Using(ratelimit.TokenBucket)
+	s := newStore(t, newClient(t, m.Addr()), RedisOptions{DenyCacheSize: noDenyCache})
+	l := limitsOf(t, ratelimit.PerSecond(10).Using(ratelimit.TokenBucket))
 	ctx := context.Background()
 	if d, _ := s.Allow(ctx, "k", 10, l); !d.Allowed {
 		t.Fatal("first burst denied")
@@ -279,7 +290,7 @@ func TestTimeComesFromRedis(t *testing.T) {
 // request never share a key.
 func TestKeyLayout(t *testing.T) {
 	m, _ := newMiniredis(t)
-	s := newStore(t, newClient(t, m.Addr()), WithPrefix("app:"))
+	s := newStore(t, newClient(t, m.Addr()), RedisOptions{Prefix: "app:"})
 	tests := []struct {
 		limit ratelimit.Limit
 		want  string
@@ -299,13 +310,13 @@ func TestKeyLayout(t *testing.T) {
 	for range 2000 {
 		a := randomLimit(rng, windows)
 		b := randomLimit(rng, windows)
-		err := ratelimit.CheckRequest("k", 1, []ratelimit.Limit{a, b})
-		if err != nil && !strings.Contains(err.Error(), "share one counter") {
+		_, err := ratelimit.NewLimits(a, b)
+		if err != nil && !strings.Contains(err.Error(), "would count into one place") {
 			continue
 		}
 		shared := err != nil
 		if same := redisKey(s, "k", a) == redisKey(s, "k", b); same != shared {
-			t.Fatalf("%v and %v: same key %v, but CheckRequest says sharing is %v", a, b, same, shared)
+			t.Fatalf("%v and %v: same key %v, but NewLimits says sharing is %v", a, b, same, shared)
 		}
 	}
 }
@@ -336,10 +347,11 @@ func TestClockStepsBack(t *testing.T) {
 			}
 			t.Run(name, func(t *testing.T) {
 				m, clock := newMiniredis(t)
-				s := newStore(t, newClient(t, m.Addr()), WithDenyCache(0))
+				s := newStore(t, newClient(t, m.Addr()), RedisOptions{DenyCacheSize: noDenyCache})
+				set := limitsOf(t, limits...)
 				for i := range 3 { // spends the limit of 3
 					clock.Advance(time.Second)
-					d, err := s.Allow(ctx, "k", 1, limits...)
+					d, err := s.Allow(ctx, "k", 1, set)
 					if err != nil {
 						t.Fatalf("request %d: %v", i, err)
 					}
@@ -349,7 +361,7 @@ func TestClockStepsBack(t *testing.T) {
 				}
 				clock.Advance(-step)
 				for i := range 3 {
-					d, err := s.Allow(ctx, "k", 1, limits...)
+					d, err := s.Allow(ctx, "k", 1, set)
 					if err != nil {
 						t.Fatalf("request %d after the step back: %v", i, err)
 					}

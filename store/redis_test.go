@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/internal/redistest"
+	"github.com/ratelimit-go/ratelimit/internal/spec"
 	"github.com/ratelimit-go/ratelimit/store/storetest"
 )
 
@@ -76,13 +78,47 @@ func newClient(t testing.TB, addr string) *redis.Client {
 	return c
 }
 
-func newStore(t testing.TB, client RedisClient, opts ...RedisOption) *Redis {
+func newStore(t testing.TB, client RedisClient, opts RedisOptions) *Redis {
 	t.Helper()
-	s, err := NewRedis(client, opts...)
+	s, err := NewRedis(client, opts)
 	if err != nil {
 		t.Fatalf("NewRedis: %v", err)
 	}
 	return s
+}
+
+// noDenyCache turns a Redis store's deny cache off.
+const noDenyCache = -1
+
+// limitsOf returns limits as a set, failing t if they are invalid. A
+// test builds the set once and reuses it, as a Limiter does: the Redis
+// store's deny cache knows a request's limits by their set.
+func limitsOf(t testing.TB, limits ...ratelimit.Limit) *ratelimit.Limits {
+	t.Helper()
+	set, err := ratelimit.NewLimits(limits...)
+	if err != nil {
+		t.Fatalf("NewLimits(%v): %v", limits, err)
+	}
+	return set
+}
+
+// compileLimit returns the integers the stores work with for the valid
+// limit l.
+func compileLimit(l ratelimit.Limit) *compiled {
+	set, err := ratelimit.NewLimits(l)
+	if err != nil {
+		panic(fmt.Sprintf("compileLimit(%v): %v", l, err))
+	}
+	return &spec.Of(set).Limits[0]
+}
+
+// capacity is the most units l holds: a token bucket's burst (its quota
+// when unset), else its quota.
+func capacity(l ratelimit.Limit) int {
+	if l.Algorithm == ratelimit.TokenBucket && l.Burst != 0 {
+		return l.Burst
+	}
+	return l.Quota
 }
 
 func TestMiniredisConformance(t *testing.T) {
@@ -92,7 +128,7 @@ func TestMiniredisConformance(t *testing.T) {
 		stores := make([]ratelimit.Store, n)
 		for i := range stores {
 			// The deny cache keeps the machine's time, not the pinned one.
-			stores[i] = newStore(t, newClient(t, m.Addr()), WithDenyCache(0))
+			stores[i] = newStore(t, newClient(t, m.Addr()), RedisOptions{DenyCacheSize: noDenyCache})
 		}
 		return stores, clock
 	}})
@@ -118,7 +154,7 @@ func TestRedisServerConformance(t *testing.T) {
 		prefix := uniquePrefix()
 		stores := make([]ratelimit.Store, n)
 		for i := range stores {
-			stores[i] = newStore(t, newClient(t, srv.Addr), WithPrefix(prefix))
+			stores[i] = newStore(t, newClient(t, srv.Addr), RedisOptions{Prefix: prefix})
 		}
 		return stores, realClock{}
 	}})
@@ -136,8 +172,8 @@ func TestClientKinds(t *testing.T) {
 	}
 	for name, client := range map[string]RedisClient{"ring": ring, "autopipeliner": pipeliner} {
 		t.Run(name, func(t *testing.T) {
-			s := newStore(t, client, WithPrefix(name+":"))
-			l := ratelimit.PerMinute(2).Using(ratelimit.TokenBucket)
+			s := newStore(t, client, RedisOptions{Prefix: name + ":"})
+			l := limitsOf(t, ratelimit.PerMinute(2).Using(ratelimit.TokenBucket))
 			for i, want := range []bool{true, true, false} {
 				d, err := s.Allow(context.Background(), "k", 1, l)
 				if err != nil {
@@ -153,12 +189,32 @@ func TestClientKinds(t *testing.T) {
 
 func TestNewRedisOptions(t *testing.T) {
 	m, _ := newMiniredis(t)
-	if _, err := NewRedis(nil); err == nil {
-		t.Error("NewRedis(nil): got no error")
+	if _, err := NewRedis(nil, RedisOptions{}); !errors.Is(err, ratelimit.ErrInvalid) {
+		t.Errorf("NewRedis(nil): got %v, want ErrInvalid", err)
 	}
 	for _, prefix := range []string{"a{", "}b", "{x}"} {
-		if _, err := NewRedis(newClient(t, m.Addr()), WithPrefix(prefix)); err == nil {
-			t.Errorf("WithPrefix(%q): got no error", prefix)
+		if _, err := NewRedis(newClient(t, m.Addr()), RedisOptions{Prefix: prefix}); !errors.Is(err, ratelimit.ErrInvalid) {
+			t.Errorf("Prefix %q: got %v, want ErrInvalid", prefix, err)
 		}
+	}
+	if _, err := NewRedis(newClient(t, m.Addr()), RedisOptions{MaxBatch: -1}); !errors.Is(err, ratelimit.ErrInvalid) {
+		t.Errorf("MaxBatch -1: got %v, want ErrInvalid", err)
+	}
+	// The zero options are every default.
+	s, err := NewRedis(newClient(t, m.Addr()), RedisOptions{})
+	if err != nil {
+		t.Fatalf("RedisOptions{}: %v", err)
+	}
+	if s.prefix != defaultPrefix || s.denied == nil || s.batch == nil || s.batch.maxBatch != defaultMaxBatch {
+		t.Errorf("RedisOptions{}: prefix %q, deny cache %v, batch %+v; want the defaults", s.prefix, s.denied != nil, s.batch)
+	}
+	// A negative deny cache size turns the cache off; a MaxBatch of 1,
+	// batching.
+	s, err = NewRedis(newClient(t, m.Addr()), RedisOptions{DenyCacheSize: -1, MaxBatch: 1})
+	if err != nil {
+		t.Fatalf("DenyCacheSize -1, MaxBatch 1: %v", err)
+	}
+	if s.denied != nil || s.batch != nil {
+		t.Errorf("DenyCacheSize -1, MaxBatch 1: deny cache %v, batch %v; want neither", s.denied != nil, s.batch != nil)
 	}
 }

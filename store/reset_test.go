@@ -33,12 +33,9 @@ func TestResetBeatsDenyCache(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			client := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true})
 			t.Cleanup(func() { client.Close() })
-			var s interface {
-				ratelimit.Store
-				ratelimit.Resetter
-			} = newStore(t, client, WithPrefix(uniquePrefix()))
+			var s ratelimit.Store = newStore(t, client, RedisOptions{Prefix: uniquePrefix()})
 			if wrapped {
-				f, err := NewFallback(s.(*Redis), WithBudget(time.Second), WithFallbackLogger(quietLogger))
+				f, err := NewFallback(s.(*Redis), FallbackOptions{Budget: time.Second, Logger: quietLogger})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -47,9 +44,16 @@ func TestResetBeatsDenyCache(t *testing.T) {
 			}
 			ctx := context.Background()
 			algorithms := []ratelimit.Algorithm{ratelimit.FixedWindow, ratelimit.SlidingLog, ratelimit.SlidingWindow, ratelimit.TokenBucket}
+			// One set per algorithm, reused by every request and Reset, as
+			// a Limiter does: the deny cache answers only for the set it
+			// cached.
+			sets := make([]*ratelimit.Limits, len(algorithms))
+			for i, a := range algorithms {
+				sets[i] = limitsOf(t, ratelimit.Per(5, time.Hour).Using(a))
+			}
 			stale := 0
 			for i := range trials {
-				l := ratelimit.PerHour(5).Using(algorithms[i%len(algorithms)])
+				l := sets[i%len(sets)]
 				key := fmt.Sprintf("login-%d", i)
 				for range 5 {
 					if d, err := s.Allow(ctx, key, 1, l); err != nil || !d.Allowed {

@@ -44,7 +44,7 @@ func TestTLS(t *testing.T) {
 			t.Parallel()
 			client := redis.NewClient(&redis.Options{Addr: tt.addr, TLSConfig: tt.tls, MaxRetries: -1, ContextTimeoutEnabled: true})
 			t.Cleanup(func() { client.Close() })
-			s := newStore(t, client, WithPrefix(uniquePrefix()))
+			s := newStore(t, client, RedisOptions{Prefix: uniquePrefix()})
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			defer cancel()
 			err := s.Check(ctx)
@@ -52,7 +52,7 @@ func TestTLS(t *testing.T) {
 				if err != nil {
 					t.Fatalf("Check: %v", err)
 				}
-				d, err := s.Allow(ctx, "k", 1, ratelimit.PerMinute(1))
+				d, err := s.Allow(ctx, "k", 1, limitsOf(t, ratelimit.PerMinute(1)))
 				if err != nil || !d.Allowed {
 					t.Fatalf("Allow: %+v, %v", d, err)
 				}
@@ -77,13 +77,13 @@ func TestTLSFallback(t *testing.T) {
 	t.Cleanup(func() { client.Close() })
 	var logs syncBuffer
 	logger := slog.New(slog.NewTextHandler(&logs, nil))
-	f, err := NewFallback(newStore(t, client, WithPrefix(uniquePrefix()), WithRedisLogger(logger)),
-		WithProbeInterval(faultInterval), WithFallbackLogger(logger))
+	f, err := NewFallback(newStore(t, client, RedisOptions{Prefix: uniquePrefix(), Logger: logger}),
+		FallbackOptions{ProbeInterval: faultInterval, Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	limit := ratelimit.PerHour(3)
+	limit := limitsOf(t, ratelimit.Per(3, time.Hour))
 	admitted := 0
 	for range 10 {
 		d, err := f.Allow(context.Background(), "k", 1, limit)
@@ -100,7 +100,7 @@ func TestTLSFallback(t *testing.T) {
 	named := regexp.MustCompile(`level=ERROR .*problem="Redis's TLS certificate is signed by an authority the client does not trust"`)
 	defer func() { t.Logf("logs:\n%s", logs.String()) }()
 	waitFor(t, "an ERROR naming the certificate", func() bool { return named.MatchString(logs.String()) })
-	if f.Healthy() || f.Stats().Misconfigured == 0 {
-		t.Errorf("Healthy %v, %+v: want down for a misconfiguration", f.Healthy(), f.Stats())
+	if st := f.Stats(); st.Healthy || st.Misconfigured == 0 {
+		t.Errorf("%+v: want down for a misconfiguration", st)
 	}
 }

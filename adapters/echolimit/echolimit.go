@@ -4,7 +4,7 @@
 // headers are the Limiter's, exactly as with net/http. It takes the same
 // options, with the same names, as the Gin adapter.
 //
-//	limiter, err := ratelimit.New(store, ratelimit.WithLimits(ratelimit.PerMinute(100)))
+//	limiter, err := ratelimit.New(store, "api", ratelimit.WithLimits(ratelimit.PerMinute(100)))
 //	...
 //	e.Use(echolimit.New(limiter))
 package echolimit

@@ -27,7 +27,7 @@ var framework = httpcases.Framework{
 func TestHTTPCases(t *testing.T) { httpcases.Run(t, framework) }
 
 func TestSkipper(t *testing.T) {
-	l, err := ratelimit.New(httpcases.NewStore(t), ratelimit.WithLimits(ratelimit.PerMinute(1)))
+	l, err := ratelimit.New(httpcases.NewStore(t), "test", ratelimit.WithLimits(ratelimit.PerMinute(1)))
 	if err != nil {
 		t.Fatal(err)
 	}

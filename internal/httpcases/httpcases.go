@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
@@ -64,6 +65,9 @@ func get(path string, status int, want map[string]string) Step {
 }
 
 var quiet = ratelimit.WithLogger(slog.New(slog.DiscardHandler))
+
+// apiKey keys requests by their X-API-Key header.
+var apiKey, _ = ratelimit.Header("X-API-Key", []byte("a test secret, 32 bytes at least"))
 
 // Cases is the table every framework runs.
 var Cases = []Case{
@@ -145,7 +149,7 @@ var Cases = []Case{
 	{
 		Name: "a request without its key goes to the error handler",
 		Options: func(Framework) []ratelimit.Option {
-			return []ratelimit.Option{quiet, ratelimit.WithKey(ratelimit.Header("X-API-Key")), ratelimit.WithLimits(ratelimit.PerMinute(1).Using(ratelimit.FixedWindow))}
+			return []ratelimit.Option{quiet, ratelimit.WithKey(apiKey), ratelimit.WithLimits(ratelimit.PerMinute(1).Using(ratelimit.FixedWindow))}
 		},
 		Steps: []Step{
 			{Method: "GET", Path: "/", Status: 400, Want: map[string]string{"RateLimit": ""}},
@@ -219,7 +223,7 @@ var Cases = []Case{
 		Name: "several limits: the policy lists all, RateLimit the tightest",
 		Options: func(Framework) []ratelimit.Option {
 			return []ratelimit.Option{ratelimit.WithLimits(
-				ratelimit.PerHour(3).Using(ratelimit.FixedWindow).Named("hour"),
+				ratelimit.Per(3, time.Hour).Using(ratelimit.FixedWindow).Named("hour"),
 				ratelimit.PerMinute(2).Using(ratelimit.FixedWindow).Named("minute"),
 			)}
 		},
@@ -252,7 +256,7 @@ var Cases = []Case{
 	{
 		Name: "no headers when asked for none; Retry-After stays",
 		Options: func(Framework) []ratelimit.Option {
-			return []ratelimit.Option{ratelimit.WithHeaders(ratelimit.HeadersNone), ratelimit.WithLimits(ratelimit.PerMinute(1).Using(ratelimit.FixedWindow))}
+			return []ratelimit.Option{ratelimit.WithHeaders(0), ratelimit.WithLimits(ratelimit.PerMinute(1).Using(ratelimit.FixedWindow))}
 		},
 		Steps: []Step{
 			get("/", 200, map[string]string{"RateLimit": "", "RateLimit-Policy": "", "X-RateLimit-Remaining": ""}),
@@ -265,8 +269,13 @@ var Cases = []Case{
 type Down struct{}
 
 // Allow fails like a client whose server refuses connections.
-func (Down) Allow(context.Context, string, int, ...ratelimit.Limit) (ratelimit.Decision, error) {
+func (Down) Allow(context.Context, string, int, *ratelimit.Limits) (ratelimit.Decision, error) {
 	return ratelimit.Decision{}, errors.New("dial tcp 10.9.8.7:6379: connect: connection refused")
+}
+
+// Reset implements ratelimit.Store: it fails like Allow.
+func (Down) Reset(context.Context, string, *ratelimit.Limits) error {
+	return errors.New("dial tcp 10.9.8.7:6379: connect: connection refused")
 }
 
 // NewStore returns a Redis store on a fresh miniredis.
@@ -274,7 +283,7 @@ func NewStore(t testing.TB) ratelimit.Store {
 	m := miniredis.RunT(t)
 	c := redis.NewClient(&redis.Options{Addr: m.Addr()})
 	t.Cleanup(func() { c.Close() })
-	s, err := store.NewRedis(c)
+	s, err := store.NewRedis(c, store.RedisOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -292,7 +301,7 @@ func Run(t *testing.T, fw Framework) {
 			} else {
 				s = NewStore(t)
 			}
-			l, err := ratelimit.New(s, c.Options(fw)...)
+			l, err := ratelimit.New(s, "test", c.Options(fw)...)
 			if err != nil {
 				t.Fatalf("New: %v", err)
 			}

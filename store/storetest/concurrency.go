@@ -20,6 +20,7 @@ func testConcurrency(t *testing.T, h Harness) {
 	day := 24 * time.Hour
 	race := func(t *testing.T, key string, limits ...ratelimit.Limit) (int, ratelimit.Store) {
 		stores, _ := h.New(t, 4)
+		set := limitsOf(t, limits...)
 		var passed atomic.Int64
 		var wg sync.WaitGroup
 		start := make(chan struct{})
@@ -28,7 +29,7 @@ func testConcurrency(t *testing.T, h Harness) {
 			wg.Go(func() {
 				<-start
 				for range perGoroutine {
-					d, err := s.Allow(context.Background(), key, 1, limits...)
+					d, err := s.Allow(context.Background(), key, 1, set)
 					if err != nil {
 						t.Errorf("Allow: %v", err)
 						return

@@ -196,7 +196,7 @@ func eachAlgorithm() []ratelimit.Limit {
 	return []ratelimit.Limit{
 		ratelimit.Per(5, 2*time.Second).Using(ratelimit.FixedWindow),
 		ratelimit.Per(5, 2*time.Second).Using(ratelimit.SlidingLog),
-		ratelimit.Per(5, 2*time.Second).WithPrecision(200 * time.Millisecond),
+		ratelimit.Limit{Quota: 5, Window: 2 * time.Second, Precision: 200 * time.Millisecond},
 		ratelimit.Per(5, 10*time.Second).Using(ratelimit.TokenBucket),
 	}
 }
@@ -299,7 +299,7 @@ func testMultiLimitAllOrNothing(t *testing.T, h Harness) {
 // alone, including keys that differ only in characters special to Redis.
 func testKeysAreIndependent(t *testing.T, h Harness) {
 	s, _ := h.one(t)
-	l := ratelimit.PerHour(1).Using(ratelimit.FixedWindow)
+	l := ratelimit.Per(1, time.Hour).Using(ratelimit.FixedWindow)
 	keys := []string{"a", "b", "a}", "{a}", "a:", "a b", "é", "a\x00"}
 	for _, k := range keys {
 		if d := allow(t, s, uniqueKey(t, k), 1, l); !d.Allowed {
@@ -313,17 +313,16 @@ func testKeysAreIndependent(t *testing.T, h Harness) {
 	}
 }
 
-// testReset checks that a Resetter forgets exactly the limits it is given.
 // testNameIsNotState checks that a limit's Name labels it and nothing
 // more: the same limit under two names counts into one state, for every
-// algorithm, while a different Scope counts apart.
+// algorithm.
 func testNameIsNotState(t *testing.T, h Harness) {
 	s, _ := h.one(t)
 	for _, l := range []ratelimit.Limit{
-		ratelimit.PerHour(2).Using(ratelimit.FixedWindow),
-		ratelimit.PerHour(2).Using(ratelimit.SlidingLog),
-		ratelimit.PerHour(2),
-		ratelimit.PerHour(2).Using(ratelimit.TokenBucket),
+		ratelimit.Per(2, time.Hour).Using(ratelimit.FixedWindow),
+		ratelimit.Per(2, time.Hour).Using(ratelimit.SlidingLog),
+		ratelimit.Per(2, time.Hour),
+		ratelimit.Per(2, time.Hour).Using(ratelimit.TokenBucket),
 	} {
 		key := uniqueKey(t, l.Algorithm.String())
 		allow(t, s, key, 1, l.Named("first"))
@@ -331,20 +330,12 @@ func testNameIsNotState(t *testing.T, h Harness) {
 		if d := allow(t, s, key, 1, l); d.Allowed {
 			t.Errorf("%v: a third request under a third name was allowed, want denied: names share one state", l)
 		}
-		scoped := l
-		scoped.Scope = "elsewhere"
-		if d := allow(t, s, key, 1, scoped); !d.Allowed {
-			t.Errorf("%v in scope %q: denied, want allowed: scopes count apart", l, scoped.Scope)
-		}
 	}
 }
 
+// testReset checks that Reset forgets exactly the limits it is given.
 func testReset(t *testing.T, h Harness) {
 	s, _ := h.one(t)
-	r, ok := s.(ratelimit.Resetter)
-	if !ok {
-		t.Skipf("%T does not implement ratelimit.Resetter", s)
-	}
 	key := uniqueKey(t, "k")
 	all := eachAlgorithm()
 	for i := range all {
@@ -354,7 +345,7 @@ func testReset(t *testing.T, h Harness) {
 	if d := allow(t, s, key, 1, all...); d.Allowed {
 		t.Fatalf("second request: allowed, want denied")
 	}
-	if err := r.Reset(context.Background(), key, all[:3]...); err != nil {
+	if err := s.Reset(context.Background(), key, limitsOf(t, all[:3]...)); err != nil {
 		t.Fatalf("Reset: %v", err)
 	}
 	d := allow(t, s, key, 1, all...)
@@ -363,51 +354,36 @@ func testReset(t *testing.T, h Harness) {
 			t.Errorf("after Reset of limits 0-2: Results[%d].Allowed = %v, want %v", i, res.Allowed, want)
 		}
 	}
-	if err := r.Reset(context.Background(), "", all...); !isInvalid(err) {
+	if err := s.Reset(context.Background(), "", limitsOf(t, all...)); !isInvalid(err) {
 		t.Errorf("Reset with an empty key: got %v, want ErrInvalid", err)
 	}
 }
 
-// testInvalidInput checks that bad input is refused with an error naming
-// what is wrong.
+// testInvalidInput checks that a request that can never pass is refused
+// with an error naming what is wrong, before the store counts anything.
 func testInvalidInput(t *testing.T, h Harness) {
 	s, _ := h.one(t)
-	ok := ratelimit.PerMinute(10)
+	minute := limitsOf(t, ratelimit.PerMinute(10))
+	bucket := limitsOf(t, ratelimit.PerMinute(10).Using(ratelimit.TokenBucket).WithBurst(3))
 	tests := []struct {
 		name   string
 		key    string
 		cost   int
-		limits []ratelimit.Limit
+		limits *ratelimit.Limits
 		want   string // in the error message
 	}{
-		{"empty key", "", 1, []ratelimit.Limit{ok}, "key is empty"},
-		{"long key", strings.Repeat("k", ratelimit.MaxKeyLength+1), 1, []ratelimit.Limit{ok}, "key is"},
-		{"zero cost", "k", 0, []ratelimit.Limit{ok}, "cost must be at least 1"},
-		{"negative cost", "k", -5, []ratelimit.Limit{ok}, "cost must be at least 1"},
-		{"cost above quota", "k", 11, []ratelimit.Limit{ok}, "exceeds the capacity 10"},
-		{"cost above burst", "k", 4, []ratelimit.Limit{ratelimit.PerMinute(10).Using(ratelimit.TokenBucket).WithBurst(3)}, "exceeds the capacity 3"},
-		{"no limits", "k", 1, nil, "no limits"},
-		{"zero quota", "k", 1, []ratelimit.Limit{ratelimit.PerMinute(0)}, "Quota must be at least 1"},
-		{"negative quota", "k", 1, []ratelimit.Limit{ratelimit.PerMinute(-1)}, "Quota must be at least 1"},
-		{"huge quota", "k", 1, []ratelimit.Limit{ratelimit.PerMinute(ratelimit.MaxQuota + 1)}, "Quota must be at most"},
-		{"zero window", "k", 1, []ratelimit.Limit{ratelimit.Per(1, 0)}, "Window must be at least 1ms"},
-		{"negative window", "k", 1, []ratelimit.Limit{ratelimit.Per(1, -time.Second)}, "Window must be at least 1ms"},
-		{"sub-ms window", "k", 1, []ratelimit.Limit{ratelimit.Per(1, 1500*time.Microsecond)}, "Window must be a whole number of milliseconds"},
-		{"precision above window", "k", 1, []ratelimit.Limit{ok.WithPrecision(2 * time.Minute)}, "Precision must not exceed Window"},
-		{"precision not dividing", "k", 1, []ratelimit.Limit{ok.WithPrecision(7 * time.Second)}, "Precision must divide Window"},
-		{"negative precision", "k", 1, []ratelimit.Limit{ok.WithPrecision(-time.Second)}, "Precision must be positive"},
-		{"too many slots", "k", 1, []ratelimit.Limit{ok.WithPrecision(time.Millisecond)}, "Precision makes 60000 slots"},
-		{"precision on a token bucket", "k", 1, []ratelimit.Limit{ok.Using(ratelimit.TokenBucket).WithPrecision(time.Second)}, "Precision is only used by sliding-window"},
-		{"negative burst", "k", 1, []ratelimit.Limit{ok.Using(ratelimit.TokenBucket).WithBurst(-1)}, "Burst must be at least 1"},
-		{"burst on a fixed window", "k", 1, []ratelimit.Limit{ok.Using(ratelimit.FixedWindow).WithBurst(5)}, "Burst is only used by token-bucket"},
-		{"huge sliding log", "k", 1, []ratelimit.Limit{ratelimit.PerMinute(ratelimit.MaxSlidingLogQuota + 1).Using(ratelimit.SlidingLog)}, "use sliding-window"},
-		{"unknown algorithm", "k", 1, []ratelimit.Limit{ok.Using(ratelimit.Algorithm(9))}, "Algorithm is unknown"},
-		{"limits sharing state", "k", 1, []ratelimit.Limit{ok, ratelimit.PerMinute(20)}, "would share one counter"},
-		{"second limit invalid", "k", 1, []ratelimit.Limit{ok, ratelimit.PerHour(0)}, "limits[1].Quota"},
+		{"empty key", "", 1, minute, "key is empty"},
+		{"long key", strings.Repeat("k", 1025), 1, minute, "key is 1025 bytes long"},
+		{"zero cost", "k", 0, minute, "cost must be at least 1"},
+		{"negative cost", "k", -5, minute, "cost must be at least 1"},
+		{"cost above quota", "k", 11, minute, "exceeds the capacity 10"},
+		{"cost above burst", "k", 4, bucket, "exceeds the capacity 3"},
+		{"nil limits", "k", 1, nil, "limits are nil"},
+		{"zero limits", "k", 1, &ratelimit.Limits{}, "limits are nil"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			d, err := s.Allow(context.Background(), tt.key, tt.cost, tt.limits...)
+			d, err := s.Allow(context.Background(), tt.key, tt.cost, tt.limits)
 			if !isInvalid(err) {
 				t.Fatalf("got (%+v, %v), want an error wrapping ErrInvalid", d, err)
 			}
@@ -415,5 +391,9 @@ func testInvalidInput(t *testing.T, h Harness) {
 				t.Errorf("got error %q, want it to mention %q", err, tt.want)
 			}
 		})
+	}
+	// Nothing was counted: the whole quota is still there.
+	if d := allow(t, s, "k", 10, ratelimit.PerMinute(10)); !d.Allowed {
+		t.Errorf("a request of the whole quota after the refusals: denied, want allowed")
 	}
 }

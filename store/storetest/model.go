@@ -51,7 +51,7 @@ func (m *Model) Allow(now int64, key string, cost int, limits ...ratelimit.Limit
 	d := ratelimit.Decision{Allowed: true, Results: make([]ratelimit.Result, len(limits))}
 	states := make([]modelState, len(limits))
 	for i, l := range limits {
-		state := l.WithDefaults()
+		state := withDefaults(l)
 		state.Name = ""
 		k := modelKey{key, state}
 		s, ok := m.states[k]

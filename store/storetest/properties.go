@@ -39,7 +39,7 @@ func randomLimits(rng *rand.Rand, windows []time.Duration) []ratelimit.Limit {
 			slots := []time.Duration{1, 2, 4, 5, 10}[rng.IntN(5)]
 			l.Precision = l.Window / slots
 		}
-		if ratelimit.CheckRequest("k", 1, append(limits, l)) == nil {
+		if _, err := ratelimit.NewLimits(append(limits, l)...); err == nil {
 			limits = append(limits, l)
 		}
 	}
@@ -51,9 +51,9 @@ func randomCost(rng *rand.Rand, limits []ratelimit.Limit) int {
 	if rng.IntN(3) > 0 {
 		return 1
 	}
-	most := limits[0].Capacity()
+	most := capacity(limits[0])
 	for _, l := range limits {
-		most = min(most, l.Capacity())
+		most = min(most, capacity(l))
 	}
 	return 1 + rng.IntN(most)
 }
@@ -71,7 +71,7 @@ func randomAdvance(rng *rand.Rand, limits []ratelimit.Limit) time.Duration {
 		return 0
 	case 6:
 		// Exactly a window, or a slot, to land on the edges.
-		l := limits[rng.IntN(len(limits))].WithDefaults()
+		l := withDefaults(limits[rng.IntN(len(limits))])
 		if l.Algorithm == ratelimit.SlidingWindow && rng.IntN(2) == 0 {
 			return l.Precision
 		}
@@ -192,7 +192,7 @@ func testSlidingWindowBound(t *testing.T, h Harness) {
 	}
 	const quota = 20
 	window, precision := time.Second, 100*time.Millisecond
-	counter := ratelimit.Per(quota, window).WithPrecision(precision)
+	counter := ratelimit.Limit{Quota: quota, Window: window, Precision: precision}
 	shorter := ratelimit.Per(quota, window-precision).Using(ratelimit.SlidingLog)
 	exact := ratelimit.Per(quota, window).Using(ratelimit.SlidingLog)
 

@@ -78,7 +78,7 @@ func Run(t *testing.T, h Harness) {
 // allow decides one request and fails t on an error or a broken invariant.
 func allow(t *testing.T, s ratelimit.Store, key string, cost int, limits ...ratelimit.Limit) ratelimit.Decision {
 	t.Helper()
-	d, err := s.Allow(context.Background(), key, cost, limits...)
+	d, err := s.Allow(context.Background(), key, cost, limitsOf(t, limits...))
 	if err != nil {
 		t.Fatalf("Allow(%q, %d, %v): %v", key, cost, limits, err)
 	}
@@ -86,6 +86,41 @@ func allow(t *testing.T, s ratelimit.Store, key string, cost int, limits ...rate
 		t.Fatalf("Allow(%q, %d, %v) = %+v: %s", key, cost, limits, d, msg)
 	}
 	return d
+}
+
+// limitsOf returns limits as a set, failing t if they are invalid.
+func limitsOf(t testing.TB, limits ...ratelimit.Limit) *ratelimit.Limits {
+	t.Helper()
+	set, err := ratelimit.NewLimits(limits...)
+	if err != nil {
+		t.Fatalf("NewLimits(%v): %v", limits, err)
+	}
+	return set
+}
+
+// capacity is the most units l holds: a token bucket's burst, else its
+// quota.
+func capacity(l ratelimit.Limit) int {
+	if l.Algorithm == ratelimit.TokenBucket && l.Burst != 0 {
+		return l.Burst
+	}
+	return l.Quota
+}
+
+// withDefaults fills in l's defaulted zero fields: a token bucket's Burst,
+// a sliding window's Precision.
+func withDefaults(l ratelimit.Limit) ratelimit.Limit {
+	switch l.Algorithm {
+	case ratelimit.TokenBucket:
+		if l.Burst == 0 {
+			l.Burst = l.Quota
+		}
+	case ratelimit.SlidingWindow:
+		if l.Precision == 0 {
+			l.Precision = l.Window / 10
+		}
+	}
+	return l
 }
 
 // CheckDecision reports what is wrong with a store's answer to a request
@@ -114,8 +149,8 @@ func brokenInvariant(d ratelimit.Decision, cost int, limits []ratelimit.Limit) s
 			return fmt.Sprintf("Results[%d].Limit = %v, want %v", i, r.Limit, l)
 		case r.Remaining < 0:
 			return fmt.Sprintf("Results[%d].Remaining = %d, want >= 0", i, r.Remaining)
-		case r.Remaining > l.Capacity():
-			return fmt.Sprintf("Results[%d].Remaining = %d, want <= capacity %d", i, r.Remaining, l.Capacity())
+		case r.Remaining > capacity(l):
+			return fmt.Sprintf("Results[%d].Remaining = %d, want <= capacity %d", i, r.Remaining, capacity(l))
 		case r.Allowed && r.RetryAfter != 0:
 			return fmt.Sprintf("Results[%d] allowed with RetryAfter %v, want 0", i, r.RetryAfter)
 		case !r.Allowed && r.RetryAfter <= 0:
@@ -124,8 +159,8 @@ func brokenInvariant(d ratelimit.Decision, cost int, limits []ratelimit.Limit) s
 			return fmt.Sprintf("Results[%d].ResetAfter = %v, want within [0, %v]", i, r.ResetAfter, maxReset(l))
 		case r.RetryAfter > r.ResetAfter:
 			return fmt.Sprintf("Results[%d].RetryAfter %v > ResetAfter %v", i, r.RetryAfter, r.ResetAfter)
-		case d.Allowed && r.Remaining > l.Capacity()-cost:
-			return fmt.Sprintf("Results[%d] took cost %d but Remaining %d > capacity-cost %d", i, cost, r.Remaining, l.Capacity()-cost)
+		case d.Allowed && r.Remaining > capacity(l)-cost:
+			return fmt.Sprintf("Results[%d] took cost %d but Remaining %d > capacity-cost %d", i, cost, r.Remaining, capacity(l)-cost)
 		}
 		all = all && r.Allowed
 	}
@@ -138,7 +173,7 @@ func brokenInvariant(d ratelimit.Decision, cost int, limits []ratelimit.Limit) s
 // maxReset is the longest a limit can take to replenish fully.
 func maxReset(l ratelimit.Limit) time.Duration {
 	if l.Algorithm == ratelimit.TokenBucket {
-		l = l.WithDefaults()
+		l = withDefaults(l)
 		return time.Duration(int64(l.Window) / int64(l.Quota) * int64(l.Burst+1))
 	}
 	return l.Window

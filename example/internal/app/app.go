@@ -5,6 +5,7 @@ package app
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"flag"
 	"fmt"
@@ -33,6 +34,9 @@ type Config struct {
 	Window         time.Duration
 	Burst          int
 	TrustedProxies []string
+	// KeySecret is the secret API keys are hashed with before they reach
+	// Redis; empty: a random one, so API-key limits are per server.
+	KeySecret string
 }
 
 // ParseFlags reads the command line of an example server; getenv reads
@@ -54,6 +58,7 @@ func ParseFlags(name string, args []string, getenv func(string) string) (Config,
 	fs.DurationVar(&c.Window, "window", 10*time.Second, "window of GET /")
 	fs.IntVar(&c.Burst, "burst", 0, "token bucket burst for GET / (0: the limit)")
 	fs.StringVar(&proxies, "trusted-proxies", "", "CIDRs of proxies whose X-Forwarded-For is believed, comma-separated")
+	fs.StringVar(&c.KeySecret, "key-secret", getenv("RATELIMIT_KEY_SECRET"), "secret, at least 16 bytes and the same on every server, that API keys are hashed with before they reach Redis (default $RATELIMIT_KEY_SECRET; empty: a random one, so API-key limits are per server)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage of %s:\n", name)
 		fs.PrintDefaults()
@@ -66,8 +71,8 @@ func ParseFlags(name string, args []string, getenv func(string) string) (Config,
 		return Config{}, fmt.Errorf("unexpected arguments: %q", fs.Args())
 	}
 	var err error
-	if c.Algorithm, err = ratelimit.ParseAlgorithm(algorithm); err != nil {
-		return Config{}, fmt.Errorf("-algorithm: %w", err)
+	if c.Algorithm, err = parseAlgorithm(algorithm); err != nil {
+		return Config{}, err
 	}
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
@@ -81,6 +86,16 @@ func ParseFlags(name string, args []string, getenv func(string) string) (Config,
 		c.TrustedProxies = strings.Split(proxies, ",")
 	}
 	return c, nil
+}
+
+// parseAlgorithm returns the algorithm named s.
+func parseAlgorithm(s string) (ratelimit.Algorithm, error) {
+	for _, a := range []ratelimit.Algorithm{ratelimit.FixedWindow, ratelimit.SlidingLog, ratelimit.SlidingWindow, ratelimit.TokenBucket} {
+		if a.String() == s {
+			return a, nil
+		}
+	}
+	return 0, fmt.Errorf("-algorithm: unknown algorithm %q (want fixed-window, sliding-log, sliding-window or token-bucket)", s)
 }
 
 // App holds the limiters and what they need.
@@ -102,7 +117,7 @@ var (
 	LoginLimit = ratelimit.PerMinute(5).Using(ratelimit.SlidingLog).Named("login")
 	APILimits  = []ratelimit.Limit{
 		ratelimit.PerSecond(10).Using(ratelimit.TokenBucket).Named("api-second"),
-		ratelimit.PerHour(1000).Named("api-hour"),
+		ratelimit.Per(1000, time.Hour).Named("api-hour"),
 	}
 )
 
@@ -120,8 +135,7 @@ func New(c Config) (*App, error) {
 		return nil, fmt.Errorf("-trusted-proxies: %w", err)
 	}
 	home := ratelimit.Per(c.Limit, c.Window).Using(c.Algorithm).WithBurst(c.Burst).Named("home")
-	if a.IP, err = ratelimit.New(s,
-		ratelimit.WithNamespace("ip"),
+	if a.IP, err = ratelimit.New(s, "ip",
 		ratelimit.WithKey(key),
 		ratelimit.WithLimits(home),
 		ratelimit.WithRoutes(map[string][]ratelimit.Limit{"POST /login": {LoginLimit}}),
@@ -129,9 +143,18 @@ func New(c Config) (*App, error) {
 		a.Close()
 		return nil, fmt.Errorf("GET / (-algorithm, -limit, -window, -burst): %w", err)
 	}
-	if a.API, err = ratelimit.New(s,
-		ratelimit.WithNamespace("api"),
-		ratelimit.WithKey(ratelimit.Header("X-API-Key")),
+	secret := []byte(c.KeySecret)
+	if len(secret) == 0 {
+		secret = make([]byte, 32)
+		rand.Read(secret)
+	}
+	apiKey, err := ratelimit.Header("X-API-Key", secret)
+	if err != nil {
+		a.Close()
+		return nil, fmt.Errorf("-key-secret: %w", err)
+	}
+	if a.API, err = ratelimit.New(s, "api",
+		ratelimit.WithKey(apiKey),
 		ratelimit.WithLimits(APILimits...),
 	); err != nil {
 		a.Close()
@@ -139,6 +162,10 @@ func New(c Config) (*App, error) {
 	}
 	return a, nil
 }
+
+// fallbackBudget is how long a decision waits for Redis before it is made
+// in process.
+const fallbackBudget = 50 * time.Millisecond
 
 // startupTimeout bounds the startup check of a configured Redis.
 const startupTimeout = 5 * time.Second
@@ -154,7 +181,7 @@ func (a *App) store(r Redis) (ratelimit.Store, error) {
 		return nil, err
 	}
 	a.closers = append(a.closers, conn.client.Close)
-	redisStore, err := store.NewRedis(conn.client, store.WithPrefix("example:"))
+	redisStore, err := store.NewRedis(conn.client, store.RedisOptions{Prefix: "example:"})
 	if err != nil {
 		return nil, err
 	}
@@ -169,7 +196,7 @@ func (a *App) store(r Redis) (ratelimit.Store, error) {
 	}
 	a.redisDesc = conn.describe(ctx)
 	// A real Redis can fail: decide in process meanwhile.
-	f, err := store.NewFallback(redisStore)
+	f, err := store.NewFallback(redisStore, store.FallbackOptions{Budget: fallbackBudget})
 	if err != nil {
 		return nil, err
 	}
@@ -189,7 +216,7 @@ func (a *App) embed() (ratelimit.Store, error) {
 	client := redis.NewClient(&redis.Options{Addr: m.Addr()})
 	a.closers = append(a.closers, client.Close)
 	a.redisDesc = "embedded Redis (miniredis) at " + m.Addr() + "; give -redis redis://host:port/db to share limits between servers"
-	return store.NewRedis(client, store.WithPrefix("example:"))
+	return store.NewRedis(client, store.RedisOptions{Prefix: "example:"})
 }
 
 // clockStep is how often the embedded Redis's TTLs catch up with the wall
@@ -247,12 +274,15 @@ func (a *App) Describe(w io.Writer) {
 	c := a.Config
 	fmt.Fprintf(w, "redis: %s\n", a.redisDesc)
 	if a.mini == nil {
-		fmt.Fprintf(w, "fallback: while Redis is down or slower than %v, decisions are made in process; it is pinged every %v\n", store.DefaultBudget, store.DefaultProbeInterval)
+		fmt.Fprintf(w, "fallback: while Redis is down or slower than %v, decisions are made in process\n", fallbackBudget)
 	}
 	if len(c.TrustedProxies) == 0 {
 		fmt.Fprintln(w, "client IP: the connection's peer (no -trusted-proxies)")
 	} else {
 		fmt.Fprintf(w, "client IP: X-Forwarded-For of trusted proxies %s\n", strings.Join(c.TrustedProxies, ","))
+	}
+	if c.KeySecret == "" {
+		fmt.Fprintln(w, "API keys: hashed with a random secret, so their limits are this server's own; give every server the same -key-secret to share them")
 	}
 	fmt.Fprintln(w, "routes:")
 	fmt.Fprintf(w, "  GET /        per client IP: %v\n", ratelimit.Per(c.Limit, c.Window).Using(c.Algorithm).WithBurst(c.Burst).Named("home"))

@@ -191,3 +191,32 @@ func TestParseFlagsRedis(t *testing.T) {
 		})
 	}
 }
+
+// TestParseFlagsKeySecret: -key-secret wins over $RATELIMIT_KEY_SECRET,
+// which stands in for it; neither leaves it empty.
+func TestParseFlagsKeySecret(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		args []string
+		env  string
+		want string
+	}{
+		{"neither", nil, "", ""},
+		{"$RATELIMIT_KEY_SECRET", nil, "from-the-environment", "from-the-environment"},
+		{"-key-secret", []string{"-key-secret", "from-the-flag"}, "", "from-the-flag"},
+		{"-key-secret wins", []string{"-key-secret", "from-the-flag"}, "from-the-environment", "from-the-flag"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			getenv := func(k string) string {
+				if k == "RATELIMIT_KEY_SECRET" {
+					return tt.env
+				}
+				return ""
+			}
+			c, err := ParseFlags("test", tt.args, getenv)
+			if err != nil || c.KeySecret != tt.want {
+				t.Fatalf("got %q, %v; want %q", c.KeySecret, err, tt.want)
+			}
+		})
+	}
+}

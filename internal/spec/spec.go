@@ -1,0 +1,157 @@
+// Package spec turns a valid limit into what the stores of this module
+// need of it, in integers, once: when the root package builds a
+// ratelimit.Limits. Stores reach it with [Of].
+package spec
+
+import (
+	"strconv"
+	"sync/atomic"
+	"time"
+)
+
+// Algorithm codes, as ratelimit.Algorithm numbers them.
+const (
+	SlidingWindow uint8 = iota
+	FixedWindow
+	SlidingLog
+	TokenBucket
+)
+
+// MaxQuota is the largest count a script keeps exact: Lua numbers are
+// doubles, exact up to 2^53.
+const MaxQuota = 1<<53 - 1
+
+// Limit is one valid limit in integers. Times are microseconds.
+type Limit struct {
+	Algorithm uint8
+	Quota     int64
+	Window    int64 // µs
+	WindowMS  int64
+	Capacity  int64 // the most one request may cost: Burst or Quota
+
+	Width, Slots int64 // sliding window: slot width, slots per window
+
+	Unit, Rate, Units int64 // token bucket fixed point; see TokenUnits
+
+	// Suffix ends the key of the limit's state: ":" + code + window in
+	// ms, then "/" + what else the state's layout depends on. Two limits
+	// of one set never have the same suffix.
+	Suffix string
+	// Args are the limit's four ARGV entries for decide.lua.
+	Args [4]any
+}
+
+// Compile returns the integers of a valid limit whose Burst and
+// Precision are filled in.
+func Compile(algorithm uint8, quota int, window, precision time.Duration, burst int) Limit {
+	c := Limit{
+		Algorithm: algorithm,
+		Quota:     int64(quota),
+		Window:    int64(window / time.Microsecond),
+		WindowMS:  int64(window / time.Millisecond),
+		Capacity:  int64(quota),
+	}
+	switch algorithm {
+	case FixedWindow:
+		c.encode("f", "", c.Quota, c.WindowMS, 0)
+	case SlidingLog:
+		c.encode("l", "", c.Quota, c.Window, c.WindowMS)
+	case TokenBucket:
+		c.Capacity = int64(burst)
+		c.Unit, c.Rate, c.Units, _ = TokenUnits(c.Window, c.Quota, c.Capacity)
+		c.encode("t", strconv.FormatInt(c.Quota, 10), c.Units, c.Unit, c.Rate)
+	default:
+		c.Width = int64(precision / time.Microsecond)
+		c.Slots = c.Window / c.Width
+		c.encode("s", strconv.FormatInt(c.Slots, 10), c.Quota, c.Width, c.Slots)
+	}
+	return c
+}
+
+func (c *Limit) encode(code, extra string, a, b, d int64) {
+	c.Suffix = ":" + code + strconv.FormatInt(c.WindowMS, 10)
+	if extra != "" {
+		c.Suffix += "/" + extra
+	}
+	c.Args = [4]any{code, strconv.FormatInt(a, 10), strconv.FormatInt(b, 10), strconv.FormatInt(d, 10)}
+}
+
+// TokenUnits returns the fixed-point scale of a token bucket refilling
+// quota tokens per window µs and holding burst, so that refilling is exact
+// integer arithmetic: a token is unit units, the bucket gains rate units
+// per µs, and a full bucket holds units. ok is false when units would not
+// stay exact in a script (above MaxQuota).
+func TokenUnits(window, quota, burst int64) (unit, rate, units int64, ok bool) {
+	g := gcd(window, quota)
+	unit, rate = window/g, quota/g
+	if burst != 0 && unit > MaxQuota/burst {
+		return unit, rate, 0, false
+	}
+	return unit, rate, unit * burst, true
+}
+
+func gcd(a, b int64) int64 {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	if a == 0 {
+		return 1
+	}
+	return a
+}
+
+// Set is the limits of one ratelimit.Limits, in their order.
+type Set struct {
+	Limits      []Limit
+	MinCapacity int64 // the smallest Capacity: the most a request may cost
+
+	share atomic.Pointer[shared]
+}
+
+// NewSet returns the set of limits.
+func NewSet(limits []Limit) *Set {
+	s := &Set{Limits: limits, MinCapacity: limits[0].Capacity}
+	for _, l := range limits[1:] {
+		s.MinCapacity = min(s.MinCapacity, l.Capacity)
+	}
+	return s
+}
+
+type shared struct {
+	n   int
+	set *Set
+}
+
+// Share returns an n-th of s, for one of n instances deciding alone:
+// each quota and burst divided by n, rounded up. A token bucket whose
+// share would not stay exact keeps its whole size. The share is worked out
+// once and kept with s (for the last n asked).
+func (s *Set) Share(n int) *Set {
+	if n == 1 {
+		return s
+	}
+	if p := s.share.Load(); p != nil && p.n == n {
+		return p.set
+	}
+	limits := make([]Limit, len(s.Limits))
+	for i, l := range s.Limits {
+		quota := (l.Quota + int64(n) - 1) / int64(n)
+		window, precision := time.Duration(l.Window)*time.Microsecond, time.Duration(l.Width)*time.Microsecond
+		burst := int64(0)
+		if l.Algorithm == TokenBucket {
+			burst = (l.Capacity + int64(n) - 1) / int64(n)
+			if _, _, _, ok := TokenUnits(l.Window, quota, burst); !ok {
+				limits[i] = l
+				continue
+			}
+		}
+		limits[i] = Compile(l.Algorithm, int(quota), window, precision, int(burst))
+	}
+	set := NewSet(limits)
+	s.share.Store(&shared{n, set})
+	return set
+}
+
+// Of returns the Set of a *ratelimit.Limits, or nil for a nil or zero one.
+// The root package sets it when it is initialized.
+var Of func(limits any) *Set

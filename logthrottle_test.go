@@ -1,0 +1,36 @@
+package ratelimit_test
+
+import (
+	"bytes"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/internal/httpcases"
+)
+
+// TestLogsAreThrottled: a Limiter logs at most one line a second of each
+// kind, however many requests fail.
+func TestLogsAreThrottled(t *testing.T) {
+	var logs bytes.Buffer
+	l := newLimiter(t, failing{errors.New("down")}, "test", ratelimit.WithLimits(ratelimit.PerMinute(1)),
+		ratelimit.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	h := l.Handler(http.HandlerFunc(httpcases.OK))
+	for range 100 {
+		serve(h, "GET", "/")
+	}
+	for range 100 {
+		serve(h, "GET", "/", func(r *http.Request) { r.RemoteAddr = "@" }) // no key
+	}
+	for _, msg := range []string{"store failed", "request not decided"} {
+		if n := strings.Count(logs.String(), msg); n < 1 || n > 2 {
+			t.Errorf("100 failures within a second logged %d lines %q, want 1 (2 if a second turned)", n, msg)
+		}
+	}
+	if st := l.Stats(); st.StoreErrors != 100 || st.BadRequests != 100 {
+		t.Errorf("got %+v, want 100 store errors and 100 bad requests: the lines held back are still counted", st)
+	}
+}

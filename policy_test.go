@@ -1,0 +1,73 @@
+package ratelimit
+
+import (
+	"slices"
+	"testing"
+	"time"
+)
+
+// TestPolicyHeaders: the names and values a policy's headers carry,
+// worked out once when it is built.
+func TestPolicyHeaders(t *testing.T) {
+	tests := []struct {
+		name     string
+		limits   []Limit
+		policy   string
+		capacity []string
+	}{
+		{
+			name:     "named",
+			limits:   []Limit{PerMinute(100).Named("api")},
+			policy:   `"api";q=100;w=60`,
+			capacity: []string{"100"},
+		},
+		{
+			name:     "unnamed: quota and window",
+			limits:   []Limit{Per(10, 90*time.Minute), PerSecond(3)},
+			policy:   `"10-per-1h30m";q=10;w=5400, "3-per-1s";q=3;w=1`,
+			capacity: []string{"10", "3"},
+		},
+		{
+			name:     "same quota and window: the algorithm tells them apart",
+			limits:   []Limit{PerMinute(5).Using(FixedWindow), PerMinute(5).Using(SlidingLog)},
+			policy:   `"5-per-1m-fixed-window";q=5;w=60, "5-per-1m-sliding-log";q=5;w=60`,
+			capacity: []string{"5", "5"},
+		},
+		{
+			name:     "a name taken by another limit",
+			limits:   []Limit{PerSecond(10).Using(FixedWindow).Named("10-per-1s"), PerSecond(10)},
+			policy:   `"10-per-1s";q=10;w=1, "10-per-1s-2";q=10;w=1`,
+			capacity: []string{"10", "10"},
+		},
+		{
+			name:     "token bucket: the burst and the time to refill it",
+			limits:   []Limit{Per(3, 1500*time.Millisecond).Using(TokenBucket).WithBurst(6), PerMinute(2).Using(TokenBucket)},
+			policy:   `"3-per-1.5s";q=6;w=3, "2-per-1m";q=2;w=60`,
+			capacity: []string{"6", "2"},
+		},
+		{
+			name:     "sub-second window: rounded up",
+			limits:   []Limit{Per(1, 1500*time.Millisecond).Using(FixedWindow).Named(`say "hi"\`)},
+			policy:   `"say \"hi\"\\";q=1;w=2`,
+			capacity: []string{"1"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, problem := newPolicy("api", "", tt.limits)
+			if problem != "" {
+				t.Fatal(problem)
+			}
+			if got := p.header; len(got) != 1 || got[0] != tt.policy {
+				t.Errorf("RateLimit-Policy: got %q, want %q", got, tt.policy)
+			}
+			var capacity []string
+			for _, c := range p.capacity {
+				capacity = append(capacity, c...)
+			}
+			if !slices.Equal(capacity, tt.capacity) {
+				t.Errorf("X-RateLimit-Limit: got %q, want %q", capacity, tt.capacity)
+			}
+		})
+	}
+}

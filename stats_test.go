@@ -1,0 +1,82 @@
+package ratelimit_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/internal/httpcases"
+)
+
+// outcomeStore decides by the client key it is given: "allow", "deny",
+// "fallback" (allowed in process), "fail", or the context's error.
+type outcomeStore struct{}
+
+func (outcomeStore) Allow(ctx context.Context, key string, _ int, limits *ratelimit.Limits) (ratelimit.Decision, error) {
+	if err := ctx.Err(); err != nil {
+		return ratelimit.Decision{}, err
+	}
+	r := ratelimit.Result{Limit: limits.At(0), Allowed: true}
+	d := ratelimit.Decision{Allowed: true}
+	switch key[strings.LastIndexByte(key, '|')+1:] {
+	case "deny":
+		r.Allowed, d.Allowed, r.RetryAfter = false, false, 1
+	case "fallback":
+		d.Fallback = true
+	case "fail":
+		return ratelimit.Decision{}, errors.New("connection reset")
+	}
+	d.Results = []ratelimit.Result{r}
+	return d, nil
+}
+
+func (outcomeStore) Reset(context.Context, string, *ratelimit.Limits) error { return nil }
+
+// TestStatsCountOutcomes: every request is counted once by outcome, a
+// fallback decision also as allowed or denied; a request whose client left
+// counts as canceled and is not logged.
+func TestStatsCountOutcomes(t *testing.T) {
+	var logs bytes.Buffer
+	outcome := func(r *http.Request) (string, error) {
+		if v := r.Header.Get("X-Outcome"); v != "" {
+			return v, nil
+		}
+		return "", ratelimit.ErrNoKey
+	}
+	l := newLimiter(t, outcomeStore{}, "test", ratelimit.WithKey(outcome), ratelimit.WithLimits(ratelimit.PerMinute(10)),
+		ratelimit.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	h := l.Handler(http.HandlerFunc(httpcases.OK))
+	steps := []struct {
+		outcome string
+		status  int
+	}{
+		{"allow", 200}, {"allow", 200}, {"deny", 429}, {"fallback", 200}, {"fail", 200}, {"", 400},
+	}
+	for _, st := range steps {
+		if w := serve(h, "GET", "/", withHeader("X-Outcome", st.outcome)); w.Code != st.status {
+			t.Errorf("%q: got %d, want %d", st.outcome, w.Code, st.status)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	r := httptest.NewRequestWithContext(ctx, "GET", "/", nil)
+	r.Header.Set("X-Outcome", "allow")
+	w := httptest.NewRecorder()
+	if h.ServeHTTP(w, r); w.Code != 200 {
+		t.Errorf("canceled: got %d, want 200 (fail open)", w.Code)
+	}
+
+	want := ratelimit.Stats{Allowed: 3, Denied: 1, StoreErrors: 1, Canceled: 1, BadRequests: 1, Fallback: 1}
+	if got := l.Stats(); got != want {
+		t.Errorf("got %+v, want %+v", got, want)
+	}
+	if n := strings.Count(logs.String(), "\n"); n != 2 || !strings.Contains(logs.String(), "store failed") || !strings.Contains(logs.String(), "request not decided") {
+		t.Errorf("got %d log lines %q, want one for the store failure and one for the missing key", n, logs.String())
+	}
+}

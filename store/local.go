@@ -1,0 +1,116 @@
+package store
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/internal/spec"
+)
+
+// How a Fallback decides while Redis is down: in process, each limit
+// divided among the instances, starting from what Redis last said, and
+// recording for Redis what it admits and resets.
+
+// allowLocally decides in process, with the limits divided among the
+// instances, while Redis is down; or, with waiting set, while some
+// backlogs still wait for Redis, if key's does. Otherwise it decides
+// nothing (decided false): Redis is to decide. A key's first decision in
+// an outage starts from what Redis last said of it; what it admits is
+// recorded for Redis.
+func (f *Fallback) allowLocally(ctx context.Context, key string, cost int, limits *ratelimit.Limits, set *spec.Set, waiting bool) (d ratelimit.Decision, err error, decided bool) {
+	sh := f.backlog.shard(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	var p *pendingKey
+	if waiting {
+		if p = sh.keys[key]; p == nil || f.down.Load() {
+			return d, nil, false
+		}
+	} else {
+		if !f.down.Load() {
+			return d, nil, false
+		}
+		p, _ = sh.get(&f.backlog, key) // nil when the backlog is full
+	}
+	f.nLocal.Add(1)
+	local := set.Share(f.instances)
+	if int64(cost) > local.MinCapacity {
+		return tooCostly(cost, limits, local), nil, true
+	}
+	now := f.clock.now()
+	var ebuf [4]*pendingLimit
+	entries := ebuf[:0]
+	if p != nil {
+		for i := range set.Limits {
+			e := p.of(&set.Limits[i])
+			if e == nil {
+				continue // too many limit states for one key
+			}
+			if !e.seeded {
+				f.seed(key, &set.Limits[i], &local.Limits[i], now)
+				e.seeded = true
+			}
+			entries = append(entries, e)
+		}
+	}
+	d = f.local.decide(key, cost, limits, local)
+	if d.Allowed {
+		for _, e := range entries {
+			e.spend(int64(cost), now)
+		}
+	}
+	d.Fallback = true
+	return d, nil, true
+}
+
+// seed starts key's state under c in process, counted under its share
+// local, from what Redis last said of it: of the units Redis had left,
+// this instance may spend its share. When Redis said nothing of it since
+// the last outage, the state in process, which has counted everything
+// since, stays as it is.
+func (f *Fallback) seed(key string, c, local *compiled, now int64) {
+	remaining, ok := f.seen.get(key, c, now)
+	if !ok {
+		return
+	}
+	one := spec.NewSet([]spec.Limit{*local})
+	f.local.reset(key, one)
+	n, capacity := int64(f.instances), local.Capacity
+	if spent := capacity - min(capacity, (remaining+n-1)/n); spent > 0 {
+		f.local.take(key, spent, &one.Limits[0])
+	}
+}
+
+// resetLocally resets key in process and records the reset for Redis.
+// The shard is locked.
+func (f *Fallback) resetLocally(sh *backlogShard, key string, set, local *spec.Set) error {
+	p, _ := sh.get(&f.backlog, key)
+	if p == nil {
+		return fmt.Errorf("ratelimit: fallback: Redis is down and the backlogs of %d keys wait for it; this reset cannot be kept (see store.FallbackOptions.MaxBacklog)", f.backlog.max)
+	}
+	for i := range set.Limits {
+		if p.of(&set.Limits[i]) == nil {
+			return fmt.Errorf("ratelimit: fallback: Redis is down and key's backlog holds %d limits already; this reset cannot be kept", maxPendingLimits)
+		}
+	}
+	for i := range set.Limits {
+		e := p.of(&set.Limits[i])
+		e.reset, e.seeded, e.spent = true, true, nil
+	}
+	f.local.reset(key, local)
+	return nil
+}
+
+// tooCostly denies a request that no instance's share can hold.
+func tooCostly(cost int, limits *ratelimit.Limits, local *spec.Set) ratelimit.Decision {
+	d := ratelimit.Decision{Fallback: true, Results: results(limits)}
+	for i := range d.Results {
+		r := &d.Results[i]
+		r.Allowed = int64(cost) <= local.Limits[i].Capacity
+		if !r.Allowed {
+			r.ResetAfter, r.RetryAfter = r.Limit.Window, r.Limit.Window
+		}
+	}
+	return d
+}
