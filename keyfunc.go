@@ -14,7 +14,8 @@ import (
 )
 
 // A KeyFunc names who a request is counted against: a client address, an
-// API key, a user, a route. It returns an error wrapping [ErrNoKey] when
+// API key, a user, a route. It is called for every request, concurrently,
+// so it must be safe for concurrent use (the built-in ones are). It returns an error wrapping [ErrNoKey] when
 // the request carries no key; the limiter then hands the request to its
 // error handler, never to a shared bucket.
 //

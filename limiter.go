@@ -13,7 +13,9 @@ import (
 // it: 429 when denied, the error handler's answer when it cannot decide.
 //
 // Use [Limiter.Handler] with net/http; the Gin and Echo adapters call
-// [Limiter.Allow]. A Limiter is safe for concurrent use.
+// [Limiter.Allow]. Build one with [New]: the zero Limiter is not usable. A
+// Limiter is safe for concurrent use; its configuration never changes
+// after New.
 type Limiter struct {
 	store     Store
 	namespace string

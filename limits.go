@@ -11,7 +11,8 @@ import (
 // with [NewLimits] and reuse it. A Limiter builds its own from
 // [WithLimits] and [WithRoutes].
 //
-// Limits is immutable and safe for concurrent use.
+// Limits is immutable and safe for concurrent use. The zero Limits holds
+// no limits, and stores refuse it.
 type Limits struct {
 	limits []Limit
 	spec   *spec.Set

@@ -7,7 +7,8 @@ import (
 )
 
 // An Option configures a [Limiter]; see [New]. Options are checked when
-// the Limiter is built, and a bad one is reported there, by name.
+// the Limiter is built, and a bad one is reported there, by name. A nil
+// Option is refused.
 type Option func(*Limiter) error
 
 // WithLimits sets the limits every request must pass, all at once (for

@@ -2,7 +2,8 @@ package ratelimit
 
 import "time"
 
-// Result is one limit's answer to one request.
+// Result is one limit's answer to one request: a plain value. The zero
+// Result is a denial by the zero Limit and means nothing.
 type Result struct {
 	// Limit is the limit this result is for.
 	Limit Limit
@@ -28,7 +29,8 @@ type Result struct {
 
 // Decision is a store's answer to one request checked against one or more
 // limits, all or nothing: when Allowed, the cost was taken from every
-// limit; when not, from none.
+// limit; when not, from none. It is a plain value; the zero Decision
+// allowed nothing and holds no results.
 type Decision struct {
 	// Allowed reports whether every limit admitted the request.
 	Allowed bool

@@ -4,7 +4,7 @@ import "sync/atomic"
 
 // Stats counts a Limiter's decisions by outcome since it was built. Read it
 // with [Limiter.Stats] and export it as you like, for example as Prometheus
-// counters through CounterFunc.
+// counters through CounterFunc. It is a snapshot: a plain value.
 type Stats struct {
 	Allowed     uint64 // requests the limits let through
 	Denied      uint64 // requests denied; in dry-run mode, those that would have been
@@ -18,7 +18,8 @@ type counters struct {
 	allowed, denied, storeErrors, canceled, badRequests, fallback atomic.Uint64
 }
 
-// Stats returns the counts so far.
+// Stats returns the counts so far. It is safe to call while requests are
+// decided; each count is read atomically, not all of them at once.
 func (l *Limiter) Stats() Stats {
 	c := &l.counts
 	return Stats{

@@ -41,7 +41,8 @@ const (
 // Errors about the request are returned, not hidden: invalid input, a
 // canceled request, a key holding a foreign value.
 //
-// Fallback is safe for concurrent use. Close stops its goroutines.
+// Build it with [NewFallback]; the zero Fallback is not usable. Fallback
+// is safe for concurrent use. Close stops its goroutines.
 type Fallback struct {
 	redis     *Redis
 	local     *Memory

@@ -33,7 +33,8 @@ const defaultMaxKeys = 100_000
 // Window/Precision slots.
 //
 // Keys are spread over shards with a lock each, so it scales across cores.
-// Memory is safe for concurrent use.
+// Build it with [NewMemory]; the zero Memory is not usable. Memory is
+// safe for concurrent use.
 type Memory struct {
 	shards   []memoryShard
 	perShard int

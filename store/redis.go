@@ -40,7 +40,8 @@ type RedisClient interface {
 // a TTL that ends when the state is no longer needed. Redis 5.0 or later
 // is needed (the tests run on 7.0).
 //
-// Redis is safe for concurrent use.
+// Build it with [NewRedis]; the zero Redis is not usable. Redis is safe
+// for concurrent use.
 type Redis struct {
 	client RedisClient
 	prefix string
