@@ -124,7 +124,7 @@ func (k *ipKeyer) isTrusted(a netip.Addr) bool {
 func (k *ipKeyer) key(r *http.Request) (string, error) {
 	client, ok := parseAddr(r.RemoteAddr)
 	if !ok {
-		return "", fmt.Errorf("%w: RemoteAddr %q is not an IP address", ErrNoKey, r.RemoteAddr)
+		return "", fmt.Errorf("%w: RemoteAddr is not an IP address", ErrNoKey)
 	}
 	if len(k.trusted) > 0 && k.isTrusted(client) {
 		var err error
@@ -159,7 +159,7 @@ func (k *ipKeyer) forwarded(r *http.Request, peer netip.Addr) (netip.Addr, error
 		v := lines[len(lines)-1] // a proxy that adds rather than sets puts its own last
 		a, ok := parseAddr(v)
 		if !ok {
-			return netip.Addr{}, fmt.Errorf("%w: %s %q is not an IP address", ErrNoKey, k.header, v)
+			return netip.Addr{}, fmt.Errorf("%w: %s is not an IP address", ErrNoKey, k.header)
 		}
 		return a, nil
 	}
@@ -177,7 +177,7 @@ func (k *ipKeyer) forwarded(r *http.Request, peer netip.Addr) (netip.Addr, error
 	for i := len(hops) - 1; i >= 0; i-- {
 		a, ok := parseAddr(hops[i])
 		if !ok {
-			return netip.Addr{}, fmt.Errorf("%w: %s entry %q is not an IP address", ErrNoKey, k.header, strings.TrimSpace(hops[i]))
+			return netip.Addr{}, fmt.Errorf("%w: %s entry %d of %d, counted from the right, is not an IP address", ErrNoKey, k.header, len(hops)-i, len(hops))
 		}
 		client = a
 		if !k.isTrusted(a) {

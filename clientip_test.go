@@ -1,8 +1,10 @@
 package ratelimit_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -11,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/store"
 )
 
 type ipCase struct {
@@ -318,4 +321,47 @@ func validIPKey(k string) bool {
 	}
 	p, err := netip.ParsePrefix(rest)
 	return err == nil && p.Bits() == 64 && p.Addr().Is6() && !p.Addr().Is4In6() && p == p.Masked()
+}
+
+// TestMalformedAddressesStayOutOfLogs: a request whose forwarding header
+// or peer is not an address is logged at WARN, and the log names the
+// header without quoting what the client sent.
+func TestMalformedAddressesStayOutOfLogs(t *testing.T) {
+	key, err := ratelimit.ClientIP("10.0.0.0/8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, remote, forwarded, secret string
+	}{
+		{"forwarded entry", "10.0.0.1:1234", "192.0.2.1, evil-4f2a9c", "evil-4f2a9c"},
+		{"peer", "peer-4f2a9c", "", "peer-4f2a9c"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var logs bytes.Buffer
+			s, err := store.NewMemory(store.MemoryOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			l, err := ratelimit.New(s, "logs", ratelimit.WithKey(key), ratelimit.WithLimits(ratelimit.PerMinute(5)),
+				ratelimit.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := httptest.NewRequest("GET", "/", nil)
+			r.RemoteAddr = tt.remote
+			if tt.forwarded != "" {
+				r.Header.Set("X-Forwarded-For", tt.forwarded)
+			}
+			w := httptest.NewRecorder()
+			l.Handler(http.NotFoundHandler()).ServeHTTP(w, r)
+			if w.Code != http.StatusBadRequest {
+				t.Errorf("got status %d, want 400", w.Code)
+			}
+			if line := logs.String(); !strings.Contains(line, "level=WARN") || strings.Contains(line, tt.secret) {
+				t.Errorf("log %q: want a WARN line without %q", line, tt.secret)
+			}
+		})
+	}
 }

@@ -15,9 +15,11 @@ import (
 
 // A KeyFunc names who a request is counted against: a client address, an
 // API key, a user, a route. It is called for every request, concurrently,
-// so it must be safe for concurrent use (the built-in ones are). It returns an error wrapping [ErrNoKey] when
-// the request carries no key; the limiter then hands the request to its
-// error handler, never to a shared bucket.
+// so it must be safe for concurrent use (the built-in ones are). It
+// returns an error wrapping [ErrNoKey] when the request carries no key;
+// the limiter then hands the request to its error handler, never to a
+// shared bucket, and logs the error at WARN: it says what is missing or
+// malformed without quoting the request's values.
 //
 // The built-in KeyFuncs tag their keys ("ip:", "header:", "user:",
 // "route:"), so keys of different kinds never collide, and [Join] combines
