@@ -18,8 +18,9 @@ func Deny(w http.ResponseWriter, r *http.Request, d Decision) {
 // FailOpen is the default error handler (see [WithErrorHandler]): when the
 // store fails, the request is served, unlimited (the failure is logged),
 // so that a Redis outage does not become an outage of the service. A
-// request with no key or an invalid cost gets 400 Bad Request: serving it
-// would let clients escape the limit by leaving the key out.
+// request with no key, an invalid cost, or invalid limits from
+// [WithLimitsFunc] gets 400 Bad Request: serving it would let clients
+// escape the limit by leaving the key out.
 func FailOpen(w http.ResponseWriter, r *http.Request, err error) bool {
 	if isRequestError(err) {
 		writeStatus(w, r, http.StatusBadRequest, "the request cannot be rate limited")

@@ -31,8 +31,11 @@ type Limiter struct {
 
 	all    *policy // the limits of WithLimits; nil without
 	routes *routes // of WithRoutes; nil without
-	logs   logThrottle
-	counts counters
+
+	limitsFunc func(*http.Request) []Limit // of WithLimitsFunc; nil without
+	sets       setMemo                     // the sets limitsFunc returned
+	logs       logThrottle
+	counts     counters
 }
 
 // New returns a Limiter that keeps its counters in store under namespace.
@@ -44,7 +47,8 @@ type Limiter struct {
 // service share one limit. Give each Limiter of a service its own, for
 // example "api" and "login": 1 to 64 letters, digits, '.', '_' or '-'.
 //
-// A Limiter needs limits ([WithLimits], [WithRoutes] or both); the other
+// A Limiter needs limits ([WithLimits], [WithRoutes], [WithLimitsFunc], or
+// several); the other
 // options have defaults: requests are keyed by the address of the
 // connection's peer (the zero [IPKey]), cost 1, are denied by [Deny], fail
 // open ([FailOpen]) when the store fails, and get both kinds of headers.
@@ -73,8 +77,8 @@ func New(store Store, namespace string, opts ...Option) (*Limiter, error) {
 			return nil, err
 		}
 	}
-	if l.all == nil && l.routes == nil {
-		return nil, fmt.Errorf("%w: New: no limits; use WithLimits, WithRoutes or both", ErrInvalid)
+	if l.all == nil && l.routes == nil && l.limitsFunc == nil {
+		return nil, fmt.Errorf("%w: New: no limits; use WithLimits, WithRoutes, WithLimitsFunc, or several", ErrInvalid)
 	}
 	return l, nil
 }

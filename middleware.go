@@ -26,7 +26,10 @@ func (l *Limiter) Allow(w http.ResponseWriter, r *http.Request) bool {
 	if l.skip != nil && l.skip(r) {
 		return true
 	}
-	p := l.policyFor(r)
+	p, err := l.policyFor(r)
+	if err != nil {
+		return l.fail(w, r, err)
+	}
 	if p == nil {
 		return true
 	}
@@ -63,9 +66,9 @@ func (l *Limiter) Allow(w http.ResponseWriter, r *http.Request) bool {
 // Reset forgets the counters of r's key under the limits that apply to r,
 // for example after a successful login.
 func (l *Limiter) Reset(r *http.Request) error {
-	p := l.policyFor(r)
-	if p == nil {
-		return nil
+	p, err := l.policyFor(r)
+	if p == nil || err != nil {
+		return err
 	}
 	key, err := l.key(r)
 	if err != nil {
@@ -74,15 +77,23 @@ func (l *Limiter) Reset(r *http.Request) error {
 	return l.store.Reset(r.Context(), p.storeKey(key), p.limits)
 }
 
-// policyFor returns the limits that apply to r, or nil if none do.
-func (l *Limiter) policyFor(r *http.Request) *policy {
-	if l.routes == nil {
-		return l.all
+// policyFor returns the limits that apply to r, or nil if none do: those
+// of WithLimitsFunc when it returns some, else those of r's route, else
+// those of WithLimits. The error, wrapping ErrInvalid, says why the limits
+// WithLimitsFunc returned are invalid.
+func (l *Limiter) policyFor(r *http.Request) (*policy, error) {
+	p, pattern := l.all, ""
+	if l.routes != nil {
+		if rp, pat := l.routes.find(r); rp != nil {
+			p, pattern = rp, pat
+		}
 	}
-	if p := l.routes.find(r); p != nil {
-		return p
+	if l.limitsFunc != nil {
+		if limits := l.limitsFunc(r); len(limits) > 0 {
+			return l.sets.policy(l.namespace, pattern, limits)
+		}
 	}
-	return l.all
+	return p, nil
 }
 
 // fail logs err and hands r to the error handler. A request whose

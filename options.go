@@ -43,6 +43,30 @@ func WithRoutes(table map[string][]Limit) Option {
 	}
 }
 
+// WithLimitsFunc sets limits per request: limits(r) returns the limits r
+// must pass, for example a plan looked up from the caller's API key, in
+// place of those of its route and of [WithLimits]; nil or none keeps
+// those. The limits count under the route's pattern, or with those of
+// WithLimits when no route matches, so a caller whose plan changes keeps
+// its counts where the new limits share an algorithm and window with the
+// old.
+//
+// Each distinct set is checked and compiled once and then reused, up to
+// 1,024 sets (past that, they are checked again as they come). An invalid
+// set, or one of more than 8 limits, sends the request to the error
+// handler with an error wrapping [ErrInvalid] that names the limit at
+// fault, and nothing is counted. limits is called for every request that
+// is not skipped, concurrently.
+func WithLimitsFunc(limits func(r *http.Request) []Limit) Option {
+	return func(l *Limiter) error {
+		if limits == nil {
+			return fmt.Errorf("%w: WithLimitsFunc: the function is nil", ErrInvalid)
+		}
+		l.limitsFunc = limits
+		return nil
+	}
+}
+
 // WithKey sets how requests are told apart. The default is the address
 // of the connection's peer (the zero [IPKey]); behind a proxy, use
 // [ClientIP].
@@ -95,8 +119,9 @@ func WithDenyHandler(deny func(w http.ResponseWriter, r *http.Request, d Decisio
 
 // WithErrorHandler sets what answers a request the Limiter could not
 // decide, and returns whether to serve it anyway. err wraps [ErrNoKey] when
-// the request has no key, [ErrInvalid] when its cost is invalid, and is a
-// store failure otherwise. Never show err to the client: it may describe
+// the request has no key, [ErrInvalid] when its cost or the limits
+// [WithLimitsFunc] returned for it are invalid, and is a store failure
+// otherwise. Never show err to the client: it may describe
 // your infrastructure. The default is [FailOpen]; see also [FailClosed].
 func WithErrorHandler(onError func(w http.ResponseWriter, r *http.Request, err error) (serve bool)) Option {
 	return func(l *Limiter) error {

@@ -45,20 +45,26 @@ func register(mux *http.ServeMux, pattern string) (err error) {
 	return nil
 }
 
-// find returns the policy of r's route, or nil. A pattern given without a
-// method matches every method; one with a method, only that one.
-func (t *routes) find(r *http.Request) *policy {
+// find returns the policy of r's route and its pattern as the table has
+// it, or nil. A pattern given without a method matches every method; one
+// with a method, only that one.
+func (t *routes) find(r *http.Request) (*policy, string) {
 	pattern := routePattern(r)
 	if pattern == "" {
 		_, pattern = t.match.Handler(r)
 	}
 	if p, ok := t.policies[pattern]; ok {
-		return p
+		return p, pattern
 	}
 	if i := strings.IndexByte(pattern, ' '); hasMethod(pattern) {
-		return t.policies[pattern[i+1:]]
+		pattern = pattern[i+1:]
+	} else {
+		pattern = r.Method + " " + pattern
 	}
-	return t.policies[r.Method+" "+pattern]
+	if p, ok := t.policies[pattern]; ok {
+		return p, pattern
+	}
+	return nil, ""
 }
 
 type routeKey struct{}

@@ -362,10 +362,21 @@ func TestEveryFramework(t *testing.T) {
 				if resp := send(t, "GET", server+"/api/things", map[string]string{"X-API-Key": "other"}, nil); resp.StatusCode != 200 {
 					t.Errorf("another API key: got %d, want 200", resp.StatusCode)
 				}
+				// A "pro-" key has the pro plan, from the same Limiter: a
+				// bucket of 100, so 20 quick requests all pass.
+				for i := range 20 {
+					resp := send(t, "GET", server+"/api/things", map[string]string{"X-API-Key": "pro-" + framework}, nil)
+					if resp.StatusCode != 200 {
+						t.Fatalf("GET /api/ with a pro key #%d: got %d, want 200", i, resp.StatusCode)
+					}
+					if got, want := resp.Header.Get("RateLimit-Policy"), `"pro-second";q=100;w=1, "pro-hour";q=10000;w=3600`; got != want {
+						t.Fatalf("GET /api/ with a pro key: RateLimit-Policy %q, want %q", got, want)
+					}
+				}
 				if client != nil {
-					// Two limits for each of the two keys.
-					if k := keys(t, client, apiKeys); len(k) != 4 {
-						t.Errorf("GET /api/: Redis holds keys %q, want 2 limits for each of 2 API keys", k)
+					// Two limits for each of the three keys.
+					if k := keys(t, client, apiKeys); len(k) != 6 {
+						t.Errorf("GET /api/: Redis holds keys %q, want 2 limits for each of 3 API keys", k)
 					}
 				}
 			})

@@ -104,7 +104,8 @@ type App struct {
 	// IP limits requests by client IP: GET / as configured, POST /login
 	// at 5 per minute.
 	IP *ratelimit.Limiter
-	// API limits GET /api/ by X-API-Key: 10 per second and 1000 per hour.
+	// API limits GET /api/ by X-API-Key, by plan: keys beginning "pro-"
+	// get ProLimits, others APILimits.
 	API *ratelimit.Limiter
 
 	redisDesc string
@@ -119,7 +120,20 @@ var (
 		ratelimit.PerSecond(10).Using(ratelimit.TokenBucket).Named("api-second"),
 		ratelimit.Per(1000, time.Hour).Named("api-hour"),
 	}
+	ProLimits = []ratelimit.Limit{
+		ratelimit.PerSecond(100).Using(ratelimit.TokenBucket).Named("pro-second"),
+		ratelimit.Per(10_000, time.Hour).Named("pro-hour"),
+	}
 )
+
+// Plan returns the limits of GET /api/ for r's API key: ProLimits for keys
+// beginning "pro-", APILimits for the others.
+func Plan(r *http.Request) []ratelimit.Limit {
+	if strings.HasPrefix(r.Header.Get("X-API-Key"), "pro-") {
+		return ProLimits
+	}
+	return APILimits
+}
 
 // New connects to Redis, or embeds one, and builds the limiters.
 func New(c Config) (*App, error) {
@@ -155,7 +169,7 @@ func New(c Config) (*App, error) {
 	}
 	if a.API, err = ratelimit.New(s, "api",
 		ratelimit.WithKey(apiKey),
-		ratelimit.WithLimits(APILimits...),
+		ratelimit.WithLimitsFunc(Plan),
 	); err != nil {
 		a.Close()
 		return nil, err
@@ -287,11 +301,16 @@ func (a *App) Describe(w io.Writer) {
 	fmt.Fprintln(w, "routes:")
 	fmt.Fprintf(w, "  GET /        per client IP: %v\n", ratelimit.Per(c.Limit, c.Window).Using(c.Algorithm).WithBurst(c.Burst).Named("home"))
 	fmt.Fprintf(w, "  POST /login  per client IP: %v (a correct password, \"letmein\", resets it)\n", LoginLimit)
-	var api []string
-	for _, l := range APILimits {
-		api = append(api, l.String())
+	for _, plan := range []struct {
+		name   string
+		limits []ratelimit.Limit
+	}{{"keys beginning \"pro-\"", ProLimits}, {"other keys", APILimits}} {
+		var api []string
+		for _, l := range plan.limits {
+			api = append(api, l.String())
+		}
+		fmt.Fprintf(w, "  GET /api/    per X-API-Key, %s: %s\n", plan.name, strings.Join(api, " and "))
 	}
-	fmt.Fprintf(w, "  GET /api/    per X-API-Key: %s\n", strings.Join(api, " and "))
 }
 
 // Home answers GET /.
