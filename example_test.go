@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"time"
 
 	"github.com/ratelimit-go/ratelimit"
@@ -61,6 +62,43 @@ func ExampleWithRoutes() {
 	// POST /login 200 "login";q=2;w=60
 	// POST /login 429 "login";q=2;w=60
 	// POST / 200 "100-per-1m";q=100;w=60
+}
+
+// Plans need no Limiter each: the limits of a request can come from a
+// function of it, here a plan named by the caller's API key.
+func ExampleWithLimitsFunc() {
+	free := []ratelimit.Limit{ratelimit.PerMinute(1).Using(ratelimit.FixedWindow).Named("free")}
+	pro := []ratelimit.Limit{ratelimit.PerMinute(100).Using(ratelimit.FixedWindow).Named("pro")}
+	secret := []byte("32 bytes from your secret store!")
+	apiKey, err := ratelimit.Header("X-API-Key", secret)
+	if err != nil {
+		panic(err)
+	}
+	s, _ := store.NewMemory(store.MemoryOptions{})
+	limiter, err := ratelimit.New(s, "api", ratelimit.WithKey(apiKey),
+		ratelimit.WithLimitsFunc(func(r *http.Request) []ratelimit.Limit {
+			if strings.HasPrefix(r.Header.Get("X-API-Key"), "pro-") {
+				return pro
+			}
+			return free
+		}),
+	)
+	if err != nil {
+		panic(err)
+	}
+	h := limiter.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	for _, key := range []string{"free-1", "free-1", "pro-1", "pro-1"} {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.Header.Set("X-API-Key", key)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		fmt.Println(key, w.Code, w.Header().Get("RateLimit-Policy"))
+	}
+	// Output:
+	// free-1 200 "free";q=1;w=60
+	// free-1 429 "free";q=1;w=60
+	// pro-1 200 "pro";q=100;w=60
+	// pro-1 200 "pro";q=100;w=60
 }
 
 // Behind a proxy, the client is the address the proxy adds to
