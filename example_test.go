@@ -2,6 +2,7 @@ package ratelimit_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -99,6 +100,35 @@ func ExampleWithLimitsFunc() {
 	// free-1 429 "free";q=1;w=60
 	// pro-1 200 "pro";q=100;w=60
 	// pro-1 200 "pro";q=100;w=60
+}
+
+// A job that calls a third-party API under its quota waits for its turn
+// instead of being denied.
+func ExampleWait() {
+	s, _ := store.NewMemory(store.MemoryOptions{})
+	quota, err := ratelimit.NewLimits(ratelimit.Per(2, 100*time.Millisecond).Using(ratelimit.SlidingLog))
+	if err != nil {
+		panic(err)
+	}
+	ctx := context.Background()
+	start := time.Now()
+	for i := range 3 {
+		d, err := ratelimit.Wait(ctx, s, "partner-api", 1, quota, time.Second)
+		fmt.Println("call", i+1, d.Allowed, err)
+	}
+	fmt.Println("the third call waited:", time.Since(start) >= 100*time.Millisecond)
+
+	// A caller that cannot wait that long is told at once.
+	short, cancel := context.WithTimeout(ctx, 10*time.Millisecond)
+	defer cancel()
+	_, err = ratelimit.Wait(short, s, "partner-api", 2, quota, 0)
+	fmt.Println(errors.Is(err, context.DeadlineExceeded))
+	// Output:
+	// call 1 true <nil>
+	// call 2 true <nil>
+	// call 3 true <nil>
+	// the third call waited: true
+	// true
 }
 
 // Behind a proxy, the client is the address the proxy adds to
