@@ -153,6 +153,10 @@ func (s *keyRecorder) Allow(_ context.Context, key string, _ int, limits *rateli
 	return d, nil
 }
 
+func (s *keyRecorder) Peek(ctx context.Context, key string, cost int, limits *ratelimit.Limits) (ratelimit.Decision, error) {
+	return s.Allow(ctx, key, cost, limits)
+}
+
 func (s *keyRecorder) Reset(context.Context, string, *ratelimit.Limits) error { return nil }
 
 // TestSpoofing sends spoofing attempts through the real middleware, behind

@@ -26,6 +26,10 @@ func (s fixedStore) Allow(_ context.Context, _ string, _ int, limits *ratelimit.
 	return ratelimit.Decision{Allowed: r.Allowed, Results: []ratelimit.Result{r}}, nil
 }
 
+func (s fixedStore) Peek(ctx context.Context, key string, cost int, limits *ratelimit.Limits) (ratelimit.Decision, error) {
+	return s.Allow(ctx, key, cost, limits)
+}
+
 func (fixedStore) Reset(context.Context, string, *ratelimit.Limits) error { return nil }
 
 // FuzzHeaders formats rate-limit headers for arbitrary limit names and
@@ -79,6 +83,10 @@ func (s decisionStore) Allow(_ context.Context, _ string, _ int, limits *ratelim
 		d.Results[i].Limit = limits.At(i)
 	}
 	return d, nil
+}
+
+func (s decisionStore) Peek(ctx context.Context, key string, cost int, limits *ratelimit.Limits) (ratelimit.Decision, error) {
+	return s.Allow(ctx, key, cost, limits)
 }
 
 func (decisionStore) Reset(context.Context, string, *ratelimit.Limits) error { return nil }

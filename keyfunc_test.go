@@ -273,6 +273,10 @@ func (quoting) Allow(_ context.Context, key string, _ int, _ *ratelimit.Limits) 
 	return ratelimit.Decision{}, fmt.Errorf("cannot decide %q: connection reset", key)
 }
 
+func (quoting) Peek(_ context.Context, key string, _ int, _ *ratelimit.Limits) (ratelimit.Decision, error) {
+	return ratelimit.Decision{}, fmt.Errorf("cannot peek at %q: connection reset", key)
+}
+
 func (quoting) Reset(_ context.Context, key string, _ *ratelimit.Limits) error {
 	return fmt.Errorf("cannot reset %q: connection reset", key)
 }

@@ -77,6 +77,28 @@ func (l *Limiter) Reset(r *http.Request) error {
 	return l.store.Reset(r.Context(), p.storeKey(key), p.limits)
 }
 
+// Peek returns the decision the store would make now for r's key under
+// the limits that apply to r, at r's cost ([WithCost], or 1), without
+// spending anything (see [Store.Peek]), for example to tell a client how
+// many attempts it has left. It sets no header, and, like Reset, does not
+// consult [WithSkip]. When no limits apply to r it returns (Decision{},
+// nil) without asking the store.
+func (l *Limiter) Peek(r *http.Request) (Decision, error) {
+	p, err := l.policyFor(r)
+	if p == nil || err != nil {
+		return Decision{}, err
+	}
+	key, err := l.key(r)
+	if err != nil {
+		return Decision{}, err
+	}
+	cost := 1
+	if l.cost != nil {
+		cost = l.cost(r)
+	}
+	return l.store.Peek(r.Context(), p.storeKey(key), cost, p.limits)
+}
+
 // policyFor returns the limits that apply to r, or nil if none do: those
 // of WithLimitsFunc when it returns some, else those of r's route, else
 // those of WithLimits. The error, wrapping ErrInvalid, says why the limits

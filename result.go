@@ -14,7 +14,8 @@ type Result struct {
 
 	// Remaining is how many units the key may still spend right now, after
 	// this decision: from 0 to the limit's capacity (Quota, or a token
-	// bucket's Burst).
+	// bucket's Burst). From [Store.Peek], which takes nothing, it is what
+	// the key may spend now.
 	Remaining int
 
 	// ResetAfter is the time until the limit is fully replenished
@@ -29,7 +30,8 @@ type Result struct {
 
 // Decision is a store's answer to one request checked against one or more
 // limits, all or nothing: when Allowed, the cost was taken from every
-// limit; when not, from none. It is a plain value; the zero Decision
+// limit; when not, from none. [Store.Peek] answers with a Decision too,
+// and takes nothing either way. It is a plain value; the zero Decision
 // allowed nothing and holds no results.
 type Decision struct {
 	// Allowed reports whether every limit admitted the request.

@@ -36,6 +36,10 @@ func (outcomeStore) Allow(ctx context.Context, key string, _ int, limits *rateli
 	return d, nil
 }
 
+func (s outcomeStore) Peek(ctx context.Context, key string, cost int, limits *ratelimit.Limits) (ratelimit.Decision, error) {
+	return s.Allow(ctx, key, cost, limits)
+}
+
 func (outcomeStore) Reset(context.Context, string, *ratelimit.Limits) error { return nil }
 
 // TestStatsCountOutcomes: every request is counted once by outcome, a

@@ -20,6 +20,11 @@
 --   CHARGE  takes cost, admitted elsewhere at time s1 (<= now), whatever
 --           the room, as if the request had been decided here then; a
 --           time too old to count changes nothing. See charge.lua.
+--   PEEK    answers what CHECK then SETTLE would, and writes nothing: not
+--           even the tidying SETTLE may do, whose expired state it ignores
+--           instead. Returns allowed (1 or 0), remaining (before taking
+--           cost: what the key may spend now), reset_after, retry_after.
+--           See peek.lua.
 -- A CHECK that raises an error (WRONGTYPE, a foreign value) ends its
 -- request before any write, so none of its keys is touched.
 --
@@ -39,7 +44,7 @@
 --          return than an array.)
 
 local algorithms, clockless = {}, {f = true}
-local CHECK, COMMIT, SETTLE, DECIDE, CHARGE = 1, 2, 3, 4, 5
+local CHECK, COMMIT, SETTLE, DECIDE, CHARGE, PEEK = 1, 2, 3, 4, 5, 6
 
 -- int formats an integral number exactly for concatenation; tostring would
 -- write 1.7e+15. (redis.call arguments need no help: Redis writes numbers

@@ -65,6 +65,11 @@ algorithms.f = function(phase, key, cost, quota, window, _, now, ttl, reset)
       return true, quota - count, 0, ttl, reset
     end
     return false, math.max(quota - count, 0), reset, ttl, reset
+  elseif phase == PEEK then
+    -- SETTLE's reset, without the PEXPIRE it gives a key that has no TTL.
+    local ok, remaining, retry
+    ok, remaining, retry, ttl, reset = algorithms.f(CHECK, key, cost, quota, window)
+    return ok and 1 or 0, remaining, reset, retry
   elseif phase == COMMIT then
     redis.call('INCRBY', key, cost)
     if ttl < 0 then

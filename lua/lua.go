@@ -5,9 +5,10 @@
 // driver in decide.lua, which checks every limit of a request and then
 // commits to all or none of them; the store joins the driver with the
 // algorithms a request needs into one script, so that a decision is a
-// single atomic EVALSHA. charge.lua brings to Redis what a fallback
-// decided in process; probe.lua and check.lua test a server; reset.lua
-// forgets keys. Each file's header states its KEYS, ARGV and reply.
+// single atomic EVALSHA. peek.lua answers as a decision would, writing
+// nothing; charge.lua brings to Redis what a fallback decided in process;
+// probe.lua and check.lua test a server; reset.lua forgets keys. Each
+// file's header states its KEYS, ARGV and reply.
 package lua
 
 import (

@@ -6,7 +6,7 @@ import (
 )
 
 func TestSource(t *testing.T) {
-	for _, name := range []string{"decide.lua", "fixed_window.lua", "sliding_log.lua", "sliding_window.lua", "token_bucket.lua", "charge.lua", "probe.lua", "check.lua", "reset.lua"} {
+	for _, name := range []string{"decide.lua", "fixed_window.lua", "sliding_log.lua", "sliding_window.lua", "token_bucket.lua", "charge.lua", "peek.lua", "probe.lua", "check.lua", "reset.lua"} {
 		if src := Source(name); !strings.HasPrefix(src, "-- "+name+":") {
 			t.Errorf("Source(%q) starts %q, want the file's header comment", name, src[:min(len(src), 40)])
 		}

@@ -58,6 +58,17 @@ algorithms.l = function(phase, key, cost, quota, window, window_ms, now, count)
     -- The entry whose expiry makes room for cost says when to retry.
     local freeing = redis.call('ZRANGEBYSCORE', key, after, '+inf', 'WITHSCORES', 'LIMIT', count + cost - quota - 1, 1)
     return false, math.max(quota - count, 0), math.min(tonumber(freeing[2]) + window - now, window), count
+  elseif phase == PEEK then
+    -- SETTLE's reset, without trimming: when any entry is in the window,
+    -- the newest is.
+    local ok, remaining, retry
+    ok, remaining, retry, count = algorithms.l(CHECK, key, cost, quota, window, window_ms, now)
+    local reset = 0
+    if count > 0 then
+      local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+      reset = math.min(tonumber(newest[2]) + window - now, window)
+    end
+    return ok and 1 or 0, remaining, reset, retry
   end
   if phase ~= COMMIT or count then
     redis.call('ZREMRANGEBYSCORE', key, '-inf', now - window) -- DECIDE trimmed already

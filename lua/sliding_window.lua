@@ -71,6 +71,14 @@ algorithms.s = function(phase, key, cost, quota, width, slots, now, stale, newes
       end
     end
     return false, math.max(quota - sum, 0), math.min((slot + slots) * width - now, slots * width), stale, newest
+  elseif phase == PEEK then
+    -- SETTLE's reset, leaving the stale slots where they are.
+    local ok, remaining, retry, _, last = algorithms.s(CHECK, key, cost, quota, width, slots, now)
+    local reset = 0
+    if last then
+      reset = math.min((last + slots) * width - now, slots * width)
+    end
+    return ok and 1 or 0, remaining, reset, retry
   end
   if stale then
     redis.call('HDEL', key, unpack(stale))

@@ -57,6 +57,10 @@ algorithms.t = function(phase, key, cost, capacity, unit, rate, now, level, last
       return true, math.floor(level / unit), 0, level, last
     end
     return false, math.floor(level / unit), ceil_div(need - level, rate), level, last
+  elseif phase == PEEK then
+    local ok, remaining, retry
+    ok, remaining, retry, level = algorithms.t(CHECK, key, cost, capacity, unit, rate, now)
+    return ok and 1 or 0, remaining, ceil_div(capacity - level, rate), retry
   elseif phase == COMMIT then
     local rest = level - cost * unit
     redis.call('HSET', key, 'l', rest, 't', last)

@@ -89,13 +89,21 @@ func (p *pendingKey) pending() bool {
 // maxPendingLimits bounds the limit states kept per key.
 const maxPendingLimits = 16
 
-// of returns the entry of c's state, making it; nil when the key has
-// maxPendingLimits already.
-func (p *pendingKey) of(c *compiled) *pendingLimit {
+// find returns the entry of c's state, or nil.
+func (p *pendingKey) find(c *compiled) *pendingLimit {
 	for _, e := range p.limits {
 		if e.c == c || e.c.Suffix == c.Suffix {
 			return e
 		}
+	}
+	return nil
+}
+
+// of returns the entry of c's state, making it; nil when the key has
+// maxPendingLimits already.
+func (p *pendingKey) of(c *compiled) *pendingLimit {
+	if e := p.find(c); e != nil {
+		return e
 	}
 	if len(p.limits) == maxPendingLimits {
 		return nil

@@ -68,6 +68,34 @@ func ExampleRedis_Reset() {
 	// after reset allowed: true
 }
 
+// Peek tells what a request would get, without spending anything: here,
+// how many login attempts are left.
+func ExampleRedis_Peek() {
+	srv, _ := miniredis.Run()
+	defer srv.Close()
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	defer client.Close()
+	s, _ := store.NewRedis(client, store.RedisOptions{})
+
+	login, _ := ratelimit.NewLimits(ratelimit.PerMinute(3).Using(ratelimit.SlidingLog))
+	ctx := context.Background()
+	s.Allow(ctx, "alice", 1, login)
+	s.Allow(ctx, "alice", 1, login)
+	for range 2 {
+		d, _ := s.Peek(ctx, "alice", 1, login)
+		fmt.Println("attempts left:", d.Results[0].Remaining, "next allowed:", d.Allowed)
+	}
+	d, _ := s.Allow(ctx, "alice", 1, login)
+	fmt.Println("third attempt allowed:", d.Allowed)
+	d, _ = s.Peek(ctx, "alice", 1, login)
+	fmt.Println("attempts left:", d.Results[0].Remaining, "next allowed:", d.Allowed)
+	// Output:
+	// attempts left: 1 next allowed: true
+	// attempts left: 1 next allowed: true
+	// third attempt allowed: true
+	// attempts left: 0 next allowed: false
+}
+
 // The configuration to run in production: Redis, and a Fallback that
 // decides in process while Redis fails.
 func ExampleNewFallback() {

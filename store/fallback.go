@@ -209,6 +209,40 @@ func (f *Fallback) Allow(ctx context.Context, key string, cost int, limits *rate
 	}
 }
 
+// Peek implements [ratelimit.Store]. It asks Redis, within the budget,
+// when Redis is up; an outage or a misconfiguration marks Redis down, as
+// in Allow. While Redis is down, and for a key whose decisions in process
+// still wait for Redis, it answers in process, under this instance's
+// share of each limit, with Decision.Fallback set, as the next Allow in
+// process would: from what Redis last said of the key if that decision
+// would start from it. A Peek records nothing, for Redis or in process,
+// and is not counted in Stats.
+func (f *Fallback) Peek(ctx context.Context, key string, cost int, limits *ratelimit.Limits) (ratelimit.Decision, error) {
+	set, err := checkRequest(key, cost, limits)
+	if err != nil {
+		return ratelimit.Decision{}, err
+	}
+	for {
+		if !f.down.Load() {
+			if f.reconciling.Load() {
+				if d, peeked := f.peekLocally(key, cost, limits, set, true); peeked {
+					return d, nil
+				}
+			}
+			rctx, cancel := context.WithTimeout(ctx, f.budget)
+			d, err := f.redis.peek(rctx, key, cost, limits, set)
+			cancel()
+			if err == nil || faultOf(ctx, err) == noFault {
+				return d, err
+			}
+			f.fail(err)
+		}
+		if d, peeked := f.peekLocally(key, cost, limits, set, false); peeked {
+			return d, nil
+		}
+	}
+}
+
 // Reset implements [ratelimit.Store]. It forgets key's state for limits
 // in process and on Redis. While Redis is down, the reset is kept and
 // applied on Redis when it answers again, before decisions return to it,

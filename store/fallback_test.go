@@ -244,3 +244,83 @@ func TestFallbackMemoryIsBounded(t *testing.T) {
 		t.Errorf("the backlog holds %d keys, want 1000", got)
 	}
 }
+
+// TestFallbackPeek peeks through a Fallback. With Redis up, Redis
+// answers. When Redis fails, a Peek marks it down as Allow would and
+// answers in process, with Decision.Fallback set, as the next decision in
+// process will: from what Redis last said of the key. And it changes
+// nothing: no backlog, no state in process, no decision counted, and the
+// decisions that follow are those of a Fallback never peeked at.
+func TestFallbackPeek(t *testing.T) {
+	f, m, _ := newFallback(t, FallbackOptions{})
+	ctx := context.Background()
+	l := limitsOf(t, ratelimit.Per(3, time.Hour).Using(ratelimit.FixedWindow))
+	if d, err := f.Allow(ctx, "k", 1, l); err != nil || d.Fallback || d.Results[0].Remaining != 2 {
+		t.Fatalf("healthy: got %+v, %v; want a Redis decision with 2 remaining", d, err)
+	}
+	if d, err := f.Peek(ctx, "k", 1, l); err != nil || d.Fallback || !d.Allowed || d.Results[0].Remaining != 2 {
+		t.Fatalf("healthy: Peek got %+v, %v; want Redis's answer, allowed with 2 remaining", d, err)
+	}
+
+	m.Close()
+	for i := range 2 {
+		d, err := f.Peek(ctx, "k", 1, l)
+		if err != nil || !d.Fallback || !d.Allowed || d.Results[0].Remaining != 2 {
+			t.Errorf("Redis down, Peek %d: got %+v, %v; want an answer in process, allowed with the 2 Redis had left", i, d, err)
+		}
+	}
+	if d, err := f.Peek(ctx, "other", 3, l); err != nil || !d.Fallback || !d.Allowed || d.Results[0].Remaining != 3 || d.Results[0].ResetAfter != 0 {
+		t.Errorf("Redis down, Peek of a new key: got %+v, %v; want an answer in process, all 3 left", d, err)
+	}
+	if _, err := f.Peek(ctx, "", 1, l); !errors.Is(err, ratelimit.ErrInvalid) {
+		t.Errorf("Redis down, Peek of an empty key: got %v, want ErrInvalid", err)
+	}
+	if s := f.Stats(); s.Healthy || s.Failures != 1 || s.Local != 0 {
+		t.Errorf("after the Peeks: Stats() = %+v; want Redis down after 1 failure, no decision in process", s)
+	}
+	if n, held := f.backlog.keys.Load(), f.local.len(); n != 0 || held != 0 {
+		t.Errorf("after the Peeks: %d keys in the backlog, %d in process; want none", n, held)
+	}
+
+	// As in TestFallbackDownAndBack: 2 left, each foretold by a Peek.
+	for i, want := range []bool{true, true, false} {
+		p, err := f.Peek(ctx, "k", 1, l)
+		if err != nil || !p.Fallback || p.Allowed != want {
+			t.Fatalf("Redis down, Peek before request %d: got %+v, %v; want allowed %v", i, p, err, want)
+		}
+		d, err := f.Allow(ctx, "k", 1, l)
+		if err != nil || !d.Fallback || d.Allowed != want {
+			t.Fatalf("Redis down, request %d: got %+v, %v; want a local decision, allowed %v", i, d, err, want)
+		}
+		if want && p.Results[0].Remaining != d.Results[0].Remaining+1 {
+			t.Errorf("request %d: Peek said %d remaining, the decision left %d; want one less", i, p.Results[0].Remaining, d.Results[0].Remaining)
+		}
+	}
+	if s := f.Stats(); s.Local != 3 {
+		t.Errorf("Stats().Local = %d, want the 3 decisions and no Peek", s.Local)
+	}
+
+	t.Run("share", func(t *testing.T) {
+		f, m, _ := newFallback(t, FallbackOptions{Instances: 4})
+		set := limitsOf(t, ratelimit.PerMinute(10).Using(ratelimit.TokenBucket).WithBurst(10))
+		if d, err := f.Allow(ctx, "seen", 4, set); err != nil || d.Fallback || d.Results[0].Remaining != 6 {
+			t.Fatalf("healthy: got %+v, %v; want a Redis decision with 6 remaining", d, err)
+		}
+		m.Close()
+		// Of the 6 Redis had left, this instance may spend its quarter,
+		// rounded up: 2 of its share of 3.
+		p, err := f.Peek(ctx, "seen", 1, set)
+		if err != nil || !p.Fallback || !p.Allowed || p.Results[0].Remaining != 2 {
+			t.Errorf("Peek of a key Redis had seen: got %+v, %v; want allowed, 2 remaining", p, err)
+		}
+		if d, err := f.Allow(ctx, "seen", 1, set); err != nil || !d.Fallback || d.Results[0].Remaining != 1 {
+			t.Errorf("the request after the Peek: got %+v, %v; want a local decision leaving 1", d, err)
+		}
+		if d, err := f.Peek(ctx, "k", 3, set); err != nil || !d.Fallback || !d.Allowed || d.Results[0].Remaining != 3 {
+			t.Errorf("Peek of this instance's share, 3 of 10 over 4 instances: got %+v, %v; want allowed, 3 remaining", d, err)
+		}
+		if d, err := f.Peek(ctx, "k", 4, set); err != nil || !d.Fallback || d.Allowed || d.RetryAfter() <= 0 {
+			t.Errorf("Peek of more than this instance's share: got %+v, %v; want a denial", d, err)
+		}
+	})
+}

@@ -43,9 +43,10 @@ var theFuzzRig = sync.OnceValue(func() *fuzzRig {
 // FuzzDecide decides arbitrary limits and costs, with the clock moving, on
 // the Redis store over miniredis and on the Memory store. Neither may
 // panic; limits that cannot work must be refused as ErrInvalid by
-// ratelimit.NewLimits, and a cost that cannot pass by both stores;
-// every decision must keep the invariants of storetest.CheckDecision; and
-// the two stores must agree.
+// ratelimit.NewLimits, and a cost that cannot pass by both stores (in
+// Allow and in Peek); every decision must keep the invariants of
+// storetest.CheckDecision; and the two stores must agree, on a Peek before
+// each decision too.
 func FuzzDecide(f *testing.F) {
 	f.Add(uint8(0), 10, int64(1000), 0, int64(0), 1, []byte{0, 3, 200, 1})
 	f.Add(uint8(1), 2, int64(3000), 0, int64(0), 1, []byte{0, 0, 0, 255, 255})
@@ -78,6 +79,9 @@ func FuzzDecide(f *testing.F) {
 				if _, err := s.Allow(ctx, key, cost, limits); !errors.Is(err, ratelimit.ErrInvalid) {
 					t.Fatalf("%T: invalid input %+v cost %d: got %v, want ErrInvalid", s, l, cost, err)
 				}
+				if _, err := s.Peek(ctx, key, cost, limits); !errors.Is(err, ratelimit.ErrInvalid) {
+					t.Fatalf("%T: Peek of invalid input %+v cost %d: got %v, want ErrInvalid", s, l, cost, err)
+				}
 			}
 			return
 		}
@@ -88,6 +92,13 @@ func FuzzDecide(f *testing.F) {
 			// Whole microseconds: the resolution of Redis's TIME, and of
 			// both stores' clocks.
 			rig.clock.Advance((l.Window / 128 * time.Duration(step)).Truncate(time.Microsecond))
+			peeked, err := rig.redis.Peek(ctx, key, cost, limits)
+			if err != nil {
+				t.Fatalf("step %d: Redis: Peek: %v", i, err)
+			}
+			if again, err := rig.memory.Peek(ctx, key, cost, limits); err != nil || fmt.Sprint(again) != fmt.Sprint(peeked) {
+				t.Fatalf("step %d: %v Peek cost %d:\nredis  %+v\nmemory %+v, %v", i, l, cost, peeked, again, err)
+			}
 			got, err := rig.redis.Allow(ctx, key, cost, limits)
 			if err != nil {
 				t.Fatalf("step %d: Redis: %v", i, err)

@@ -82,6 +82,70 @@ func (f *Fallback) seed(key string, c, local *compiled, now int64) {
 	}
 }
 
+// peekLocally is allowLocally's Peek: it answers when allowLocally would
+// decide, as its decision would find the state, and changes nothing: no
+// backlog is made, no state seeded. peeked is false when Redis is to
+// answer.
+func (f *Fallback) peekLocally(key string, cost int, limits *ratelimit.Limits, set *spec.Set, waiting bool) (d ratelimit.Decision, peeked bool) {
+	sh := f.backlog.shard(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	p := sh.keys[key]
+	if waiting && (p == nil || f.down.Load()) || !waiting && !f.down.Load() {
+		return d, false
+	}
+	local := set.Share(f.instances)
+	if int64(cost) > local.MinCapacity {
+		return tooCostly(cost, limits, local), true
+	}
+	d = f.local.peek(key, cost, limits, local, f.wouldSeed(p, key, set, local))
+	d.Fallback = true
+	return d, true
+}
+
+// wouldSeed returns, for each limit of set, the units a local decision of
+// key made now would find spent once it has seeded the limit's state (see
+// seed), or -1 for a state it would leave as it is; nil when it would seed
+// none. p is key's backlog, nil when it has none; its shard is locked.
+func (f *Fallback) wouldSeed(p *pendingKey, key string, set, local *spec.Set) []int64 {
+	room := maxPendingLimits // entries p.of could still make
+	if p != nil {
+		room -= len(p.limits)
+	} else if f.backlog.keys.Load() >= f.backlog.max {
+		return nil // sh.get would make no backlog: nothing is seeded
+	}
+	now := f.clock.now()
+	var spent []int64
+	for i := range set.Limits {
+		c := &set.Limits[i]
+		var e *pendingLimit
+		if p != nil {
+			e = p.find(c)
+		}
+		switch {
+		case e != nil && e.seeded:
+			continue
+		case e == nil && room == 0:
+			continue // p.of would return nil
+		case e == nil:
+			room--
+		}
+		remaining, ok := f.seen.get(key, c, now)
+		if !ok {
+			continue
+		}
+		if spent == nil {
+			spent = make([]int64, len(set.Limits))
+			for j := range spent {
+				spent[j] = -1
+			}
+		}
+		n, capacity := int64(f.instances), local.Limits[i].Capacity
+		spent[i] = capacity - min(capacity, (remaining+n-1)/n)
+	}
+	return spent
+}
+
 // resetLocally resets key in process and records the reset for Redis.
 // The shard is locked.
 func (f *Fallback) resetLocally(sh *backlogShard, key string, set, local *spec.Set) error {

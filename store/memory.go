@@ -181,6 +181,53 @@ func (m *Memory) take(key string, c64 int64, c *compiled) (ok bool, remaining, r
 	return ok, remaining, reset, retry
 }
 
+// Peek implements [ratelimit.Store]. A key the store holds nothing for
+// stays out of it: peeking never evicts a key.
+func (m *Memory) Peek(ctx context.Context, key string, cost int, limits *ratelimit.Limits) (ratelimit.Decision, error) {
+	set, err := checkRequest(key, cost, limits)
+	if err != nil {
+		return ratelimit.Decision{}, err
+	}
+	return m.peek(key, cost, limits, set, nil), nil
+}
+
+// peek is Peek for checked input, counted under set (limits' own or a
+// Fallback's share of it). When spent is not nil, each limit i with
+// spent[i] >= 0 is answered as if its state had started afresh now and
+// spent[i] units had been taken: as a Fallback's first decision of the
+// key in an outage will find it (see Fallback.seed).
+func (m *Memory) peek(key string, cost int, limits *ratelimit.Limits, set *spec.Set, spent []int64) ratelimit.Decision {
+	cs := set.Limits
+	now, c64 := m.now(), int64(cost)
+	d := ratelimit.Decision{Allowed: true, Results: make([]ratelimit.Result, len(cs))}
+	sh := m.shard(key)
+	sh.mu.RLock()
+	k := sh.keys[key]
+	sh.mu.RUnlock()
+	if k != nil {
+		k.mu.Lock()
+		defer k.mu.Unlock()
+	}
+	for i := range cs {
+		c := &cs[i]
+		// A state that is missing or has expired is empty: all is left.
+		ok, remaining, reset, retry := true, c.Capacity, int64(0), int64(0)
+		if spent != nil && spent[i] >= 0 {
+			var s state
+			s.reset(c)
+			if spent[i] > 0 {
+				s.of(c).commit(c, now, spent[i])
+			}
+			ok, remaining, reset, retry = s.of(c).peek(c, now, c64)
+		} else if s := k.find(c, now); s != nil {
+			ok, remaining, reset, retry = s.state.of(c).peek(c, now, c64)
+		}
+		d.Results[i] = ratelimit.Result{Limit: limits.At(i), Allowed: ok, Remaining: int(remaining), ResetAfter: us(reset), RetryAfter: us(retry)}
+		d.Allowed = d.Allowed && ok
+	}
+	return d
+}
+
 // Reset implements [ratelimit.Store].
 func (m *Memory) Reset(ctx context.Context, key string, limits *ratelimit.Limits) error {
 	set, err := checkRequest(key, 1, limits)

@@ -1,6 +1,10 @@
 package store
 
-import "github.com/ratelimit-go/ratelimit/internal/spec"
+import (
+	"sort"
+
+	"github.com/ratelimit-go/ratelimit/internal/spec"
+)
 
 // The four algorithms in Go, for the Memory store. Each follows its Lua
 // script in lua/ step for step, so that both stores give the same answers
@@ -31,6 +35,9 @@ type algorithmState interface {
 	// settle takes nothing, drops what expired, and returns the time until
 	// the limit is full.
 	settle(c *compiled, now int64) (reset int64)
+	// peek answers as check and then settle would, the script's PEEK,
+	// and changes nothing: what expired is ignored, not dropped.
+	peek(c *compiled, now, cost int64) (ok bool, remaining, reset, retry int64)
 }
 
 // of returns the part of s that c's algorithm uses; reset must have
@@ -112,6 +119,12 @@ func (s *fixedWindowState) settle(c *compiled, now int64) int64 {
 	return s.reset(c, now)
 }
 
+func (s *fixedWindowState) peek(c *compiled, now, cost int64) (bool, int64, int64, int64) {
+	v := *s // expire changes the copy only
+	ok, remaining, retry := v.check(c, now, cost)
+	return ok, remaining, v.settle(c, now), retry
+}
+
 // slidingLogState mirrors sliding_log.lua: the times of the admitted
 // units, oldest first, in log[head:].
 type slidingLogState struct {
@@ -155,6 +168,21 @@ func (s *slidingLogState) settle(c *compiled, now int64) int64 {
 		return 0
 	}
 	return s.log[len(s.log)-1] + c.Window - now
+}
+
+// peek is check and settle on the entries trim would keep, found without
+// trimming (which may move them).
+func (s *slidingLogState) peek(c *compiled, now, cost int64) (bool, int64, int64, int64) {
+	live := s.log[s.head:]
+	live = live[sort.Search(len(live), func(i int) bool { return live[i] > now-c.Window }):]
+	n, reset := int64(len(live)), int64(0)
+	if n > 0 {
+		reset = live[n-1] + c.Window - now
+	}
+	if n+cost <= c.Quota {
+		return true, c.Quota - n, reset, 0
+	}
+	return false, max(c.Quota-n, 0), reset, live[n+cost-c.Quota-1] + c.Window - now
 }
 
 // slidingWindowState mirrors sliding_window.lua: a ring of the last
@@ -212,6 +240,13 @@ func (s *slidingWindowState) settle(c *compiled, now int64) int64 {
 	return 0
 }
 
+// peek is check and settle, which change nothing here: the ring has no
+// stale slots to drop.
+func (s *slidingWindowState) peek(c *compiled, now, cost int64) (bool, int64, int64, int64) {
+	ok, remaining, retry := s.check(c, now, cost)
+	return ok, remaining, s.settle(c, now), retry
+}
+
 // tokenBucketState mirrors token_bucket.lua: the level in fixed-point
 // units at time last.
 type tokenBucketState struct {
@@ -249,6 +284,12 @@ func (s *tokenBucketState) commit(c *compiled, now, cost int64) int64 {
 func (s *tokenBucketState) settle(c *compiled, now int64) int64 {
 	s.refill(c, now)
 	return ceilDiv(c.Units-s.level, c.Rate)
+}
+
+func (s *tokenBucketState) peek(c *compiled, now, cost int64) (bool, int64, int64, int64) {
+	v := *s // refill changes the copy only
+	ok, remaining, retry := v.check(c, now, cost)
+	return ok, remaining, v.settle(c, now), retry
 }
 
 // keyTTL is how long the script keeps a limit's key after a commit that

@@ -108,6 +108,24 @@ func (sh *memoryShard) evict(now int64) {
 	}
 }
 
+// find returns the key's state for c, or nil when it has none or its
+// state has expired: limit without its changes. The key, if not nil, is
+// locked.
+func (k *memoryKey) find(c *compiled, now int64) *memoryLimit {
+	if k == nil {
+		return nil
+	}
+	for s := &k.first; s != nil && s.c != nil; s = s.next {
+		if s.holds(c) {
+			if s.expires <= now {
+				return nil
+			}
+			return s
+		}
+	}
+	return nil
+}
+
 // limit returns the key's state for c, empty if it has expired. The key
 // is locked.
 func (k *memoryKey) limit(c *compiled, now int64) *memoryLimit {

@@ -52,8 +52,8 @@ func TestMemoryConformance(t *testing.T) {
 
 // TestMemoryMatchesRedis replays the same random traffic, on one pinned
 // clock, through the Memory store and the Redis store on miniredis: every
-// decision must be the same, field by field, for every algorithm alone and
-// for random mixes of them.
+// decision, and every Peek before it, must be the same, field by field,
+// for every algorithm alone and for random mixes of them.
 func TestMemoryMatchesRedis(t *testing.T) {
 	t.Parallel() // a pinned clock: nothing here depends on the machine's speed
 	windows := []time.Duration{20 * time.Millisecond, 100 * time.Millisecond, time.Second, 3 * time.Second, time.Minute}
@@ -66,6 +66,7 @@ func TestMemoryMatchesRedis(t *testing.T) {
 			redisStore := newStore(t, newClient(t, mini.Addr()), RedisOptions{DenyCacheSize: noDenyCache})
 			memory := newMemory(t, clock, MemoryOptions{})
 			rng := rand.New(rand.NewPCG(7, uint64(len(mix))))
+			peeks := rand.New(rand.NewPCG(8, uint64(len(mix)))) // apart, so the traffic stays the same
 			decisions := 0
 			for round := range 40 {
 				var limits []ratelimit.Limit
@@ -105,6 +106,7 @@ func TestMemoryMatchesRedis(t *testing.T) {
 					if rng.IntN(3) == 0 {
 						cost = 1 + rng.IntN(most)
 					}
+					peekMatches(t, redisStore, memory, keys[peeks.IntN(2)], 1+peeks.IntN(most), set)
 					want, err := redisStore.Allow(context.Background(), key, cost, set)
 					if err != nil {
 						t.Fatal(err)
@@ -124,11 +126,28 @@ func TestMemoryMatchesRedis(t *testing.T) {
 	}
 }
 
+// peekMatches fails t unless the Redis and the Memory stores answer the
+// same Peek alike.
+func peekMatches(t *testing.T, redisStore *Redis, memory *Memory, key string, cost int, set *ratelimit.Limits) {
+	t.Helper()
+	want, err := redisStore.Peek(context.Background(), key, cost, set)
+	if err != nil {
+		t.Fatalf("Redis: Peek: %v", err)
+	}
+	got, err := memory.Peek(context.Background(), key, cost, set)
+	if err != nil {
+		t.Fatalf("Memory: Peek: %v", err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("Peek(%q, %d) under %v:\nmemory %+v\nredis  %+v", key, cost, set.At(0), got, want)
+	}
+}
+
 // TestMemoryMatchesRedisSharedState replays traffic in which limits that
 // share one state, by algorithm and window, differ in quota, burst or
 // name from request to request, as when two routes limit one key alike:
-// the Memory store must still decide as the Redis store does, down to
-// when a key expires and starts afresh.
+// the Memory store must still decide, and peek, as the Redis store does,
+// down to when a key expires and starts afresh.
 func TestMemoryMatchesRedisSharedState(t *testing.T) {
 	t.Parallel() // a pinned clock: nothing here depends on the machine's speed
 	for a := range 4 {
@@ -140,6 +159,7 @@ func TestMemoryMatchesRedisSharedState(t *testing.T) {
 			redisStore := newStore(t, newClient(t, mini.Addr()), RedisOptions{DenyCacheSize: noDenyCache})
 			memory := newMemory(t, clock, MemoryOptions{})
 			rng := rand.New(rand.NewPCG(21, uint64(a)))
+			peeks := rand.New(rand.NewPCG(22, uint64(a))) // apart, so the traffic stays the same
 			ctx := context.Background()
 			var lastReset time.Duration // of the last allowed request
 			for step := range 5000 {
@@ -166,6 +186,7 @@ func TestMemoryMatchesRedisSharedState(t *testing.T) {
 				// A set of its own for each request, as two routes
 				// limiting one key alike have.
 				set := limitsOf(t, l)
+				peekMatches(t, redisStore, memory, "k", 1+peeks.IntN(capacity(l)), set)
 				want, err := redisStore.Allow(ctx, "k", cost, set)
 				if err != nil {
 					t.Fatal(err)
@@ -182,6 +203,35 @@ func TestMemoryMatchesRedisSharedState(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestMemoryPeekAddsNoKey peeks at keys the store does not hold: each has
+// all of every limit left, and none is added, so that peeking can never
+// evict a key.
+func TestMemoryPeekAddsNoKey(t *testing.T) {
+	clock := &fakeClock{pinnedClock{now: epoch}}
+	m := newMemory(t, clock, MemoryOptions{MaxKeys: 10})
+	set := limitsOf(t, everyAlgorithm...)
+	if _, err := m.Allow(context.Background(), "held", 1, set); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 100 {
+		d, err := m.Peek(context.Background(), fmt.Sprintf("new-%d", i), 1, set)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range d.Results {
+			if !r.Allowed || r.Remaining != 10 || r.ResetAfter != 0 || r.RetryAfter != 0 {
+				t.Fatalf("Peek of a key not held: %v: got %+v, want all 10 left and nothing to wait for", r.Limit, r)
+			}
+		}
+	}
+	if n := m.len(); n != 1 {
+		t.Errorf("the store holds %d keys after the Peeks, want 1", n)
+	}
+	if d, err := m.Peek(context.Background(), "held", 1, set); err != nil || d.Results[0].Remaining != 9 {
+		t.Errorf("the key held: got %+v, %v; want 9 left", d, err)
 	}
 }
 

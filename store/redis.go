@@ -195,11 +195,30 @@ func (s *Redis) decide(ctx context.Context, key string, cost int, limits *rateli
 	if err != nil {
 		return ratelimit.Decision{}, fmt.Errorf("ratelimit: redis: deciding %s: %w", keyRef(key, limits), misconfigured(err, s.prefix, s.cluster))
 	}
-	d := ratelimit.Decision{Allowed: true, Results: make([]ratelimit.Result, len(cs))}
-	for i := range cs {
+	d, err := parseDecision(line, limits)
+	if err != nil {
+		return ratelimit.Decision{}, fmt.Errorf("ratelimit: redis: deciding %s: %w", keyRef(key, limits), err)
+	}
+	if s.denied != nil {
+		if d.Allowed {
+			s.denied.forget(key) // its room changed: cached retry times may be stale
+		} else {
+			s.denied.put(key, set, cost, d, epoch)
+		}
+	}
+	return d, nil
+}
+
+// parseDecision reads a script's reply line for a request under limits:
+// four integers per limit (allowed, remaining, reset_after and
+// retry_after, in microseconds).
+func parseDecision(line string, limits *ratelimit.Limits) (ratelimit.Decision, error) {
+	d := ratelimit.Decision{Allowed: true, Results: make([]ratelimit.Result, limits.Len())}
+	for i := range d.Results {
 		var n [4]int64
+		var err error
 		if line, err = parseInts(line, n[:]); err != nil {
-			return ratelimit.Decision{}, fmt.Errorf("ratelimit: redis: deciding %s: %w", keyRef(key, limits), err)
+			return ratelimit.Decision{}, err
 		}
 		d.Results[i] = ratelimit.Result{
 			Limit:      limits.At(i),
@@ -211,14 +230,39 @@ func (s *Redis) decide(ctx context.Context, key string, cost int, limits *rateli
 		d.Allowed = d.Allowed && n[0] == 1
 	}
 	if line != "" {
-		return ratelimit.Decision{}, fmt.Errorf("ratelimit: redis: deciding %s: unexpected %q at the end of the reply", keyRef(key, limits), line)
+		return ratelimit.Decision{}, fmt.Errorf("unexpected %q at the end of the reply", line)
 	}
-	if s.denied != nil {
-		if d.Allowed {
-			s.denied.forget(key) // its room changed: cached retry times may be stale
-		} else {
-			s.denied.put(key, set, cost, d, epoch)
-		}
+	return d, nil
+}
+
+// Peek implements [ratelimit.Store]: one run of a script that only reads
+// (it leaves even expired entries where they are, and every key's TTL as
+// it is). It always asks Redis: the deny cache (see
+// RedisOptions.DenyCacheSize) neither answers a Peek nor learns from one.
+func (s *Redis) Peek(ctx context.Context, key string, cost int, limits *ratelimit.Limits) (ratelimit.Decision, error) {
+	set, err := checkRequest(key, cost, limits)
+	if err != nil {
+		return ratelimit.Decision{}, err
+	}
+	return s.peek(ctx, key, cost, limits, set)
+}
+
+// peek is Peek for checked input, set being limits compiled.
+func (s *Redis) peek(ctx context.Context, key string, cost int, limits *ratelimit.Limits, set *spec.Set) (ratelimit.Decision, error) {
+	keys := make([]string, len(set.Limits))
+	args := make([]any, 1, 1+4*len(set.Limits))
+	args[0] = cost
+	for i, c := range set.Limits {
+		keys[i] = s.prefix + "{" + key + "}" + c.Suffix
+		args = append(args, c.Args[:]...)
+	}
+	line, err := peekScript.Run(ctx, s.client, keys, args...).Text()
+	if err != nil {
+		return ratelimit.Decision{}, fmt.Errorf("ratelimit: redis: peeking %s: %w", keyRef(key, limits), misconfigured(err, s.prefix, s.cluster))
+	}
+	d, err := parseDecision(line, limits)
+	if err != nil {
+		return ratelimit.Decision{}, fmt.Errorf("ratelimit: redis: peeking %s: %w", keyRef(key, limits), err)
 	}
 	return d, nil
 }

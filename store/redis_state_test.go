@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -58,8 +60,8 @@ var oneOfEach = []ratelimit.Limit{
 }
 
 // TestWrongType puts a foreign value where each algorithm keeps its state
-// and checks that a request gets an error naming the key, changes no other
-// key and leaves the foreign value alone.
+// and checks that a request, and a Peek, get an error naming the key,
+// change no other key and leave the foreign value alone.
 func TestWrongType(t *testing.T) {
 	ctx := context.Background()
 	foreign := map[string]func(c *redis.Client, key string) error{
@@ -81,14 +83,18 @@ func TestWrongType(t *testing.T) {
 						t.Fatal(err)
 					}
 					before, _ := client.Dump(ctx, redisKey(s, key, bad)).Result()
-					_, err := s.Allow(ctx, key, 1, limitsOf(t, good, bad))
-					if err == nil {
-						t.Fatal("got no error")
-					}
 					sum := sha256.Sum256([]byte(key))
 					ref := fmt.Sprintf("key #%x", sum[:4])
-					if errors.Is(err, ratelimit.ErrInvalid) || !strings.Contains(err.Error(), ref) || strings.Contains(err.Error(), key) {
-						t.Errorf("got %q, want a store error naming %s, and not the key %q itself", err, ref, key)
+					limits := limitsOf(t, good, bad)
+					_, err := s.Allow(ctx, key, 1, limits)
+					_, peekErr := s.Peek(ctx, key, 1, limits)
+					for call, err := range map[string]error{"Allow": err, "Peek": peekErr} {
+						if err == nil {
+							t.Fatalf("%s: got no error", call)
+						}
+						if errors.Is(err, ratelimit.ErrInvalid) || !strings.Contains(err.Error(), ref) || strings.Contains(err.Error(), key) {
+							t.Errorf("%s: got %q, want a store error naming %s, and not the key %q itself", call, err, ref, key)
+						}
 					}
 					if n := client.Exists(ctx, redisKey(s, key, good)).Val(); n != 0 {
 						t.Errorf("the other limit's key was written")
@@ -200,6 +206,100 @@ func TestKeyWithoutTTLGetsOne(t *testing.T) {
 	})
 }
 
+// TestPeekWritesNothing puts each algorithm's state under a key, with what
+// a decision would tidy or mend: a sliding log entry and a sliding window
+// slot that have left the window, a fixed-window counter without a TTL,
+// and TTLs longer than any decision sets. Peeks at that key and at a key
+// without state, allowed and denied, leave every key's value and TTL as
+// they were, and make no key.
+func TestPeekWritesNothing(t *testing.T) {
+	ctx := context.Background()
+	eachBackend(t, func(t *testing.T, client *redis.Client) {
+		s := newStore(t, client, RedisOptions{Prefix: uniquePrefix(), DenyCacheSize: noDenyCache})
+		set := limitsOf(t, oneOfEach...)
+		if d, err := s.Allow(ctx, "k", 2, set); err != nil || !d.Allowed {
+			t.Fatalf("Allow: got %+v, %v; want allowed", d, err)
+		}
+		now, err := client.Time(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		old := now.Add(-2 * time.Minute).UnixMicro()
+		fixed, log, window, bucket := redisKey(s, "k", oneOfEach[0]), redisKey(s, "k", oneOfEach[1]), redisKey(s, "k", oneOfEach[2]), redisKey(s, "k", oneOfEach[3])
+		for _, err := range []error{
+			client.ZAdd(ctx, log, redis.Z{Score: float64(old), Member: "old"}).Err(),
+			client.HSet(ctx, window, strconv.FormatInt(old/compileLimit(oneOfEach[2]).Width, 10), 1).Err(),
+			client.Persist(ctx, fixed).Err(),
+			client.PExpire(ctx, log, time.Hour).Err(),
+			client.PExpire(ctx, window, time.Hour).Err(),
+			client.PExpire(ctx, bucket, time.Hour).Err(),
+		} {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		type state struct {
+			value string // DUMP would do, but miniredis dumps only strings
+			ttl   time.Duration
+		}
+		value := func(k string) string {
+			switch typ := client.Type(ctx, k).Val(); typ {
+			case "string":
+				return typ + " " + client.Get(ctx, k).Val()
+			case "zset":
+				return fmt.Sprint(typ, client.ZRangeWithScores(ctx, k, 0, -1).Val())
+			case "hash":
+				return fmt.Sprint(typ, client.HGetAll(ctx, k).Val()) // fmt sorts map keys
+			default:
+				return typ
+			}
+		}
+		look := func() (keys []string, states []state) {
+			keys, err := client.Keys(ctx, s.prefix+"*").Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			slices.Sort(keys)
+			for _, k := range keys {
+				states = append(states, state{value(k), client.PTTL(ctx, k).Val()})
+			}
+			return keys, states
+		}
+		keys, before := look()
+		if len(keys) != 4 {
+			t.Fatalf("keys before the Peeks: %q, want the 4 of key k", keys)
+		}
+		for _, p := range []struct {
+			key             string
+			cost, remaining int
+		}{{"k", 1, 1}, {"k", 3, 1}, {"missing", 1, 3}, {"missing", 3, 3}} {
+			d, err := s.Peek(ctx, p.key, p.cost, set)
+			if err != nil {
+				t.Fatalf("Peek(%q, %d): %v", p.key, p.cost, err)
+			}
+			for _, r := range d.Results {
+				if r.Remaining != p.remaining || r.Allowed != (p.cost <= p.remaining) {
+					t.Errorf("Peek(%q, %d): %v: got allowed %v remaining %d, want %v %d", p.key, p.cost, r.Limit, r.Allowed, r.Remaining, p.cost <= p.remaining, p.remaining)
+				}
+			}
+		}
+		keysAfter, after := look()
+		if !slices.Equal(keysAfter, keys) {
+			t.Fatalf("keys after the Peeks: %q, want %q", keysAfter, keys)
+		}
+		for i, k := range keys {
+			b, a := before[i], after[i]
+			if a.value != b.value {
+				t.Errorf("%s: the value changed from %s to %s", k, b.value, a.value)
+			}
+			// A real server's TTLs run down meanwhile.
+			if a.ttl > b.ttl || a.ttl < b.ttl-time.Second || (b.ttl < 0) != (a.ttl < 0) {
+				t.Errorf("%s: PTTL %v before the Peeks, %v after", k, b.ttl, a.ttl)
+			}
+		}
+	})
+}
+
 // countingHook counts the commands a client sends.
 type countingHook struct{ n int }
 
@@ -228,6 +328,10 @@ func TestInvalidInputSendsNothing(t *testing.T) {
 		func() error { _, err := s.Allow(ctx, "k", 6, ok); return err },
 		func() error { _, err := s.Allow(ctx, "k", 1, nil); return err },
 		func() error { _, err := s.Allow(ctx, "k", 1, &ratelimit.Limits{}); return err },
+		func() error { _, err := s.Peek(ctx, "", 1, ok); return err },
+		func() error { _, err := s.Peek(ctx, "k", 0, ok); return err },
+		func() error { _, err := s.Peek(ctx, "k", 6, ok); return err },
+		func() error { _, err := s.Peek(ctx, "k", 1, nil); return err },
 		func() error { return s.Reset(ctx, "", ok) },
 		func() error { return s.Reset(ctx, "k", nil) },
 		func() error { return s.Reset(ctx, "k", &ratelimit.Limits{}) },

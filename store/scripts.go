@@ -16,6 +16,9 @@ var (
 	decideAny = redis.NewScript(decideSource(algorithmFiles[:]...) + "return decide()\n")
 	decideOne [4]*redis.Script
 
+	// peekScript answers a request as decideAny would, writing nothing.
+	peekScript = redis.NewScript(decideSource(algorithmFiles[:]...) + lua.Source("peek.lua") + "return peek()\n")
+
 	chargeScript = redis.NewScript(decideSource(algorithmFiles[:]...) + lua.Source("charge.lua") + "return charge()\n")
 	probeScript  = redis.NewScript(lua.Source("probe.lua"))
 	checkScript  = redis.NewScript(lua.Source("check.lua"))

@@ -273,6 +273,11 @@ func (Down) Allow(context.Context, string, int, *ratelimit.Limits) (ratelimit.De
 	return ratelimit.Decision{}, errors.New("dial tcp 10.9.8.7:6379: connect: connection refused")
 }
 
+// Peek implements ratelimit.Store: it fails like Allow.
+func (Down) Peek(context.Context, string, int, *ratelimit.Limits) (ratelimit.Decision, error) {
+	return ratelimit.Decision{}, errors.New("dial tcp 10.9.8.7:6379: connect: connection refused")
+}
+
 // Reset implements ratelimit.Store: it fails like Allow.
 func (Down) Reset(context.Context, string, *ratelimit.Limits) error {
 	return errors.New("dial tcp 10.9.8.7:6379: connect: connection refused")

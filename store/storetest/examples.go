@@ -363,6 +363,18 @@ func testReset(t *testing.T, h Harness) {
 // with an error naming what is wrong, before the store counts anything.
 func testInvalidInput(t *testing.T, h Harness) {
 	s, _ := h.one(t)
+	refusesInvalid(t, s.Allow)
+	// Nothing was counted: the whole quota is still there.
+	if d := allow(t, s, "k", 10, ratelimit.PerMinute(10)); !d.Allowed {
+		t.Errorf("a request of the whole quota after the refusals: denied, want allowed")
+	}
+}
+
+// refusesInvalid sends call, a store's Allow or Peek, requests that can
+// never pass, and wants each refused with an error wrapping ErrInvalid
+// that names what is wrong.
+func refusesInvalid(t *testing.T, call func(ctx context.Context, key string, cost int, limits *ratelimit.Limits) (ratelimit.Decision, error)) {
+	t.Helper()
 	minute := limitsOf(t, ratelimit.PerMinute(10))
 	bucket := limitsOf(t, ratelimit.PerMinute(10).Using(ratelimit.TokenBucket).WithBurst(3))
 	tests := []struct {
@@ -383,7 +395,7 @@ func testInvalidInput(t *testing.T, h Harness) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			d, err := s.Allow(context.Background(), tt.key, tt.cost, tt.limits)
+			d, err := call(context.Background(), tt.key, tt.cost, tt.limits)
 			if !isInvalid(err) {
 				t.Fatalf("got (%+v, %v), want an error wrapping ErrInvalid", d, err)
 			}
@@ -391,9 +403,5 @@ func testInvalidInput(t *testing.T, h Harness) {
 				t.Errorf("got error %q, want it to mention %q", err, tt.want)
 			}
 		})
-	}
-	// Nothing was counted: the whole quota is still there.
-	if d := allow(t, s, "k", 10, ratelimit.PerMinute(10)); !d.Allowed {
-		t.Errorf("a request of the whole quota after the refusals: denied, want allowed")
 	}
 }

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"maps"
 	"math/big"
 	"slices"
 	"time"
@@ -40,6 +41,9 @@ type modelState interface {
 	commit(now int64, cost int) (reset int64)
 	// settle takes nothing and returns the time until the limit is full.
 	settle(now int64) (reset int64)
+	// clone returns a copy that shares nothing that check, commit or
+	// settle change.
+	clone() modelState
 }
 
 // Allow decides a request at time now (microseconds) like
@@ -76,6 +80,29 @@ func (m *Model) Allow(now int64, key string, cost int, limits ...ratelimit.Limit
 	return d
 }
 
+// Peek answers a request at time now like [ratelimit.Store.Peek]: what
+// Allow would answer, without taking anything. Each result is check's
+// answer and settle's reset, worked out on a copy of the state, so the
+// Model is left as it was; a key it holds nothing for gets a fresh state
+// that it does not keep. It does not validate its input.
+func (m *Model) Peek(now int64, key string, cost int, limits ...ratelimit.Limit) ratelimit.Decision {
+	d := ratelimit.Decision{Allowed: true, Results: make([]ratelimit.Result, len(limits))}
+	for i, l := range limits {
+		state := withDefaults(l)
+		state.Name = ""
+		s, ok := m.states[modelKey{key, state}]
+		if ok {
+			s = s.clone()
+		} else {
+			s = newModelState(state)
+		}
+		ok, remaining, retry := s.check(now, cost)
+		d.Results[i] = ratelimit.Result{Limit: l, Allowed: ok, Remaining: remaining, ResetAfter: us(s.settle(now)), RetryAfter: us(retry)}
+		d.Allowed = d.Allowed && ok
+	}
+	return d
+}
+
 func newModelState(l ratelimit.Limit) modelState {
 	w := int64(l.Window / time.Microsecond)
 	switch l.Algorithm {
@@ -101,6 +128,8 @@ type fixedWindow struct {
 	start  int64
 	open   bool
 }
+
+func (s *fixedWindow) clone() modelState { c := *s; return &c }
 
 func (s *fixedWindow) expire(now int64) {
 	if s.open && now >= s.start+s.window {
@@ -148,6 +177,12 @@ type slidingLog struct {
 	log    []int64 // ascending
 }
 
+func (s *slidingLog) clone() modelState {
+	c := *s
+	c.log = slices.Clone(s.log)
+	return &c
+}
+
 func (s *slidingLog) live(now int64) []int64 {
 	var live []int64
 	for _, t := range s.log {
@@ -189,6 +224,12 @@ type slidingWindow struct {
 	quota        int
 	width, slots int64
 	counts       map[int64]int
+}
+
+func (s *slidingWindow) clone() modelState {
+	c := *s
+	c.counts = maps.Clone(s.counts)
+	return &c
 }
 
 // tidy forgets the slots that left the window and returns the others in
@@ -245,6 +286,10 @@ type tokenBucket struct {
 	tokens               *big.Rat // nil: full
 	last                 int64
 }
+
+// clone copies s; the level it points to is never changed in place, only
+// replaced.
+func (s *tokenBucket) clone() modelState { c := *s; return &c }
 
 func (s *tokenBucket) level(now int64) *big.Rat {
 	full := big.NewRat(s.burst, 1)

@@ -136,12 +136,7 @@ func testInvariants(t *testing.T, h Harness) {
 func testMatchesModel(t *testing.T, h Harness) {
 	s, c := h.one(t)
 	rng := newRand(t)
-	windows := []time.Duration{20 * time.Millisecond, 100 * time.Millisecond, time.Second, 3 * time.Second, time.Minute}
-	rounds, steps, tolerance := 60, 120, time.Duration(0)
-	if !c.Pinned() {
-		windows = []time.Duration{24 * time.Hour, 48 * time.Hour}
-		rounds, steps, tolerance = 20, 40, time.Second
-	}
+	windows, rounds, steps, tolerance := modelTraffic(c)
 	var m Model
 	for round := range rounds {
 		limits := randomLimits(rng, windows)
@@ -158,6 +153,18 @@ func testMatchesModel(t *testing.T, h Harness) {
 			}
 		}
 	}
+}
+
+// modelTraffic returns the windows, rounds and steps of the tests that
+// replay traffic through a store and a Model, and the tolerance of their
+// durations: exact with a pinned clock; with a real one, windows days
+// long, so that the few milliseconds between the store's clock and the
+// model's change no count, and durations within a second.
+func modelTraffic(c Clock) (windows []time.Duration, rounds, steps int, tolerance time.Duration) {
+	if !c.Pinned() {
+		return []time.Duration{24 * time.Hour, 48 * time.Hour}, 20, 40, time.Second
+	}
+	return []time.Duration{20 * time.Millisecond, 100 * time.Millisecond, time.Second, 3 * time.Second, time.Minute}, 60, 120, 0
 }
 
 // sameDecision compares decisions, durations within tolerance.

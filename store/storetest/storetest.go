@@ -5,9 +5,10 @@
 // suite checks each algorithm against its definition: the worked examples
 // of the designs the algorithms come from, a differential test against
 // [Model] over randomized traffic, invariants that hold for every
-// decision, all-or-nothing multi-limit requests, and exact counts under
-// concurrency. Tests that need exact timing run only when the harness
-// pins the clock; with a real clock they sleep, with margins.
+// decision, all-or-nothing multi-limit requests, exact counts under
+// concurrency, and that Peek answers as Allow would while changing
+// nothing. Tests that need exact timing run only when the harness pins
+// the clock; with a real clock they sleep, with margins.
 package storetest
 
 import (
@@ -64,6 +65,10 @@ func Run(t *testing.T, h Harness) {
 		{"InvalidInput", testInvalidInput},
 		{"Invariants", testInvariants},
 		{"MatchesModel", testMatchesModel},
+		{"PeekChangesNothing", testPeekChangesNothing},
+		{"PeekMatchesModel", testPeekMatchesModel},
+		{"PeekAgreesWithAllow", testPeekAgreesWithAllow},
+		{"PeekInvalidInput", testPeekInvalidInput},
 		{"SlidingWindowBound", testSlidingWindowBound},
 		{"Concurrency", testConcurrency},
 	}
@@ -138,6 +143,13 @@ func CheckDecision(d ratelimit.Decision, cost int, limits []ratelimit.Limit) err
 // brokenInvariant returns what is wrong with a decision that every store
 // must get right whatever the traffic, or "".
 func brokenInvariant(d ratelimit.Decision, cost int, limits []ratelimit.Limit) string {
+	return brokenAnswer(d, cost, limits, false)
+}
+
+// brokenAnswer is brokenInvariant for an answer of Allow, or of Peek when
+// peeked: then nothing was taken, and a limit allows exactly when cost
+// fits in its Remaining.
+func brokenAnswer(d ratelimit.Decision, cost int, limits []ratelimit.Limit, peeked bool) string {
 	if got, want := len(d.Results), len(limits); got != want {
 		return fmt.Sprintf("got %d results, want %d", got, want)
 	}
@@ -159,8 +171,10 @@ func brokenInvariant(d ratelimit.Decision, cost int, limits []ratelimit.Limit) s
 			return fmt.Sprintf("Results[%d].ResetAfter = %v, want within [0, %v]", i, r.ResetAfter, maxReset(l))
 		case r.RetryAfter > r.ResetAfter:
 			return fmt.Sprintf("Results[%d].RetryAfter %v > ResetAfter %v", i, r.RetryAfter, r.ResetAfter)
-		case d.Allowed && r.Remaining > capacity(l)-cost:
+		case !peeked && d.Allowed && r.Remaining > capacity(l)-cost:
 			return fmt.Sprintf("Results[%d] took cost %d but Remaining %d > capacity-cost %d", i, cost, r.Remaining, capacity(l)-cost)
+		case peeked && r.Allowed != (r.Remaining >= cost):
+			return fmt.Sprintf("Results[%d].Allowed = %v with Remaining %d for cost %d, want Allowed exactly when cost fits", i, r.Allowed, r.Remaining, cost)
 		}
 		all = all && r.Allowed
 	}
