@@ -34,6 +34,7 @@ type Limiter struct {
 
 	limitsFunc func(*http.Request) []Limit // of WithLimitsFunc; nil without
 	sets       setMemo                     // the sets limitsFunc returned
+	countOnly  func(status int) bool       // of WithCountOnly; nil: count every request
 	logs       logThrottle
 	counts     counters
 }

@@ -9,19 +9,28 @@ import (
 
 // Handler returns next wrapped by the Limiter. The ResponseWriter next
 // gets is the one the server gave, so all its optional interfaces
-// (http.Flusher, http.Hijacker, ...) survive.
+// (http.Flusher, http.Hijacker, ...) survive; with [WithCountOnly], one
+// that records the status (see there).
 func (l *Limiter) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if l.Allow(w, r) {
-			next.ServeHTTP(w, r)
+		if !l.Allow(w, r) {
+			return
 		}
+		if l.countOnly == nil {
+			next.ServeHTTP(w, r)
+			return
+		}
+		sw := &statusWriter{ResponseWriter: w}
+		next.ServeHTTP(sw, r)
+		l.Finish(r, sw.status())
 	})
 }
 
 // Allow decides r. When r may pass, it sets the rate-limit headers on w
-// and returns true; the caller then serves r. Otherwise it has answered r
-// on w (429, or the error handler's answer) and returns false. It is the
-// one decision function behind the net/http, Gin and Echo middleware.
+// and returns true; the caller then serves r (and, with [WithCountOnly],
+// calls [Limiter.Finish] with the status). Otherwise it has answered r on
+// w (429, or the error handler's answer) and returns false. It is the one
+// decision function behind the net/http, Gin and Echo middleware.
 func (l *Limiter) Allow(w http.ResponseWriter, r *http.Request) bool {
 	if l.skip != nil && l.skip(r) {
 		return true
@@ -41,7 +50,12 @@ func (l *Limiter) Allow(w http.ResponseWriter, r *http.Request) bool {
 	if l.cost != nil {
 		cost = l.cost(r)
 	}
-	d, err := l.store.Allow(r.Context(), p.storeKey(key), cost, p.limits)
+	var d Decision
+	if l.countOnly != nil {
+		d, err = l.store.Peek(r.Context(), p.storeKey(key), cost, p.limits) // the response decides whether it spends
+	} else {
+		d, err = l.store.Allow(r.Context(), p.storeKey(key), cost, p.limits)
+	}
 	if err != nil {
 		return l.fail(w, r, err)
 	}

@@ -10,6 +10,9 @@
 package echolimit
 
 import (
+	"errors"
+	"net/http"
+
 	"github.com/labstack/echo/v4"
 
 	"github.com/ratelimit-go/ratelimit"
@@ -30,7 +33,9 @@ func WithSkipper(skip func(c echo.Context) bool) Option {
 
 // New returns Echo middleware that lets l decide each request. A request
 // l denies or cannot decide is answered by l and goes no further; the
-// others go on with the rate-limit headers set. The route l sees is
+// others go on with the rate-limit headers set, and their status goes to
+// l.Finish (for [ratelimit.WithCountOnly]; for a handler that returned an
+// error, the status Echo's error handler will write). The route l sees is
 // Echo's c.Path(), so per-route limits are keyed as in
 // [ratelimit.WithRoutes], for example "GET /users/:id". Register it with
 // e.Use, which runs after routing, not e.Pre. New panics if l is nil,
@@ -55,7 +60,22 @@ func New(l *ratelimit.Limiter, opts ...Option) echo.MiddlewareFunc {
 			if !l.Allow(c.Response(), r) {
 				return nil
 			}
-			return next(c)
+			err := next(c)
+			l.Finish(r, status(c, err))
+			return err
 		}
 	}
+}
+
+// status is the status of c's response: for a handler's error, the one
+// Echo's default error handler writes for it.
+func status(c echo.Context, err error) int {
+	if err == nil || c.Response().Committed {
+		return c.Response().Status
+	}
+	var he *echo.HTTPError
+	if errors.As(err, &he) {
+		return he.Code
+	}
+	return http.StatusInternalServerError
 }

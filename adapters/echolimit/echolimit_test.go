@@ -3,6 +3,7 @@ package echolimit_test
 import (
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/labstack/echo/v4"
@@ -57,4 +58,34 @@ func TestNilLimiterPanicsAtBuild(t *testing.T) {
 		}
 	}()
 	echolimit.New(nil)
+}
+
+// TestCountOnlySeesHandlerErrors: a handler that returns an error counts
+// with the status Echo's error handler writes for it.
+func TestCountOnlySeesHandlerErrors(t *testing.T) {
+	l, err := ratelimit.New(httpcases.NewStore(t), "test", ratelimit.WithCountOnly(nil),
+		ratelimit.WithLimits(ratelimit.PerMinute(2).Using(ratelimit.FixedWindow)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := echo.New()
+	e.Use(echolimit.New(l))
+	e.POST("/login", func(c echo.Context) error {
+		if c.FormValue("password") != "letmein" {
+			return echo.NewHTTPError(http.StatusUnauthorized, "wrong password")
+		}
+		return c.String(http.StatusOK, "welcome")
+	})
+	for i, tt := range []struct {
+		password string
+		want     int
+	}{{"letmein", 200}, {"guess", 401}, {"letmein", 200}, {"guess", 401}, {"guess", 429}, {"letmein", 429}} {
+		r := httptest.NewRequest("POST", "/login", strings.NewReader("password="+tt.password))
+		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		w := httptest.NewRecorder()
+		e.ServeHTTP(w, r)
+		if w.Code != tt.want {
+			t.Errorf("attempt %d (%s): got %d, want %d", i, tt.password, w.Code, tt.want)
+		}
+	}
 }

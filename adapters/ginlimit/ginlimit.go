@@ -30,7 +30,8 @@ func WithSkipper(skip func(c *gin.Context) bool) Option {
 
 // New returns Gin middleware that lets l decide each request. A request
 // l denies or cannot decide is answered by l and aborted; the others go on
-// with the rate-limit headers set. The route l sees is Gin's FullPath, so
+// with the rate-limit headers set, and their status goes to l.Finish (for
+// [ratelimit.WithCountOnly]). The route l sees is Gin's FullPath, so
 // per-route limits are keyed as in [ratelimit.WithRoutes], for example
 // "GET /users/:id". New panics if l is nil, when the router is built. The
 // middleware is safe for concurrent use.
@@ -56,5 +57,6 @@ func New(l *ratelimit.Limiter, opts ...Option) gin.HandlerFunc {
 			return
 		}
 		c.Next()
+		l.Finish(r, c.Writer.Status())
 	}
 }

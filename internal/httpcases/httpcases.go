@@ -29,8 +29,14 @@ type Route struct{ Method, Path string }
 // App is the test app: every route answers 200 "ok".
 var App = []Route{{"GET", "/"}, {"POST", "/login"}, {"GET", "/api/:id"}, {"GET", "/healthz"}}
 
-// OK is the app's handler.
-func OK(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") }
+// OK is the app's handler: 200 "ok", or 401 when the request has an
+// X-Fail header, as a failed login would.
+func OK(w http.ResponseWriter, r *http.Request) {
+	if r.Header.Get("X-Fail") != "" {
+		w.WriteHeader(http.StatusUnauthorized)
+	}
+	io.WriteString(w, "ok\n")
+}
 
 // Framework serves App through a Limiter.
 type Framework struct {
@@ -251,6 +257,33 @@ var Cases = []Case{
 			{Method: "GET", Path: "/", Header: map[string]string{"X-Cost": "2"}, Status: 200, Want: map[string]string{"X-RateLimit-Remaining": "0"}},
 			{Method: "GET", Path: "/", Header: map[string]string{"X-Cost": "9"}, Status: 400},
 			{Method: "GET", Path: "/", Header: map[string]string{"X-Cost": "-1"}, Status: 400},
+		},
+	},
+	{
+		Name: "count only failures: successes never spend, a spent quota denies all",
+		Options: func(Framework) []ratelimit.Option {
+			return []ratelimit.Option{ratelimit.WithCountOnly(nil), ratelimit.WithLimits(ratelimit.PerMinute(2).Using(ratelimit.FixedWindow))}
+		},
+		Steps: []Step{
+			get("/", 200, map[string]string{"X-RateLimit-Remaining": "2"}),
+			get("/", 200, map[string]string{"X-RateLimit-Remaining": "2"}),
+			{Method: "GET", Path: "/", Header: map[string]string{"X-Fail": "1"}, Status: 401, Want: map[string]string{"X-RateLimit-Remaining": "2"}},
+			get("/", 200, map[string]string{"X-RateLimit-Remaining": "1"}),
+			{Method: "GET", Path: "/", Header: map[string]string{"X-Fail": "1"}, Status: 401, Want: map[string]string{"X-RateLimit-Remaining": "1"}},
+			{Method: "GET", Path: "/", Header: map[string]string{"X-Fail": "1"}, Status: 429, Want: map[string]string{"X-RateLimit-Remaining": "0", "Retry-After": "60"}},
+			get("/", 429, map[string]string{"X-RateLimit-Remaining": "0"}),
+		},
+	},
+	{
+		Name: "count only successes",
+		Options: func(Framework) []ratelimit.Option {
+			return []ratelimit.Option{ratelimit.WithCountOnly(func(status int) bool { return status < 400 }), ratelimit.WithLimits(ratelimit.PerMinute(1).Using(ratelimit.FixedWindow))}
+		},
+		Steps: []Step{
+			{Method: "GET", Path: "/", Header: map[string]string{"X-Fail": "1"}, Status: 401},
+			{Method: "GET", Path: "/", Header: map[string]string{"X-Fail": "1"}, Status: 401},
+			get("/", 200, map[string]string{"X-RateLimit-Remaining": "1"}),
+			get("/", 429, nil),
 		},
 	},
 	{
