@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -187,8 +188,8 @@ func backend(t *testing.T, b string) ([]string, *redis.Client) {
 // limits of WithLimits and the route pattern for those of WithRoutes; an
 // API key is an HMAC of the X-API-Key header, 32 hex digits.
 const (
-	homeKeys  = `example:{ip|\*|ip:*}:*`          // GET /
-	loginKeys = `example:{ip|POST /login|ip:*}:*` // POST /login
+	homeKeys  = `example:{ip|\*|ip:*}:*`    // GET /
+	loginKeys = `example:{login|\*|ip:*}:*` // POST /login
 	apiKeys   = `example:{api|\*|header:X-Api-Key:*}:*`
 )
 
@@ -292,7 +293,33 @@ func TestEveryFramework(t *testing.T) {
 				args, client := backend(t, b)
 				server := start(t, bins[framework], append(args, "-limit", "3", "-window", "1m", "-algorithm", "fixed-window")...)
 
-				for i, want := range []int{200, 200, 200, 429} {
+				// GET /quota shows GET /'s quota without spending it.
+				quota := func(when string, remaining int) {
+					t.Helper()
+					for range 2 {
+						resp, err := http.Get(server + "/quota")
+						if err != nil {
+							t.Fatal(err)
+						}
+						var q struct {
+							Limit, Remaining int
+							ResetMS          int64 `json:"reset_ms"`
+						}
+						err = json.NewDecoder(resp.Body).Decode(&q)
+						resp.Body.Close()
+						if err != nil || resp.StatusCode != 200 {
+							t.Fatalf("GET /quota %s: %d, %v", when, resp.StatusCode, err)
+						}
+						if q.Limit != 3 || q.Remaining != remaining || q.ResetMS < 0 || q.ResetMS > 60_000 {
+							t.Errorf("GET /quota %s: %+v, want limit 3, remaining %d, reset within a minute", when, q, remaining)
+						}
+					}
+				}
+				quota("before any request", 3)
+				send(t, "GET", server+"/", nil, nil)
+				quota("after one request", 2)
+
+				for i, want := range []int{200, 200, 429, 429} {
 					resp := send(t, "GET", server+"/", nil, nil)
 					if resp.StatusCode != want {
 						t.Fatalf("GET / #%d: got %d, want %d", i, resp.StatusCode, want)
@@ -316,10 +343,12 @@ func TestEveryFramework(t *testing.T) {
 					want      int
 					remaining string // X-RateLimit-Remaining
 				}{
-					{wrong, 401, "4"}, {wrong, 401, "3"}, {wrong, 401, "2"}, {wrong, 401, "1"},
-					{right, 200, "0"}, // the fifth attempt; it resets the attempts
-					{wrong, 401, "4"}, {wrong, 401, "3"}, {wrong, 401, "2"}, {wrong, 401, "1"}, {wrong, 401, "0"},
-					{right, 429, "0"}, // five attempts within the minute: even the right password waits
+					// Only failures count; the headers say what was left
+					// before each attempt.
+					{wrong, 401, "5"}, {wrong, 401, "4"}, {right, 200, "3"}, // a success never counts, and clears the failures
+					{right, 200, "5"},
+					{wrong, 401, "5"}, {wrong, 401, "4"}, {wrong, 401, "3"}, {wrong, 401, "2"}, {wrong, 401, "1"},
+					{right, 429, "0"}, // five failures within the minute: even the right password waits
 				}
 				for i, st := range steps {
 					resp := send(t, "POST", server+"/login", nil, st.form)

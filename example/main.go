@@ -25,7 +25,8 @@ func main() {
 	os.Exit(app.Main("net/http", os.Args[1:], func(a *app.App) http.Handler {
 		mux := http.NewServeMux()
 		mux.Handle("GET /{$}", a.IP.Handler(http.HandlerFunc(app.Home)))
-		mux.Handle("POST /login", a.IP.Handler(http.HandlerFunc(a.Login)))
+		mux.Handle("POST /login", a.Logins.Handler(http.HandlerFunc(a.Login)))
+		mux.HandleFunc("GET /quota", a.Quota)
 		mux.Handle("GET /api/", a.API.Handler(http.HandlerFunc(app.API)))
 		return mux
 	}))

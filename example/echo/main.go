@@ -15,9 +15,9 @@ func main() {
 	os.Exit(app.Main("echo", os.Args[1:], func(a *app.App) http.Handler {
 		e := echo.New()
 		e.HideBanner, e.HidePort = true, true
-		ip := e.Group("", echolimit.New(a.IP))
-		ip.GET("/", echo.WrapHandler(http.HandlerFunc(app.Home)))
-		ip.POST("/login", echo.WrapHandler(http.HandlerFunc(a.Login)))
+		e.GET("/", echo.WrapHandler(http.HandlerFunc(app.Home)), echolimit.New(a.IP))
+		e.POST("/login", echo.WrapHandler(http.HandlerFunc(a.Login)), echolimit.New(a.Logins))
+		e.GET("/quota", echo.WrapHandler(http.HandlerFunc(a.Quota)))
 		e.GET("/api/*", echo.WrapHandler(http.HandlerFunc(app.API)), echolimit.New(a.API))
 		return e
 	}))

@@ -15,9 +15,9 @@ func main() {
 	gin.SetMode(gin.ReleaseMode)
 	os.Exit(app.Main("gin", os.Args[1:], func(a *app.App) http.Handler {
 		router := gin.New()
-		ip := router.Group("/", ginlimit.New(a.IP))
-		ip.GET("/", gin.WrapF(app.Home))
-		ip.POST("/login", gin.WrapF(a.Login))
+		router.GET("/", ginlimit.New(a.IP), gin.WrapF(app.Home))
+		router.POST("/login", ginlimit.New(a.Logins), gin.WrapF(a.Login))
+		router.GET("/quota", gin.WrapF(a.Quota))
 		router.GET("/api/*path", ginlimit.New(a.API), gin.WrapF(app.API))
 		return router
 	}))

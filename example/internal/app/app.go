@@ -101,9 +101,11 @@ func parseAlgorithm(s string) (ratelimit.Algorithm, error) {
 // App holds the limiters and what they need.
 type App struct {
 	Config Config
-	// IP limits requests by client IP: GET / as configured, POST /login
-	// at 5 per minute.
+	// IP limits GET / by client IP, as configured.
 	IP *ratelimit.Limiter
+	// Logins limits the failed attempts of POST /login by client IP: 5 per
+	// minute.
+	Logins *ratelimit.Limiter
 	// API limits GET /api/ by X-API-Key, by plan: keys beginning "pro-"
 	// get ProLimits, others APILimits.
 	API *ratelimit.Limiter
@@ -149,13 +151,15 @@ func New(c Config) (*App, error) {
 		return nil, fmt.Errorf("-trusted-proxies: %w", err)
 	}
 	home := ratelimit.Per(c.Limit, c.Window).Using(c.Algorithm).WithBurst(c.Burst).Named("home")
-	if a.IP, err = ratelimit.New(s, "ip",
-		ratelimit.WithKey(key),
-		ratelimit.WithLimits(home),
-		ratelimit.WithRoutes(map[string][]ratelimit.Limit{"POST /login": {LoginLimit}}),
-	); err != nil {
+	if a.IP, err = ratelimit.New(s, "ip", ratelimit.WithKey(key), ratelimit.WithLimits(home)); err != nil {
 		a.Close()
 		return nil, fmt.Errorf("GET / (-algorithm, -limit, -window, -burst): %w", err)
+	}
+	if a.Logins, err = ratelimit.New(s, "login", ratelimit.WithKey(key), ratelimit.WithLimits(LoginLimit),
+		ratelimit.WithCountOnly(nil), // failed logins only
+	); err != nil {
+		a.Close()
+		return nil, err
 	}
 	secret := []byte(c.KeySecret)
 	if len(secret) == 0 {
@@ -300,7 +304,8 @@ func (a *App) Describe(w io.Writer) {
 	}
 	fmt.Fprintln(w, "routes:")
 	fmt.Fprintf(w, "  GET /        per client IP: %v\n", ratelimit.Per(c.Limit, c.Window).Using(c.Algorithm).WithBurst(c.Burst).Named("home"))
-	fmt.Fprintf(w, "  POST /login  per client IP: %v (a correct password, \"letmein\", resets it)\n", LoginLimit)
+	fmt.Fprintf(w, "  POST /login  per client IP, failed attempts only: %v (a correct password, \"letmein\", never counts and clears them)\n", LoginLimit)
+	fmt.Fprintln(w, "  GET /quota   GET /'s quota left for the caller, without spending it")
 	for _, plan := range []struct {
 		name   string
 		limits []ratelimit.Limit
@@ -319,17 +324,31 @@ func Home(w http.ResponseWriter, r *http.Request) {
 }
 
 // Login answers POST /login: the password "letmein" logs in and clears the
-// client's failed attempts; any other fails.
+// client's failed attempts; any other fails, and only failures count
+// against the limit.
 func (a *App) Login(w http.ResponseWriter, r *http.Request) {
 	if r.FormValue("password") != "letmein" {
 		http.Error(w, "wrong password", http.StatusUnauthorized)
 		return
 	}
-	if err := a.IP.Reset(r); err != nil {
+	if err := a.Logins.Reset(r); err != nil {
 		http.Error(w, "could not reset the login limit", http.StatusInternalServerError)
 		return
 	}
 	fmt.Fprintln(w, "welcome")
+}
+
+// Quota answers GET /quota: the caller's quota of GET / as it is, without
+// spending it, as JSON.
+func (a *App) Quota(w http.ResponseWriter, r *http.Request) {
+	d, err := a.IP.Peek(r)
+	if err != nil || len(d.Results) == 0 {
+		http.Error(w, "the quota cannot be read now", http.StatusServiceUnavailable)
+		return
+	}
+	res := d.Results[0]
+	w.Header().Set("Content-Type", "application/json")
+	fmt.Fprintf(w, `{"limit":%d,"remaining":%d,"reset_ms":%d}`+"\n", res.Limit.Quota, res.Remaining, res.ResetAfter.Milliseconds())
 }
 
 // API answers GET /api/.
