@@ -23,7 +23,11 @@
 // passes the limits of its route, sets the RateLimit headers, and either
 // serves the request or answers 429 Too Many Requests. When the store
 // fails, the request is served ([FailOpen], the default) or refused
-// ([FailClosed]).
+// ([FailClosed]). Limits can depend on the caller ([WithLimitsFunc], for
+// plans and tiers), and a Limiter can count only failed or only
+// successful responses ([WithCountOnly], for logins); [Limiter.Peek]
+// reads a caller's quota without spending it. Callers that are not HTTP
+// handlers use a Store directly, or [Wait] for their turn.
 //
 // A [Limit] says how many requests a key may make per window and how they
 // are counted: [SlidingWindow] (the default), [FixedWindow], [SlidingLog]

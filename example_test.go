@@ -131,6 +131,55 @@ func ExampleWait() {
 	// true
 }
 
+// A login limit counts only failed attempts: here 2 a minute per client.
+func ExampleWithCountOnly() {
+	s, _ := store.NewMemory(store.MemoryOptions{})
+	logins, err := ratelimit.New(s, "login",
+		ratelimit.WithLimits(ratelimit.PerMinute(2).Using(ratelimit.SlidingLog)),
+		ratelimit.WithCountOnly(nil), // responses with status >= 400
+	)
+	if err != nil {
+		panic(err)
+	}
+	login := logins.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.FormValue("password") != "letmein" {
+			w.WriteHeader(http.StatusUnauthorized)
+		}
+	}))
+	for _, password := range []string{"letmein", "letmein", "guess", "guess", "letmein"} {
+		w := httptest.NewRecorder()
+		login.ServeHTTP(w, httptest.NewRequest("POST", "/login?password="+password, nil))
+		fmt.Println(password, w.Code)
+	}
+	// Output:
+	// letmein 200
+	// letmein 200
+	// guess 401
+	// guess 401
+	// letmein 429
+}
+
+// Peek reads a caller's quota without spending it.
+func ExampleLimiter_Peek() {
+	s, _ := store.NewMemory(store.MemoryOptions{})
+	limiter, err := ratelimit.New(s, "api", ratelimit.WithLimits(ratelimit.PerMinute(10).Using(ratelimit.FixedWindow)))
+	if err != nil {
+		panic(err)
+	}
+	h := limiter.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	r := httptest.NewRequest("GET", "/", nil)
+	for range 3 {
+		h.ServeHTTP(httptest.NewRecorder(), r)
+	}
+	for range 2 {
+		d, err := limiter.Peek(r)
+		fmt.Println(d.Allowed, d.Results[0].Remaining, err)
+	}
+	// Output:
+	// true 7 <nil>
+	// true 7 <nil>
+}
+
 // Behind a proxy, the client is the address the proxy adds to
 // X-Forwarded-For; one a client wrote itself is not believed.
 func ExampleClientIP() {
