@@ -106,7 +106,9 @@ func TestMemoryMatchesRedis(t *testing.T) {
 					if rng.IntN(3) == 0 {
 						cost = 1 + rng.IntN(most)
 					}
-					peekMatches(t, redisStore, memory, keys[peeks.IntN(2)], 1+peeks.IntN(most), set)
+					if peeks.IntN(4) == 0 { // a peek before one decision in four
+						peekMatches(t, redisStore, memory, keys[peeks.IntN(2)], 1+peeks.IntN(most), set)
+					}
 					want, err := redisStore.Allow(context.Background(), key, cost, set)
 					if err != nil {
 						t.Fatal(err)
@@ -186,7 +188,9 @@ func TestMemoryMatchesRedisSharedState(t *testing.T) {
 				// A set of its own for each request, as two routes
 				// limiting one key alike have.
 				set := limitsOf(t, l)
-				peekMatches(t, redisStore, memory, "k", 1+peeks.IntN(capacity(l)), set)
+				if peeks.IntN(4) == 0 { // a peek before one decision in four
+					peekMatches(t, redisStore, memory, "k", 1+peeks.IntN(capacity(l)), set)
+				}
 				want, err := redisStore.Allow(ctx, "k", cost, set)
 				if err != nil {
 					t.Fatal(err)
