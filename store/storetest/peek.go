@@ -24,12 +24,6 @@ func peek(t *testing.T, s ratelimit.Store, key string, cost int, limits ...ratel
 	return d
 }
 
-// wholeMicros truncates d to the microsecond, the resolution of the
-// stores' clocks and of the Model's: a pinned clock moved by a fraction of
-// one can make miniredis, whose TTLs count nanoseconds, close a fixed
-// window a millisecond before the Model does.
-func wholeMicros(d time.Duration) time.Duration { return d.Truncate(time.Microsecond) }
-
 // testPeekChangesNothing replays randomized traffic with Peeks between the
 // requests, of any cost and of either key (one with no state, at first):
 // every Allow must answer as [Model] does when it never saw the Peeks. A
@@ -47,7 +41,7 @@ func testPeekChangesNothing(t *testing.T, h Harness) {
 		keys := []string{uniqueKey(t, string(rune('a'+round%26))+"1"), uniqueKey(t, string(rune('a'+round%26))+"2")}
 		for step := range steps {
 			if c.Pinned() {
-				c.Advance(wholeMicros(randomAdvance(rng, limits)))
+				c.Advance(randomAdvance(rng, limits))
 			}
 			for range rng.IntN(3) {
 				key, cost := keys[rng.IntN(len(keys))], randomCost(rng, limits)
@@ -82,7 +76,7 @@ func testPeekMatchesModel(t *testing.T, h Harness) {
 		keys := []string{uniqueKey(t, string(rune('a'+round%26))+"1"), uniqueKey(t, string(rune('a'+round%26))+"2")}
 		for step := range steps {
 			if c.Pinned() {
-				c.Advance(wholeMicros(randomAdvance(rng, limits)))
+				c.Advance(randomAdvance(rng, limits))
 			}
 			key, cost := keys[rng.IntN(len(keys))], randomCost(rng, limits)
 			got := peek(t, s, key, cost, limits...)
@@ -114,7 +108,7 @@ func testPeekAgreesWithAllow(t *testing.T, h Harness) {
 		limits := randomLimits(rng, windows)
 		key := uniqueKey(t, string(rune('a'+round%26)))
 		for step := range 100 {
-			c.Advance(wholeMicros(randomAdvance(rng, limits)))
+			c.Advance(randomAdvance(rng, limits))
 			cost := randomCost(rng, limits)
 			p := peek(t, s, key, cost, limits...)
 			a := allow(t, s, key, cost, limits...)

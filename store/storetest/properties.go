@@ -79,7 +79,7 @@ func randomAdvance(rng *rand.Rand, limits []ratelimit.Limit) time.Duration {
 	case 2:
 		return time.Duration(1+rng.IntN(1500)) * time.Microsecond
 	case 3:
-		return time.Duration(rng.Int64N(int64(longest / 4)))
+		return time.Duration(rng.Int64N(int64(longest / 4))).Truncate(time.Microsecond) // stores keep microseconds
 	default:
 		return time.Duration(rng.Int64N(int64(longest * 6 / 5))).Truncate(time.Microsecond)
 	}
