@@ -15,6 +15,7 @@ import (
 // no limits, and stores refuse it.
 type Limits struct {
 	limits []Limit
+	ban    Ban // zero: none
 	spec   *spec.Set
 }
 

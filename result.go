@@ -45,6 +45,12 @@ type Decision struct {
 	// shared store was unavailable (see the package store's Fallback): the
 	// limits held per instance only.
 	Fallback bool
+
+	// Banned is, when the key is banned (see [Ban]), the time until the
+	// ban ends; zero otherwise. A banned key is denied: every Result has
+	// Allowed false, Remaining 0, and RetryAfter and ResetAfter at least
+	// Banned. The request whose denial starts a ban sees it too.
+	Banned time.Duration
 }
 
 // DeniedBy returns the result of the limit that denied the request. When

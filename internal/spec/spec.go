@@ -100,10 +100,37 @@ func gcd(a, b int64) int64 {
 	return a
 }
 
+// Ban is a valid ratelimit.Ban in integers. Times are microseconds.
+type Ban struct {
+	After            int64
+	Within, For, Max int64 // Max >= For
+
+	// Args are the ban's ARGV entries for decide.lua.
+	Args [4]any
+}
+
+// NewBan returns the ban of a valid ratelimit.Ban whose Max is filled in.
+func NewBan(after, within, first, max int64) *Ban {
+	b := &Ban{After: after, Within: within, For: first, Max: max}
+	b.Args = [4]any{strconv.FormatInt(after, 10), strconv.FormatInt(within, 10), strconv.FormatInt(first, 10), strconv.FormatInt(max, 10)}
+	return b
+}
+
+// Length returns the length of a key's ban number level (1 for the first
+// of a series): For doubled level-1 times, at most Max.
+func (b *Ban) Length(level int64) int64 {
+	d := b.For
+	for i := int64(1); i < level && d < b.Max; i++ {
+		d *= 2
+	}
+	return min(d, b.Max)
+}
+
 // Set is the limits of one ratelimit.Limits, in their order.
 type Set struct {
 	Limits      []Limit
 	MinCapacity int64 // the smallest Capacity: the most a request may cost
+	Ban         *Ban  // nil: none
 
 	share atomic.Pointer[shared]
 }
@@ -115,6 +142,11 @@ func NewSet(limits []Limit) *Set {
 		s.MinCapacity = min(s.MinCapacity, l.Capacity)
 	}
 	return s
+}
+
+// WithBan returns a copy of s with ban b.
+func (s *Set) WithBan(b *Ban) *Set {
+	return &Set{Limits: s.Limits, MinCapacity: s.MinCapacity, Ban: b}
 }
 
 type shared struct {
@@ -148,6 +180,7 @@ func (s *Set) Share(n int) *Set {
 		limits[i] = Compile(l.Algorithm, int(quota), window, precision, int(burst))
 	}
 	set := NewSet(limits)
+	set.Ban = s.Ban
 	s.share.Store(&shared{n, set})
 	return set
 }
