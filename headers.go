@@ -30,55 +30,88 @@ const (
 	// fields:
 	//
 	//	RateLimit-Policy: "api";q=100;w=60, "burst";q=10;w=1
-	//	RateLimit: "api";r=42;t=17
+	//	RateLimit: "api";r=42;t=17, "burst";r=9;t=1
 	//
-	// The policy lists every limit; RateLimit describes the one closest to
-	// denying: the one that denied or, when allowed, the one with the
-	// fewest units left. q is the quota (a token bucket's burst), w the
-	// window in seconds (the time a token bucket takes to fill), r what
-	// remains, t the seconds until it is all back; all rounded up to whole
-	// seconds.
+	// Both list every limit of every Limiter that decided the request: a
+	// global Limiter's and a route's add up. q is the quota (a token
+	// bucket's burst), w the window in seconds (the time a token bucket
+	// takes to fill), r what remains, t the seconds until it is all back;
+	// all rounded up to whole seconds.
 	HeadersDraft HeaderStyle = 1 << iota
 
 	// HeadersX sets the widespread X-RateLimit-Limit,
 	// X-RateLimit-Remaining and X-RateLimit-Reset (seconds from now, not a
-	// timestamp), for the limit closest to denying.
+	// timestamp), for the limit closest to denying, of every Limiter that
+	// decided the request: the one that denied or, when allowed, the one
+	// with the fewest units left.
 	HeadersX
 )
 
-// setHeaders writes the rate-limit headers of a decision in style. The values that
-// change per request are cut from one string: "name";r=R;t=T holds
-// X-RateLimit-Remaining (R) and X-RateLimit-Reset (T) too, and Go's
-// substrings share their bytes; and the three value slices share one
-// array. So a request costs two allocations for its headers.
-func setHeaders(w http.ResponseWriter, style HeaderStyle, p *policy, d Decision) {
-	if style == 0 || len(d.Results) == 0 {
+// setHeaders writes the rate-limit headers of every decision taken on
+// the request so far, in style: RateLimit-Policy and RateLimit list every
+// limit of every Limiter that decided, X-RateLimit-* describe the one
+// closest to denying (see tighter). The values that change per request
+// are cut from one string: the RateLimit value holds X-RateLimit-Remaining
+// and X-RateLimit-Reset too, and Go's substrings share their bytes; and
+// the three value slices share one array. So the headers of a request
+// cost two allocations, and one more per Limiter past the first.
+func setHeaders(w http.ResponseWriter, style HeaderStyle, s *requestState) {
+	if style == 0 {
 		return
 	}
-	h := w.Header()
-	i := d.tightest()
-	r := d.Results[i]
-	var buf [96]byte
-	b := append(buf[:0], p.names[i]...)
-	b = append(b, ";r="...)
-	remStart := len(b)
-	b = strconv.AppendInt(b, sfInt(int64(r.Remaining)), 10)
-	remEnd := len(b)
-	b = append(b, ";t="...)
-	resetStart := len(b)
-	b = strconv.AppendInt(b, sfInt(seconds(r.ResetAfter)), 10)
+	var buf [128]byte
+	b := buf[:0]
+	var tight Result
+	var tightPolicy *policy
+	tightAt, remStart, remEnd, resetStart, resetEnd := -1, 0, 0, 0, 0
+	for _, v := range s.verdicts {
+		for i, r := range v.decision.Results {
+			if len(b) > 0 {
+				b = append(b, ", "...)
+			}
+			b = append(b, v.policy.names[i]...)
+			b = append(b, ";r="...)
+			rs := len(b)
+			b = strconv.AppendInt(b, sfInt(int64(r.Remaining)), 10)
+			re := len(b)
+			b = append(b, ";t="...)
+			ts := len(b)
+			b = strconv.AppendInt(b, sfInt(seconds(r.ResetAfter)), 10)
+			if tightAt < 0 || tighter(r, tight) {
+				tight, tightPolicy, tightAt = r, v.policy, i
+				remStart, remEnd, resetStart, resetEnd = rs, re, ts, len(b)
+			}
+		}
+	}
+	if tightAt < 0 {
+		return
+	}
 	field := string(b)
 	values := make([]string, 3)
-	values[0], values[1], values[2] = field, field[remStart:remEnd], field[resetStart:]
+	values[0], values[1], values[2] = field, field[remStart:remEnd], field[resetStart:resetEnd]
+	h := w.Header()
 	if style&HeadersDraft != 0 {
-		h[headerPolicy] = p.header
+		h[headerPolicy] = s.policyHeader()
 		h[headerRateLimit] = values[0:1:1]
 	}
 	if style&HeadersX != 0 {
-		h[headerXLimit] = p.capacity[i]
+		h[headerXLimit] = tightPolicy.capacity[tightAt]
 		h[headerXRemaining] = values[1:2:2]
 		h[headerXReset] = values[2:3:3]
 	}
+}
+
+// policyHeader returns the RateLimit-Policy value of the Limiters that
+// decided, in order.
+func (s *requestState) policyHeader() []string {
+	if len(s.verdicts) == 1 {
+		return s.verdicts[0].policy.header
+	}
+	parts := make([]string, len(s.verdicts))
+	for i, v := range s.verdicts {
+		parts[i] = v.policy.header[0]
+	}
+	return []string{strings.Join(parts, ", ")}
 }
 
 // setRetryAfter sets Retry-After to d rounded up to whole seconds, at

@@ -92,7 +92,7 @@ func (s decisionStore) Peek(ctx context.Context, key string, cost int, limits *r
 func (decisionStore) Reset(context.Context, string, *ratelimit.Limits) error { return nil }
 
 // TestHeadersDescribeTheTightest: RateLimit and X-RateLimit-* describe the
-// limit closest to denying: the one that denied, the latest to let the
+// limit closest to denying, RateLimit every limit: the one that denied, the latest to let the
 // request through when several did; when allowed, the one with the fewest
 // units left, ties going to the longest reset.
 func TestHeadersDescribeTheTightest(t *testing.T) {
@@ -104,7 +104,7 @@ func TestHeadersDescribeTheTightest(t *testing.T) {
 		name    string
 		d       ratelimit.Decision
 		status  int
-		want    string // RateLimit
+		want    string // X-RateLimit-Reset
 		xLimit  string // X-RateLimit-Limit
 		retry   string // Retry-After
 		noRetry bool
@@ -116,7 +116,7 @@ func TestHeadersDescribeTheTightest(t *testing.T) {
 				{Allowed: true, Remaining: 5, ResetAfter: time.Minute},
 				{Allowed: true, Remaining: 50, ResetAfter: time.Hour},
 			}},
-			status: 200, want: `"second";r=0;t=1`, xLimit: "1",
+			status: 200, want: "1", xLimit: "1",
 		},
 		{
 			name: "allowed: a tie on remaining goes to the longest reset",
@@ -125,7 +125,7 @@ func TestHeadersDescribeTheTightest(t *testing.T) {
 				{Allowed: true, Remaining: 1, ResetAfter: time.Minute},
 				{Allowed: true, Remaining: 9, ResetAfter: time.Hour},
 			}},
-			status: 200, want: `"minute";r=1;t=60`, xLimit: "10",
+			status: 200, want: "60", xLimit: "10",
 		},
 		{
 			name: "denied by one",
@@ -134,7 +134,7 @@ func TestHeadersDescribeTheTightest(t *testing.T) {
 				{Allowed: false, Remaining: 0, ResetAfter: time.Minute, RetryAfter: 30 * time.Second},
 				{Allowed: true, Remaining: 0, ResetAfter: time.Hour},
 			}},
-			status: 429, want: `"minute";r=0;t=60`, xLimit: "10", retry: "30",
+			status: 429, want: "60", xLimit: "10", retry: "30",
 		},
 		{
 			name: "denied by two: the later",
@@ -143,7 +143,7 @@ func TestHeadersDescribeTheTightest(t *testing.T) {
 				{Allowed: true, Remaining: 3, ResetAfter: time.Minute},
 				{Allowed: false, Remaining: 0, ResetAfter: time.Hour, RetryAfter: 1500 * time.Millisecond},
 			}},
-			status: 429, want: `"hour";r=0;t=3600`, xLimit: "100", retry: "2",
+			status: 429, want: "3600", xLimit: "100", retry: "2",
 		},
 	}
 	for _, tt := range tests {
@@ -151,9 +151,17 @@ func TestHeadersDescribeTheTightest(t *testing.T) {
 			l := newLimiter(t, decisionStore{tt.d}, "test", limits)
 			w := serve(l.Handler(http.HandlerFunc(httpcases.OK)), "GET", "/")
 			h := w.Header()
-			if w.Code != tt.status || h.Get("RateLimit") != tt.want || h.Get("X-RateLimit-Limit") != tt.xLimit || h.Get("Retry-After") != tt.retry {
-				t.Errorf("got %d, RateLimit %q, X-RateLimit-Limit %q, Retry-After %q; want %d, %q, %q, %q",
-					w.Code, h.Get("RateLimit"), h.Get("X-RateLimit-Limit"), h.Get("Retry-After"), tt.status, tt.want, tt.xLimit, tt.retry)
+			if w.Code != tt.status || h.Get("X-RateLimit-Reset") != tt.want || h.Get("X-RateLimit-Limit") != tt.xLimit || h.Get("Retry-After") != tt.retry {
+				t.Errorf("got %d, X-RateLimit-Reset %q, X-RateLimit-Limit %q, Retry-After %q; want %d, %q, %q, %q",
+					w.Code, h.Get("X-RateLimit-Reset"), h.Get("X-RateLimit-Limit"), h.Get("Retry-After"), tt.status, tt.want, tt.xLimit, tt.retry)
+			}
+			var all []string // RateLimit lists every limit, in order
+			for i, name := range []string{"second", "minute", "hour"} {
+				r := tt.d.Results[i]
+				all = append(all, fmt.Sprintf("%q;r=%d;t=%d", name, r.Remaining, (r.ResetAfter+time.Second-1)/time.Second))
+			}
+			if got, want := h.Get("RateLimit"), strings.Join(all, ", "); got != want {
+				t.Errorf("got RateLimit %q, want %q", got, want)
 			}
 		})
 	}
@@ -229,7 +237,7 @@ func TestHeadersAreStructuredFields(t *testing.T) {
 			t.Errorf("name %q: RateLimit-Policy parses to %+v, want %+v", name, policy, want)
 		}
 		current, err := parseSFList(w.Header().Get("RateLimit"))
-		if err != nil || len(current) != 1 || current[0].params["r"] < 0 {
+		if err != nil || len(current) != 2 || current[0].name != name || current[1].name != "3-per-1.5s" || current[0].params["r"] != 6 || current[1].params["r"] != 5 {
 			t.Errorf("name %q: RateLimit %q: %+v, %v", name, w.Header().Get("RateLimit"), current, err)
 		}
 	}

@@ -98,7 +98,7 @@ func User(ctxKey any) KeyFunc {
 // handler), or what a framework adapter passes with [RequestWithRoute].
 // The raw URL path is never used: it would let clients mint keys at will.
 func Route(r *http.Request) (string, error) {
-	p := routePattern(r)
+	p := RoutePattern(r)
 	if p == "" {
 		return "", fmt.Errorf("%w: no route pattern (run the limiter inside the router, or through an adapter)", ErrNoKey)
 	}

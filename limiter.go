@@ -35,6 +35,7 @@ type Limiter struct {
 	limitsFunc func(*http.Request) []Limit // of WithLimitsFunc; nil without
 	sets       setMemo                     // the sets limitsFunc returned
 	countOnly  func(status int) bool       // of WithCountOnly; nil: count every request
+	ban        Ban                         // of WithBan; zero: none
 	logs       logThrottle
 	counts     counters
 }
@@ -80,6 +81,12 @@ func New(store Store, namespace string, opts ...Option) (*Limiter, error) {
 	}
 	if l.all == nil && l.routes == nil && l.limitsFunc == nil {
 		return nil, fmt.Errorf("%w: New: no limits; use WithLimits, WithRoutes, WithLimitsFunc, or several", ErrInvalid)
+	}
+	l.all = l.all.withBan(l.ban)
+	if l.routes != nil {
+		for pattern, p := range l.routes.policies {
+			l.routes.policies[pattern] = p.withBan(l.ban)
+		}
 	}
 	return l, nil
 }

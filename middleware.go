@@ -5,15 +5,24 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+
+	"github.com/ratelimit-go/ratelimit/internal/routesyntax"
 )
 
 // Handler returns next wrapped by the Limiter. The ResponseWriter next
 // gets is the one the server gave, so all its optional interfaces
 // (http.Flusher, http.Hijacker, ...) survive; with [WithCountOnly], one
-// that records the status (see there).
+// that records the status (see there). The request next gets carries the
+// decision (see [Decisions]). Handler panics when the Limiter's route
+// table is in another router's syntax (see [WithRoutes]), as
+// [http.ServeMux] does with a bad pattern: the routes would never match.
 func (l *Limiter) Handler(next http.Handler) http.Handler {
+	if l.routes != nil && l.routes.syntax != routesyntax.ServeMux {
+		panic("ratelimit: Handler: the Limiter's routes are in " + l.routes.syntax.String() + "'s syntax; with net/http, build them with WithRoutes")
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !l.Allow(w, r) {
+		r, ok := l.Allow(w, r)
+		if !ok {
 			return
 		}
 		if l.countOnly == nil {
@@ -27,54 +36,71 @@ func (l *Limiter) Handler(next http.Handler) http.Handler {
 }
 
 // Allow decides r. When r may pass, it sets the rate-limit headers on w
-// and returns true; the caller then serves r (and, with [WithCountOnly],
-// calls [Limiter.Finish] with the status). Otherwise it has answered r on
-// w (429, or the error handler's answer) and returns false. It is the one
-// decision function behind the net/http, Gin and Echo middleware.
-func (l *Limiter) Allow(w http.ResponseWriter, r *http.Request) bool {
+// and returns true with the request to serve: r, or a copy of r whose
+// context carries the decision (see [Decisions]). The caller then serves
+// that request (and, with [WithCountOnly], calls [Limiter.Finish] with
+// it and the status). Otherwise Allow has answered r on w (429, or the
+// error handler's answer) and returns false. It is the one decision
+// function behind the net/http, Gin and Echo middleware.
+func (l *Limiter) Allow(w http.ResponseWriter, r *http.Request) (*http.Request, bool) {
 	if l.skip != nil && l.skip(r) {
-		return true
+		return r, true
 	}
+	r, s := withState(r)
 	p, err := l.policyFor(r)
 	if err != nil {
-		return l.fail(w, r, err)
+		return r, l.fail(w, r, err)
 	}
 	if p == nil {
-		return true
+		return r, true
 	}
 	key, err := l.key(r)
 	if err != nil {
-		return l.fail(w, r, err)
+		return r, l.fail(w, r, err)
 	}
-	cost := 1
-	if l.cost != nil {
-		cost = l.cost(r)
-	}
+	cost := l.costOf(r)
 	var d Decision
+	counted := false
 	if l.countOnly != nil {
 		d, err = l.store.Peek(r.Context(), p.storeKey(key), cost, p.limits) // the response decides whether it spends
+		if err == nil && !d.Allowed && l.ban.After > 0 {
+			// A denial counts towards a ban only when the store decides it.
+			// Allow takes nothing from a key it denies; if the quota came
+			// back meanwhile, it takes the cost now, and Finish must not.
+			d, err = l.store.Allow(r.Context(), p.storeKey(key), cost, p.limits)
+			counted = d.Allowed
+		}
 	} else {
 		d, err = l.store.Allow(r.Context(), p.storeKey(key), cost, p.limits)
 	}
 	if err != nil {
-		return l.fail(w, r, err)
+		return r, l.fail(w, r, err)
 	}
-	setHeaders(w, l.headers, p, d)
+	s.add(l, p, d).counted = counted
+	setHeaders(w, l.headers, s)
 	if d.Fallback {
 		l.counts.fallback.Add(1)
 	}
 	if d.Allowed {
 		l.counts.allowed.Add(1)
-		return true
+		return r, true
 	}
 	l.counts.denied.Add(1)
 	if l.dryRun {
 		l.wouldDeny(r, d)
-		return true
+		return r, true
 	}
 	setRetryAfter(w, d.RetryAfter())
 	l.deny(w, r, d)
-	return false
+	return r, false
+}
+
+// costOf returns r's cost: 1, or what WithCost's function says.
+func (l *Limiter) costOf(r *http.Request) int {
+	if l.cost == nil {
+		return 1
+	}
+	return l.cost(r)
 }
 
 // Reset forgets the counters of r's key under the limits that apply to r,
@@ -106,11 +132,7 @@ func (l *Limiter) Peek(r *http.Request) (Decision, error) {
 	if err != nil {
 		return Decision{}, err
 	}
-	cost := 1
-	if l.cost != nil {
-		cost = l.cost(r)
-	}
-	return l.store.Peek(r.Context(), p.storeKey(key), cost, p.limits)
+	return l.store.Peek(r.Context(), p.storeKey(key), l.costOf(r), p.limits)
 }
 
 // policyFor returns the limits that apply to r, or nil if none do: those
@@ -122,11 +144,14 @@ func (l *Limiter) policyFor(r *http.Request) (*policy, error) {
 	if l.routes != nil {
 		if rp, pat := l.routes.find(r); rp != nil {
 			p, pattern = rp, pat
+			if s := stateOf(r); s != nil && s.matched == "" {
+				s.matched = pat
+			}
 		}
 	}
 	if l.limitsFunc != nil {
 		if limits := l.limitsFunc(r); len(limits) > 0 {
-			return l.sets.policy(l.namespace, pattern, limits)
+			return l.sets.policy(l.namespace, pattern, limits, l.ban)
 		}
 	}
 	return p, nil

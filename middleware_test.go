@@ -22,14 +22,19 @@ var netHTTP = httpcases.Framework{
 	Pattern: func(r httpcases.Route) string {
 		return r.Method + " " + strings.ReplaceAll(r.Path, ":id", "{id}")
 	},
-	Serve: func(t *testing.T, l *ratelimit.Limiter) http.Handler {
+	Routes: ratelimit.WithRoutes,
+	Serve: func(t *testing.T, ls ...*ratelimit.Limiter) http.Handler {
 		mux := http.NewServeMux()
 		for _, r := range httpcases.App {
 			pattern := r.Method + " " + strings.ReplaceAll(r.Path, ":id", "{id}")
 			if r.Path == "/" {
 				pattern += "{$}"
 			}
-			mux.Handle(pattern, l.Handler(http.HandlerFunc(httpcases.OK)))
+			var h http.Handler = http.HandlerFunc(httpcases.OK)
+			for i := len(ls) - 1; i >= 0; i-- {
+				h = ls[i].Handler(h)
+			}
+			mux.Handle(pattern, h)
 		}
 		return mux
 	},

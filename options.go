@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+
+	"github.com/ratelimit-go/ratelimit/internal/routesyntax"
 )
 
 // An Option configures a [Limiter]; see [New]. Options are checked when
@@ -26,21 +28,22 @@ func WithLimits(limits ...Limit) Option {
 }
 
 // WithRoutes gives routes limits of their own, replacing those of
-// [WithLimits] for the requests they match. A key is a route pattern as the
-// router writes it, with or without a method: "POST /login",
-// "/api/{version}/", or a Gin or Echo path like "/users/:id". A request
-// matches the entry of the pattern its router matched
-// ([http.Request.Pattern], or the one an adapter passes with
-// [RequestWithRoute]); when the Limiter wraps the whole router and no
+// [WithLimits] for the requests they match. A key is a route pattern of
+// Go's [http.ServeMux], with or without a method: "POST /login",
+// "/api/{version}/". A request matches the entry of the pattern its
+// router matched ([http.Request.Pattern], or the one an adapter passes
+// with [RequestWithRoute]); when the Limiter wraps the whole router and no
 // pattern is known yet, the request is matched against the table's
 // patterns with the rules of [http.ServeMux]. The pattern is part of the
 // keys the store sees: routes never share counters with each other or with
 // the limits of WithLimits.
+//
+// A pattern in another router's syntax, such as Gin's and Echo's "/:id"
+// or chi's "/*", is refused, naming the pattern and how ServeMux writes it:
+// it would never match. With Gin and Echo, build the table with the
+// adapter's Routes option (ginlimit.Routes, echolimit.Routes) instead.
 func WithRoutes(table map[string][]Limit) Option {
-	return func(l *Limiter) (err error) {
-		l.routes, err = newRoutes(l.namespace, table)
-		return err
-	}
+	return withRoutes(routesyntax.ServeMux, table)
 }
 
 // WithLimitsFunc sets limits per request: limits(r) returns the limits r
@@ -63,6 +66,23 @@ func WithLimitsFunc(limits func(r *http.Request) []Limit) Option {
 			return fmt.Errorf("%w: WithLimitsFunc: the function is nil", ErrInvalid)
 		}
 		l.limitsFunc = limits
+		return nil
+	}
+}
+
+// WithBan bans keys that keep getting denied (see [Ban]), under every
+// limit of the Limiter: those of [WithLimits], [WithRoutes] and
+// [WithLimitsFunc]. A banned key is denied with a Retry-After to the end
+// of its ban, and its [Decision] says so (Decision.Banned). With
+// [WithCountOnly], a request denied before its handler is decided by the
+// store's Allow rather than Peek, so that the denial counts towards the
+// ban; Allow takes nothing from a key it denies.
+func WithBan(ban Ban) Option {
+	return func(l *Limiter) error {
+		if field, problem := ban.check(); field != "" {
+			return fmt.Errorf("%w: WithBan: Ban.%s %s", ErrInvalid, field, problem)
+		}
+		l.ban = ban
 		return nil
 	}
 }

@@ -42,7 +42,7 @@ func WithCountOnly(count func(status int) bool) Option {
 // framework adapters call it after the handler. A store failure is logged
 // and returned: the response is gone, so no error handler runs.
 func (l *Limiter) Finish(r *http.Request, status int) error {
-	if l.countOnly == nil || !l.countOnly(status) || l.skip != nil && l.skip(r) {
+	if l.countOnly == nil || !l.countOnly(status) || l.skip != nil && l.skip(r) || l.spent(r) {
 		return nil
 	}
 	p, err := l.policyFor(r)
@@ -53,11 +53,7 @@ func (l *Limiter) Finish(r *http.Request, status int) error {
 	if err != nil {
 		return err
 	}
-	cost := 1
-	if l.cost != nil {
-		cost = l.cost(r)
-	}
-	if _, err := l.store.Allow(r.Context(), p.storeKey(key), cost, p.limits); err != nil {
+	if _, err := l.store.Allow(r.Context(), p.storeKey(key), l.costOf(r), p.limits); err != nil {
 		l.counts.storeErrors.Add(1)
 		if ok, dropped := l.logs.allow(logStoreError); ok {
 			l.logger.LogAttrs(r.Context(), slog.LevelError, "ratelimit: store failed counting a response", slog.String("error", err.Error()),
@@ -66,6 +62,19 @@ func (l *Limiter) Finish(r *http.Request, status int) error {
 		return fmt.Errorf("ratelimit: counting the response: %w", err)
 	}
 	return nil
+}
+
+// spent reports whether l's decision on r already took r's cost (see
+// Allow).
+func (l *Limiter) spent(r *http.Request) bool {
+	if s := stateOf(r); s != nil {
+		for i := len(s.verdicts) - 1; i >= 0; i-- {
+			if s.verdicts[i].limiter == l {
+				return s.verdicts[i].counted
+			}
+		}
+	}
+	return false
 }
 
 // statusWriter records the status a handler writes.

@@ -37,8 +37,8 @@ type setMemo struct {
 }
 
 // policy returns the policy of limits under the route pattern ("" for
-// none) in namespace, checking and compiling them the first time.
-func (m *setMemo) policy(namespace, pattern string, limits []Limit) (*policy, error) {
+// none) in namespace, with ban (zero: none), checking and compiling them the first time.
+func (m *setMemo) policy(namespace, pattern string, limits []Limit, ban Ban) (*policy, error) {
 	if len(limits) > maxSetLimits {
 		return nil, fmt.Errorf("%w: WithLimitsFunc returned %d limits; at most %d are allowed", ErrInvalid, len(limits), maxSetLimits)
 	}
@@ -49,6 +49,7 @@ func (m *setMemo) policy(namespace, pattern string, limits []Limit) (*policy, er
 	m.mu.RUnlock()
 	if !ok {
 		c.p, c.problem = newPolicy(namespace, pattern, limits)
+		c.p = c.p.withBan(ban)
 		m.mu.Lock()
 		if m.sets == nil || len(m.sets) >= maxSets {
 			m.sets = make(map[setKey]checkedSet)

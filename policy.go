@@ -47,6 +47,17 @@ func newPolicy(namespace, pattern string, limits []Limit) (*policy, string) {
 	return p, ""
 }
 
+// withBan returns a copy of p whose limits carry ban, or p for the zero
+// Ban or a nil p. ban has been checked.
+func (p *policy) withBan(ban Ban) *policy {
+	if p == nil || ban == (Ban{}) {
+		return p
+	}
+	c := *p
+	c.limits, _ = p.limits.WithBan(ban)
+	return &c
+}
+
 // policyName is l.Name or, when empty, one made of its quota and window,
 // with the algorithm added if another limit of the set has the same.
 func policyName(l Limit, all []Limit) string {

@@ -72,27 +72,17 @@ func (d Decision) RetryAfter() time.Duration {
 	return r.RetryAfter
 }
 
-// tightest is the index of the result closest to denying, the one
-// response headers describe, or -1 when Results is empty: the one that
-// denied (see [Decision.DeniedBy]) or, when allowed, the one with the
-// fewest Remaining, ties going to the longest ResetAfter.
-func (d Decision) tightest() int {
-	t := -1
-	for i, x := range d.Results {
-		var closer bool
-		switch {
-		case t < 0:
-			closer = true
-		case !d.Allowed:
-			r := d.Results[t]
-			closer = !x.Allowed && (r.Allowed || x.RetryAfter > r.RetryAfter)
-		default:
-			r := d.Results[t]
-			closer = x.Remaining < r.Remaining || (x.Remaining == r.Remaining && x.ResetAfter > r.ResetAfter)
-		}
-		if closer {
-			t = i
-		}
+// tighter reports whether x is closer to denying than r, so that headers
+// describe x rather than r: a result that denies beats one that allows;
+// of two that deny, the one that lets the request through last; of two
+// that allow, the one with the fewest Remaining, ties going to the longest
+// ResetAfter.
+func tighter(x, r Result) bool {
+	switch {
+	case x.Allowed != r.Allowed:
+		return !x.Allowed
+	case !x.Allowed:
+		return x.RetryAfter > r.RetryAfter
 	}
-	return t
+	return x.Remaining < r.Remaining || (x.Remaining == r.Remaining && x.ResetAfter > r.ResetAfter)
 }

@@ -58,12 +58,15 @@ func TestDecisionDeniedBy(t *testing.T) {
 			if got := tt.d.RetryAfter(); got != tt.retry {
 				t.Errorf("RetryAfter() = %v, want %v", got, tt.retry)
 			}
-			if i := tt.d.tightest(); i < 0 || tt.d.Results[i].Limit != tt.tightest {
-				t.Errorf("tightest() = %d, want the index of %v", i, tt.tightest)
+			tight := tt.d.Results[0]
+			for _, x := range tt.d.Results[1:] {
+				if tighter(x, tight) {
+					tight = x
+				}
+			}
+			if tight.Limit != tt.tightest {
+				t.Errorf("the tightest result is of %v, want %v", tight.Limit, tt.tightest)
 			}
 		})
-	}
-	if got := (Decision{}).tightest(); got != -1 {
-		t.Errorf("tightest of no results = %d, want -1", got)
 	}
 }

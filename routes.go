@@ -1,32 +1,64 @@
 package ratelimit
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"strings"
+
+	"github.com/ratelimit-go/ratelimit/internal/routesyntax"
 )
 
 // routes is a Limiter's route table: the policy of each pattern of
 // WithRoutes, and a matcher for requests whose pattern is not known yet.
 type routes struct {
 	policies map[string]*policy // by pattern, as given
-	match    *http.ServeMux     // the patterns, for requests without one
+	syntax   routesyntax.Syntax // the router's, which the patterns are in
+	match    *http.ServeMux     // ServeMux syntax: the patterns, for requests without one
 }
 
-// newRoutes builds the table of WithRoutes.
-func newRoutes(namespace string, table map[string][]Limit) (*routes, error) {
-	t := &routes{policies: make(map[string]*policy, len(table)), match: http.NewServeMux()}
+func init() {
+	routesyntax.WithRoutes = func(s routesyntax.Syntax, table any) any {
+		return withRoutes(s, table.(map[string][]Limit))
+	}
+	routesyntax.Of = func(x any) (routesyntax.Syntax, bool) {
+		if l, ok := x.(*Limiter); ok && l.routes != nil {
+			return l.routes.syntax, true
+		}
+		return 0, false
+	}
+}
+
+// withRoutes is WithRoutes for a table in syntax s.
+func withRoutes(s routesyntax.Syntax, table map[string][]Limit) Option {
+	return func(l *Limiter) (err error) {
+		l.routes, err = newRoutes(l.namespace, s, table)
+		return err
+	}
+}
+
+// newRoutes builds the table of WithRoutes, whose patterns are in syntax
+// s.
+func newRoutes(namespace string, s routesyntax.Syntax, table map[string][]Limit) (*routes, error) {
+	option := map[routesyntax.Syntax]string{routesyntax.ServeMux: "WithRoutes", routesyntax.Gin: "ginlimit.Routes", routesyntax.Echo: "echolimit.Routes"}[s]
+	t := &routes{policies: make(map[string]*policy, len(table)), syntax: s}
+	if s == routesyntax.ServeMux {
+		t.match = http.NewServeMux()
+	}
 	for pattern, limits := range table {
 		if pattern == "" || strings.ContainsAny(pattern, "|\x00") {
-			return nil, fmt.Errorf("%w: WithRoutes: pattern %q is empty or holds '|' or NUL", ErrInvalid, pattern)
+			return nil, fmt.Errorf("%w: %s: pattern %q is empty or holds '|' or NUL", ErrInvalid, option, pattern)
 		}
-		if err := register(t.match, pattern); err != nil {
-			return nil, fmt.Errorf("%w: WithRoutes: pattern %q: %v", ErrInvalid, pattern, err)
+		if problem := routesyntax.Check(s, pattern); problem != "" {
+			return nil, fmt.Errorf("%w: %s: pattern %q: %s", ErrInvalid, option, pattern, problem)
+		}
+		if t.match != nil {
+			if err := register(t.match, pattern); err != nil {
+				return nil, fmt.Errorf("%w: %s: pattern %q: %v", ErrInvalid, option, pattern, err)
+			}
 		}
 		p, problem := newPolicy(namespace, pattern, limits)
 		if problem != "" {
-			return nil, fmt.Errorf("%w: WithRoutes[%q]: %s", ErrInvalid, pattern, problem)
+			return nil, fmt.Errorf("%w: %s[%q]: %s", ErrInvalid, option, pattern, problem)
 		}
 		t.policies[pattern] = p
 	}
@@ -49,8 +81,8 @@ func register(mux *http.ServeMux, pattern string) (err error) {
 // it, or nil. A pattern given without a method matches every method; one
 // with a method, only that one.
 func (t *routes) find(r *http.Request) (*policy, string) {
-	pattern := routePattern(r)
-	if pattern == "" {
+	pattern := routerPattern(r)
+	if pattern == "" && t.match != nil {
 		_, pattern = t.match.Handler(r)
 	}
 	if p, ok := t.policies[pattern]; ok {
@@ -67,19 +99,37 @@ func (t *routes) find(r *http.Request) (*policy, string) {
 	return nil, ""
 }
 
-type routeKey struct{}
-
-// RequestWithRoute returns a shallow copy of r that carries the route
-// pattern a router matched, for [Route] and for [WithRoutes]. Framework
-// adapters call it; with Go's ServeMux, [http.Request.Pattern] serves.
+// RequestWithRoute returns r carrying the route pattern a router matched,
+// for [RoutePattern], [Route] and [WithRoutes]: a shallow copy of r, or r
+// itself when a Limiter or an earlier call already gave r a context of
+// its own (then it records pattern there). Framework adapters call it; with
+// Go's ServeMux, [http.Request.Pattern] serves.
 func RequestWithRoute(r *http.Request, pattern string) *http.Request {
-	return r.WithContext(context.WithValue(r.Context(), routeKey{}, pattern))
+	r, s := withState(r)
+	s.route = pattern
+	return r
 }
 
-// routePattern returns the route pattern a router matched for r, or "".
-func routePattern(r *http.Request) string {
-	if p, ok := r.Context().Value(routeKey{}).(string); ok {
+// RoutePattern returns the route pattern r matched, or "" when none is
+// known: the one its router matched ([http.Request.Pattern], or what an
+// adapter passed to [RequestWithRoute]), else, once a Limiter with
+// [WithRoutes] has matched r against its table, that entry's pattern.
+// A [WithCost] or [WithLimitsFunc] function can call it on the request
+// it is given.
+func RoutePattern(r *http.Request) string {
+	if p := routerPattern(r); p != "" {
 		return p
+	}
+	if s := stateOf(r); s != nil {
+		return s.matched
+	}
+	return ""
+}
+
+// routerPattern returns the route pattern r's router matched, or "".
+func routerPattern(r *http.Request) string {
+	if s := stateOf(r); s != nil && s.route != "" {
+		return s.route
 	}
 	return r.Pattern
 }

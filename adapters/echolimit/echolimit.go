@@ -16,7 +16,17 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/internal/routesyntax"
 )
+
+// Routes is [ratelimit.WithRoutes] for a route table in Echo's syntax,
+// the patterns as Echo's c.Path() names them, with or without a method:
+// "GET /users/:id", "/files/*". A pattern in another router's syntax, such as
+// ServeMux's and chi's "{id}", is refused when the Limiter is built,
+// naming the pattern and how Echo writes it.
+func Routes(table map[string][]ratelimit.Limit) ratelimit.Option {
+	return routesyntax.WithRoutes(routesyntax.Echo, table).(ratelimit.Option)
+}
 
 // An Option configures [New].
 type Option func(*config)
@@ -33,16 +43,22 @@ func WithSkipper(skip func(c echo.Context) bool) Option {
 
 // New returns Echo middleware that lets l decide each request. A request
 // l denies or cannot decide is answered by l and goes no further; the
-// others go on with the rate-limit headers set, and their status goes to
+// others go on with the rate-limit headers set and c.Request() carrying
+// the decision (see [ratelimit.Decisions]), and their status goes to
 // l.Finish (for [ratelimit.WithCountOnly]; for a handler that returned an
 // error, the status Echo's error handler will write). The route l sees is
-// Echo's c.Path(), so per-route limits are keyed as in
-// [ratelimit.WithRoutes], for example "GET /users/:id". Register it with
-// e.Use, which runs after routing, not e.Pre. New panics if l is nil,
-// when the server is built. The middleware is safe for concurrent use.
+// Echo's c.Path(), so per-route limits are keyed as in [Routes], for
+// example "GET /users/:id". Register it with e.Use, which runs after
+// routing, not e.Pre. New panics, when the server is built, if l is nil
+// or its routes are not in Echo's syntax (built with
+// [ratelimit.WithRoutes], not [Routes]). The middleware is safe for
+// concurrent use.
 func New(l *ratelimit.Limiter, opts ...Option) echo.MiddlewareFunc {
 	if l == nil {
 		panic("echolimit: New: the Limiter is nil")
+	}
+	if s, ok := routesyntax.Of(l); ok && s != routesyntax.Echo {
+		panic("echolimit: New: the Limiter's routes are in " + s.String() + "'s syntax, which Echo's c.Path() never matches; build them with echolimit.Routes")
 	}
 	var cfg config
 	for _, opt := range opts {
@@ -57,9 +73,11 @@ func New(l *ratelimit.Limiter, opts ...Option) echo.MiddlewareFunc {
 			if p := c.Path(); p != "" {
 				r = ratelimit.RequestWithRoute(r, p)
 			}
-			if !l.Allow(c.Response(), r) {
+			r, ok := l.Allow(c.Response(), r)
+			if !ok {
 				return nil
 			}
+			c.SetRequest(r) // carries the decision, for ratelimit.Decisions
 			err := next(c)
 			l.Finish(r, status(c, err))
 			return err

@@ -1,6 +1,8 @@
 package echolimit_test
 
 import (
+	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -15,9 +17,12 @@ import (
 
 var framework = httpcases.Framework{
 	Pattern: func(r httpcases.Route) string { return r.Method + " " + r.Path },
-	Serve: func(t *testing.T, l *ratelimit.Limiter) http.Handler {
+	Routes:  echolimit.Routes,
+	Serve: func(t *testing.T, ls ...*ratelimit.Limiter) http.Handler {
 		e := echo.New()
-		e.Use(echolimit.New(l))
+		for _, l := range ls {
+			e.Use(echolimit.New(l))
+		}
 		for _, r := range httpcases.App {
 			e.Add(r.Method, r.Path, echo.WrapHandler(http.HandlerFunc(httpcases.OK)))
 		}
@@ -88,4 +93,27 @@ func TestCountOnlySeesHandlerErrors(t *testing.T) {
 			t.Errorf("attempt %d (%s): got %d, want %d", i, tt.password, w.Code, tt.want)
 		}
 	}
+}
+
+// TestRoutesSyntax: a table in ServeMux's syntax is refused by echolimit.Routes
+// when the Limiter is built, and a Limiter whose table WithRoutes built
+// makes New panic; a table in Echo's syntax builds and serves.
+func TestRoutesSyntax(t *testing.T) {
+	_, err := ratelimit.New(httpcases.NewStore(t), "test", echolimit.Routes(map[string][]ratelimit.Limit{"GET /users/{id}": {ratelimit.PerMinute(1)}}))
+	if !errors.Is(err, ratelimit.ErrInvalid) || !strings.Contains(err.Error(), `echolimit.Routes: pattern "GET /users/{id}"`) || !strings.Contains(err.Error(), `Echo writes a parameter ":id"`) {
+		t.Errorf("got %v, want an ErrInvalid naming the pattern and how Echo writes it", err)
+	}
+	if _, err := ratelimit.New(httpcases.NewStore(t), "test", echolimit.Routes(map[string][]ratelimit.Limit{"GET /users/:id": {ratelimit.PerMinute(1)}})); err != nil {
+		t.Errorf("a table in Echo's syntax: %v", err)
+	}
+	l, err := ratelimit.New(httpcases.NewStore(t), "test", ratelimit.WithRoutes(map[string][]ratelimit.Limit{"POST /login": {ratelimit.PerMinute(1)}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if v := recover(); v == nil || !strings.Contains(fmt.Sprint(v), "echolimit.Routes") {
+			t.Errorf("New with a ServeMux table: got panic %v, want one pointing to echolimit.Routes", v)
+		}
+	}()
+	echolimit.New(l)
 }

@@ -1,8 +1,11 @@
 package ginlimit_test
 
 import (
+	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/gin-gonic/gin"
@@ -16,9 +19,12 @@ func init() { gin.SetMode(gin.ReleaseMode) }
 
 var framework = httpcases.Framework{
 	Pattern: func(r httpcases.Route) string { return r.Method + " " + r.Path },
-	Serve: func(t *testing.T, l *ratelimit.Limiter) http.Handler {
+	Routes:  ginlimit.Routes,
+	Serve: func(t *testing.T, ls ...*ratelimit.Limiter) http.Handler {
 		router := gin.New()
-		router.Use(ginlimit.New(l))
+		for _, l := range ls {
+			router.Use(ginlimit.New(l))
+		}
 		for _, r := range httpcases.App {
 			router.Handle(r.Method, r.Path, gin.WrapF(httpcases.OK))
 		}
@@ -59,4 +65,27 @@ func TestNilLimiterPanicsAtBuild(t *testing.T) {
 		}
 	}()
 	ginlimit.New(nil)
+}
+
+// TestRoutesSyntax: a table in ServeMux's syntax is refused by ginlimit.Routes
+// when the Limiter is built, and a Limiter whose table WithRoutes built
+// makes New panic; a table in Gin's syntax builds and serves.
+func TestRoutesSyntax(t *testing.T) {
+	_, err := ratelimit.New(httpcases.NewStore(t), "test", ginlimit.Routes(map[string][]ratelimit.Limit{"GET /users/{id}": {ratelimit.PerMinute(1)}}))
+	if !errors.Is(err, ratelimit.ErrInvalid) || !strings.Contains(err.Error(), `ginlimit.Routes: pattern "GET /users/{id}"`) || !strings.Contains(err.Error(), `Gin writes a parameter ":id"`) {
+		t.Errorf("got %v, want an ErrInvalid naming the pattern and how Gin writes it", err)
+	}
+	if _, err := ratelimit.New(httpcases.NewStore(t), "test", ginlimit.Routes(map[string][]ratelimit.Limit{"GET /users/:id": {ratelimit.PerMinute(1)}})); err != nil {
+		t.Errorf("a table in Gin's syntax: %v", err)
+	}
+	l, err := ratelimit.New(httpcases.NewStore(t), "test", ratelimit.WithRoutes(map[string][]ratelimit.Limit{"POST /login": {ratelimit.PerMinute(1)}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if v := recover(); v == nil || !strings.Contains(fmt.Sprint(v), "ginlimit.Routes") {
+			t.Errorf("New with a ServeMux table: got panic %v, want one pointing to ginlimit.Routes", v)
+		}
+	}()
+	ginlimit.New(l)
 }

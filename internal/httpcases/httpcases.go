@@ -30,12 +30,25 @@ type Route struct{ Method, Path string }
 var App = []Route{{"GET", "/"}, {"POST", "/login"}, {"GET", "/api/:id"}, {"GET", "/healthz"}}
 
 // OK is the app's handler: 200 "ok", or 401 when the request has an
-// X-Fail header, as a failed login would.
+// X-Fail header, as a failed login would. Then it writes a line per
+// decision the request carries (see ratelimit.Decisions), in order:
+// "decision", then name=remaining for each limit, and "banned=" the ban
+// when there is one.
 func OK(w http.ResponseWriter, r *http.Request) {
 	if r.Header.Get("X-Fail") != "" {
 		w.WriteHeader(http.StatusUnauthorized)
 	}
 	io.WriteString(w, "ok\n")
+	for _, d := range ratelimit.Decisions(r.Context()) {
+		io.WriteString(w, "decision")
+		for _, res := range d.Results {
+			io.WriteString(w, " "+res.Limit.Name+"="+strconv.Itoa(res.Remaining))
+		}
+		if d.Banned > 0 {
+			io.WriteString(w, " banned="+d.Banned.String())
+		}
+		io.WriteString(w, "\n")
+	}
 }
 
 // Framework serves App through a Limiter.
@@ -44,8 +57,12 @@ type Framework struct {
 	// ratelimit.WithRoutes keys take: "GET /api/{id}" for net/http,
 	// "GET /api/:id" for Gin and Echo.
 	Pattern func(Route) string
-	// Serve returns a handler serving App with l in front of every route.
-	Serve func(t *testing.T, l *ratelimit.Limiter) http.Handler
+	// Routes is the option that takes a route table in the framework's
+	// syntax: ratelimit.WithRoutes, ginlimit.Routes, echolimit.Routes.
+	Routes func(map[string][]ratelimit.Limit) ratelimit.Option
+	// Serve returns a handler serving App with the Limiters ls in front of
+	// every route, ls[0] first.
+	Serve func(t *testing.T, ls ...*ratelimit.Limiter) http.Handler
 }
 
 // Step is one request and what its response must be.
@@ -63,7 +80,10 @@ type Case struct {
 	Name    string
 	Store   func(t *testing.T) ratelimit.Store // nil: a fresh Redis store on miniredis
 	Options func(fw Framework) []ratelimit.Option
-	Steps   []Step
+	// Inner, when set, configures a second Limiter, of namespace "inner",
+	// that runs after the first, on the same store.
+	Inner func(fw Framework) []ratelimit.Option
+	Steps []Step
 }
 
 func get(path string, status int, want map[string]string) Step {
@@ -101,7 +121,7 @@ var Cases = []Case{
 		Options: func(fw Framework) []ratelimit.Option {
 			return []ratelimit.Option{
 				ratelimit.WithLimits(ratelimit.PerMinute(5).Using(ratelimit.FixedWindow).Named("api")),
-				ratelimit.WithRoutes(map[string][]ratelimit.Limit{
+				fw.Routes(map[string][]ratelimit.Limit{
 					fw.Pattern(Route{"POST", "/login"}): {ratelimit.PerMinute(2).Using(ratelimit.SlidingLog).Named("login")},
 				}),
 			}
@@ -226,7 +246,7 @@ var Cases = []Case{
 		},
 	},
 	{
-		Name: "several limits: the policy lists all, RateLimit the tightest",
+		Name: "several limits: the policy and RateLimit list all, X- the tightest",
 		Options: func(Framework) []ratelimit.Option {
 			return []ratelimit.Option{ratelimit.WithLimits(
 				ratelimit.Per(3, time.Hour).Using(ratelimit.FixedWindow).Named("hour"),
@@ -234,9 +254,33 @@ var Cases = []Case{
 			)}
 		},
 		Steps: []Step{
-			get("/", 200, map[string]string{"RateLimit-Policy": `"hour";q=3;w=3600, "minute";q=2;w=60`, "RateLimit": `"minute";r=1;t=60`}),
-			get("/", 200, map[string]string{"RateLimit": `"minute";r=0;t=60`, "X-RateLimit-Limit": "2"}),
-			get("/", 429, map[string]string{"RateLimit": `"minute";r=0;t=60`, "Retry-After": "60"}),
+			get("/", 200, map[string]string{"RateLimit-Policy": `"hour";q=3;w=3600, "minute";q=2;w=60`, "RateLimit": `"hour";r=2;t=3600, "minute";r=1;t=60`, "X-RateLimit-Remaining": "1", "X-RateLimit-Reset": "60"}),
+			get("/", 200, map[string]string{"RateLimit": `"hour";r=1;t=3600, "minute";r=0;t=60`, "X-RateLimit-Limit": "2"}),
+			get("/", 429, map[string]string{"RateLimit": `"hour";r=1;t=3600, "minute";r=0;t=60`, "X-RateLimit-Limit": "2", "Retry-After": "60"}),
+		},
+	},
+	{
+		Name: "stacked Limiters: the headers list both, X- and Retry-After the tightest; the handler reads both decisions",
+		Options: func(Framework) []ratelimit.Option {
+			return []ratelimit.Option{ratelimit.WithLimits(ratelimit.PerMinute(5).Using(ratelimit.FixedWindow).Named("global"))}
+		},
+		Inner: func(fw Framework) []ratelimit.Option {
+			return []ratelimit.Option{fw.Routes(map[string][]ratelimit.Limit{
+				fw.Pattern(Route{"GET", "/api/:id"}): {ratelimit.Per(2, time.Hour).Using(ratelimit.FixedWindow).Named("api")},
+			})}
+		},
+		Steps: []Step{
+			{Method: "GET", Path: "/api/1", Status: 200, Body: "ok\ndecision global=4\ndecision api=1\n", Want: map[string]string{
+				"RateLimit-Policy": `"global";q=5;w=60, "api";q=2;w=3600`, "RateLimit": `"global";r=4;t=60, "api";r=1;t=3600`,
+				"X-RateLimit-Limit": "2", "X-RateLimit-Remaining": "1", "X-RateLimit-Reset": "3600"}},
+			{Method: "GET", Path: "/", Status: 200, Body: "ok\ndecision global=3\n", Want: map[string]string{
+				"RateLimit-Policy": `"global";q=5;w=60`, "RateLimit": `"global";r=3;t=60`, "X-RateLimit-Limit": "5"}},
+			{Method: "GET", Path: "/api/2", Status: 200, Body: "decision global=2\ndecision api=0\n"},
+			{Method: "GET", Path: "/api/3", Status: 429, Want: map[string]string{
+				"RateLimit": `"global";r=1;t=60, "api";r=0;t=3600`, "X-RateLimit-Limit": "2", "X-RateLimit-Remaining": "0", "Retry-After": "3600"}},
+			{Method: "GET", Path: "/", Status: 200, Body: "decision global=0\n", Want: map[string]string{"X-RateLimit-Limit": "5", "X-RateLimit-Remaining": "0"}},
+			{Method: "GET", Path: "/api/4", Status: 429, Want: map[string]string{
+				"RateLimit": `"global";r=0;t=60`, "X-RateLimit-Limit": "5", "Retry-After": "60"}},
 		},
 	},
 	{
@@ -343,7 +387,15 @@ func Run(t *testing.T, fw Framework) {
 			if err != nil {
 				t.Fatalf("New: %v", err)
 			}
-			h := fw.Serve(t, l)
+			ls := []*ratelimit.Limiter{l}
+			if c.Inner != nil {
+				inner, err := ratelimit.New(s, "inner", c.Inner(fw)...)
+				if err != nil {
+					t.Fatalf("New (inner): %v", err)
+				}
+				ls = append(ls, inner)
+			}
+			h := fw.Serve(t, ls...)
 			for i, st := range c.Steps {
 				check(t, i, h, st)
 			}
