@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -137,7 +138,8 @@ func (b *lockedBuffer) String() string {
 	return b.b.String()
 }
 
-// send makes a request and returns the status and response.
+// send makes a request and returns the response, whose body it has read
+// into a buffer (closing it is not needed).
 func send(t *testing.T, method, u string, header map[string]string, form url.Values) *http.Response {
 	t.Helper()
 	var body io.Reader
@@ -158,8 +160,12 @@ func send(t *testing.T, method, u string, header map[string]string, form url.Val
 	if err != nil {
 		t.Fatal(err)
 	}
-	io.Copy(io.Discard, resp.Body)
+	b, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(b))
 	return resp
 }
 
@@ -392,11 +398,25 @@ func TestEveryFramework(t *testing.T) {
 					t.Errorf("another API key: got %d, want 200", resp.StatusCode)
 				}
 				// A "pro-" key has the pro plan, from the same Limiter: a
-				// bucket of 100, so 20 quick requests all pass.
+				// bucket of 100, so 20 quick requests all pass. The handler
+				// reads what is left from the decision in the request.
 				for i := range 20 {
 					resp := send(t, "GET", server+"/api/things", map[string]string{"X-API-Key": "pro-" + framework}, nil)
 					if resp.StatusCode != 200 {
 						t.Fatalf("GET /api/ with a pro key #%d: got %d, want 200", i, resp.StatusCode)
+					}
+					var body struct {
+						Left []struct {
+							Limit     string
+							Remaining int
+						}
+					}
+					if err := json.NewDecoder(resp.Body).Decode(&body); err != nil || len(body.Left) != 2 ||
+						body.Left[0].Limit != "pro-second" || body.Left[1].Limit != "pro-hour" || body.Left[1].Remaining != 10_000-1-i {
+						t.Fatalf("GET /api/ with a pro key #%d: body %+v, %v; want what pro-second and pro-hour have left, %d of the hour", i, body, err, 10_000-1-i)
+					}
+					if got := resp.Header.Get("X-RateLimit-Remaining"); got != strconv.Itoa(body.Left[0].Remaining) {
+						t.Fatalf("GET /api/ with a pro key #%d: X-RateLimit-Remaining %q, the body says pro-second has %d", i, got, body.Left[0].Remaining)
 					}
 					if got, want := resp.Header.Get("RateLimit-Policy"), `"pro-second";q=100;w=1, "pro-hour";q=10000;w=3600`; got != want {
 						t.Fatalf("GET /api/ with a pro key: RateLimit-Policy %q, want %q", got, want)

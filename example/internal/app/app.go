@@ -6,6 +6,7 @@ package app
 import (
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -351,10 +352,24 @@ func (a *App) Quota(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintf(w, `{"limit":%d,"remaining":%d,"reset_ms":%d}`+"\n", res.Limit.Quota, res.Remaining, res.ResetAfter.Milliseconds())
 }
 
-// API answers GET /api/.
+// API answers GET /api/ with what the caller's plan has left, which it
+// reads from the decision its Limiter left in the request.
 func API(w http.ResponseWriter, r *http.Request) {
+	type left struct {
+		Limit     string `json:"limit"`
+		Remaining int    `json:"remaining"`
+	}
+	body := struct {
+		Data string `json:"data"`
+		Left []left `json:"left"`
+	}{Data: "ok", Left: []left{}}
+	for _, d := range ratelimit.Decisions(r.Context()) {
+		for _, res := range d.Results {
+			body.Left = append(body.Left, left{res.Limit.Name, res.Remaining})
+		}
+	}
 	w.Header().Set("Content-Type", "application/json")
-	fmt.Fprintln(w, `{"data":"ok"}`)
+	json.NewEncoder(w).Encode(body)
 }
 
 // Run serves h on the configured address until SIGINT or SIGTERM, after
