@@ -272,3 +272,31 @@ func ExampleDecision_DeniedBy() {
 	// Output:
 	// denied by 500 per 1h, sliding-window; retry in 42s
 }
+
+// A handler reads the decision of every Limiter that ran for its request:
+// here a global limit and a route's, stacked. Their headers add up too:
+// RateLimit lists both policies, X-RateLimit-* the tighter one.
+func ExampleDecisions() {
+	s, _ := store.NewMemory(store.MemoryOptions{})
+	global, _ := ratelimit.New(s, "global", ratelimit.WithLimits(ratelimit.PerMinute(100).Using(ratelimit.FixedWindow).Named("global")))
+	search, _ := ratelimit.New(s, "search", ratelimit.WithLimits(ratelimit.PerMinute(10).Using(ratelimit.FixedWindow).Named("search")))
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for _, d := range ratelimit.Decisions(r.Context()) {
+			for _, res := range d.Results {
+				fmt.Fprintf(w, "%s: %d left\n", res.Limit.Name, res.Remaining)
+			}
+		}
+	})
+	h := global.Handler(search.Handler(handler))
+
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest("GET", "/search", nil))
+	fmt.Print(w.Body)
+	fmt.Println("RateLimit:", w.Header().Get("RateLimit"))
+	fmt.Println("X-RateLimit-Limit:", w.Header().Get("X-RateLimit-Limit"))
+	// Output:
+	// global: 99 left
+	// search: 9 left
+	// RateLimit: "global";r=99;t=60, "search";r=9;t=60
+	// X-RateLimit-Limit: 10
+}
