@@ -102,4 +102,3 @@ func TestCostSeesTheMatchedRoute(t *testing.T) {
 		t.Errorf("with the router's pattern known, the cost function saw %q, want it", costSaw)
 	}
 }
-
