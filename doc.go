@@ -25,9 +25,11 @@
 // fails, the request is served ([FailOpen], the default) or refused
 // ([FailClosed]). Limits can depend on the caller ([WithLimitsFunc], for
 // plans and tiers), and a Limiter can count only failed or only
-// successful responses ([WithCountOnly], for logins); [Limiter.Peek]
-// reads a caller's quota without spending it. Callers that are not HTTP
-// handlers use a Store directly, or [Wait] for their turn.
+// successful responses ([WithCountOnly], for logins) and ban keys that
+// keep getting denied, for longer each time ([WithBan]); [Limiter.Peek]
+// reads a caller's quota without spending it, and a handler reads the
+// decisions taken on its request with [Decisions]. Callers that are not
+// HTTP handlers use a Store directly, or [Wait] for their turn.
 //
 // A [Limit] says how many requests a key may make per window and how they
 // are counted: [SlidingWindow] (the default), [FixedWindow], [SlidingLog]
