@@ -10,9 +10,14 @@ import (
 // Deny is the default answer to a denied request (see [WithDenyHandler]):
 // 429 Too Many Requests with a short body, RFC 9457 problem JSON when the
 // client accepts JSON, plain text otherwise. The rate-limit headers and
-// Retry-After are set before it runs.
+// Retry-After are set before it runs. A banned key is told so (see
+// [Ban]).
 func Deny(w http.ResponseWriter, r *http.Request, d Decision) {
-	writeStatus(w, r, http.StatusTooManyRequests, fmt.Sprintf("rate limit exceeded; retry in %d s", max(seconds(d.RetryAfter()), 1)))
+	why := "rate limit exceeded"
+	if d.Banned > 0 {
+		why = "banned after repeated denials"
+	}
+	writeStatus(w, r, http.StatusTooManyRequests, fmt.Sprintf("%s; retry in %d s", why, max(seconds(d.RetryAfter()), 1)))
 }
 
 // FailOpen is the default error handler (see [WithErrorHandler]): when the
