@@ -100,6 +100,10 @@ func gcd(a, b int64) int64 {
 	return a
 }
 
+// BanSuffix ends the key of a key's ban state. No limit's suffix is
+// ":b": theirs are a letter and a window in ms.
+const BanSuffix = ":b"
+
 // Ban is a valid ratelimit.Ban in integers. Times are microseconds.
 type Ban struct {
 	After            int64

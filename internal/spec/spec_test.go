@@ -82,3 +82,29 @@ func TestShare(t *testing.T) {
 		t.Errorf("Share(2) of a bucket whose half would overflow: got %+v, want the whole limit", got)
 	}
 }
+
+func TestBan(t *testing.T) {
+	minute := int64(time.Minute / time.Microsecond)
+	b := NewBan(3, minute, minute, 4*minute)
+	if want := [4]any{"3", "60000000", "60000000", "240000000"}; b.Args != want {
+		t.Errorf("Args = %v, want %v", b.Args, want)
+	}
+	for level, want := range map[int64]int64{1: minute, 2: 2 * minute, 3: 4 * minute, 4: 4 * minute, 1 << 40: 4 * minute} {
+		if got := b.Length(level); got != want {
+			t.Errorf("Length(%d) = %d, want %d", level, got, want)
+		}
+	}
+	// A Max that is no power of two times For caps the last doubling.
+	if got := NewBan(1, minute, minute, 3*minute).Length(3); got != 3*minute {
+		t.Errorf("Length(3) with Max 3m = %d, want %d", got, 3*minute)
+	}
+	set := NewSet([]Limit{Compile(FixedWindow, 10, time.Minute, 0, 0)}).WithBan(b)
+	if set.Ban != b || set.Share(2).Ban != b {
+		t.Errorf("the ban of a set or of its share: got %p and %p, want %p", set.Ban, set.Share(2).Ban, b)
+	}
+	for _, l := range []Limit{Compile(FixedWindow, 1, time.Millisecond, 0, 0), Compile(SlidingLog, 1, time.Second, 0, 0), Compile(SlidingWindow, 10, time.Second, time.Second, 0), Compile(TokenBucket, 1, time.Second, 0, 1)} {
+		if l.Suffix == BanSuffix {
+			t.Errorf("the limit %+v has the ban's suffix %q", l, BanSuffix)
+		}
+	}
+}
