@@ -4,16 +4,22 @@
 -- later decisions count them as if Redis had made them. The store runs
 -- decide.lua, the four algorithm files, then this file.
 --
--- KEYS     the keys of one client key's limits; they share one {hash tag}.
--- ARGV     for each key, in order: its algorithm code and parameters a, b,
---          c; 1 to delete its state first, else 0; m, the number of
---          admissions; then m pairs: the time admitted (Redis's
---          microseconds) and the units taken.
+-- Strikes and bans decided in process are not brought; a reset made
+-- meanwhile forgets the key's ban on Redis too.
+--
+-- KEYS     the keys of one client key's limits, then, when a reset made
+--          meanwhile is to forget the key's ban too, its ban key; they
+--          share one {hash tag}.
+-- ARGV     for each limit's key, in order: its algorithm code and
+--          parameters a, b, c; 1 to delete its state first, else 0; m,
+--          the number of admissions; then m pairs: the time admitted
+--          (Redis's microseconds) and the units taken.
 -- Reply    1.
 
 local function charge()
-  local now, a = clock(), 1
-  for k = 1, #KEYS do
+  local now, a, k = clock(), 1, 0
+  while a <= #ARGV do
+    k = k + 1
     local code, pa, pb, pc = ARGV[a], tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
     local m = tonumber(ARGV[a + 5])
     if ARGV[a + 4] == '1' then
@@ -25,6 +31,9 @@ local function charge()
       algorithms[code](CHARGE, KEYS[k], tonumber(ARGV[a + 5 + 2 * i]), pa, pb, pc, now, t)
     end
     a = a + 6 + 2 * m
+  end
+  if k < #KEYS then
+    redis.call('DEL', KEYS[#KEYS])
   end
   return 1
 end

@@ -28,20 +28,36 @@
 -- A CHECK that raises an error (WRONGTYPE, a foreign value) ends its
 -- request before any write, so none of its keys is touched.
 --
+-- A request may have a ban (see ratelimit.Ban), whose state is a hash in
+-- its ban key: s = strikes, w = time of the first strike counted, u = end
+-- of the last ban (0: none), l = that ban's level (1 for the first of a
+-- series). The ban key is read first, and a foreign value there ends the
+-- request before any write too. While now < u the request is denied and
+-- its limits are not even read. Otherwise its limits decide; a denial is
+-- a strike, which may start a ban (see ban_strike); an allowed request
+-- changes nothing. A request without a ban never reads a ban key.
+--
 -- One run may decide several requests, which the store batches when they
 -- arrive together; they share one reading of TIME.
--- ARGV     for each request: n (its number of limits), cost, deadline (in
---          Redis's microseconds; 0: none), then for each limit its
---          algorithm code and parameters a, b, c.
--- KEYS     for each request, in order, its n keys (one per limit); the keys
---          of a request share one {hash tag}.
+-- ARGV     for each request: n (its number of limits, negated when the
+--          request has a ban), cost, deadline (in Redis's microseconds; 0:
+--          none), then for each limit its algorithm code and parameters a,
+--          b, c, then, when the request has a ban, the ban's after,
+--          within, for and max (durations in microseconds).
+-- KEYS     for each request, in order, its keys, one per limit, then its
+--          ban key when it has a ban; the keys of a request share one
+--          {hash tag}.
 -- Reply    one line per request, joined by newlines: four integers per
 --          limit (allowed 1 or 0, remaining, reset_after, retry_after),
---          separated by spaces, or "E " and an error with its newlines
---          turned into spaces, or "X" for a request that reached Redis
---          after its deadline and was not decided. The request passed
---          iff every allowed is 1. (A string costs Redis far less to
---          return than an array.)
+--          then, when the request has a ban, banned (the time until the
+--          ban ends; 0: not banned), separated by spaces; or "E " and an
+--          error with its newlines turned into spaces, or "X" for a
+--          request that reached Redis after its deadline and was not
+--          decided. The request passed iff every allowed is 1. A banned
+--          request, and one whose denial starts a ban, has every allowed
+--          0, every remaining 0, and reset_after and retry_after at least
+--          banned. (A string costs Redis far less to return than an
+--          array.)
 
 local algorithms, clockless = {}, {f = true}
 local CHECK, COMMIT, SETTLE, DECIDE, CHARGE, PEEK = 1, 2, 3, 4, 5, 6
@@ -71,26 +87,15 @@ local function clock()
   return now_us
 end
 
--- decide_one decides the request whose keys follow KEYS[k] and whose cost
--- and deadline are ARGV[a] and ARGV[a + 1], and returns its reply line. A
--- request past its deadline was given up by its caller, who decided it
--- elsewhere: deciding it here too would count it twice.
-local function decide_one(k, n, a)
-  local cost, deadline = tonumber(ARGV[a]), tonumber(ARGV[a + 1])
-  if deadline > 0 and clock() > deadline then
-    return 'X'
-  end
-  if n == 1 then
-    local code, now = ARGV[a + 2], 0
-    if not clockless[code] then
-      now = clock()
-    end
-    local ok, remaining, reset, retry = algorithms[code](DECIDE, KEYS[k + 1], cost,
-      tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5]), now)
-    return string.format('%d %d %d %d', ok, remaining, reset, retry)
-  end
-
-  local now, alg, pa, pb, pc, s1, s2, ok, remaining, retry = 0, {}, {}, {}, {}, {}, {}, {}, {}, {}
+-- decide_limits decides the request whose n keys follow KEYS[k] and whose
+-- cost is ARGV[a], limits ARGV[a + 2] on, at now (0: read TIME if a limit
+-- needs it): it checks every limit, then takes cost from all of them or
+-- from none. It returns whether the request passed and, per limit,
+-- allowed (1 or 0), remaining (after the decision), reset_after and
+-- retry_after.
+local function decide_limits(k, n, a, now)
+  local cost = tonumber(ARGV[a])
+  local alg, pa, pb, pc, s1, s2, ok, remaining, reset, retry = {}, {}, {}, {}, {}, {}, {}, {}, {}, {}
   local pass = true
   for i = 1, n do
     local j = a + 4 * i - 2
@@ -104,28 +109,164 @@ local function decide_one(k, n, a)
     ok[i], remaining[i], retry[i], s1[i], s2[i] = alg[i](CHECK, KEYS[k + i], cost, pa[i], pb[i], pc[i], now)
     pass = pass and ok[i]
   end
-  local reply = {}
   for i = 1, n do
-    local reset
     if pass then
-      reset = alg[i](COMMIT, KEYS[k + i], cost, pa[i], pb[i], pc[i], now, s1[i], s2[i])
+      reset[i] = alg[i](COMMIT, KEYS[k + i], cost, pa[i], pb[i], pc[i], now, s1[i], s2[i])
       remaining[i] = remaining[i] - cost
     else
-      reset = alg[i](SETTLE, KEYS[k + i], cost, pa[i], pb[i], pc[i], now, s1[i], s2[i])
+      reset[i] = alg[i](SETTLE, KEYS[k + i], cost, pa[i], pb[i], pc[i], now, s1[i], s2[i])
     end
-    reply[i] = string.format('%d %d %d %d', ok[i] and 1 or 0, remaining[i], reset, retry[i])
+    ok[i] = ok[i] and 1 or 0
+  end
+  return pass, ok, remaining, reset, retry
+end
+
+-- ban_state reads a ban key: strikes, first, ends, level (see the header);
+-- all 0 when the key is missing.
+local function ban_state(key)
+  local v = redis.call('HMGET', key, 's', 'w', 'u', 'l')
+  if not (v[1] or v[2] or v[3] or v[4]) then
+    return 0, 0, 0, 0
+  end
+  local s, w, u, l = tonumber(v[1]), tonumber(v[2]), tonumber(v[3]), tonumber(v[4])
+  if not (s and w and u and l) then
+    error('ratelimit: the ban key does not hold a ban')
+  end
+  return s, w, u, l
+end
+
+-- banned_line is the reply line of a request with n limits that is banned
+-- for left more microseconds.
+local function banned_line(n, left)
+  left = int(left)
+  return string.rep('0 0 ' .. left .. ' ' .. left .. ' ', n) .. left
+end
+
+-- ban_strike counts a denial at now in the ban key `key` holding s, w,
+-- u, l, for the ban ARGV[b] to ARGV[b + 3], and returns the length of the
+-- ban it starts, or 0. A denial within `within` of the first strike
+-- counted adds one; any other starts the count afresh. `after` strikes
+-- start a ban and the count again: one level up when the last ban ended
+-- less than `max` ago, else at level 1; it lasts `for` doubled once per
+-- level above 1, at most `max`. The key expires when nothing in it
+-- matters any more: the strikes once `within` has passed since the first,
+-- the end of the last ban once `max` has passed since.
+local function ban_strike(key, b, now, s, w, u, l)
+  local after, within, first, longest = tonumber(ARGV[b]), tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3])
+  if s == 0 or now - w >= within then
+    s, w = 1, now
+  else
+    s = s + 1
+  end
+  local length = 0
+  if s >= after then
+    if u > 0 and now - u < longest then
+      l = l + 1
+    else
+      l = 1
+    end
+    length = first
+    for _ = 2, l do
+      if length >= longest then
+        break
+      end
+      length = length * 2
+    end
+    length = math.min(length, longest)
+    s, u = 0, now + length
+  end
+  redis.call('HSET', key, 's', s, 'w', w, 'u', u, 'l', l)
+  local expires = 0
+  if s > 0 then
+    expires = w + within
+  end
+  if u > 0 then
+    expires = math.max(expires, u + longest)
+  end
+  redis.call('PEXPIRE', key, ceil_div(expires - now, 1000))
+  return length
+end
+
+-- decide_ban is decide_one for a request with a ban and n limits, whose
+-- ban key follows its limits' keys and whose ban follows its limits in
+-- ARGV.
+local function decide_ban(k, n, a)
+  local now, key = clock(), KEYS[k + n + 1]
+  local s, w, u, l = ban_state(key)
+  if now < u then
+    return banned_line(n, u - now)
+  end
+  local pass, ok, remaining, reset, retry
+  if n == 1 then
+    ok, remaining, reset, retry = {}, {}, {}, {}
+    ok[1], remaining[1], reset[1], retry[1] = algorithms[ARGV[a + 2]](DECIDE, KEYS[k + 1], tonumber(ARGV[a]),
+      tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5]), now)
+    pass = ok[1] == 1
+  else
+    pass, ok, remaining, reset, retry = decide_limits(k, n, a, now)
+  end
+  local length = 0
+  if not pass then
+    length = ban_strike(key, a + 2 + 4 * n, now, s, w, u, l)
+  end
+  local reply = {}
+  for i = 1, n do
+    if length > 0 then
+      reply[i] = string.format('0 0 %d %d', math.max(reset[i], length), math.max(retry[i], length))
+    else
+      reply[i] = string.format('%d %d %d %d', ok[i], remaining[i], reset[i], retry[i])
+    end
+  end
+  return table.concat(reply, ' ') .. ' ' .. int(length)
+end
+
+-- decide_one decides the request whose keys follow KEYS[k], whose n is n
+-- and whose cost and deadline are ARGV[a] and ARGV[a + 1], and returns its
+-- reply line. A request past its deadline was given up by its caller, who
+-- decided it elsewhere: deciding it here too would count it twice.
+local function decide_one(k, n, a)
+  local cost, deadline = tonumber(ARGV[a]), tonumber(ARGV[a + 1])
+  if deadline > 0 and clock() > deadline then
+    return 'X'
+  end
+  if n < 0 then
+    return decide_ban(k, -n, a)
+  end
+  if n == 1 then
+    local code, now = ARGV[a + 2], 0
+    if not clockless[code] then
+      now = clock()
+    end
+    local ok, remaining, reset, retry = algorithms[code](DECIDE, KEYS[k + 1], cost,
+      tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5]), now)
+    return string.format('%d %d %d %d', ok, remaining, reset, retry)
+  end
+  local _, ok, remaining, reset, retry = decide_limits(k, n, a, 0)
+  local reply = {}
+  for i = 1, n do
+    reply[i] = string.format('%d %d %d %d', ok[i], remaining[i], reset[i], retry[i])
   end
   return table.concat(reply, ' ')
 end
 
+-- request_size returns the number of KEYS and of ARGV entries of a request
+-- whose n is n.
+local function request_size(n)
+  if n < 0 then
+    return 1 - n, 7 - 4 * n
+  end
+  return n, 3 + 4 * n
+end
+
 local function decide()
-  if tonumber(ARGV[1]) == #KEYS then
+  local n = tonumber(ARGV[1])
+  if request_size(n) == #KEYS then
     -- One request: its error, if any, is the script's.
-    return decide_one(0, #KEYS, 2)
+    return decide_one(0, n, 2)
   end
   local out, k, a = {}, 0, 1
   while a <= #ARGV do
-    local n = tonumber(ARGV[a])
+    n = tonumber(ARGV[a])
     local ok, line = pcall(decide_one, k, n, a + 1)
     if not ok then
       if type(line) == 'table' then
@@ -136,7 +277,8 @@ local function decide()
       line = 'E ' .. (string.gsub(tostring(line), '[\r\n]', ' '))
     end
     out[#out + 1] = line
-    k, a = k + n, a + 3 + 4 * n
+    local keys, args = request_size(n)
+    k, a = k + keys, a + args
   end
   return table.concat(out, '\n')
 end

@@ -2,13 +2,13 @@
 //
 // Each algorithm lives in its own file (fixed_window.lua, sliding_log.lua,
 // sliding_window.lua, token_bucket.lua) and registers itself with the
-// driver in decide.lua, which checks every limit of a request and then
-// commits to all or none of them; the store joins the driver with the
-// algorithms a request needs into one script, so that a decision is a
-// single atomic EVALSHA. peek.lua answers as a decision would, writing
-// nothing; charge.lua brings to Redis what a fallback decided in process;
-// probe.lua and check.lua test a server; reset.lua forgets keys. Each
-// file's header states its KEYS, ARGV and reply.
+// driver in decide.lua, which checks every limit of a request, commits to
+// all or none of them, and applies the request's ban; the store joins the
+// driver with the algorithms a request needs into one script, so that a
+// decision is a single atomic EVALSHA. peek.lua answers as a decision
+// would, writing nothing; charge.lua brings to Redis what a fallback
+// decided in process; probe.lua and check.lua test a server; reset.lua
+// forgets keys. Each file's header states its KEYS, ARGV and reply.
 package lua
 
 import (

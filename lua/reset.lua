@@ -1,6 +1,7 @@
--- reset.lua: forgets a client key's state under some limits.
+-- reset.lua: forgets a client key's state under some limits, and its ban.
 --
--- KEYS     the keys of the state to forget; they share one {hash tag}.
+-- KEYS     the keys of the state to forget, the key's ban key among them;
+--          they share one {hash tag}.
 -- ARGV     none.
 -- Reply    the number of keys that existed.
 

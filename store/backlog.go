@@ -195,7 +195,9 @@ func (b *backlog) putBack(all map[string]*pendingKey) {
 
 // chargeBacklog brings one key's backlog to Redis in one script run:
 // resets first, then the admissions since, at their times on Redis's
-// clock (offset is Redis's clock minus the Fallback's, in µs).
+// clock (offset is Redis's clock minus the Fallback's, in µs). A reset
+// deletes the key's ban on Redis too, as a Reset does; strikes and bans
+// decided in process stay there.
 func (s *Redis) chargeBacklog(ctx context.Context, key string, p *pendingKey, offset int64) error {
 	keys := make([]string, 0, len(p.limits))
 	var args []any
@@ -211,6 +213,9 @@ func (s *Redis) chargeBacklog(ctx context.Context, key string, p *pendingKey, of
 		for _, sp := range e.spent {
 			args = append(args, strconv.FormatInt(sp.at+offset, 10), sp.cost)
 		}
+	}
+	if reset {
+		keys = append(keys, s.banKey(key))
 	}
 	err := chargeScript.Run(ctx, s.client, keys, args...).Err()
 	if reset && s.denied != nil {

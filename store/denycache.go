@@ -16,6 +16,10 @@ import (
 // not know. Any request of a key that passes, and any Reset, makes the
 // cache forget that key; a Reset also keeps out the denials of requests
 // that Redis may have decided before it.
+//
+// For limits with a ban, a denial that is no ban is not kept: its repeat
+// is a strike, which only Redis counts. A ban is kept until it ends, and
+// answers any cost: a banned key is denied whatever it asks.
 type denyCache struct {
 	shards   [32]denyShard
 	perShard int          // keys
@@ -40,6 +44,7 @@ type denial struct {
 	at, until int64     // when Redis denied, when the request could pass (µs)
 	cost      int       // the cost denied; other costs have other retry times
 	results   []ratelimit.Result
+	banned    time.Duration // the Decision's Banned; then until is the ban's end, and any cost matches
 }
 
 func newDenyCache(size int) *denyCache {
@@ -71,7 +76,7 @@ func (c *denyCache) get(key string, set *spec.Set, cost int) (ratelimit.Decision
 	sh.mu.Lock()
 	var d *denial
 	for i := range sh.m[key] {
-		if e := &sh.m[key][i]; e.set == set && now < e.until && cost == e.cost {
+		if e := &sh.m[key][i]; e.set == set && now < e.until && (cost == e.cost || e.banned > 0) {
 			d = e
 			break
 		}
@@ -85,6 +90,7 @@ func (c *denyCache) get(key string, set *spec.Set, cost int) (ratelimit.Decision
 	elapsed := time.Duration(max(now-d.at, 0)) * time.Microsecond
 	results := make([]ratelimit.Result, len(d.results))
 	copy(results, d.results)
+	banned := d.banned
 	sh.mu.Unlock()
 	for i := range results {
 		r := &results[i]
@@ -95,7 +101,10 @@ func (c *denyCache) get(key string, set *spec.Set, cost int) (ratelimit.Decision
 			}
 		}
 	}
-	return ratelimit.Decision{Results: results}, true
+	if banned > 0 {
+		banned -= elapsed // above 0: now < until
+	}
+	return ratelimit.Decision{Results: results, Banned: banned}, true
 }
 
 // epoch returns what put needs to know that no Reset of key came after
@@ -103,10 +112,23 @@ func (c *denyCache) get(key string, set *spec.Set, cost int) (ratelimit.Decision
 func (c *denyCache) epoch(key string) uint64 { return c.shard(key).resets.Load() }
 
 // put remembers a denial that Redis just made, for a request that read
-// epoch before asking Redis; unless a Reset of a key came since.
+// epoch before asking Redis; unless a Reset of a key came since, or set
+// has a ban and the key is not banned.
 func (c *denyCache) put(key string, set *spec.Set, cost int, d ratelimit.Decision, epoch uint64) {
+	if set.Ban != nil && d.Banned == 0 {
+		return // its repeat is a strike: Redis must count it
+	}
 	now := c.now()
 	e := denial{set: set, at: now, until: now + int64(d.RetryAfter()/time.Microsecond), cost: cost, results: append([]ratelimit.Result(nil), d.Results...)}
+	if d.Banned > 0 {
+		// Until the ban ends Redis answers with the ban alone, as if the
+		// ban had just been read (the first answer of a ban may show
+		// longer times of the limits).
+		e.until, e.banned = now+int64(d.Banned/time.Microsecond), d.Banned
+		for i := range e.results {
+			e.results[i] = ratelimit.Result{Limit: e.results[i].Limit, ResetAfter: d.Banned, RetryAfter: d.Banned}
+		}
+	}
 	sh := c.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -122,7 +144,7 @@ func (c *denyCache) put(key string, set *spec.Set, cost int, d ratelimit.Decisio
 	}
 	defer func() { sh.keys.Store(int32(len(sh.m))) }()
 	for i := range entries {
-		if entries[i].set == set && entries[i].cost == cost {
+		if entries[i].set == set && (entries[i].cost == cost || e.banned > 0) {
 			entries[i] = e
 			return
 		}

@@ -19,6 +19,15 @@
 // meanwhile to Redis, then sends decisions back to it. It is the
 // configuration to run in production.
 //
+// Each applies the ban a set of limits may carry (see [ratelimit.Ban]) in
+// the same atomic step as the limits: Redis keeps a key's ban state beside
+// its counters, in a hash under the same hash tag, with a TTL that ends
+// when the state no longer matters; Memory keeps it with the key's
+// counters, within the same bound. A Fallback's bans are Redis's while
+// Redis decides, and this instance's own while it decides in process;
+// only admissions and resets are brought back to Redis, never strikes or
+// bans (see [Fallback]).
+//
 // All three are safe for concurrent use, and take their options as a
 // struct whose zero value means every default.
 package store

@@ -38,6 +38,16 @@ const (
 // Decisions made in process have Decision.Fallback set. A request costing
 // more than a divided limit's capacity is denied while Redis is down.
 //
+// Bans (see [ratelimit.Ban]) follow the decisions: while Redis decides,
+// they are counted and kept in Redis, for every instance; while a
+// decision is made in process, in the in-process store, for this instance
+// alone, with the ban's whole After (only quotas and bursts are divided).
+// When Redis answers again, what was admitted in process and the resets
+// made meanwhile are brought to it, but not the strikes counted nor the
+// bans started in process: a key banned in process alone is free again on
+// Redis, and a ban Redis holds resumes there, unless a Reset ended it. A
+// request the in-process share cannot hold is denied without a strike.
+//
 // Errors about the request are returned, not hidden: invalid input, a
 // canceled request, a key holding a foreign value.
 //
@@ -186,7 +196,9 @@ func (f *Fallback) Allow(ctx context.Context, key string, cost int, limits *rate
 			now := f.clock.at(t)
 			d, err := f.redis.decide(ctx, key, cost, limits, set, f.deadline(now), t.Add(f.budget))
 			if err == nil {
-				f.seen.put(key, set.Limits, d.Results, now, int64(f.budget/time.Microsecond))
+				if d.Banned == 0 { // a ban's answer says nothing of the limits
+					f.seen.put(key, set.Limits, d.Results, now, int64(f.budget/time.Microsecond))
+				}
 				if !f.down.Load() {
 					return d, nil
 				}
@@ -275,7 +287,7 @@ func (f *Fallback) Reset(ctx context.Context, key string, limits *ratelimit.Limi
 			cancel()
 			if err == nil {
 				f.seen.forget(key, set.Limits)
-				f.local.reset(key, local)
+				f.local.reset(key, local, true)
 				return nil
 			}
 			if faultOf(ctx, err) == noFault {

@@ -75,7 +75,7 @@ func (f *Fallback) seed(key string, c, local *compiled, now int64) {
 		return
 	}
 	one := spec.NewSet([]spec.Limit{*local})
-	f.local.reset(key, one)
+	f.local.reset(key, one, false)
 	n, capacity := int64(f.instances), local.Capacity
 	if spent := capacity - min(capacity, (remaining+n-1)/n); spent > 0 {
 		f.local.take(key, spent, &one.Limits[0])
@@ -162,7 +162,7 @@ func (f *Fallback) resetLocally(sh *backlogShard, key string, set, local *spec.S
 		e := p.of(&set.Limits[i])
 		e.reset, e.seeded, e.spent = true, true, nil
 	}
-	f.local.reset(key, local)
+	f.local.reset(key, local, true)
 	return nil
 }
 

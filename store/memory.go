@@ -30,7 +30,9 @@ const defaultMaxKeys = 100_000
 // So a flood of new keys can make other keys forget their counts early,
 // but the store never denies everyone and never grows without bound. Per
 // key, a sliding log holds up to Quota timestamps and a sliding window
-// Window/Precision slots.
+// Window/Precision slots; a key decided under limits with a ban (see
+// [ratelimit.Ban]) keeps its ban state with them, and is kept as long as
+// that state matters.
 //
 // Keys are spread over shards with a lock each, so it scales across cores.
 // Build it with [NewMemory]; the zero Memory is not usable. Memory is
@@ -106,7 +108,7 @@ func (m *Memory) Allow(ctx context.Context, key string, cost int, limits *rateli
 // which is limits' own or a Fallback's share of it.
 func (m *Memory) decide(key string, cost int, limits *ratelimit.Limits, set *spec.Set) ratelimit.Decision {
 	cs := set.Limits
-	if len(cs) == 1 {
+	if len(cs) == 1 && set.Ban == nil {
 		return m.decideOne(key, cost, limits, &cs[0])
 	}
 	now, c64 := m.now(), int64(cost)
@@ -121,6 +123,12 @@ func (m *Memory) decide(key string, cost int, limits *ratelimit.Limits, set *spe
 	states := sbuf[:0]
 	k := m.shard(key).key(key, now, m.perShard)
 	k.mu.Lock()
+	if set.Ban != nil {
+		if left := k.banned(now); left > 0 {
+			k.mu.Unlock()
+			return bannedDecision(limits, left) // the limits are not even read
+		}
+	}
 	for i := range cs {
 		c := &cs[i]
 		s := k.limit(c, now)
@@ -142,10 +150,18 @@ func (m *Memory) decide(key string, cost int, limits *ratelimit.Limits, set *spe
 			out[i].reset = s.state.of(c).settle(c, now)
 		}
 	}
+	var ban int64
+	if !d.Allowed && set.Ban != nil {
+		ban = k.strike(set.Ban, now)
+		latest = max(latest, k.ban.expires)
+	}
 	k.expires.Store(latest)
 	k.mu.Unlock()
 	for i, o := range out {
 		d.Results[i] = ratelimit.Result{Limit: limits.At(i), Allowed: o.ok, Remaining: int(o.remaining), ResetAfter: us(o.reset), RetryAfter: us(o.retry)}
+	}
+	if ban > 0 {
+		startBan(&d, ban)
 	}
 	return d
 }
@@ -207,6 +223,11 @@ func (m *Memory) peek(key string, cost int, limits *ratelimit.Limits, set *spec.
 	if k != nil {
 		k.mu.Lock()
 		defer k.mu.Unlock()
+		if set.Ban != nil {
+			if left := k.banned(now); left > 0 {
+				return bannedDecision(limits, left)
+			}
+		}
 	}
 	for i := range cs {
 		c := &cs[i]
@@ -234,12 +255,14 @@ func (m *Memory) Reset(ctx context.Context, key string, limits *ratelimit.Limits
 	if err != nil {
 		return err
 	}
-	m.reset(key, set)
+	m.reset(key, set, true)
 	return nil
 }
 
-// reset forgets key's state under set.
-func (m *Memory) reset(key string, set *spec.Set) {
+// reset forgets key's state under set and, when ban is set, key's ban
+// state (which Reset forgets whether set has a ban or not: every set with
+// a ban counts in it).
+func (m *Memory) reset(key string, set *spec.Set, ban bool) {
 	sh := m.shard(key)
 	sh.mu.RLock()
 	k, ok := sh.keys[key]
@@ -249,6 +272,9 @@ func (m *Memory) reset(key string, set *spec.Set) {
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	if ban {
+		k.ban = nil
+	}
 	for i := range set.Limits {
 		for s := &k.first; s != nil; s = s.next {
 			if s.holds(&set.Limits[i]) {

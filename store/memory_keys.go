@@ -23,8 +23,9 @@ type memoryShard struct {
 // limit.
 type memoryKey struct {
 	mu      sync.Mutex
-	expires atomic.Int64 // the latest expiry of its limits; read by eviction
+	expires atomic.Int64 // the latest expiry of its limits and ban; read by eviction
 	first   memoryLimit
+	ban     *banState // nil until a request under a ban is denied
 }
 
 type memoryLimit struct {

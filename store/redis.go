@@ -35,10 +35,11 @@ type RedisClient interface {
 //
 // A key k with a limit is stored at Prefix + "{k}" + a suffix naming the
 // limit's algorithm and window, for example
-// "rl:{api|POST /login|ip:192.0.2.1}:l60000". The braces are a hash tag:
-// all of a decision's keys sit in one Redis Cluster slot. Every write sets
-// a TTL that ends when the state is no longer needed. Redis 5.0 or later
-// is needed (the tests run on 7.0).
+// "rl:{api|POST /login|ip:192.0.2.1}:l60000", and its ban state (see
+// [ratelimit.Ban]), for limits that have a ban, at Prefix + "{k}:b", a
+// hash. The braces are a hash tag: all of a decision's keys sit in one
+// Redis Cluster slot. Every write sets a TTL that ends when the state is
+// no longer needed. Redis 5.0 or later is needed (the tests run on 7.0).
 //
 // Build it with [NewRedis]; the zero Redis is not usable. Redis is safe
 // for concurrent use.
@@ -76,6 +77,13 @@ type RedisOptions struct {
 	// retry later), so this instance keeps answering from the cache until
 	// the RetryAfter it was given. In exchange, a client hammering a limit
 	// it has spent costs Redis nothing.
+	//
+	// For limits with a ban (see [ratelimit.Ban]), only bans are cached:
+	// every other denial is a strike that Redis must count, so its repeats
+	// still go to Redis. A banned key is then denied in process, whatever
+	// the cost, until the ban ends, with the Banned, RetryAfter and
+	// ResetAfter Redis would give, up to the round trip. A Reset through
+	// another instance does not end it early here.
 	DenyCacheSize int
 
 	// MaxBatch is the most decisions sent together in one script run.
@@ -168,10 +176,18 @@ func (s *Redis) decide(ctx context.Context, key string, cost int, limits *rateli
 		call.script = decideOne[cs[0].Algorithm]
 	}
 	call.deadline = deadline // sent by reference: boxing it would allocate
-	call.args = append(call.args, len(cs), cost, &call.deadline)
+	n := len(cs)
+	if set.Ban != nil {
+		n = -n // a ban follows the limits
+	}
+	call.args = append(call.args, n, cost, &call.deadline)
 	for i := range cs {
 		call.keys = append(call.keys, s.prefix+"{"+key+"}"+cs[i].Suffix)
 		call.args = append(call.args, cs[i].Args[:]...)
+	}
+	if set.Ban != nil {
+		call.keys = append(call.keys, s.banKey(key))
+		call.args = append(call.args, set.Ban.Args[:]...)
 	}
 	call.until = until
 	if dl, ok := ctx.Deadline(); ok && (until.IsZero() || dl.Before(until)) {
@@ -195,7 +211,7 @@ func (s *Redis) decide(ctx context.Context, key string, cost int, limits *rateli
 	if err != nil {
 		return ratelimit.Decision{}, fmt.Errorf("ratelimit: redis: deciding %s: %w", keyRef(key, limits), misconfigured(err, s.prefix, s.cluster))
 	}
-	d, err := parseDecision(line, limits)
+	d, err := parseDecision(line, limits, set.Ban != nil)
 	if err != nil {
 		return ratelimit.Decision{}, fmt.Errorf("ratelimit: redis: deciding %s: %w", keyRef(key, limits), err)
 	}
@@ -209,10 +225,14 @@ func (s *Redis) decide(ctx context.Context, key string, cost int, limits *rateli
 	return d, nil
 }
 
+// banKey is where s keeps key's ban state.
+func (s *Redis) banKey(key string) string { return s.prefix + "{" + key + "}" + spec.BanSuffix }
+
 // parseDecision reads a script's reply line for a request under limits:
 // four integers per limit (allowed, remaining, reset_after and
-// retry_after, in microseconds).
-func parseDecision(line string, limits *ratelimit.Limits) (ratelimit.Decision, error) {
+// retry_after, in microseconds), then, when banned is set, the time until
+// the key's ban ends.
+func parseDecision(line string, limits *ratelimit.Limits, banned bool) (ratelimit.Decision, error) {
 	d := ratelimit.Decision{Allowed: true, Results: make([]ratelimit.Result, limits.Len())}
 	for i := range d.Results {
 		var n [4]int64
@@ -228,6 +248,14 @@ func parseDecision(line string, limits *ratelimit.Limits) (ratelimit.Decision, e
 			RetryAfter: time.Duration(n[3]) * time.Microsecond,
 		}
 		d.Allowed = d.Allowed && n[0] == 1
+	}
+	if banned {
+		var n [1]int64
+		var err error
+		if line, err = parseInts(line, n[:]); err != nil {
+			return ratelimit.Decision{}, err
+		}
+		d.Banned = time.Duration(n[0]) * time.Microsecond
 	}
 	if line != "" {
 		return ratelimit.Decision{}, fmt.Errorf("unexpected %q at the end of the reply", line)
@@ -249,18 +277,21 @@ func (s *Redis) Peek(ctx context.Context, key string, cost int, limits *ratelimi
 
 // peek is Peek for checked input, set being limits compiled.
 func (s *Redis) peek(ctx context.Context, key string, cost int, limits *ratelimit.Limits, set *spec.Set) (ratelimit.Decision, error) {
-	keys := make([]string, len(set.Limits))
+	keys := make([]string, len(set.Limits), len(set.Limits)+1)
 	args := make([]any, 1, 1+4*len(set.Limits))
 	args[0] = cost
 	for i, c := range set.Limits {
 		keys[i] = s.prefix + "{" + key + "}" + c.Suffix
 		args = append(args, c.Args[:]...)
 	}
+	if set.Ban != nil {
+		keys = append(keys, s.banKey(key))
+	}
 	line, err := peekScript.Run(ctx, s.client, keys, args...).Text()
 	if err != nil {
 		return ratelimit.Decision{}, fmt.Errorf("ratelimit: redis: peeking %s: %w", keyRef(key, limits), misconfigured(err, s.prefix, s.cluster))
 	}
-	d, err := parseDecision(line, limits)
+	d, err := parseDecision(line, limits, set.Ban != nil)
 	if err != nil {
 		return ratelimit.Decision{}, fmt.Errorf("ratelimit: redis: peeking %s: %w", keyRef(key, limits), err)
 	}
@@ -328,17 +359,20 @@ func parseInts(s string, dst []int64) (string, error) {
 	return s, nil
 }
 
-// Reset implements [ratelimit.Store]: it deletes key's state for limits.
+// Reset implements [ratelimit.Store]: it deletes key's state for limits,
+// and key's ban state, whether limits have a ban or not: a key has one ban
+// state, which every set of limits with a ban counts in.
 func (s *Redis) Reset(ctx context.Context, key string, limits *ratelimit.Limits) error {
 	// A cost of 1 fits every valid limit, so this checks key and limits.
 	set, err := checkRequest(key, 1, limits)
 	if err != nil {
 		return err
 	}
-	keys := make([]string, len(set.Limits))
+	keys := make([]string, len(set.Limits), len(set.Limits)+1)
 	for i, c := range set.Limits {
 		keys[i] = s.prefix + "{" + key + "}" + c.Suffix
 	}
+	keys = append(keys, s.banKey(key))
 	err = resetScript.Run(ctx, s.client, keys).Err()
 	if s.denied != nil {
 		// After the DEL, whatever its outcome: a denial cached before it,

@@ -409,6 +409,9 @@ func TestKeyLayout(t *testing.T) {
 			t.Errorf("key of %v: got %q, want %q", tt.limit, got, tt.want)
 		}
 	}
+	if got, want := s.banKey("user:1"), "app:{user:1}:b"; got != want {
+		t.Errorf("ban key: got %q, want %q", got, want)
+	}
 	rng := rand.New(rand.NewPCG(3, 4))
 	windows := []time.Duration{time.Second, 2 * time.Second, time.Minute}
 	for range 2000 {

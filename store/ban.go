@@ -1,0 +1,90 @@
+package store
+
+import (
+	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/internal/spec"
+)
+
+// Bans (see ratelimit.Ban) in the Memory store, step for step as
+// decide.lua keeps them in a key's ban hash; the comments there explain
+// the rules. Times are microseconds.
+
+// banState is one key's ban state, shared by every set of limits with a
+// ban that the key is decided under.
+type banState struct {
+	strikes int64 // denials counted since first
+	first   int64 // when the first of them came
+	ends    int64 // when the last ban ends; 0: none yet
+	level   int64 // the last ban's level: 1 for the first of a series
+	expires int64 // when the ban key would expire
+}
+
+// banned returns how long the key is still banned at now, or 0. The key
+// is locked.
+func (k *memoryKey) banned(now int64) int64 {
+	if b := k.ban; b != nil && now < b.ends { // a ban ends before its state expires
+		return b.ends - now
+	}
+	return 0
+}
+
+// strike counts a denial at now under ban b and returns the length of the
+// ban it starts, or 0. The key is locked.
+func (k *memoryKey) strike(b *spec.Ban, now int64) (length int64) {
+	s := k.ban
+	if s == nil {
+		s = new(banState)
+		k.ban = s
+	} else if now >= s.expires {
+		*s = banState{} // expired, as the ban key would have
+	}
+	if s.strikes == 0 || now-s.first >= b.Within {
+		s.strikes, s.first = 1, now
+	} else {
+		s.strikes++
+	}
+	if s.strikes >= b.After {
+		if s.ends > 0 && now-s.ends < b.Max {
+			s.level++
+		} else {
+			s.level = 1
+		}
+		length = b.Length(s.level)
+		s.strikes, s.ends = 0, now+length
+	}
+	// Nothing in it matters any more once the strikes are Within old and
+	// the last ban ended Max ago. The script's PEXPIRE rounds up to the
+	// millisecond: so does this, so that limits with other bans find the
+	// state as they would on Redis.
+	expires := int64(0)
+	if s.strikes > 0 {
+		expires = s.first + b.Within
+	}
+	if s.ends > 0 {
+		expires = max(expires, s.ends+b.Max)
+	}
+	s.expires = now + ceilDiv(expires-now, 1000)*1000
+	return length
+}
+
+// bannedDecision is the answer to a request of a key banned for left
+// more: denied by every limit, nothing remaining, until the ban ends.
+func bannedDecision(limits *ratelimit.Limits, left int64) ratelimit.Decision {
+	d := ratelimit.Decision{Results: results(limits), Banned: us(left)}
+	for i := range d.Results {
+		d.Results[i].ResetAfter, d.Results[i].RetryAfter = d.Banned, d.Banned
+	}
+	return d
+}
+
+// startBan turns d, a denial whose strike started a ban of length, into
+// the ban's first answer: every limit denies, nothing remains, and each
+// time is at least the ban's.
+func startBan(d *ratelimit.Decision, length int64) {
+	d.Banned = us(length)
+	for i := range d.Results {
+		r := &d.Results[i]
+		r.Allowed, r.Remaining = false, 0
+		r.ResetAfter, r.RetryAfter = max(r.ResetAfter, d.Banned), max(r.RetryAfter, d.Banned)
+	}
+}
