@@ -348,13 +348,17 @@ func TestEveryFramework(t *testing.T) {
 					form      url.Values
 					want      int
 					remaining string // X-RateLimit-Remaining
+					banned    bool   // denied by a ban, which the body says
 				}{
 					// Only failures count; the headers say what was left
 					// before each attempt.
-					{wrong, 401, "5"}, {wrong, 401, "4"}, {right, 200, "3"}, // a success never counts, and clears the failures
-					{right, 200, "5"},
-					{wrong, 401, "5"}, {wrong, 401, "4"}, {wrong, 401, "3"}, {wrong, 401, "2"}, {wrong, 401, "1"},
-					{right, 429, "0"}, // five failures within the minute: even the right password waits
+					{wrong, 401, "5", false}, {wrong, 401, "4", false}, {right, 200, "3", false}, // a success never counts, and clears the failures
+					{right, 200, "5", false},
+					{wrong, 401, "5", false}, {wrong, 401, "4", false}, {wrong, 401, "3", false}, {wrong, 401, "2", false}, {wrong, 401, "1", false},
+					{right, 429, "0", false}, // five failures within the minute: even the right password waits
+					{wrong, 429, "0", false},
+					{wrong, 429, "0", true}, // the third denial within the minute bans the client for a minute
+					{right, 429, "0", true},
 				}
 				for i, st := range steps {
 					resp := send(t, "POST", server+"/login", nil, st.form)
@@ -367,13 +371,29 @@ func TestEveryFramework(t *testing.T) {
 					if got := resp.Header.Get("X-RateLimit-Remaining"); got != st.remaining {
 						t.Errorf("POST /login #%d: X-RateLimit-Remaining %q, want %q", i, got, st.remaining)
 					}
+					body, _ := io.ReadAll(resp.Body)
+					if banned := strings.Contains(string(body), "banned"); banned != st.banned {
+						t.Errorf("POST /login #%d: body %q, want banned %v", i, body, st.banned)
+					}
+					if st.banned && resp.Header.Get("Retry-After") != "60" {
+						t.Errorf("POST /login #%d: banned with Retry-After %q, want 60, the ban's minute", i, resp.Header.Get("Retry-After"))
+					}
 					if client != nil {
-						want := 1
-						if st.want == 200 {
+						want := 1 // the failures' log
+						switch {
+						case st.want == 200:
 							want = 0 // the reset deleted the attempts on Redis
+						case st.want == 429:
+							want = 2 // and the denials' ban state
 						}
 						if k := keys(t, client, loginKeys); len(k) != want {
 							t.Errorf("POST /login #%d: Redis holds login keys %q, want %d", i, k, want)
+						}
+						if st.banned {
+							ttl, err := client.PTTL(context.Background(), k0(keys(t, client, `example:{login|\*|ip:*}:b`))).Result()
+							if err != nil || ttl <= 0 {
+								t.Errorf("POST /login #%d: the ban state's TTL is %v, %v; want one", i, ttl, err)
+							}
 						}
 					}
 				}
@@ -431,6 +451,14 @@ func TestEveryFramework(t *testing.T) {
 			})
 		}
 	}
+}
+
+// k0 returns the first of keys, or "" when there is none.
+func k0(keys []string) string {
+	if len(keys) == 0 {
+		return ""
+	}
+	return keys[0]
 }
 
 // TestSpentLimitRecovers spends GET / and polls until a request passes

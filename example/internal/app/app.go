@@ -119,7 +119,11 @@ type App struct {
 // Limits of the example's routes.
 var (
 	LoginLimit = ratelimit.PerMinute(5).Using(ratelimit.SlidingLog).Named("login")
-	APILimits  = []ratelimit.Limit{
+	// LoginBan bans a client that keeps trying once its failed logins are
+	// spent: 3 denials within a minute ban it for a minute, then 2, 4, ...
+	// up to an hour.
+	LoginBan  = ratelimit.Ban{After: 3, Within: time.Minute, For: time.Minute, Max: time.Hour}
+	APILimits = []ratelimit.Limit{
 		ratelimit.PerSecond(10).Using(ratelimit.TokenBucket).Named("api-second"),
 		ratelimit.Per(1000, time.Hour).Named("api-hour"),
 	}
@@ -158,6 +162,7 @@ func New(c Config) (*App, error) {
 	}
 	if a.Logins, err = ratelimit.New(s, "login", ratelimit.WithKey(key), ratelimit.WithLimits(LoginLimit),
 		ratelimit.WithCountOnly(nil), // failed logins only
+		ratelimit.WithBan(LoginBan),
 	); err != nil {
 		a.Close()
 		return nil, err
@@ -305,7 +310,7 @@ func (a *App) Describe(w io.Writer) {
 	}
 	fmt.Fprintln(w, "routes:")
 	fmt.Fprintf(w, "  GET /        per client IP: %v\n", ratelimit.Per(c.Limit, c.Window).Using(c.Algorithm).WithBurst(c.Burst).Named("home"))
-	fmt.Fprintf(w, "  POST /login  per client IP, failed attempts only: %v (a correct password, \"letmein\", never counts and clears them)\n", LoginLimit)
+	fmt.Fprintf(w, "  POST /login  per client IP, failed attempts only: %v (a correct password, \"letmein\", never counts and clears them); %v\n", LoginLimit, LoginBan)
 	fmt.Fprintln(w, "  GET /quota   GET /'s quota left for the caller, without spending it")
 	for _, plan := range []struct {
 		name   string
