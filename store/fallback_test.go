@@ -16,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/store/storetest"
 )
 
 var quietLogger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -77,6 +78,37 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 func checkLeaks(t *testing.T) {
 	before := goleak.IgnoreCurrent()
 	t.Cleanup(func() { goleak.VerifyNone(t, before) }) // runs after the other cleanups
+}
+
+// TestFallbackLocalConformance runs the conformance suite on Fallbacks
+// whose Redis is down from the start, so that every decision, Peek and
+// Reset is made in process, for one instance: on the local Memory store's
+// pinned clock, with bans, through the backlog.
+func TestFallbackLocalConformance(t *testing.T) {
+	t.Parallel() // a pinned clock: nothing here depends on the machine's speed
+	storetest.Run(t, storetest.Harness{New: func(t *testing.T, n int) ([]ratelimit.Store, storetest.Clock) {
+		m := miniredis.RunT(t)
+		addr := m.Addr()
+		m.Close() // nothing answers at its address
+		client := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1})
+		t.Cleanup(func() { client.Close() })
+		clock := &fakeClock{pinnedClock{now: epoch}}
+		f, err := NewFallback(newStore(t, client, RedisOptions{Logger: quietLogger}), FallbackOptions{
+			Local:         newMemory(t, clock, MemoryOptions{}),
+			ProbeInterval: time.Hour,
+			Logger:        quietLogger,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		f.fail(errors.New("the test's Redis is down"))
+		stores := make([]ratelimit.Store, n)
+		for i := range stores {
+			stores[i] = f
+		}
+		return stores, clock
+	}})
 }
 
 func TestFallbackDownAndBack(t *testing.T) {

@@ -19,10 +19,15 @@ import (
 // holds until t+Window, and an open window reports the time left rounded
 // down to the millisecond plus 1ms, capped at Window.
 //
-// The zero Model is empty and ready to use. It is not safe for concurrent
-// use.
+// A Model applies a ban, as a store applies the ban of limits that carry
+// one, once [Model.SetBan] has given it.
+//
+// The zero Model is empty, bans nobody, and is ready to use. It is not
+// safe for concurrent use.
 type Model struct {
 	states map[modelKey]modelState
+	ban    ratelimit.Ban // zero: none
+	bans   map[string]*modelBan
 }
 
 type modelKey struct {
@@ -46,11 +51,21 @@ type modelState interface {
 	clone() modelState
 }
 
+// SetBan makes Allow and Peek apply b from now on, as a store applies the
+// ban of limits that carry it (see [ratelimit.Limits.WithBan]): to every
+// key, whatever the limits. The zero Ban turns bans off. A key's ban state
+// (strikes, its last ban and that ban's level) is kept whatever the ban,
+// as stores keep one per key.
+func (m *Model) SetBan(b ratelimit.Ban) { m.ban = b }
+
 // Allow decides a request at time now (microseconds) like
 // [ratelimit.Store.Allow]. It does not validate its input.
 func (m *Model) Allow(now int64, key string, cost int, limits ...ratelimit.Limit) ratelimit.Decision {
 	if m.states == nil {
 		m.states = make(map[modelKey]modelState)
+	}
+	if left := m.banned(now, key); left > 0 {
+		return bannedDecision(left, limits)
 	}
 	d := ratelimit.Decision{Allowed: true, Results: make([]ratelimit.Result, len(limits))}
 	states := make([]modelState, len(limits))
@@ -77,15 +92,28 @@ func (m *Model) Allow(now int64, key string, cost int, limits ...ratelimit.Limit
 			r.ResetAfter = us(s.settle(now))
 		}
 	}
+	if !d.Allowed && m.ban != (ratelimit.Ban{}) {
+		if length := m.strike(now, key); length > 0 {
+			d.Banned = length
+			for i := range d.Results {
+				r := &d.Results[i]
+				r.Allowed, r.Remaining = false, 0
+				r.RetryAfter, r.ResetAfter = max(r.RetryAfter, length), max(r.ResetAfter, length)
+			}
+		}
+	}
 	return d
 }
 
 // Peek answers a request at time now like [ratelimit.Store.Peek]: what
-// Allow would answer, without taking anything. Each result is check's
-// answer and settle's reset, worked out on a copy of the state, so the
-// Model is left as it was; a key it holds nothing for gets a fresh state
-// that it does not keep. It does not validate its input.
+// Allow would answer, without taking anything or counting a strike. Each
+// result is check's answer and settle's reset, worked out on a copy of the
+// state, so the Model is left as it was; a key it holds nothing for gets
+// a fresh state that it does not keep. It does not validate its input.
 func (m *Model) Peek(now int64, key string, cost int, limits ...ratelimit.Limit) ratelimit.Decision {
+	if left := m.banned(now, key); left > 0 {
+		return bannedDecision(left, limits)
+	}
 	d := ratelimit.Decision{Allowed: true, Results: make([]ratelimit.Result, len(limits))}
 	for i, l := range limits {
 		state := withDefaults(l)
@@ -99,6 +127,69 @@ func (m *Model) Peek(now int64, key string, cost int, limits ...ratelimit.Limit)
 		ok, remaining, retry := s.check(now, cost)
 		d.Results[i] = ratelimit.Result{Limit: l, Allowed: ok, Remaining: remaining, ResetAfter: us(s.settle(now)), RetryAfter: us(retry)}
 		d.Allowed = d.Allowed && ok
+	}
+	return d
+}
+
+// modelBan is a key's ban state: the strikes counted since the first of
+// them, and the end and level of its last ban.
+type modelBan struct {
+	strikes     int
+	first, ends int64 // µs
+	level       int   // 0: no ban yet
+}
+
+// banned returns how long key is banned at now, or 0; always 0 while the
+// Model applies no ban.
+func (m *Model) banned(now int64, key string) time.Duration {
+	if b := m.bans[key]; b != nil && m.ban != (ratelimit.Ban{}) && b.level > 0 && now < b.ends {
+		return us(b.ends - now)
+	}
+	return 0
+}
+
+// strike counts a denial of key at now, and returns the length of the ban
+// it starts, or 0: After denials within Within of the first ban the key;
+// a ban less than Max after the end of the last is twice as long as that
+// one, up to Max, and any other lasts For.
+func (m *Model) strike(now int64, key string) time.Duration {
+	if m.bans == nil {
+		m.bans = make(map[string]*modelBan)
+	}
+	b := m.bans[key]
+	if b == nil {
+		b = &modelBan{}
+		m.bans[key] = b
+	}
+	if b.strikes == 0 || us(now-b.first) >= m.ban.Within {
+		b.strikes, b.first = 0, now
+	}
+	if b.strikes++; b.strikes < m.ban.After {
+		return 0
+	}
+	longest := m.ban.Max
+	if longest == 0 {
+		longest = m.ban.For
+	}
+	if b.level > 0 && us(now-b.ends) < longest {
+		b.level++
+	} else {
+		b.level = 1
+	}
+	length := m.ban.For
+	for i := 1; i < b.level && length < longest; i++ {
+		length = min(2*length, longest)
+	}
+	b.strikes, b.ends = 0, now+int64(length/time.Microsecond)
+	return length
+}
+
+// bannedDecision is the answer to a request of a key banned for left
+// more.
+func bannedDecision(left time.Duration, limits []ratelimit.Limit) ratelimit.Decision {
+	d := ratelimit.Decision{Results: make([]ratelimit.Result, len(limits)), Banned: left}
+	for i, l := range limits {
+		d.Results[i] = ratelimit.Result{Limit: l, ResetAfter: left, RetryAfter: left}
 	}
 	return d
 }

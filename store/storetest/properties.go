@@ -169,10 +169,10 @@ func modelTraffic(c Clock) (windows []time.Duration, rounds, steps int, toleranc
 
 // sameDecision compares decisions, durations within tolerance.
 func sameDecision(got, want ratelimit.Decision, tolerance time.Duration) bool {
-	if got.Allowed != want.Allowed || len(got.Results) != len(want.Results) {
+	near := func(a, b time.Duration) bool { return a-b <= tolerance && b-a <= tolerance }
+	if got.Allowed != want.Allowed || len(got.Results) != len(want.Results) || !near(got.Banned, want.Banned) || (got.Banned > 0) != (want.Banned > 0) {
 		return false
 	}
-	near := func(a, b time.Duration) bool { return a-b <= tolerance && b-a <= tolerance }
 	for i, g := range got.Results {
 		w := want.Results[i]
 		if g.Limit != w.Limit || g.Allowed != w.Allowed || g.Remaining != w.Remaining ||

@@ -6,9 +6,11 @@
 // of the designs the algorithms come from, a differential test against
 // [Model] over randomized traffic, invariants that hold for every
 // decision, all-or-nothing multi-limit requests, exact counts under
-// concurrency, and that Peek answers as Allow would while changing
-// nothing. Tests that need exact timing run only when the harness pins
-// the clock; with a real clock they sleep, with margins.
+// concurrency, that Peek answers as Allow would while changing nothing,
+// and bans (see ratelimit.Ban): a worked example, each algorithm, Peek,
+// Reset, and random traffic against the Model. Tests that need exact
+// timing run only when the harness pins the clock; with a real clock they
+// sleep, with margins.
 package storetest
 
 import (
@@ -71,6 +73,12 @@ func Run(t *testing.T, h Harness) {
 		{"PeekInvalidInput", testPeekInvalidInput},
 		{"SlidingWindowBound", testSlidingWindowBound},
 		{"Concurrency", testConcurrency},
+		{"BanExample", testBanExample},
+		{"BanEachAlgorithm", testBanEachAlgorithm},
+		{"BanMultiLimit", testBanMultiLimit},
+		{"BanPeek", testBanPeek},
+		{"BanReset", testBanReset},
+		{"BanMatchesModel", testBanMatchesModel},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -132,7 +140,9 @@ func withDefaults(l ratelimit.Limit) ratelimit.Limit {
 // of cost against limits, whatever the traffic: the results match the
 // limits, Remaining lies within 0 and the capacity, RetryAfter is positive
 // exactly for the limits that denied, durations are within bounds, and
-// Allowed agrees with the results. It returns nil when nothing is.
+// Allowed agrees with the results; for a banned key (Banned above zero),
+// every limit denies with nothing remaining and times at least the ban's.
+// It returns nil when nothing is.
 func CheckDecision(d ratelimit.Decision, cost int, limits []ratelimit.Limit) error {
 	if msg := brokenInvariant(d, cost, limits); msg != "" {
 		return errors.New(msg)
@@ -152,6 +162,9 @@ func brokenInvariant(d ratelimit.Decision, cost int, limits []ratelimit.Limit) s
 func brokenAnswer(d ratelimit.Decision, cost int, limits []ratelimit.Limit, peeked bool) string {
 	if got, want := len(d.Results), len(limits); got != want {
 		return fmt.Sprintf("got %d results, want %d", got, want)
+	}
+	if d.Banned != 0 {
+		return brokenBan(d, limits)
 	}
 	all := true
 	for i, r := range d.Results {
@@ -180,6 +193,30 @@ func brokenAnswer(d ratelimit.Decision, cost int, limits []ratelimit.Limit, peek
 	}
 	if d.Allowed != all {
 		return fmt.Sprintf("Allowed = %v, but the results say %v", d.Allowed, all)
+	}
+	return ""
+}
+
+// brokenBan is brokenAnswer for a banned key's answer: denied by every
+// limit, nothing remaining, and every time at least the ban's.
+func brokenBan(d ratelimit.Decision, limits []ratelimit.Limit) string {
+	if d.Banned < 0 || d.Allowed {
+		return fmt.Sprintf("Banned = %v with Allowed %v, want Banned > 0 and a denial", d.Banned, d.Allowed)
+	}
+	for i, r := range d.Results {
+		l := limits[i]
+		switch {
+		case r.Limit != l:
+			return fmt.Sprintf("Results[%d].Limit = %v, want %v", i, r.Limit, l)
+		case r.Allowed || r.Remaining != 0:
+			return fmt.Sprintf("Results[%d] of a banned key: allowed %v, Remaining %d; want a denial with 0", i, r.Allowed, r.Remaining)
+		case r.RetryAfter < d.Banned || r.ResetAfter < d.Banned:
+			return fmt.Sprintf("Results[%d] of a key banned for %v: RetryAfter %v, ResetAfter %v; want both at least the ban", i, d.Banned, r.RetryAfter, r.ResetAfter)
+		case r.RetryAfter > r.ResetAfter:
+			return fmt.Sprintf("Results[%d].RetryAfter %v > ResetAfter %v", i, r.RetryAfter, r.ResetAfter)
+		case r.ResetAfter > max(maxReset(l), d.Banned):
+			return fmt.Sprintf("Results[%d].ResetAfter = %v, want within the ban %v or [0, %v]", i, r.ResetAfter, d.Banned, maxReset(l))
+		}
 	}
 	return ""
 }
