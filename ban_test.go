@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/store"
 )
 
 func TestBanIsChecked(t *testing.T) {
@@ -131,5 +132,93 @@ func TestBanWithCountOnly(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestBanEscalatesOnRealRedis runs the production configuration, Redis
+// behind a Fallback, with a count-only login Limiter and a ban: failed
+// logins spend the limit, denials past it ban the client, each ban of a
+// series lasts twice the last (exactly: the request that starts a ban sees
+// its whole length), the deny handler sees Decision.Banned, the ban's
+// state in Redis has a TTL, and a correct login cannot get through while
+// banned.
+func TestBanEscalatesOnRealRedis(t *testing.T) {
+	t.Parallel()
+	c, prefix := sharedRedis(t)
+	fallback, err := store.NewFallback(newRedisStore(t, c, prefix), store.FallbackOptions{Logger: discardLogger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fallback.Close() })
+	const first = 300 * time.Millisecond
+	var banned []time.Duration // Decision.Banned of each denial
+	l := newLimiter(t, fallback, "login",
+		ratelimit.WithLimits(ratelimit.PerMinute(2).Using(ratelimit.FixedWindow)),
+		ratelimit.WithCountOnly(nil),
+		ratelimit.WithBan(ratelimit.Ban{After: 2, Within: time.Minute, For: first, Max: time.Minute}),
+		ratelimit.WithDenyHandler(func(w http.ResponseWriter, r *http.Request, d ratelimit.Decision) {
+			banned = append(banned, d.Banned)
+			ratelimit.Deny(w, r, d)
+		}))
+	h := l.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-Password") != "right" {
+			w.WriteHeader(http.StatusUnauthorized)
+		}
+	}))
+	login := func(password string) int {
+		r := httptest.NewRequest("POST", "/login", nil)
+		r.Header.Set("X-Password", password)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w.Code
+	}
+	for i, want := range []int{401, 401, 429, 429} { // two failures spend the limit, two denials ban
+		if got := login("wrong"); got != want {
+			t.Fatalf("attempt %d: got %d, want %d", i, got, want)
+		}
+	}
+	if len(banned) != 2 || banned[0] != 0 || banned[1] != first {
+		t.Fatalf("the denials saw Banned %v, want 0 then exactly %v", banned, first)
+	}
+	keys := scanKeys(t, c, prefix+"{login|*}:b")
+	if len(keys) != 1 {
+		t.Fatalf("ban state keys %q, want one", keys)
+	}
+	if ttl := c.PTTL(t.Context(), keys[0]).Val(); ttl <= 0 || ttl > time.Minute+first {
+		t.Errorf("the ban state's TTL is %v, want one no longer than the strikes' minute and the ban", ttl)
+	}
+	if got := login("right"); got != 429 || banned[2] <= 0 || banned[2] > first {
+		t.Fatalf("a correct login while banned: got %d, Banned %v; want 429 within the ban", got, banned[2])
+	}
+	// Wait for the ban to end, polling; the limit's minute still denies,
+	// so two more denials start the next ban of the series: twice as long.
+	waitUnbanned(t, l)
+	banned = banned[:0]
+	for i := range 2 {
+		if got := login("wrong"); got != 429 {
+			t.Fatalf("after the ban, attempt %d: got %d, want 429", i, got)
+		}
+	}
+	if len(banned) != 2 || banned[0] != 0 || banned[1] != 2*first {
+		t.Errorf("the second ban: the denials saw Banned %v, want 0 then exactly %v", banned, 2*first)
+	}
+}
+
+// waitUnbanned polls l's Peek until a POST /login is no longer banned.
+func waitUnbanned(t *testing.T, l *ratelimit.Limiter) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		d, err := l.Peek(httptest.NewRequest("POST", "/login", nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Banned == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("still banned after 10s: %v left", d.Banned)
+		}
+		time.Sleep(min(d.Banned, 50*time.Millisecond))
 	}
 }

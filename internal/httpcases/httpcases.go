@@ -284,6 +284,23 @@ var Cases = []Case{
 		},
 	},
 	{
+		Name: "a ban: the second denial within a minute bans for ten, with Retry-After to its end",
+		Options: func(Framework) []ratelimit.Option {
+			return []ratelimit.Option{
+				ratelimit.WithLimits(ratelimit.PerMinute(1).Using(ratelimit.FixedWindow).Named("once")),
+				ratelimit.WithBan(ratelimit.Ban{After: 2, Within: time.Minute, For: 10 * time.Minute, Max: time.Hour}),
+			}
+		},
+		Steps: []Step{
+			get("/", 200, map[string]string{"RateLimit": `"once";r=0;t=60`}),
+			{Method: "GET", Path: "/", Status: 429, Body: "rate limit exceeded; retry in 60 s", Want: map[string]string{"Retry-After": "60"}},
+			{Method: "GET", Path: "/", Status: 429, Body: "banned after repeated denials; retry in 600 s", Want: map[string]string{
+				"Retry-After": "600", "RateLimit": `"once";r=0;t=600`, "X-RateLimit-Reset": "600"}},
+			{Method: "GET", Path: "/", Status: 429, Body: "banned", Want: map[string]string{"Retry-After": "600"}},
+			{Method: "GET", Path: "/", RemoteAddr: "192.0.2.2:1", Status: 200, Body: "decision once=0\n"}, // another client is not banned
+		},
+	},
+	{
 		Name: "weighted requests",
 		Options: func(Framework) []ratelimit.Option {
 			return []ratelimit.Option{quiet, ratelimit.WithLimits(ratelimit.PerMinute(5).Using(ratelimit.TokenBucket)),
