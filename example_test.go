@@ -300,3 +300,40 @@ func ExampleDecisions() {
 	// RateLimit: "global";r=99;t=60, "search";r=9;t=60
 	// X-RateLimit-Limit: 10
 }
+
+// A key that keeps getting denied is banned, for longer each time: here
+// the second denial within a minute bans for a minute, and the next ban
+// of the series lasts two. The store's clock is pinned so that the output
+// is exact.
+func ExampleWithBan() {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	s, _ := store.NewMemory(store.MemoryOptions{Clock: func() time.Time { return now }})
+	limiter, err := ratelimit.New(s, "login",
+		ratelimit.WithLimits(ratelimit.Per(1, time.Hour).Using(ratelimit.FixedWindow)),
+		ratelimit.WithBan(ratelimit.Ban{After: 2, Within: time.Minute, For: time.Minute, Max: time.Hour}),
+		ratelimit.WithDenyHandler(func(w http.ResponseWriter, r *http.Request, d ratelimit.Decision) {
+			fmt.Printf("denied, banned for %v\n", d.Banned)
+			w.WriteHeader(http.StatusTooManyRequests)
+		}),
+	)
+	if err != nil {
+		panic(err)
+	}
+	h := limiter.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { fmt.Println("served") }))
+	try := func() {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest("POST", "/login", nil))
+	}
+	try() // the hour's one request
+	try() // denied by the limit
+	try() // denied again: banned for a minute
+	now = now.Add(90 * time.Second)
+	try() // the ban is over, the hour's limit is not
+	try() // banned again, twice as long
+	// Output:
+	// served
+	// denied, banned for 0s
+	// denied, banned for 1m0s
+	// denied, banned for 0s
+	// denied, banned for 2m0s
+}
