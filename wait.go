@@ -20,6 +20,9 @@ import (
 // the denial and ctx's error. Errors of the store are returned as they
 // are, among them invalid input wrapping [ErrInvalid], before anything is
 // counted.
+//
+// Limits with a ban (see [Limits.WithBan]) count every denial Wait meets
+// towards it, as they would a client's; a ban's RetryAfter is its end.
 func Wait(ctx context.Context, s Store, key string, cost int, limits *Limits, maxWait time.Duration) (Decision, error) {
 	if maxWait < 0 {
 		return Decision{}, fmt.Errorf("%w: Wait: maxWait is negative: %v", ErrInvalid, maxWait)
