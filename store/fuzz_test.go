@@ -46,7 +46,9 @@ var theFuzzRig = sync.OnceValue(func() *fuzzRig {
 // ratelimit.NewLimits, and a cost that cannot pass by both stores (in
 // Allow and in Peek); every decision must keep the invariants of
 // storetest.CheckDecision; and the two stores must agree, on a Peek before
-// each decision too.
+// each decision too. Half the algorithm bytes (those whose tenth is odd)
+// add a ban to the limit: 1 to 4 denials within a window ban for half a
+// window, doubling up to two windows.
 func FuzzDecide(f *testing.F) {
 	f.Add(uint8(0), 10, int64(1000), 0, int64(0), 1, []byte{0, 3, 200, 1})
 	f.Add(uint8(1), 2, int64(3000), 0, int64(0), 1, []byte{0, 0, 0, 255, 255})
@@ -55,6 +57,8 @@ func FuzzDecide(f *testing.F) {
 	f.Add(uint8(0), 10, int64(1000), 0, int64(100), 11, []byte{})
 	f.Add(uint8(3), 1, int64(86_400_000), 1<<40, int64(0), -1, []byte{0})
 	f.Add(uint8(7), 0, int64(-5), -1, int64(7), 0, []byte{9})
+	f.Add(uint8(12), 2, int64(1000), 0, int64(0), 1, []byte{1, 1, 1, 1, 1, 1, 1, 1, 40, 1, 1, 1, 1, 130, 1, 1, 1}) // sliding log, banned after 1 denial
+	f.Add(uint8(33), 3, int64(2000), 0, int64(0), 2, []byte{0, 0, 0, 0, 0, 0, 70, 0, 0, 0, 0, 200, 0, 0, 0})       // token bucket, banned after 2
 	f.Fuzz(func(t *testing.T, algorithm uint8, quota int, windowMS int64, burst int, precisionMS int64, cost int, steps []byte) {
 		rig := theFuzzRig()
 		rig.runs++
@@ -73,6 +77,17 @@ func FuzzDecide(f *testing.F) {
 				t.Fatalf("NewLimits(%+v): got %v, want ErrInvalid", l, err)
 			}
 			return
+		}
+		if algorithm/10%2 == 1 {
+			half := max(l.Window/2, time.Millisecond).Truncate(time.Millisecond)
+			ban := ratelimit.Ban{After: 1 + int(algorithm/20%4), Within: l.Window, For: half, Max: 4 * half}
+			banned, err := limits.WithBan(ban)
+			if err != nil && !errors.Is(err, ratelimit.ErrInvalid) {
+				t.Fatalf("WithBan(%+v): got %v, want ErrInvalid", ban, err)
+			}
+			if err == nil {
+				limits = banned
+			}
 		}
 		if cost < 1 || cost > capacity(l) {
 			for _, s := range []ratelimit.Store{rig.redis, rig.memory} {
