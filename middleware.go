@@ -46,8 +46,15 @@ func (l *Limiter) Allow(w http.ResponseWriter, r *http.Request) (*http.Request, 
 	if l.skip != nil && l.skip(r) {
 		return r, true
 	}
+	p, pattern := l.routePolicy(r)
+	if p == nil && l.limitsFunc == nil {
+		return r, true // no limits apply: no decision to carry
+	}
 	r, s := withState(r)
-	p, err := l.policyFor(r)
+	if pattern != "" && s.matched == "" {
+		s.matched = pattern
+	}
+	p, err := l.funcPolicy(r, p, pattern)
 	if err != nil {
 		return r, l.fail(w, r, err)
 	}
@@ -140,15 +147,24 @@ func (l *Limiter) Peek(r *http.Request) (Decision, error) {
 // those of WithLimits. The error, wrapping ErrInvalid, says why the limits
 // WithLimitsFunc returned are invalid.
 func (l *Limiter) policyFor(r *http.Request) (*policy, error) {
-	p, pattern := l.all, ""
+	p, pattern := l.routePolicy(r)
+	return l.funcPolicy(r, p, pattern)
+}
+
+// routePolicy returns the policy of r's route and the route table's
+// pattern that matched, or those of WithLimits (nil without) and "".
+func (l *Limiter) routePolicy(r *http.Request) (*policy, string) {
 	if l.routes != nil {
-		if rp, pat := l.routes.find(r); rp != nil {
-			p, pattern = rp, pat
-			if s := stateOf(r); s != nil && s.matched == "" {
-				s.matched = pat
-			}
+		if p, pattern := l.routes.find(r); p != nil {
+			return p, pattern
 		}
 	}
+	return l.all, ""
+}
+
+// funcPolicy returns the policy of the limits WithLimitsFunc gives r
+// under the route pattern, or, when it gives none or is not set, p.
+func (l *Limiter) funcPolicy(r *http.Request, p *policy, pattern string) (*policy, error) {
 	if l.limitsFunc != nil {
 		if limits := l.limitsFunc(r); len(limits) > 0 {
 			return l.sets.policy(l.namespace, pattern, limits, l.ban)
