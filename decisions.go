@@ -7,16 +7,19 @@ import (
 
 // requestState is what the Limiters that see a request keep in its
 // context: the route pattern and every decision, in the order the
-// Limiters ran. It is the request's context itself, so that carrying it
-// costs one allocation; the first Limiter (or [RequestWithRoute]) puts it
-// there, and the others add to it. Only the middleware writes it, before
-// the handler runs.
+// Limiters ran. It is the request's context itself, and holds the copy of
+// the request that carries it and the header values the Limiters set, so
+// that all of it costs one allocation; the first Limiter (or
+// [RequestWithRoute]) puts it there, and the others add to it. Only the
+// middleware writes it, before the handler runs.
 type requestState struct {
 	context.Context
 	route    string // the pattern the router matched, if known
 	matched  string // the pattern a Limiter's route table matched, if any
 	verdicts []verdict
-	first    [2]verdict // verdicts' first array
+	first    [2]verdict   // verdicts' first array
+	req      http.Request // the copy of the request that carries the state
+	headers  headerArena  // the header values the Limiters set
 }
 
 // verdict is one Limiter's decision on a request.
@@ -24,7 +27,8 @@ type verdict struct {
 	limiter  *Limiter
 	policy   *policy
 	decision Decision
-	counted  bool // the cost is spent already: Finish must not spend it again
+	counted  bool   // the cost is spent already: Finish must not spend it again
+	pk       string // the pk parameter of WithPartitionKey, an RFC 9651 Byte Sequence; "" without
 }
 
 // stateKey is the context key of a requestState.
@@ -51,7 +55,10 @@ func withState(r *http.Request) (*http.Request, *requestState) {
 	}
 	s := &requestState{Context: r.Context()}
 	s.verdicts = s.first[:0]
-	return r.WithContext(s), s
+	// The copy lives in s, so that the state and the request that carries
+	// it cost one allocation: WithContext's own copy does not escape.
+	s.req = *r.WithContext(s)
+	return &s.req, s
 }
 
 // add records l's decision d under p.

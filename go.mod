@@ -4,6 +4,7 @@ go 1.25
 
 require (
 	github.com/alicebob/miniredis/v2 v2.40.0
+	github.com/dunglas/httpsfv v1.1.2
 	github.com/redis/go-redis/v9 v9.22.0
 	go.uber.org/goleak v1.1.11
 )

@@ -1,23 +1,46 @@
 package ratelimit
 
 import (
-	"fmt"
+	"encoding/json"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
+)
+
+// Problem types of draft-ietf-httpapi-ratelimit-headers, section 5, for
+// RFC 9457 problem details.
+const (
+	problemQuotaExceeded   = "https://iana.org/assignments/http-problem-types#quota-exceeded"
+	problemAbnormalUsage   = "https://iana.org/assignments/http-problem-types#abnormal-usage-detected"
+	problemReducedCapacity = "https://iana.org/assignments/http-problem-types#temporary-reduced-capacity"
 )
 
 // Deny is the default answer to a denied request (see [WithDenyHandler]):
-// 429 Too Many Requests with a short body, RFC 9457 problem JSON when the
-// client accepts JSON, plain text otherwise. The rate-limit headers and
-// Retry-After are set before it runs. A banned key is told so (see
-// [Ban]).
+// 429 Too Many Requests with a short body, plain text, or RFC 9457 problem
+// JSON when the client accepts JSON. The rate-limit headers and
+// Retry-After are set before it runs.
+//
+// The problem type is the draft's quota-exceeded, or abnormal-usage-detected
+// for a banned key (see [Ban]), with the extension member
+// "violated-policies": the names of d's denied limits, in d's order, as
+// the RateLimit-Policy header names them. A Decision made by hand with an
+// unnamed limit gets the name a [Limiter] would make up for it (which two
+// near-identical limits may share); one with no denied result gets [].
 func Deny(w http.ResponseWriter, r *http.Request, d Decision) {
-	why := "rate limit exceeded"
-	if d.Banned > 0 {
-		why = "banned after repeated denials"
+	p := problem{
+		status:   http.StatusTooManyRequests,
+		typ:      problemQuotaExceeded,
+		title:    "Quota exceeded",
+		detail:   "rate limit exceeded",
+		retry:    max(seconds(d.RetryAfter()), 1),
+		policies: true,
+		results:  d.Results,
 	}
-	writeStatus(w, r, http.StatusTooManyRequests, fmt.Sprintf("%s; retry in %d s", why, max(seconds(d.RetryAfter()), 1)))
+	if d.Banned > 0 {
+		p.typ, p.title, p.detail = problemAbnormalUsage, "Abnormal usage detected", "banned after repeated denials"
+	}
+	writeProblem(w, r, p)
 }
 
 // FailOpen is the default error handler (see [WithErrorHandler]): when the
@@ -28,42 +51,165 @@ func Deny(w http.ResponseWriter, r *http.Request, d Decision) {
 // escape the limit by leaving the key out.
 func FailOpen(w http.ResponseWriter, r *http.Request, err error) bool {
 	if isRequestError(err) {
-		writeStatus(w, r, http.StatusBadRequest, "the request cannot be rate limited")
+		writeProblem(w, r, badRequest)
 		return false
 	}
 	return true
 }
 
 // FailClosed is an error handler that refuses requests while the store
-// fails: 503 Service Unavailable with Retry-After: 1. Requests with no key
-// or an invalid cost get 400, as with [FailOpen].
+// fails: 503 Service Unavailable with Retry-After: 1, whose problem JSON
+// has the draft's type temporary-reduced-capacity. It lists no
+// violated-policies: no limit was exceeded, and an error handler is not
+// told which limits apply. Requests with no key or an invalid cost get
+// 400, as with [FailOpen].
 func FailClosed(w http.ResponseWriter, r *http.Request, err error) bool {
 	if isRequestError(err) {
-		writeStatus(w, r, http.StatusBadRequest, "the request cannot be rate limited")
+		writeProblem(w, r, badRequest)
 		return false
 	}
-	w.Header().Set(headerRetryAfter, "1")
-	writeStatus(w, r, http.StatusServiceUnavailable, "rate limiting is unavailable; retry in 1 s")
+	setHeader(w.Header(), arenaOf(r), headerRetryAfter, "1")
+	writeProblem(w, r, problem{
+		status: http.StatusServiceUnavailable,
+		typ:    problemReducedCapacity,
+		title:  "Capacity temporarily reduced",
+		detail: "rate limiting is unavailable",
+		retry:  1,
+	})
 	return false
 }
 
-// writeStatus answers with status and a short body: RFC 9457 problem
-// JSON when the client accepts JSON, plain text otherwise. The body holds
-// no request data and no error text.
-func writeStatus(w http.ResponseWriter, r *http.Request, status int, detail string) {
-	h := w.Header()
-	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Cache-Control", "no-store")
-	title := http.StatusText(status)
+// badRequest is the answer to a request that cannot be rate limited.
+var badRequest = problem{status: http.StatusBadRequest, typ: "about:blank", title: "Bad Request", detail: "the request cannot be rate limited"}
+
+// problem is what writeProblem answers. It holds no request data and no
+// error text.
+type problem struct {
+	status int
+	typ    string // problem type URI
+	title  string // of the type; the plain text says the status instead
+	detail string
+	retry  int64 // seconds, told after detail; 0: not told
+
+	// policies adds the member "violated-policies", the names of the
+	// denied results.
+	policies bool
+	results  []Result
+}
+
+// writeProblem answers with p: RFC 9457 problem JSON when the client
+// accepts JSON, plain text otherwise.
+func writeProblem(w http.ResponseWriter, r *http.Request, p problem) {
+	h, a := w.Header(), arenaOf(r)
+	setHeader(h, a, "X-Content-Type-Options", "nosniff")
+	setHeader(h, a, "Cache-Control", "no-store")
+	bp := bodies.Get().(*[]byte)
+	b := (*bp)[:0]
 	if acceptsJSON(r.Header.Values("Accept")) {
-		h.Set("Content-Type", "application/problem+json")
-		w.WriteHeader(status)
-		fmt.Fprintf(w, `{"type":"about:blank","title":%q,"status":%d,"detail":%q}`+"\n", title, status, detail)
-		return
+		setHeader(h, a, "Content-Type", "application/problem+json")
+		b = p.appendJSON(b)
+	} else {
+		setHeader(h, a, "Content-Type", "text/plain; charset=utf-8")
+		b = p.appendText(b)
 	}
-	h.Set("Content-Type", "text/plain; charset=utf-8")
-	w.WriteHeader(status)
-	fmt.Fprintf(w, "%s: %s\n", title, detail)
+	w.WriteHeader(p.status)
+	w.Write(b)
+	if cap(b) <= maxPooledBody {
+		*bp = b
+		bodies.Put(bp)
+	}
+}
+
+// bodies holds the buffers problem bodies are written in: a
+// ResponseWriter's Write copies what it is given, or sends it, before it
+// returns.
+var bodies = sync.Pool{New: func() any { b := make([]byte, 0, 256); return &b }}
+
+// maxPooledBody is the largest buffer bodies keeps, so that one long list
+// of violated policies does not stay in the pool.
+const maxPooledBody = 4 << 10
+
+// appendText appends p as a line of plain text, for example
+// "Too Many Requests: rate limit exceeded; retry in 28 s".
+func (p *problem) appendText(b []byte) []byte {
+	b = append(b, http.StatusText(p.status)...)
+	b = append(b, ": "...)
+	b = p.appendDetail(b)
+	return append(b, '\n')
+}
+
+// appendJSON appends p as a JSON object and a newline.
+func (p *problem) appendJSON(b []byte) []byte {
+	b = append(b, `{"type":`...)
+	b = appendJSONString(b, p.typ)
+	b = append(b, `,"title":`...)
+	b = appendJSONString(b, p.title)
+	b = append(b, `,"status":`...)
+	b = strconv.AppendInt(b, int64(p.status), 10)
+	b = append(b, `,"detail":"`...)
+	b = p.appendDetail(b) // our own words: nothing to escape
+	b = append(b, '"')
+	if p.policies {
+		b = append(b, `,"violated-policies":[`...)
+		first := true
+		for i, res := range p.results {
+			if res.Allowed {
+				continue
+			}
+			if !first {
+				b = append(b, ',')
+			}
+			first = false
+			b = appendJSONString(b, violatedName(p.results, i))
+		}
+		b = append(b, ']')
+	}
+	return append(b, "}\n"...)
+}
+
+// appendDetail appends p's detail and, if set, when to retry.
+func (p *problem) appendDetail(b []byte) []byte {
+	b = append(b, p.detail...)
+	if p.retry > 0 {
+		b = append(b, "; retry in "...)
+		b = strconv.AppendInt(b, p.retry, 10)
+		b = append(b, " s"...)
+	}
+	return b
+}
+
+// violatedName is the name of results[i]'s limit as the headers give it:
+// the Limiter sets it; a Decision made by hand may leave it empty.
+func violatedName(results []Result, i int) string {
+	if name := results[i].Limit.Name; name != "" {
+		return name
+	}
+	all := make([]Limit, len(results))
+	for j, res := range results {
+		all[j] = res.Limit
+	}
+	return policyName(results[i].Limit, all)
+}
+
+// appendJSONString appends s as a JSON string. Names checked by a Limiter
+// are printable ASCII, where only '"' and '\' need escaping; anything else
+// (a Decision made by hand may hold any name) goes to encoding/json, which
+// escapes control characters and replaces invalid UTF-8.
+func appendJSONString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			q, _ := json.Marshal(s) // a string always marshals
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	for i := 0; i < len(s); i++ {
+		if s[i] == '"' || s[i] == '\\' {
+			b = append(b, '\\')
+		}
+		b = append(b, s[i])
+	}
+	return append(b, '"')
 }
 
 // acceptsJSON reports whether an Accept header names

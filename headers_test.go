@@ -1,16 +1,24 @@
 package ratelimit_test
 
 import (
+	"bytes"
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
+	"net/http/httptest"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
-	"unicode"
+
+	"github.com/dunglas/httpsfv"
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/internal/httpcases"
@@ -33,44 +41,98 @@ func (s fixedStore) Peek(ctx context.Context, key string, cost int, limits *rate
 func (fixedStore) Reset(context.Context, string, *ratelimit.Limits) error { return nil }
 
 // FuzzHeaders formats rate-limit headers for arbitrary limit names and
-// values: a name New accepts must always give RateLimit-Policy and
-// RateLimit values that parse as RFC 9651 lists and name the limit back,
-// and Retry-After a positive integer.
+// results, with and without a quota unit and a partition key (bits 0-1
+// of opts pick the unit, bit 2 turns pk on): a name New accepts must
+// always give RateLimit-Policy and RateLimit values that parse as RFC 9651
+// lists and name the limit back; t must be the effective window rounded
+// down, and on a 429 no later than Retry-After, a positive integer;
+// X-RateLimit-Reset must be ResetAfter rounded up.
 func FuzzHeaders(f *testing.F) {
-	f.Add("api", 100, int64(60_000), 42, int64(17_000_000), int64(0))
-	f.Add(`a "quoted" \ name`, 1, int64(1), 0, int64(999), int64(1))
-	f.Add("", 1_000_000, int64(86_400_000), 999_999, int64(86_400_000_000), int64(86_400_000_000))
-	f.Add("\x7f\x00é", 5, int64(1500), -3, int64(-5), int64(-1))
-	f.Fuzz(func(t *testing.T, name string, quota int, windowMS int64, remaining int, resetUS, retryUS int64) {
+	f.Add("api", 100, int64(60_000), 42, int64(17_000_000), int64(0), int64(2_999_000), uint8(0))
+	f.Add(`a "quoted" \ name`, 1, int64(1), 0, int64(999), int64(1), int64(999), uint8(5))
+	f.Add("", 1_000_000, int64(86_400_000), 999_999, int64(86_400_000_000), int64(86_400_000_000), int64(86_400_000_000), uint8(6))
+	f.Add("\x7f\x00é", 5, int64(1500), -3, int64(-5), int64(-1), int64(-1), uint8(255))
+	f.Add("deny", 10, int64(60_000), 0, int64(60_000_000), int64(1_200_000), int64(50_000_000), uint8(1))
+	f.Add("long", 1, int64(1000), 0, int64(9_223_372_036_854_775), int64(9_223_372_036_854_775), int64(9_223_372_036_854_775), uint8(4))
+	units := []string{"", "requests", "content-bytes", "concurrent-requests"}
+	f.Fuzz(func(t *testing.T, name string, quota int, windowMS int64, remaining int, resetUS, retryUS, effectiveUS int64, opts uint8) {
 		l := ratelimit.Per(quota, time.Duration(windowMS)*time.Millisecond).Using(ratelimit.FixedWindow).Named(name)
-		r := ratelimit.Result{Remaining: remaining, ResetAfter: time.Duration(resetUS) * time.Microsecond, RetryAfter: time.Duration(retryUS) * time.Microsecond}
-		if r.Remaining < 0 || r.ResetAfter < 0 || r.RetryAfter < 0 {
+		r := ratelimit.Result{
+			Remaining:  remaining,
+			Window:     time.Duration(effectiveUS) * time.Microsecond,
+			ResetAfter: time.Duration(resetUS) * time.Microsecond,
+			RetryAfter: time.Duration(retryUS) * time.Microsecond,
+		}
+		if r.Remaining < 0 || r.Window < 0 || r.ResetAfter < 0 || r.RetryAfter < 0 {
 			return // not a result any store returns
 		}
-		lim, err := ratelimit.New(fixedStore{r}, "fuzz", ratelimit.WithLimits(l))
+		options := []ratelimit.Option{ratelimit.WithLimits(l)}
+		unit := units[opts&3]
+		if unit != "" {
+			options = append(options, ratelimit.WithQuotaUnit(unit))
+		}
+		if opts&4 != 0 {
+			options = append(options, ratelimit.WithPartitionKey([]byte(pkSecret)))
+		}
+		lim, err := ratelimit.New(fixedStore{r}, "fuzz", options...)
 		if err != nil {
 			return // refused when built: never formatted
 		}
 		w := serve(lim.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})), "GET", "/")
-		policy, err := parseSFList(w.Header().Get("RateLimit-Policy"))
+		h := w.Header()
+		policy, err := parseSF(h.Values("RateLimit-Policy"))
 		if err != nil || len(policy) != 1 {
-			t.Fatalf("RateLimit-Policy %q: %v", w.Header().Get("RateLimit-Policy"), err)
+			t.Fatalf("RateLimit-Policy %q: %+v, %v", h.Values("RateLimit-Policy"), policy, err)
 		}
 		if name != "" && policy[0].name != name {
 			t.Fatalf("RateLimit-Policy names %q, want %q", policy[0].name, name)
 		}
-		current, err := parseSFList(w.Header().Get("RateLimit"))
-		wantR := min(int64(remaining), 999_999_999_999_999) // RFC 9651 integers have at most 15 digits
-		if err != nil || len(current) != 1 || current[0].name != policy[0].name || current[0].params["r"] != wantR {
-			t.Fatalf("RateLimit %q: %+v, %v", w.Header().Get("RateLimit"), current, err)
+		wantQU := any(nil)
+		if unit != "" && unit != "requests" {
+			wantQU = unit
 		}
+		if got := policy[0].params["qu"]; got != wantQU {
+			t.Fatalf("RateLimit-Policy %q: qu %v, want %v", h.Get("RateLimit-Policy"), got, wantQU)
+		}
+		current, err := parseSF(h.Values("RateLimit"))
+		if err != nil || len(current) != 1 || current[0].name != policy[0].name {
+			t.Fatalf("RateLimit %q: %+v, %v", h.Get("RateLimit"), current, err)
+		}
+		wantT := min(int64(r.Window/time.Second), maxSFInt) // rounded down
 		if w.Code == http.StatusTooManyRequests {
-			if v := w.Header().Get("Retry-After"); v == "" || v[0] == '0' || v[0] == '-' {
-				t.Fatalf("Retry-After %q on a 429", v)
+			retry, err := strconv.ParseInt(h.Get("Retry-After"), 10, 64)
+			if err != nil || retry < 1 {
+				t.Fatalf("Retry-After %q on a 429", h.Get("Retry-After"))
 			}
+			wantT = min(wantT, retry)
+		}
+		if got, want := current[0].params, (map[string]any{"r": min(int64(remaining), maxSFInt), "t": wantT}); !reflect.DeepEqual(pkLess(got), want) {
+			t.Fatalf("RateLimit %q: got %v, want %v", h.Get("RateLimit"), got, want)
+		}
+		pkPolicy, pkCurrent := policy[0].params["pk"], current[0].params["pk"]
+		if opts&4 == 0 && (pkPolicy != nil || pkCurrent != nil) || opts&4 != 0 && (len(asBytes(pkPolicy)) != 16 || !bytes.Equal(asBytes(pkPolicy), asBytes(pkCurrent))) {
+			t.Fatalf("pk on %v: RateLimit-Policy %q, RateLimit %q", opts&4 != 0, h.Get("RateLimit-Policy"), h.Get("RateLimit"))
+		}
+		if got, want := h.Get("X-RateLimit-Reset"), strconv.FormatInt(min(ceilSeconds(r.ResetAfter), maxSFInt), 10); got != want {
+			t.Fatalf("X-RateLimit-Reset %q, want %q", got, want)
 		}
 	})
 }
+
+// ceilSeconds is d in whole seconds, rounded up.
+func ceilSeconds(d time.Duration) int64 {
+	s := int64(d / time.Second)
+	if d%time.Second > 0 {
+		s++
+	}
+	return s
+}
+
+// maxSFInt is the largest Integer of RFC 9651, which has 15 digits.
+const maxSFInt = 999_999_999_999_999
+
+// pkSecret is the secret of WithPartitionKey in the tests, 32 bytes.
+const pkSecret = "a partition key secret, 32 bytes"
 
 // decisionStore answers every request with one preset decision, its
 // results for the limits asked about, in order.
@@ -91,59 +153,61 @@ func (s decisionStore) Peek(ctx context.Context, key string, cost int, limits *r
 
 func (decisionStore) Reset(context.Context, string, *ratelimit.Limits) error { return nil }
 
-// TestHeadersDescribeTheTightest: RateLimit and X-RateLimit-* describe the
-// limit closest to denying, RateLimit every limit: the one that denied, the latest to let the
-// request through when several did; when allowed, the one with the fewest
-// units left, ties going to the longest reset.
+// TestHeadersDescribeTheTightest: X-RateLimit-* describe the limit
+// closest to denying: the one that denied, the latest to let the request
+// through when several did; when allowed, the one with the fewest units
+// left, ties going to the longest reset. RateLimit lists every limit, its
+// t the effective window rounded down, capped by Retry-After on a 429;
+// X-RateLimit-Reset is ResetAfter rounded up.
 func TestHeadersDescribeTheTightest(t *testing.T) {
 	limits := ratelimit.WithLimits(
 		ratelimit.PerSecond(1).Named("second"),
 		ratelimit.PerMinute(10).Named("minute"),
 		ratelimit.Per(100, time.Hour).Named("hour"))
 	tests := []struct {
-		name    string
-		d       ratelimit.Decision
-		status  int
-		want    string // X-RateLimit-Reset
-		xLimit  string // X-RateLimit-Limit
-		retry   string // Retry-After
-		noRetry bool
+		name      string
+		d         ratelimit.Decision
+		status    int
+		rateLimit string
+		xReset    string // X-RateLimit-Reset
+		xLimit    string // X-RateLimit-Limit
+		retry     string // Retry-After
 	}{
 		{
 			name: "allowed: the fewest remaining",
 			d: ratelimit.Decision{Allowed: true, Results: []ratelimit.Result{
-				{Allowed: true, Remaining: 0, ResetAfter: time.Second},
-				{Allowed: true, Remaining: 5, ResetAfter: time.Minute},
-				{Allowed: true, Remaining: 50, ResetAfter: time.Hour},
+				{Allowed: true, Remaining: 0, Window: 900 * time.Millisecond, ResetAfter: time.Second},
+				{Allowed: true, Remaining: 5, Window: 6 * time.Second, ResetAfter: time.Minute},
+				{Allowed: true, Remaining: 50, Window: 35 * time.Second, ResetAfter: time.Hour},
 			}},
-			status: 200, want: "1", xLimit: "1",
+			status: 200, rateLimit: `"second";r=0;t=0, "minute";r=5;t=6, "hour";r=50;t=35`, xReset: "1", xLimit: "1",
 		},
 		{
 			name: "allowed: a tie on remaining goes to the longest reset",
 			d: ratelimit.Decision{Allowed: true, Results: []ratelimit.Result{
-				{Allowed: true, Remaining: 1, ResetAfter: time.Second},
-				{Allowed: true, Remaining: 1, ResetAfter: time.Minute},
-				{Allowed: true, Remaining: 9, ResetAfter: time.Hour},
+				{Allowed: true, Remaining: 1, Window: time.Second, ResetAfter: time.Second},
+				{Allowed: true, Remaining: 1, Window: 59999 * time.Millisecond, ResetAfter: time.Minute},
+				{Allowed: true, Remaining: 9, Window: time.Hour, ResetAfter: time.Hour},
 			}},
-			status: 200, want: "60", xLimit: "10",
+			status: 200, rateLimit: `"second";r=1;t=1, "minute";r=1;t=59, "hour";r=9;t=3600`, xReset: "60", xLimit: "10",
 		},
 		{
-			name: "denied by one",
+			name: "denied by one: every t at most Retry-After",
 			d: ratelimit.Decision{Results: []ratelimit.Result{
-				{Allowed: true, Remaining: 1, ResetAfter: time.Second},
-				{Allowed: false, Remaining: 0, ResetAfter: time.Minute, RetryAfter: 30 * time.Second},
-				{Allowed: true, Remaining: 0, ResetAfter: time.Hour},
+				{Allowed: true, Remaining: 1, Window: 400 * time.Millisecond, ResetAfter: time.Second},
+				{Allowed: false, Remaining: 0, Window: 29500 * time.Millisecond, ResetAfter: time.Minute, RetryAfter: 29500 * time.Millisecond},
+				{Allowed: true, Remaining: 0, Window: 45 * time.Minute, ResetAfter: time.Hour},
 			}},
-			status: 429, want: "60", xLimit: "10", retry: "30",
+			status: 429, rateLimit: `"second";r=1;t=0, "minute";r=0;t=29, "hour";r=0;t=30`, xReset: "60", xLimit: "10", retry: "30",
 		},
 		{
 			name: "denied by two: the later",
 			d: ratelimit.Decision{Results: []ratelimit.Result{
-				{Allowed: false, Remaining: 0, ResetAfter: time.Second, RetryAfter: time.Second},
-				{Allowed: true, Remaining: 3, ResetAfter: time.Minute},
-				{Allowed: false, Remaining: 0, ResetAfter: time.Hour, RetryAfter: 1500 * time.Millisecond},
+				{Allowed: false, Remaining: 0, Window: time.Second, ResetAfter: time.Second, RetryAfter: time.Second},
+				{Allowed: true, Remaining: 3, Window: 50 * time.Second, ResetAfter: time.Minute},
+				{Allowed: false, Remaining: 0, Window: 1200 * time.Millisecond, ResetAfter: time.Hour, RetryAfter: 1200 * time.Millisecond},
 			}},
-			status: 429, want: "3600", xLimit: "100", retry: "2",
+			status: 429, rateLimit: `"second";r=0;t=1, "minute";r=3;t=2, "hour";r=0;t=1`, xReset: "3600", xLimit: "100", retry: "2",
 		},
 	}
 	for _, tt := range tests {
@@ -151,17 +215,127 @@ func TestHeadersDescribeTheTightest(t *testing.T) {
 			l := newLimiter(t, decisionStore{tt.d}, "test", limits)
 			w := serve(l.Handler(http.HandlerFunc(httpcases.OK)), "GET", "/")
 			h := w.Header()
-			if w.Code != tt.status || h.Get("X-RateLimit-Reset") != tt.want || h.Get("X-RateLimit-Limit") != tt.xLimit || h.Get("Retry-After") != tt.retry {
+			if w.Code != tt.status || h.Get("X-RateLimit-Reset") != tt.xReset || h.Get("X-RateLimit-Limit") != tt.xLimit || h.Get("Retry-After") != tt.retry {
 				t.Errorf("got %d, X-RateLimit-Reset %q, X-RateLimit-Limit %q, Retry-After %q; want %d, %q, %q, %q",
-					w.Code, h.Get("X-RateLimit-Reset"), h.Get("X-RateLimit-Limit"), h.Get("Retry-After"), tt.status, tt.want, tt.xLimit, tt.retry)
+					w.Code, h.Get("X-RateLimit-Reset"), h.Get("X-RateLimit-Limit"), h.Get("Retry-After"), tt.status, tt.xReset, tt.xLimit, tt.retry)
 			}
-			var all []string // RateLimit lists every limit, in order
-			for i, name := range []string{"second", "minute", "hour"} {
-				r := tt.d.Results[i]
-				all = append(all, fmt.Sprintf("%q;r=%d;t=%d", name, r.Remaining, (r.ResetAfter+time.Second-1)/time.Second))
+			if got := h.Get("RateLimit"); got != tt.rateLimit {
+				t.Errorf("got RateLimit %q, want %q", got, tt.rateLimit)
 			}
-			if got, want := h.Get("RateLimit"), strings.Join(all, ", "); got != want {
+			mustParse(t, h)
+		})
+	}
+}
+
+// TestResetIsTheEffectiveWindow: t is Result.Window rounded down, never
+// ResetAfter; X-RateLimit-Reset is ResetAfter rounded up.
+func TestResetIsTheEffectiveWindow(t *testing.T) {
+	tests := []struct {
+		window, resetAfter time.Duration
+		t, xReset          string
+	}{
+		{2999 * time.Millisecond, time.Minute, "2", "60"},
+		{3 * time.Second, 3 * time.Second, "3", "3"},
+		{400 * time.Millisecond, 400 * time.Millisecond, "0", "1"},
+		{0, time.Hour, "0", "3600"},
+		{59*time.Second + 999_999_999, 59*time.Second + 1, "59", "60"},
+		{time.Hour, 2 * time.Hour, "3600", "7200"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.window.String(), func(t *testing.T) {
+			s := fixedStore{ratelimit.Result{Remaining: 4, Window: tt.window, ResetAfter: tt.resetAfter}}
+			l := newLimiter(t, s, "test", ratelimit.WithLimits(ratelimit.PerMinute(5).Named("api")))
+			w := serve(l.Handler(http.HandlerFunc(httpcases.OK)), "GET", "/")
+			h := w.Header()
+			if got, want := h.Get("RateLimit"), `"api";r=4;t=`+tt.t; got != want {
 				t.Errorf("got RateLimit %q, want %q", got, want)
+			}
+			if got := h.Get("X-RateLimit-Reset"); got != tt.xReset {
+				t.Errorf("got X-RateLimit-Reset %q, want %q", got, tt.xReset)
+			}
+			mustParse(t, h)
+		})
+	}
+}
+
+// TestResetNeverAfterRetryAfter: on a 429, the t of every limit of every
+// Limiter that decided is at most Retry-After (the draft's section 6); a
+// dry run's would-be denial is served without Retry-After, and its t are
+// the effective windows.
+func TestResetNeverAfterRetryAfter(t *testing.T) {
+	deny := ratelimit.Decision{Results: []ratelimit.Result{
+		{Allowed: false, Remaining: 0, Window: 1200 * time.Millisecond, ResetAfter: 10 * time.Second, RetryAfter: 1200 * time.Millisecond},
+		{Allowed: true, Remaining: 7, Window: 50 * time.Second, ResetAfter: 50 * time.Second},
+	}}
+	allow := ratelimit.Decision{Allowed: true, Results: []ratelimit.Result{
+		{Allowed: true, Remaining: 90, Window: 50 * time.Second, ResetAfter: time.Hour},
+	}}
+	limits := ratelimit.WithLimits(ratelimit.PerSecond(10).Named("burst"), ratelimit.PerMinute(10).Named("minute"))
+	global := ratelimit.WithLimits(ratelimit.Per(100, time.Hour).Named("global"))
+	tests := []struct {
+		name      string
+		handler   func(t *testing.T) http.Handler
+		status    int
+		retry     string
+		rateLimit string
+	}{
+		{
+			name: "one Limiter, two limits",
+			handler: func(t *testing.T) http.Handler {
+				return newLimiter(t, decisionStore{deny}, "test", limits).Handler(http.HandlerFunc(httpcases.OK))
+			},
+			status: 429, retry: "2", rateLimit: `"burst";r=0;t=1, "minute";r=7;t=2`,
+		},
+		{
+			name: "stacked: the outer allows, the inner denies",
+			handler: func(t *testing.T) http.Handler {
+				outer := newLimiter(t, decisionStore{allow}, "outer", global)
+				inner := newLimiter(t, decisionStore{deny}, "inner", limits)
+				return outer.Handler(inner.Handler(http.HandlerFunc(httpcases.OK)))
+			},
+			status: 429, retry: "2", rateLimit: `"global";r=90;t=2, "burst";r=0;t=1, "minute";r=7;t=2`,
+		},
+		{
+			name: "stacked: both allow, no cap",
+			handler: func(t *testing.T) http.Handler {
+				outer := newLimiter(t, decisionStore{allow}, "outer", global)
+				inner := newLimiter(t, decisionStore{allow}, "inner", ratelimit.WithLimits(ratelimit.PerMinute(100).Named("inner")))
+				return outer.Handler(inner.Handler(http.HandlerFunc(httpcases.OK)))
+			},
+			status: 200, rateLimit: `"global";r=90;t=50, "inner";r=90;t=50`,
+		},
+		{
+			name: "stacked: a dry run would deny, the inner denies",
+			handler: func(t *testing.T) http.Handler {
+				outer := newLimiter(t, decisionStore{deny}, "outer", limits, quietLogs(), ratelimit.WithDryRun(nil))
+				inner := newLimiter(t, decisionStore{allow}, "inner", global)
+				inner2 := newLimiter(t, decisionStore{deny}, "inner2", ratelimit.WithLimits(ratelimit.PerSecond(5).Named("b"), ratelimit.PerMinute(5).Named("m")))
+				return outer.Handler(inner.Handler(inner2.Handler(http.HandlerFunc(httpcases.OK))))
+			},
+			status: 429, retry: "2", rateLimit: `"burst";r=0;t=1, "minute";r=7;t=2, "global";r=90;t=2, "b";r=0;t=1, "m";r=7;t=2`,
+		},
+		{
+			name: "dry run: served without Retry-After, t uncapped",
+			handler: func(t *testing.T) http.Handler {
+				return newLimiter(t, decisionStore{deny}, "test", limits, quietLogs(), ratelimit.WithDryRun(nil)).Handler(http.HandlerFunc(httpcases.OK))
+			},
+			status: 200, rateLimit: `"burst";r=0;t=1, "minute";r=7;t=50`,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := serve(tt.handler(t), "GET", "/")
+			h := w.Header()
+			if w.Code != tt.status || h.Get("Retry-After") != tt.retry || h.Get("RateLimit") != tt.rateLimit {
+				t.Errorf("got %d, Retry-After %q, RateLimit %q; want %d, %q, %q", w.Code, h.Get("Retry-After"), h.Get("RateLimit"), tt.status, tt.retry, tt.rateLimit)
+			}
+			items := mustParse(t, h)
+			if retry, err := strconv.ParseInt(h.Get("Retry-After"), 10, 64); err == nil {
+				for _, it := range items {
+					if it.params["t"].(int64) > retry {
+						t.Errorf("%q: t=%d after Retry-After: %d", it.name, it.params["t"], retry)
+					}
+				}
 			}
 		})
 	}
@@ -210,7 +384,8 @@ func TestHeaderStyles(t *testing.T) {
 }
 
 // TestHeadersAreStructuredFields formats policies with names of every
-// printable ASCII byte and parses them back with an RFC 9651 list parser.
+// printable ASCII byte, with and without a quota unit and a partition
+// key, and parses them back with an RFC 9651 parser.
 func TestHeadersAreStructuredFields(t *testing.T) {
 	names := []string{"api", `a "quoted" name`, `back\slash`, " spaced ", "~!@#$%^&*()_+{}|:<>?"}
 	for i := 0x20; i < 0x7f; i += 8 {
@@ -220,117 +395,320 @@ func TestHeadersAreStructuredFields(t *testing.T) {
 		}
 		names = append(names, b.String())
 	}
-	for _, name := range names {
-		l := newLimiter(t, httpcases.NewStore(t), "test", ratelimit.WithLimits(
-			ratelimit.PerMinute(7).Using(ratelimit.FixedWindow).Named(name),
-			ratelimit.Per(3, 1500*time.Millisecond).Using(ratelimit.TokenBucket).WithBurst(6)))
-		w := serve(l.Handler(http.HandlerFunc(httpcases.OK)), "GET", "/")
-		policy, err := parseSFList(w.Header().Get("RateLimit-Policy"))
-		if err != nil {
-			t.Fatalf("name %q: RateLimit-Policy %q: %v", name, w.Header().Get("RateLimit-Policy"), err)
-		}
-		want := []sfItem{
-			{name, map[string]int64{"q": 7, "w": 60}},
-			{"3-per-1.5s", map[string]int64{"q": 6, "w": 3}}, // a burst of 6 refills in 3s
-		}
-		if !reflect.DeepEqual(policy, want) {
-			t.Errorf("name %q: RateLimit-Policy parses to %+v, want %+v", name, policy, want)
-		}
-		current, err := parseSFList(w.Header().Get("RateLimit"))
-		if err != nil || len(current) != 2 || current[0].name != name || current[1].name != "3-per-1.5s" || current[0].params["r"] != 6 || current[1].params["r"] != 5 {
-			t.Errorf("name %q: RateLimit %q: %+v, %v", name, w.Header().Get("RateLimit"), current, err)
+	for _, unit := range []string{"", "content-bytes"} {
+		for _, pk := range []bool{false, true} {
+			for _, name := range names {
+				opts := []ratelimit.Option{ratelimit.WithLimits(
+					ratelimit.PerMinute(7).Using(ratelimit.FixedWindow).Named(name),
+					ratelimit.Per(3, 1500*time.Millisecond).Using(ratelimit.TokenBucket).WithBurst(6))}
+				if unit != "" {
+					opts = append(opts, ratelimit.WithQuotaUnit(unit))
+				}
+				if pk {
+					opts = append(opts, ratelimit.WithPartitionKey([]byte(pkSecret)))
+				}
+				l := newLimiter(t, httpcases.NewStore(t), "test", opts...)
+				h := serve(l.Handler(http.HandlerFunc(httpcases.OK)), "GET", "/").Header()
+				policy, err := parseSF(h.Values("RateLimit-Policy"))
+				if err != nil {
+					t.Fatalf("name %q: RateLimit-Policy %q: %v", name, h.Get("RateLimit-Policy"), err)
+				}
+				want := []sfItem{
+					{name, map[string]any{"q": int64(7), "w": int64(60)}},
+					{"3-per-1.5s", map[string]any{"q": int64(6), "w": int64(3)}}, // a burst of 6 refills in 3s
+				}
+				for _, it := range want {
+					if unit != "" {
+						it.params["qu"] = unit
+					}
+				}
+				if got := pkLessItems(policy); !reflect.DeepEqual(got, want) {
+					t.Errorf("name %q, qu %q, pk %v: RateLimit-Policy %q parses to %+v, want %+v", name, unit, pk, h.Get("RateLimit-Policy"), got, want)
+				}
+				current, err := parseSF(h.Values("RateLimit"))
+				if err != nil || len(current) != 2 || current[0].name != name || current[1].name != "3-per-1.5s" || current[0].params["r"] != int64(6) || current[1].params["r"] != int64(5) {
+					t.Errorf("name %q: RateLimit %q: %+v, %v", name, h.Get("RateLimit"), current, err)
+				}
+				for _, it := range append(policy, current...) {
+					if got := it.params["pk"]; pk != (got != nil) || pk && len(asBytes(got)) != 16 {
+						t.Errorf("name %q, pk %v: item %q has pk %v", name, pk, it.name, got)
+					}
+				}
+			}
 		}
 	}
 }
 
-type sfItem struct {
-	name   string
-	params map[string]int64
+// TestQuotaUnit: WithQuotaUnit adds qu to every item of RateLimit-Policy,
+// whether it comes before or after the limits, for the limits of
+// WithLimits, WithRoutes and WithLimitsFunc, and never to RateLimit;
+// "requests", the draft's default, adds nothing.
+func TestQuotaUnit(t *testing.T) {
+	plan := []ratelimit.Limit{ratelimit.PerMinute(1000).Named("plan")}
+	limits := func(unit string) []ratelimit.Option {
+		return []ratelimit.Option{
+			ratelimit.WithLimits(ratelimit.PerMinute(100).Named("api"), ratelimit.PerSecond(10).Named("burst")),
+			ratelimit.WithRoutes(map[string][]ratelimit.Limit{"POST /upload": {ratelimit.Per(1_000_000, time.Hour).Named("upload")}}),
+			ratelimit.WithLimitsFunc(func(r *http.Request) []ratelimit.Limit {
+				if r.Header.Get("X-Plan") != "" {
+					return plan
+				}
+				return nil
+			}),
+			ratelimit.WithQuotaUnit(unit),
+		}
+	}
+	tests := []struct {
+		name   string
+		opts   []ratelimit.Option
+		method string
+		plan   bool
+		want   string
+	}{
+		{"content-bytes", limits("content-bytes"), "GET", false, `"api";q=100;qu="content-bytes";w=60, "burst";q=10;qu="content-bytes";w=1`},
+		{"content-bytes, option first", slices.Concat(limits("content-bytes")[3:], limits("")[:3]), "GET", false, `"api";q=100;qu="content-bytes";w=60, "burst";q=10;qu="content-bytes";w=1`},
+		{"a route", limits("content-bytes"), "POST", false, `"upload";q=1000000;qu="content-bytes";w=3600`},
+		{"a limits function", limits("concurrent-requests"), "GET", true, `"plan";q=1000;qu="concurrent-requests";w=60`},
+		{"requests: the default, not sent", limits("requests"), "GET", false, `"api";q=100;w=60, "burst";q=10;w=1`},
+		{"none", limits("")[:3], "POST", false, `"upload";q=1000000;w=3600`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newLimiter(t, newMemory(t), "test", tt.opts...).Handler(http.HandlerFunc(httpcases.OK))
+			for i := range 2 { // the limits function's set is compiled on the first request, reused on the second
+				w := serve(h, tt.method, "/upload", func(r *http.Request) {
+					if tt.plan {
+						r.Header.Set("X-Plan", "gold")
+					}
+				})
+				if got := w.Header().Get("RateLimit-Policy"); got != tt.want {
+					t.Errorf("request %d: got RateLimit-Policy %q, want %q", i, got, tt.want)
+				}
+				if strings.Contains(w.Header().Get("RateLimit"), "qu=") {
+					t.Errorf("request %d: RateLimit %q carries qu", i, w.Header().Get("RateLimit"))
+				}
+				mustParse(t, w.Header())
+			}
+		})
+	}
 }
 
-// parseSFList parses an RFC 9651 List whose items are Strings or Tokens
-// with Integer parameters; it rejects anything else.
-func parseSFList(s string) ([]sfItem, error) {
-	var items []sfItem
-	i := 0
-	for {
-		var it sfItem
-		switch {
-		case i < len(s) && s[i] == '"':
-			var b strings.Builder
-			for i++; ; i++ {
-				if i >= len(s) {
-					return nil, errors.New("unterminated string")
+// TestPartitionKey: WithPartitionKey adds pk, the first 16 bytes of the
+// HMAC-SHA256 of the store key (namespace|route scope|client key), to
+// every item of both fields: the same for requests that count against one
+// quota, whatever the response, and different for another client, route
+// or namespace; never the client's key.
+func TestPartitionKey(t *testing.T) {
+	mem := newMemory(t)
+	user := ratelimit.WithKey(func(r *http.Request) (string, error) { return "user:" + r.Header.Get("X-User"), nil })
+	routes := ratelimit.WithRoutes(map[string][]ratelimit.Limit{"POST /login": {ratelimit.PerMinute(2).Named("login")}})
+	limits := ratelimit.WithLimits(ratelimit.PerMinute(3).Named("api"), ratelimit.PerSecond(10).Named("burst"))
+	pk := ratelimit.WithPartitionKey([]byte(pkSecret))
+	api := newLimiter(t, mem, "api", user, limits, routes, pk).Handler(http.HandlerFunc(httpcases.OK))
+	other := newLimiter(t, mem, "other", user, limits, pk).Handler(http.HandlerFunc(httpcases.OK))
+	as := func(u string) func(*http.Request) { return withHeader("X-User", u) }
+
+	// partitionKey returns the pk of a response, checking that every item
+	// of both fields carries it.
+	partitionKey := func(t *testing.T, w *httptest.ResponseRecorder) string {
+		t.Helper()
+		items, policy := mustParse(t, w.Header()), w.Header().Get("RateLimit-Policy")
+		parsed, _ := parseSF([]string{policy})
+		var pk []byte
+		for _, it := range append(items, parsed...) {
+			got := asBytes(it.params["pk"])
+			if len(got) != 16 || pk != nil && !bytes.Equal(got, pk) {
+				t.Fatalf("RateLimit-Policy %q, RateLimit %q: item %q has pk %v, want 16 bytes, the same in every item", policy, w.Header().Get("RateLimit"), it.name, it.params["pk"])
+			}
+			pk = got
+		}
+		for _, v := range []string{policy, w.Header().Get("RateLimit")} {
+			if strings.Contains(v, "alice") || strings.Contains(v, base64.StdEncoding.EncodeToString([]byte("user:alice"))) {
+				t.Fatalf("a field shows the client's key: %q", v)
+			}
+		}
+		return string(pk)
+	}
+	mac := hmac.New(sha256.New, []byte(pkSecret))
+	mac.Write([]byte("api|*|user:alice"))
+	want := string(mac.Sum(nil)[:16])
+
+	var first string
+	for i, status := range []int{200, 200, 200, 429, 429} { // the pk stays, allowed or denied
+		w := serve(api, "GET", "/", as("alice"))
+		if w.Code != status {
+			t.Fatalf("request %d: got %d, want %d", i, w.Code, status)
+		}
+		got := partitionKey(t, w)
+		if i == 0 {
+			first = got
+		}
+		if got != want || got != first {
+			t.Fatalf("request %d: got pk %x, want %x: the HMAC-SHA256 of the store key, cut to 16 bytes", i, got, want)
+		}
+	}
+	t.Logf("RateLimit-Policy: %s", serve(api, "GET", "/", as("alice")).Header().Get("RateLimit-Policy"))
+	for _, tt := range []struct {
+		name string
+		w    *httptest.ResponseRecorder
+	}{
+		{"another client", serve(api, "GET", "/", as("bob"))},
+		{"another route", serve(api, "POST", "/login", as("alice"))},
+		{"another namespace", serve(other, "GET", "/", as("alice"))},
+	} {
+		if got := partitionKey(t, tt.w); got == first {
+			t.Errorf("%s: got pk %x, the same as alice's on GET /", tt.name, got)
+		}
+	}
+	if a, b := partitionKey(t, serve(api, "POST", "/login", as("carol"))), partitionKey(t, serve(api, "POST", "/login", as("carol"))); a != b {
+		t.Errorf("two requests of carol to POST /login: pk %x, then %x", a, b)
+	}
+
+	// Stacked Limiters: each lists its own items with its own pk, or none.
+	plain := newLimiter(t, mem, "plain", ratelimit.WithLimits(ratelimit.PerMinute(50).Named("plain")))
+	w := serve(plain.Handler(newLimiter(t, mem, "api2", user, limits, pk).Handler(http.HandlerFunc(httpcases.OK))), "GET", "/", as("alice"))
+	items := mustParse(t, w.Header())
+	if len(items) != 3 || items[0].params["pk"] != nil || len(asBytes(items[1].params["pk"])) != 16 || !bytes.Equal(asBytes(items[1].params["pk"]), asBytes(items[2].params["pk"])) {
+		t.Errorf("stacked: RateLimit %q, want pk on the second Limiter's items only", w.Header().Get("RateLimit"))
+	}
+	if p := w.Header().Get("RateLimit-Policy"); !strings.HasPrefix(p, `"plain";q=50;w=60, "api";q=3;w=60;pk=:`) {
+		t.Errorf("stacked: RateLimit-Policy %q", p)
+	}
+}
+
+// sfItem is an Item of an RFC 9651 List whose value is a String.
+type sfItem struct {
+	name   string
+	params map[string]any // int64, string, []byte, ... as httpsfv parses them
+}
+
+// parseSF parses the values of a header as one RFC 9651 List of Items
+// whose values are Strings; it refuses anything else, and an empty list.
+func parseSF(values []string) ([]sfItem, error) {
+	list, err := httpsfv.UnmarshalList(values)
+	if err != nil {
+		return nil, err
+	}
+	if len(list) == 0 {
+		return nil, errors.New("no items")
+	}
+	items := make([]sfItem, len(list))
+	for i, m := range list {
+		it, ok := m.(httpsfv.Item)
+		if !ok {
+			return nil, fmt.Errorf("member %d is a %T, not an Item", i, m)
+		}
+		name, ok := it.Value.(string)
+		if !ok {
+			return nil, fmt.Errorf("item %d is a %T, not a String", i, it.Value)
+		}
+		items[i] = sfItem{name: name, params: map[string]any{}}
+		for _, k := range it.Params.Names() {
+			items[i].params[k], _ = it.Params.Get(k)
+		}
+	}
+	return items, nil
+}
+
+// mustParse checks that RateLimit-Policy and RateLimit parse as lists
+// that name the same limits, in order, the policy with q and w, RateLimit
+// with r and t, all Integers; and returns the RateLimit items.
+func mustParse(t *testing.T, h http.Header) []sfItem {
+	t.Helper()
+	policy, err := parseSF(h.Values("RateLimit-Policy"))
+	if err != nil {
+		t.Fatalf("RateLimit-Policy %q: %v", h.Values("RateLimit-Policy"), err)
+	}
+	current, err := parseSF(h.Values("RateLimit"))
+	if err != nil {
+		t.Fatalf("RateLimit %q: %v", h.Values("RateLimit"), err)
+	}
+	if len(policy) != len(current) {
+		t.Fatalf("RateLimit-Policy %q and RateLimit %q list different limits", h.Get("RateLimit-Policy"), h.Get("RateLimit"))
+	}
+	for i := range policy {
+		_, q := policy[i].params["q"].(int64)
+		_, w := policy[i].params["w"].(int64)
+		_, r := current[i].params["r"].(int64)
+		_, tt := current[i].params["t"].(int64)
+		if policy[i].name != current[i].name || !q || !w || !r || !tt {
+			t.Fatalf("RateLimit-Policy %q and RateLimit %q: item %d is not a policy and its service limit", h.Get("RateLimit-Policy"), h.Get("RateLimit"), i)
+		}
+	}
+	return current
+}
+
+// pkLess returns params without pk.
+func pkLess(params map[string]any) map[string]any {
+	c := maps.Clone(params)
+	delete(c, "pk")
+	return c
+}
+
+// pkLessItems returns items without their pk.
+func pkLessItems(items []sfItem) []sfItem {
+	c := make([]sfItem, len(items))
+	for i, it := range items {
+		c[i] = sfItem{it.name, pkLess(it.params)}
+	}
+	return c
+}
+
+// asBytes is v as a Byte Sequence, or nil.
+func asBytes(v any) []byte {
+	b, _ := v.([]byte)
+	return b
+}
+
+// TestHeaderValuesOutliveLaterLimiters stacks Limiters deep enough that
+// their header values outgrow the room the request's state keeps for them:
+// a value an outer Limiter set, held by the code between the Limiters, is
+// unchanged after the inner ones set theirs, and the final headers list
+// every Limiter's policy, each parsed by a Structured Fields parser. Each
+// Limiter is tighter than the one outside it, so each changes what the
+// X-RateLimit fields say.
+func TestHeaderValuesOutliveLaterLimiters(t *testing.T) {
+	const depth = 8
+	type held struct{ values, copies http.Header } // as set, and copied then
+	var seen []held
+	var h http.Handler = http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
+	for i := depth - 1; i >= 0; i-- {
+		l := newLimiter(t, newMemory(t), fmt.Sprintf("stack%d", i),
+			ratelimit.WithLimits(ratelimit.PerMinute(100-10*i).Named(fmt.Sprintf("a-rather-long-policy-name-%d", i))),
+			ratelimit.WithHeaders(ratelimit.HeadersDraft|ratelimit.HeadersX))
+		next := h
+		h = l.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			v := held{values: http.Header{}, copies: http.Header{}}
+			for name, values := range w.Header() {
+				v.values[name] = values
+				for _, s := range values {
+					v.copies[name] = append(v.copies[name], strings.Clone(s))
 				}
-				c := s[i]
-				if c == '\\' {
-					if i+1 >= len(s) || (s[i+1] != '"' && s[i+1] != '\\') {
-						return nil, errors.New("bad escape")
-					}
-					i++
-					b.WriteByte(s[i])
-					continue
-				}
-				if c == '"' {
-					i++
-					break
-				}
-				if c < 0x20 || c > 0x7e {
-					return nil, fmt.Errorf("byte %#x in a string", c)
-				}
-				b.WriteByte(c)
 			}
-			it.name = b.String()
-		case i < len(s) && (s[i] == '*' || unicode.IsLetter(rune(s[i]))):
-			j := i
-			for j < len(s) && strings.IndexByte(":/!#$%&'*+-.^_`|~", s[j]) >= 0 || j < len(s) && (unicode.IsLetter(rune(s[j])) || unicode.IsDigit(rune(s[j]))) {
-				j++
-			}
-			it.name, i = s[i:j], j
-		default:
-			return nil, fmt.Errorf("no item at %d", i)
+			seen = append(seen, v)
+			next.ServeHTTP(w, r)
+		}))
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
+	if len(seen) != depth {
+		t.Fatalf("%d Limiters ran, want %d", len(seen), depth)
+	}
+	for i, v := range seen {
+		if !reflect.DeepEqual(v.values, v.copies) {
+			t.Errorf("Limiter %d's header values changed under the inner Limiters:\nnow %q\nwas %q", i, v.values, v.copies)
 		}
-		it.params = map[string]int64{}
-		for i < len(s) && s[i] == ';' {
-			i++
-			j := i
-			for j < len(s) && (s[j] >= 'a' && s[j] <= 'z' || s[j] >= '0' && s[j] <= '9' || s[j] == '_' || s[j] == '-' || s[j] == '.' || s[j] == '*') {
-				j++
-			}
-			if j == i || s[j] != '=' {
-				return nil, fmt.Errorf("bad parameter at %d", i)
-			}
-			key := s[i:j]
-			i = j + 1
-			j = i
-			if j < len(s) && s[j] == '-' {
-				j++
-			}
-			for j < len(s) && s[j] >= '0' && s[j] <= '9' {
-				j++
-			}
-			n, err := strconv.ParseInt(s[i:j], 10, 64)
-			if err != nil || j-i > 15 {
-				return nil, fmt.Errorf("bad integer %q", s[i:j])
-			}
-			it.params[key], i = n, j
+		if n := strings.Count(v.values.Get("RateLimit"), "a-rather-long-policy-name-"); n != i+1 {
+			t.Errorf("after Limiter %d, RateLimit %q lists %d policies, want %d", i, v.values.Get("RateLimit"), n, i+1)
 		}
-		items = append(items, it)
-		for i < len(s) && (s[i] == ' ' || s[i] == '\t') {
-			i++
-		}
-		if i == len(s) {
-			return items, nil
-		}
-		if s[i] != ',' {
-			return nil, fmt.Errorf("want ',' at %d", i)
-		}
-		i++
-		for i < len(s) && (s[i] == ' ' || s[i] == '\t') {
-			i++
-		}
-		if i == len(s) {
-			return nil, errors.New("trailing comma")
+	}
+	items := mustParse(t, w.Header())
+	if len(items) != depth {
+		t.Fatalf("RateLimit %q: %d items, want %d", w.Header().Get("RateLimit"), len(items), depth)
+	}
+	for i, it := range items {
+		if want := fmt.Sprintf("a-rather-long-policy-name-%d", i); it.name != want || it.params["r"] != int64(100-10*i-1) {
+			t.Errorf("item %d: %s r=%v, want %s r=%d", i, it.name, it.params["r"], want, 100-10*i-1)
 		}
 	}
 }

@@ -36,6 +36,8 @@ type Limiter struct {
 	sets       setMemo                     // the sets limitsFunc returned
 	countOnly  func(status int) bool       // of WithCountOnly; nil: count every request
 	ban        Ban                         // of WithBan; zero: none
+	unit       string                      // of WithQuotaUnit; "": no qu
+	partition  *partitionKeys              // of WithPartitionKey; nil: no pk
 	logs       logThrottle
 	counts     counters
 }
@@ -82,10 +84,10 @@ func New(store Store, namespace string, opts ...Option) (*Limiter, error) {
 	if l.all == nil && l.routes == nil && l.limitsFunc == nil {
 		return nil, fmt.Errorf("%w: New: no limits; use WithLimits, WithRoutes, WithLimitsFunc, or several", ErrInvalid)
 	}
-	l.all = l.all.withBan(l.ban)
+	l.all = l.all.withBan(l.ban).withUnit(l.unit)
 	if l.routes != nil {
 		for pattern, p := range l.routes.policies {
-			l.routes.policies[pattern] = p.withBan(l.ban)
+			l.routes.policies[pattern] = p.withBan(l.ban).withUnit(l.unit)
 		}
 	}
 	return l, nil

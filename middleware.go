@@ -66,25 +66,31 @@ func (l *Limiter) Allow(w http.ResponseWriter, r *http.Request) (*http.Request, 
 		return r, l.fail(w, r, err)
 	}
 	cost := l.costOf(r)
+	storeKey := p.storeKey(key)
 	var d Decision
 	counted := false
 	if l.countOnly != nil {
-		d, err = l.store.Peek(r.Context(), p.storeKey(key), cost, p.limits) // the response decides whether it spends
+		d, err = l.store.Peek(r.Context(), storeKey, cost, p.limits) // the response decides whether it spends
 		if err == nil && !d.Allowed && l.ban.After > 0 {
 			// A denial counts towards a ban only when the store decides it.
 			// Allow takes nothing from a key it denies; if the quota came
 			// back meanwhile, it takes the cost now, and Finish must not.
-			d, err = l.store.Allow(r.Context(), p.storeKey(key), cost, p.limits)
+			d, err = l.store.Allow(r.Context(), storeKey, cost, p.limits)
 			counted = d.Allowed
 		}
 	} else {
-		d, err = l.store.Allow(r.Context(), p.storeKey(key), cost, p.limits)
+		d, err = l.store.Allow(r.Context(), storeKey, cost, p.limits)
 	}
 	if err != nil {
 		return r, l.fail(w, r, err)
 	}
-	s.add(l, p, d).counted = counted
-	setHeaders(w, l.headers, s)
+	v := s.add(l, p, d)
+	v.counted, v.pk = counted, l.partition.of(storeKey)
+	var retry int64 // the Retry-After of a 429, which caps every t
+	if !d.Allowed && !l.dryRun {
+		retry = retryAfter(d)
+	}
+	setHeaders(w, l.headers, s, retry)
 	if d.Fallback {
 		l.counts.fallback.Add(1)
 	}
@@ -97,7 +103,7 @@ func (l *Limiter) Allow(w http.ResponseWriter, r *http.Request) (*http.Request, 
 		l.wouldDeny(r, d)
 		return r, true
 	}
-	setRetryAfter(w, d.RetryAfter())
+	setRetryAfter(w, s, retry)
 	l.deny(w, r, d)
 	return r, false
 }
@@ -167,7 +173,7 @@ func (l *Limiter) routePolicy(r *http.Request) (*policy, string) {
 func (l *Limiter) funcPolicy(r *http.Request, p *policy, pattern string) (*policy, error) {
 	if l.limitsFunc != nil {
 		if limits := l.limitsFunc(r); len(limits) > 0 {
-			return l.sets.policy(l.namespace, pattern, limits, l.ban)
+			return l.sets.policy(l.namespace, pattern, limits, l.ban, l.unit)
 		}
 	}
 	return p, nil

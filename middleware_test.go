@@ -132,7 +132,7 @@ func TestPeek(t *testing.T) {
 	r.RemoteAddr = "192.0.2.1:999"
 	for i := range 2 {
 		d, err := l.Peek(r)
-		if err != nil || !d.Allowed || len(d.Results) != 1 || d.Results[0].Limit != login || d.Results[0].Remaining != 1 {
+		if err != nil || !d.Allowed || len(d.Results) != 1 || d.Results[0].Limit != login.Named("3-per-1m") || d.Results[0].Remaining != 1 {
 			t.Fatalf("Peek %d after 2 of 3 requests: got %+v, %v; want allowed with 1 remaining", i, d, err)
 		}
 	}

@@ -168,11 +168,78 @@ func WithHeaders(style HeaderStyle) Option {
 // WithDryRun makes the Limiter decide and set headers as usual but never
 // block: a request that would be denied is passed on to report, or, when
 // report is nil, logged; then it is served. Use it to try limits on live
-// traffic.
+// traffic. Such a request gets no Retry-After, so the t of its RateLimit
+// items is not capped by one (see [HeadersDraft]): each is its limit's
+// effective window, as on any served request.
 func WithDryRun(report func(r *http.Request, d Decision)) Option {
 	return func(l *Limiter) error {
 		l.dryRun = true
 		l.report = report
+		return nil
+	}
+}
+
+// WithQuotaUnit names the unit the Limiter's quotas are counted in: it
+// adds the draft's qu parameter to every item of its RateLimit-Policy
+// header (RateLimit carries no unit), for every limit of [WithLimits],
+// [WithRoutes] and [WithLimitsFunc]:
+//
+//	RateLimit-Policy: "download";q=10000000;qu="content-bytes";w=3600
+//
+// Only the units the draft registers are accepted: "content-bytes" when
+// [WithCost] weighs a request by its content in bytes (the size of the
+// response it asks for, or of the body it uploads), "concurrent-requests"
+// for a [Store] that counts requests in flight (the built-in algorithms
+// count over a window, not concurrency), and "requests", the default. An
+// absent qu means "requests", so WithQuotaUnit("requests") sets no
+// parameter: it is accepted so that a unit read from configuration needs
+// no special case. Without this option no qu is sent.
+//
+// A cost that weighs requests (a search 5 units, a read 1) has no
+// registered unit: its units are neither requests nor bytes, and the
+// draft's registry holds only the three above. Leave qu out and document
+// the weights to your clients.
+func WithQuotaUnit(unit string) Option {
+	return func(l *Limiter) error {
+		switch unit {
+		case "requests":
+			l.unit = ""
+		case "content-bytes", "concurrent-requests":
+			l.unit = unit
+		default:
+			return fmt.Errorf("%w: WithQuotaUnit: %q is not a quota unit of the draft; use \"requests\", \"content-bytes\" or \"concurrent-requests\"", ErrInvalid, unit)
+		}
+		return nil
+	}
+}
+
+// WithPartitionKey adds the draft's pk parameter, the partition key, to
+// every item of RateLimit-Policy and RateLimit, so that a client can tell
+// which of its requests draw on one quota:
+//
+//	RateLimit-Policy: "api";q=100;w=60;pk=:nlzX3hBZLwkHI7A/EwzKvg==:
+//	RateLimit: "api";r=42;t=17;pk=:nlzX3hBZLwkHI7A/EwzKvg==:
+//
+// The key is an RFC 9651 Byte Sequence: the first 16 bytes of the
+// HMAC-SHA256, under secret, of the key the request is counted under in
+// the store, made of the Limiter's namespace, the route pattern whose
+// limits apply, and the [KeyFunc]'s key. Two requests get the same pk
+// exactly when they count against the same quota, and a pk never shows
+// the client's identifier (an address, a hashed API key, a user): whoever
+// reads it cannot test guesses without the secret.
+//
+// The secret must be at least 16 bytes (for example 32 random bytes from
+// the service's secret store) and the same on every instance of the
+// service, or a client would see different pks for one quota; changing
+// it changes every pk. Use a secret of its own, not that of [Header]. The
+// option is off by default and costs nothing then; on, it costs an HMAC
+// per request, and the RateLimit-Policy value is made per request.
+func WithPartitionKey(secret []byte) Option {
+	return func(l *Limiter) error {
+		if len(secret) < minSecret {
+			return fmt.Errorf("%w: WithPartitionKey: the secret is %d bytes long; at least %d are needed, the same on every instance", ErrInvalid, len(secret), minSecret)
+		}
+		l.partition = newPartitionKeys(secret)
 		return nil
 	}
 }

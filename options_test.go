@@ -2,6 +2,8 @@ package ratelimit_test
 
 import (
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -33,6 +35,12 @@ func TestOptionsReportTheirName(t *testing.T) {
 		{"nil error handler", []ratelimit.Option{ok, ratelimit.WithErrorHandler(nil)}, "WithErrorHandler"},
 		{"unknown header style", []ratelimit.Option{ok, ratelimit.WithHeaders(ratelimit.HeaderStyle(8))}, "WithHeaders"},
 		{"nil logger", []ratelimit.Option{ok, ratelimit.WithLogger(nil)}, "WithLogger"},
+		{"unknown quota unit", []ratelimit.Option{ok, ratelimit.WithQuotaUnit("bytes")}, `WithQuotaUnit: "bytes" is not a quota unit of the draft; use "requests", "content-bytes" or "concurrent-requests"`},
+		{"quota unit in another case", []ratelimit.Option{ok, ratelimit.WithQuotaUnit("Requests")}, `WithQuotaUnit: "Requests"`},
+		{"vendor quota unit", []ratelimit.Option{ok, ratelimit.WithQuotaUnit("acme-credits")}, `WithQuotaUnit: "acme-credits"`},
+		{"empty quota unit", []ratelimit.Option{ok, ratelimit.WithQuotaUnit("")}, `WithQuotaUnit: ""`},
+		{"short partition key secret", []ratelimit.Option{ok, ratelimit.WithPartitionKey([]byte("fifteen bytes!!"))}, "WithPartitionKey: the secret is 15 bytes long; at least 16"},
+		{"nil partition key secret", []ratelimit.Option{ratelimit.WithPartitionKey(nil), ok}, "WithPartitionKey: the secret is 0 bytes long"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -41,5 +49,44 @@ func TestOptionsReportTheirName(t *testing.T) {
 				t.Fatalf("got (%v, %v), want ErrInvalid naming %q", l, err, tt.want)
 			}
 		})
+	}
+}
+
+// TestOptionsAccept: the registered quota units and a 16-byte secret are
+// accepted, before or after the limits.
+func TestOptionsAccept(t *testing.T) {
+	s := httpcases.NewStore(t)
+	ok := ratelimit.WithLimits(ratelimit.PerMinute(10))
+	for _, opt := range []ratelimit.Option{
+		ratelimit.WithQuotaUnit("requests"),
+		ratelimit.WithQuotaUnit("content-bytes"),
+		ratelimit.WithQuotaUnit("concurrent-requests"),
+		ratelimit.WithPartitionKey([]byte("sixteen bytes!!!")),
+	} {
+		if _, err := ratelimit.New(s, "test", opt, ok); err != nil {
+			t.Error(err)
+		}
+		if _, err := ratelimit.New(s, "test", ok, opt); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// TestWithPartitionKeyCopiesTheSecret: changing the secret's bytes after
+// New changes no pk.
+func TestWithPartitionKeyCopiesTheSecret(t *testing.T) {
+	secret := []byte("a partition key secret, 32 bytes")
+	l, err := ratelimit.New(httpcases.NewStore(t), "test", ratelimit.WithLimits(ratelimit.PerMinute(10)), ratelimit.WithPartitionKey(secret))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := l.Handler(http.HandlerFunc(httpcases.OK))
+	before := httptest.NewRecorder()
+	h.ServeHTTP(before, httptest.NewRequest("GET", "/", nil))
+	clear(secret)
+	after := httptest.NewRecorder()
+	h.ServeHTTP(after, httptest.NewRequest("GET", "/", nil))
+	if got, want := after.Header().Get("RateLimit-Policy"), before.Header().Get("RateLimit-Policy"); got != want || !strings.Contains(got, ";pk=:") {
+		t.Errorf("got RateLimit-Policy %q, want %q, with a pk", got, want)
 	}
 }

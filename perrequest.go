@@ -37,8 +37,9 @@ type setMemo struct {
 }
 
 // policy returns the policy of limits under the route pattern ("" for
-// none) in namespace, with ban (zero: none), checking and compiling them the first time.
-func (m *setMemo) policy(namespace, pattern string, limits []Limit, ban Ban) (*policy, error) {
+// none) in namespace, with ban (zero: none) and the quota unit ("":
+// none), checking and compiling them the first time.
+func (m *setMemo) policy(namespace, pattern string, limits []Limit, ban Ban, unit string) (*policy, error) {
 	if len(limits) > maxSetLimits {
 		return nil, fmt.Errorf("%w: WithLimitsFunc returned %d limits; at most %d are allowed", ErrInvalid, len(limits), maxSetLimits)
 	}
@@ -49,7 +50,7 @@ func (m *setMemo) policy(namespace, pattern string, limits []Limit, ban Ban) (*p
 	m.mu.RUnlock()
 	if !ok {
 		c.p, c.problem = newPolicy(namespace, pattern, limits)
-		c.p = c.p.withBan(ban)
+		c.p = c.p.withBan(ban).withUnit(unit)
 		m.mu.Lock()
 		if m.sets == nil || len(m.sets) >= maxSets {
 			m.sets = make(map[setKey]checkedSet)

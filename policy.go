@@ -12,7 +12,8 @@ type policy struct {
 	limits   *Limits
 	prefix   string     // namespace|scope|, the start of every key
 	names    []string   // each limit's name as an RFC 9651 string, quoted
-	header   []string   // the RateLimit-Policy value
+	items    []string   // each limit's RateLimit-Policy item, without pk
+	header   []string   // the RateLimit-Policy value: the items, joined
 	capacity [][]string // each limit's X-RateLimit-Limit value
 }
 
@@ -29,9 +30,9 @@ func newPolicy(namespace, pattern string, limits []Limit) (*policy, string) {
 		limits:   set,
 		prefix:   namespace + "|" + scopeOf(pattern) + "|",
 		names:    make([]string, n),
+		items:    make([]string, n),
 		capacity: make([][]string, n),
 	}
-	items := make([]string, n)
 	used := make(map[string]bool, n)
 	for i, l := range limits {
 		name := policyName(l, limits)
@@ -39,12 +40,39 @@ func newPolicy(namespace, pattern string, limits []Limit) (*policy, string) {
 			name = policyName(l, limits) + "-" + strconv.Itoa(k)
 		}
 		used[name] = true
+		set.limits[i].Name = name // results, and so Deny and Decisions, name the policy as the headers do
 		p.names[i] = quoteString(name)
 		p.capacity[i] = []string{strconv.Itoa(l.capacity())}
-		items[i] = p.names[i] + ";q=" + strconv.FormatInt(sfInt(int64(l.capacity())), 10) + ";w=" + strconv.FormatInt(sfInt(seconds(policyWindow(l))), 10)
+		p.items[i] = policyItem(p.names[i], l, "")
 	}
-	p.header = []string{strings.Join(items, ", ")}
+	p.header = []string{strings.Join(p.items, ", ")}
 	return p, ""
+}
+
+// policyItem is the RateLimit-Policy item of l, named name (quoted):
+// its quota, its quota unit unless unit is "", and its window.
+func policyItem(name string, l Limit, unit string) string {
+	item := name + ";q=" + strconv.FormatInt(sfInt(int64(l.capacity())), 10)
+	if unit != "" {
+		item += ";qu=" + quoteString(unit)
+	}
+	return item + ";w=" + strconv.FormatInt(sfInt(seconds(policyWindow(l))), 10)
+}
+
+// withUnit returns a copy of p whose RateLimit-Policy items carry the
+// quota unit (see WithQuotaUnit), or p for "" or a nil p. unit has been
+// checked.
+func (p *policy) withUnit(unit string) *policy {
+	if p == nil || unit == "" {
+		return p
+	}
+	c := *p
+	c.items = make([]string, len(p.items))
+	for i := range c.items {
+		c.items[i] = policyItem(p.names[i], p.limits.limits[i], unit)
+	}
+	c.header = []string{strings.Join(c.items, ", ")}
+	return &c
 }
 
 // withBan returns a copy of p whose limits carry ban, or p for the zero

@@ -5,7 +5,9 @@ import "time"
 // Result is one limit's answer to one request: a plain value. The zero
 // Result is a denial by the zero Limit and means nothing.
 type Result struct {
-	// Limit is the limit this result is for.
+	// Limit is the limit this result is for. Through a [Limiter] its Name
+	// is the policy's name in the headers, made up when the limit had none
+	// (see [Limit].Name).
 	Limit Limit
 
 	// Allowed reports whether this limit alone admits the request. When a
@@ -17,6 +19,17 @@ type Result struct {
 	// bucket's Burst). From [Store.Peek], which takes nothing, it is what
 	// the key may spend now.
 	Remaining int
+
+	// Window is the effective window of the draft's RateLimit field (its
+	// t): within Window from the decision, this limit admits at most
+	// Remaining more units, whatever the key sends; after it, more may
+	// pass. It is the time until a unit beyond Remaining comes back: the
+	// end of a fixed window, the oldest entry or slot leaving a sliding
+	// log or window, the next token of a bucket (a full Window or one
+	// token's time when nothing is spent). It is never later than the
+	// truth, so a promise made of it holds; it is at most RetryAfter when
+	// denied, and for a banned key at most the time until the ban ends.
+	Window time.Duration
 
 	// ResetAfter is the time until the limit is fully replenished
 	// (Remaining back to Capacity) if the key makes no more requests.

@@ -256,7 +256,9 @@ var Cases = []Case{
 		Steps: []Step{
 			get("/", 200, map[string]string{"RateLimit-Policy": `"hour";q=3;w=3600, "minute";q=2;w=60`, "RateLimit": `"hour";r=2;t=3600, "minute";r=1;t=60`, "X-RateLimit-Remaining": "1", "X-RateLimit-Reset": "60"}),
 			get("/", 200, map[string]string{"RateLimit": `"hour";r=1;t=3600, "minute";r=0;t=60`, "X-RateLimit-Limit": "2"}),
-			get("/", 429, map[string]string{"RateLimit": `"hour";r=1;t=3600, "minute";r=0;t=60`, "X-RateLimit-Limit": "2", "Retry-After": "60"}),
+			// On a 429 every t is capped at Retry-After: it must never be
+			// earlier than a t (draft section 6).
+			get("/", 429, map[string]string{"RateLimit": `"hour";r=1;t=60, "minute";r=0;t=60`, "X-RateLimit-Limit": "2", "Retry-After": "60"}),
 		},
 	},
 	{
@@ -377,9 +379,11 @@ func (Down) Reset(context.Context, string, *ratelimit.Limits) error {
 	return errors.New("dial tcp 10.9.8.7:6379: connect: connection refused")
 }
 
-// NewStore returns a Redis store on a fresh miniredis.
+// NewStore returns a Redis store on a fresh miniredis whose clock stands
+// still, so that the headers' times are exact.
 func NewStore(t testing.TB) ratelimit.Store {
 	m := miniredis.RunT(t)
+	m.SetTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	c := redis.NewClient(&redis.Options{Addr: m.Addr()})
 	t.Cleanup(func() { c.Close() })
 	s, err := store.NewRedis(c, store.RedisOptions{})
