@@ -19,6 +19,7 @@ local forms = {
   time = {},
   del = {k},
   get = {k},
+  set = {k, 'v', 'PX', 'x'}, -- not a number: fails before writing
   pttl = {k},
   pexpire = {k, '1000'},
   incrby = {k, 'x'},

@@ -3,28 +3,32 @@
 -- The store runs this file, then the algorithm files the requests need,
 -- then "return decide()". Each algorithm file registers one function in
 -- `algorithms` under a one-letter code, called as
---   f(phase, key, cost, a, b, c, now, s1, s2)
+--   f(phase, key, cost, a, b, c, now, s1, s2, s3)
 -- where a, b, c are the limit's integer parameters and now is Redis's TIME
 -- in microseconds (0 for the fixed window, which never needs it; see
 -- `clockless`). Durations are in microseconds. The phases:
 --   CHECK   reads the state and writes nothing. Returns allowed, remaining
---           (before taking cost), retry_after (0 when allowed), and s1, s2:
---           what COMMIT and SETTLE need.
---   COMMIT  takes cost and returns reset_after. Runs only when every limit
---           of the request allowed.
+--           (before taking cost), retry_after (0 when allowed), and s1, s2,
+--           s3: what COMMIT and SETTLE need.
+--   COMMIT  takes cost and returns reset_after and window. Runs only when
+--           every limit of the request allowed.
 --   SETTLE  runs instead of COMMIT after a denial: takes nothing, may tidy
---           expired state, and returns reset_after.
+--           expired state, and returns reset_after and window.
 --   DECIDE  a request with this one limit: CHECK then COMMIT or SETTLE, in
 --           as few calls as the algorithm can. Returns allowed (1 or 0),
---           remaining (after the decision), reset_after, retry_after.
+--           remaining (after the decision), reset_after, retry_after,
+--           window.
 --   CHARGE  takes cost, admitted elsewhere at time s1 (<= now), whatever
 --           the room, as if the request had been decided here then; a
 --           time too old to count changes nothing. See charge.lua.
 --   PEEK    answers what CHECK then SETTLE would, and writes nothing: not
 --           even the tidying SETTLE may do, whose expired state it ignores
 --           instead. Returns allowed (1 or 0), remaining (before taking
---           cost: what the key may spend now), reset_after, retry_after.
---           See peek.lua.
+--           cost: what the key may spend now), reset_after, retry_after,
+--           window. See peek.lua.
+-- window is the effective window (ratelimit.Result.Window): the time
+-- until a unit beyond the remaining ones comes back, were they all spent
+-- now; never later than the truth.
 -- A CHECK that raises an error (WRONGTYPE, a foreign value) ends its
 -- request before any write, so none of its keys is touched.
 --
@@ -47,16 +51,17 @@
 -- KEYS     for each request, in order, its keys, one per limit, then its
 --          ban key when it has a ban; the keys of a request share one
 --          {hash tag}.
--- Reply    one line per request, joined by newlines: four integers per
---          limit (allowed 1 or 0, remaining, reset_after, retry_after),
+-- Reply    one line per request, joined by newlines: five integers per
+--          limit (allowed 1 or 0, remaining, reset_after, retry_after,
+--          window),
 --          then, when the request has a ban, banned (the time until the
 --          ban ends; 0: not banned), separated by spaces; or "E " and an
 --          error with its newlines turned into spaces, or "X" for a
 --          request that reached Redis after its deadline and was not
 --          decided. The request passed iff every allowed is 1. A banned
 --          request, and one whose denial starts a ban, has every allowed
---          0, every remaining 0, and reset_after and retry_after at least
---          banned. (A string costs Redis far less to return than an
+--          0, every remaining 0, reset_after and retry_after at least
+--          banned, and window banned. (A string costs Redis far less to return than an
 --          array.)
 
 local algorithms, clockless = {}, {f = true}
@@ -91,11 +96,11 @@ end
 -- cost is ARGV[a], limits ARGV[a + 2] on, at now (0: read TIME if a limit
 -- needs it): it checks every limit, then takes cost from all of them or
 -- from none. It returns whether the request passed and, per limit,
--- allowed (1 or 0), remaining (after the decision), reset_after and
--- retry_after.
+-- allowed (1 or 0), remaining (after the decision), reset_after,
+-- retry_after and window.
 local function decide_limits(k, n, a, now)
   local cost = tonumber(ARGV[a])
-  local alg, pa, pb, pc, s1, s2, ok, remaining, reset, retry = {}, {}, {}, {}, {}, {}, {}, {}, {}, {}
+  local alg, pa, pb, pc, s1, s2, s3, ok, remaining, reset, retry, window = {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}
   local pass = true
   for i = 1, n do
     local j = a + 4 * i - 2
@@ -106,19 +111,19 @@ local function decide_limits(k, n, a, now)
     end
   end
   for i = 1, n do
-    ok[i], remaining[i], retry[i], s1[i], s2[i] = alg[i](CHECK, KEYS[k + i], cost, pa[i], pb[i], pc[i], now)
+    ok[i], remaining[i], retry[i], s1[i], s2[i], s3[i] = alg[i](CHECK, KEYS[k + i], cost, pa[i], pb[i], pc[i], now)
     pass = pass and ok[i]
   end
   for i = 1, n do
     if pass then
-      reset[i] = alg[i](COMMIT, KEYS[k + i], cost, pa[i], pb[i], pc[i], now, s1[i], s2[i])
+      reset[i], window[i] = alg[i](COMMIT, KEYS[k + i], cost, pa[i], pb[i], pc[i], now, s1[i], s2[i], s3[i])
       remaining[i] = remaining[i] - cost
     else
-      reset[i] = alg[i](SETTLE, KEYS[k + i], cost, pa[i], pb[i], pc[i], now, s1[i], s2[i])
+      reset[i], window[i] = alg[i](SETTLE, KEYS[k + i], cost, pa[i], pb[i], pc[i], now, s1[i], s2[i], s3[i])
     end
     ok[i] = ok[i] and 1 or 0
   end
-  return pass, ok, remaining, reset, retry
+  return pass, ok, remaining, reset, retry, window
 end
 
 -- ban_state reads a ban key: strikes, first, ends, level (see the header);
@@ -139,7 +144,7 @@ end
 -- for left more microseconds.
 local function banned_line(n, left)
   left = int(left)
-  return string.rep('0 0 ' .. left .. ' ' .. left .. ' ', n) .. left
+  return string.rep('0 0 ' .. left .. ' ' .. left .. ' ' .. left .. ' ', n) .. left
 end
 
 -- ban_strike counts a denial at now in the ban key `key` holding s, w,
@@ -196,14 +201,14 @@ local function decide_ban(k, n, a)
   if now < u then
     return banned_line(n, u - now)
   end
-  local pass, ok, remaining, reset, retry
+  local pass, ok, remaining, reset, retry, window
   if n == 1 then
-    ok, remaining, reset, retry = {}, {}, {}, {}
-    ok[1], remaining[1], reset[1], retry[1] = algorithms[ARGV[a + 2]](DECIDE, KEYS[k + 1], tonumber(ARGV[a]),
+    ok, remaining, reset, retry, window = {}, {}, {}, {}, {}
+    ok[1], remaining[1], reset[1], retry[1], window[1] = algorithms[ARGV[a + 2]](DECIDE, KEYS[k + 1], tonumber(ARGV[a]),
       tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5]), now)
     pass = ok[1] == 1
   else
-    pass, ok, remaining, reset, retry = decide_limits(k, n, a, now)
+    pass, ok, remaining, reset, retry, window = decide_limits(k, n, a, now)
   end
   local length = 0
   if not pass then
@@ -212,9 +217,9 @@ local function decide_ban(k, n, a)
   local reply = {}
   for i = 1, n do
     if length > 0 then
-      reply[i] = string.format('0 0 %d %d', math.max(reset[i], length), math.max(retry[i], length))
+      reply[i] = string.format('0 0 %d %d %d', math.max(reset[i], length), math.max(retry[i], length), length)
     else
-      reply[i] = string.format('%d %d %d %d', ok[i], remaining[i], reset[i], retry[i])
+      reply[i] = string.format('%d %d %d %d %d', ok[i], remaining[i], reset[i], retry[i], window[i])
     end
   end
   return table.concat(reply, ' ') .. ' ' .. int(length)
@@ -237,14 +242,14 @@ local function decide_one(k, n, a)
     if not clockless[code] then
       now = clock()
     end
-    local ok, remaining, reset, retry = algorithms[code](DECIDE, KEYS[k + 1], cost,
+    local ok, remaining, reset, retry, window = algorithms[code](DECIDE, KEYS[k + 1], cost,
       tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5]), now)
-    return string.format('%d %d %d %d', ok, remaining, reset, retry)
+    return string.format('%d %d %d %d %d', ok, remaining, reset, retry, window)
   end
-  local _, ok, remaining, reset, retry = decide_limits(k, n, a, 0)
+  local _, ok, remaining, reset, retry, window = decide_limits(k, n, a, 0)
   local reply = {}
   for i = 1, n do
-    reply[i] = string.format('%d %d %d %d', ok[i], remaining[i], reset[i], retry[i])
+    reply[i] = string.format('%d %d %d %d %d', ok[i], remaining[i], reset[i], retry[i], window[i])
   end
   return table.concat(reply, ' ')
 end

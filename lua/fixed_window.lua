@@ -20,6 +20,17 @@ local function fixed_window_reset(ttl, window)
   return window * 1000
 end
 
+-- fixed_window_window turns a PTTL into the effective window: the time
+-- left in the window rounded down to the millisecond, which the window
+-- outlasts; a whole window when none is open (or the key had no TTL,
+-- which gets one now).
+local function fixed_window_window(ttl, window)
+  if ttl >= 0 then
+    return math.min(ttl, window) * 1000
+  end
+  return window * 1000
+end
+
 algorithms.f = function(phase, key, cost, quota, window, _, now, ttl, reset)
   if phase == CHARGE then
     -- A window's start is not stored: units admitted within the last
@@ -37,7 +48,7 @@ algorithms.f = function(phase, key, cost, quota, window, _, now, ttl, reset)
     local count = redis.call('INCRBY', key, cost)
     if count == cost then
       redis.call('PEXPIRE', key, window)
-      return 1, quota - count, window * 1000, 0
+      return 1, quota - count, window * 1000, 0, window * 1000
     end
     ttl = redis.call('PTTL', key)
     if ttl == -1 then
@@ -45,10 +56,10 @@ algorithms.f = function(phase, key, cost, quota, window, _, now, ttl, reset)
     end
     reset = fixed_window_reset(ttl, window)
     if count <= quota then
-      return 1, quota - count, reset, 0
+      return 1, quota - count, reset, 0, fixed_window_window(ttl, window)
     end
     redis.call('DECRBY', key, cost)
-    return 0, math.max(quota - count + cost, 0), reset, reset
+    return 0, math.max(quota - count + cost, 0), reset, reset, fixed_window_window(ttl, window)
   elseif phase == CHECK then
     local count, reset = 0, 0
     ttl = -2
@@ -69,17 +80,17 @@ algorithms.f = function(phase, key, cost, quota, window, _, now, ttl, reset)
     -- SETTLE's reset, without the PEXPIRE it gives a key that has no TTL.
     local ok, remaining, retry
     ok, remaining, retry, ttl, reset = algorithms.f(CHECK, key, cost, quota, window)
-    return ok and 1 or 0, remaining, reset, retry
+    return ok and 1 or 0, remaining, reset, retry, fixed_window_window(ttl, window)
   elseif phase == COMMIT then
     redis.call('INCRBY', key, cost)
     if ttl < 0 then
       redis.call('PEXPIRE', key, window)
-      return window * 1000
+      return window * 1000, window * 1000
     end
-    return reset
+    return reset, fixed_window_window(ttl, window)
   end
   if ttl == -1 then
     redis.call('PEXPIRE', key, window)
   end
-  return reset
+  return reset, fixed_window_window(ttl, window)
 end

@@ -5,7 +5,12 @@
 // driver in decide.lua, which checks every limit of a request, commits to
 // all or none of them, and applies the request's ban; the store joins the
 // driver with the algorithms a request needs into one script, so that a
-// decision is a single atomic EVALSHA. peek.lua answers as a decision
+// decision is a single atomic EVALSHA. On Redis 7 and later the store
+// joins all the files but check.lua into one library of Redis Functions
+// instead, called with FCALL: there KEYS and ARGV are set by each call,
+// and the top-level locals that hold one run's state (decide.lua's
+// now_us, sliding_log.lua's charged) are reset by each call, since a
+// library's chunk runs once, at load. peek.lua answers as a decision
 // would, writing nothing; charge.lua brings to Redis what a fallback
 // decided in process; probe.lua and check.lua test a server; reset.lua
 // forgets keys. Each file's header states its KEYS, ARGV and reply.

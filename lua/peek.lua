@@ -7,8 +7,8 @@
 --          limits have a ban; they share one {hash tag}.
 -- ARGV     cost, then for each limit its algorithm code and parameters a,
 --          b, c.
--- Reply    one line: four integers per limit (allowed 1 or 0, remaining
---          before taking cost, reset_after, retry_after), then, when KEYS
+-- Reply    one line: five integers per limit (allowed 1 or 0, remaining
+--          before taking cost, reset_after, retry_after, window), then, when KEYS
 --          holds a ban key, banned (the time until the ban ends; 0: not
 --          banned), separated by spaces. The request would pass iff every
 --          allowed is 1.
@@ -29,9 +29,9 @@ local function peek()
     if not clockless[code] then
       now = clock()
     end
-    local ok, remaining, reset, retry = algorithms[code](PEEK, KEYS[i], cost,
+    local ok, remaining, reset, retry, window = algorithms[code](PEEK, KEYS[i], cost,
       tonumber(ARGV[j + 1]), tonumber(ARGV[j + 2]), tonumber(ARGV[j + 3]), now)
-    reply[i] = string.format('%d %d %d %d', ok, remaining, reset, retry)
+    reply[i] = string.format('%d %d %d %d %d', ok, remaining, reset, retry, window)
   end
   if ban then
     reply[n + 1] = '0'

@@ -14,6 +14,23 @@
 -- window.
 local charged = 0 -- entries CHARGE added in this script run
 
+-- sliding_log_window returns the effective window of a log that holds
+-- entries in the window (count of them): when its oldest, the first
+-- entry after `after` (the rank 0 once trimmed), leaves; or a whole window
+-- when it holds none.
+local function sliding_log_window(key, count, window, now, after)
+  if count == 0 then
+    return window
+  end
+  local oldest
+  if after then
+    oldest = redis.call('ZRANGEBYSCORE', key, after, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+  else
+    oldest = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+  end
+  return math.min(tonumber(oldest[2]) + window - now, window)
+end
+
 algorithms.l = function(phase, key, cost, quota, window, window_ms, now, count)
   if phase == CHARGE then
     local at = count
@@ -43,12 +60,18 @@ algorithms.l = function(phase, key, cost, quota, window, window_ms, now, count)
     redis.call('ZREMRANGEBYSCORE', key, '-inf', now - window)
     count = redis.call('ZCARD', key)
     if count + cost <= quota then
-      return 1, quota - count - cost, algorithms.l(COMMIT, key, cost, quota, window, window_ms, now), 0
+      local after = sliding_log_window(key, count, window, now)
+      return 1, quota - count - cost, algorithms.l(COMMIT, key, cost, quota, window, window_ms, now), 0, after
     end
-    local freeing = redis.call('ZRANGE', key, count + cost - quota - 1, count + cost - quota - 1, 'WITHSCORES')
+    local rank = count + cost - quota - 1
+    local freeing = redis.call('ZRANGE', key, rank, rank, 'WITHSCORES')
     local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+    local after = math.min(tonumber(freeing[2]) + window - now, window)
+    if rank > 0 then
+      after = sliding_log_window(key, count, window, now)
+    end
     return 0, math.max(quota - count, 0), math.min(tonumber(newest[2]) + window - now, window),
-      math.min(tonumber(freeing[2]) + window - now, window)
+      math.min(tonumber(freeing[2]) + window - now, window), after
   elseif phase == CHECK then
     local after = '(' .. int(now - window)
     count = redis.call('ZCOUNT', key, after, '+inf')
@@ -68,7 +91,7 @@ algorithms.l = function(phase, key, cost, quota, window, window_ms, now, count)
       local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
       reset = math.min(tonumber(newest[2]) + window - now, window)
     end
-    return ok and 1 or 0, remaining, reset, retry
+    return ok and 1 or 0, remaining, reset, retry, sliding_log_window(key, count, window, now, '(' .. int(now - window))
   end
   if phase ~= COMMIT or count then
     redis.call('ZREMRANGEBYSCORE', key, '-inf', now - window) -- DECIDE trimmed already
@@ -91,11 +114,14 @@ algorithms.l = function(phase, key, cost, quota, window, window_ms, now, count)
       added = added + redis.call('ZADD', key, unpack(args))
     end
     redis.call('PEXPIRE', key, window_ms)
+    if count then -- from CHECK, which counted the entries before these
+      return window, sliding_log_window(key, count, window, now)
+    end
     return window
   end
   if count == 0 then
-    return 0
+    return 0, window
   end
   local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-  return math.min(tonumber(newest[2]) + window - now, window)
+  return math.min(tonumber(newest[2]) + window - now, window), sliding_log_window(key, count, window, now)
 end

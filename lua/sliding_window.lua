@@ -7,11 +7,23 @@
 --
 -- State    the key, a hash: field = slot number, value = count.
 -- Params   a = quota, b = slot width in us, c = slots per window.
--- s1, s2   the fields of slots that left the window (or nil), the newest
---          slot still in it (or nil); for CHARGE, s1 is the time admitted.
+-- s1, s2, s3  the fields of slots that left the window (or nil), the
+--          newest and the oldest slot still in it (or nil); for CHARGE,
+--          s1 is the time admitted.
 -- If Redis's clock steps back, slots newer than now stay counted until they
 -- leave the window, and the times reported are capped at one window.
-algorithms.s = function(phase, key, cost, quota, width, slots, now, stale, newest)
+-- sliding_window_window is the effective window: when the oldest slot in
+-- the window leaves it, or, when none is, the current slot, where units
+-- spent now go.
+local function sliding_window_window(oldest, width, slots, now)
+  local current = math.floor(now / width)
+  if not oldest or oldest > current then
+    oldest = current
+  end
+  return math.min((oldest + slots) * width - now, slots * width)
+end
+
+algorithms.s = function(phase, key, cost, quota, width, slots, now, stale, newest, oldest)
   if phase == CHARGE then
     local slot = math.floor(stale / width) -- stale is the time admitted
     if slot <= math.floor(now / width) - slots then
@@ -24,11 +36,13 @@ algorithms.s = function(phase, key, cost, quota, width, slots, now, stale, newes
     end
     return 0
   elseif phase == DECIDE then
-    local ok, remaining, retry, old, last = algorithms.s(CHECK, key, cost, quota, width, slots, now)
+    local ok, remaining, retry, old, last, first = algorithms.s(CHECK, key, cost, quota, width, slots, now)
     if ok then
-      return 1, remaining - cost, algorithms.s(COMMIT, key, cost, quota, width, slots, now, old, last), 0
+      local reset, after = algorithms.s(COMMIT, key, cost, quota, width, slots, now, old, last, first)
+      return 1, remaining - cost, reset, 0, after
     end
-    return 0, remaining, algorithms.s(SETTLE, key, cost, quota, width, slots, now, old, last), retry
+    local reset, after = algorithms.s(SETTLE, key, cost, quota, width, slots, now, old, last, first)
+    return 0, remaining, reset, retry, after
   elseif phase == CHECK then
     local first = math.floor(now / width) - slots + 1
     local fields = redis.call('HGETALL', key)
@@ -59,7 +73,7 @@ algorithms.s = function(phase, key, cost, quota, width, slots, now, stale, newes
       end
     end
     if sum + cost <= quota then
-      return true, quota - sum, 0, stale, newest
+      return true, quota - sum, 0, stale, newest, slot_of[1]
     end
     -- Retry when enough of the oldest slots have left the window.
     local excess, freed, slot = sum + cost - quota, 0, nil
@@ -70,15 +84,15 @@ algorithms.s = function(phase, key, cost, quota, width, slots, now, stale, newes
         break
       end
     end
-    return false, math.max(quota - sum, 0), math.min((slot + slots) * width - now, slots * width), stale, newest
+    return false, math.max(quota - sum, 0), math.min((slot + slots) * width - now, slots * width), stale, newest, slot_of[1]
   elseif phase == PEEK then
     -- SETTLE's reset, leaving the stale slots where they are.
-    local ok, remaining, retry, _, last = algorithms.s(CHECK, key, cost, quota, width, slots, now)
+    local ok, remaining, retry, _, last, first = algorithms.s(CHECK, key, cost, quota, width, slots, now)
     local reset = 0
     if last then
       reset = math.min((last + slots) * width - now, slots * width)
     end
-    return ok and 1 or 0, remaining, reset, retry
+    return ok and 1 or 0, remaining, reset, retry, sliding_window_window(first, width, slots, now)
   end
   if stale then
     redis.call('HDEL', key, unpack(stale))
@@ -93,10 +107,10 @@ algorithms.s = function(phase, key, cost, quota, width, slots, now, stale, newes
     if not newest or newest < current then
       redis.call('PEXPIRE', key, ceil_div(reset, 1000))
     end
-    return reset
+    return reset, sliding_window_window(oldest, width, slots, now)
   end
   if not newest then
-    return 0
+    return 0, sliding_window_window(nil, width, slots, now)
   end
-  return math.min((newest + slots) * width - now, slots * width)
+  return math.min((newest + slots) * width - now, slots * width), sliding_window_window(oldest, width, slots, now)
 end

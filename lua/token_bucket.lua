@@ -5,7 +5,9 @@
 -- bucket; a denial takes nothing. The key expires when the bucket is full
 -- again, since a missing key means a full bucket.
 --
--- State    the key, a hash: l = level in units, t = last update in us.
+-- State    the key, a string: the level in units and the time of the last
+--          update in us, as two integers separated by a space; one value,
+--          so that an update is one SET with its expiry.
 -- Params   a = capacity in units, b = units per token, c = units per us.
 -- s1, s2   the level now, the time of this update; for CHARGE, s1 is the
 --          time admitted.
@@ -13,11 +15,13 @@
 -- its update: refilled for the time since the last update. A clock that
 -- went back refills nothing, and the update keeps the later time.
 local function token_bucket_at(key, capacity, rate, t)
-  local v = redis.call('HMGET', key, 'l', 't')
-  if not v[1] and not v[2] then
+  local v = redis.call('GET', key)
+  if not v then
     return capacity, t
   end
-  local level, last = tonumber(v[1]), tonumber(v[2])
+  local sp = string.find(v, ' ', 1, true)
+  local level = sp and tonumber(string.sub(v, 1, sp - 1))
+  local last = sp and tonumber(string.sub(v, sp + 1))
   if not level or not last then
     error('ratelimit: the key of a token-bucket limit does not hold its bucket')
   end
@@ -32,6 +36,20 @@ local function token_bucket_at(key, capacity, rate, t)
   return math.min(level, capacity), last
 end
 
+-- token_bucket_set stores the bucket, to expire when it is full again at
+-- the latest, since a missing key means a full bucket; full is that time
+-- in us, now the time of the decision.
+local function token_bucket_set(key, level, last, full, now)
+  redis.call('SET', key, string.format('%d %d', level, last), 'PX', math.max(1, ceil_div(full - now, 1000)))
+end
+
+-- token_bucket_window is the effective window of a bucket at level: the
+-- time to refill, from what is left once every whole token is spent, one
+-- more token.
+local function token_bucket_window(level, unit, rate)
+  return ceil_div((math.floor(level / unit) + 1) * unit - level, rate)
+end
+
 algorithms.t = function(phase, key, cost, capacity, unit, rate, now, level, last)
   if phase == CHARGE then
     -- Replay the admission at its time: refill up to it, take cost. A
@@ -39,17 +57,15 @@ algorithms.t = function(phase, key, cost, capacity, unit, rate, now, level, last
     local at = level
     level, last = token_bucket_at(key, capacity, rate, at)
     level = math.max(level - cost * unit, 0)
-    redis.call('HSET', key, 'l', level, 't', last)
-    -- A missing key means a full bucket: keep it until it is full again.
-    local full = last + ceil_div(capacity - level, rate)
-    redis.call('PEXPIRE', key, math.max(1, ceil_div(full - now, 1000)))
+    token_bucket_set(key, level, last, last + ceil_div(capacity - level, rate), now)
     return 0
   elseif phase == DECIDE then
     local ok, remaining, retry, l, t = algorithms.t(CHECK, key, cost, capacity, unit, rate, now)
     if ok then
-      return 1, remaining - cost, algorithms.t(COMMIT, key, cost, capacity, unit, rate, now, l, t), 0
+      local reset, after = algorithms.t(COMMIT, key, cost, capacity, unit, rate, now, l, t)
+      return 1, remaining - cost, reset, 0, after
     end
-    return 0, remaining, ceil_div(capacity - l, rate), retry
+    return 0, remaining, ceil_div(capacity - l, rate), retry, token_bucket_window(l, unit, rate)
   elseif phase == CHECK then
     level, last = token_bucket_at(key, capacity, rate, now)
     local need = cost * unit
@@ -60,13 +76,12 @@ algorithms.t = function(phase, key, cost, capacity, unit, rate, now, level, last
   elseif phase == PEEK then
     local ok, remaining, retry
     ok, remaining, retry, level = algorithms.t(CHECK, key, cost, capacity, unit, rate, now)
-    return ok and 1 or 0, remaining, ceil_div(capacity - level, rate), retry
+    return ok and 1 or 0, remaining, ceil_div(capacity - level, rate), retry, token_bucket_window(level, unit, rate)
   elseif phase == COMMIT then
     local rest = level - cost * unit
-    redis.call('HSET', key, 'l', rest, 't', last)
     local reset = ceil_div(capacity - rest, rate)
-    redis.call('PEXPIRE', key, math.max(1, ceil_div(reset, 1000)))
-    return reset
+    token_bucket_set(key, rest, last, reset, 0)
+    return reset, token_bucket_window(rest, unit, rate)
   end
-  return ceil_div(capacity - level, rate)
+  return ceil_div(capacity - level, rate), token_bucket_window(level, unit, rate)
 end

@@ -46,6 +46,11 @@ type modelState interface {
 	commit(now int64, cost int) (reset int64)
 	// settle takes nothing and returns the time until the limit is full.
 	settle(now int64) (reset int64)
+	// effective returns the effective window (see [ratelimit.Result.Window])
+	// of the state as it is: the time until a unit beyond those left now
+	// comes back, were they all spent now. Like a store, it may report
+	// less than the truth, never more.
+	effective(now int64) int64
 	// clone returns a copy that shares nothing that check, commit or
 	// settle change.
 	clone() modelState
@@ -91,13 +96,14 @@ func (m *Model) Allow(now int64, key string, cost int, limits ...ratelimit.Limit
 		} else {
 			r.ResetAfter = us(s.settle(now))
 		}
+		r.Window = us(s.effective(now))
 	}
 	if !d.Allowed && m.ban != (ratelimit.Ban{}) {
 		if length := m.strike(now, key); length > 0 {
 			d.Banned = length
 			for i := range d.Results {
 				r := &d.Results[i]
-				r.Allowed, r.Remaining = false, 0
+				r.Allowed, r.Remaining, r.Window = false, 0, length
 				r.RetryAfter, r.ResetAfter = max(r.RetryAfter, length), max(r.ResetAfter, length)
 			}
 		}
@@ -125,7 +131,8 @@ func (m *Model) Peek(now int64, key string, cost int, limits ...ratelimit.Limit)
 			s = newModelState(state)
 		}
 		ok, remaining, retry := s.check(now, cost)
-		d.Results[i] = ratelimit.Result{Limit: l, Allowed: ok, Remaining: remaining, ResetAfter: us(s.settle(now)), RetryAfter: us(retry)}
+		reset := us(s.settle(now))
+		d.Results[i] = ratelimit.Result{Limit: l, Allowed: ok, Remaining: remaining, Window: us(s.effective(now)), ResetAfter: reset, RetryAfter: us(retry)}
 		d.Allowed = d.Allowed && ok
 	}
 	return d
@@ -189,7 +196,7 @@ func (m *Model) strike(now int64, key string) time.Duration {
 func bannedDecision(left time.Duration, limits []ratelimit.Limit) ratelimit.Decision {
 	d := ratelimit.Decision{Results: make([]ratelimit.Result, len(limits)), Banned: left}
 	for i, l := range limits {
-		d.Results[i] = ratelimit.Result{Limit: l, ResetAfter: left, RetryAfter: left}
+		d.Results[i] = ratelimit.Result{Limit: l, Window: left, ResetAfter: left, RetryAfter: left}
 	}
 	return d
 }
@@ -260,6 +267,16 @@ func (s *fixedWindow) settle(now int64) int64 {
 	return s.reset(now)
 }
 
+// effective is the time left in an open window, rounded down to the
+// millisecond as PTTL gives it, or a whole window when none is open.
+func (s *fixedWindow) effective(now int64) int64 {
+	s.expire(now)
+	if !s.open {
+		return s.window
+	}
+	return min((s.start+s.window-now)/1000*1000, s.window)
+}
+
 // slidingLog: one timestamp per admitted unit; a request fits when the
 // units in (now-window, now] plus its cost are at most quota.
 type slidingLog struct {
@@ -307,6 +324,15 @@ func (s *slidingLog) settle(now int64) int64 {
 		return 0
 	}
 	return s.log[len(s.log)-1] + s.window - now
+}
+
+// effective is when the oldest live entry leaves, or a whole window when
+// the log is empty: spent now, the units would leave then.
+func (s *slidingLog) effective(now int64) int64 {
+	if live := s.live(now); len(live) > 0 {
+		return min(live[0]+s.window-now, s.window)
+	}
+	return s.window
 }
 
 // slidingWindow: counts per slot of width; a request fits when the last
@@ -370,6 +396,16 @@ func (s *slidingWindow) settle(now int64) int64 {
 	return s.leaves(live[len(live)-1], now)
 }
 
+// effective is when the oldest live slot leaves, or, when none holds a unit,
+// the current slot, where units spent now would go.
+func (s *slidingWindow) effective(now int64) int64 {
+	oldest := now / s.width
+	if live, _ := s.tidy(now); len(live) > 0 {
+		oldest = min(oldest, live[0])
+	}
+	return min(s.leaves(oldest, now), s.slots*s.width)
+}
+
 // tokenBucket: tokens(t) = min(burst, tokens(last) + (t-last)*quota/window),
 // in exact rationals; it starts full.
 type tokenBucket struct {
@@ -426,4 +462,12 @@ func (s *tokenBucket) commit(now int64, cost int) int64 {
 
 func (s *tokenBucket) settle(now int64) int64 {
 	return s.refill(s.missing(s.level(now), s.burst))
+}
+
+// effective is the time to refill from the level left after spending every
+// whole token to one more token.
+func (s *tokenBucket) effective(now int64) int64 {
+	have := s.level(now)
+	whole := new(big.Int).Quo(have.Num(), have.Denom()).Int64()
+	return s.refill(s.missing(have, whole+1))
 }

@@ -176,7 +176,7 @@ func sameDecision(got, want ratelimit.Decision, tolerance time.Duration) bool {
 	for i, g := range got.Results {
 		w := want.Results[i]
 		if g.Limit != w.Limit || g.Allowed != w.Allowed || g.Remaining != w.Remaining ||
-			!near(g.ResetAfter, w.ResetAfter) || !near(g.RetryAfter, w.RetryAfter) {
+			!near(g.ResetAfter, w.ResetAfter) || !near(g.RetryAfter, w.RetryAfter) || !near(g.Window, w.Window) {
 			return false
 		}
 	}

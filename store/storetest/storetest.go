@@ -5,7 +5,8 @@
 // suite checks each algorithm against its definition: the worked examples
 // of the designs the algorithms come from, a differential test against
 // [Model] over randomized traffic, invariants that hold for every
-// decision, all-or-nothing multi-limit requests, exact counts under
+// decision, the promise of every answer's effective window (the
+// RateLimit header's t), all-or-nothing multi-limit requests, exact counts under
 // concurrency, that Peek answers as Allow would while changing nothing,
 // and bans (see ratelimit.Ban): a worked example, each algorithm, Peek,
 // Reset, and random traffic against the Model. Tests that need exact
@@ -72,6 +73,7 @@ func Run(t *testing.T, h Harness) {
 		{"PeekAgreesWithAllow", testPeekAgreesWithAllow},
 		{"PeekInvalidInput", testPeekInvalidInput},
 		{"SlidingWindowBound", testSlidingWindowBound},
+		{"EffectiveWindow", testEffectiveWindow},
 		{"Concurrency", testConcurrency},
 		{"BanExample", testBanExample},
 		{"BanEachAlgorithm", testBanEachAlgorithm},
@@ -184,6 +186,10 @@ func brokenAnswer(d ratelimit.Decision, cost int, limits []ratelimit.Limit, peek
 			return fmt.Sprintf("Results[%d].ResetAfter = %v, want within [0, %v]", i, r.ResetAfter, maxReset(l))
 		case r.RetryAfter > r.ResetAfter:
 			return fmt.Sprintf("Results[%d].RetryAfter %v > ResetAfter %v", i, r.RetryAfter, r.ResetAfter)
+		case r.Window < 0 || r.Window > maxWindow(l):
+			return fmt.Sprintf("Results[%d].Window = %v, want within [0, %v]", i, r.Window, maxWindow(l))
+		case !r.Allowed && r.Window > r.RetryAfter:
+			return fmt.Sprintf("Results[%d] denied with Window %v > RetryAfter %v: the promise would outlast the denial", i, r.Window, r.RetryAfter)
 		case !peeked && d.Allowed && r.Remaining > capacity(l)-cost:
 			return fmt.Sprintf("Results[%d] took cost %d but Remaining %d > capacity-cost %d", i, cost, r.Remaining, capacity(l)-cost)
 		case peeked && r.Allowed != (r.Remaining >= cost):
@@ -216,6 +222,8 @@ func brokenBan(d ratelimit.Decision, limits []ratelimit.Limit) string {
 			return fmt.Sprintf("Results[%d].RetryAfter %v > ResetAfter %v", i, r.RetryAfter, r.ResetAfter)
 		case r.ResetAfter > max(maxReset(l), d.Banned):
 			return fmt.Sprintf("Results[%d].ResetAfter = %v, want within the ban %v or [0, %v]", i, r.ResetAfter, d.Banned, maxReset(l))
+		case r.Window > d.Banned:
+			return fmt.Sprintf("Results[%d].Window = %v of a key banned for %v: it promises nothing passes past the ban's end", i, r.Window, d.Banned)
 		}
 	}
 	return ""
@@ -226,6 +234,17 @@ func maxReset(l ratelimit.Limit) time.Duration {
 	if l.Algorithm == ratelimit.TokenBucket {
 		l = withDefaults(l)
 		return time.Duration(int64(l.Window) / int64(l.Quota) * int64(l.Burst+1))
+	}
+	return l.Window
+}
+
+// maxWindow is the longest effective window of a limit: its window, or a
+// token bucket's time to refill one token.
+func maxWindow(l ratelimit.Limit) time.Duration {
+	if l.Algorithm == ratelimit.TokenBucket {
+		l = withDefaults(l)
+		us := int64(l.Window / time.Microsecond)
+		return time.Duration((us+int64(l.Quota)-1)/int64(l.Quota)) * time.Microsecond // stores round up to the microsecond
 	}
 	return l.Window
 }
