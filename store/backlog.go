@@ -193,7 +193,7 @@ func (b *backlog) putBack(all map[string]*pendingKey) {
 	}
 }
 
-// chargeBacklog brings one key's backlog to Redis in one script run:
+// chargeBacklog brings one key's backlog to Redis in one run of charge:
 // resets first, then the admissions since, at their times on Redis's
 // clock (offset is Redis's clock minus the Fallback's, in µs). A reset
 // deletes the key's ban on Redis too, as a Reset does; strikes and bans
@@ -217,7 +217,7 @@ func (s *Redis) chargeBacklog(ctx context.Context, key string, p *pendingKey, of
 	if reset {
 		keys = append(keys, s.banKey(key))
 	}
-	err := chargeScript.Run(ctx, s.client, keys, args...).Err()
+	err := s.fn.run(ctx, s.client, chargeProgram, keys, args...).Err()
 	if reset && s.denied != nil {
 		s.denied.reset(key)
 	}

@@ -188,10 +188,18 @@ func probeClient(c RedisClient) (RedisClient, func()) {
 }
 
 // warm has the store's client, when it is a single server's, run the
-// probe script on warmConns connections held at once.
+// probe on warmConns connections held at once, as decisions will run: as
+// a function, loading the library if Redis lost it meanwhile, or as a
+// script. On a Redis Cluster, it loads the library on every master that
+// lacks it.
 func (s *Redis) warm(ctx context.Context) error {
 	single, ok := s.client.(*redis.Client)
 	if !ok {
+		if _, cluster := s.client.(*redis.ClusterClient); cluster && s.fn.useFunctions() {
+			if refused, err := s.fn.load(ctx, s.client); !refused {
+				return err
+			}
+		}
 		return nil
 	}
 	conns := make([]*redis.Conn, warmConns)
@@ -199,7 +207,7 @@ func (s *Redis) warm(ctx context.Context) error {
 	var wg sync.WaitGroup
 	for i := range conns {
 		conns[i] = single.Conn()
-		wg.Go(func() { errs[i] = probeScript.Run(ctx, conns[i], []string{s.prefix + "{probe}"}).Err() })
+		wg.Go(func() { errs[i] = s.fn.run(ctx, conns[i], probeProgram, []string{s.prefix + "{probe}"}).Err() })
 	}
 	wg.Wait()
 	for _, c := range conns {

@@ -35,7 +35,7 @@ func (e *ConfigError) Unwrap() error { return e.Err }
 // storeCommands are the commands the store's scripts call, in lower case;
 // it also needs EVAL and EVALSHA to run them.
 var storeCommands = []string{
-	"ping", "time", "del", "get", "pttl", "pexpire", "incrby", "decrby",
+	"ping", "time", "del", "get", "set", "pttl", "pexpire", "incrby", "decrby",
 	"zadd", "zcard", "zcount", "zrange", "zrangebyscore", "zremrangebyscore",
 	"hdel", "hgetall", "hincrby", "hmget", "hset",
 }

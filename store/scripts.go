@@ -1,28 +1,44 @@
 package store
 
 import (
+	"crypto/sha1"
+	"encoding/hex"
+	"strings"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratelimit-go/ratelimit/internal/spec"
 	"github.com/ratelimit-go/ratelimit/lua"
 )
 
-// The scripts the Redis store runs, from the package lua. Each is sent
-// with EVALSHA, and with EVAL when Redis does not have it yet.
+// A program is one of the store's Lua programs, in both of the forms the
+// store runs: a script, sent with EVALSHA (and EVAL when Redis lacks it),
+// and a function of the library, called with FCALL where Redis has
+// Functions (see functions).
+type program struct {
+	script   *redis.Script
+	function string // its name in the library
+}
+
+// The programs the Redis store runs, from the package lua.
 var (
-	// decideAny decides a request whose limits use any algorithms;
-	// decideOne[a] one whose single limit uses algorithm a: a shorter
-	// script, which Redis compiles faster on every run.
-	decideAny = redis.NewScript(decideSource(algorithmFiles[:]...) + "return decide()\n")
-	decideOne [4]*redis.Script
+	// decideAny decides requests whose limits use any algorithms;
+	// decideOne[a] one whose single limit uses algorithm a: as a script,
+	// a shorter one, which Redis compiles faster on every run. Both are
+	// the library's one decide function, compiled once, at load.
+	decideAny = newProgram("decide", decideSource(algorithmFiles[:]...)+"return decide()\n")
+	decideOne [4]*program
 
-	// peekScript answers a request as decideAny would, writing nothing.
-	peekScript = redis.NewScript(decideSource(algorithmFiles[:]...) + lua.Source("peek.lua") + "return peek()\n")
+	// peekProgram answers a request as decideAny would, writing nothing.
+	peekProgram = newProgram("peek", decideSource(algorithmFiles[:]...)+lua.Source("peek.lua")+"return peek()\n")
 
-	chargeScript = redis.NewScript(decideSource(algorithmFiles[:]...) + lua.Source("charge.lua") + "return charge()\n")
-	probeScript  = redis.NewScript(lua.Source("probe.lua"))
-	checkScript  = redis.NewScript(lua.Source("check.lua"))
-	resetScript  = redis.NewScript(lua.Source("reset.lua"))
+	chargeProgram = newProgram("charge", decideSource(algorithmFiles[:]...)+lua.Source("charge.lua")+"return charge()\n")
+	resetProgram  = newProgram("reset", lua.Source("reset.lua"))
+	probeProgram  = newProgram("probe", lua.Source("probe.lua"))
+
+	// Check runs these as scripts: they check what EVAL needs.
+	probeScript = probeProgram.script
+	checkScript = redis.NewScript(lua.Source("check.lua"))
 )
 
 // algorithmFiles holds each algorithm's script, by its spec code.
@@ -35,8 +51,12 @@ var algorithmFiles = [4]string{
 
 func init() {
 	for a, file := range algorithmFiles {
-		decideOne[a] = redis.NewScript(decideSource(file) + "return decide()\n")
+		decideOne[a] = newProgram("decide", decideSource(file)+"return decide()\n")
 	}
+}
+
+func newProgram(function, script string) *program {
+	return &program{script: redis.NewScript(script), function: library.name + "_" + function}
 }
 
 // decideSource joins decide.lua and the algorithms' files.
@@ -46,4 +66,78 @@ func decideSource(files ...string) string {
 		s += lua.Source(f)
 	}
 	return s
+}
+
+// library is the store's library of Redis Functions, built from the same
+// files as the scripts. Its name, and the name of each of its functions
+// (which Redis keeps in one namespace for all libraries), carry a hash of
+// its text, so that two versions of an application running side by side,
+// as in a rolling deploy, each call their own code: a changed library is
+// another library, loaded beside the old one.
+var library = newLibrary()
+
+type functionLibrary struct {
+	name   string // ratelimit_ and the first 16 hex digits of the SHA-1 of its text
+	source string // for FUNCTION LOAD
+}
+
+// libraryPerCall lists the top-level locals of the library's files that
+// hold state of one run: a script starts with them afresh, but a
+// library's locals live as long as the library, so each function call
+// resets them. libraryConstants lists the others, which the files set
+// once, at load. TestLibraryState checks that the two lists cover every
+// top-level local of the files.
+var (
+	libraryPerCall   = []string{"now_us", "charged"}
+	libraryConstants = []string{"algorithms", "clockless", "CHECK", "COMMIT", "SETTLE", "DECIDE", "CHARGE", "PEEK"}
+)
+
+// libraryFiles are the files of the library, in order. reset.lua and
+// probe.lua are scripts whose chunk is their body; the library wraps each
+// in a local function of the same name.
+var libraryFiles = append(append([]string{"decide.lua"}, algorithmFiles[:]...), "peek.lua", "charge.lua", "reset.lua", "probe.lua")
+
+// libraryTemplate is the library with {{library}} for its name.
+func libraryTemplate() string {
+	var b strings.Builder
+	b.WriteString("#!lua name={{library}}\n")
+	b.WriteString("-- The ratelimit store's library: the store's scripts as Redis Functions.\n")
+	b.WriteString("-- A function gets its keys and arguments as parameters, not as globals,\n")
+	b.WriteString("-- and may not set a global: each call sets these, which the files read.\n")
+	b.WriteString("local KEYS, ARGV\n")
+	for _, f := range libraryFiles {
+		switch f {
+		case "reset.lua", "probe.lua":
+			name := strings.TrimSuffix(f, ".lua")
+			b.WriteString("local function " + name + "()\n" + lua.Source(f) + "end\n")
+		default:
+			b.WriteString(lua.Source(f))
+		}
+	}
+	b.WriteString(`
+-- entry returns f as a function of the library: it starts each call with
+-- its keys and arguments and a fresh state of the run.
+local function entry(f)
+  return function(keys, args)
+    KEYS, ARGV = keys, args
+    ` + strings.Join(libraryPerCall, ", ") + ` = ` + strings.Repeat("0, ", len(libraryPerCall)-1) + `0
+    return f()
+  end
+end
+
+redis.register_function('{{library}}_decide', entry(decide))
+redis.register_function{function_name = '{{library}}_peek', callback = entry(peek), flags = {'no-writes'}}
+redis.register_function('{{library}}_charge', entry(charge))
+-- DEL frees memory: a reset may run while Redis is out of memory, as with EVAL.
+redis.register_function{function_name = '{{library}}_reset', callback = entry(reset), flags = {'allow-oom'}}
+redis.register_function('{{library}}_probe', entry(probe))
+`)
+	return b.String()
+}
+
+func newLibrary() *functionLibrary {
+	text := libraryTemplate()
+	sum := sha1.Sum([]byte(text))
+	name := "ratelimit_" + hex.EncodeToString(sum[:8])
+	return &functionLibrary{name: name, source: strings.ReplaceAll(text, "{{library}}", name)}
 }

@@ -1,0 +1,237 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Redis runs a script's whole chunk on every EVALSHA, creating its
+// functions and tables anew each time; a library of Redis Functions
+// (Redis 7 and later) runs its chunk once, when it is loaded, and FCALL
+// calls a function directly, for less of Redis's CPU per decision. So the
+// store calls its library (see library) where it can, and runs the same
+// code as scripts where it cannot: a client that does not call functions,
+// a server without them (Redis before 7, miniredis, FCALL or FUNCTION
+// renamed away), or an ACL user that may not run FCALL or FUNCTION LOAD.
+// None of those is a misconfiguration: the store runs scripts from then
+// on, and says so once, in its log, at DEBUG or INFO.
+//
+// The library is loaded lazily: a call that Redis answers "Function not
+// found" (never loaded there; a restart without persistence; FUNCTION
+// FLUSH; a new master) did not run, so the store loads the library where
+// it was called, on every master of a Redis Cluster, and calls once more;
+// if the load fails, or the library is gone again, that call runs as a
+// script. A failover keeps the library, which replicas receive and RDB
+// and AOF keep.
+
+// functionCaller is the part of a go-redis client that calls Redis
+// Functions. Every go-redis client has it; a custom RedisClient may not,
+// and then the store runs scripts.
+type functionCaller interface {
+	FCall(ctx context.Context, function string, keys []string, args ...any) *redis.Cmd
+	FunctionLoad(ctx context.Context, code string) *redis.StringCmd
+}
+
+// The paths a store's programs take.
+const (
+	pathUntried   int32 = iota // functions, until the first call tells
+	pathFunctions              // functions: a call succeeded
+	pathScripts                // scripts: Redis or its user has no functions
+)
+
+// functions chooses, for one store, whether its programs run as
+// functions or as scripts, and loads the library where it is missing. It
+// is safe for concurrent use.
+type functions struct {
+	logger *slog.Logger
+	path   atomic.Int32
+	// pinned keeps path as it is, whatever Redis answers: tests set it to
+	// run one path only, where the other would hide a failure.
+	pinned bool
+
+	mu sync.Mutex
+	// loads holds the loads under way, by the client they go through, so
+	// that the calls that find the library missing at once share one.
+	loads map[RedisClient]*libraryLoad
+}
+
+type libraryLoad struct {
+	done    chan struct{} // closed when err and refused are set
+	err     error
+	refused bool // Redis or its user refused FUNCTION LOAD
+}
+
+// newFunctions returns the choice of a store whose client is c.
+func newFunctions(c RedisClient, logger *slog.Logger) *functions {
+	f := &functions{logger: logger, loads: make(map[RedisClient]*libraryLoad)}
+	if _, ok := c.(functionCaller); !ok {
+		f.path.Store(pathScripts)
+		logger.LogAttrs(context.Background(), slog.LevelDebug, "ratelimit: the Redis client does not call Redis Functions; running scripts with EVALSHA")
+	}
+	return f
+}
+
+// pin makes f take path, whatever Redis answers.
+func (f *functions) pin(path int32) {
+	f.path.Store(path)
+	f.pinned = true
+}
+
+// useFunctions reports whether programs go as functions.
+func (f *functions) useFunctions() bool { return f.path.Load() != pathScripts }
+
+// run runs p with keys and args through c: as a function while f says
+// so, else as a script. A call that finds the library missing did not
+// run: the library is loaded and p called once more; if the load fails,
+// or the library is missing again (flushed again meanwhile), p runs as a
+// script, this once.
+func (f *functions) run(ctx context.Context, c RedisClient, p *program, keys []string, args ...any) *redis.Cmd {
+	fc, ok := c.(functionCaller)
+	if !ok || !f.useFunctions() {
+		return p.script.Run(ctx, c, keys, args...)
+	}
+	cmd := fc.FCall(ctx, p.function, keys, args...)
+	if functionMissing(cmd.Err()) {
+		if _, err := f.load(ctx, c); err != nil {
+			return p.script.Run(ctx, c, keys, args...)
+		}
+		if cmd = fc.FCall(ctx, p.function, keys, args...); functionMissing(cmd.Err()) {
+			return p.script.Run(ctx, c, keys, args...)
+		}
+	}
+	if f.refuse(cmd.Err()) {
+		return p.script.Run(ctx, c, keys, args...) // p did not run
+	}
+	if cmd.Err() == nil {
+		f.worked()
+	}
+	return cmd
+}
+
+// worked records that a function call succeeded.
+func (f *functions) worked() {
+	if f.path.CompareAndSwap(pathUntried, pathFunctions) {
+		f.logger.LogAttrs(context.Background(), slog.LevelDebug, "ratelimit: calling Redis Functions with FCALL", slog.String("library", library.name))
+	}
+}
+
+// refuse reports whether err is Redis refusing FCALL or FUNCTION LOAD,
+// which then did nothing; if so, and f is not pinned, programs run as
+// scripts from then on, and the first refusal is logged.
+func (f *functions) refuse(err error) bool {
+	msg, level, ok := refusal(err)
+	if !ok || f.pinned {
+		return false
+	}
+	if f.path.Swap(pathScripts) != pathScripts {
+		why := "ratelimit: Redis has no Redis Functions (before Redis 7, or FCALL or FUNCTION renamed away); running scripts with EVALSHA"
+		if level == slog.LevelInfo {
+			why = "ratelimit: the ACL user may not run FCALL or FUNCTION LOAD; running scripts with EVALSHA (with +fcall and +function|load, the store calls Redis Functions, which spend less of Redis's CPU)"
+		}
+		f.logger.LogAttrs(context.Background(), level, why, slog.String("library", library.name), slog.String("error", msg))
+	}
+	return true
+}
+
+// refusal reports whether err is Redis refusing FCALL or FUNCTION LOAD:
+// an unknown command (Redis before 7, miniredis, a command renamed away),
+// logged at DEBUG, or one the ACL user may not run, at INFO. Not a key's
+// permission, nor that of a command the function calls, which Redis
+// reports otherwise, and after writes the function may have made.
+func refusal(err error) (msg string, level slog.Level, ok bool) {
+	var reply redis.Error
+	if !errors.As(err, &reply) {
+		return "", 0, false
+	}
+	msg = reply.Error()
+	switch {
+	case strings.HasPrefix(msg, "ERR unknown command"):
+		return msg, slog.LevelDebug, true
+	case strings.HasPrefix(msg, "NOPERM") && (strings.Contains(msg, "'fcall'") || strings.Contains(msg, "'function|load'")):
+		return msg, slog.LevelInfo, true
+	}
+	return "", 0, false
+}
+
+// functionMissing reports whether err says Redis has no such function:
+// the call did not run.
+func functionMissing(err error) bool {
+	var reply redis.Error
+	return errors.As(err, &reply) && strings.HasPrefix(reply.Error(), "ERR Function not found")
+}
+
+// load loads the library through c, on every master of a Redis Cluster
+// and on every shard of a Ring. refused reports that Redis or its user
+// refused it, and that programs now run as scripts. A load under way
+// through c is shared; a caller whose ctx ends first gets ctx's error.
+func (f *functions) load(ctx context.Context, c RedisClient) (refused bool, err error) {
+	f.mu.Lock()
+	l := f.loads[c]
+	if l == nil {
+		l = &libraryLoad{done: make(chan struct{})}
+		f.loads[c] = l
+		f.mu.Unlock()
+		l.err = loadLibrary(ctx, c)
+		l.refused = f.refuse(l.err)
+		f.mu.Lock()
+		delete(f.loads, c)
+		f.mu.Unlock()
+		close(l.done)
+		return l.refused, l.err
+	}
+	f.mu.Unlock()
+	select {
+	case <-l.done:
+		return l.refused, l.err
+	case <-ctx.Done():
+		return false, ctx.Err()
+	}
+}
+
+// loadLibrary loads the library through c. On a Redis Cluster it loads it
+// on every master and returns only a refusal: a master that failed
+// otherwise fails the call that follows, if it is that call's.
+func loadLibrary(ctx context.Context, c RedisClient) error {
+	each := func(ctx context.Context, c *redis.Client) error {
+		return loaded(c.FunctionLoad(ctx, library.source).Err())
+	}
+	switch c := c.(type) {
+	case *redis.ClusterClient:
+		var mu sync.Mutex
+		var refused error
+		err := c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+			err := each(ctx, m)
+			if _, _, ok := refusal(err); ok {
+				mu.Lock()
+				refused = err
+				mu.Unlock()
+			}
+			return nil
+		})
+		if refused != nil {
+			return refused
+		}
+		return err // no map of the slots
+	case *redis.Ring:
+		return c.ForEachShard(ctx, each)
+	case functionCaller:
+		return loaded(c.FunctionLoad(ctx, library.source).Err())
+	}
+	return errors.New("ratelimit: the Redis client does not call Redis Functions")
+}
+
+// loaded is the error of FUNCTION LOAD, nil when the library was there
+// already: its name says its version.
+func loaded(err error) error {
+	var reply redis.Error
+	if errors.As(err, &reply) && strings.HasPrefix(reply.Error(), "ERR Library") && strings.HasSuffix(reply.Error(), "already exists") {
+		return nil
+	}
+	return err
+}
