@@ -11,10 +11,10 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// A decision is one request's part of a script run: its KEYS and ARGV,
+// A decision is one request's part of a run of decide: its KEYS and ARGV,
 // and, once the run is over, its reply line or the run's error.
 type decision struct {
-	script   *redis.Script // to run it alone
+	program  *program // to run it alone
 	keys     []string
 	args     []any
 	deadline int64 // its ARGV entry, by reference
@@ -36,33 +36,38 @@ func newDecision() *decision { return decisions.Get().(*decision) }
 func (d *decision) release() {
 	clear(d.keys)
 	clear(d.args)
-	d.keys, d.args, d.deadline, d.line, d.err, d.until, d.gone, d.script = d.keys[:0], d.args[:0], 0, "", nil, time.Time{}, nil, nil
+	d.keys, d.args, d.deadline, d.line, d.err, d.until, d.gone, d.program = d.keys[:0], d.args[:0], 0, "", nil, time.Time{}, nil, nil
 	decisions.Put(d)
 }
 
 // batcher runs concurrent decisions together. A decision that finds fewer
-// than maxRuns script runs under way runs at once, alone, in its caller's
+// than maxRuns runs under way runs at once, alone, in its caller's
 // goroutine. Otherwise it waits, and when a run ends the decisions that
-// waited meanwhile go together in the next run, up to maxBatch, with the
-// script that knows every algorithm. So a lone request is sent at once,
-// and under load Redis runs one script for many decisions and the client
-// sends one command for them. No goroutine lives longer than the run it
-// serves.
+// waited meanwhile go together in the next run, up to maxBatch: on a
+// single server, one run of decideAny, which knows every algorithm; with
+// pipeline set (a Redis Cluster master's batcher, see clusterBatcher), one
+// pipeline of each decision's own run. So a lone request is sent at
+// once, and under load the client sends one command, or one pipeline, for
+// many decisions. No goroutine lives longer than the run it serves.
 type batcher struct {
 	client   RedisClient
+	fn       *functions // the store's: functions or scripts
 	maxRuns  int
 	maxBatch int
+	// pipeline, when set, makes each batch one pipeline of runs, rather
+	// than one run.
+	pipeline func() redis.Pipeliner
 
 	mu    sync.Mutex
 	runs  int
 	queue []*decision
 }
 
-// run runs d alone through c, cut short at d.until. When d.until comes
+// run runs d alone through c, as fn says, cut short at d.until. When d.until comes
 // before ctx's deadline, a caller who gives up once the run is under way
 // waits for it, until d.until at most: the request has gone, and
 // abandoning its answer would cost the connection.
-func (d *decision) run(ctx context.Context, c RedisClient) {
+func (d *decision) run(ctx context.Context, fn *functions, c RedisClient) {
 	if !d.until.IsZero() {
 		if dl, ok := ctx.Deadline(); !ok || d.until.Before(dl) {
 			if d.err = ctx.Err(); d.err != nil {
@@ -73,7 +78,7 @@ func (d *decision) run(ctx context.Context, c RedisClient) {
 			ctx = rc
 		}
 	}
-	d.line, d.err = d.script.Run(ctx, c, d.keys, d.args...).Text()
+	d.line, d.err = fn.run(ctx, c, d.program, d.keys, d.args...).Text()
 }
 
 // do has d decided and returns when its line or error is set, or ctx is
@@ -89,7 +94,7 @@ func (b *batcher) do(ctx context.Context, d *decision) error {
 		// Nothing waits while a run slot is free: run alone, now.
 		b.runs++
 		b.mu.Unlock()
-		d.run(ctx, b.client)
+		d.run(ctx, b.fn, b.client)
 		b.next()
 		return nil
 	}
@@ -132,11 +137,11 @@ func (b *batcher) next() {
 	}()
 }
 
-// exec runs a batch as one script run and hands each decision its line.
-// Decisions whose callers gave up while they waited, or whose until has
-// passed, are left out: nothing of theirs reaches Redis. The run may last
-// until the latest of the decisions' until; one with none lets it last as
-// go-redis's own timeouts allow.
+// exec runs a batch, as one run or one pipeline, and hands each
+// decision its line. Decisions whose callers gave up while they waited, or
+// whose until has passed, are left out: nothing of theirs reaches Redis.
+// The run may last until the latest of the decisions' until; one with none
+// lets it last as go-redis's own timeouts allow.
 func (b *batcher) exec(batch []*decision) {
 	live := batch[:0]
 	now := time.Now()
@@ -173,13 +178,17 @@ func (b *batcher) exec(batch []*decision) {
 		defer rc.release()
 		ctx = rc
 	}
+	if b.pipeline != nil {
+		b.execPipeline(ctx, batch)
+		return
+	}
 	var keys []string
 	var args []any
 	for _, d := range batch {
 		keys = append(keys, d.keys...)
 		args = append(args, d.args...)
 	}
-	reply, err := decideAny.Run(ctx, b.client, keys, args...).Text()
+	reply, err := b.fn.run(ctx, b.client, decideAny, keys, args...).Text()
 	lines := strings.Split(reply, "\n")
 	if err == nil && len(lines) != len(batch) {
 		err = fmt.Errorf("got %d reply lines for %d requests", len(lines), len(batch))

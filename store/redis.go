@@ -29,9 +29,12 @@ type RedisClient interface {
 
 // Redis is a [ratelimit.Store] that keeps its counters in Redis, so that
 // every instance of a service shares them. Each decision is one atomic
-// script run (EVALSHA, falling back to EVAL when Redis lacks the script),
-// whatever the number and mix of limits, and the script reads the time
-// from Redis, so app servers with skewed clocks share one timeline.
+// run of Lua code, whatever the number and mix of limits, which reads the
+// time from Redis, so app servers with skewed clocks share one timeline.
+// On Redis 7 and later the code is a library of Redis Functions, which
+// the store loads when Redis lacks it and calls with FCALL; it is sent as
+// a script with EVALSHA (EVAL when Redis lacks it) where Redis, its ACL
+// user or the client does not allow functions.
 //
 // A key k with a limit is stored at Prefix + "{k}" + a suffix naming the
 // limit's algorithm and window, for example
@@ -47,8 +50,12 @@ type Redis struct {
 	client RedisClient
 	prefix string
 	denied *denyCache // nil when off
-	batch  *batcher   // nil when decisions run one by one
-	logger *slog.Logger
+	fn     *functions // functions or scripts
+	batch  *batcher   // a single server's; nil when decisions run one by one
+	// masters batches a Redis Cluster's decisions; nil when they run one
+	// by one.
+	masters *clusterBatcher
+	logger  *slog.Logger
 	// cluster is set when the client follows MOVED and ASK replies.
 	cluster bool
 }
@@ -69,9 +76,10 @@ type RedisOptions struct {
 	// Redis, until its RetryAfter has passed, if it comes again with the
 	// same key, limits and cost, and no request of the key has passed
 	// meanwhile. Since a denial takes nothing and only time frees room,
-	// Redis would give the same answer, with three differences: the wait
-	// can end up to one round trip later than Redis's clock says;
-	// Remaining is the one Redis gave with the denial; and what other
+	// Redis would give the same answer, with three differences: the
+	// cache counts the times Redis gave from when the request was sent, so
+	// they end up to one round trip before Redis's (then Redis decides
+	// again), never after; Remaining is the one Redis gave with the denial; and what other
 	// instances do does not reach this cache: a Reset made through another
 	// instance, or requests another instance let pass (which only make the
 	// retry later), so this instance keeps answering from the cache until
@@ -82,22 +90,35 @@ type RedisOptions struct {
 	// every other denial is a strike that Redis must count, so its repeats
 	// still go to Redis. A banned key is then denied in process, whatever
 	// the cost, until the ban ends, with the Banned, RetryAfter and
-	// ResetAfter Redis would give, up to the round trip. A Reset through
+	// ResetAfter Redis would give, up to the round trip, which ends them
+	// early, never late. A Reset through
 	// another instance does not end it early here.
 	DenyCacheSize int
 
-	// MaxBatch is the most decisions sent together in one script run.
-	// Zero means 128; 1 sends each on its own.
+	// MaxBatch is the most decisions sent together in one batch. Zero
+	// means 128; 1 sends each on its own.
 	//
-	// A request that arrives while fewer than four script runs are under
-	// way is sent at once, alone. When more arrive, they wait for a run to
-	// end and then go together in one: one command for the client to send
-	// and one script for Redis to run, each request still decided
-	// atomically and all or nothing, as if sent alone. Batching applies to
-	// a single Redis server (a *redis.Client, which the Sentinel failover
-	// client is too); with a ClusterClient, Ring or AutoPipeliner the keys
-	// of different requests may live on different servers, and each
-	// request is sent alone.
+	// A request that arrives while fewer than four batches or lone
+	// requests are under way (two per master of a cluster) is sent at
+	// once, alone. When more arrive, they wait for one to end and then go
+	// together, each request still decided atomically and all or nothing,
+	// as if sent alone, and each getting its own error.
+	//
+	// On a single Redis server (a *redis.Client, which the Sentinel
+	// failover client is too) a batch is one script run: one command for
+	// the client to send and one script for Redis to run. On a Redis
+	// Cluster (a *redis.ClusterClient, which the client of
+	// redis.NewFailoverClusterClient is too) the requests of a batch
+	// would live in different slots, which one script may not touch, so
+	// each master has its own batches, and a batch is one pipeline to
+	// that master of script runs, one per request. The client follows
+	// MOVED and ASK replies within it, and a master that is slow or down
+	// holds up and fails only the requests of its own slots.
+	//
+	// A Ring and an AutoPipeliner send each request alone: an
+	// AutoPipeliner batches commands itself; a Ring moves keys, and so
+	// restarts their counts, on other shards whenever one is down, a poor
+	// home for shared limits that batching was not built for.
 	MaxBatch int
 
 	// Logger receives the store's warnings about a Redis configured
@@ -110,7 +131,12 @@ const (
 	defaultPrefix        = "rl:"
 	defaultDenyCacheSize = 10_000
 	defaultMaxBatch      = 128
-	defaultRuns          = 4 // script runs a batching store keeps under way
+	defaultRuns          = 4 // runs a batching store keeps under way on a single server
+	// clusterRuns is the runs under way per master of a cluster: on two
+	// cores at 64 callers over three masters, 1 decided the most and 4
+	// the fewest, with the most Redis CPU per decision; 2 keeps a
+	// master's next batch forming while one is sent.
+	clusterRuns = 2
 )
 
 // NewRedis returns a store that keeps its counters in Redis through
@@ -129,12 +155,18 @@ func NewRedis(client RedisClient, opts RedisOptions) (*Redis, error) {
 		return nil, fmt.Errorf("%w: store.RedisOptions.MaxBatch %d: must be 0 (the default) or more", ratelimit.ErrInvalid, opts.MaxBatch)
 	}
 	s := &Redis{client: client, prefix: cmp.Or(opts.Prefix, defaultPrefix), logger: cmp.Or(opts.Logger, slog.Default())}
+	s.fn = newFunctions(client, s.logger)
 	if opts.DenyCacheSize >= 0 {
 		s.denied = newDenyCache(cmp.Or(opts.DenyCacheSize, defaultDenyCacheSize))
 	}
 	_, s.cluster = client.(*redis.ClusterClient)
-	if _, single := client.(*redis.Client); single && opts.MaxBatch != 1 {
-		s.batch = &batcher{client: client, maxRuns: defaultRuns, maxBatch: cmp.Or(opts.MaxBatch, defaultMaxBatch)}
+	if opts.MaxBatch != 1 {
+		switch c := client.(type) {
+		case *redis.Client:
+			s.batch = &batcher{client: client, fn: s.fn, maxRuns: defaultRuns, maxBatch: cmp.Or(opts.MaxBatch, defaultMaxBatch)}
+		case *redis.ClusterClient:
+			s.masters = newClusterBatcher(c, s.fn, clusterRuns, cmp.Or(opts.MaxBatch, defaultMaxBatch))
+		}
 	}
 	s.checkEviction()
 	return s, nil
@@ -161,6 +193,7 @@ var errLate = errors.New("the request reached Redis after its deadline")
 func (s *Redis) decide(ctx context.Context, key string, cost int, limits *ratelimit.Limits, set *spec.Set, deadline int64, until time.Time) (ratelimit.Decision, error) {
 	cs := set.Limits
 	var epoch uint64
+	var sent int64
 	if s.denied != nil {
 		if d, ok := s.denied.get(key, set, cost); ok {
 			for i := range d.Results {
@@ -168,12 +201,12 @@ func (s *Redis) decide(ctx context.Context, key string, cost int, limits *rateli
 			}
 			return d, nil
 		}
-		epoch = s.denied.epoch(key)
+		epoch, sent = s.denied.epoch(key)
 	}
 	call := newDecision()
-	call.script = decideAny
+	call.program = decideAny
 	if len(cs) == 1 {
-		call.script = decideOne[cs[0].Algorithm]
+		call.program = decideOne[cs[0].Algorithm]
 	}
 	call.deadline = deadline // sent by reference: boxing it would allocate
 	n := len(cs)
@@ -193,14 +226,20 @@ func (s *Redis) decide(ctx context.Context, key string, cost int, limits *rateli
 	if dl, ok := ctx.Deadline(); ok && (until.IsZero() || dl.Before(until)) {
 		call.until = dl
 	}
-	if s.batch != nil {
-		if err := s.batch.do(ctx, call); err != nil {
-			return ratelimit.Decision{}, fmt.Errorf("ratelimit: redis: deciding %s: %w", keyRef(key, limits), misconfigured(err, s.prefix, s.cluster))
-		}
-	} else {
-		call.run(ctx, s.client)
+	var err error
+	switch {
+	case s.batch != nil:
+		err = s.batch.do(ctx, call)
+	case s.masters != nil:
+		err = s.masters.do(ctx, call)
+	default:
+		call.run(ctx, s.fn, s.client)
 	}
-	line, err := call.line, call.err
+	if err != nil {
+		return ratelimit.Decision{}, fmt.Errorf("ratelimit: redis: deciding %s: %w", keyRef(key, limits), misconfigured(err, s.prefix, s.cluster))
+	}
+	line := call.line
+	err = call.err
 	call.release()
 	if err == nil && strings.HasPrefix(line, "E ") {
 		err = scriptError(line[2:])
@@ -219,7 +258,7 @@ func (s *Redis) decide(ctx context.Context, key string, cost int, limits *rateli
 		if d.Allowed {
 			s.denied.forget(key) // its room changed: cached retry times may be stale
 		} else {
-			s.denied.put(key, set, cost, d, epoch)
+			s.denied.put(key, set, cost, d, epoch, sent)
 		}
 	}
 	return d, nil
@@ -229,13 +268,13 @@ func (s *Redis) decide(ctx context.Context, key string, cost int, limits *rateli
 func (s *Redis) banKey(key string) string { return s.prefix + "{" + key + "}" + spec.BanSuffix }
 
 // parseDecision reads a script's reply line for a request under limits:
-// four integers per limit (allowed, remaining, reset_after and
-// retry_after, in microseconds), then, when banned is set, the time until
+// five integers per limit (allowed, remaining, then reset_after,
+// retry_after and window, in microseconds), then, when banned is set, the time until
 // the key's ban ends.
 func parseDecision(line string, limits *ratelimit.Limits, banned bool) (ratelimit.Decision, error) {
 	d := ratelimit.Decision{Allowed: true, Results: make([]ratelimit.Result, limits.Len())}
 	for i := range d.Results {
-		var n [4]int64
+		var n [5]int64
 		var err error
 		if line, err = parseInts(line, n[:]); err != nil {
 			return ratelimit.Decision{}, err
@@ -244,6 +283,7 @@ func parseDecision(line string, limits *ratelimit.Limits, banned bool) (ratelimi
 			Limit:      limits.At(i),
 			Allowed:    n[0] == 1,
 			Remaining:  int(n[1]),
+			Window:     time.Duration(n[4]) * time.Microsecond,
 			ResetAfter: time.Duration(n[2]) * time.Microsecond,
 			RetryAfter: time.Duration(n[3]) * time.Microsecond,
 		}
@@ -263,7 +303,7 @@ func parseDecision(line string, limits *ratelimit.Limits, banned bool) (ratelimi
 	return d, nil
 }
 
-// Peek implements [ratelimit.Store]: one run of a script that only reads
+// Peek implements [ratelimit.Store]: one run of code that only reads
 // (it leaves even expired entries where they are, and every key's TTL as
 // it is). It always asks Redis: the deny cache (see
 // RedisOptions.DenyCacheSize) neither answers a Peek nor learns from one.
@@ -287,7 +327,7 @@ func (s *Redis) peek(ctx context.Context, key string, cost int, limits *ratelimi
 	if set.Ban != nil {
 		keys = append(keys, s.banKey(key))
 	}
-	line, err := peekScript.Run(ctx, s.client, keys, args...).Text()
+	line, err := s.fn.run(ctx, s.client, peekProgram, keys, args...).Text()
 	if err != nil {
 		return ratelimit.Decision{}, fmt.Errorf("ratelimit: redis: peeking %s: %w", keyRef(key, limits), misconfigured(err, s.prefix, s.cluster))
 	}
@@ -373,7 +413,7 @@ func (s *Redis) Reset(ctx context.Context, key string, limits *ratelimit.Limits)
 		keys[i] = s.prefix + "{" + key + "}" + c.Suffix
 	}
 	keys = append(keys, s.banKey(key))
-	err = resetScript.Run(ctx, s.client, keys).Err()
+	err = s.fn.run(ctx, s.client, resetProgram, keys).Err()
 	if s.denied != nil {
 		// After the DEL, whatever its outcome: a denial cached before it,
 		// or by a request Redis decided before it, must not outlive it.

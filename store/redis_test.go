@@ -121,6 +121,8 @@ func capacity(l ratelimit.Limit) int {
 	return l.Quota
 }
 
+// TestMiniredisConformance runs the suite on miniredis, which has no
+// Redis Functions: the store runs scripts there.
 func TestMiniredisConformance(t *testing.T) {
 	t.Parallel() // a pinned clock: nothing here depends on the machine's speed
 	storetest.Run(t, storetest.Harness{New: func(t *testing.T, n int) ([]ratelimit.Store, storetest.Clock) {
@@ -128,7 +130,13 @@ func TestMiniredisConformance(t *testing.T) {
 		stores := make([]ratelimit.Store, n)
 		for i := range stores {
 			// The deny cache keeps the machine's time, not the pinned one.
-			stores[i] = newStore(t, newClient(t, m.Addr()), RedisOptions{DenyCacheSize: noDenyCache})
+			s := newStore(t, newClient(t, m.Addr()), RedisOptions{DenyCacheSize: noDenyCache})
+			t.Cleanup(func() {
+				if got := s.fn.path.Load(); got == pathFunctions {
+					t.Errorf("miniredis: the store called functions")
+				}
+			})
+			stores[i] = s
 		}
 		return stores, clock
 	}})
@@ -147,17 +155,27 @@ var prefixes atomic.Int64
 func uniquePrefix() string { return fmt.Sprintf("t%d:", prefixes.Add(1)) }
 
 // TestRedisServerConformance runs the suite on a real server, with the
-// deny cache on, as by default.
+// deny cache on, as by default, on each path: Redis Functions and scripts
+// (see functions), each pinned, so that neither falls back to the other.
 func TestRedisServerConformance(t *testing.T) {
 	srv := redistest.Shared(t)
-	storetest.Run(t, storetest.Harness{New: func(t *testing.T, n int) ([]ratelimit.Store, storetest.Clock) {
-		prefix := uniquePrefix()
-		stores := make([]ratelimit.Store, n)
-		for i := range stores {
-			stores[i] = newStore(t, newClient(t, srv.Addr), RedisOptions{Prefix: prefix})
-		}
-		return stores, realClock{}
-	}})
+	for _, path := range []struct {
+		name string
+		path int32
+	}{{"functions", pathFunctions}, {"scripts", pathScripts}} {
+		t.Run(path.name, func(t *testing.T) {
+			storetest.Run(t, storetest.Harness{New: func(t *testing.T, n int) ([]ratelimit.Store, storetest.Clock) {
+				prefix := uniquePrefix()
+				stores := make([]ratelimit.Store, n)
+				for i := range stores {
+					s := newStore(t, newClient(t, srv.Addr), RedisOptions{Prefix: prefix})
+					s.fn.pin(path.path)
+					stores[i] = s
+				}
+				return stores, realClock{}
+			}})
+		})
+	}
 }
 
 // TestClientKinds runs decisions through a Ring and an AutoPipeliner.
