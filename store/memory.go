@@ -41,7 +41,12 @@ type Memory struct {
 	shards   []memoryShard
 	perShard int
 	seed     maphash.Seed
-	now      func() int64 // µs, never going back
+
+	// The time is start's wall clock plus the monotonic time since:
+	// time.Since reads only the monotonic clock, half of time.Now.
+	start   time.Time
+	startUS int64
+	clock   func() int64 // a pinned clock (MemoryOptions.Clock); nil: start's
 }
 
 var _ ratelimit.Store = (*Memory)(nil)
@@ -67,12 +72,13 @@ func NewMemory(opts MemoryOptions) (*Memory, error) {
 	m := &Memory{
 		perShard: cmp.Or(opts.MaxKeys, defaultMaxKeys),
 		seed:     maphash.MakeSeed(),
-		now:      func() int64 { return start.UnixMicro() + int64(time.Since(start)/time.Microsecond) },
+		start:    start,
+		startUS:  start.UnixMicro(),
 	}
 	if opts.Clock != nil {
 		var mu sync.Mutex
 		var last int64
-		m.now = func() int64 {
+		m.clock = func() int64 {
 			t := opts.Clock().UnixMicro()
 			mu.Lock()
 			defer mu.Unlock()
@@ -90,9 +96,17 @@ func NewMemory(opts MemoryOptions) (*Memory, error) {
 	m.shards = make([]memoryShard, n)
 	m.perShard = max(maxKeys/n, 1)
 	for i := range m.shards {
-		m.shards[i].keys = make(map[string]*memoryKey)
+		m.shards[i].keys = make(map[uint64]*memoryKey)
 	}
 	return m, nil
+}
+
+// now returns the store's time in µs, which never goes back.
+func (m *Memory) now() int64 {
+	if m.clock != nil {
+		return m.clock()
+	}
+	return m.startUS + int64(time.Since(m.start)/time.Microsecond)
 }
 
 // Allow implements [ratelimit.Store].
@@ -114,14 +128,14 @@ func (m *Memory) decide(key string, cost int, limits *ratelimit.Limits, set *spe
 	now, c64 := m.now(), int64(cost)
 	d := ratelimit.Decision{Allowed: true, Results: make([]ratelimit.Result, len(cs))}
 	type outcome struct {
-		ok                      bool
-		remaining, retry, reset int64
+		ok                              bool
+		remaining, retry, reset, window int64
 	}
 	var obuf [4]outcome
 	out := obuf[:0]
 	var sbuf [4]*memoryLimit
 	states := sbuf[:0]
-	k := m.shard(key).key(key, now, m.perShard)
+	k := m.key(key, now)
 	k.mu.Lock()
 	if set.Ban != nil {
 		if left := k.banned(now); left > 0 {
@@ -149,6 +163,7 @@ func (m *Memory) decide(key string, cost int, limits *ratelimit.Limits, set *spe
 		} else {
 			out[i].reset = s.state.of(c).settle(c, now)
 		}
+		out[i].window = s.state.of(c).effective(c, now)
 	}
 	var ban int64
 	if !d.Allowed && set.Ban != nil {
@@ -158,7 +173,7 @@ func (m *Memory) decide(key string, cost int, limits *ratelimit.Limits, set *spe
 	k.expires.Store(latest)
 	k.mu.Unlock()
 	for i, o := range out {
-		d.Results[i] = ratelimit.Result{Limit: limits.At(i), Allowed: o.ok, Remaining: int(o.remaining), ResetAfter: us(o.reset), RetryAfter: us(o.retry)}
+		d.Results[i] = ratelimit.Result{Limit: limits.At(i), Allowed: o.ok, Remaining: int(o.remaining), Window: us(o.window), ResetAfter: us(o.reset), RetryAfter: us(o.retry)}
 	}
 	if ban > 0 {
 		startBan(&d, ban)
@@ -169,32 +184,27 @@ func (m *Memory) decide(key string, cost int, limits *ratelimit.Limits, set *spe
 // decideOne is decide for the common request with one limit, in fewer
 // steps.
 func (m *Memory) decideOne(key string, cost int, limits *ratelimit.Limits, c *compiled) ratelimit.Decision {
-	ok, remaining, reset, retry := m.take(key, int64(cost), c)
+	ok, remaining, window, reset, retry := m.take(key, int64(cost), c)
 	d := ratelimit.Decision{Allowed: ok, Results: make([]ratelimit.Result, 1)}
-	d.Results[0] = ratelimit.Result{Limit: limits.At(0), Allowed: ok, Remaining: int(remaining), ResetAfter: us(reset), RetryAfter: us(retry)}
+	d.Results[0] = ratelimit.Result{Limit: limits.At(0), Allowed: ok, Remaining: int(remaining), Window: us(window), ResetAfter: us(reset), RetryAfter: us(retry)}
 	return d
 }
 
 // take decides a request costing c64 for key under the one limit c.
-func (m *Memory) take(key string, c64 int64, c *compiled) (ok bool, remaining, reset, retry int64) {
+func (m *Memory) take(key string, c64 int64, c *compiled) (ok bool, remaining, window, reset, retry int64) {
 	now := m.now()
-	k := m.shard(key).key(key, now, m.perShard)
+	k := m.key(key, now)
 	k.mu.Lock()
 	s := k.limit(c, now)
-	a := s.state.of(c)
-	ok, remaining, retry = a.check(c, now, c64)
+	ok, remaining, reset, retry, window = s.state.take(c, now, c64)
 	if ok {
-		reset = a.commit(c, now, c64)
-		remaining -= c64
 		s.expires = now + keyTTL(c, reset)
 		if s.expires > k.expires.Load() {
 			k.expires.Store(s.expires)
 		}
-	} else {
-		reset = a.settle(c, now)
 	}
 	k.mu.Unlock()
-	return ok, remaining, reset, retry
+	return ok, remaining, window, reset, retry
 }
 
 // Peek implements [ratelimit.Store]. A key the store holds nothing for
@@ -216,10 +226,7 @@ func (m *Memory) peek(key string, cost int, limits *ratelimit.Limits, set *spec.
 	cs := set.Limits
 	now, c64 := m.now(), int64(cost)
 	d := ratelimit.Decision{Allowed: true, Results: make([]ratelimit.Result, len(cs))}
-	sh := m.shard(key)
-	sh.mu.RLock()
-	k := sh.keys[key]
-	sh.mu.RUnlock()
+	k := m.lookup(key)
 	if k != nil {
 		k.mu.Lock()
 		defer k.mu.Unlock()
@@ -232,18 +239,22 @@ func (m *Memory) peek(key string, cost int, limits *ratelimit.Limits, set *spec.
 	for i := range cs {
 		c := &cs[i]
 		// A state that is missing or has expired is empty: all is left.
-		ok, remaining, reset, retry := true, c.Capacity, int64(0), int64(0)
+		var a algorithmState
 		if spent != nil && spent[i] >= 0 {
 			var s state
 			s.reset(c)
-			if spent[i] > 0 {
-				s.of(c).commit(c, now, spent[i])
+			if a = s.of(c); spent[i] > 0 {
+				a.commit(c, now, spent[i])
 			}
-			ok, remaining, reset, retry = s.of(c).peek(c, now, c64)
 		} else if s := k.find(c, now); s != nil {
-			ok, remaining, reset, retry = s.state.of(c).peek(c, now, c64)
+			a = s.state.of(c)
 		}
-		d.Results[i] = ratelimit.Result{Limit: limits.At(i), Allowed: ok, Remaining: int(remaining), ResetAfter: us(reset), RetryAfter: us(retry)}
+		ok, remaining, reset, retry, window := true, c.Capacity, int64(0), int64(0), freshWindow(c, now)
+		if a != nil {
+			ok, remaining, reset, retry = a.peek(c, now, c64)
+			window = a.effective(c, now)
+		}
+		d.Results[i] = ratelimit.Result{Limit: limits.At(i), Allowed: ok, Remaining: int(remaining), Window: us(window), ResetAfter: us(reset), RetryAfter: us(retry)}
 		d.Allowed = d.Allowed && ok
 	}
 	return d
@@ -263,11 +274,8 @@ func (m *Memory) Reset(ctx context.Context, key string, limits *ratelimit.Limits
 // state (which Reset forgets whether set has a ban or not: every set with
 // a ban counts in it).
 func (m *Memory) reset(key string, set *spec.Set, ban bool) {
-	sh := m.shard(key)
-	sh.mu.RLock()
-	k, ok := sh.keys[key]
-	sh.mu.RUnlock()
-	if !ok {
+	k := m.lookup(key)
+	if k == nil {
 		return
 	}
 	k.mu.Lock()

@@ -38,6 +38,10 @@ type algorithmState interface {
 	// peek answers as check and then settle would, the script's PEEK,
 	// and changes nothing: what expired is ignored, not dropped.
 	peek(c *compiled, now, cost int64) (ok bool, remaining, reset, retry int64)
+	// effective returns the effective window (see ratelimit.Result.Window)
+	// of the state as it is, and changes nothing: the time until a unit
+	// beyond those left comes back, were they all spent now.
+	effective(c *compiled, now int64) int64
 }
 
 // of returns the part of s that c's algorithm uses; reset must have
@@ -52,6 +56,22 @@ func (s *state) of(c *compiled) algorithmState {
 		return &s.bucket
 	}
 	return s.window
+}
+
+// take is what the one-limit path does with s for c's algorithm: check,
+// then commit if cost fits or settle if not, then effective, as the
+// multi-limit path does with algorithmState, in fewer steps and without
+// its dynamic dispatch.
+func (s *state) take(c *compiled, now, cost int64) (ok bool, remaining, reset, retry, window int64) {
+	switch c.Algorithm {
+	case spec.FixedWindow:
+		return s.fixed.take(c, now, cost)
+	case spec.SlidingLog:
+		return s.log.take(c, now, cost)
+	case spec.TokenBucket:
+		return s.bucket.take(c, now, cost)
+	}
+	return s.window.take(c, now, cost)
 }
 
 // reset empties s for c: a full bucket, an empty window or log. A state
@@ -119,6 +139,33 @@ func (s *fixedWindowState) settle(c *compiled, now int64) int64 {
 	return s.reset(c, now)
 }
 
+// effective is the time left in the open window, rounded down to the
+// millisecond as the script's PTTL sees it, or a whole window.
+func (s *fixedWindowState) effective(c *compiled, now int64) int64 {
+	if s.end == 0 || now >= s.end {
+		return c.Window
+	}
+	return min((s.end-now)/1000*1000, c.Window)
+}
+
+// take is check, then commit or settle, then effective, in one pass.
+func (s *fixedWindowState) take(c *compiled, now, cost int64) (ok bool, remaining, reset, retry, window int64) {
+	s.expire(now)
+	if s.count+cost > c.Quota {
+		reset = s.reset(c, now)
+		return false, max(c.Quota-s.count, 0), reset, reset, s.effective(c, now)
+	}
+	remaining = c.Quota - s.count - cost
+	s.count += cost
+	if s.end == 0 {
+		s.end = now + c.Window
+		reset = c.Window
+	} else {
+		reset = s.reset(c, now)
+	}
+	return true, remaining, reset, 0, s.effective(c, now)
+}
+
 func (s *fixedWindowState) peek(c *compiled, now, cost int64) (bool, int64, int64, int64) {
 	v := *s // expire changes the copy only
 	ok, remaining, retry := v.check(c, now, cost)
@@ -170,6 +217,23 @@ func (s *slidingLogState) settle(c *compiled, now int64) int64 {
 	return s.log[len(s.log)-1] + c.Window - now
 }
 
+// take is check, then commit or settle, then effective, in one pass. Once
+// trimmed, the log holds only entries in the window, oldest first, and a
+// denial leaves at least one (a cost is at most Quota).
+func (s *slidingLogState) take(c *compiled, now, cost int64) (ok bool, remaining, reset, retry, window int64) {
+	s.trim(c, now)
+	live := s.log[s.head:]
+	n := int64(len(live))
+	if n+cost > c.Quota {
+		retry = live[n+cost-c.Quota-1] + c.Window - now
+		return false, max(c.Quota-n, 0), live[n-1] + c.Window - now, retry, live[0] + c.Window - now
+	}
+	for range cost {
+		s.log = append(s.log, now)
+	}
+	return true, c.Quota - n - cost, c.Window, 0, s.log[s.head] + c.Window - now
+}
+
 // peek is check and settle on the entries trim would keep, found without
 // trimming (which may move them).
 func (s *slidingLogState) peek(c *compiled, now, cost int64) (bool, int64, int64, int64) {
@@ -183,6 +247,16 @@ func (s *slidingLogState) peek(c *compiled, now, cost int64) (bool, int64, int64
 		return true, c.Quota - n, reset, 0
 	}
 	return false, max(c.Quota-n, 0), reset, live[n+cost-c.Quota-1] + c.Window - now
+}
+
+// effective is when the oldest entry in the window leaves it, or a whole
+// window when none is in it.
+func (s *slidingLogState) effective(c *compiled, now int64) int64 {
+	live := s.log[s.head:]
+	if i := sort.Search(len(live), func(i int) bool { return live[i] > now-c.Window }); i < len(live) {
+		return live[i] + c.Window - now
+	}
+	return c.Window
 }
 
 // slidingWindowState mirrors sliding_window.lua: a ring of the last
@@ -209,13 +283,45 @@ func (s *slidingWindowState) check(c *compiled, now, cost int64) (bool, int64, i
 	if sum+cost <= c.Quota {
 		return true, c.Quota - sum, 0
 	}
-	// Walk the window from its oldest slot until enough has left.
+	return false, max(c.Quota-sum, 0), s.retry(c, now, sum, cost)
+}
+
+// take is check, then commit or settle, then effective, with one pass
+// over the slots: a commit adds to the current slot only, which is the
+// newest and, unless it is alone, not the oldest.
+func (s *slidingWindowState) take(c *compiled, now, cost int64) (ok bool, remaining, reset, retry, window int64) {
+	current := now / c.Width
+	first := current - c.Slots + 1
+	var sum int64
+	newest, oldest := int64(-1), current
+	for i, n := range s.slot {
+		if s.count[i] > 0 && n >= first {
+			sum += s.count[i]
+			newest, oldest = max(newest, n), min(oldest, n)
+		}
+	}
+	window = (oldest+c.Slots)*c.Width - now
+	if sum+cost > c.Quota {
+		// sum > 0, as a cost is at most Quota: newest is a slot.
+		return false, max(c.Quota-sum, 0), (newest+c.Slots)*c.Width - now, s.retry(c, now, sum, cost), window
+	}
+	i := current % c.Slots
+	if s.slot[i] != current {
+		s.slot[i], s.count[i] = current, 0
+	}
+	s.count[i] += cost
+	return true, c.Quota - sum - cost, (current+c.Slots)*c.Width - now, 0, window
+}
+
+// retry is check's time until cost fits, when sum is in the window:
+// walk the window from its oldest slot until enough has left.
+func (s *slidingWindowState) retry(c *compiled, now, sum, cost int64) int64 {
 	current := now / c.Width
 	excess, freed := sum+cost-c.Quota, int64(0)
 	for n := current - c.Slots + 1; n <= current; n++ {
 		if i := n % c.Slots; s.slot[i] == n {
 			if freed += s.count[i]; freed >= excess {
-				return false, max(c.Quota-sum, 0), (n+c.Slots)*c.Width - now
+				return (n+c.Slots)*c.Width - now
 			}
 		}
 	}
@@ -247,6 +353,19 @@ func (s *slidingWindowState) peek(c *compiled, now, cost int64) (bool, int64, in
 	return ok, remaining, s.settle(c, now), retry
 }
 
+// effective is when the oldest slot in the window that holds a unit
+// leaves it, or, when none does, the current slot.
+func (s *slidingWindowState) effective(c *compiled, now int64) int64 {
+	current := now / c.Width
+	oldest, first := current, current-c.Slots+1
+	for i, n := range s.slot {
+		if s.count[i] > 0 && n >= first && n < oldest {
+			oldest = n
+		}
+	}
+	return (oldest+c.Slots)*c.Width - now
+}
+
 // tokenBucketState mirrors token_bucket.lua: the level in fixed-point
 // units at time last.
 type tokenBucketState struct {
@@ -275,6 +394,23 @@ func (s *tokenBucketState) check(c *compiled, now, cost int64) (bool, int64, int
 	return true, s.level / c.Unit, 0
 }
 
+// take is check, then commit or settle, then effective, in one refill.
+// Spending whole tokens leaves level/Unit down by as many: remaining is
+// the whole tokens left either way.
+func (s *tokenBucketState) take(c *compiled, now, cost int64) (ok bool, remaining, reset, retry, window int64) {
+	s.refill(c, now)
+	remaining = s.level / c.Unit
+	if need := cost * c.Unit; need > s.level {
+		retry = ceilDiv(need-s.level, c.Rate)
+	} else {
+		ok, remaining = true, remaining-cost
+		s.level -= need
+	}
+	reset = ceilDiv(c.Units-s.level, c.Rate)
+	window = ceilDiv((remaining+1)*c.Unit-s.level, c.Rate)
+	return ok, remaining, reset, retry, window
+}
+
 func (s *tokenBucketState) commit(c *compiled, now, cost int64) int64 {
 	s.refill(c, now)
 	s.level -= cost * c.Unit
@@ -292,6 +428,14 @@ func (s *tokenBucketState) peek(c *compiled, now, cost int64) (bool, int64, int6
 	return ok, remaining, v.settle(c, now), retry
 }
 
+// effective is the time to refill, from the level left once every whole
+// token is spent, one more token.
+func (s *tokenBucketState) effective(c *compiled, now int64) int64 {
+	v := *s // refill changes the copy only
+	v.refill(c, now)
+	return ceilDiv((v.level/c.Unit+1)*c.Unit-v.level, c.Rate)
+}
+
 // keyTTL is how long the script keeps a limit's key after a commit that
 // returned reset: until the state is empty again, in whole milliseconds
 // for the token bucket, whose PEXPIRE rounds up. Limits of one algorithm
@@ -307,3 +451,15 @@ func keyTTL(c *compiled, reset int64) int64 {
 
 // ceilDiv returns ceil(a/b) for a >= 0, b >= 1.
 func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
+
+// freshWindow is the effective window of an empty state of c: a full
+// bucket, an empty window or log.
+func freshWindow(c *compiled, now int64) int64 {
+	switch c.Algorithm {
+	case spec.TokenBucket:
+		return ceilDiv(c.Unit, c.Rate)
+	case spec.SlidingWindow:
+		return (now/c.Width+c.Slots)*c.Width - now
+	}
+	return c.Window
+}

@@ -12,20 +12,29 @@ import (
 // memoryShard holds some of the keys. Its lock guards the map only: a
 // key's state has a lock of its own, so that requests for different keys
 // of a shard, and all lookups of known keys, run side by side.
+//
+// The map is keyed by the key's hash, the one that chose the shard
+// (Memory.hash), so that a key is hashed once per decision; the map's own
+// hash of a uint64 costs little, and its groups are smaller than with
+// string keys. Keys of the same hash, which with 64 bits almost never
+// meet, are chained through memoryKey.collided.
 type memoryShard struct {
 	mu   sync.RWMutex
-	keys map[string]*memoryKey
-	_    [32]byte // keeps shards on separate cache lines
+	keys map[uint64]*memoryKey
+	n    int      // keys held, chained ones included
+	_    [24]byte // keeps shards on separate cache lines
 }
 
 // memoryKey is one key's state under each limit it was decided with: a
 // list whose first element lives in the key, since most keys have one
 // limit.
 type memoryKey struct {
-	mu      sync.Mutex
-	expires atomic.Int64 // the latest expiry of its limits and ban; read by eviction
-	first   memoryLimit
-	ban     *banState // nil until a request under a ban is denied
+	mu       sync.Mutex
+	expires  atomic.Int64 // the latest expiry of its limits and ban; read by eviction
+	name     string
+	collided *memoryKey // the shard's next key of the same hash; the shard's lock guards it
+	first    memoryLimit
+	ban      *banState // nil until a request under a ban is denied
 }
 
 type memoryLimit struct {
@@ -50,36 +59,87 @@ func (m *Memory) len() int {
 	for i := range m.shards {
 		sh := &m.shards[i]
 		sh.mu.RLock()
-		n += len(sh.keys)
+		n += sh.n
 		sh.mu.RUnlock()
 	}
 	return n
 }
 
-func (m *Memory) shard(key string) *memoryShard {
-	return &m.shards[maphash.String(m.seed, key)&uint64(len(m.shards)-1)]
+// hash returns key's hash, which picks its shard and finds it there.
+func (m *Memory) hash(key string) uint64 { return maphash.String(m.seed, key) }
+
+func (m *Memory) shard(h uint64) *memoryShard {
+	return &m.shards[h&uint64(len(m.shards)-1)]
 }
 
 // key returns key's state, creating it, and making room for it, if need
 // be.
-func (sh *memoryShard) key(key string, now int64, capacity int) *memoryKey {
+func (m *Memory) key(key string, now int64) *memoryKey {
+	h := m.hash(key)
+	return m.shard(h).key(h, key, now, m.perShard)
+}
+
+// key returns the state of key, whose hash is h, creating it, and making
+// room for it among capacity keys, if need be.
+func (sh *memoryShard) key(h uint64, key string, now int64, capacity int) *memoryKey {
 	sh.mu.RLock()
-	k, ok := sh.keys[key]
+	k := sh.find(h, key)
 	sh.mu.RUnlock()
-	if ok {
+	if k != nil {
 		return k
 	}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if k, ok := sh.keys[key]; ok {
+	if k := sh.find(h, key); k != nil {
 		return k
 	}
-	if len(sh.keys) >= capacity {
+	if sh.n >= capacity {
 		sh.evict(now)
 	}
-	k = &memoryKey{}
-	sh.keys[key] = k
+	k = &memoryKey{name: key, collided: sh.keys[h]}
+	sh.keys[h] = k
+	sh.n++
 	return k
+}
+
+// lookup returns key's state, or nil when the store holds none: it adds
+// no key.
+func (m *Memory) lookup(key string) *memoryKey {
+	h := m.hash(key)
+	sh := m.shard(h)
+	sh.mu.RLock()
+	defer sh.mu.RUnlock()
+	return sh.find(h, key)
+}
+
+// find returns the state of key, whose hash is h, or nil. The shard is
+// locked.
+func (sh *memoryShard) find(h uint64, key string) *memoryKey {
+	for k := sh.keys[h]; k != nil; k = k.collided {
+		if k.name == key {
+			return k
+		}
+	}
+	return nil
+}
+
+// remove drops k, whose hash is h. The shard is locked.
+func (sh *memoryShard) remove(h uint64, k *memoryKey) {
+	if first := sh.keys[h]; first == k {
+		if k.collided == nil {
+			delete(sh.keys, h)
+		} else {
+			sh.keys[h] = k.collided
+		}
+	} else {
+		p := first
+		for p.collided != k {
+			p = p.collided
+		}
+		p.collided = k.collided
+	}
+	k.collided = nil
+	sh.n--
 }
 
 // evictSample is how many keys evict looks at.
@@ -90,22 +150,27 @@ const evictSample = 32
 // A request still deciding an evicted key finishes on its old state, as if
 // the eviction had come just after it.
 func (sh *memoryShard) evict(now int64) {
-	var soonest string
-	first, freed, seen := true, false, 0
+	var soonest *memoryKey
+	var soonestHash uint64
 	var soonestAt int64
-	for name, k := range sh.keys { // map order is random
-		if at := k.expires.Load(); at <= now {
-			delete(sh.keys, name)
-			freed = true
-		} else if first || at < soonestAt {
-			soonest, soonestAt, first = name, at, false
+	freed, seen := false, 0
+	for h, k := range sh.keys { // map order is random
+		for k != nil && seen < evictSample {
+			next := k.collided
+			if at := k.expires.Load(); at <= now {
+				sh.remove(h, k)
+				freed = true
+			} else if soonest == nil || at < soonestAt {
+				soonest, soonestHash, soonestAt = k, h, at
+			}
+			k, seen = next, seen+1
 		}
-		if seen++; seen == evictSample {
+		if seen == evictSample {
 			break
 		}
 	}
-	if !freed && !first {
-		delete(sh.keys, soonest)
+	if !freed && soonest != nil {
+		sh.remove(soonestHash, soonest)
 	}
 }
 
