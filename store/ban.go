@@ -72,7 +72,7 @@ func (k *memoryKey) strike(b *spec.Ban, now int64) (length int64) {
 func bannedDecision(limits *ratelimit.Limits, left int64) ratelimit.Decision {
 	d := ratelimit.Decision{Results: results(limits), Banned: us(left)}
 	for i := range d.Results {
-		d.Results[i].ResetAfter, d.Results[i].RetryAfter = d.Banned, d.Banned
+		d.Results[i].Window, d.Results[i].ResetAfter, d.Results[i].RetryAfter = d.Banned, d.Banned, d.Banned
 	}
 	return d
 }
@@ -84,7 +84,7 @@ func startBan(d *ratelimit.Decision, length int64) {
 	d.Banned = us(length)
 	for i := range d.Results {
 		r := &d.Results[i]
-		r.Allowed, r.Remaining = false, 0
+		r.Allowed, r.Remaining, r.Window = false, 0, d.Banned // nothing passes until the ban ends
 		r.ResetAfter, r.RetryAfter = max(r.ResetAfter, d.Banned), max(r.RetryAfter, d.Banned)
 	}
 }

@@ -320,10 +320,7 @@ func TestBanStateExpiresAsOnRedis(t *testing.T) {
 
 // memoryBanExpires returns when key's ban state expires in m, or 0.
 func memoryBanExpires(m *Memory, key string) int64 {
-	sh := m.shard(key)
-	sh.mu.RLock()
-	k := sh.keys[key]
-	sh.mu.RUnlock()
+	k := m.lookup(key)
 	if k == nil {
 		return 0
 	}

@@ -41,7 +41,7 @@ const maxDenialsPerKey = 4
 
 type denial struct {
 	set       *spec.Set // the request's limits
-	at, until int64     // when Redis denied, when the request could pass (µs)
+	at, until int64     // when the request was sent, when it could pass (µs)
 	cost      int       // the cost denied; other costs have other retry times
 	results   []ratelimit.Result
 	banned    time.Duration // the Decision's Banned; then until is the ban's end, and any cost matches
@@ -85,8 +85,8 @@ func (c *denyCache) get(key string, set *spec.Set, cost int) (ratelimit.Decision
 		sh.mu.Unlock()
 		return ratelimit.Decision{}, false
 	}
-	// A put that read the clock after this get may have stored the entry:
-	// then no time has passed since the denial.
+	// A request sent after this get read the clock may have stored the
+	// entry: then no time has passed since the denial.
 	elapsed := time.Duration(max(now-d.at, 0)) * time.Microsecond
 	results := make([]ratelimit.Result, len(d.results))
 	copy(results, d.results)
@@ -94,7 +94,7 @@ func (c *denyCache) get(key string, set *spec.Set, cost int) (ratelimit.Decision
 	sh.mu.Unlock()
 	for i := range results {
 		r := &results[i]
-		r.ResetAfter = max(r.ResetAfter-elapsed, 0)
+		r.Window, r.ResetAfter = max(r.Window-elapsed, 0), max(r.ResetAfter-elapsed, 0)
 		if !r.Allowed {
 			if r.RetryAfter -= elapsed; r.RetryAfter <= 0 {
 				r.Allowed, r.RetryAfter = true, 0 // this limit would pass; another denies
@@ -108,25 +108,30 @@ func (c *denyCache) get(key string, set *spec.Set, cost int) (ratelimit.Decision
 }
 
 // epoch returns what put needs to know that no Reset of key came after
-// it: read it before asking Redis.
-func (c *denyCache) epoch(key string) uint64 { return c.shard(key).resets.Load() }
+// it, and the time: read them before asking Redis.
+func (c *denyCache) epoch(key string) (epoch uint64, sent int64) {
+	return c.shard(key).resets.Load(), c.now()
+}
 
 // put remembers a denial that Redis just made, for a request that read
-// epoch before asking Redis; unless a Reset of a key came since, or set
-// has a ban and the key is not banned.
-func (c *denyCache) put(key string, set *spec.Set, cost int, d ratelimit.Decision, epoch uint64) {
+// epoch and sent before asking Redis; unless a Reset of a key came since,
+// or set has a ban and the key is not banned.
+func (c *denyCache) put(key string, set *spec.Set, cost int, d ratelimit.Decision, epoch uint64, sent int64) {
 	if set.Ban != nil && d.Banned == 0 {
 		return // its repeat is a strike: Redis must count it
 	}
-	now := c.now()
-	e := denial{set: set, at: now, until: now + int64(d.RetryAfter()/time.Microsecond), cost: cost, results: append([]ratelimit.Result(nil), d.Results...)}
+	// Redis decided at some time after sent: its times counted from
+	// sent end no later than Redis's, where counted from now they could
+	// outlast them by the round trip, and the cache would deny, or promise,
+	// past what Redis holds.
+	e := denial{set: set, at: sent, until: sent + int64(d.RetryAfter()/time.Microsecond), cost: cost, results: append([]ratelimit.Result(nil), d.Results...)}
 	if d.Banned > 0 {
 		// Until the ban ends Redis answers with the ban alone, as if the
 		// ban had just been read (the first answer of a ban may show
 		// longer times of the limits).
-		e.until, e.banned = now+int64(d.Banned/time.Microsecond), d.Banned
+		e.until, e.banned = sent+int64(d.Banned/time.Microsecond), d.Banned
 		for i := range e.results {
-			e.results[i] = ratelimit.Result{Limit: e.results[i].Limit, ResetAfter: d.Banned, RetryAfter: d.Banned}
+			e.results[i] = ratelimit.Result{Limit: e.results[i].Limit, Window: d.Banned, ResetAfter: d.Banned, RetryAfter: d.Banned}
 		}
 	}
 	sh := c.shard(key)
@@ -140,7 +145,7 @@ func (c *denyCache) put(key string, set *spec.Set, cost int, d ratelimit.Decisio
 	}
 	entries, ok := sh.m[key]
 	if !ok && len(sh.m) >= c.perShard {
-		sh.evict(now, c.perShard)
+		sh.evict(c.now(), c.perShard)
 	}
 	defer func() { sh.keys.Store(int32(len(sh.m))) }()
 	for i := range entries {

@@ -179,7 +179,8 @@ func TestDenyCacheReadBeforePut(t *testing.T) {
 	l := ratelimit.Per(1, time.Hour).Using(ratelimit.SlidingLog)
 	set := spec.Of(limitsOf(t, l))
 	denied := ratelimit.Decision{Results: []ratelimit.Result{{Limit: l, Remaining: 0, ResetAfter: time.Hour, RetryAfter: time.Hour}}}
-	c.put("k", set, 1, denied, c.epoch("k"))
+	epoch, sent := c.epoch("k")
+	c.put("k", set, 1, denied, epoch, sent)
 	now -= 300 // the get's reading of the clock, taken before the put's
 	d, ok := c.get("k", set, 1)
 	if !ok {
@@ -187,5 +188,33 @@ func TestDenyCacheReadBeforePut(t *testing.T) {
 	}
 	if got, want := d.Results[0], denied.Results[0]; got.ResetAfter != want.ResetAfter || got.RetryAfter != want.RetryAfter {
 		t.Errorf("got ResetAfter %v, RetryAfter %v; want %v, %v", got.ResetAfter, got.RetryAfter, want.ResetAfter, want.RetryAfter)
+	}
+}
+
+// TestDenyCacheWindowFromTheSend is a denial whose answer took 500µs to
+// come back: Redis may have decided as the request left, so the effective
+// window it serves counts from then, and never promises past its end.
+func TestDenyCacheWindowFromTheSend(t *testing.T) {
+	c := newDenyCache(64)
+	now := int64(1_000_000)
+	c.now = func() int64 { return now }
+	l := ratelimit.Per(1, time.Hour).Using(ratelimit.SlidingLog)
+	set := spec.Of(limitsOf(t, l))
+	denied := ratelimit.Decision{Results: []ratelimit.Result{{Limit: l, Window: time.Second, ResetAfter: time.Hour, RetryAfter: time.Second}}}
+	epoch, sent := c.epoch("k")
+	now += 500 // the round trip
+	c.put("k", set, 1, denied, epoch, sent)
+	for _, step := range []struct {
+		after int64
+		want  time.Duration
+	}{{0, time.Second - 500*time.Microsecond}, {250_000, 750*time.Millisecond - 500*time.Microsecond}} {
+		now += step.after
+		d, ok := c.get("k", set, 1)
+		if !ok {
+			t.Fatal("the denial is not cached")
+		}
+		if got := d.Results[0].Window; got != step.want {
+			t.Errorf("%dµs after the answer: Window %v, want %v", now-1_000_500, got, step.want)
+		}
 	}
 }

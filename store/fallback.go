@@ -61,6 +61,7 @@ type Fallback struct {
 	instances int
 	hook      func(up bool, err error)
 	logger    *slog.Logger
+	probed    func(start time.Time, ok bool) // tests: after each probe
 
 	down        atomic.Bool
 	reconciling atomic.Bool // some keys' backlogs still wait for Redis

@@ -55,6 +55,47 @@ type transitions struct {
 	ups  []bool
 	at   []time.Time
 	errs []error // why each went down
+
+	probes []probeRun // every probe of Redis, in order
+}
+
+// probeRun is one probe of a down Redis: when it started, and whether it
+// found Redis able to decide.
+type probeRun struct {
+	start time.Time
+	ok    bool
+}
+
+func (h *transitions) probed(start time.Time, ok bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.probes = append(h.probes, probeRun{start, ok})
+}
+
+// checkBack fails t unless the first or second probe that started after
+// the fault ended brought decisions back to Redis: the probe interval is
+// the mechanism's promise; how long a probe then takes, and how late a
+// busy machine runs it, are not. (A probe that started before the fault
+// ended and found Redis back counts as well.)
+func (h *transitions) checkBack(t *testing.T, what string, ended time.Time) {
+	t.Helper()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	after := 0
+	for _, p := range h.probes {
+		if !p.start.Before(ended) {
+			after++
+		}
+		if p.ok {
+			t.Logf("%s: back on Redis by probe %d after the fault ended, which started %v after it (probe interval %v)",
+				what, after, p.start.Sub(ended).Round(time.Millisecond), faultInterval)
+			if after > 2 {
+				t.Errorf("%s: back on Redis by probe %d after the fault ended, want by the first or second", what, after)
+			}
+			return
+		}
+	}
+	t.Errorf("%s: no probe found Redis back; %d probes started after the fault ended", what, after)
 }
 
 func (h *transitions) hook(up bool, err error) {
@@ -107,6 +148,7 @@ func newFaultRigWith(t *testing.T, clientOpts redis.Options, withFallback bool, 
 		if err != nil {
 			t.Fatal(err)
 		}
+		f.probed = r.health.probed
 		t.Cleanup(func() { f.Close() })
 		r.fallback, s = f, f
 	}
@@ -288,11 +330,8 @@ func TestFaultRestarted(t *testing.T) {
 		d, err := r.fallback.Allow(ctx, "probe", 1, probe)
 		return err == nil && !d.Fallback
 	})
-	took := time.Since(back)
-	t.Logf("Redis restarted: decisions back on Redis %v after it answered (probe interval %v)", took, faultInterval)
-	if took > 2*faultInterval {
-		t.Errorf("decisions came back after %v, want within two probe intervals (%v)", took, 2*faultInterval)
-	}
+	t.Logf("Redis restarted: decisions back on Redis %v after it answered", time.Since(back))
+	r.health.checkBack(t, "Redis restarted", back)
 }
 
 // (c) Redis paused with SIGSTOP, a hung server: every request still

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -134,9 +135,13 @@ func counted(t *testing.T, client *redis.Client, s *Redis, l ratelimit.Limit) in
 		return n
 	}
 	c := compileLimit(l)
-	level, err := client.HGet(ctx, key, "l").Int64()
+	v, err := client.Get(ctx, key).Result()
 	if err != nil {
 		return 0 // a missing bucket is full
+	}
+	var level, last int64
+	if _, err := fmt.Sscan(v, &level, &last); err != nil {
+		t.Fatalf("the bucket holds %q: %v", v, err)
 	}
 	return int(c.Capacity - level/c.Unit)
 }

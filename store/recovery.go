@@ -118,6 +118,7 @@ func (f *Fallback) probe(stop chan struct{}) {
 			return
 		case <-t.C:
 		}
+		start := time.Now()
 		ctx, cancel := context.WithTimeout(context.Background(), f.callTimeout())
 		c, end := probeClient(f.redis.client)
 		err := f.redis.check(ctx, c)
@@ -130,6 +131,9 @@ func (f *Fallback) probe(stop chan struct{}) {
 		}
 		f.logMisconfig(err)
 		cancel()
+		if f.probed != nil {
+			f.probed(start, err == nil)
+		}
 		if err == nil {
 			f.markUp()
 			err = f.reconcile()
