@@ -1,7 +1,10 @@
 // Command bench compares this library's stores with the peer Go rate
-// limiters, side by side, on one Redis and in process. See README.md.
+// limiters, side by side, on one Redis and in process: decisions/s
+// calling the limiters, or, with -http, requests/s through their net/http
+// middleware. See README.md.
 //
 //	cd bench && go run . [-redis URL] [-duration 3s] [-callers 1,8,64] [-out FILE] [-only REGEX]
+//	cd bench && go run . -http [-connections 64] [-loadgen auto|wrk|go] [-redis URL] [-duration 3s] [-out FILE] [-only REGEX]
 package main
 
 import (
@@ -27,9 +30,16 @@ type config struct {
 	repeat   int
 	out      string
 	only     *regexp.Regexp
+	// The HTTP benchmark's: -http, -connections, -loadgen.
+	http    bool
+	conns   int
+	loadgen string
 }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == loadgenCommand {
+		os.Exit(loadgenMain(os.Args[2:]))
+	}
 	cfg, err := parseFlags(os.Args[1:])
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -46,13 +56,19 @@ func parseFlags(args []string) (*config, error) {
 	out := fs.String("out", "", "also write the markdown report to this file")
 	repeat := fs.Int("repeat", 1, "run every cell this many times, round-robin over the rows, and report each cell's median run by decisions/s")
 	only := fs.String("only", "", "run only the rows whose \"workload/contender\" matches this regular expression (e.g. 'hot-key/.*redis')")
+	httpMode := fs.Bool("http", false, "run the HTTP benchmark: requests/s through each limiter's net/http middleware on a loopback server, instead of decisions/s")
+	conns := fs.Int("connections", 64, "with -http: keep-alive connections of the load generator")
+	loadgen := fs.String("loadgen", "auto", "with -http: the load generator, wrk, go (this program's own), or auto (wrk when on PATH, else go)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments: %q", fs.Args())
 	}
-	cfg := &config{redisURL: *redisURL, duration: *duration, out: *out, repeat: *repeat}
+	cfg := &config{redisURL: *redisURL, duration: *duration, out: *out, repeat: *repeat, http: *httpMode, conns: *conns, loadgen: *loadgen}
+	if cfg.conns < 1 {
+		return nil, fmt.Errorf("-connections must be at least 1, got %d", cfg.conns)
+	}
 	if cfg.duration <= 0 {
 		return nil, fmt.Errorf("-duration must be positive, got %v", cfg.duration)
 	}
@@ -88,6 +104,9 @@ func run(cfg *config) int {
 		// Without a server of ours, a second Ctrl-C just exits.
 		go func() { <-ctx.Done(); stop() }()
 	}
+	if cfg.http {
+		return runHTTP(ctx, stop, cfg)
+	}
 
 	var plan []cell
 	needRedis := false
@@ -109,48 +128,11 @@ func run(cfg *config) int {
 		return 2
 	}
 
-	e := &env{logx: newLogCounter()}
-	redisVersion := "not used"
-	if needRedis {
-		var opts *redis.Options
-		if cfg.redisURL != "" {
-			var err error
-			if opts, err = redis.ParseURL(cfg.redisURL); err != nil {
-				fmt.Fprintln(os.Stderr, "bench: -redis:", err)
-				return 2
-			}
-			if opts.DB != 0 {
-				fmt.Fprintf(os.Stderr, "bench: warning: -redis selects database %d, but go-zero's wrapper always uses database 0\n", opts.DB)
-			}
-		} else {
-			srv, err := startRedis()
-			if err != nil {
-				fmt.Fprintln(os.Stderr, "bench:", err)
-				return 1
-			}
-			defer srv.Close()
-			// A second Ctrl-C while a cell is finishing kills the server
-			// and exits at once; the deferred stop is then a no-op.
-			go func() {
-				<-ctx.Done()
-				sig := make(chan os.Signal, 1)
-				signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-				stop()
-				<-sig
-				srv.Close()
-				os.Exit(130)
-			}()
-			opts = &redis.Options{Addr: srv.Addr}
-			fmt.Fprintf(os.Stderr, "bench: started redis-server on %s\n", srv.Addr)
-		}
-		e.redis = &redisTarget{opts: opts}
-		v, err := e.redis.version(ctx)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "bench: Redis does not answer:", err)
-			return 1
-		}
-		redisVersion = v
+	e, redisVersion, closeEnv, code := newEnv(ctx, stop, cfg, needRedis)
+	if code != 0 {
+		return code
 	}
+	defer closeEnv()
 
 	fmt.Fprintf(os.Stderr, "bench: %d cells of %v each, %d time(s)\n", len(plan), cfg.duration, cfg.repeat)
 	// Rounds go over every cell in turn, so that slow drifts of the
@@ -192,6 +174,56 @@ func run(cfg *config) int {
 		}
 	}
 	return 0
+}
+
+// newEnv returns what the contenders share and the version of Redis:
+// with needRedis, the Redis of -redis, or a redis-server started here,
+// which closeEnv stops. A non-zero code is the exit status of a failure.
+func newEnv(ctx context.Context, stop context.CancelFunc, cfg *config, needRedis bool) (e *env, redisVersion string, closeEnv func(), code int) {
+	e = &env{logx: newLogCounter()}
+	closeEnv = func() {}
+	if !needRedis {
+		return e, "not used", closeEnv, 0
+	}
+	var opts *redis.Options
+	if cfg.redisURL != "" {
+		var err error
+		if opts, err = redis.ParseURL(cfg.redisURL); err != nil {
+			fmt.Fprintln(os.Stderr, "bench: -redis:", err)
+			return nil, "", nil, 2
+		}
+		if opts.DB != 0 {
+			fmt.Fprintf(os.Stderr, "bench: warning: -redis selects database %d, but go-zero's wrapper always uses database 0\n", opts.DB)
+		}
+	} else {
+		srv, err := startRedis()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			return nil, "", nil, 1
+		}
+		closeEnv = func() { srv.Close() }
+		// A second Ctrl-C while a cell is finishing kills the server
+		// and exits at once; the deferred stop is then a no-op.
+		go func() {
+			<-ctx.Done()
+			sig := make(chan os.Signal, 1)
+			signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+			stop()
+			<-sig
+			srv.Close()
+			os.Exit(130)
+		}()
+		opts = &redis.Options{Addr: srv.Addr}
+		fmt.Fprintf(os.Stderr, "bench: started redis-server on %s\n", srv.Addr)
+	}
+	e.redis = &redisTarget{opts: opts}
+	v, err := e.redis.version(ctx)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench: Redis does not answer:", err)
+		closeEnv()
+		return nil, "", nil, 1
+	}
+	return e, v, closeEnv, 0
 }
 
 // median returns the run with the median decisions/s (the lower middle

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -71,4 +73,63 @@ func (t *redisTarget) version(ctx context.Context) (string, error) {
 		}
 	}
 	return "unknown", nil
+}
+
+// cpuMeter reads the CPU time the Redis server has used, from INFO cpu,
+// over one client kept for the cell so that no dial falls between two
+// readings.
+type cpuMeter struct{ c *redis.Client }
+
+func (t *redisTarget) newCPUMeter() *cpuMeter {
+	o := *t.opts
+	o.PoolSize = 1
+	return &cpuMeter{c: redis.NewClient(&o)}
+}
+
+// read returns used_cpu_sys + used_cpu_user so far.
+func (m *cpuMeter) read(ctx context.Context) (time.Duration, error) {
+	info, err := m.c.Info(ctx, "cpu").Result()
+	if err != nil {
+		return 0, err
+	}
+	return parseInfoCPU(info)
+}
+
+func (m *cpuMeter) close() { m.c.Close() }
+
+// parseInfoCPU returns used_cpu_sys + used_cpu_user (seconds, with
+// microseconds) of an INFO cpu reply: the server process's CPU time, all
+// its threads together.
+func parseInfoCPU(info string) (time.Duration, error) {
+	var total time.Duration
+	found := 0
+	for _, line := range strings.Split(info, "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || (k != "used_cpu_sys" && k != "used_cpu_user") {
+			continue
+		}
+		s, err := strconv.ParseFloat(v, 64)
+		if err != nil || s < 0 {
+			return 0, fmt.Errorf("INFO cpu: %s is %q, not a number of seconds", k, v)
+		}
+		total += time.Duration(s * float64(time.Second))
+		found++
+	}
+	if found != 2 {
+		return 0, fmt.Errorf("INFO cpu: used_cpu_sys and used_cpu_user not both found")
+	}
+	return total, nil
+}
+
+// cpuPer formats the Redis CPU time spent per operation, in µs, or ""
+// when it was not measured or nothing was done.
+func cpuPer(cpu time.Duration, measured bool, ops uint64) string {
+	if !measured || ops == 0 {
+		return ""
+	}
+	us := float64(cpu) / float64(time.Microsecond) / float64(ops)
+	if us < 10 {
+		return fmt.Sprintf("%.2f", us)
+	}
+	return fmt.Sprintf("%.1f", us)
 }

@@ -63,10 +63,7 @@ func osName() string {
 func renderReport(m machine, cfg *config, results []*cellResult) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "## Rate limiter benchmark\n\n")
-	fmt.Fprintf(&b, "- CPU: %s, %d cores, GOMAXPROCS %d\n", m.cpu, m.cores, m.gomaxprocs)
-	fmt.Fprintf(&b, "- Go: %s\n", m.goVersion)
-	fmt.Fprintf(&b, "- redis-server: %s (%s)\n", m.redisVersion, redisWhere(cfg))
-	fmt.Fprintf(&b, "- OS: %s\n", m.os)
+	writeMachine(&b, m, cfg)
 	fmt.Fprintf(&b, "- %v per cell, callers %s, each cell the median of %d round(s) run round-robin over the rows, %s\n\n", cfg.duration, joinInts(cfg.callers), cfg.repeat, time.Now().UTC().Format("2006-01-02 15:04 UTC"))
 
 	// Baseline rates by workload, callers and baseline name.
@@ -82,11 +79,11 @@ func renderReport(m machine, cfg *config, results []*cellResult) string {
 		}
 	}
 
-	b.WriteString("| Workload | Contender | Family | Callers | Decisions/s | p50 | p99 | Allocs/decision | Allowed | Denied | Errors | vs ours |\n")
-	b.WriteString("|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	b.WriteString("| Workload | Contender | Family | Callers | Decisions/s | p50 | p99 | Allocs/decision | Redis CPU µs/decision | Allowed | Denied | Errors | vs ours |\n")
+	b.WriteString("|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, r := range results {
 		if r.skipped != "" {
-			fmt.Fprintf(&b, "| %s | %s | %s | %d | skipped: %s | | | | | | | |\n",
+			fmt.Fprintf(&b, "| %s | %s | %s | %d | skipped: %s | | | | | | | | |\n",
 				r.workload.id, r.contender.name, r.contender.family, r.callers, r.skipped)
 			continue
 		}
@@ -100,10 +97,10 @@ func renderReport(m machine, cfg *config, results []*cellResult) string {
 		if r.decisions > 0 {
 			allocs = fmt.Sprintf("%.1f", float64(r.mallocs)/float64(r.decisions))
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+		fmt.Fprintf(&b, "| %s | %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
 			r.workload.id, r.contender.name, r.contender.family, r.callers,
 			formatRate(r.rate()), formatLatency(r.p50), formatLatency(r.p99), allocs,
-			formatCount(r.allowed), formatCount(r.denied), formatCount(r.errors), vs)
+			cpuPer(r.redisCPU, r.redisCPUOK, r.decisions), formatCount(r.allowed), formatCount(r.denied), formatCount(r.errors), vs)
 	}
 
 	b.WriteString("\n### Anomalies\n\n")
@@ -148,7 +145,7 @@ func renderReport(m machine, cfg *config, results []*cellResult) string {
 
 	b.WriteString("\n### Notes\n\n")
 	b.WriteString("- Workloads. `many-keys`: each caller walks 100,000 keys round-robin (callers start at evenly spaced offsets) under a limit of 100,000 per hour per key, so nothing should be denied. `hot-key`: every call uses one key whose limit of 1 per hour was spent by one untimed call before the cell, so every timed decision should be a denial.\n")
-	b.WriteString("- Each cell: FLUSHALL (Redis rows), a fresh limiter (and, for Redis rows, a fresh go-redis client), an untimed warm-up of the same loop (a tenth of the duration, 50 ms to 500 ms), then the timed run. Latency is each call's wall time (two `time.Now()` per call, which the in-process rows feel most), kept in a log-linear histogram (≤1.6% bucket error). Allocs/decision is `runtime.MemStats.Mallocs` over the timed run divided by decisions, including go-redis's own goroutines.\n")
+	b.WriteString("- Each cell: FLUSHALL (Redis rows), a fresh limiter (and, for Redis rows, a fresh go-redis client), an untimed warm-up of the same loop (a tenth of the duration, 50 ms to 500 ms), then the timed run. Latency is each call's wall time (two `time.Now()` per call, which the in-process rows feel most), kept in a log-linear histogram (≤1.6% bucket error). Allocs/decision is `runtime.MemStats.Mallocs` over the timed run divided by decisions, including go-redis's own goroutines. Redis CPU µs/decision is the server's CPU time over the timed run (`INFO cpu`, used_cpu_sys + used_cpu_user, read just before and just after) divided by decisions; blank for in-process rows.\n")
 	b.WriteString("- Redis rows use `redis.NewClient` with PoolSize 128 against the same server, except go-zero, whose wrapper makes its own client (see below). Errors count returned errors plus errors a library logged instead of returning.\n")
 	b.WriteString("- vs ours: decisions/s divided by that of this library's row of the same family, workload and callers: Redis fixed-window family → `ratelimit/redis/fixed-window`, Redis token-bucket family → `ratelimit/redis/token-bucket`, in-process → `ratelimit/memory/token-bucket`; this library's rows show 1.00. n/a when the baseline row did not run.\n")
 	seen := map[string]bool{}
@@ -161,6 +158,14 @@ func renderReport(m machine, cfg *config, results []*cellResult) string {
 		fmt.Fprintf(&b, "- `%s` (%s): %s\n", c.name, c.family, c.note)
 	}
 	return b.String()
+}
+
+// writeMachine writes the list items that describe the machine.
+func writeMachine(b *strings.Builder, m machine, cfg *config) {
+	fmt.Fprintf(b, "- CPU: %s, %d cores, GOMAXPROCS %d\n", m.cpu, m.cores, m.gomaxprocs)
+	fmt.Fprintf(b, "- Go: %s\n", m.goVersion)
+	fmt.Fprintf(b, "- redis-server: %s (%s)\n", m.redisVersion, redisWhere(cfg))
+	fmt.Fprintf(b, "- OS: %s\n", m.os)
 }
 
 func redisWhere(cfg *config) string {

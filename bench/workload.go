@@ -74,6 +74,11 @@ type cellResult struct {
 	elapsed   time.Duration
 	mallocs   uint64
 	p50, p99  time.Duration
+	// redisCPU is the Redis server's CPU time (INFO cpu, used_cpu_sys +
+	// used_cpu_user) over the timed run, when redisCPUOK: Redis rows
+	// only, and all of the server's work, whoever asked for it.
+	redisCPU   time.Duration
+	redisCPUOK bool
 	// warmup reports the exhausting call of the all-denied workload.
 	warmupAllowed bool
 	warmupErr     error
@@ -158,6 +163,15 @@ func runCell(ctx context.Context, env *env, w *workload, c *contender, callers i
 	for range callers {
 		<-ready
 	}
+	var meter *cpuMeter
+	var cpu0 time.Duration
+	if c.redis {
+		meter = env.redis.newCPUMeter()
+		defer meter.close()
+		var err error
+		cpu0, err = meter.read(bg)
+		res.redisCPUOK = err == nil
+	}
 	// Stop early if the user interrupts; the cell is then discarded.
 	go func() {
 		select {
@@ -176,6 +190,10 @@ func runCell(ctx context.Context, env *env, w *workload, c *contender, callers i
 	res.elapsed = time.Since(t0)
 	runtime.ReadMemStats(&after)
 	res.mallocs = after.Mallocs - before.Mallocs
+	if res.redisCPUOK {
+		cpu1, err := meter.read(bg)
+		res.redisCPU, res.redisCPUOK = cpu1-cpu0, err == nil
+	}
 
 	var hist histogram
 	for i := range stats {
