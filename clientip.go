@@ -43,8 +43,12 @@ func ClientIP(trustedProxies ...string) (KeyFunc, error) {
 
 // remoteIP keys requests by the address of the connection's peer, IPv6
 // addresses grouped by /64: the KeyFunc of the zero IPKey, a Limiter's
-// default.
-var remoteIP, _ = IPKey{}.KeyFunc()
+// default. A Limiter that keeps it builds the store's key with
+// remoteKeyer.storeKey, in one piece.
+var (
+	remoteKeyer         = &ipKeyer{header: headerXForwardedFor, bits: 64}
+	remoteIP    KeyFunc = remoteKeyer.key
+)
 
 // KeyFunc validates c and returns its KeyFunc. The key is "ip:" and the
 // client's address: IPv4 as is (IPv4-mapped IPv6 counts as IPv4), IPv6 as
@@ -122,31 +126,52 @@ func (k *ipKeyer) isTrusted(a netip.Addr) bool {
 }
 
 func (k *ipKeyer) key(r *http.Request) (string, error) {
+	client, err := k.client(r)
+	if err != nil {
+		return "", err
+	}
+	return string(k.appendKey(make([]byte, 0, 48), client)), nil
+}
+
+// storeKey returns the store's key of r under a policy whose keys start
+// with prefix: what the policy's storeKey makes of k.key(r), built in one
+// allocation instead of two. A key of k's needs no escaping, and is short.
+func (k *ipKeyer) storeKey(r *http.Request, prefix string) (string, error) {
+	client, err := k.client(r)
+	if err != nil {
+		return "", err
+	}
+	buf := make([]byte, 0, 192)
+	buf = append(buf, prefix...)
+	return string(k.appendKey(buf, client)), nil
+}
+
+// client returns r's client address, IPv6 masked to k's prefix.
+func (k *ipKeyer) client(r *http.Request) (netip.Addr, error) {
 	client, ok := parseAddr(r.RemoteAddr)
 	if !ok {
-		return "", fmt.Errorf("%w: RemoteAddr is not an IP address", ErrNoKey)
+		return netip.Addr{}, fmt.Errorf("%w: RemoteAddr is not an IP address", ErrNoKey)
 	}
 	if len(k.trusted) > 0 && k.isTrusted(client) {
 		var err error
 		if client, err = k.forwarded(r, client); err != nil {
-			return "", err
+			return netip.Addr{}, err
 		}
 	}
 	if !client.Is4() {
 		client = netip.PrefixFrom(client, k.bits).Masked().Addr()
 	}
-	return k.format(client), nil
+	return client, nil
 }
 
-// format writes the key of a client address (IPv6 already masked).
-func (k *ipKeyer) format(a netip.Addr) string {
-	buf := make([]byte, 0, 48)
+// appendKey appends the key of a client address (IPv6 already masked).
+func (k *ipKeyer) appendKey(buf []byte, a netip.Addr) []byte {
 	buf = append(buf, "ip:"...)
 	if a.Is4() {
-		return string(a.AppendTo(buf))
+		return a.AppendTo(buf)
 	}
 	buf, _ = netip.PrefixFrom(a, k.bits).AppendText(buf)
-	return string(buf)
+	return buf
 }
 
 // forwarded finds the client in the forwarding header of a trusted peer.

@@ -295,6 +295,12 @@ func FuzzClientIP(f *testing.F) {
 		bare := httptest.NewRequest("GET", "/", nil)
 		bare.RemoteAddr = remote
 		trusted := trustedPeer(bare)
+		// The default KeyFunc's store key, built in one piece, is the one
+		// built from its key.
+		one, err1, two, err2 := ratelimit.DefaultStoreKeys(r, "fuzz|GET /x|")
+		if one != two || (err1 == nil) != (err2 == nil) {
+			t.Fatalf("remote %q: store key in one piece %q (%v), from the key %q (%v)", remote, one, err1, two, err2)
+		}
 		for h, key := range fuzzIPKeys {
 			got, err := key(r)
 			if err != nil {

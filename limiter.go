@@ -20,6 +20,7 @@ type Limiter struct {
 	store     Store
 	namespace string
 	key       KeyFunc
+	ip        *ipKeyer // remoteKeyer while key is the default; nil after WithKey
 	cost      func(*http.Request) int
 	skip      func(*http.Request) bool
 	deny      func(http.ResponseWriter, *http.Request, Decision)
@@ -68,6 +69,7 @@ func New(store Store, namespace string, opts ...Option) (*Limiter, error) {
 		store:     store,
 		namespace: namespace,
 		key:       remoteIP,
+		ip:        remoteKeyer,
 		deny:      Deny,
 		onError:   FailOpen,
 		headers:   HeadersDraft | HeadersX,

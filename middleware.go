@@ -61,12 +61,11 @@ func (l *Limiter) Allow(w http.ResponseWriter, r *http.Request) (*http.Request, 
 	if p == nil {
 		return r, true
 	}
-	key, err := l.key(r)
+	storeKey, err := l.storeKey(r, p)
 	if err != nil {
 		return r, l.fail(w, r, err)
 	}
 	cost := l.costOf(r)
-	storeKey := p.storeKey(key)
 	var d Decision
 	counted := false
 	if l.countOnly != nil {
@@ -108,6 +107,18 @@ func (l *Limiter) Allow(w http.ResponseWriter, r *http.Request) (*http.Request, 
 	return r, false
 }
 
+// storeKey returns the key the store sees for r under p.
+func (l *Limiter) storeKey(r *http.Request, p *policy) (string, error) {
+	if l.ip != nil {
+		return l.ip.storeKey(r, p.prefix)
+	}
+	key, err := l.key(r)
+	if err != nil {
+		return "", err
+	}
+	return p.storeKey(key), nil
+}
+
 // costOf returns r's cost: 1, or what WithCost's function says.
 func (l *Limiter) costOf(r *http.Request) int {
 	if l.cost == nil {
@@ -123,11 +134,11 @@ func (l *Limiter) Reset(r *http.Request) error {
 	if p == nil || err != nil {
 		return err
 	}
-	key, err := l.key(r)
+	key, err := l.storeKey(r, p)
 	if err != nil {
 		return err
 	}
-	return l.store.Reset(r.Context(), p.storeKey(key), p.limits)
+	return l.store.Reset(r.Context(), key, p.limits)
 }
 
 // Peek returns the decision the store would make now for r's key under
@@ -141,11 +152,11 @@ func (l *Limiter) Peek(r *http.Request) (Decision, error) {
 	if p == nil || err != nil {
 		return Decision{}, err
 	}
-	key, err := l.key(r)
+	key, err := l.storeKey(r, p)
 	if err != nil {
 		return Decision{}, err
 	}
-	return l.store.Peek(r.Context(), p.storeKey(key), l.costOf(r), p.limits)
+	return l.store.Peek(r.Context(), key, l.costOf(r), p.limits)
 }
 
 // policyFor returns the limits that apply to r, or nil if none do: those

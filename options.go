@@ -95,7 +95,7 @@ func WithKey(key KeyFunc) Option {
 		if key == nil {
 			return fmt.Errorf("%w: WithKey: the KeyFunc is nil", ErrInvalid)
 		}
-		l.key = key
+		l.key, l.ip = key, nil
 		return nil
 	}
 }

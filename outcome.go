@@ -49,11 +49,11 @@ func (l *Limiter) Finish(r *http.Request, status int) error {
 	if p == nil || err != nil {
 		return err
 	}
-	key, err := l.key(r)
+	key, err := l.storeKey(r, p)
 	if err != nil {
 		return err
 	}
-	if _, err := l.store.Allow(r.Context(), p.storeKey(key), l.costOf(r), p.limits); err != nil {
+	if _, err := l.store.Allow(r.Context(), key, l.costOf(r), p.limits); err != nil {
 		l.counts.storeErrors.Add(1)
 		if ok, dropped := l.logs.allow(logStoreError); ok {
 			l.logger.LogAttrs(r.Context(), slog.LevelError, "ratelimit: store failed counting a response", slog.String("error", err.Error()),
