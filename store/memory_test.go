@@ -204,7 +204,7 @@ func TestMemoryMatchesRedisSharedState(t *testing.T) {
 					t.Fatalf("step %d, %v cost %d at %v:\nmemory %+v\nredis  %+v", step, l, cost, clock.Now().Sub(epoch), got, want)
 				}
 				if got.Allowed {
-					lastReset = got.Results[0].ResetAfter
+					lastReset = got.Results()[0].ResetAfter
 				}
 			}
 		})
@@ -226,7 +226,7 @@ func TestMemoryPeekAddsNoKey(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, r := range d.Results {
+		for _, r := range d.Results() {
 			if !r.Allowed || r.Remaining != 10 || r.ResetAfter != 0 || r.RetryAfter != 0 {
 				t.Fatalf("Peek of a key not held: %v: got %+v, want all 10 left and nothing to wait for", r.Limit, r)
 			}
@@ -235,7 +235,7 @@ func TestMemoryPeekAddsNoKey(t *testing.T) {
 	if n := m.len(); n != 1 {
 		t.Errorf("the store holds %d keys after the Peeks, want 1", n)
 	}
-	if d, err := m.Peek(context.Background(), "held", 1, set); err != nil || d.Results[0].Remaining != 9 {
+	if d, err := m.Peek(context.Background(), "held", 1, set); err != nil || d.Results()[0].Remaining != 9 {
 		t.Errorf("the key held: got %+v, %v; want 9 left", d, err)
 	}
 }
