@@ -240,6 +240,28 @@ func TestMemoryPeekAddsNoKey(t *testing.T) {
 	}
 }
 
+// TestMemoryOneLimitAllocatesNothing decides a held key under one limit of
+// each algorithm, allowed and then denied: the decision holds its one
+// result inline, so Allow allocates nothing.
+func TestMemoryOneLimitAllocatesNothing(t *testing.T) {
+	ctx := context.Background()
+	for _, l := range everyAlgorithm {
+		t.Run(l.String(), func(t *testing.T) {
+			m := newMemory(t, &fakeClock{pinnedClock{now: epoch}}, MemoryOptions{})
+			set := limitsOf(t, l)
+			m.Allow(ctx, "k", 1, set) // the key's state is made once
+			allocs := testing.AllocsPerRun(100, func() {
+				if _, err := m.Allow(ctx, "k", 1, set); err != nil {
+					t.Fatal(err)
+				}
+			})
+			if allocs != 0 {
+				t.Errorf("got %v allocations per Allow, want 0", allocs)
+			}
+		})
+	}
+}
+
 // TestMemoryIsBounded floods a small store with new keys: it never holds
 // more than its maximum, and every new key's first request passes.
 func TestMemoryIsBounded(t *testing.T) {
