@@ -93,9 +93,12 @@ func MakeDecision(results ...Result) Decision {
 }
 
 // Results returns d's results, one per limit, in the order the limits
-// were given. The slice is d's own storage: changing a Result in it
-// changes d. A copy of a Decision with one result holds its own; copies
-// of one with several share them, as copies of a slice do.
+// were given; nil for the zero Decision. The slice is d's own storage:
+// changing a Result in it changes d. A copy of a Decision with one result
+// holds its own; copies of one with several share them, as copies of a
+// slice do. Call it on a variable or a slice element, such as
+// ratelimit.Decisions(ctx)[0], not on a function's result: that is not
+// addressable.
 func (d *Decision) Results() []Result {
 	switch {
 	case d.n == 0:
