@@ -62,7 +62,7 @@ func TestTokenBucketRefillIsExact(t *testing.T) {
 				if err != nil {
 					t.Fatalf("Allow: %v", err)
 				}
-				return d.Results[0]
+				return d.Results()[0]
 			}
 			burst := capacity(tt.limit)
 			if r := allow(burst); !r.Allowed || r.Remaining != 0 || r.ResetAfter != tt.full {

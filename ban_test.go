@@ -95,8 +95,8 @@ func (s *banScript) Reset(context.Context, string, *ratelimit.Limits) error { re
 // spent the cost, and the response spends nothing more. Every set the
 // store sees carries the ban.
 func TestBanWithCountOnly(t *testing.T) {
-	denied := ratelimit.Decision{Results: []ratelimit.Result{{RetryAfter: time.Second}}}
-	allowed := ratelimit.Decision{Allowed: true, Results: []ratelimit.Result{{Allowed: true, Remaining: 1}}}
+	denied := ratelimit.MakeDecision(ratelimit.Result{RetryAfter: time.Second})
+	allowed := ratelimit.MakeDecision(ratelimit.Result{Allowed: true, Remaining: 1})
 	ban := ratelimit.Ban{After: 2, Within: time.Minute, For: time.Minute}
 	tests := []struct {
 		name        string

@@ -145,12 +145,12 @@ func (s *keyRecorder) Allow(_ context.Context, key string, _ int, limits *rateli
 	s.mu.Lock()
 	s.keys = append(s.keys, key)
 	s.mu.Unlock()
-	d := ratelimit.Decision{Allowed: true, Results: make([]ratelimit.Result, limits.Len())}
-	for i := range d.Results {
+	rs := make([]ratelimit.Result, limits.Len())
+	for i := range rs {
 		l := limits.At(i)
-		d.Results[i] = ratelimit.Result{Limit: l, Allowed: true, Remaining: capacity(l) - 1}
+		rs[i] = ratelimit.Result{Limit: l, Allowed: true, Remaining: capacity(l) - 1}
 	}
-	return d, nil
+	return ratelimit.MakeDecision(rs...), nil
 }
 
 func (s *keyRecorder) Peek(ctx context.Context, key string, cost int, limits *ratelimit.Limits) (ratelimit.Decision, error) {

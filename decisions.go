@@ -73,7 +73,7 @@ func (s *requestState) add(l *Limiter, p *policy, d Decision) *verdict {
 // the client what it has left:
 //
 //	for _, d := range ratelimit.Decisions(r.Context()) {
-//		for _, res := range d.Results {
+//		for _, res := range d.Results() {
 //			fmt.Fprintf(w, "%s: %d left\n", res.Limit, res.Remaining)
 //		}
 //	}

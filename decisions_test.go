@@ -38,7 +38,7 @@ func TestDecisionsKeepTheContext(t *testing.T) {
 	})))
 	r := httptest.NewRequest("GET", "/", nil).WithContext(parent)
 	h.ServeHTTP(httptest.NewRecorder(), r)
-	if len(decisions) != 2 || decisions[0].Results[0].Remaining != 4 || decisions[1].Results[0].Remaining != 2 {
+	if len(decisions) != 2 || decisions[0].Results()[0].Remaining != 4 || decisions[1].Results()[0].Remaining != 2 {
 		t.Fatalf("got decisions %+v, want the outer Limiter's (4 left), then the inner's (2 left)", decisions)
 	}
 	cancel()
@@ -67,7 +67,7 @@ func TestDecisionsOnlyOfLimitersThatDecided(t *testing.T) {
 	})))))
 	for i, want := range []bool{true, false} {
 		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil))
-		if len(got) != 1 || got[0].Results[0].Limit.Name != "dry" || got[0].Allowed != want {
+		if len(got) != 1 || got[0].Results()[0].Limit.Name != "dry" || got[0].Allowed != want {
 			t.Fatalf("request %d: got %+v, want only the dry run's decision, allowed %v", i, got, want)
 		}
 	}

@@ -173,7 +173,7 @@ func ExampleLimiter_Peek() {
 	}
 	for range 2 {
 		d, err := limiter.Peek(r)
-		fmt.Println(d.Allowed, d.Results[0].Remaining, err)
+		fmt.Println(d.Allowed, d.Results()[0].Remaining, err)
 	}
 	// Output:
 	// true 7 <nil>
@@ -262,10 +262,10 @@ func ExampleNewLimits() {
 
 func ExampleDecision_DeniedBy() {
 	// A decision as a store returns it for a request with two limits.
-	d := ratelimit.Decision{Results: []ratelimit.Result{
-		{Limit: ratelimit.PerSecond(10), Allowed: true, Remaining: 3},
-		{Limit: ratelimit.Per(500, time.Hour), Allowed: false, RetryAfter: 42 * time.Second},
-	}}
+	d := ratelimit.MakeDecision(
+		ratelimit.Result{Limit: ratelimit.PerSecond(10), Allowed: true, Remaining: 3},
+		ratelimit.Result{Limit: ratelimit.Per(500, time.Hour), Allowed: false, RetryAfter: 42 * time.Second},
+	)
 	if r, denied := d.DeniedBy(); denied {
 		fmt.Printf("denied by %v; retry in %v\n", r.Limit, d.RetryAfter())
 	}
@@ -282,7 +282,7 @@ func ExampleDecisions() {
 	search, _ := ratelimit.New(s, "search", ratelimit.WithLimits(ratelimit.PerMinute(10).Using(ratelimit.FixedWindow).Named("search")))
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		for _, d := range ratelimit.Decisions(r.Context()) {
-			for _, res := range d.Results {
+			for _, res := range d.Results() {
 				fmt.Fprintf(w, "%s: %d left\n", res.Limit.Name, res.Remaining)
 			}
 		}

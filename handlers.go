@@ -35,12 +35,11 @@ func Deny(w http.ResponseWriter, r *http.Request, d Decision) {
 		detail:   "rate limit exceeded",
 		retry:    max(seconds(d.RetryAfter()), 1),
 		policies: true,
-		results:  d.Results,
 	}
 	if d.Banned > 0 {
 		p.typ, p.title, p.detail = problemAbnormalUsage, "Abnormal usage detected", "banned after repeated denials"
 	}
-	writeProblem(w, r, p)
+	writeProblem(w, r, p, d.Results())
 }
 
 // FailOpen is the default error handler (see [WithErrorHandler]): when the
@@ -51,7 +50,7 @@ func Deny(w http.ResponseWriter, r *http.Request, d Decision) {
 // escape the limit by leaving the key out.
 func FailOpen(w http.ResponseWriter, r *http.Request, err error) bool {
 	if isRequestError(err) {
-		writeProblem(w, r, badRequest)
+		writeProblem(w, r, badRequest, nil)
 		return false
 	}
 	return true
@@ -65,7 +64,7 @@ func FailOpen(w http.ResponseWriter, r *http.Request, err error) bool {
 // 400, as with [FailOpen].
 func FailClosed(w http.ResponseWriter, r *http.Request, err error) bool {
 	if isRequestError(err) {
-		writeProblem(w, r, badRequest)
+		writeProblem(w, r, badRequest, nil)
 		return false
 	}
 	setHeader(w.Header(), arenaOf(r), headerRetryAfter, "1")
@@ -75,7 +74,7 @@ func FailClosed(w http.ResponseWriter, r *http.Request, err error) bool {
 		title:  "Capacity temporarily reduced",
 		detail: "rate limiting is unavailable",
 		retry:  1,
-	})
+	}, nil)
 	return false
 }
 
@@ -94,12 +93,14 @@ type problem struct {
 	// policies adds the member "violated-policies", the names of the
 	// denied results.
 	policies bool
-	results  []Result
 }
 
 // writeProblem answers with p: RFC 9457 problem JSON when the client
-// accepts JSON, plain text otherwise.
-func writeProblem(w http.ResponseWriter, r *http.Request, p problem) {
+// accepts JSON, plain text otherwise; results are the Decision's whose
+// denied limits p.policies names. They are not a field of p: escape
+// analysis treats p's fields as one, p's strings leak, and the Decision
+// holding the results would be moved to the heap.
+func writeProblem(w http.ResponseWriter, r *http.Request, p problem, results []Result) {
 	h, a := w.Header(), arenaOf(r)
 	setHeader(h, a, "X-Content-Type-Options", "nosniff")
 	setHeader(h, a, "Cache-Control", "no-store")
@@ -107,7 +108,7 @@ func writeProblem(w http.ResponseWriter, r *http.Request, p problem) {
 	b := (*bp)[:0]
 	if acceptsJSON(r.Header.Values("Accept")) {
 		setHeader(h, a, "Content-Type", "application/problem+json")
-		b = p.appendJSON(b)
+		b = p.appendJSON(b, results)
 	} else {
 		setHeader(h, a, "Content-Type", "text/plain; charset=utf-8")
 		b = p.appendText(b)
@@ -138,8 +139,9 @@ func (p *problem) appendText(b []byte) []byte {
 	return append(b, '\n')
 }
 
-// appendJSON appends p as a JSON object and a newline.
-func (p *problem) appendJSON(b []byte) []byte {
+// appendJSON appends p as a JSON object and a newline, naming the denied
+// results when p.policies is set.
+func (p *problem) appendJSON(b []byte, results []Result) []byte {
 	b = append(b, `{"type":`...)
 	b = appendJSONString(b, p.typ)
 	b = append(b, `,"title":`...)
@@ -152,7 +154,7 @@ func (p *problem) appendJSON(b []byte) []byte {
 	if p.policies {
 		b = append(b, `,"violated-policies":[`...)
 		first := true
-		for i, res := range p.results {
+		for i, res := range results {
 			if res.Allowed {
 				continue
 			}
@@ -160,7 +162,7 @@ func (p *problem) appendJSON(b []byte) []byte {
 				b = append(b, ',')
 			}
 			first = false
-			b = appendJSONString(b, violatedName(p.results, i))
+			b = appendJSONString(b, violatedName(results, i))
 		}
 		b = append(b, ']')
 	}

@@ -18,7 +18,7 @@ import (
 // TestHandlersAnswer: what Deny, FailOpen and FailClosed write, and
 // whether the request is served.
 func TestHandlersAnswer(t *testing.T) {
-	denied := ratelimit.Decision{Results: []ratelimit.Result{{Limit: ratelimit.PerMinute(1), RetryAfter: 1500 * time.Millisecond}}}
+	denied := ratelimit.MakeDecision(ratelimit.Result{Limit: ratelimit.PerMinute(1), RetryAfter: 1500 * time.Millisecond})
 	storeDown := errors.New("dial tcp 10.9.8.7:6379: connect: connection refused")
 	noKey := fmt.Errorf("%w: header X-Api-Key is missing", ratelimit.ErrNoKey)
 	badCost := fmt.Errorf("%w: cost must be at least 1, got 0", ratelimit.ErrInvalid)
@@ -158,10 +158,11 @@ func TestProblemDetails(t *testing.T) {
 		return func(w http.ResponseWriter, r *http.Request) { ratelimit.Deny(w, r, d) }
 	}
 	storeDown := errors.New("dial tcp 10.9.8.7:6379: connect: connection refused")
-	banned := ratelimit.Decision{Banned: 10 * time.Minute, Results: []ratelimit.Result{
-		{Limit: ratelimit.PerSecond(10).Named("api-second"), RetryAfter: 10 * time.Minute},
-		{Limit: ratelimit.Per(1000, time.Hour).Named("api-hour"), RetryAfter: 10 * time.Minute},
-	}}
+	banned := ratelimit.MakeDecision(
+		ratelimit.Result{Limit: ratelimit.PerSecond(10).Named("api-second"), RetryAfter: 10 * time.Minute},
+		ratelimit.Result{Limit: ratelimit.Per(1000, time.Hour).Named("api-hour"), RetryAfter: 10 * time.Minute},
+	)
+	banned.Banned = 10 * time.Minute
 	tests := []struct {
 		name   string
 		answer func(http.ResponseWriter, *http.Request)
@@ -169,43 +170,43 @@ func TestProblemDetails(t *testing.T) {
 		text   string
 	}{
 		{
-			"one limit", deny(ratelimit.Decision{Results: []ratelimit.Result{denied(ratelimit.PerMinute(1).Named("login"))}}),
+			"one limit", deny(ratelimit.MakeDecision(denied(ratelimit.PerMinute(1).Named("login")))),
 			problemBody{quotaExceeded, "Quota exceeded", 429, "rate limit exceeded; retry in 2 s", policies("login")},
 			"Too Many Requests: rate limit exceeded; retry in 2 s\n",
 		},
 		{
-			"several limits, some deny", deny(ratelimit.Decision{Results: []ratelimit.Result{
+			"several limits, some deny", deny(ratelimit.MakeDecision(
 				allowed(ratelimit.PerSecond(10).Named("second")),
 				denied(ratelimit.PerMinute(100).Named("minute")),
 				allowed(ratelimit.Per(1000, time.Hour).Named("hour")),
 				denied(ratelimit.Per(5000, 24*time.Hour).Named("day")),
-			}}),
+			)),
 			problemBody{quotaExceeded, "Quota exceeded", 429, "rate limit exceeded; retry in 2 s", policies("minute", "day")},
 			"Too Many Requests: rate limit exceeded; retry in 2 s\n",
 		},
 		{
-			"names with quotes and backslashes", deny(ratelimit.Decision{Results: []ratelimit.Result{
+			"names with quotes and backslashes", deny(ratelimit.MakeDecision(
 				denied(ratelimit.PerMinute(1).Named(`say "hi"`)),
 				denied(ratelimit.Per(1, time.Hour).Named(`C:\temp\`)),
 				denied(ratelimit.Per(2, time.Hour).Named(`\"`)),
-			}}),
+			)),
 			problemBody{quotaExceeded, "Quota exceeded", 429, "rate limit exceeded; retry in 2 s", policies(`say "hi"`, `C:\temp\`, `\"`)},
 			"Too Many Requests: rate limit exceeded; retry in 2 s\n",
 		},
 		{
-			"unnamed limits of a Decision made by hand", deny(ratelimit.Decision{Results: []ratelimit.Result{
+			"unnamed limits of a Decision made by hand", deny(ratelimit.MakeDecision(
 				denied(ratelimit.PerMinute(5)),
 				denied(ratelimit.PerMinute(100)),
 				denied(ratelimit.PerMinute(100).Using(ratelimit.TokenBucket)),
-			}}),
+			)),
 			problemBody{quotaExceeded, "Quota exceeded", 429, "rate limit exceeded; retry in 2 s", policies("5-per-1m", "100-per-1m-sliding-window", "100-per-1m-token-bucket")},
 			"Too Many Requests: rate limit exceeded; retry in 2 s\n",
 		},
 		{
-			"names a header cannot carry, in a Decision made by hand", deny(ratelimit.Decision{Results: []ratelimit.Result{
+			"names a header cannot carry, in a Decision made by hand", deny(ratelimit.MakeDecision(
 				denied(ratelimit.PerMinute(1).Named("caf\u00e9\t<b>")),
 				denied(ratelimit.Per(1, time.Hour).Named("bad \xff byte")),
-			}}),
+			)),
 			problemBody{quotaExceeded, "Quota exceeded", 429, "rate limit exceeded; retry in 2 s", policies("caf\u00e9\t<b>", "bad \ufffd byte")},
 			"Too Many Requests: rate limit exceeded; retry in 2 s\n",
 		},
@@ -314,7 +315,7 @@ func FuzzProblemName(f *testing.F) {
 		w := httptest.NewRecorder()
 		r := httptest.NewRequest("GET", "/", nil)
 		r.Header.Set("Accept", "application/json")
-		ratelimit.Deny(w, r, ratelimit.Decision{Results: []ratelimit.Result{{Limit: l}}})
+		ratelimit.Deny(w, r, ratelimit.MakeDecision(ratelimit.Result{Limit: l}))
 		want := "1-per-1m"
 		if name != "" {
 			q, err := json.Marshal(name)
@@ -338,10 +339,10 @@ func FuzzProblemName(f *testing.F) {
 // BenchmarkDeny is the cost of the default denial's body, in plain text
 // and in problem JSON.
 func BenchmarkDeny(b *testing.B) {
-	d := ratelimit.Decision{Results: []ratelimit.Result{
-		{Limit: ratelimit.PerSecond(10).Named("api-second"), RetryAfter: 300 * time.Millisecond},
-		{Limit: ratelimit.Per(1000, time.Hour).Named("api-hour"), Allowed: true, Remaining: 400},
-	}}
+	d := ratelimit.MakeDecision(
+		ratelimit.Result{Limit: ratelimit.PerSecond(10).Named("api-second"), RetryAfter: 300 * time.Millisecond},
+		ratelimit.Result{Limit: ratelimit.Per(1000, time.Hour).Named("api-hour"), Allowed: true, Remaining: 400},
+	)
 	for _, accept := range []string{"", "application/json"} {
 		b.Run("accept="+accept, func(b *testing.B) {
 			r := httptest.NewRequest("GET", "/", nil)

@@ -84,8 +84,9 @@ func setHeaders(w http.ResponseWriter, style HeaderStyle, s *requestState, retry
 	var tight Result
 	var tightPolicy *policy
 	tightAt, remStart, remEnd := -1, 0, 0
-	for _, v := range s.verdicts {
-		for i, r := range v.decision.Results {
+	for k := range s.verdicts {
+		v := &s.verdicts[k] // not a copy: a Decision holds a Result
+		for i, r := range v.decision.Results() {
 			if len(b) > 0 {
 				b = append(b, ", "...)
 			}

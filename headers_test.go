@@ -31,7 +31,7 @@ func (s fixedStore) Allow(_ context.Context, _ string, _ int, limits *ratelimit.
 	r := s.r
 	r.Limit = limits.At(0)
 	r.Allowed = r.RetryAfter == 0
-	return ratelimit.Decision{Allowed: r.Allowed, Results: []ratelimit.Result{r}}, nil
+	return ratelimit.MakeDecision(r), nil
 }
 
 func (s fixedStore) Peek(ctx context.Context, key string, cost int, limits *ratelimit.Limits) (ratelimit.Decision, error) {
@@ -139,11 +139,12 @@ const pkSecret = "a partition key secret, 32 bytes"
 type decisionStore struct{ d ratelimit.Decision }
 
 func (s decisionStore) Allow(_ context.Context, _ string, _ int, limits *ratelimit.Limits) (ratelimit.Decision, error) {
-	d := s.d
-	d.Results = append([]ratelimit.Result(nil), d.Results...)
-	for i := range d.Results {
-		d.Results[i].Limit = limits.At(i)
+	rs := append([]ratelimit.Result(nil), s.d.Results()...)
+	for i := range rs {
+		rs[i].Limit = limits.At(i)
 	}
+	d := ratelimit.MakeDecision(rs...)
+	d.Allowed = s.d.Allowed
 	return d, nil
 }
 
@@ -175,38 +176,38 @@ func TestHeadersDescribeTheTightest(t *testing.T) {
 	}{
 		{
 			name: "allowed: the fewest remaining",
-			d: ratelimit.Decision{Allowed: true, Results: []ratelimit.Result{
-				{Allowed: true, Remaining: 0, Window: 900 * time.Millisecond, ResetAfter: time.Second},
-				{Allowed: true, Remaining: 5, Window: 6 * time.Second, ResetAfter: time.Minute},
-				{Allowed: true, Remaining: 50, Window: 35 * time.Second, ResetAfter: time.Hour},
-			}},
+			d: ratelimit.MakeDecision(
+				ratelimit.Result{Allowed: true, Remaining: 0, Window: 900 * time.Millisecond, ResetAfter: time.Second},
+				ratelimit.Result{Allowed: true, Remaining: 5, Window: 6 * time.Second, ResetAfter: time.Minute},
+				ratelimit.Result{Allowed: true, Remaining: 50, Window: 35 * time.Second, ResetAfter: time.Hour},
+			),
 			status: 200, rateLimit: `"second";r=0;t=0, "minute";r=5;t=6, "hour";r=50;t=35`, xReset: "1", xLimit: "1",
 		},
 		{
 			name: "allowed: a tie on remaining goes to the longest reset",
-			d: ratelimit.Decision{Allowed: true, Results: []ratelimit.Result{
-				{Allowed: true, Remaining: 1, Window: time.Second, ResetAfter: time.Second},
-				{Allowed: true, Remaining: 1, Window: 59999 * time.Millisecond, ResetAfter: time.Minute},
-				{Allowed: true, Remaining: 9, Window: time.Hour, ResetAfter: time.Hour},
-			}},
+			d: ratelimit.MakeDecision(
+				ratelimit.Result{Allowed: true, Remaining: 1, Window: time.Second, ResetAfter: time.Second},
+				ratelimit.Result{Allowed: true, Remaining: 1, Window: 59999 * time.Millisecond, ResetAfter: time.Minute},
+				ratelimit.Result{Allowed: true, Remaining: 9, Window: time.Hour, ResetAfter: time.Hour},
+			),
 			status: 200, rateLimit: `"second";r=1;t=1, "minute";r=1;t=59, "hour";r=9;t=3600`, xReset: "60", xLimit: "10",
 		},
 		{
 			name: "denied by one: every t at most Retry-After",
-			d: ratelimit.Decision{Results: []ratelimit.Result{
-				{Allowed: true, Remaining: 1, Window: 400 * time.Millisecond, ResetAfter: time.Second},
-				{Allowed: false, Remaining: 0, Window: 29500 * time.Millisecond, ResetAfter: time.Minute, RetryAfter: 29500 * time.Millisecond},
-				{Allowed: true, Remaining: 0, Window: 45 * time.Minute, ResetAfter: time.Hour},
-			}},
+			d: ratelimit.MakeDecision(
+				ratelimit.Result{Allowed: true, Remaining: 1, Window: 400 * time.Millisecond, ResetAfter: time.Second},
+				ratelimit.Result{Allowed: false, Remaining: 0, Window: 29500 * time.Millisecond, ResetAfter: time.Minute, RetryAfter: 29500 * time.Millisecond},
+				ratelimit.Result{Allowed: true, Remaining: 0, Window: 45 * time.Minute, ResetAfter: time.Hour},
+			),
 			status: 429, rateLimit: `"second";r=1;t=0, "minute";r=0;t=29, "hour";r=0;t=30`, xReset: "60", xLimit: "10", retry: "30",
 		},
 		{
 			name: "denied by two: the later",
-			d: ratelimit.Decision{Results: []ratelimit.Result{
-				{Allowed: false, Remaining: 0, Window: time.Second, ResetAfter: time.Second, RetryAfter: time.Second},
-				{Allowed: true, Remaining: 3, Window: 50 * time.Second, ResetAfter: time.Minute},
-				{Allowed: false, Remaining: 0, Window: 1200 * time.Millisecond, ResetAfter: time.Hour, RetryAfter: 1200 * time.Millisecond},
-			}},
+			d: ratelimit.MakeDecision(
+				ratelimit.Result{Allowed: false, Remaining: 0, Window: time.Second, ResetAfter: time.Second, RetryAfter: time.Second},
+				ratelimit.Result{Allowed: true, Remaining: 3, Window: 50 * time.Second, ResetAfter: time.Minute},
+				ratelimit.Result{Allowed: false, Remaining: 0, Window: 1200 * time.Millisecond, ResetAfter: time.Hour, RetryAfter: 1200 * time.Millisecond},
+			),
 			status: 429, rateLimit: `"second";r=0;t=1, "minute";r=3;t=2, "hour";r=0;t=1`, xReset: "3600", xLimit: "100", retry: "2",
 		},
 	}
@@ -263,13 +264,13 @@ func TestResetIsTheEffectiveWindow(t *testing.T) {
 // dry run's would-be denial is served without Retry-After, and its t are
 // the effective windows.
 func TestResetNeverAfterRetryAfter(t *testing.T) {
-	deny := ratelimit.Decision{Results: []ratelimit.Result{
-		{Allowed: false, Remaining: 0, Window: 1200 * time.Millisecond, ResetAfter: 10 * time.Second, RetryAfter: 1200 * time.Millisecond},
-		{Allowed: true, Remaining: 7, Window: 50 * time.Second, ResetAfter: 50 * time.Second},
-	}}
-	allow := ratelimit.Decision{Allowed: true, Results: []ratelimit.Result{
-		{Allowed: true, Remaining: 90, Window: 50 * time.Second, ResetAfter: time.Hour},
-	}}
+	deny := ratelimit.MakeDecision(
+		ratelimit.Result{Allowed: false, Remaining: 0, Window: 1200 * time.Millisecond, ResetAfter: 10 * time.Second, RetryAfter: 1200 * time.Millisecond},
+		ratelimit.Result{Allowed: true, Remaining: 7, Window: 50 * time.Second, ResetAfter: 50 * time.Second},
+	)
+	allow := ratelimit.MakeDecision(
+		ratelimit.Result{Allowed: true, Remaining: 90, Window: 50 * time.Second, ResetAfter: time.Hour},
+	)
 	limits := ratelimit.WithLimits(ratelimit.PerSecond(10).Named("burst"), ratelimit.PerMinute(10).Named("minute"))
 	global := ratelimit.WithLimits(ratelimit.Per(100, time.Hour).Named("global"))
 	tests := []struct {

@@ -132,28 +132,28 @@ func TestPeek(t *testing.T) {
 	r.RemoteAddr = "192.0.2.1:999"
 	for i := range 2 {
 		d, err := l.Peek(r)
-		if err != nil || !d.Allowed || len(d.Results) != 1 || d.Results[0].Limit != login.Named("3-per-1m") || d.Results[0].Remaining != 1 {
+		if err != nil || !d.Allowed || len(d.Results()) != 1 || d.Results()[0].Limit != login.Named("3-per-1m") || d.Results()[0].Remaining != 1 {
 			t.Fatalf("Peek %d after 2 of 3 requests: got %+v, %v; want allowed with 1 remaining", i, d, err)
 		}
 	}
 	if w := serve(h, "POST", "/login"); w.Code != 200 {
 		t.Fatalf("the request after the Peeks: got %d, want 200 (a Peek spends nothing)", w.Code)
 	}
-	if d, err := l.Peek(r); err != nil || d.Allowed || d.Results[0].Remaining != 0 || d.RetryAfter() <= 0 {
+	if d, err := l.Peek(r); err != nil || d.Allowed || d.Results()[0].Remaining != 0 || d.RetryAfter() <= 0 {
 		t.Errorf("Peek after 3 of 3 requests: got %+v, %v; want denied, 0 remaining, a RetryAfter", d, err)
 	}
 
 	costly := newLimiter(t, m, "costly", ratelimit.WithLimits(login), ratelimit.WithCost(func(*http.Request) int { return 2 }))
-	if d, err := costly.Peek(r); err != nil || !d.Allowed || d.Results[0].Remaining != 3 {
+	if d, err := costly.Peek(r); err != nil || !d.Allowed || d.Results()[0].Remaining != 3 {
 		t.Errorf("Peek at cost 2 of a fresh key: got %+v, %v; want allowed, 3 remaining", d, err)
 	}
 	serve(costly.Handler(http.HandlerFunc(httpcases.OK)), "POST", "/login")
-	if d, err := costly.Peek(r); err != nil || d.Allowed || d.Results[0].Remaining != 1 {
+	if d, err := costly.Peek(r); err != nil || d.Allowed || d.Results()[0].Remaining != 1 {
 		t.Errorf("Peek at cost 2 with 1 left: got %+v, %v; want denied, 1 remaining", d, err)
 	}
 
 	routes := newLimiter(t, httpcases.Down{}, "test", ratelimit.WithRoutes(map[string][]ratelimit.Limit{"POST /login": {login}}))
-	if d, err := routes.Peek(httptest.NewRequest("GET", "/other", nil)); err != nil || d.Allowed || d.Results != nil {
+	if d, err := routes.Peek(httptest.NewRequest("GET", "/other", nil)); err != nil || d.Allowed || d.Results() != nil {
 		t.Errorf("Peek of a request no limit applies to: got %+v, %v; want (Decision{}, nil), the store not asked", d, err)
 	}
 	down := newLimiter(t, httpcases.Down{}, "test", ratelimit.WithLimits(login))

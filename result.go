@@ -45,14 +45,11 @@ type Result struct {
 // limits, all or nothing: when Allowed, the cost was taken from every
 // limit; when not, from none. [Store.Peek] answers with a Decision too,
 // and takes nothing either way. It is a plain value; the zero Decision
-// allowed nothing and holds no results.
+// allowed nothing and holds no results. A store outside this package
+// makes one with [MakeDecision].
 type Decision struct {
 	// Allowed reports whether every limit admitted the request.
 	Allowed bool
-
-	// Results holds one Result per limit, in the order the limits were
-	// given.
-	Results []Result
 
 	// Fallback reports that an in-process fallback decided, because the
 	// shared store was unavailable (see the package store's Fallback): the
@@ -64,13 +61,59 @@ type Decision struct {
 	// Allowed false, Remaining 0, and RetryAfter and ResetAfter at least
 	// Banned. The request whose denial starts a ban sees it too.
 	Banned time.Duration
+
+	// The results, n of them: in one when there is one, so that the
+	// common decision, by one limit, allocates nothing; in more when
+	// there are several. One inline and not two: a Result is 96 bytes
+	// on 64-bit machines, a Decision 144 with one and would be 240 with
+	// two, and every Decision is copied through stores, Limiters and
+	// Decisions; two limits pay one allocation, as every decision used
+	// to.
+	n    int
+	one  [1]Result
+	more []Result
+}
+
+// MakeDecision returns a Decision holding a copy of results, one per
+// limit in the order the limits were given, and Allowed when every result
+// allowed (false when there are none). It is how a [Store] outside this
+// package answers; the store may then set Fallback and Banned. A decision
+// by one limit allocates nothing.
+func MakeDecision(results ...Result) Decision {
+	d := Decision{Allowed: len(results) > 0, n: len(results)}
+	if len(results) <= len(d.one) {
+		copy(d.one[:], results)
+	} else {
+		d.more = append([]Result(nil), results...)
+	}
+	for _, r := range results {
+		d.Allowed = d.Allowed && r.Allowed
+	}
+	return d
+}
+
+// Results returns d's results, one per limit, in the order the limits
+// were given; nil for the zero Decision. The slice is d's own storage:
+// changing a Result in it changes d. A copy of a Decision with one result
+// holds its own; copies of one with several share them, as copies of a
+// slice do. Call it on a variable or a slice element, such as
+// ratelimit.Decisions(ctx)[0], not on a function's result: that is not
+// addressable.
+func (d *Decision) Results() []Result {
+	switch {
+	case d.n == 0:
+		return nil
+	case d.n > len(d.one):
+		return d.more
+	}
+	return d.one[:d.n:d.n]
 }
 
 // DeniedBy returns the result of the limit that denied the request. When
 // several denied it, it returns the one that lets the request through last
 // (the longest RetryAfter). ok is false when the request was allowed.
 func (d Decision) DeniedBy() (r Result, ok bool) {
-	for _, x := range d.Results {
+	for _, x := range d.Results() {
 		if !x.Allowed && (!ok || x.RetryAfter > r.RetryAfter) {
 			r, ok = x, true
 		}

@@ -23,16 +23,17 @@ func (outcomeStore) Allow(ctx context.Context, key string, _ int, limits *rateli
 		return ratelimit.Decision{}, err
 	}
 	r := ratelimit.Result{Limit: limits.At(0), Allowed: true}
-	d := ratelimit.Decision{Allowed: true}
+	fallback := false
 	switch key[strings.LastIndexByte(key, '|')+1:] {
 	case "deny":
-		r.Allowed, d.Allowed, r.RetryAfter = false, false, 1
+		r.Allowed, r.RetryAfter = false, 1
 	case "fallback":
-		d.Fallback = true
+		fallback = true
 	case "fail":
 		return ratelimit.Decision{}, errors.New("connection reset")
 	}
-	d.Results = []ratelimit.Result{r}
+	d := ratelimit.MakeDecision(r)
+	d.Fallback = fallback
 	return d, nil
 }
 

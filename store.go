@@ -6,7 +6,8 @@ import "context"
 // decides, Peek says what Allow would decide without deciding, and Reset
 // forgets. The package store holds a Redis store shared by every instance
 // of a service, an in-process Memory store, and a Fallback that decides in
-// process while Redis fails. Implementations are safe for concurrent use.
+// process while Redis fails. Implementations are safe for concurrent use;
+// one outside this package answers with [MakeDecision].
 type Store interface {
 	// Allow decides one request costing cost units for key against limits,
 	// atomically and all or nothing: when every limit admits it, cost is

@@ -70,9 +70,11 @@ func (k *memoryKey) strike(b *spec.Ban, now int64) (length int64) {
 // bannedDecision is the answer to a request of a key banned for left
 // more: denied by every limit, nothing remaining, until the ban ends.
 func bannedDecision(limits *ratelimit.Limits, left int64) ratelimit.Decision {
-	d := ratelimit.Decision{Results: results(limits), Banned: us(left)}
-	for i := range d.Results {
-		d.Results[i].Window, d.Results[i].ResetAfter, d.Results[i].RetryAfter = d.Banned, d.Banned, d.Banned
+	d := decisionFor(limits)
+	d.Banned = us(left)
+	rs := d.Results()
+	for i := range rs {
+		rs[i].Window, rs[i].ResetAfter, rs[i].RetryAfter = d.Banned, d.Banned, d.Banned
 	}
 	return d
 }
@@ -82,8 +84,9 @@ func bannedDecision(limits *ratelimit.Limits, left int64) ratelimit.Decision {
 // time is at least the ban's.
 func startBan(d *ratelimit.Decision, length int64) {
 	d.Banned = us(length)
-	for i := range d.Results {
-		r := &d.Results[i]
+	rs := d.Results()
+	for i := range rs {
+		r := &rs[i]
 		r.Allowed, r.Remaining, r.Window = false, 0, d.Banned // nothing passes until the ban ends
 		r.ResetAfter, r.RetryAfter = max(r.ResetAfter, d.Banned), max(r.RetryAfter, d.Banned)
 	}

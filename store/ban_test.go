@@ -402,7 +402,7 @@ func TestDenyCacheBans(t *testing.T) {
 	clock.Advance(10 * time.Second)
 	for _, cost := range []int{1, 2, 1} {
 		d := allow(cost)
-		if d.Banned != 50*time.Second || d.Results[0].RetryAfter != 50*time.Second || d.Results[0].ResetAfter != 50*time.Second || d.Results[0].Remaining != 0 {
+		if d.Banned != 50*time.Second || d.Results()[0].RetryAfter != 50*time.Second || d.Results()[0].ResetAfter != 50*time.Second || d.Results()[0].Remaining != 0 {
 			t.Errorf("cost %d, 10s into the ban: got %+v, want Banned, RetryAfter and ResetAfter of 50s", cost, d)
 		}
 	}
@@ -571,7 +571,7 @@ func TestFallbackBans(t *testing.T) {
 	}
 	// Of the 9 Redis left in the bucket, this instance may spend its half,
 	// 5 of its share of 5.
-	if p, err := f.Peek(ctx, "seen", 1, two); err != nil || !p.Fallback || p.Results[1].Remaining != 5 {
+	if p, err := f.Peek(ctx, "seen", 1, two); err != nil || !p.Fallback || p.Results()[1].Remaining != 5 {
 		t.Errorf("Redis down, Peek of seen: got %+v, %v; want 5 left in the bucket, seeded from before the ban", p, err)
 	}
 
@@ -580,10 +580,10 @@ func TestFallbackBans(t *testing.T) {
 	}
 	waitFor(t, "the probe to find Redis back and bring it the backlog", func() bool { return f.Stats().Healthy && !f.reconciling.Load() })
 	// Redis knows of the 2 admitted, not of the ban: 2 left.
-	if d := decide("local"); d.Fallback || !d.Allowed || d.Banned != 0 || d.Results[0].Remaining != 1 {
+	if d := decide("local"); d.Fallback || !d.Allowed || d.Banned != 0 || d.Results()[0].Remaining != 1 {
 		t.Errorf("Redis back: got %+v, want Redis to allow with 1 left", d)
 	}
-	if d := decide("redis"); d.Fallback || !d.Allowed || d.Results[0].Remaining != 3 {
+	if d := decide("redis"); d.Fallback || !d.Allowed || d.Results()[0].Remaining != 3 {
 		t.Errorf("Redis back, the key reset during the outage: got %+v, want Redis to allow with 3 left", d)
 	}
 }

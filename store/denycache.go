@@ -88,12 +88,12 @@ func (c *denyCache) get(key string, set *spec.Set, cost int) (ratelimit.Decision
 	// A request sent after this get read the clock may have stored the
 	// entry: then no time has passed since the denial.
 	elapsed := time.Duration(max(now-d.at, 0)) * time.Microsecond
-	results := make([]ratelimit.Result, len(d.results))
-	copy(results, d.results)
+	denied := ratelimit.MakeDecision(d.results...)
 	banned := d.banned
 	sh.mu.Unlock()
-	for i := range results {
-		r := &results[i]
+	rs := denied.Results()
+	for i := range rs {
+		r := &rs[i]
 		r.Window, r.ResetAfter = max(r.Window-elapsed, 0), max(r.ResetAfter-elapsed, 0)
 		if !r.Allowed {
 			if r.RetryAfter -= elapsed; r.RetryAfter <= 0 {
@@ -104,7 +104,8 @@ func (c *denyCache) get(key string, set *spec.Set, cost int) (ratelimit.Decision
 	if banned > 0 {
 		banned -= elapsed // above 0: now < until
 	}
-	return ratelimit.Decision{Results: results, Banned: banned}, true
+	denied.Allowed, denied.Banned = false, banned
+	return denied, true
 }
 
 // epoch returns what put needs to know that no Reset of key came after
@@ -124,7 +125,7 @@ func (c *denyCache) put(key string, set *spec.Set, cost int, d ratelimit.Decisio
 	// sent end no later than Redis's, where counted from now they could
 	// outlast them by the round trip, and the cache would deny, or promise,
 	// past what Redis holds.
-	e := denial{set: set, at: sent, until: sent + int64(d.RetryAfter()/time.Microsecond), cost: cost, results: append([]ratelimit.Result(nil), d.Results...)}
+	e := denial{set: set, at: sent, until: sent + int64(d.RetryAfter()/time.Microsecond), cost: cost, results: append([]ratelimit.Result(nil), d.Results()...)}
 	if d.Banned > 0 {
 		// Until the ban ends Redis answers with the ban alone, as if the
 		// ban had just been read (the first answer of a ban may show

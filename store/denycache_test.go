@@ -178,7 +178,7 @@ func TestDenyCacheReadBeforePut(t *testing.T) {
 	c.now = func() int64 { return now }
 	l := ratelimit.Per(1, time.Hour).Using(ratelimit.SlidingLog)
 	set := spec.Of(limitsOf(t, l))
-	denied := ratelimit.Decision{Results: []ratelimit.Result{{Limit: l, Remaining: 0, ResetAfter: time.Hour, RetryAfter: time.Hour}}}
+	denied := ratelimit.MakeDecision(ratelimit.Result{Limit: l, Remaining: 0, ResetAfter: time.Hour, RetryAfter: time.Hour})
 	epoch, sent := c.epoch("k")
 	c.put("k", set, 1, denied, epoch, sent)
 	now -= 300 // the get's reading of the clock, taken before the put's
@@ -186,7 +186,7 @@ func TestDenyCacheReadBeforePut(t *testing.T) {
 	if !ok {
 		t.Fatal("the denial is not cached")
 	}
-	if got, want := d.Results[0], denied.Results[0]; got.ResetAfter != want.ResetAfter || got.RetryAfter != want.RetryAfter {
+	if got, want := d.Results()[0], denied.Results()[0]; got.ResetAfter != want.ResetAfter || got.RetryAfter != want.RetryAfter {
 		t.Errorf("got ResetAfter %v, RetryAfter %v; want %v, %v", got.ResetAfter, got.RetryAfter, want.ResetAfter, want.RetryAfter)
 	}
 }
@@ -200,7 +200,7 @@ func TestDenyCacheWindowFromTheSend(t *testing.T) {
 	c.now = func() int64 { return now }
 	l := ratelimit.Per(1, time.Hour).Using(ratelimit.SlidingLog)
 	set := spec.Of(limitsOf(t, l))
-	denied := ratelimit.Decision{Results: []ratelimit.Result{{Limit: l, Window: time.Second, ResetAfter: time.Hour, RetryAfter: time.Second}}}
+	denied := ratelimit.MakeDecision(ratelimit.Result{Limit: l, Window: time.Second, ResetAfter: time.Hour, RetryAfter: time.Second})
 	epoch, sent := c.epoch("k")
 	now += 500 // the round trip
 	c.put("k", set, 1, denied, epoch, sent)
@@ -213,7 +213,7 @@ func TestDenyCacheWindowFromTheSend(t *testing.T) {
 		if !ok {
 			t.Fatal("the denial is not cached")
 		}
-		if got := d.Results[0].Window; got != step.want {
+		if got := d.Results()[0].Window; got != step.want {
 			t.Errorf("%dµs after the answer: Window %v, want %v", now-1_000_500, got, step.want)
 		}
 	}

@@ -37,7 +37,7 @@ func ExampleNewRedis() {
 		if err != nil {
 			panic(err)
 		}
-		fmt.Println(d.Allowed, d.Results[0].Remaining, d.Results[1].Remaining)
+		fmt.Println(d.Allowed, d.Results()[0].Remaining, d.Results()[1].Remaining)
 	}
 	// Output:
 	// true 6 96
@@ -83,12 +83,12 @@ func ExampleRedis_Peek() {
 	s.Allow(ctx, "alice", 1, login)
 	for range 2 {
 		d, _ := s.Peek(ctx, "alice", 1, login)
-		fmt.Println("attempts left:", d.Results[0].Remaining, "next allowed:", d.Allowed)
+		fmt.Println("attempts left:", d.Results()[0].Remaining, "next allowed:", d.Allowed)
 	}
 	d, _ := s.Allow(ctx, "alice", 1, login)
 	fmt.Println("third attempt allowed:", d.Allowed)
 	d, _ = s.Peek(ctx, "alice", 1, login)
-	fmt.Println("attempts left:", d.Results[0].Remaining, "next allowed:", d.Allowed)
+	fmt.Println("attempts left:", d.Results()[0].Remaining, "next allowed:", d.Allowed)
 	// Output:
 	// attempts left: 1 next allowed: true
 	// attempts left: 1 next allowed: true
@@ -118,13 +118,13 @@ func ExampleNewFallback() {
 	limits, _ := ratelimit.NewLimits(ratelimit.PerMinute(10).Using(ratelimit.FixedWindow))
 	ctx := context.Background()
 	d, _ := s.Allow(ctx, "user:42", 1, limits)
-	fmt.Println("on Redis:", d.Allowed, d.Results[0].Remaining, d.Fallback)
+	fmt.Println("on Redis:", d.Allowed, d.Results()[0].Remaining, d.Fallback)
 
 	// Redis goes down. This instance may spend its half of what Redis
 	// said was left: 5 of 9.
 	srv.Close()
 	d, err = s.Allow(ctx, "user:42", 1, limits)
-	fmt.Println("Redis down:", d.Allowed, d.Results[0].Remaining, d.Fallback, err)
+	fmt.Println("Redis down:", d.Allowed, d.Results()[0].Remaining, d.Fallback, err)
 	fmt.Println("healthy:", s.Stats().Healthy)
 	// Output:
 	// on Redis: true 9 false

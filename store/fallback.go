@@ -198,7 +198,7 @@ func (f *Fallback) Allow(ctx context.Context, key string, cost int, limits *rate
 			d, err := f.redis.decide(ctx, key, cost, limits, set, f.deadline(now), t.Add(f.budget))
 			if err == nil {
 				if d.Banned == 0 { // a ban's answer says nothing of the limits
-					f.seen.put(key, set.Limits, d.Results, now, int64(f.budget/time.Microsecond))
+					f.seen.put(key, set.Limits, d.Results(), now, int64(f.budget/time.Microsecond))
 				}
 				if !f.down.Load() {
 					return d, nil

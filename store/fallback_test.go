@@ -118,7 +118,7 @@ func TestFallbackDownAndBack(t *testing.T) {
 	l := limitsOf(t, ratelimit.Per(3, time.Hour).Using(ratelimit.FixedWindow))
 
 	d, err := f.Allow(ctx, "k", 1, l)
-	if err != nil || d.Fallback || d.Results[0].Remaining != 2 {
+	if err != nil || d.Fallback || d.Results()[0].Remaining != 2 {
 		t.Fatalf("healthy: got %+v, %v; want a Redis decision with 2 remaining", d, err)
 	}
 
@@ -174,8 +174,8 @@ func TestFallbackDividesLimitsAmongInstances(t *testing.T) {
 		if d.Allowed {
 			passed++
 		}
-		if d.Results[0].Limit != l {
-			t.Fatalf("the result names %v, want the limit as given, %v", d.Results[0].Limit, l)
+		if d.Results()[0].Limit != l {
+			t.Fatalf("the result names %v, want the limit as given, %v", d.Results()[0].Limit, l)
 		}
 	}
 	if passed != 3 { // ceil(10/4)
@@ -287,21 +287,21 @@ func TestFallbackPeek(t *testing.T) {
 	f, m, _ := newFallback(t, FallbackOptions{})
 	ctx := context.Background()
 	l := limitsOf(t, ratelimit.Per(3, time.Hour).Using(ratelimit.FixedWindow))
-	if d, err := f.Allow(ctx, "k", 1, l); err != nil || d.Fallback || d.Results[0].Remaining != 2 {
+	if d, err := f.Allow(ctx, "k", 1, l); err != nil || d.Fallback || d.Results()[0].Remaining != 2 {
 		t.Fatalf("healthy: got %+v, %v; want a Redis decision with 2 remaining", d, err)
 	}
-	if d, err := f.Peek(ctx, "k", 1, l); err != nil || d.Fallback || !d.Allowed || d.Results[0].Remaining != 2 {
+	if d, err := f.Peek(ctx, "k", 1, l); err != nil || d.Fallback || !d.Allowed || d.Results()[0].Remaining != 2 {
 		t.Fatalf("healthy: Peek got %+v, %v; want Redis's answer, allowed with 2 remaining", d, err)
 	}
 
 	m.Close()
 	for i := range 2 {
 		d, err := f.Peek(ctx, "k", 1, l)
-		if err != nil || !d.Fallback || !d.Allowed || d.Results[0].Remaining != 2 {
+		if err != nil || !d.Fallback || !d.Allowed || d.Results()[0].Remaining != 2 {
 			t.Errorf("Redis down, Peek %d: got %+v, %v; want an answer in process, allowed with the 2 Redis had left", i, d, err)
 		}
 	}
-	if d, err := f.Peek(ctx, "other", 3, l); err != nil || !d.Fallback || !d.Allowed || d.Results[0].Remaining != 3 || d.Results[0].ResetAfter != 0 {
+	if d, err := f.Peek(ctx, "other", 3, l); err != nil || !d.Fallback || !d.Allowed || d.Results()[0].Remaining != 3 || d.Results()[0].ResetAfter != 0 {
 		t.Errorf("Redis down, Peek of a new key: got %+v, %v; want an answer in process, all 3 left", d, err)
 	}
 	if _, err := f.Peek(ctx, "", 1, l); !errors.Is(err, ratelimit.ErrInvalid) {
@@ -324,8 +324,8 @@ func TestFallbackPeek(t *testing.T) {
 		if err != nil || !d.Fallback || d.Allowed != want {
 			t.Fatalf("Redis down, request %d: got %+v, %v; want a local decision, allowed %v", i, d, err, want)
 		}
-		if want && p.Results[0].Remaining != d.Results[0].Remaining+1 {
-			t.Errorf("request %d: Peek said %d remaining, the decision left %d; want one less", i, p.Results[0].Remaining, d.Results[0].Remaining)
+		if want && p.Results()[0].Remaining != d.Results()[0].Remaining+1 {
+			t.Errorf("request %d: Peek said %d remaining, the decision left %d; want one less", i, p.Results()[0].Remaining, d.Results()[0].Remaining)
 		}
 	}
 	if s := f.Stats(); s.Local != 3 {
@@ -335,20 +335,20 @@ func TestFallbackPeek(t *testing.T) {
 	t.Run("share", func(t *testing.T) {
 		f, m, _ := newFallback(t, FallbackOptions{Instances: 4})
 		set := limitsOf(t, ratelimit.PerMinute(10).Using(ratelimit.TokenBucket).WithBurst(10))
-		if d, err := f.Allow(ctx, "seen", 4, set); err != nil || d.Fallback || d.Results[0].Remaining != 6 {
+		if d, err := f.Allow(ctx, "seen", 4, set); err != nil || d.Fallback || d.Results()[0].Remaining != 6 {
 			t.Fatalf("healthy: got %+v, %v; want a Redis decision with 6 remaining", d, err)
 		}
 		m.Close()
 		// Of the 6 Redis had left, this instance may spend its quarter,
 		// rounded up: 2 of its share of 3.
 		p, err := f.Peek(ctx, "seen", 1, set)
-		if err != nil || !p.Fallback || !p.Allowed || p.Results[0].Remaining != 2 {
+		if err != nil || !p.Fallback || !p.Allowed || p.Results()[0].Remaining != 2 {
 			t.Errorf("Peek of a key Redis had seen: got %+v, %v; want allowed, 2 remaining", p, err)
 		}
-		if d, err := f.Allow(ctx, "seen", 1, set); err != nil || !d.Fallback || d.Results[0].Remaining != 1 {
+		if d, err := f.Allow(ctx, "seen", 1, set); err != nil || !d.Fallback || d.Results()[0].Remaining != 1 {
 			t.Errorf("the request after the Peek: got %+v, %v; want a local decision leaving 1", d, err)
 		}
-		if d, err := f.Peek(ctx, "k", 3, set); err != nil || !d.Fallback || !d.Allowed || d.Results[0].Remaining != 3 {
+		if d, err := f.Peek(ctx, "k", 3, set); err != nil || !d.Fallback || !d.Allowed || d.Results()[0].Remaining != 3 {
 			t.Errorf("Peek of this instance's share, 3 of 10 over 4 instances: got %+v, %v; want allowed, 3 remaining", d, err)
 		}
 		if d, err := f.Peek(ctx, "k", 4, set); err != nil || !d.Fallback || d.Allowed || d.RetryAfter() <= 0 {

@@ -37,12 +37,19 @@ func checkRequest(key string, cost int, limits *ratelimit.Limits) (*spec.Set, er
 	return set, nil
 }
 
-// results returns a Decision's results for limits, each with its Limit
-// filled in.
-func results(limits *ratelimit.Limits) []ratelimit.Result {
-	rs := make([]ratelimit.Result, limits.Len())
-	for i := range rs {
-		rs[i].Limit = limits.At(i)
+// maxInline is how many results a store builds on the stack before
+// ratelimit.MakeDecision copies them: a Decision of up to maxInline limits
+// costs at most the one allocation MakeDecision makes for several, and one
+// of one limit none.
+const maxInline = 4
+
+// decisionFor returns a denial by limits, one Result each with only its
+// Limit filled in, for the caller to complete through Results.
+func decisionFor(limits *ratelimit.Limits) ratelimit.Decision {
+	var buf [maxInline]ratelimit.Result
+	rs := buf[:0]
+	for i := range limits.Len() {
+		rs = append(rs, ratelimit.Result{Limit: limits.At(i)})
 	}
-	return rs
+	return ratelimit.MakeDecision(rs...)
 }

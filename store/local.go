@@ -168,9 +168,11 @@ func (f *Fallback) resetLocally(sh *backlogShard, key string, set, local *spec.S
 
 // tooCostly denies a request that no instance's share can hold.
 func tooCostly(cost int, limits *ratelimit.Limits, local *spec.Set) ratelimit.Decision {
-	d := ratelimit.Decision{Fallback: true, Results: results(limits)}
-	for i := range d.Results {
-		r := &d.Results[i]
+	d := decisionFor(limits)
+	d.Fallback = true
+	rs := d.Results()
+	for i := range rs {
+		r := &rs[i]
 		r.Allowed = int64(cost) <= local.Limits[i].Capacity
 		if !r.Allowed {
 			r.ResetAfter, r.RetryAfter = r.Limit.Window, r.Limit.Window

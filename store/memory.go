@@ -125,15 +125,14 @@ func (m *Memory) decide(key string, cost int, limits *ratelimit.Limits, set *spe
 	if len(cs) == 1 && set.Ban == nil {
 		return m.decideOne(key, cost, limits, &cs[0])
 	}
-	now, c64 := m.now(), int64(cost)
-	d := ratelimit.Decision{Allowed: true, Results: make([]ratelimit.Result, len(cs))}
+	now, c64, allowed := m.now(), int64(cost), true
 	type outcome struct {
 		ok                              bool
 		remaining, retry, reset, window int64
 	}
-	var obuf [4]outcome
+	var obuf [maxInline]outcome
 	out := obuf[:0]
-	var sbuf [4]*memoryLimit
+	var sbuf [maxInline]*memoryLimit
 	states := sbuf[:0]
 	k := m.key(key, now)
 	k.mu.Lock()
@@ -150,12 +149,12 @@ func (m *Memory) decide(key string, cost int, limits *ratelimit.Limits, set *spe
 		var o outcome
 		o.ok, o.remaining, o.retry = s.state.of(c).check(c, now, c64)
 		out = append(out, o)
-		d.Allowed = d.Allowed && o.ok
+		allowed = allowed && o.ok
 	}
 	latest := k.expires.Load()
 	for i, s := range states {
 		c := &cs[i]
-		if d.Allowed {
+		if allowed {
 			out[i].reset = s.state.of(c).commit(c, now, c64)
 			out[i].remaining -= c64
 			s.expires = now + keyTTL(c, out[i].reset)
@@ -166,15 +165,18 @@ func (m *Memory) decide(key string, cost int, limits *ratelimit.Limits, set *spe
 		out[i].window = s.state.of(c).effective(c, now)
 	}
 	var ban int64
-	if !d.Allowed && set.Ban != nil {
+	if !allowed && set.Ban != nil {
 		ban = k.strike(set.Ban, now)
 		latest = max(latest, k.ban.expires)
 	}
 	k.expires.Store(latest)
 	k.mu.Unlock()
+	var rbuf [maxInline]ratelimit.Result
+	rs := rbuf[:0]
 	for i, o := range out {
-		d.Results[i] = ratelimit.Result{Limit: limits.At(i), Allowed: o.ok, Remaining: int(o.remaining), Window: us(o.window), ResetAfter: us(o.reset), RetryAfter: us(o.retry)}
+		rs = append(rs, ratelimit.Result{Limit: limits.At(i), Allowed: o.ok, Remaining: int(o.remaining), Window: us(o.window), ResetAfter: us(o.reset), RetryAfter: us(o.retry)})
 	}
+	d := ratelimit.MakeDecision(rs...)
 	if ban > 0 {
 		startBan(&d, ban)
 	}
@@ -185,9 +187,7 @@ func (m *Memory) decide(key string, cost int, limits *ratelimit.Limits, set *spe
 // steps.
 func (m *Memory) decideOne(key string, cost int, limits *ratelimit.Limits, c *compiled) ratelimit.Decision {
 	ok, remaining, window, reset, retry := m.take(key, int64(cost), c)
-	d := ratelimit.Decision{Allowed: ok, Results: make([]ratelimit.Result, 1)}
-	d.Results[0] = ratelimit.Result{Limit: limits.At(0), Allowed: ok, Remaining: int(remaining), Window: us(window), ResetAfter: us(reset), RetryAfter: us(retry)}
-	return d
+	return ratelimit.MakeDecision(ratelimit.Result{Limit: limits.At(0), Allowed: ok, Remaining: int(remaining), Window: us(window), ResetAfter: us(reset), RetryAfter: us(retry)})
 }
 
 // take decides a request costing c64 for key under the one limit c.
@@ -225,7 +225,6 @@ func (m *Memory) Peek(ctx context.Context, key string, cost int, limits *ratelim
 func (m *Memory) peek(key string, cost int, limits *ratelimit.Limits, set *spec.Set, spent []int64) ratelimit.Decision {
 	cs := set.Limits
 	now, c64 := m.now(), int64(cost)
-	d := ratelimit.Decision{Allowed: true, Results: make([]ratelimit.Result, len(cs))}
 	k := m.lookup(key)
 	if k != nil {
 		k.mu.Lock()
@@ -236,6 +235,8 @@ func (m *Memory) peek(key string, cost int, limits *ratelimit.Limits, set *spec.
 			}
 		}
 	}
+	var buf [maxInline]ratelimit.Result
+	rs := buf[:0]
 	for i := range cs {
 		c := &cs[i]
 		// A state that is missing or has expired is empty: all is left.
@@ -254,10 +255,9 @@ func (m *Memory) peek(key string, cost int, limits *ratelimit.Limits, set *spec.
 			ok, remaining, reset, retry = a.peek(c, now, c64)
 			window = a.effective(c, now)
 		}
-		d.Results[i] = ratelimit.Result{Limit: limits.At(i), Allowed: ok, Remaining: int(remaining), Window: us(window), ResetAfter: us(reset), RetryAfter: us(retry)}
-		d.Allowed = d.Allowed && ok
+		rs = append(rs, ratelimit.Result{Limit: limits.At(i), Allowed: ok, Remaining: int(remaining), Window: us(window), ResetAfter: us(reset), RetryAfter: us(retry)})
 	}
-	return d
+	return ratelimit.MakeDecision(rs...)
 }
 
 // Reset implements [ratelimit.Store].

@@ -204,7 +204,7 @@ func TestMemoryMatchesRedisSharedState(t *testing.T) {
 					t.Fatalf("step %d, %v cost %d at %v:\nmemory %+v\nredis  %+v", step, l, cost, clock.Now().Sub(epoch), got, want)
 				}
 				if got.Allowed {
-					lastReset = got.Results[0].ResetAfter
+					lastReset = got.Results()[0].ResetAfter
 				}
 			}
 		})
@@ -226,7 +226,7 @@ func TestMemoryPeekAddsNoKey(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, r := range d.Results {
+		for _, r := range d.Results() {
 			if !r.Allowed || r.Remaining != 10 || r.ResetAfter != 0 || r.RetryAfter != 0 {
 				t.Fatalf("Peek of a key not held: %v: got %+v, want all 10 left and nothing to wait for", r.Limit, r)
 			}
@@ -235,8 +235,30 @@ func TestMemoryPeekAddsNoKey(t *testing.T) {
 	if n := m.len(); n != 1 {
 		t.Errorf("the store holds %d keys after the Peeks, want 1", n)
 	}
-	if d, err := m.Peek(context.Background(), "held", 1, set); err != nil || d.Results[0].Remaining != 9 {
+	if d, err := m.Peek(context.Background(), "held", 1, set); err != nil || d.Results()[0].Remaining != 9 {
 		t.Errorf("the key held: got %+v, %v; want 9 left", d, err)
+	}
+}
+
+// TestMemoryOneLimitAllocatesNothing decides a held key under one limit of
+// each algorithm, allowed and then denied: the decision holds its one
+// result inline, so Allow allocates nothing.
+func TestMemoryOneLimitAllocatesNothing(t *testing.T) {
+	ctx := context.Background()
+	for _, l := range everyAlgorithm {
+		t.Run(l.String(), func(t *testing.T) {
+			m := newMemory(t, &fakeClock{pinnedClock{now: epoch}}, MemoryOptions{})
+			set := limitsOf(t, l)
+			m.Allow(ctx, "k", 1, set) // the key's state is made once
+			allocs := testing.AllocsPerRun(100, func() {
+				if _, err := m.Allow(ctx, "k", 1, set); err != nil {
+					t.Fatal(err)
+				}
+			})
+			if allocs != 0 {
+				t.Errorf("got %v allocations per Allow, want 0", allocs)
+			}
+		})
 	}
 }
 

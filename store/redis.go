@@ -196,8 +196,9 @@ func (s *Redis) decide(ctx context.Context, key string, cost int, limits *rateli
 	var sent int64
 	if s.denied != nil {
 		if d, ok := s.denied.get(key, set, cost); ok {
-			for i := range d.Results {
-				d.Results[i].Limit = limits.At(i)
+			rs := d.Results()
+			for i := range rs {
+				rs[i].Limit = limits.At(i)
 			}
 			return d, nil
 		}
@@ -272,23 +273,24 @@ func (s *Redis) banKey(key string) string { return s.prefix + "{" + key + "}" + 
 // retry_after and window, in microseconds), then, when banned is set, the time until
 // the key's ban ends.
 func parseDecision(line string, limits *ratelimit.Limits, banned bool) (ratelimit.Decision, error) {
-	d := ratelimit.Decision{Allowed: true, Results: make([]ratelimit.Result, limits.Len())}
-	for i := range d.Results {
+	var buf [maxInline]ratelimit.Result
+	rs := buf[:0]
+	for i := range limits.Len() {
 		var n [5]int64
 		var err error
 		if line, err = parseInts(line, n[:]); err != nil {
 			return ratelimit.Decision{}, err
 		}
-		d.Results[i] = ratelimit.Result{
+		rs = append(rs, ratelimit.Result{
 			Limit:      limits.At(i),
 			Allowed:    n[0] == 1,
 			Remaining:  int(n[1]),
 			Window:     time.Duration(n[4]) * time.Microsecond,
 			ResetAfter: time.Duration(n[2]) * time.Microsecond,
 			RetryAfter: time.Duration(n[3]) * time.Microsecond,
-		}
-		d.Allowed = d.Allowed && n[0] == 1
+		})
 	}
+	d := ratelimit.MakeDecision(rs...)
 	if banned {
 		var n [1]int64
 		var err error

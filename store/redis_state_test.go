@@ -161,7 +161,7 @@ func TestKeysHaveTTL(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				for _, r := range d.Results {
+				for _, r := range d.Results() {
 					ttl := client.PTTL(ctx, redisKey(s, key, r.Limit)).Val()
 					if ttl == -2*time.Nanosecond && r.ResetAfter == 0 {
 						continue // gone, and nothing to remember
@@ -277,7 +277,7 @@ func TestPeekWritesNothing(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Peek(%q, %d): %v", p.key, p.cost, err)
 			}
-			for _, r := range d.Results {
+			for _, r := range d.Results() {
 				if r.Remaining != p.remaining || r.Allowed != (p.cost <= p.remaining) {
 					t.Errorf("Peek(%q, %d): %v: got allowed %v remaining %d, want %v %d", p.key, p.cost, r.Limit, r.Allowed, r.Remaining, p.cost <= p.remaining, p.remaining)
 				}
@@ -359,7 +359,7 @@ func TestScriptFlush(t *testing.T) {
 			if err != nil {
 				t.Fatalf("request %d after SCRIPT FLUSH: %v", i, err)
 			}
-			if got, want := d.Results[0].Remaining, 9-i; got != want {
+			if got, want := d.Results()[0].Remaining, 9-i; got != want {
 				t.Errorf("request %d: remaining %d, want %d", i, got, want)
 			}
 		}
@@ -381,11 +381,11 @@ func TestTimeComesFromRedis(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := d.Results[0].Remaining, 2; got != want {
+	if got, want := d.Results()[0].Remaining, 2; got != want {
 		t.Errorf("300ms later by Redis's clock: remaining %d, want %d", got, want)
 	}
 	clock.Advance(-time.Hour) // Redis's clock jumps back: nothing refills, nothing breaks
-	if d, err := s.Allow(ctx, "k", 1, l); err != nil || d.Results[0].Remaining != 1 {
+	if d, err := s.Allow(ctx, "k", 1, l); err != nil || d.Results()[0].Remaining != 1 {
 		t.Errorf("after the clock went back: got %+v, %v; want remaining 1", d, err)
 	}
 }

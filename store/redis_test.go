@@ -236,3 +236,35 @@ func TestNewRedisOptions(t *testing.T) {
 		t.Errorf("DenyCacheSize -1, MaxBatch 1: deny cache %v, batch %v; want neither", s.denied != nil, s.batch != nil)
 	}
 }
+
+// TestParseDecisionAllocations reads a script's reply for
+// one limit into the decision's inline result, and for two into one
+// allocation.
+func TestParseDecisionAllocations(t *testing.T) {
+	one := limitsOf(t, ratelimit.PerMinute(1000))
+	two := limitsOf(t, ratelimit.PerMinute(1000), ratelimit.Per(10000, time.Hour))
+	tests := []struct {
+		name   string
+		line   string
+		limits *ratelimit.Limits
+		allocs float64
+	}{
+		{"one limit", "1 999 59999000 0 60000000", one, 0},
+		{"two limits", "1 999 59999000 0 60000000 1 9999 3599999000 0 3600000000", two, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var d ratelimit.Decision
+			var err error
+			allocs := testing.AllocsPerRun(100, func() {
+				d, err = parseDecision(tt.line, tt.limits, false)
+			})
+			if err != nil || !d.Allowed || len(d.Results()) != tt.limits.Len() {
+				t.Fatalf("got %+v, %v; want allowed with %d results", d, err, tt.limits.Len())
+			}
+			if allocs != tt.allocs {
+				t.Errorf("got %v allocations per reply, want %v", allocs, tt.allocs)
+			}
+		})
+	}
+}

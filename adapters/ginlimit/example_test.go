@@ -30,7 +30,7 @@ func ExampleRoutes() {
 	router.Use(ginlimit.New(limiter))
 	router.GET("/users/:id", func(c *gin.Context) {
 		d := ratelimit.Decisions(c.Request.Context())[0]
-		c.String(200, "%d left", d.Results[0].Remaining)
+		c.String(200, "%d left", d.Results()[0].Remaining)
 	})
 	for range 3 {
 		w := httptest.NewRecorder()

@@ -41,7 +41,7 @@ func OK(w http.ResponseWriter, r *http.Request) {
 	io.WriteString(w, "ok\n")
 	for _, d := range ratelimit.Decisions(r.Context()) {
 		io.WriteString(w, "decision")
-		for _, res := range d.Results {
+		for _, res := range d.Results() {
 			io.WriteString(w, " "+res.Limit.Name+"="+strconv.Itoa(res.Remaining))
 		}
 		if d.Banned > 0 {

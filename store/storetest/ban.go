@@ -72,7 +72,7 @@ func wantBanned(t *testing.T, where string, d ratelimit.Decision, banned, within
 	if banned != 0 && d.Banned != banned || banned == 0 && (d.Banned <= 0 || d.Banned > within) {
 		t.Fatalf("%s: got Banned %v, want %v (or within (0, %v]); %+v", where, d.Banned, banned, within, d)
 	}
-	for i, r := range d.Results {
+	for i, r := range d.Results() {
 		if r.Allowed || r.Remaining != 0 || r.RetryAfter != d.Banned || r.ResetAfter != d.Banned {
 			t.Errorf("%s: Results[%d] = %+v, want denied, 0 remaining, RetryAfter and ResetAfter the ban's %v", where, i, r, d.Banned)
 		}
@@ -164,14 +164,14 @@ func testBanExample(t *testing.T, h Harness) {
 		d := allowSet(t, s, key, 1, set)
 		switch {
 		case st.allowed:
-			if !d.Allowed || d.Banned != 0 || d.Results[0].Remaining != 0 {
+			if !d.Allowed || d.Banned != 0 || d.Results()[0].Remaining != 0 {
 				t.Fatalf("%s: got %+v, want allowed with 0 remaining and no ban", where, d)
 			}
 		case st.banned != 0:
 			wantBanned(t, where, d, st.banned, 0)
 		default:
 			wantDenied(t, where, d)
-			if got := d.Results[0].RetryAfter; got != st.retry {
+			if got := d.Results()[0].RetryAfter; got != st.retry {
 				t.Fatalf("%s: RetryAfter = %v, want the limit's %v", where, got, st.retry)
 			}
 		}
@@ -201,8 +201,8 @@ func testBanEachAlgorithm(t *testing.T, h Harness) {
 				t.Fatalf("the second denial: got Banned %v, want %v; %+v", d.Banned, first, d)
 			}
 			// The limit's own wait, about an hour, is longer than the ban.
-			if r := d.Results[0]; r.RetryAfter <= first || c.Pinned() && r.RetryAfter != denied.Results[0].RetryAfter {
-				t.Errorf("the second denial: RetryAfter %v, want the limit's %v", r.RetryAfter, denied.Results[0].RetryAfter)
+			if r := d.Results()[0]; r.RetryAfter <= first || c.Pinned() && r.RetryAfter != denied.Results()[0].RetryAfter {
+				t.Errorf("the second denial: RetryAfter %v, want the limit's %v", r.RetryAfter, denied.Results()[0].RetryAfter)
 			}
 			wantBanned(t, "while banned", allowSet(t, s, key, 1, set), 0, first)
 			banAdvance(c, first)
@@ -224,7 +224,7 @@ func testBanMultiLimit(t *testing.T, h Harness) {
 	log, bucket := ratelimit.Per(1, time.Hour).Using(ratelimit.SlidingLog), ratelimit.Per(10, time.Hour).Using(ratelimit.TokenBucket)
 	set := withBan(t, ratelimit.Ban{After: 1, Within: time.Hour, For: first}, log, bucket)
 	key := uniqueKey(t, "k")
-	if d := allowSet(t, s, key, 1, set); !d.Allowed || d.Results[1].Remaining != 9 {
+	if d := allowSet(t, s, key, 1, set); !d.Allowed || d.Results()[1].Remaining != 9 {
 		t.Fatalf("first request: got %+v, want allowed with 9 left in the bucket", d)
 	}
 	d := allowSet(t, s, key, 1, set)
@@ -233,13 +233,13 @@ func testBanMultiLimit(t *testing.T, h Harness) {
 	}
 	// The bucket admitted it alone: its wait is the ban's, its reset its
 	// own (6 minutes a token).
-	if r := d.Results[1]; r.RetryAfter != first || r.ResetAfter <= first {
+	if r := d.Results()[1]; r.RetryAfter != first || r.ResetAfter <= first {
 		t.Errorf("the bucket's result in the ban's answer: %+v, want RetryAfter %v and its own ResetAfter", r, first)
 	}
 	wantBanned(t, "while banned", allowSet(t, s, key, 1, set), 0, first)
 	banAdvance(c, first)
 	p := peekSet(t, s, key, 1, set)
-	if p.Allowed || p.Banned != 0 || p.Results[0].Remaining != 0 || p.Results[1].Remaining != 9 {
+	if p.Allowed || p.Banned != 0 || p.Results()[0].Remaining != 0 || p.Results()[1].Remaining != 9 {
 		t.Fatalf("a Peek after the ban: got %+v, want no ban, the log spent and 9 left in the bucket", p)
 	}
 	if d := allowSet(t, s, key, 1, set); d.Banned != first {
@@ -267,7 +267,7 @@ func testBanPeek(t *testing.T, h Harness) {
 		c.Advance(time.Millisecond)
 	}
 	d := allowSet(t, s, key, 1, set)
-	if d.Banned != first || d.Results[0].RetryAfter <= first {
+	if d.Banned != first || d.Results()[0].RetryAfter <= first {
 		t.Fatalf("the second denial: got %+v, want the start of a ban of %v, with the limit's RetryAfter", d, first)
 	}
 	c.Advance(time.Millisecond)

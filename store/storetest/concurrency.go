@@ -77,7 +77,7 @@ func testConcurrency(t *testing.T, h Harness) {
 		}
 		d := allow(t, s, key, 1, limits...)
 		for i, want := range []int{20, 70, 40, 0} {
-			if r := d.Results[i]; r.Remaining != want {
+			if r := d.Results()[i]; r.Remaining != want {
 				t.Errorf("after the race, %v has %d remaining, want %d", r.Limit, r.Remaining, want)
 			}
 		}

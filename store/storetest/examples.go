@@ -45,7 +45,7 @@ func runSteps(t *testing.T, s ratelimit.Store, c Clock, key string, limits []rat
 		d := allow(t, s, key, max(st.cost, 1), limits...)
 		where := fmt.Sprintf("step %d (t=+%v)", i, at)
 		if d.Allowed != st.allowed {
-			t.Fatalf("%s: got allowed %v, want %v; %+v", where, d.Allowed, st.allowed, d.Results)
+			t.Fatalf("%s: got allowed %v, want %v; %+v", where, d.Allowed, st.allowed, d.Results())
 		}
 		if !st.allowed {
 			r, _ := d.DeniedBy()
@@ -57,7 +57,7 @@ func runSteps(t *testing.T, s ratelimit.Store, c Clock, key string, limits []rat
 			}
 		}
 		for j, want := range st.remaining {
-			if got := d.Results[j].Remaining; got != want {
+			if got := d.Results()[j].Remaining; got != want {
 				t.Errorf("%s: Results[%d].Remaining = %d, want %d", where, j, got, want)
 			}
 		}
@@ -183,7 +183,7 @@ func testEdges(t *testing.T, h Harness) {
 		}
 		c.Advance(time.Microsecond)
 		if d := allow(t, s, key, 1, l); !d.Allowed {
-			t.Errorf("%v: denied at the edge; %+v", l, d.Results[0])
+			t.Errorf("%v: denied at the edge; %+v", l, d.Results()[0])
 		}
 		c.Advance(time.Hour)
 	}
@@ -212,19 +212,19 @@ func testEachAlgorithm(t *testing.T, h Harness) {
 			key := uniqueKey(t, "k")
 			for i := range 5 {
 				d := allow(t, s, key, 1, l)
-				if !d.Allowed || d.Results[0].Remaining != 4-i {
-					t.Fatalf("request %d: got allowed %v remaining %d, want true %d", i, d.Allowed, d.Results[0].Remaining, 4-i)
+				if !d.Allowed || d.Results()[0].Remaining != 4-i {
+					t.Fatalf("request %d: got allowed %v remaining %d, want true %d", i, d.Allowed, d.Results()[0].Remaining, 4-i)
 				}
 			}
 			d := allow(t, s, key, 1, l)
-			if d.Allowed || d.Results[0].Remaining != 0 {
-				t.Fatalf("request 5: got allowed %v remaining %d, want false 0", d.Allowed, d.Results[0].Remaining)
+			if d.Allowed || d.Results()[0].Remaining != 0 {
+				t.Fatalf("request 5: got allowed %v remaining %d, want false 0", d.Allowed, d.Results()[0].Remaining)
 			}
 			retry := d.RetryAfter()
 			if c.Pinned() {
 				// Every algorithm frees its first unit 2s after the start
 				// (the token bucket refills one per 2s).
-				checkRetry(t, "request 5", d.Results[0], 2*time.Second)
+				checkRetry(t, "request 5", d.Results()[0], 2*time.Second)
 				c.Advance(retry - time.Microsecond)
 				if d := allow(t, s, key, 1, l); d.Allowed {
 					t.Fatalf("1µs before RetryAfter %v: allowed, want denied", retry)
@@ -234,7 +234,7 @@ func testEachAlgorithm(t *testing.T, h Harness) {
 				c.Advance(retry + realMargin)
 			}
 			if d := allow(t, s, key, 1, l); !d.Allowed {
-				t.Fatalf("after RetryAfter %v: denied, want allowed; %+v", retry, d.Results[0])
+				t.Fatalf("after RetryAfter %v: denied, want allowed; %+v", retry, d.Results()[0])
 			}
 		})
 	}
@@ -279,16 +279,16 @@ func testMultiLimitAllOrNothing(t *testing.T, h Harness) {
 					{allowed: false, deniedBy: 0, remaining: []int{0, 98}},
 				})
 				// The loose limit alone still has its 98.
-				if d := allow(t, s, uniqueKey(t, "k"), 1, loose); d.Results[0].Remaining != 97 {
-					t.Errorf("loose limit alone: got remaining %d, want 97", d.Results[0].Remaining)
+				if d := allow(t, s, uniqueKey(t, "k"), 1, loose); d.Results()[0].Remaining != 97 {
+					t.Errorf("loose limit alone: got remaining %d, want 97", d.Results()[0].Remaining)
 				}
 				// Reversed order: the answer names the limit that denied.
 				d := allow(t, s, uniqueKey(t, "k"), 1, loose, tight)
 				if r, denied := d.DeniedBy(); !denied || r.Limit != tight {
 					t.Errorf("reversed: DeniedBy() = %v, %v; want %v, true", r.Limit, denied, tight)
 				}
-				if !d.Results[0].Allowed || d.Results[0].RetryAfter != 0 {
-					t.Errorf("reversed: the loose limit's result is %+v, want allowed", d.Results[0])
+				if !d.Results()[0].Allowed || d.Results()[0].RetryAfter != 0 {
+					t.Errorf("reversed: the loose limit's result is %+v, want allowed", d.Results()[0])
 				}
 			})
 		}
@@ -349,7 +349,7 @@ func testReset(t *testing.T, h Harness) {
 		t.Fatalf("Reset: %v", err)
 	}
 	d := allow(t, s, key, 1, all...)
-	for i, res := range d.Results {
+	for i, res := range d.Results() {
 		if want := i < 3; res.Allowed != want {
 			t.Errorf("after Reset of limits 0-2: Results[%d].Allowed = %v, want %v", i, res.Allowed, want)
 		}

@@ -72,7 +72,7 @@ func (m *Model) Allow(now int64, key string, cost int, limits ...ratelimit.Limit
 	if left := m.banned(now, key); left > 0 {
 		return bannedDecision(left, limits)
 	}
-	d := ratelimit.Decision{Allowed: true, Results: make([]ratelimit.Result, len(limits))}
+	rs, allowed := make([]ratelimit.Result, len(limits)), true
 	states := make([]modelState, len(limits))
 	for i, l := range limits {
 		state := withDefaults(l)
@@ -85,12 +85,12 @@ func (m *Model) Allow(now int64, key string, cost int, limits ...ratelimit.Limit
 		}
 		states[i] = s
 		ok, remaining, retry := s.check(now, cost)
-		d.Results[i] = ratelimit.Result{Limit: l, Allowed: ok, Remaining: remaining, RetryAfter: us(retry)}
-		d.Allowed = d.Allowed && ok
+		rs[i] = ratelimit.Result{Limit: l, Allowed: ok, Remaining: remaining, RetryAfter: us(retry)}
+		allowed = allowed && ok
 	}
 	for i, s := range states {
-		r := &d.Results[i]
-		if d.Allowed {
+		r := &rs[i]
+		if allowed {
 			r.Remaining -= cost
 			r.ResetAfter = us(s.commit(now, cost))
 		} else {
@@ -98,16 +98,18 @@ func (m *Model) Allow(now int64, key string, cost int, limits ...ratelimit.Limit
 		}
 		r.Window = us(s.effective(now))
 	}
-	if !d.Allowed && m.ban != (ratelimit.Ban{}) {
-		if length := m.strike(now, key); length > 0 {
-			d.Banned = length
-			for i := range d.Results {
-				r := &d.Results[i]
-				r.Allowed, r.Remaining, r.Window = false, 0, length
-				r.RetryAfter, r.ResetAfter = max(r.RetryAfter, length), max(r.ResetAfter, length)
+	var banned time.Duration
+	if !allowed && m.ban != (ratelimit.Ban{}) {
+		if banned = m.strike(now, key); banned > 0 {
+			for i := range rs {
+				r := &rs[i]
+				r.Allowed, r.Remaining, r.Window = false, 0, banned
+				r.RetryAfter, r.ResetAfter = max(r.RetryAfter, banned), max(r.ResetAfter, banned)
 			}
 		}
 	}
+	d := ratelimit.MakeDecision(rs...)
+	d.Banned = banned
 	return d
 }
 
@@ -120,7 +122,7 @@ func (m *Model) Peek(now int64, key string, cost int, limits ...ratelimit.Limit)
 	if left := m.banned(now, key); left > 0 {
 		return bannedDecision(left, limits)
 	}
-	d := ratelimit.Decision{Allowed: true, Results: make([]ratelimit.Result, len(limits))}
+	rs := make([]ratelimit.Result, len(limits))
 	for i, l := range limits {
 		state := withDefaults(l)
 		state.Name = ""
@@ -132,10 +134,9 @@ func (m *Model) Peek(now int64, key string, cost int, limits ...ratelimit.Limit)
 		}
 		ok, remaining, retry := s.check(now, cost)
 		reset := us(s.settle(now))
-		d.Results[i] = ratelimit.Result{Limit: l, Allowed: ok, Remaining: remaining, Window: us(s.effective(now)), ResetAfter: reset, RetryAfter: us(retry)}
-		d.Allowed = d.Allowed && ok
+		rs[i] = ratelimit.Result{Limit: l, Allowed: ok, Remaining: remaining, Window: us(s.effective(now)), ResetAfter: reset, RetryAfter: us(retry)}
 	}
-	return d
+	return ratelimit.MakeDecision(rs...)
 }
 
 // modelBan is a key's ban state: the strikes counted since the first of
@@ -194,10 +195,12 @@ func (m *Model) strike(now int64, key string) time.Duration {
 // bannedDecision is the answer to a request of a key banned for left
 // more.
 func bannedDecision(left time.Duration, limits []ratelimit.Limit) ratelimit.Decision {
-	d := ratelimit.Decision{Results: make([]ratelimit.Result, len(limits)), Banned: left}
+	rs := make([]ratelimit.Result, len(limits))
 	for i, l := range limits {
-		d.Results[i] = ratelimit.Result{Limit: l, Window: left, ResetAfter: left, RetryAfter: left}
+		rs[i] = ratelimit.Result{Limit: l, Window: left, ResetAfter: left, RetryAfter: left}
 	}
+	d := ratelimit.MakeDecision(rs...)
+	d.Banned = left
 	return d
 }
 

@@ -116,8 +116,8 @@ func testPeekAgreesWithAllow(t *testing.T, h Harness) {
 				t.Fatalf("round %d step %d: %v cost %d: Peek said allowed %v retry after %v, Allow then %v %v:\npeek  %+v\nallow %+v",
 					round, step, limits, cost, p.Allowed, p.RetryAfter(), a.Allowed, a.RetryAfter(), p, a)
 			}
-			for i, pr := range p.Results {
-				ar := a.Results[i]
+			for i, pr := range p.Results() {
+				ar := a.Results()[i]
 				remaining := ar.Remaining
 				if a.Allowed {
 					remaining += cost
@@ -137,7 +137,7 @@ func testPeekInvalidInput(t *testing.T, h Harness) {
 	l := ratelimit.PerMinute(10)
 	allow(t, s, "k", 3, l)
 	refusesInvalid(t, s.Peek)
-	if d := peek(t, s, "k", 7, l); !d.Allowed || d.Results[0].Remaining != 7 {
+	if d := peek(t, s, "k", 7, l); !d.Allowed || d.Results()[0].Remaining != 7 {
 		t.Errorf("a Peek of the rest of the quota after the refusals: got %+v, want allowed with 7 remaining", d)
 	}
 	if d := allow(t, s, "k", 7, l); !d.Allowed {

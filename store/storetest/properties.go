@@ -118,8 +118,8 @@ func testInvariants(t *testing.T, h Harness) {
 				}
 				continue
 			}
-			for i, r := range again.Results {
-				before := d.Results[i].Remaining
+			for i, r := range again.Results() {
+				before := d.Results()[i].Remaining
 				if after := r.Remaining + map[bool]int{true: cost}[again.Allowed]; after < before {
 					t.Fatalf("a denied request took from %v: Remaining %d before, %d after", r.Limit, before, after)
 				}
@@ -170,11 +170,11 @@ func modelTraffic(c Clock) (windows []time.Duration, rounds, steps int, toleranc
 // sameDecision compares decisions, durations within tolerance.
 func sameDecision(got, want ratelimit.Decision, tolerance time.Duration) bool {
 	near := func(a, b time.Duration) bool { return a-b <= tolerance && b-a <= tolerance }
-	if got.Allowed != want.Allowed || len(got.Results) != len(want.Results) || !near(got.Banned, want.Banned) || (got.Banned > 0) != (want.Banned > 0) {
+	if got.Allowed != want.Allowed || len(got.Results()) != len(want.Results()) || !near(got.Banned, want.Banned) || (got.Banned > 0) != (want.Banned > 0) {
 		return false
 	}
-	for i, g := range got.Results {
-		w := want.Results[i]
+	for i, g := range got.Results() {
+		w := want.Results()[i]
 		if g.Limit != w.Limit || g.Allowed != w.Allowed || g.Remaining != w.Remaining ||
 			!near(g.ResetAfter, w.ResetAfter) || !near(g.RetryAfter, w.RetryAfter) || !near(g.Window, w.Window) {
 			return false

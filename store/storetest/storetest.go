@@ -162,14 +162,14 @@ func brokenInvariant(d ratelimit.Decision, cost int, limits []ratelimit.Limit) s
 // peeked: then nothing was taken, and a limit allows exactly when cost
 // fits in its Remaining.
 func brokenAnswer(d ratelimit.Decision, cost int, limits []ratelimit.Limit, peeked bool) string {
-	if got, want := len(d.Results), len(limits); got != want {
+	if got, want := len(d.Results()), len(limits); got != want {
 		return fmt.Sprintf("got %d results, want %d", got, want)
 	}
 	if d.Banned != 0 {
 		return brokenBan(d, limits)
 	}
 	all := true
-	for i, r := range d.Results {
+	for i, r := range d.Results() {
 		l := limits[i]
 		switch {
 		case r.Limit != l:
@@ -209,7 +209,7 @@ func brokenBan(d ratelimit.Decision, limits []ratelimit.Limit) string {
 	if d.Banned < 0 || d.Allowed {
 		return fmt.Sprintf("Banned = %v with Allowed %v, want Banned > 0 and a denial", d.Banned, d.Allowed)
 	}
-	for i, r := range d.Results {
+	for i, r := range d.Results() {
 		l := limits[i]
 		switch {
 		case r.Limit != l:

@@ -64,7 +64,7 @@ func testEffectiveWindow(t *testing.T, h Harness) {
 					}
 				}
 			}
-			for i, r := range got.Results {
+			for i, r := range got.Results() {
 				l := limits[i]
 				soonest := nextUnit(t, &m, now, key, r.Remaining, l)
 				if r.Window > soonest {
@@ -158,7 +158,7 @@ func testEffectiveWindowLive(t *testing.T, s ratelimit.Store, c Clock, rng *rand
 				continue
 			}
 			i := rng.IntN(len(limits))
-			r, l := d.Results[i], limits[i]
+			r, l := d.Results()[i], limits[i]
 			if r.Remaining > 0 {
 				if spent := allow(t, s, key, r.Remaining, l); !spent.Allowed {
 					t.Fatalf("%v: the answer said Remaining %d, but spending them at once is denied: %+v", l, r.Remaining, spent)
@@ -172,7 +172,7 @@ func testEffectiveWindowLive(t *testing.T, s ratelimit.Store, c Clock, rng *rand
 					l, r, r.Remaining, r.Window, end.Sub(start))
 			}
 			if !more.Allowed {
-				if unit := more.Results[0].RetryAfter; end.Sub(start)+unit < r.Window {
+				if unit := more.Results()[0].RetryAfter; end.Sub(start)+unit < r.Window {
 					t.Fatalf("%v: the answer %+v promised at most %d more units within %v, and one more may pass %v after the answer",
 						l, r, r.Remaining, r.Window, end.Sub(start)+unit)
 				}

@@ -348,11 +348,11 @@ func (a *App) Login(w http.ResponseWriter, r *http.Request) {
 // spending it, as JSON.
 func (a *App) Quota(w http.ResponseWriter, r *http.Request) {
 	d, err := a.IP.Peek(r)
-	if err != nil || len(d.Results) == 0 {
+	if err != nil || len(d.Results()) == 0 {
 		http.Error(w, "the quota cannot be read now", http.StatusServiceUnavailable)
 		return
 	}
-	res := d.Results[0]
+	res := d.Results()[0]
 	w.Header().Set("Content-Type", "application/json")
 	fmt.Fprintf(w, `{"limit":%d,"remaining":%d,"reset_ms":%d}`+"\n", res.Limit.Quota, res.Remaining, res.ResetAfter.Milliseconds())
 }
@@ -369,7 +369,7 @@ func API(w http.ResponseWriter, r *http.Request) {
 		Left []left `json:"left"`
 	}{Data: "ok", Left: []left{}}
 	for _, d := range ratelimit.Decisions(r.Context()) {
-		for _, res := range d.Results {
+		for _, res := range d.Results() {
 			body.Left = append(body.Left, left{res.Limit.Name, res.Remaining})
 		}
 	}
