@@ -145,6 +145,9 @@ func (f *functions) refuse(err error) bool {
 // permission, nor that of a command the function calls, which Redis
 // reports otherwise, and after writes the function may have made.
 func refusal(err error) (msg string, level slog.Level, ok bool) {
+	if err == nil {
+		return "", 0, false // before errors.As, whose target escapes
+	}
 	var reply redis.Error
 	if !errors.As(err, &reply) {
 		return "", 0, false
@@ -162,6 +165,9 @@ func refusal(err error) (msg string, level slog.Level, ok bool) {
 // functionMissing reports whether err says Redis has no such function:
 // the call did not run.
 func functionMissing(err error) bool {
+	if err == nil {
+		return false // before errors.As, whose target escapes
+	}
 	var reply redis.Error
 	return errors.As(err, &reply) && strings.HasPrefix(reply.Error(), "ERR Function not found")
 }
