@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/go-redis/redis_rate/v10"
+	"github.com/redis/go-redis/v9"
 	sethvargo "github.com/sethvargo/go-limiter/memorystore"
 	"github.com/throttled/throttled/v2"
 	goredisstore "github.com/throttled/throttled/v2/store/goredisstore.v9"
@@ -44,6 +45,8 @@ type contender struct {
 	family string // see famFixed etc.
 	ours   bool   // a row of this library: "vs ours" is 1.00
 	redis  bool   // needs the Redis server (FLUSHALL before each cell)
+	// cluster: the row runs on a Redis Cluster too (with -cluster).
+	cluster bool
 	// note says how the workload's limit was mapped onto the contender's
 	// API, and anything else a reader must know; printed under the table.
 	note string
@@ -301,19 +304,16 @@ func oursVariant(name, family string, a ratelimit.Algorithm, variant string, how
 		note = "this library as above, with " + variant + "."
 	}
 	return &contender{
-		name:   name,
-		family: family,
-		redis:  true,
-		note:   note,
+		name:    name,
+		family:  family,
+		redis:   true,
+		cluster: how&viaAutoPipeliner == 0,
+		note:    note,
 		build: func(e *env, l limitSpec) (instance, error) {
-			newClient := e.redis.newClient
-			if how&inFallback != 0 {
-				newClient = e.redis.newDeadlineClient
-			}
-			c := newClient()
+			c := e.redis.newUniversal(how&inFallback != 0)
 			var client store.RedisClient = c
 			if how&viaAutoPipeliner != 0 {
-				ap, err := c.AutoPipeline()
+				ap, err := c.(*redis.Client).AutoPipeline()
 				if err != nil {
 					c.Close()
 					return instance{}, err

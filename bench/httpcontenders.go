@@ -65,22 +65,8 @@ func httpContenders() []*httpContender {
 		oursHTTP("sliding-window", ratelimit.SlidingWindow, false),
 		oursHTTP("token-bucket", ratelimit.TokenBucket, false),
 		oursHTTP("fixed-window", ratelimit.FixedWindow, true),
-		{
-			name:   "ratelimit/memory/fixed-window",
-			family: httpFamMemory,
-			note:   "this library on `store.NewMemory(store.MemoryOptions{})` (room for 100,000 keys), otherwise as `ratelimit/redis/fixed-window`.",
-			wrap: func(e *env, l limitSpec, next http.Handler) (http.Handler, func(), error) {
-				s, err := store.NewMemory(store.MemoryOptions{})
-				if err != nil {
-					return nil, nil, err
-				}
-				lim, err := newOursLimiter(s, l, ratelimit.FixedWindow, plainHeaderKey)
-				if err != nil {
-					return nil, nil, err
-				}
-				return lim.Handler(next), func() {}, nil
-			},
-		},
+		oursMemoryHTTP(""),
+		oursMemoryHTTP("x-headers"),
 		{
 			name:   "ulule/limiter",
 			family: httpFamRedis,
@@ -218,12 +204,42 @@ func oursHTTP(algo string, a ratelimit.Algorithm, hmac bool) *httpContender {
 	}
 }
 
-func newOursLimiter(s ratelimit.Store, l limitSpec, a ratelimit.Algorithm, key ratelimit.KeyFunc) (*ratelimit.Limiter, error) {
-	return ratelimit.New(s, "bench",
+// oursMemoryHTTP is this library's middleware on the Memory store, with
+// the default headers, or with variant "x-headers" only the X-RateLimit-*
+// ones, the three go-chi/httprate sends: what the draft's two fields cost.
+func oursMemoryHTTP(variant string) *httpContender {
+	name := "ratelimit/memory/fixed-window"
+	note := "this library on `store.NewMemory(store.MemoryOptions{})` (room for 100,000 keys), otherwise as `ratelimit/redis/fixed-window`."
+	var opts []ratelimit.Option
+	if variant == "x-headers" {
+		name += ",x-headers"
+		note = "this library as `ratelimit/memory/fixed-window`, with `WithHeaders(ratelimit.HeadersX)`: X-RateLimit-Limit, X-RateLimit-Remaining and X-RateLimit-Reset only, the three headers go-chi/httprate sends, without the draft's RateLimit-Policy and RateLimit."
+		opts = append(opts, ratelimit.WithHeaders(ratelimit.HeadersX))
+	}
+	return &httpContender{
+		name:   name,
+		family: httpFamMemory,
+		note:   note,
+		wrap: func(e *env, l limitSpec, next http.Handler) (http.Handler, func(), error) {
+			s, err := store.NewMemory(store.MemoryOptions{})
+			if err != nil {
+				return nil, nil, err
+			}
+			lim, err := newOursLimiter(s, l, ratelimit.FixedWindow, plainHeaderKey, opts...)
+			if err != nil {
+				return nil, nil, err
+			}
+			return lim.Handler(next), func() {}, nil
+		},
+	}
+}
+
+func newOursLimiter(s ratelimit.Store, l limitSpec, a ratelimit.Algorithm, key ratelimit.KeyFunc, opts ...ratelimit.Option) (*ratelimit.Limiter, error) {
+	return ratelimit.New(s, "bench", append([]ratelimit.Option{
 		ratelimit.WithLimits(ratelimitLimit(l, a)),
 		ratelimit.WithKey(key),
 		ratelimit.WithErrorHandler(ratelimit.FailClosed),
-	)
+	}, opts...)...)
 }
 
 // describeLimit writes l for the report: "100,000 per hour".

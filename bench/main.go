@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"regexp"
+	"runtime/pprof"
 	"sort"
 	"strconv"
 	"strings"
@@ -30,6 +31,12 @@ type config struct {
 	repeat   int
 	out      string
 	only     *regexp.Regexp
+	// cluster, when above 0, runs the Redis rows that support it on a
+	// Redis Cluster of that many masters, started by the benchmark.
+	cluster int
+	// cpuProfile, when set, is the file of a CPU profile of the whole
+	// run (with -http and wrk: the server side only).
+	cpuProfile string
 	// The HTTP benchmark's: -http, -connections, -loadgen.
 	http    bool
 	conns   int
@@ -58,6 +65,8 @@ func parseFlags(args []string) (*config, error) {
 	only := fs.String("only", "", "run only the rows whose \"workload/contender\" matches this regular expression (e.g. 'hot-key/.*redis')")
 	httpMode := fs.Bool("http", false, "run the HTTP benchmark: requests/s through each limiter's net/http middleware on a loopback server, instead of decisions/s")
 	conns := fs.Int("connections", 64, "with -http: keep-alive connections of the load generator")
+	cluster := fs.Int("cluster", 0, "start a Redis Cluster of this many masters on loopback and run this library's Redis rows on it (a redis.ClusterClient); the peers' rows are left out")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process over the whole run to this file (with -only, one row's; with -http and wrk, the servers' side alone)")
 	loadgen := fs.String("loadgen", "auto", "with -http: the load generator, wrk, go (this program's own), or auto (wrk when on PATH, else go)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -65,7 +74,13 @@ func parseFlags(args []string) (*config, error) {
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments: %q", fs.Args())
 	}
-	cfg := &config{redisURL: *redisURL, duration: *duration, out: *out, repeat: *repeat, http: *httpMode, conns: *conns, loadgen: *loadgen}
+	cfg := &config{redisURL: *redisURL, duration: *duration, out: *out, repeat: *repeat, http: *httpMode, conns: *conns, loadgen: *loadgen, cluster: *cluster, cpuProfile: *cpuProfile}
+	if cfg.cluster < 0 {
+		return nil, fmt.Errorf("-cluster must be 0 (off) or a number of masters, got %d", cfg.cluster)
+	}
+	if cfg.cluster > 0 && (cfg.http || cfg.redisURL != "") {
+		return nil, fmt.Errorf("-cluster starts its own cluster for the decision benchmark: it does not go with -http or -redis")
+	}
 	if cfg.conns < 1 {
 		return nil, fmt.Errorf("-connections must be at least 1, got %d", cfg.conns)
 	}
@@ -104,6 +119,19 @@ func run(cfg *config) int {
 		// Without a server of ours, a second Ctrl-C just exits.
 		go func() { <-ctx.Done(); stop() }()
 	}
+	if cfg.cpuProfile != "" {
+		f, err := os.Create(cfg.cpuProfile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench: -cpuprofile:", err)
+			return 2
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, "bench: -cpuprofile:", err)
+			return 2
+		}
+		defer pprof.StopCPUProfile()
+	}
 	if cfg.http {
 		return runHTTP(ctx, stop, cfg)
 	}
@@ -114,7 +142,7 @@ func run(cfg *config) int {
 	cs := contenders()
 	for i := range ws {
 		for _, c := range cs {
-			if !cfg.only.MatchString(ws[i].id + "/" + c.name) {
+			if !cfg.only.MatchString(ws[i].id+"/"+c.name) || (cfg.cluster > 0 && !c.cluster) {
 				continue
 			}
 			for _, n := range cfg.callers {
@@ -186,6 +214,7 @@ func newEnv(ctx context.Context, stop context.CancelFunc, cfg *config, needRedis
 		return e, "not used", closeEnv, 0
 	}
 	var opts *redis.Options
+	var masters []string // with -cluster
 	if cfg.redisURL != "" {
 		var err error
 		if opts, err = redis.ParseURL(cfg.redisURL); err != nil {
@@ -195,6 +224,27 @@ func newEnv(ctx context.Context, stop context.CancelFunc, cfg *config, needRedis
 		if opts.DB != 0 {
 			fmt.Fprintf(os.Stderr, "bench: warning: -redis selects database %d, but go-zero's wrapper always uses database 0\n", opts.DB)
 		}
+	} else if cfg.cluster > 0 {
+		cl, err := startCluster(cfg.cluster)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			return nil, "", nil, 1
+		}
+		closeEnv = cl.Close
+		go func() {
+			<-ctx.Done()
+			sig := make(chan os.Signal, 1)
+			signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+			stop()
+			<-sig
+			cl.Close()
+			os.Exit(130)
+		}()
+		for _, m := range cl.Masters {
+			masters = append(masters, m.Addr)
+		}
+		opts = &redis.Options{Addr: masters[0]}
+		fmt.Fprintf(os.Stderr, "bench: started a Redis Cluster of %d masters on %s\n", len(masters), strings.Join(masters, ", "))
 	} else {
 		srv, err := startRedis()
 		if err != nil {
@@ -216,7 +266,7 @@ func newEnv(ctx context.Context, stop context.CancelFunc, cfg *config, needRedis
 		opts = &redis.Options{Addr: srv.Addr}
 		fmt.Fprintf(os.Stderr, "bench: started redis-server on %s\n", srv.Addr)
 	}
-	e.redis = &redisTarget{opts: opts}
+	e.redis = &redisTarget{opts: opts, cluster: masters}
 	v, err := e.redis.version(ctx)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench: Redis does not answer:", err)

@@ -23,9 +23,22 @@ func startRedis() (*redistest.Server, error) {
 	return redistest.Start()
 }
 
+// startCluster starts a throwaway Redis Cluster of n masters from PATH,
+// with the library's test starter, as startRedis does a server.
+func startCluster(n int) (*redistest.Cluster, error) {
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		return nil, fmt.Errorf("redis-server is not on PATH (%v); install it to run -cluster", err)
+	}
+	return redistest.StartCluster(n)
+}
+
 // redisTarget is the Redis every Redis-backed contender talks to.
 type redisTarget struct {
-	opts *redis.Options // parsed from -redis, or pointing at our server
+	opts *redis.Options // parsed from -redis, or pointing at our server (with -cluster, its first master)
+	// cluster holds the masters' addresses with -cluster: the contenders
+	// get a redis.ClusterClient seeded with them, and flush and the CPU
+	// meter go to every master.
+	cluster []string
 }
 
 // poolSize is the go-redis pool size of every client this program
@@ -51,12 +64,46 @@ func (t *redisTarget) newDeadlineClient() *redis.Client {
 	return redis.NewClient(&o)
 }
 
-// flush empties every database of the target, so that no cell sees
-// another's keys.
+// newUniversal is newClient, or with -cluster a redis.ClusterClient over
+// the masters with the same pool size per node; deadline is
+// newDeadlineClient's ContextTimeoutEnabled.
+func (t *redisTarget) newUniversal(deadline bool) redis.UniversalClient {
+	if len(t.cluster) == 0 {
+		if deadline {
+			return t.newDeadlineClient()
+		}
+		return t.newClient()
+	}
+	return redis.NewClusterClient(&redis.ClusterOptions{Addrs: t.cluster, PoolSize: poolSize, ContextTimeoutEnabled: deadline})
+}
+
+// servers returns the options of every server of the target: the one
+// server, or every master of the cluster.
+func (t *redisTarget) servers() []*redis.Options {
+	if len(t.cluster) == 0 {
+		return []*redis.Options{t.opts}
+	}
+	var all []*redis.Options
+	for _, addr := range t.cluster {
+		o := *t.opts
+		o.Addr = addr
+		all = append(all, &o)
+	}
+	return all
+}
+
+// flush empties every database of the target, on every server, so that
+// no cell sees another's keys.
 func (t *redisTarget) flush(ctx context.Context) error {
-	c := redis.NewClient(t.opts)
-	defer c.Close()
-	return c.FlushAll(ctx).Err()
+	for _, o := range t.servers() {
+		c := redis.NewClient(o)
+		err := c.FlushAll(ctx).Err()
+		c.Close()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // version returns the server's redis_version from INFO server.
@@ -75,27 +122,43 @@ func (t *redisTarget) version(ctx context.Context) (string, error) {
 	return "unknown", nil
 }
 
-// cpuMeter reads the CPU time the Redis server has used, from INFO cpu,
-// over one client kept for the cell so that no dial falls between two
-// readings.
-type cpuMeter struct{ c *redis.Client }
+// cpuMeter reads the CPU time the Redis servers have used, from INFO
+// cpu, over one client per server kept for the cell so that no dial falls
+// between two readings.
+type cpuMeter struct{ cs []*redis.Client }
 
 func (t *redisTarget) newCPUMeter() *cpuMeter {
-	o := *t.opts
-	o.PoolSize = 1
-	return &cpuMeter{c: redis.NewClient(&o)}
-}
-
-// read returns used_cpu_sys + used_cpu_user so far.
-func (m *cpuMeter) read(ctx context.Context) (time.Duration, error) {
-	info, err := m.c.Info(ctx, "cpu").Result()
-	if err != nil {
-		return 0, err
+	m := &cpuMeter{}
+	for _, o := range t.servers() {
+		o.PoolSize = 1
+		m.cs = append(m.cs, redis.NewClient(o))
 	}
-	return parseInfoCPU(info)
+	return m
 }
 
-func (m *cpuMeter) close() { m.c.Close() }
+// read returns used_cpu_sys + used_cpu_user so far, summed over the
+// servers (every master of a cluster).
+func (m *cpuMeter) read(ctx context.Context) (time.Duration, error) {
+	var total time.Duration
+	for _, c := range m.cs {
+		info, err := c.Info(ctx, "cpu").Result()
+		if err != nil {
+			return 0, err
+		}
+		cpu, err := parseInfoCPU(info)
+		if err != nil {
+			return 0, err
+		}
+		total += cpu
+	}
+	return total, nil
+}
+
+func (m *cpuMeter) close() {
+	for _, c := range m.cs {
+		c.Close()
+	}
+}
 
 // parseInfoCPU returns used_cpu_sys + used_cpu_user (seconds, with
 // microseconds) of an INFO cpu reply: the server process's CPU time, all

@@ -169,6 +169,9 @@ func writeMachine(b *strings.Builder, m machine, cfg *config) {
 }
 
 func redisWhere(cfg *config) string {
+	if cfg.cluster > 0 {
+		return fmt.Sprintf("a Redis Cluster of %d masters, no replicas, started by the benchmark on loopback, no persistence; Redis CPU summed over the masters", cfg.cluster)
+	}
 	if cfg.redisURL != "" {
 		return "from -redis"
 	}

@@ -61,33 +61,59 @@ func RequireClusterWithReplicas(t testing.TB, masters, replicasPerMaster int) *C
 func requireCluster(t testing.TB, masters, replicasPerMaster int, nodeTimeout time.Duration) *Cluster {
 	t.Helper()
 	skipUnlessInstalled(t)
-	if masters < 1 || replicasPerMaster < 0 {
-		t.Fatalf("redistest: a cluster of %d masters with %d replicas each: want at least one master and no negative count", masters, replicasPerMaster)
+	c, err := startCluster(masters, replicasPerMaster, nodeTimeout)
+	if err != nil {
+		t.Fatalf("redistest: %v", err)
 	}
-	startNode := func() *Server {
-		t.Helper()
-		s, err := startClusterNode(nodeTimeout)
-		if err != nil {
-			t.Fatalf("redistest: %v", err)
-		}
-		t.Cleanup(s.Kill)
-		return s
+	t.Cleanup(c.Close)
+	return c
+}
+
+// StartCluster starts a cluster of n masters on loopback, without
+// replicas, as [RequireCluster] does, for a program that is not a test
+// (the benchmark). Close stops it.
+func StartCluster(n int) (*Cluster, error) {
+	return startCluster(n, 0, clusterNodeTimeout)
+}
+
+func startCluster(masters, replicasPerMaster int, nodeTimeout time.Duration) (*Cluster, error) {
+	if masters < 1 || replicasPerMaster < 0 {
+		return nil, fmt.Errorf("a cluster of %d masters with %d replicas each: want at least one master and no negative count", masters, replicasPerMaster)
 	}
 	c := &Cluster{Replicas: make([][]*Server, masters)}
+	fail := func(err error) (*Cluster, error) {
+		c.Close()
+		return nil, err
+	}
 	for range masters {
-		c.Masters = append(c.Masters, startNode())
+		s, err := startClusterNode(nodeTimeout)
+		if err != nil {
+			return fail(err)
+		}
+		c.Masters = append(c.Masters, s)
 	}
 	for i := range c.Replicas {
 		for range replicasPerMaster {
-			c.Replicas[i] = append(c.Replicas[i], startNode())
+			s, err := startClusterNode(nodeTimeout)
+			if err != nil {
+				return fail(err)
+			}
+			c.Replicas[i] = append(c.Replicas[i], s)
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := c.form(ctx); err != nil {
-		t.Fatalf("redistest: forming the cluster: %v", err)
+		return fail(fmt.Errorf("forming the cluster: %w", err))
 	}
-	return c
+	return c, nil
+}
+
+// Close kills every node of the cluster and removes their directories.
+func (c *Cluster) Close() {
+	for _, s := range c.nodes() {
+		s.Close()
+	}
 }
 
 // startClusterNode starts a cluster-enabled server on a port whose cluster
