@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"sync/atomic"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -59,23 +60,39 @@ func benchClients(b *testing.B, l *ratelimit.Limiter) {
 // BenchmarkMiddlewareMemory is the request path on the Memory store, where
 // the middleware's own cost shows: 4,096 returning clients keyed by IP,
 // allowed (a quota they never spend) or denied (a quota of 1, spent during
-// the warm-up).
+// the warm-up), without and with an observer (WithObserver).
 func BenchmarkMiddlewareMemory(b *testing.B) {
 	for _, tc := range []struct {
-		name  string
-		quota int
-	}{{"allowed", 1_000_000}, {"denied", 1}} {
+		name     string
+		quota    int
+		observed bool
+	}{{"allowed", 1_000_000, false}, {"denied", 1, false}, {"allowed,observed", 1_000_000, true}, {"denied,observed", 1, true}} {
 		b.Run(tc.name, func(b *testing.B) {
 			s, err := store.NewMemory(store.MemoryOptions{})
 			if err != nil {
 				b.Fatal(err)
 			}
-			l, err := ratelimit.New(s, "bench", ratelimit.WithLimits(ratelimit.PerMinute(tc.quota).Using(ratelimit.FixedWindow)))
+			opts := []ratelimit.Option{ratelimit.WithLimits(ratelimit.PerMinute(tc.quota).Using(ratelimit.FixedWindow))}
+			if tc.observed {
+				opts = append(opts, ratelimit.WithObserver(countOutcomes()))
+			}
+			l, err := ratelimit.New(s, "bench", opts...)
 			if err != nil {
 				b.Fatal(err)
 			}
 			benchClients(b, l)
 		})
+	}
+}
+
+// countOutcomes is an observer doing what a metrics observer does at
+// least: count each request by outcome, and add up the store's latency.
+func countOutcomes() func(*http.Request, ratelimit.Event) {
+	var counts [16]atomic.Uint64
+	var latency atomic.Int64
+	return func(_ *http.Request, e ratelimit.Event) {
+		counts[e.Outcome&15].Add(1)
+		latency.Add(int64(e.Latency))
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/ratelimit-go/ratelimit"
@@ -100,6 +101,47 @@ func ExampleWithLimitsFunc() {
 	// free-1 429 "free";q=1;w=60
 	// pro-1 200 "pro";q=100;w=60
 	// pro-1 200 "pro";q=100;w=60
+}
+
+// An observer sees every decision: here it counts, per route and limit,
+// the requests each limit denied, as a metrics observer would. The event
+// holds the route pattern and the limits' names, never the client's key.
+func ExampleWithObserver() {
+	s, _ := store.NewMemory(store.MemoryOptions{})
+	var mu sync.Mutex
+	denied := map[string]int{}
+	limiter, err := ratelimit.New(s, "api",
+		ratelimit.WithRoutes(map[string][]ratelimit.Limit{
+			"POST /login": {
+				ratelimit.PerMinute(2).Using(ratelimit.FixedWindow).Named("login"),
+				ratelimit.PerSecond(5).Using(ratelimit.TokenBucket).Named("burst"),
+			},
+		}),
+		ratelimit.WithObserver(func(r *http.Request, e ratelimit.Event) {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, res := range e.Decision.Results() {
+				if !res.Allowed {
+					denied[e.Route+" "+res.Limit.Name]++
+				}
+			}
+			fmt.Println(e.Outcome)
+		}),
+	)
+	if err != nil {
+		panic(err)
+	}
+	h := limiter.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	for range 4 {
+		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("POST", "/login", nil))
+	}
+	fmt.Println(denied)
+	// Output:
+	// allowed
+	// allowed
+	// denied
+	// denied
+	// map[POST /login login:2]
 }
 
 // A job that calls a third-party API under its quota waits for its turn

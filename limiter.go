@@ -28,6 +28,7 @@ type Limiter struct {
 	headers   HeaderStyle
 	dryRun    bool
 	report    func(*http.Request, Decision)
+	observe   func(*http.Request, Event) // of WithObserver; nil without
 	logger    *slog.Logger
 
 	all    *policy // the limits of WithLimits; nil without

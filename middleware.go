@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/ratelimit-go/ratelimit/internal/routesyntax"
 )
@@ -56,18 +57,22 @@ func (l *Limiter) Allow(w http.ResponseWriter, r *http.Request) (*http.Request, 
 	}
 	p, err := l.funcPolicy(r, p, pattern)
 	if err != nil {
-		return r, l.fail(w, r, err)
+		return r, l.fail(w, r, err, Event{Route: pattern})
 	}
 	if p == nil {
 		return r, true
 	}
 	storeKey, err := l.storeKey(r, p)
 	if err != nil {
-		return r, l.fail(w, r, err)
+		return r, l.fail(w, r, err, Event{Route: pattern})
 	}
 	cost := l.costOf(r)
 	var d Decision
 	counted := false
+	var start time.Time
+	if l.observe != nil {
+		start = time.Now()
+	}
 	if l.countOnly != nil {
 		d, err = l.store.Peek(r.Context(), storeKey, cost, p.limits) // the response decides whether it spends
 		if err == nil && !d.Allowed && l.ban.After > 0 {
@@ -80,8 +85,12 @@ func (l *Limiter) Allow(w http.ResponseWriter, r *http.Request) (*http.Request, 
 	} else {
 		d, err = l.store.Allow(r.Context(), storeKey, cost, p.limits)
 	}
+	var latency time.Duration
+	if l.observe != nil {
+		latency = time.Since(start)
+	}
 	if err != nil {
-		return r, l.fail(w, r, err)
+		return r, l.fail(w, r, err, Event{Route: pattern, Cost: cost, Latency: latency})
 	}
 	v := s.add(l, p, d)
 	v.counted, v.pk = counted, l.partition.of(storeKey)
@@ -90,6 +99,9 @@ func (l *Limiter) Allow(w http.ResponseWriter, r *http.Request) (*http.Request, 
 		retry = retryAfter(d)
 	}
 	setHeaders(w, l.headers, s, retry)
+	if l.observe != nil {
+		l.observe(r, Event{Namespace: l.namespace, Route: pattern, Outcome: l.outcomeOf(&d), Cost: cost, Latency: latency, Decision: d})
+	}
 	if d.Fallback {
 		l.counts.fallback.Add(1)
 	}
@@ -190,20 +202,25 @@ func (l *Limiter) funcPolicy(r *http.Request, p *policy, pattern string) (*polic
 	return p, nil
 }
 
-// fail logs err and hands r to the error handler. A request whose
-// context ended before the store decided is no store failure: it is
-// counted apart and not logged.
-func (l *Limiter) fail(w http.ResponseWriter, r *http.Request, err error) bool {
+// fail logs err, tells the observer (e holds what is known of the
+// request: its route, and its cost and the store's latency once asked)
+// and hands r to the error handler. A request whose context ended before
+// the store decided is no store failure: it is counted apart and not
+// logged.
+func (l *Limiter) fail(w http.ResponseWriter, r *http.Request, err error, e Event) bool {
 	if r.Context().Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
 		l.counts.canceled.Add(1)
+		l.observeFailure(r, Canceled, err, e)
 		return l.onError(w, r, err)
 	}
 	kind, msg, level := logStoreError, "ratelimit: store failed", slog.LevelError
 	if isRequestError(err) {
 		kind, msg, level = logRequestError, "ratelimit: request not decided", slog.LevelWarn
 		l.counts.badRequests.Add(1)
+		l.observeFailure(r, BadRequest, err, e)
 	} else {
 		l.counts.storeErrors.Add(1)
+		l.observeFailure(r, StoreError, err, e)
 	}
 	if ok, dropped := l.logs.allow(kind); ok {
 		l.logger.LogAttrs(r.Context(), level, msg, slog.String("error", err.Error()),

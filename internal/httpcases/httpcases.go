@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -84,6 +85,11 @@ type Case struct {
 	// that runs after the first, on the same store.
 	Inner func(fw Framework) []ratelimit.Option
 	Steps []Step
+	// Observed, when set, is what an observer (ratelimit.WithObserver)
+	// given to the first Limiter must have seen once the steps ran: one
+	// "outcome route limits" line per event, limits being the names of
+	// the limits that did not allow, joined by ",".
+	Observed func(fw Framework) []string
 }
 
 func get(path string, status int, want map[string]string) Step {
@@ -359,6 +365,28 @@ var Cases = []Case{
 			get("/", 429, map[string]string{"RateLimit": "", "Retry-After": "60"}),
 		},
 	},
+	{
+		Name: "an observer sees each request's route pattern, outcome and denying limits",
+		Options: func(fw Framework) []ratelimit.Option {
+			return []ratelimit.Option{
+				ratelimit.WithLimits(ratelimit.PerMinute(5).Using(ratelimit.FixedWindow).Named("api")),
+				fw.Routes(map[string][]ratelimit.Limit{
+					fw.Pattern(Route{"GET", "/api/:id"}): {ratelimit.PerMinute(1).Using(ratelimit.TokenBucket).Named("items")},
+				}),
+				ratelimit.WithSkip(func(r *http.Request) bool { return r.URL.Path == "/healthz" }),
+			}
+		},
+		Steps: []Step{
+			get("/api/1", 200, nil),
+			get("/api/2", 429, nil),
+			get("/", 200, nil),
+			get("/healthz", 200, nil),
+		},
+		Observed: func(fw Framework) []string {
+			route := fw.Pattern(Route{"GET", "/api/:id"})
+			return []string{"allowed " + route + " ", "denied " + route + " items", "allowed  "}
+		},
+	},
 }
 
 // Down is a store whose backend is unreachable.
@@ -404,7 +432,23 @@ func Run(t *testing.T, fw Framework) {
 			} else {
 				s = NewStore(t)
 			}
-			l, err := ratelimit.New(s, "test", c.Options(fw)...)
+			opts := c.Options(fw)
+			var mu sync.Mutex
+			var observed []string
+			if c.Observed != nil {
+				opts = append(opts, ratelimit.WithObserver(func(_ *http.Request, e ratelimit.Event) {
+					var denying []string
+					for _, res := range e.Decision.Results() {
+						if !res.Allowed {
+							denying = append(denying, res.Limit.Name)
+						}
+					}
+					mu.Lock()
+					defer mu.Unlock()
+					observed = append(observed, e.Outcome.String()+" "+e.Route+" "+strings.Join(denying, ","))
+				}))
+			}
+			l, err := ratelimit.New(s, "test", opts...)
 			if err != nil {
 				t.Fatalf("New: %v", err)
 			}
@@ -419,6 +463,13 @@ func Run(t *testing.T, fw Framework) {
 			h := fw.Serve(t, ls...)
 			for i, st := range c.Steps {
 				check(t, i, h, st)
+			}
+			if c.Observed != nil {
+				mu.Lock()
+				defer mu.Unlock()
+				if want := c.Observed(fw); strings.Join(observed, "\n") != strings.Join(want, "\n") {
+					t.Errorf("the observer saw\n%s\nwant\n%s", strings.Join(observed, "\n"), strings.Join(want, "\n"))
+				}
 			}
 		})
 	}

@@ -1,0 +1,244 @@
+package ratelimit_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/internal/httpcases"
+	"github.com/ratelimit-go/ratelimit/internal/redistest"
+	"github.com/ratelimit-go/ratelimit/store"
+)
+
+// recorder keeps the events an observer is given.
+type recorder struct{ events []ratelimit.Event }
+
+func (rec *recorder) observe(_ *http.Request, e ratelimit.Event) { rec.events = append(rec.events, e) }
+
+// outcomes returns the recorded outcomes, in order.
+func (rec *recorder) outcomes() []ratelimit.Outcome {
+	var os []ratelimit.Outcome
+	for _, e := range rec.events {
+		os = append(os, e.Outcome)
+	}
+	return os
+}
+
+// slowStore delays every answer of its store by at least d, so that an
+// Event's latency has a lower bound to check.
+type slowStore struct {
+	ratelimit.Store
+	d time.Duration
+}
+
+func (s slowStore) Allow(ctx context.Context, key string, cost int, limits *ratelimit.Limits) (ratelimit.Decision, error) {
+	time.Sleep(s.d)
+	return s.Store.Allow(ctx, key, cost, limits)
+}
+
+func TestObserverOutcomes(t *testing.T) {
+	login := ratelimit.PerMinute(2).Using(ratelimit.FixedWindow).Named("login")
+	burst := ratelimit.PerSecond(100).Using(ratelimit.TokenBucket).Named("burst")
+	noKey := func(*http.Request) (string, error) { return "", ratelimit.ErrNoKey }
+	for _, tt := range []struct {
+		name  string
+		store ratelimit.Store
+		opts  []ratelimit.Option
+		ctx   func() context.Context
+		want  []ratelimit.Outcome
+	}{
+		{"allowed then denied", nil, nil, nil,
+			[]ratelimit.Outcome{ratelimit.Allowed, ratelimit.Allowed, ratelimit.Denied, ratelimit.Denied}},
+		{"dry run", nil, []ratelimit.Option{ratelimit.WithDryRun(func(*http.Request, ratelimit.Decision) {})}, nil,
+			[]ratelimit.Outcome{ratelimit.Allowed, ratelimit.Allowed, ratelimit.WouldDeny, ratelimit.WouldDeny}},
+		{"ban", nil, []ratelimit.Option{ratelimit.WithBan(ratelimit.Ban{After: 1, Within: time.Minute, For: time.Hour})}, nil,
+			[]ratelimit.Outcome{ratelimit.Allowed, ratelimit.Allowed, ratelimit.Banned, ratelimit.Banned}},
+		{"store error", failing{errors.New("redis: connection refused")}, nil, nil,
+			[]ratelimit.Outcome{ratelimit.StoreError, ratelimit.StoreError, ratelimit.StoreError, ratelimit.StoreError}},
+		{"canceled", failing{context.Canceled}, nil, func() context.Context {
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			return ctx
+		}, []ratelimit.Outcome{ratelimit.Canceled, ratelimit.Canceled, ratelimit.Canceled, ratelimit.Canceled}},
+		{"no key", nil, []ratelimit.Option{ratelimit.WithKey(noKey)}, nil,
+			[]ratelimit.Outcome{ratelimit.BadRequest, ratelimit.BadRequest, ratelimit.BadRequest, ratelimit.BadRequest}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := tt.store
+			if s == nil {
+				s = slowStore{httpcases.NewStore(t), time.Millisecond}
+			}
+			rec := &recorder{}
+			opts := append([]ratelimit.Option{
+				ratelimit.WithRoutes(map[string][]ratelimit.Limit{"POST /login": {login, burst}}),
+				ratelimit.WithCost(func(*http.Request) int { return 1 }),
+				ratelimit.WithObserver(rec.observe),
+				quietLogs(),
+			}, tt.opts...)
+			h := newLimiter(t, s, "auth", opts...).Handler(http.HandlerFunc(httpcases.OK))
+			for range 4 {
+				serve(h, "POST", "/login", func(r *http.Request) {
+					if tt.ctx != nil {
+						*r = *r.WithContext(tt.ctx())
+					}
+				})
+			}
+			serve(h, "GET", "/other") // no limits apply: not observed
+			if got := rec.outcomes(); !equalOutcomes(got, tt.want) {
+				t.Fatalf("got outcomes %v, want %v", got, tt.want)
+			}
+			for i, e := range rec.events {
+				if e.Namespace != "auth" || e.Route != "POST /login" {
+					t.Errorf("event %d: got namespace %q, route %q, want auth, POST /login", i, e.Namespace, e.Route)
+				}
+				switch e.Outcome {
+				case ratelimit.Allowed, ratelimit.Denied, ratelimit.Banned, ratelimit.WouldDeny:
+					checkDecidedEvent(t, i, e)
+				case ratelimit.BadRequest:
+					if e.Latency != 0 || e.Cost != 0 || !errors.Is(e.Err, ratelimit.ErrNoKey) {
+						t.Errorf("event %d: a request without a key: got latency %v, cost %d, err %v; want 0, 0, ErrNoKey", i, e.Latency, e.Cost, e.Err)
+					}
+				default:
+					if e.Err == nil || e.Cost != 1 || e.Decision.Allowed || len(e.Decision.Results()) != 0 {
+						t.Errorf("event %d (%v): got err %v, cost %d, decision %+v; want the store's error, cost 1, no decision", i, e.Outcome, e.Err, e.Cost, e.Decision)
+					}
+				}
+			}
+		})
+	}
+}
+
+// checkDecidedEvent checks an event the store decided: it names both
+// limits, the store took at least slowStore's delay, and only the login
+// limit denies.
+func checkDecidedEvent(t *testing.T, i int, e ratelimit.Event) {
+	t.Helper()
+	if e.Cost != 1 || e.Err != nil {
+		t.Errorf("event %d: got cost %d, err %v; want 1, nil", i, e.Cost, e.Err)
+	}
+	if e.Latency < time.Millisecond {
+		t.Errorf("event %d: latency %v, want at least the store's 1ms", i, e.Latency)
+	}
+	rs := e.Decision.Results()
+	if len(rs) != 2 || rs[0].Limit.Name != "login" || rs[1].Limit.Name != "burst" {
+		t.Fatalf("event %d: got results %+v, want login and burst", i, rs)
+	}
+	if !rs[1].Allowed && e.Decision.Banned == 0 {
+		t.Errorf("event %d: the burst limit denied", i)
+	}
+	if allowed := e.Outcome == ratelimit.Allowed; e.Decision.Allowed != allowed || rs[0].Allowed != allowed {
+		t.Errorf("event %d: outcome %v with decision %+v", i, e.Outcome, e.Decision)
+	}
+}
+
+func equalOutcomes(a, b []ratelimit.Outcome) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func TestObserversInOrder(t *testing.T) {
+	var calls []string
+	l := newLimiter(t, httpcases.NewStore(t), "test",
+		ratelimit.WithLimits(ratelimit.PerMinute(5)),
+		ratelimit.WithObserver(func(*http.Request, ratelimit.Event) { calls = append(calls, "first") }),
+		ratelimit.WithObserver(func(*http.Request, ratelimit.Event) { calls = append(calls, "second") }),
+		ratelimit.WithSkip(func(r *http.Request) bool { return r.URL.Path == "/health" }))
+	h := l.Handler(http.HandlerFunc(httpcases.OK))
+	serve(h, "GET", "/")
+	serve(h, "GET", "/health") // skipped: not observed
+	if strings.Join(calls, ",") != "first,second" {
+		t.Errorf("got calls %v, want first then second, once", calls)
+	}
+	if _, err := ratelimit.New(httpcases.NewStore(t), "test", ratelimit.WithLimits(ratelimit.PerMinute(5)), ratelimit.WithObserver(nil)); !errors.Is(err, ratelimit.ErrInvalid) || !strings.Contains(err.Error(), "WithObserver") {
+		t.Errorf("a nil observer: got %v, want ErrInvalid naming WithObserver", err)
+	}
+}
+
+func TestOutcomeString(t *testing.T) {
+	want := map[ratelimit.Outcome]string{
+		ratelimit.Allowed: "allowed", ratelimit.Denied: "denied", ratelimit.Banned: "banned", ratelimit.WouldDeny: "would_deny",
+		ratelimit.StoreError: "store_error", ratelimit.Canceled: "canceled", ratelimit.BadRequest: "bad_request",
+		0: "unknown", 200: "unknown",
+	}
+	for o, s := range want {
+		if got := o.String(); got != s {
+			t.Errorf("Outcome(%d).String() = %q, want %q", uint8(o), got, s)
+		}
+	}
+}
+
+// TestObserverAllocatesNothing: an observer costs the middleware no
+// allocation per request, allowed or denied.
+func TestObserverAllocatesNothing(t *testing.T) {
+	for _, quota := range []int{1_000_000, 1} {
+		allocs := func(opts ...ratelimit.Option) float64 {
+			s, err := store.NewMemory(store.MemoryOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			l := newLimiter(t, s, "bench", append(opts, ratelimit.WithLimits(ratelimit.PerMinute(quota).Using(ratelimit.FixedWindow)))...)
+			h := l.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+			r := httptest.NewRequest("GET", "/", nil)
+			w := &discard{h: http.Header{}}
+			h.ServeHTTP(w, r)
+			return testing.AllocsPerRun(200, func() {
+				clear(w.h)
+				h.ServeHTTP(w, r)
+			})
+		}
+		var n int
+		without := allocs()
+		with := allocs(ratelimit.WithObserver(func(_ *http.Request, e ratelimit.Event) { n += e.Cost }))
+		if with != without {
+			t.Errorf("quota %d: %v allocations per request with an observer, %v without", quota, with, without)
+		}
+		if n == 0 {
+			t.Errorf("quota %d: the observer was not called", quota)
+		}
+	}
+}
+
+// TestObserverThroughFallback: the production configuration, Redis in a
+// Fallback, on a real redis-server: the observer sees Redis's decisions,
+// then, once the server is killed, the fallback's, flagged as such.
+func TestObserverThroughFallback(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Require(t)
+	c := newClient(t, srv.Addr)
+	fallback, err := store.NewFallback(newRedisStore(t, c, "obs:"), store.FallbackOptions{Logger: discardLogger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fallback.Close() })
+	rec := &recorder{}
+	h := newLimiter(t, fallback, "api", ratelimit.WithLimits(ratelimit.PerMinute(2).Using(ratelimit.SlidingLog).Named("api")),
+		ratelimit.WithObserver(rec.observe), quietLogs()).Handler(http.HandlerFunc(httpcases.OK))
+	for range 3 {
+		serve(h, "GET", "/")
+	}
+	srv.Kill()
+	// Another client: the first one's denial is in the deny cache.
+	serve(h, "GET", "/", func(r *http.Request) { r.RemoteAddr = "192.0.2.2:1234" })
+	want := []ratelimit.Outcome{ratelimit.Allowed, ratelimit.Allowed, ratelimit.Denied, ratelimit.Allowed}
+	if got := rec.outcomes(); !equalOutcomes(got, want) {
+		t.Fatalf("got outcomes %v, want %v", got, want)
+	}
+	for i, e := range rec.events {
+		if fell := i == 3; e.Decision.Fallback != fell || e.Latency <= 0 || e.Route != "" || e.Decision.Results()[0].Limit.Name != "api" {
+			t.Errorf("event %d: got fallback %v, latency %v, route %q, results %+v; want fallback %v, a latency, no route, the api limit",
+				i, e.Decision.Fallback, e.Latency, e.Route, e.Decision.Results(), fell)
+		}
+	}
+}
