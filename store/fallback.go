@@ -76,7 +76,10 @@ type Fallback struct {
 	nConfig  atomic.Uint64
 	nRevived atomic.Uint64
 	nCharged atomic.Uint64
+	nDown    atomic.Uint64
 	downAt   atomic.Int64 // unix ns when Redis was last marked down
+	movedAt  atomic.Int64 // unix ns when decisions last moved (to memory or back), or the Fallback was made
+	lastErr  atomic.Pointer[failure]
 
 	seen    *lastSeen // what Redis last said of recent keys
 	backlog backlog   // what was decided in process, for Redis
@@ -157,6 +160,7 @@ func NewFallback(r *Redis, opts FallbackOptions) (*Fallback, error) {
 	}
 	f.backlog.max = int64(cmp.Or(opts.MaxBacklog, defaultMaxBacklog))
 	f.clock.start = time.Now()
+	f.movedAt.Store(f.clock.start.UnixNano())
 	if f.local == nil {
 		f.local, _ = NewMemory(MemoryOptions{})
 	}
@@ -313,13 +317,14 @@ type FallbackStats struct {
 	Local         uint64 // decisions made in process
 	Failures      uint64 // Redis calls that failed or overran the budget
 	Misconfigured uint64 // of those, the ones that failed for a misconfiguration (see ConfigError)
+	Outages       uint64 // times decisions went to memory because Redis failed
 	Recoveries    uint64 // times Redis came back
 	Reconciled    uint64 // keys whose in-process resets and admissions were brought to Redis
 }
 
 // Stats returns whether decisions go to Redis now, and the counts so far.
 func (f *Fallback) Stats() FallbackStats {
-	return FallbackStats{Healthy: !f.down.Load(), Local: f.nLocal.Load(), Failures: f.nFailed.Load(), Misconfigured: f.nConfig.Load(), Recoveries: f.nRevived.Load(), Reconciled: f.nCharged.Load()}
+	return FallbackStats{Healthy: !f.down.Load(), Local: f.nLocal.Load(), Failures: f.nFailed.Load(), Misconfigured: f.nConfig.Load(), Outages: f.nDown.Load(), Recoveries: f.nRevived.Load(), Reconciled: f.nCharged.Load()}
 }
 
 // Close stops the probing goroutine and waits for it. Decisions still

@@ -16,6 +16,7 @@ import (
 // misconfiguration, and sends decisions to memory.
 func (f *Fallback) fail(err error) {
 	f.nFailed.Add(1)
+	f.lastErr.Store(&failure{err: err, at: time.Now()})
 	if faultOf(context.Background(), err) == misconfig {
 		f.nConfig.Add(1)
 	}
@@ -26,7 +27,10 @@ func (f *Fallback) markDown(err error) {
 	if !f.down.CompareAndSwap(false, true) {
 		return
 	}
-	f.downAt.Store(time.Now().UnixNano())
+	now := time.Now().UnixNano()
+	f.downAt.Store(now)
+	f.movedAt.Store(now)
+	f.nDown.Add(1)
 	if faultOf(context.Background(), err) == misconfig {
 		f.logMisconfig(err)
 	} else {
@@ -131,6 +135,9 @@ func (f *Fallback) probe(stop chan struct{}) {
 		}
 		f.logMisconfig(err)
 		cancel()
+		if err != nil {
+			f.lastErr.Store(&failure{err: err, at: time.Now()})
+		}
 		if f.probed != nil {
 			f.probed(start, err == nil)
 		}
@@ -158,6 +165,7 @@ func (f *Fallback) callTimeout() time.Duration { return max(f.budget, f.interval
 func (f *Fallback) markUp() {
 	f.reconciling.Store(true)
 	f.down.Store(false)
+	f.movedAt.Store(time.Now().UnixNano())
 	f.nRevived.Add(1)
 	f.logger.LogAttrs(context.Background(), slog.LevelInfo, "ratelimit: Redis answers again; deciding with Redis",
 		slog.Duration("down_for", time.Duration(time.Now().UnixNano()-f.downAt.Load())))
