@@ -1,0 +1,268 @@
+// Package ratelimitprom exports what a [ratelimit.Limiter] decides, and
+// the state of a [store.Fallback], as Prometheus metrics. It is a module of
+// its own, so that the rate limiter itself never depends on
+// client_golang; it pairs with the ratelimit module of the same
+// repository revision.
+//
+//	m := ratelimitprom.New()
+//	prometheus.MustRegister(m)
+//	limiter, err := ratelimit.New(s, "api", ratelimit.WithRoutes(routes), ratelimit.WithObserver(m.Observe))
+//	m.WatchFallback("redis", fallback)
+//
+// Label values are the Limiters' configuration only: namespaces, route
+// patterns, limit names and outcomes, never a key, an address or an API
+// key. The metrics:
+//
+//	ratelimit_requests_total{namespace,route,outcome}            requests by outcome (see ratelimit.Outcome)
+//	ratelimit_limit_decisions_total{namespace,route,limit,outcome} each limit's verdict: allowed, denied, would_deny (dry run), banned
+//	ratelimit_fallback_decisions_total{namespace,route}          requests decided in process by a Fallback
+//	ratelimit_store_duration_seconds{namespace}                  the store's latency per request (histogram)
+//	ratelimit_fallback_active{store}                             1 while the Fallback decides in process
+//	ratelimit_fallback_last_change_timestamp_seconds{store}      when decisions last moved (Unix time)
+//	ratelimit_fallback_transitions_total{store,to}               moves to "in_process" and back to "redis"
+//	ratelimit_fallback_redis_errors_total{store,kind}            failed Redis calls: "outage" or "misconfigured"
+//	ratelimit_fallback_local_decisions_total{store}              decisions made in process
+//	ratelimit_fallback_reconciled_keys_total{store}              keys whose in-process admissions were brought to Redis
+package ratelimitprom
+
+import (
+	"net/http"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/store"
+)
+
+// MaxSeries bounds the label sets of each per-request metric: past it, a
+// new route or limit name is counted under "other". Limit names come from
+// configuration, but [ratelimit.WithLimitsFunc] can make limits per
+// request, and each distinct limit has a name; this keeps a mistake there
+// from growing the scrape without end.
+const MaxSeries = 10_000
+
+// other replaces a label value once MaxSeries is reached.
+const other = "other"
+
+// latencyBuckets are the store latency histogram's bounds, in seconds:
+// Redis on a LAN answers in 100µs to 1ms; the Fallback's default budget
+// is 50ms.
+var latencyBuckets = []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1}
+
+// Metrics counts the decisions of the Limiters it observes (pass
+// [Metrics.Observe] to [ratelimit.WithObserver]) and reports the state of
+// the Fallbacks it watches ([Metrics.WatchFallback]). It is a
+// [prometheus.Collector]: register it once. One Metrics may observe any
+// number of Limiters; they are told apart by namespace. It is safe for
+// concurrent use.
+type Metrics struct {
+	requests *prometheus.CounterVec
+	limits   *prometheus.CounterVec
+	local    *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
+
+	mu        sync.RWMutex
+	reqs      map[requestLabels]prometheus.Counter
+	verdicts  map[limitLabels]prometheus.Counter
+	fellBack  map[routeLabels]prometheus.Counter
+	durations map[string]prometheus.Observer
+
+	fallbacks   []watched
+	fallbackMu  sync.Mutex
+	fallbackSet fallbackDescs
+}
+
+type requestLabels struct {
+	namespace, route string
+	outcome          ratelimit.Outcome
+}
+
+type limitLabels struct {
+	namespace, route, limit string
+	outcome                 ratelimit.Outcome
+}
+
+type routeLabels struct{ namespace, route string }
+
+// New returns Metrics with no series yet: each appears with the first
+// request it counts.
+func New() *Metrics {
+	return &Metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ratelimit_requests_total",
+			Help: "Requests a rate limiter decided or could not decide, by namespace, route pattern and outcome.",
+		}, []string{"namespace", "route", "outcome"}),
+		limits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ratelimit_limit_decisions_total",
+			Help: "Each limit's verdict on the requests it applied to, by namespace, route pattern, limit name and outcome (allowed, denied, would_deny in dry-run mode, banned).",
+		}, []string{"namespace", "route", "limit", "outcome"}),
+		local: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ratelimit_fallback_decisions_total",
+			Help: "Requests decided in process by a Fallback while Redis was unavailable, by namespace and route pattern.",
+		}, []string{"namespace", "route"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "ratelimit_store_duration_seconds",
+			Help:    "How long the store took to decide a request, or to fail, by namespace.",
+			Buckets: latencyBuckets,
+		}, []string{"namespace"}),
+		reqs:        map[requestLabels]prometheus.Counter{},
+		verdicts:    map[limitLabels]prometheus.Counter{},
+		fellBack:    map[routeLabels]prometheus.Counter{},
+		durations:   map[string]prometheus.Observer{},
+		fallbackSet: newFallbackDescs(),
+	}
+}
+
+// Observe counts e. Pass it to [ratelimit.WithObserver].
+func (m *Metrics) Observe(_ *http.Request, e ratelimit.Event) {
+	m.requestCounter(requestLabels{e.Namespace, e.Route, e.Outcome}).Inc()
+	if e.Latency > 0 {
+		m.durationObserver(e.Namespace).Observe(e.Latency.Seconds())
+	}
+	if e.Decision.Fallback {
+		m.fallbackCounter(routeLabels{e.Namespace, e.Route}).Inc()
+	}
+	for _, res := range e.Decision.Results() {
+		o := e.Outcome
+		if res.Allowed {
+			o = ratelimit.Allowed
+		}
+		m.limitCounter(limitLabels{e.Namespace, e.Route, res.Limit.Name, o}).Inc()
+	}
+}
+
+// requestCounter returns the counter of l, made on first use; past
+// MaxSeries, that of l with route "other".
+func (m *Metrics) requestCounter(l requestLabels) prometheus.Counter {
+	m.mu.RLock()
+	c, ok := m.reqs[l]
+	m.mu.RUnlock()
+	if ok {
+		return c
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if c, ok := m.reqs[l]; ok {
+		return c
+	}
+	if len(m.reqs) >= MaxSeries {
+		l.route = other
+		if c, ok := m.reqs[l]; ok {
+			return c
+		}
+	}
+	c = m.requests.WithLabelValues(l.namespace, l.route, l.outcome.String())
+	m.reqs[l] = c
+	return c
+}
+
+// limitCounter is requestCounter for a limit's verdict; past MaxSeries,
+// route and limit are "other".
+func (m *Metrics) limitCounter(l limitLabels) prometheus.Counter {
+	m.mu.RLock()
+	c, ok := m.verdicts[l]
+	m.mu.RUnlock()
+	if ok {
+		return c
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if c, ok := m.verdicts[l]; ok {
+		return c
+	}
+	if len(m.verdicts) >= MaxSeries {
+		l.route, l.limit = other, other
+		if c, ok := m.verdicts[l]; ok {
+			return c
+		}
+	}
+	c = m.limits.WithLabelValues(l.namespace, l.route, l.limit, l.outcome.String())
+	m.verdicts[l] = c
+	return c
+}
+
+// fallbackCounter is requestCounter for decisions made in process.
+func (m *Metrics) fallbackCounter(l routeLabels) prometheus.Counter {
+	m.mu.RLock()
+	c, ok := m.fellBack[l]
+	m.mu.RUnlock()
+	if ok {
+		return c
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if c, ok := m.fellBack[l]; ok {
+		return c
+	}
+	if len(m.fellBack) >= MaxSeries {
+		l.route = other
+		if c, ok := m.fellBack[l]; ok {
+			return c
+		}
+	}
+	c = m.local.WithLabelValues(l.namespace, l.route)
+	m.fellBack[l] = c
+	return c
+}
+
+// durationObserver returns the latency histogram of namespace, whose
+// values ratelimit.New bounds to a Limiter's few.
+func (m *Metrics) durationObserver(namespace string) prometheus.Observer {
+	m.mu.RLock()
+	o, ok := m.durations[namespace]
+	m.mu.RUnlock()
+	if ok {
+		return o
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if o, ok := m.durations[namespace]; ok {
+		return o
+	}
+	if len(m.durations) >= MaxSeries {
+		namespace = other
+	}
+	o = m.latency.WithLabelValues(namespace)
+	m.durations[namespace] = o
+	return o
+}
+
+// Describe implements [prometheus.Collector].
+func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
+	m.requests.Describe(ch)
+	m.limits.Describe(ch)
+	m.local.Describe(ch)
+	m.latency.Describe(ch)
+	m.fallbackSet.describe(ch)
+}
+
+// Collect implements [prometheus.Collector].
+func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
+	m.requests.Collect(ch)
+	m.limits.Collect(ch)
+	m.local.Collect(ch)
+	m.latency.Collect(ch)
+	m.fallbackMu.Lock()
+	watched := append([]watched(nil), m.fallbacks...)
+	m.fallbackMu.Unlock()
+	for _, w := range watched {
+		m.fallbackSet.collect(ch, w.name, w.f)
+	}
+}
+
+// watched is a Fallback reported under a store label.
+type watched struct {
+	name string
+	f    *store.Fallback
+}
+
+// WatchFallback reports f's state under the label store="name" at every
+// scrape: whether it decides in process, since when, its moves, Redis
+// errors, local decisions and reconciled keys. Name each Fallback of a
+// process differently.
+func (m *Metrics) WatchFallback(name string, f *store.Fallback) {
+	m.fallbackMu.Lock()
+	defer m.fallbackMu.Unlock()
+	m.fallbacks = append(m.fallbacks, watched{name, f})
+}

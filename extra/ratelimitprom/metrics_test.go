@@ -1,0 +1,187 @@
+package ratelimitprom_test
+
+import (
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/extra/ratelimitprom"
+	"github.com/ratelimit-go/ratelimit/internal/redistest"
+	"github.com/ratelimit-go/ratelimit/store"
+)
+
+func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
+
+// serveKnownSequence sends requests through two Limiters observed by m,
+// on a Memory store: three logins to a route of two limits (2 a minute
+// and a burst of 100), of which the third is denied, and three requests
+// to a dry-run Limiter of 1 a minute, two of which would be denied.
+func serveKnownSequence(t *testing.T, m *ratelimitprom.Metrics) {
+	t.Helper()
+	s, err := store.NewMemory(store.MemoryOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	login, err := ratelimit.New(s, "auth",
+		ratelimit.WithRoutes(map[string][]ratelimit.Limit{
+			"POST /login": {
+				ratelimit.PerMinute(2).Using(ratelimit.FixedWindow).Named("login"),
+				ratelimit.PerSecond(100).Using(ratelimit.TokenBucket).Named("burst"),
+			},
+		}),
+		ratelimit.WithObserver(m.Observe))
+	if err != nil {
+		t.Fatal(err)
+	}
+	trial, err := ratelimit.New(s, "api",
+		ratelimit.WithLimits(ratelimit.PerMinute(1).Using(ratelimit.SlidingLog).Named("new-limit")),
+		ratelimit.WithDryRun(func(*http.Request, ratelimit.Decision) {}),
+		ratelimit.WithObserver(m.Observe))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
+	for range 3 {
+		login.Handler(ok).ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("POST", "/login", nil))
+	}
+	for range 3 {
+		trial.Handler(ok).ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/items", nil))
+	}
+}
+
+func TestMetricsAfterKnownSequence(t *testing.T) {
+	m := ratelimitprom.New()
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(m)
+	serveKnownSequence(t, m)
+
+	want := `
+# HELP ratelimit_requests_total Requests a rate limiter decided or could not decide, by namespace, route pattern and outcome.
+# TYPE ratelimit_requests_total counter
+ratelimit_requests_total{namespace="api",outcome="allowed",route=""} 1
+ratelimit_requests_total{namespace="api",outcome="would_deny",route=""} 2
+ratelimit_requests_total{namespace="auth",outcome="allowed",route="POST /login"} 2
+ratelimit_requests_total{namespace="auth",outcome="denied",route="POST /login"} 1
+# HELP ratelimit_limit_decisions_total Each limit's verdict on the requests it applied to, by namespace, route pattern, limit name and outcome (allowed, denied, would_deny in dry-run mode, banned).
+# TYPE ratelimit_limit_decisions_total counter
+ratelimit_limit_decisions_total{limit="burst",namespace="auth",outcome="allowed",route="POST /login"} 3
+ratelimit_limit_decisions_total{limit="login",namespace="auth",outcome="allowed",route="POST /login"} 2
+ratelimit_limit_decisions_total{limit="login",namespace="auth",outcome="denied",route="POST /login"} 1
+ratelimit_limit_decisions_total{limit="new-limit",namespace="api",outcome="allowed",route=""} 1
+ratelimit_limit_decisions_total{limit="new-limit",namespace="api",outcome="would_deny",route=""} 2
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "ratelimit_requests_total", "ratelimit_limit_decisions_total"); err != nil {
+		t.Error(err)
+	}
+	if n := testutil.CollectAndCount(m, "ratelimit_store_duration_seconds"); n != 2 {
+		t.Errorf("got %d latency histograms, want one per namespace: 2", n)
+	}
+	if n := testutil.CollectAndCount(m, "ratelimit_fallback_decisions_total"); n != 0 {
+		t.Errorf("got %d series of fallback decisions, want none without a Fallback", n)
+	}
+	problems, err := testutil.GatherAndLint(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("lint: %s: %s", p.Metric, p.Text)
+	}
+}
+
+// TestFallbackMetrics watches a Fallback on a real redis-server through
+// a kill: the gauge goes to 1, the transition and the errors are counted,
+// decisions made in process are counted by route, and the last change's
+// time moves.
+func TestFallbackMetrics(t *testing.T) {
+	srv := redistest.Require(t)
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true, MaxRetries: -1})
+	t.Cleanup(func() { client.Close() })
+	r, err := store.NewRedis(client, store.RedisOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := store.NewFallback(r, store.FallbackOptions{Budget: time.Second, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	m := ratelimitprom.New()
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(m)
+	m.WatchFallback("redis", f)
+	l, err := ratelimit.New(f, "api", ratelimit.WithLimits(ratelimit.PerMinute(10).Named("api")), ratelimit.WithObserver(m.Observe), ratelimit.WithLogger(quiet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := l.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil))
+	before := testutil.ToFloat64(gaugeOf(t, reg, "ratelimit_fallback_last_change_timestamp_seconds"))
+	if testutil.ToFloat64(gaugeOf(t, reg, "ratelimit_fallback_active")) != 0 {
+		t.Fatal("ratelimit_fallback_active is 1 while Redis decides")
+	}
+	srv.Kill()
+	for range 2 {
+		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil))
+	}
+	want := `
+# HELP ratelimit_fallback_active 1 while the Fallback decides in process because Redis is unavailable, 0 while Redis decides.
+# TYPE ratelimit_fallback_active gauge
+ratelimit_fallback_active{store="redis"} 1
+# HELP ratelimit_fallback_transitions_total Times decisions moved: to="in_process" when Redis failed, to="redis" when it came back.
+# TYPE ratelimit_fallback_transitions_total counter
+ratelimit_fallback_transitions_total{store="redis",to="in_process"} 1
+ratelimit_fallback_transitions_total{store="redis",to="redis"} 0
+# HELP ratelimit_fallback_redis_errors_total Redis calls that failed or overran the budget, by kind: outage (it may pass) or misconfigured (someone must fix the setup).
+# TYPE ratelimit_fallback_redis_errors_total counter
+ratelimit_fallback_redis_errors_total{kind="misconfigured",store="redis"} 0
+ratelimit_fallback_redis_errors_total{kind="outage",store="redis"} 1
+# HELP ratelimit_fallback_local_decisions_total Decisions the Fallback made in process.
+# TYPE ratelimit_fallback_local_decisions_total counter
+ratelimit_fallback_local_decisions_total{store="redis"} 2
+# HELP ratelimit_fallback_decisions_total Requests decided in process by a Fallback while Redis was unavailable, by namespace and route pattern.
+# TYPE ratelimit_fallback_decisions_total counter
+ratelimit_fallback_decisions_total{namespace="api",route=""} 2
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "ratelimit_fallback_active", "ratelimit_fallback_transitions_total",
+		"ratelimit_fallback_redis_errors_total", "ratelimit_fallback_local_decisions_total", "ratelimit_fallback_decisions_total"); err != nil {
+		t.Error(err)
+	}
+	if after := testutil.ToFloat64(gaugeOf(t, reg, "ratelimit_fallback_last_change_timestamp_seconds")); after <= before {
+		t.Errorf("last change at %v after the outage, %v before: want later", after, before)
+	}
+	problems, err := testutil.GatherAndLint(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("lint: %s: %s", p.Metric, p.Text)
+	}
+}
+
+// gaugeOf returns a collector of the single series of the metric name
+// that reg gathers.
+func gaugeOf(t *testing.T, reg *prometheus.Registry, name string) prometheus.Collector {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
+			return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: "copy"}, func() float64 { return mf.GetMetric()[0].GetGauge().GetValue() })
+		}
+	}
+	t.Fatalf("%s: not one series gathered", name)
+	return nil
+}
+
+var quiet = slog.New(slog.DiscardHandler)
