@@ -28,6 +28,7 @@ func main() {
 		mux.Handle("POST /login", a.Logins.Handler(http.HandlerFunc(a.Login)))
 		mux.HandleFunc("GET /quota", a.Quota)
 		mux.Handle("GET /api/", a.API.Handler(http.HandlerFunc(app.API)))
+		mux.Handle("GET /metrics", a.MetricsHandler())
 		return mux
 	}))
 }

@@ -19,6 +19,7 @@ func main() {
 		e.POST("/login", echo.WrapHandler(http.HandlerFunc(a.Login)), echolimit.New(a.Logins))
 		e.GET("/quota", echo.WrapHandler(http.HandlerFunc(a.Quota)))
 		e.GET("/api/*", echo.WrapHandler(http.HandlerFunc(app.API)), echolimit.New(a.API))
+		e.GET("/metrics", echo.WrapHandler(a.MetricsHandler()))
 		return e
 	}))
 }

@@ -19,6 +19,7 @@ func main() {
 		router.POST("/login", ginlimit.New(a.Logins), gin.WrapF(a.Login))
 		router.GET("/quota", gin.WrapF(a.Quota))
 		router.GET("/api/*path", ginlimit.New(a.API), gin.WrapF(app.API))
+		router.GET("/metrics", gin.WrapH(a.MetricsHandler()))
 		return router
 	}))
 }

@@ -20,9 +20,12 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/extra/ratelimitprom"
 	"github.com/ratelimit-go/ratelimit/store"
 )
 
@@ -110,7 +113,11 @@ type App struct {
 	// API limits GET /api/ by X-API-Key, by plan: keys beginning "pro-"
 	// get ProLimits, others APILimits.
 	API *ratelimit.Limiter
+	// Metrics counts the three Limiters' decisions and watches the
+	// Fallback, if any; MetricsHandler serves them.
+	Metrics *ratelimitprom.Metrics
 
+	registry  *prometheus.Registry
 	redisDesc string
 	mini      *miniredis.Miniredis // the embedded Redis; nil with a Redis named
 	closers   []func() error
@@ -144,7 +151,8 @@ func Plan(r *http.Request) []ratelimit.Limit {
 
 // New connects to Redis, or embeds one, and builds the limiters.
 func New(c Config) (*App, error) {
-	a := &App{Config: c}
+	a := &App{Config: c, Metrics: ratelimitprom.New(), registry: prometheus.NewRegistry()}
+	a.registry.MustRegister(a.Metrics)
 	s, err := a.store(c.Redis)
 	if err != nil {
 		a.Close()
@@ -156,13 +164,15 @@ func New(c Config) (*App, error) {
 		return nil, fmt.Errorf("-trusted-proxies: %w", err)
 	}
 	home := ratelimit.Per(c.Limit, c.Window).Using(c.Algorithm).WithBurst(c.Burst).Named("home")
-	if a.IP, err = ratelimit.New(s, "ip", ratelimit.WithKey(key), ratelimit.WithLimits(home)); err != nil {
+	observe := ratelimit.WithObserver(a.Metrics.Observe)
+	if a.IP, err = ratelimit.New(s, "ip", ratelimit.WithKey(key), ratelimit.WithLimits(home), observe); err != nil {
 		a.Close()
 		return nil, fmt.Errorf("GET / (-algorithm, -limit, -window, -burst): %w", err)
 	}
 	if a.Logins, err = ratelimit.New(s, "login", ratelimit.WithKey(key), ratelimit.WithLimits(LoginLimit),
 		ratelimit.WithCountOnly(nil), // failed logins only
 		ratelimit.WithBan(LoginBan),
+		observe,
 	); err != nil {
 		a.Close()
 		return nil, err
@@ -180,6 +190,7 @@ func New(c Config) (*App, error) {
 	if a.API, err = ratelimit.New(s, "api",
 		ratelimit.WithKey(apiKey),
 		ratelimit.WithLimitsFunc(Plan),
+		observe,
 	); err != nil {
 		a.Close()
 		return nil, err
@@ -225,7 +236,15 @@ func (a *App) store(r Redis) (ratelimit.Store, error) {
 		return nil, err
 	}
 	a.closers = append(a.closers, f.Close)
+	a.Metrics.WatchFallback("redis", f)
 	return f, nil
+}
+
+// MetricsHandler serves the Limiters' and the Fallback's metrics in
+// Prometheus's text format, for GET /metrics. A real service would serve
+// it on an internal port.
+func (a *App) MetricsHandler() http.Handler {
+	return promhttp.HandlerFor(a.registry, promhttp.HandlerOpts{})
 }
 
 // embed starts an embedded Redis and returns its store.
