@@ -1,0 +1,26 @@
+module github.com/ratelimit-go/ratelimit/extra/ratelimitotel
+
+go 1.25.0
+
+require (
+	github.com/ratelimit-go/ratelimit v0.0.0
+	github.com/redis/go-redis/v9 v9.22.0
+	go.opentelemetry.io/otel v1.46.0
+	go.opentelemetry.io/otel/metric v1.46.0
+	go.opentelemetry.io/otel/sdk v1.46.0
+	go.opentelemetry.io/otel/sdk/metric v1.46.0
+	go.opentelemetry.io/otel/trace v1.46.0
+)
+
+require (
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/go-logr/logr v1.4.4 // indirect
+	github.com/go-logr/stdr v1.2.2 // indirect
+	github.com/google/uuid v1.6.0 // indirect
+	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
+	go.uber.org/atomic v1.11.0 // indirect
+	golang.org/x/sys v0.47.0 // indirect
+)
+
+// Until the root module is released, it comes from this repository.
+replace github.com/ratelimit-go/ratelimit => ../..

@@ -1,0 +1,240 @@
+// Package ratelimitotel reports what a [ratelimit.Limiter] decides, and
+// the state of a [store.Fallback], to OpenTelemetry: metrics through a
+// meter, and an event on the request's active span when a request is
+// denied. It is a module of its own, so that the rate limiter itself never
+// depends on OpenTelemetry; it pairs with the ratelimit module of the same
+// repository revision.
+//
+//	o, err := ratelimitotel.New(otel.GetMeterProvider())
+//	limiter, err := ratelimit.New(s, "api", ratelimit.WithRoutes(routes), ratelimit.WithObserver(o.Observe))
+//	err = o.WatchFallback("redis", fallback)
+//
+// The instruments, with the attributes ratelimit.namespace, http.route
+// (the route pattern, "" outside a route table), ratelimit.outcome and
+// ratelimit.limit, whose values are the Limiters' configuration only,
+// never a key, an address or an API key:
+//
+//	ratelimit.requests             counter   requests by namespace, route, outcome
+//	ratelimit.limit.decisions      counter   each limit's verdict: allowed, denied, would_deny, banned
+//	ratelimit.fallback.decisions   counter   requests decided in process by a Fallback
+//	ratelimit.store.duration       histogram the store's latency, in seconds, by namespace
+//	ratelimit.fallback.active      gauge     1 while a watched Fallback decides in process (attribute ratelimit.store)
+//	ratelimit.fallback.transitions counter   its moves, attribute ratelimit.fallback.to: in_process or redis
+//
+// A denied, banned or would-be-denied request gets the span event
+// "ratelimit.denied" with its namespace, route, outcome, the names of the
+// limits that denied, and the retry-after in seconds.
+package ratelimitotel
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"sync"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/store"
+)
+
+// scope names the meter.
+const scope = "github.com/ratelimit-go/ratelimit/extra/ratelimitotel"
+
+// MaxSeries bounds the attribute sets kept per instrument: past it, a new
+// route or limit name is recorded as "other" (see the Prometheus module's
+// MaxSeries for why).
+const MaxSeries = 10_000
+
+const other = "other"
+
+// Attribute keys.
+const (
+	keyNamespace = attribute.Key("ratelimit.namespace")
+	keyRoute     = attribute.Key("http.route")
+	keyOutcome   = attribute.Key("ratelimit.outcome")
+	keyLimit     = attribute.Key("ratelimit.limit")
+	keyStore     = attribute.Key("ratelimit.store")
+	keyTo        = attribute.Key("ratelimit.fallback.to")
+)
+
+// Observer records the decisions of the Limiters it observes (pass
+// [Observer.Observe] to [ratelimit.WithObserver]) with one meter. Build it
+// with [New]; it is safe for concurrent use.
+type Observer struct {
+	meter    metric.Meter
+	requests metric.Int64Counter
+	limits   metric.Int64Counter
+	local    metric.Int64Counter
+	latency  metric.Float64Histogram
+
+	mu   sync.RWMutex
+	sets map[labels]options // attribute sets, made once each
+}
+
+// options hold an attribute set as the option slices the instruments
+// take: passed with ..., a slice made once costs no allocation per call.
+type options struct {
+	add    []metric.AddOption
+	record []metric.RecordOption
+}
+
+// labels are an attribute set's values; kind tells the instruments apart.
+type labels struct {
+	kind                    uint8
+	namespace, route, limit string
+	outcome                 ratelimit.Outcome
+}
+
+// Kinds of labels.
+const (
+	requestKind = iota
+	limitKind
+	routeKind
+	namespaceKind
+)
+
+// New returns an Observer whose instruments come from mp's meter for this
+// package.
+func New(mp metric.MeterProvider) (*Observer, error) {
+	m := mp.Meter(scope)
+	o := &Observer{meter: m, sets: map[labels]options{}}
+	var err error
+	if o.requests, err = m.Int64Counter("ratelimit.requests", metric.WithUnit("{request}"),
+		metric.WithDescription("Requests a rate limiter decided or could not decide, by namespace, route pattern and outcome.")); err != nil {
+		return nil, err
+	}
+	if o.limits, err = m.Int64Counter("ratelimit.limit.decisions", metric.WithUnit("{decision}"),
+		metric.WithDescription("Each limit's verdict on the requests it applied to: allowed, denied, would_deny (dry run) or banned.")); err != nil {
+		return nil, err
+	}
+	if o.local, err = m.Int64Counter("ratelimit.fallback.decisions", metric.WithUnit("{request}"),
+		metric.WithDescription("Requests decided in process by a Fallback while Redis was unavailable.")); err != nil {
+		return nil, err
+	}
+	if o.latency, err = m.Float64Histogram("ratelimit.store.duration", metric.WithUnit("s"),
+		metric.WithDescription("How long the store took to decide a request, or to fail."),
+		metric.WithExplicitBucketBoundaries(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1)); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// Observe records e, and adds the "ratelimit.denied" event to the
+// request's span when e is a denial. Pass it to [ratelimit.WithObserver].
+func (o *Observer) Observe(r *http.Request, e ratelimit.Event) {
+	ctx := r.Context()
+	o.requests.Add(ctx, 1, o.set(labels{kind: requestKind, namespace: e.Namespace, route: e.Route, outcome: e.Outcome}).add...)
+	if e.Latency > 0 {
+		o.latency.Record(ctx, e.Latency.Seconds(), o.set(labels{kind: namespaceKind, namespace: e.Namespace}).record...)
+	}
+	if e.Decision.Fallback {
+		o.local.Add(ctx, 1, o.set(labels{kind: routeKind, namespace: e.Namespace, route: e.Route}).add...)
+	}
+	for _, res := range e.Decision.Results() {
+		out := e.Outcome
+		if res.Allowed {
+			out = ratelimit.Allowed
+		}
+		o.limits.Add(ctx, 1, o.set(labels{kind: limitKind, namespace: e.Namespace, route: e.Route, limit: res.Limit.Name, outcome: out}).add...)
+	}
+	switch e.Outcome {
+	case ratelimit.Denied, ratelimit.Banned, ratelimit.WouldDeny:
+		denied(ctx, e)
+	}
+}
+
+// denied adds the "ratelimit.denied" event to ctx's span, if it records.
+func denied(ctx context.Context, e ratelimit.Event) {
+	span := trace.SpanFromContext(ctx)
+	if !span.IsRecording() {
+		return
+	}
+	var names []string
+	for _, res := range e.Decision.Results() {
+		if !res.Allowed {
+			names = append(names, res.Limit.Name)
+		}
+	}
+	span.AddEvent("ratelimit.denied", trace.WithAttributes(
+		keyNamespace.String(e.Namespace),
+		keyRoute.String(e.Route),
+		keyOutcome.String(e.Outcome.String()),
+		attribute.Key("ratelimit.limits").String(strings.Join(names, ",")),
+		attribute.Key("ratelimit.retry_after").Float64(e.Decision.RetryAfter().Seconds()),
+	))
+}
+
+// set returns the attribute set of l, made on first use; past MaxSeries,
+// that of l with route and limit "other".
+func (o *Observer) set(l labels) options {
+	o.mu.RLock()
+	s, ok := o.sets[l]
+	o.mu.RUnlock()
+	if ok {
+		return s
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if s, ok := o.sets[l]; ok {
+		return s
+	}
+	if len(o.sets) >= MaxSeries {
+		if l.route != "" {
+			l.route = other
+		}
+		if l.limit != "" {
+			l.limit = other
+		}
+		if s, ok := o.sets[l]; ok {
+			return s
+		}
+	}
+	attrs := []attribute.KeyValue{keyNamespace.String(l.namespace)}
+	switch l.kind {
+	case requestKind:
+		attrs = append(attrs, keyRoute.String(l.route), keyOutcome.String(l.outcome.String()))
+	case limitKind:
+		attrs = append(attrs, keyRoute.String(l.route), keyLimit.String(l.limit), keyOutcome.String(l.outcome.String()))
+	case routeKind:
+		attrs = append(attrs, keyRoute.String(l.route))
+	}
+	set := metric.WithAttributeSet(attribute.NewSet(attrs...))
+	s = options{add: []metric.AddOption{set}, record: []metric.RecordOption{set}}
+	o.sets[l] = s
+	return s
+}
+
+// WatchFallback reports f's state under ratelimit.store=name at every
+// collection: ratelimit.fallback.active (1 while it decides in process)
+// and ratelimit.fallback.transitions (its moves to in_process and back to
+// redis).
+func (o *Observer) WatchFallback(name string, f *store.Fallback) error {
+	active, err := o.meter.Int64ObservableGauge("ratelimit.fallback.active", metric.WithUnit("1"),
+		metric.WithDescription("1 while the Fallback decides in process because Redis is unavailable, 0 while Redis decides."))
+	if err != nil {
+		return err
+	}
+	moves, err := o.meter.Int64ObservableCounter("ratelimit.fallback.transitions", metric.WithUnit("{transition}"),
+		metric.WithDescription("Times decisions moved to in_process when Redis failed, and back to redis when it came back."))
+	if err != nil {
+		return err
+	}
+	storeSet := metric.WithAttributeSet(attribute.NewSet(keyStore.String(name)))
+	down := metric.WithAttributeSet(attribute.NewSet(keyStore.String(name), keyTo.String("in_process")))
+	up := metric.WithAttributeSet(attribute.NewSet(keyStore.String(name), keyTo.String("redis")))
+	_, err = o.meter.RegisterCallback(func(_ context.Context, obs metric.Observer) error {
+		s := f.Stats()
+		var a int64
+		if !s.Healthy {
+			a = 1
+		}
+		obs.ObserveInt64(active, a, storeSet)
+		obs.ObserveInt64(moves, int64(s.Outages), down)
+		obs.ObserveInt64(moves, int64(s.Recoveries), up)
+		return nil
+	}, active, moves)
+	return err
+}
