@@ -103,11 +103,11 @@ func TestObserver(t *testing.T) {
 		attrs := attribute.NewSet(events[0].Attributes...)
 		for k, want := range map[attribute.Key]string{"ratelimit.namespace": "auth", "http.route": "POST /login", "ratelimit.outcome": "denied", "ratelimit.limits": "login"} {
 			if v, ok := attrs.Value(k); !ok || v.AsString() != want {
-				t.Errorf("event attribute %s: got %v, want %q", k, v.Emit(), want)
+				t.Errorf("event attribute %s: got %v, want %q", k, v.String(), want)
 			}
 		}
 		if v, ok := attrs.Value("ratelimit.retry_after"); !ok || v.AsFloat64() <= 0 || v.AsFloat64() > 60 {
-			t.Errorf("event attribute ratelimit.retry_after: got %v, want a time within the minute", v.Emit())
+			t.Errorf("event attribute ratelimit.retry_after: got %v, want a time within the minute", v.String())
 		}
 	}
 }
