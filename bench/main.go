@@ -231,15 +231,7 @@ func newEnv(ctx context.Context, stop context.CancelFunc, cfg *config, needRedis
 			return nil, "", nil, 1
 		}
 		closeEnv = cl.Close
-		go func() {
-			<-ctx.Done()
-			sig := make(chan os.Signal, 1)
-			signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-			stop()
-			<-sig
-			cl.Close()
-			os.Exit(130)
-		}()
+		go closeOnSecondSignal(ctx, stop, cl.Close)
 		for _, m := range cl.Masters {
 			masters = append(masters, m.Addr)
 		}
@@ -252,17 +244,7 @@ func newEnv(ctx context.Context, stop context.CancelFunc, cfg *config, needRedis
 			return nil, "", nil, 1
 		}
 		closeEnv = func() { srv.Close() }
-		// A second Ctrl-C while a cell is finishing kills the server
-		// and exits at once; the deferred stop is then a no-op.
-		go func() {
-			<-ctx.Done()
-			sig := make(chan os.Signal, 1)
-			signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-			stop()
-			<-sig
-			srv.Close()
-			os.Exit(130)
-		}()
+		go closeOnSecondSignal(ctx, stop, srv.Close)
 		opts = &redis.Options{Addr: srv.Addr}
 		fmt.Fprintf(os.Stderr, "bench: started redis-server on %s\n", srv.Addr)
 	}
@@ -274,6 +256,19 @@ func newEnv(ctx context.Context, stop context.CancelFunc, cfg *config, needRedis
 		return nil, "", nil, 1
 	}
 	return e, v, closeEnv, 0
+}
+
+// closeOnSecondSignal waits for the first Ctrl-C (ctx done), then for a
+// second one while a cell is finishing, which closes the servers the
+// benchmark started and exits at once; the deferred stop is then a no-op.
+func closeOnSecondSignal(ctx context.Context, stop context.CancelFunc, closeServers func()) {
+	<-ctx.Done()
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	stop()
+	<-sig
+	closeServers()
+	os.Exit(130)
 }
 
 // median returns the run with the median decisions/s (the lower middle

@@ -30,13 +30,13 @@ import (
 	"context"
 	"net/http"
 	"strings"
-	"sync"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/internal/series"
 	"github.com/ratelimit-go/ratelimit/store"
 )
 
@@ -70,8 +70,7 @@ type Observer struct {
 	local    metric.Int64Counter
 	latency  metric.Float64Histogram
 
-	mu   sync.RWMutex
-	sets map[labels]options // attribute sets, made once each
+	sets *series.Map[labels, options] // attribute sets, made once each
 }
 
 // options hold an attribute set as the option slices the instruments
@@ -100,7 +99,7 @@ const (
 // package.
 func New(mp metric.MeterProvider) (*Observer, error) {
 	m := mp.Meter(scope)
-	o := &Observer{meter: m, sets: map[labels]options{}}
+	o := &Observer{meter: m, sets: &series.Map[labels, options]{Max: MaxSeries, Make: makeOptions, Overflow: overflow}}
 	var err error
 	if o.requests, err = m.Int64Counter("ratelimit.requests", metric.WithUnit("{request}"),
 		metric.WithDescription("Requests a rate limiter decided or could not decide, by namespace, route pattern and outcome.")); err != nil {
@@ -126,19 +125,19 @@ func New(mp metric.MeterProvider) (*Observer, error) {
 // request's span when e is a denial. Pass it to [ratelimit.WithObserver].
 func (o *Observer) Observe(r *http.Request, e ratelimit.Event) {
 	ctx := r.Context()
-	o.requests.Add(ctx, 1, o.set(labels{kind: requestKind, namespace: e.Namespace, route: e.Route, outcome: e.Outcome}).add...)
+	o.requests.Add(ctx, 1, o.sets.Get(labels{kind: requestKind, namespace: e.Namespace, route: e.Route, outcome: e.Outcome}).add...)
 	if e.Latency > 0 {
-		o.latency.Record(ctx, e.Latency.Seconds(), o.set(labels{kind: namespaceKind, namespace: e.Namespace}).record...)
+		o.latency.Record(ctx, e.Latency.Seconds(), o.sets.Get(labels{kind: namespaceKind, namespace: e.Namespace}).record...)
 	}
 	if e.Decision.Fallback {
-		o.local.Add(ctx, 1, o.set(labels{kind: routeKind, namespace: e.Namespace, route: e.Route}).add...)
+		o.local.Add(ctx, 1, o.sets.Get(labels{kind: routeKind, namespace: e.Namespace, route: e.Route}).add...)
 	}
 	for _, res := range e.Decision.Results() {
 		out := e.Outcome
 		if res.Allowed {
 			out = ratelimit.Allowed
 		}
-		o.limits.Add(ctx, 1, o.set(labels{kind: limitKind, namespace: e.Namespace, route: e.Route, limit: res.Limit.Name, outcome: out}).add...)
+		o.limits.Add(ctx, 1, o.sets.Get(labels{kind: limitKind, namespace: e.Namespace, route: e.Route, limit: res.Limit.Name, outcome: out}).add...)
 	}
 	switch e.Outcome {
 	case ratelimit.Denied, ratelimit.Banned, ratelimit.WouldDeny:
@@ -167,31 +166,19 @@ func denied(ctx context.Context, e ratelimit.Event) {
 	))
 }
 
-// set returns the attribute set of l, made on first use; past MaxSeries,
-// that of l with route and limit "other".
-func (o *Observer) set(l labels) options {
-	o.mu.RLock()
-	s, ok := o.sets[l]
-	o.mu.RUnlock()
-	if ok {
-		return s
+// overflow is l once MaxSeries is reached: its route and limit "other".
+func overflow(l labels) labels {
+	if l.route != "" {
+		l.route = other
 	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if s, ok := o.sets[l]; ok {
-		return s
+	if l.limit != "" {
+		l.limit = other
 	}
-	if len(o.sets) >= MaxSeries {
-		if l.route != "" {
-			l.route = other
-		}
-		if l.limit != "" {
-			l.limit = other
-		}
-		if s, ok := o.sets[l]; ok {
-			return s
-		}
-	}
+	return l
+}
+
+// makeOptions returns the attribute set of l as instrument options.
+func makeOptions(l labels) options {
 	attrs := []attribute.KeyValue{keyNamespace.String(l.namespace)}
 	switch l.kind {
 	case requestKind:
@@ -202,9 +189,7 @@ func (o *Observer) set(l labels) options {
 		attrs = append(attrs, keyRoute.String(l.route))
 	}
 	set := metric.WithAttributeSet(attribute.NewSet(attrs...))
-	s = options{add: []metric.AddOption{set}, record: []metric.RecordOption{set}}
-	o.sets[l] = s
-	return s
+	return options{add: []metric.AddOption{set}, record: []metric.RecordOption{set}}
 }
 
 // WatchFallback reports f's state under ratelimit.store=name at every

@@ -77,7 +77,7 @@ func TestObserver(t *testing.T) {
 		{"ratelimit.limit.decisions", []attribute.KeyValue{ns, route, attribute.String("ratelimit.limit", "login"), attribute.String("ratelimit.outcome", "denied")}, 1},
 		{"ratelimit.limit.decisions", []attribute.KeyValue{ns, route, attribute.String("ratelimit.limit", "burst"), attribute.String("ratelimit.outcome", "allowed")}, 3},
 	} {
-		if v := sum(got, tt.name, attribute.NewSet(tt.attrs...)); v != tt.want {
+		if v := value(got, tt.name, attribute.NewSet(tt.attrs...)); v != tt.want {
 			t.Errorf("%s%v: got %d, want %d", tt.name, tt.attrs, v, tt.want)
 		}
 	}
@@ -139,7 +139,7 @@ func TestWatchFallback(t *testing.T) {
 	h := l.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil))
 	storeAttr := attribute.NewSet(attribute.String("ratelimit.store", "redis"))
-	if v := gauge(collect(t, reader), "ratelimit.fallback.active", storeAttr); v != 0 {
+	if v := value(collect(t, reader), "ratelimit.fallback.active", storeAttr); v != 0 {
 		t.Fatalf("ratelimit.fallback.active = %d on a running Redis, want 0", v)
 	}
 	srv.Kill()
@@ -147,13 +147,13 @@ func TestWatchFallback(t *testing.T) {
 		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil))
 	}
 	got := collect(t, reader)
-	if v := gauge(got, "ratelimit.fallback.active", storeAttr); v != 1 {
+	if v := value(got, "ratelimit.fallback.active", storeAttr); v != 1 {
 		t.Errorf("ratelimit.fallback.active = %d with Redis killed, want 1", v)
 	}
-	if v := sum(got, "ratelimit.fallback.transitions", attribute.NewSet(attribute.String("ratelimit.store", "redis"), attribute.String("ratelimit.fallback.to", "in_process"))); v != 1 {
+	if v := value(got, "ratelimit.fallback.transitions", attribute.NewSet(attribute.String("ratelimit.store", "redis"), attribute.String("ratelimit.fallback.to", "in_process"))); v != 1 {
 		t.Errorf("ratelimit.fallback.transitions to in_process = %d, want 1", v)
 	}
-	if v := sum(got, "ratelimit.fallback.decisions", attribute.NewSet(attribute.String("ratelimit.namespace", "api"), attribute.String("http.route", ""))); v != 2 {
+	if v := value(got, "ratelimit.fallback.decisions", attribute.NewSet(attribute.String("ratelimit.namespace", "api"), attribute.String("http.route", ""))); v != 2 {
 		t.Errorf("ratelimit.fallback.decisions = %d, want 2", v)
 	}
 }
@@ -199,31 +199,24 @@ func collect(t *testing.T, reader *sdkmetric.ManualReader) metricdata.ResourceMe
 	return rm
 }
 
-// sum returns the int64 sum of name's data point with attrs, or -1.
-func sum(rm metricdata.ResourceMetrics, name string, attrs attribute.Set) int64 {
+// value returns the int64 value of name's data point with attrs, a
+// counter's or a gauge's, or -1.
+func value(rm metricdata.ResourceMetrics, name string, attrs attribute.Set) int64 {
 	for _, sm := range rm.ScopeMetrics {
 		for _, m := range sm.Metrics {
-			if s, ok := m.Data.(metricdata.Sum[int64]); ok && m.Name == name {
-				for _, dp := range s.DataPoints {
-					if dp.Attributes.Equals(&attrs) {
-						return dp.Value
-					}
-				}
+			if m.Name != name {
+				continue
 			}
-		}
-	}
-	return -1
-}
-
-// gauge returns the int64 value of name's data point with attrs, or -1.
-func gauge(rm metricdata.ResourceMetrics, name string, attrs attribute.Set) int64 {
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			if g, ok := m.Data.(metricdata.Gauge[int64]); ok && m.Name == name {
-				for _, dp := range g.DataPoints {
-					if dp.Attributes.Equals(&attrs) {
-						return dp.Value
-					}
+			var points []metricdata.DataPoint[int64]
+			switch d := m.Data.(type) {
+			case metricdata.Sum[int64]:
+				points = d.DataPoints
+			case metricdata.Gauge[int64]:
+				points = d.DataPoints
+			}
+			for _, dp := range points {
+				if dp.Attributes.Equals(&attrs) {
+					return dp.Value
 				}
 			}
 		}

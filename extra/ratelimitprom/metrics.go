@@ -32,6 +32,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/internal/series"
 	"github.com/ratelimit-go/ratelimit/store"
 )
 
@@ -62,11 +63,10 @@ type Metrics struct {
 	local    *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
 
-	mu        sync.RWMutex
-	reqs      map[requestLabels]prometheus.Counter
-	verdicts  map[limitLabels]prometheus.Counter
-	fellBack  map[routeLabels]prometheus.Counter
-	durations map[string]prometheus.Observer
+	reqs      *series.Map[requestLabels, prometheus.Counter]
+	verdicts  *series.Map[limitLabels, prometheus.Counter]
+	fellBack  *series.Map[routeLabels, prometheus.Counter]
+	durations *series.Map[string, prometheus.Observer]
 
 	fallbacks   []watched
 	fallbackMu  sync.Mutex
@@ -88,7 +88,7 @@ type routeLabels struct{ namespace, route string }
 // New returns Metrics with no series yet: each appears with the first
 // request it counts.
 func New() *Metrics {
-	return &Metrics{
+	m := &Metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ratelimit_requests_total",
 			Help: "Requests a rate limiter decided or could not decide, by namespace, route pattern and outcome.",
@@ -106,126 +106,43 @@ func New() *Metrics {
 			Help:    "How long the store took to decide a request, or to fail, by namespace.",
 			Buckets: latencyBuckets,
 		}, []string{"namespace"}),
-		reqs:        map[requestLabels]prometheus.Counter{},
-		verdicts:    map[limitLabels]prometheus.Counter{},
-		fellBack:    map[routeLabels]prometheus.Counter{},
-		durations:   map[string]prometheus.Observer{},
 		fallbackSet: newFallbackDescs(),
 	}
+	m.reqs = &series.Map[requestLabels, prometheus.Counter]{Max: MaxSeries,
+		Make: func(l requestLabels) prometheus.Counter {
+			return m.requests.WithLabelValues(l.namespace, l.route, l.outcome.String())
+		},
+		Overflow: func(l requestLabels) requestLabels { l.route = other; return l }}
+	m.verdicts = &series.Map[limitLabels, prometheus.Counter]{Max: MaxSeries,
+		Make: func(l limitLabels) prometheus.Counter {
+			return m.limits.WithLabelValues(l.namespace, l.route, l.limit, l.outcome.String())
+		},
+		Overflow: func(l limitLabels) limitLabels { l.route, l.limit = other, other; return l }}
+	m.fellBack = &series.Map[routeLabels, prometheus.Counter]{Max: MaxSeries,
+		Make:     func(l routeLabels) prometheus.Counter { return m.local.WithLabelValues(l.namespace, l.route) },
+		Overflow: func(l routeLabels) routeLabels { l.route = other; return l }}
+	m.durations = &series.Map[string, prometheus.Observer]{Max: MaxSeries,
+		Make:     func(ns string) prometheus.Observer { return m.latency.WithLabelValues(ns) },
+		Overflow: func(string) string { return other }}
+	return m
 }
 
 // Observe counts e. Pass it to [ratelimit.WithObserver].
 func (m *Metrics) Observe(_ *http.Request, e ratelimit.Event) {
-	m.requestCounter(requestLabels{e.Namespace, e.Route, e.Outcome}).Inc()
+	m.reqs.Get(requestLabels{e.Namespace, e.Route, e.Outcome}).Inc()
 	if e.Latency > 0 {
-		m.durationObserver(e.Namespace).Observe(e.Latency.Seconds())
+		m.durations.Get(e.Namespace).Observe(e.Latency.Seconds())
 	}
 	if e.Decision.Fallback {
-		m.fallbackCounter(routeLabels{e.Namespace, e.Route}).Inc()
+		m.fellBack.Get(routeLabels{e.Namespace, e.Route}).Inc()
 	}
 	for _, res := range e.Decision.Results() {
 		o := e.Outcome
 		if res.Allowed {
 			o = ratelimit.Allowed
 		}
-		m.limitCounter(limitLabels{e.Namespace, e.Route, res.Limit.Name, o}).Inc()
+		m.verdicts.Get(limitLabels{e.Namespace, e.Route, res.Limit.Name, o}).Inc()
 	}
-}
-
-// requestCounter returns the counter of l, made on first use; past
-// MaxSeries, that of l with route "other".
-func (m *Metrics) requestCounter(l requestLabels) prometheus.Counter {
-	m.mu.RLock()
-	c, ok := m.reqs[l]
-	m.mu.RUnlock()
-	if ok {
-		return c
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if c, ok := m.reqs[l]; ok {
-		return c
-	}
-	if len(m.reqs) >= MaxSeries {
-		l.route = other
-		if c, ok := m.reqs[l]; ok {
-			return c
-		}
-	}
-	c = m.requests.WithLabelValues(l.namespace, l.route, l.outcome.String())
-	m.reqs[l] = c
-	return c
-}
-
-// limitCounter is requestCounter for a limit's verdict; past MaxSeries,
-// route and limit are "other".
-func (m *Metrics) limitCounter(l limitLabels) prometheus.Counter {
-	m.mu.RLock()
-	c, ok := m.verdicts[l]
-	m.mu.RUnlock()
-	if ok {
-		return c
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if c, ok := m.verdicts[l]; ok {
-		return c
-	}
-	if len(m.verdicts) >= MaxSeries {
-		l.route, l.limit = other, other
-		if c, ok := m.verdicts[l]; ok {
-			return c
-		}
-	}
-	c = m.limits.WithLabelValues(l.namespace, l.route, l.limit, l.outcome.String())
-	m.verdicts[l] = c
-	return c
-}
-
-// fallbackCounter is requestCounter for decisions made in process.
-func (m *Metrics) fallbackCounter(l routeLabels) prometheus.Counter {
-	m.mu.RLock()
-	c, ok := m.fellBack[l]
-	m.mu.RUnlock()
-	if ok {
-		return c
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if c, ok := m.fellBack[l]; ok {
-		return c
-	}
-	if len(m.fellBack) >= MaxSeries {
-		l.route = other
-		if c, ok := m.fellBack[l]; ok {
-			return c
-		}
-	}
-	c = m.local.WithLabelValues(l.namespace, l.route)
-	m.fellBack[l] = c
-	return c
-}
-
-// durationObserver returns the latency histogram of namespace, whose
-// values ratelimit.New bounds to a Limiter's few.
-func (m *Metrics) durationObserver(namespace string) prometheus.Observer {
-	m.mu.RLock()
-	o, ok := m.durations[namespace]
-	m.mu.RUnlock()
-	if ok {
-		return o
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if o, ok := m.durations[namespace]; ok {
-		return o
-	}
-	if len(m.durations) >= MaxSeries {
-		namespace = other
-	}
-	o = m.latency.WithLabelValues(namespace)
-	m.durations[namespace] = o
-	return o
 }
 
 // Describe implements [prometheus.Collector].
