@@ -23,7 +23,7 @@ import (
 // and since when, name the failure without its text, and always answer
 // 200; Stats counts the outage and the recovery.
 func TestFallbackHealth(t *testing.T) {
-	checkLeaks(t)
+	checkLeaks(t, redisRedial)
 	srv := redistest.Require(t)
 	client := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true, MaxRetries: -1})
 	t.Cleanup(func() { client.Close() })
