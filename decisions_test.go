@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/ratelimit-go/ratelimit"
-	"github.com/ratelimit-go/ratelimit/internal/httpcases"
+	"github.com/ratelimit-go/ratelimit/adapters/adaptertest"
 )
 
 type ctxKey struct{}
@@ -59,7 +59,7 @@ func TestDecisionsOnlyOfLimitersThatDecided(t *testing.T) {
 	mem := newMemory(t)
 	skipped := newLimiter(t, mem, "skipped", ratelimit.WithLimits(ratelimit.PerMinute(1)), ratelimit.WithSkip(func(*http.Request) bool { return true }))
 	routed := newLimiter(t, mem, "routed", ratelimit.WithRoutes(map[string][]ratelimit.Limit{"POST /login": {ratelimit.PerMinute(1)}}))
-	failed := newLimiter(t, httpcases.Down{}, "failed", ratelimit.WithLogger(discardLogger), ratelimit.WithLimits(ratelimit.PerMinute(1)))
+	failed := newLimiter(t, adaptertest.Down{}, "failed", ratelimit.WithLogger(discardLogger), ratelimit.WithLimits(ratelimit.PerMinute(1)))
 	dry := newLimiter(t, mem, "dry", ratelimit.WithLimits(ratelimit.PerMinute(1).Named("dry")), ratelimit.WithDryRun(func(*http.Request, ratelimit.Decision) {}))
 	var got []ratelimit.Decision
 	h := skipped.Handler(routed.Handler(failed.Handler(dry.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -83,7 +83,7 @@ func TestCostSeesTheMatchedRoute(t *testing.T) {
 		ratelimit.WithCost(func(r *http.Request) int { costSaw = ratelimit.RoutePattern(r); return 1 }),
 		ratelimit.WithLimitsFunc(func(r *http.Request) []ratelimit.Limit { limitsSaw = ratelimit.RoutePattern(r); return nil }))
 	mux := http.NewServeMux()
-	mux.HandleFunc("/", httpcases.OK)
+	mux.HandleFunc("/", adaptertest.OK)
 	h := l.Handler(mux)
 	for _, tt := range []struct{ method, path, want string }{
 		{"POST", "/login", "POST /login"},
@@ -97,7 +97,7 @@ func TestCostSeesTheMatchedRoute(t *testing.T) {
 	}
 	costSaw = ""
 	r := ratelimit.RequestWithRoute(httptest.NewRequest("GET", "/api/7", nil), "GET /api/{id}")
-	l.Handler(http.HandlerFunc(httpcases.OK)).ServeHTTP(httptest.NewRecorder(), r)
+	l.Handler(http.HandlerFunc(adaptertest.OK)).ServeHTTP(httptest.NewRecorder(), r)
 	if costSaw != "GET /api/{id}" {
 		t.Errorf("with the router's pattern known, the cost function saw %q, want it", costSaw)
 	}

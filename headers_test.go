@@ -21,7 +21,7 @@ import (
 	"github.com/dunglas/httpsfv"
 
 	"github.com/ratelimit-go/ratelimit"
-	"github.com/ratelimit-go/ratelimit/internal/httpcases"
+	"github.com/ratelimit-go/ratelimit/adapters/adaptertest"
 )
 
 // fixedStore answers every request with one preset result.
@@ -214,7 +214,7 @@ func TestHeadersDescribeTheTightest(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			l := newLimiter(t, decisionStore{tt.d}, "test", limits)
-			w := serve(l.Handler(http.HandlerFunc(httpcases.OK)), "GET", "/")
+			w := serve(l.Handler(http.HandlerFunc(adaptertest.OK)), "GET", "/")
 			h := w.Header()
 			if w.Code != tt.status || h.Get("X-RateLimit-Reset") != tt.xReset || h.Get("X-RateLimit-Limit") != tt.xLimit || h.Get("Retry-After") != tt.retry {
 				t.Errorf("got %d, X-RateLimit-Reset %q, X-RateLimit-Limit %q, Retry-After %q; want %d, %q, %q, %q",
@@ -246,7 +246,7 @@ func TestResetIsTheEffectiveWindow(t *testing.T) {
 		t.Run(tt.window.String(), func(t *testing.T) {
 			s := fixedStore{ratelimit.Result{Remaining: 4, Window: tt.window, ResetAfter: tt.resetAfter}}
 			l := newLimiter(t, s, "test", ratelimit.WithLimits(ratelimit.PerMinute(5).Named("api")))
-			w := serve(l.Handler(http.HandlerFunc(httpcases.OK)), "GET", "/")
+			w := serve(l.Handler(http.HandlerFunc(adaptertest.OK)), "GET", "/")
 			h := w.Header()
 			if got, want := h.Get("RateLimit"), `"api";r=4;t=`+tt.t; got != want {
 				t.Errorf("got RateLimit %q, want %q", got, want)
@@ -283,7 +283,7 @@ func TestResetNeverAfterRetryAfter(t *testing.T) {
 		{
 			name: "one Limiter, two limits",
 			handler: func(t *testing.T) http.Handler {
-				return newLimiter(t, decisionStore{deny}, "test", limits).Handler(http.HandlerFunc(httpcases.OK))
+				return newLimiter(t, decisionStore{deny}, "test", limits).Handler(http.HandlerFunc(adaptertest.OK))
 			},
 			status: 429, retry: "2", rateLimit: `"burst";r=0;t=1, "minute";r=7;t=2`,
 		},
@@ -292,7 +292,7 @@ func TestResetNeverAfterRetryAfter(t *testing.T) {
 			handler: func(t *testing.T) http.Handler {
 				outer := newLimiter(t, decisionStore{allow}, "outer", global)
 				inner := newLimiter(t, decisionStore{deny}, "inner", limits)
-				return outer.Handler(inner.Handler(http.HandlerFunc(httpcases.OK)))
+				return outer.Handler(inner.Handler(http.HandlerFunc(adaptertest.OK)))
 			},
 			status: 429, retry: "2", rateLimit: `"global";r=90;t=2, "burst";r=0;t=1, "minute";r=7;t=2`,
 		},
@@ -301,7 +301,7 @@ func TestResetNeverAfterRetryAfter(t *testing.T) {
 			handler: func(t *testing.T) http.Handler {
 				outer := newLimiter(t, decisionStore{allow}, "outer", global)
 				inner := newLimiter(t, decisionStore{allow}, "inner", ratelimit.WithLimits(ratelimit.PerMinute(100).Named("inner")))
-				return outer.Handler(inner.Handler(http.HandlerFunc(httpcases.OK)))
+				return outer.Handler(inner.Handler(http.HandlerFunc(adaptertest.OK)))
 			},
 			status: 200, rateLimit: `"global";r=90;t=50, "inner";r=90;t=50`,
 		},
@@ -311,14 +311,14 @@ func TestResetNeverAfterRetryAfter(t *testing.T) {
 				outer := newLimiter(t, decisionStore{deny}, "outer", limits, quietLogs(), ratelimit.WithDryRun(nil))
 				inner := newLimiter(t, decisionStore{allow}, "inner", global)
 				inner2 := newLimiter(t, decisionStore{deny}, "inner2", ratelimit.WithLimits(ratelimit.PerSecond(5).Named("b"), ratelimit.PerMinute(5).Named("m")))
-				return outer.Handler(inner.Handler(inner2.Handler(http.HandlerFunc(httpcases.OK))))
+				return outer.Handler(inner.Handler(inner2.Handler(http.HandlerFunc(adaptertest.OK))))
 			},
 			status: 429, retry: "2", rateLimit: `"burst";r=0;t=1, "minute";r=7;t=2, "global";r=90;t=2, "b";r=0;t=1, "m";r=7;t=2`,
 		},
 		{
 			name: "dry run: served without Retry-After, t uncapped",
 			handler: func(t *testing.T) http.Handler {
-				return newLimiter(t, decisionStore{deny}, "test", limits, quietLogs(), ratelimit.WithDryRun(nil)).Handler(http.HandlerFunc(httpcases.OK))
+				return newLimiter(t, decisionStore{deny}, "test", limits, quietLogs(), ratelimit.WithDryRun(nil)).Handler(http.HandlerFunc(adaptertest.OK))
 			},
 			status: 200, rateLimit: `"burst";r=0;t=1, "minute";r=7;t=50`,
 		},
@@ -358,9 +358,9 @@ func TestHeaderStyles(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprint(uint8(tt.style)), func(t *testing.T) {
-			l := newLimiter(t, httpcases.NewStore(t), "test", ratelimit.WithHeaders(tt.style),
+			l := newLimiter(t, adaptertest.NewStore(t), "test", ratelimit.WithHeaders(tt.style),
 				ratelimit.WithLimits(ratelimit.PerMinute(1).Using(ratelimit.FixedWindow)))
-			h := l.Handler(http.HandlerFunc(httpcases.OK))
+			h := l.Handler(http.HandlerFunc(adaptertest.OK))
 			for _, want := range []int{200, 429} {
 				w := serve(h, "GET", "/")
 				if w.Code != want {
@@ -408,8 +408,8 @@ func TestHeadersAreStructuredFields(t *testing.T) {
 				if pk {
 					opts = append(opts, ratelimit.WithPartitionKey([]byte(pkSecret)))
 				}
-				l := newLimiter(t, httpcases.NewStore(t), "test", opts...)
-				h := serve(l.Handler(http.HandlerFunc(httpcases.OK)), "GET", "/").Header()
+				l := newLimiter(t, adaptertest.NewStore(t), "test", opts...)
+				h := serve(l.Handler(http.HandlerFunc(adaptertest.OK)), "GET", "/").Header()
 				policy, err := parseSF(h.Values("RateLimit-Policy"))
 				if err != nil {
 					t.Fatalf("name %q: RateLimit-Policy %q: %v", name, h.Get("RateLimit-Policy"), err)
@@ -475,7 +475,7 @@ func TestQuotaUnit(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := newLimiter(t, newMemory(t), "test", tt.opts...).Handler(http.HandlerFunc(httpcases.OK))
+			h := newLimiter(t, newMemory(t), "test", tt.opts...).Handler(http.HandlerFunc(adaptertest.OK))
 			for i := range 2 { // the limits function's set is compiled on the first request, reused on the second
 				w := serve(h, tt.method, "/upload", func(r *http.Request) {
 					if tt.plan {
@@ -505,8 +505,8 @@ func TestPartitionKey(t *testing.T) {
 	routes := ratelimit.WithRoutes(map[string][]ratelimit.Limit{"POST /login": {ratelimit.PerMinute(2).Named("login")}})
 	limits := ratelimit.WithLimits(ratelimit.PerMinute(3).Named("api"), ratelimit.PerSecond(10).Named("burst"))
 	pk := ratelimit.WithPartitionKey([]byte(pkSecret))
-	api := newLimiter(t, mem, "api", user, limits, routes, pk).Handler(http.HandlerFunc(httpcases.OK))
-	other := newLimiter(t, mem, "other", user, limits, pk).Handler(http.HandlerFunc(httpcases.OK))
+	api := newLimiter(t, mem, "api", user, limits, routes, pk).Handler(http.HandlerFunc(adaptertest.OK))
+	other := newLimiter(t, mem, "other", user, limits, pk).Handler(http.HandlerFunc(adaptertest.OK))
 	as := func(u string) func(*http.Request) { return withHeader("X-User", u) }
 
 	// partitionKey returns the pk of a response, checking that every item
@@ -567,7 +567,7 @@ func TestPartitionKey(t *testing.T) {
 
 	// Stacked Limiters: each lists its own items with its own pk, or none.
 	plain := newLimiter(t, mem, "plain", ratelimit.WithLimits(ratelimit.PerMinute(50).Named("plain")))
-	w := serve(plain.Handler(newLimiter(t, mem, "api2", user, limits, pk).Handler(http.HandlerFunc(httpcases.OK))), "GET", "/", as("alice"))
+	w := serve(plain.Handler(newLimiter(t, mem, "api2", user, limits, pk).Handler(http.HandlerFunc(adaptertest.OK))), "GET", "/", as("alice"))
 	items := mustParse(t, w.Header())
 	if len(items) != 3 || items[0].params["pk"] != nil || len(asBytes(items[1].params["pk"])) != 16 || !bytes.Equal(asBytes(items[1].params["pk"]), asBytes(items[2].params["pk"])) {
 		t.Errorf("stacked: RateLimit %q, want pk on the second Limiter's items only", w.Header().Get("RateLimit"))

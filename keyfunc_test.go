@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/ratelimit-go/ratelimit"
-	"github.com/ratelimit-go/ratelimit/internal/httpcases"
+	"github.com/ratelimit-go/ratelimit/adapters/adaptertest"
 )
 
 // testSecret is a secret for Header.
@@ -230,8 +230,8 @@ func TestSecretsStayOutOfRedis(t *testing.T) {
 		ratelimit.PerMinute(5).Using(ratelimit.SlidingLog),
 		ratelimit.Per(5, time.Hour).Using(ratelimit.TokenBucket),
 		ratelimit.PerSecond(10))
-	first := newLimiter(t, s, "keys", ratelimit.WithKey(mustHeader(t, "X-API-Key", testSecret)), limits).Handler(http.HandlerFunc(httpcases.OK))
-	second := newLimiter(t, s, "keys", ratelimit.WithKey(mustHeader(t, "X-API-Key", other)), limits).Handler(http.HandlerFunc(httpcases.OK))
+	first := newLimiter(t, s, "keys", ratelimit.WithKey(mustHeader(t, "X-API-Key", testSecret)), limits).Handler(http.HandlerFunc(adaptertest.OK))
+	second := newLimiter(t, s, "keys", ratelimit.WithKey(mustHeader(t, "X-API-Key", other)), limits).Handler(http.HandlerFunc(adaptertest.OK))
 	for i, st := range []struct {
 		h         http.Handler
 		remaining string
@@ -306,7 +306,7 @@ func TestSecretsStayOutOfLogs(t *testing.T) {
 			l := newLimiter(t, tt.store(t), "logs", ratelimit.WithKey(mustHeader(t, "X-API-Key", testSecret)),
 				ratelimit.WithLimits(ratelimit.PerMinute(5).Using(ratelimit.FixedWindow)),
 				ratelimit.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
-			w := serve(l.Handler(http.HandlerFunc(httpcases.OK)), "GET", "/", withHeader("X-API-Key", apiKeyValue))
+			w := serve(l.Handler(http.HandlerFunc(adaptertest.OK)), "GET", "/", withHeader("X-API-Key", apiKeyValue))
 			if w.Code != 200 {
 				t.Errorf("failing open: got %d, want 200", w.Code)
 			}

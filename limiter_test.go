@@ -13,13 +13,13 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratelimit-go/ratelimit"
-	"github.com/ratelimit-go/ratelimit/internal/httpcases"
-	"github.com/ratelimit-go/ratelimit/internal/redistest"
+	"github.com/ratelimit-go/ratelimit/adapters/adaptertest"
+	"github.com/ratelimit-go/ratelimit/redistest"
 	"github.com/ratelimit-go/ratelimit/store"
 )
 
 func TestNewReportsBadInput(t *testing.T) {
-	s := httpcases.NewStore(t)
+	s := adaptertest.NewStore(t)
 	ok := ratelimit.WithLimits(ratelimit.PerMinute(10))
 	tests := []struct {
 		name  string
@@ -42,7 +42,7 @@ func TestNewReportsBadInput(t *testing.T) {
 }
 
 func TestNewChecksTheNamespace(t *testing.T) {
-	s := httpcases.NewStore(t)
+	s := adaptertest.NewStore(t)
 	limits := ratelimit.WithLimits(ratelimit.PerMinute(10))
 	for _, ns := range []string{"", strings.Repeat("n", 65), "a|b", "a b", "a:b", "a{b}", "café", "a\x00"} {
 		t.Run(fmt.Sprintf("%q", ns), func(t *testing.T) {
@@ -137,8 +137,8 @@ func TestNamespacesNeverShareCounters(t *testing.T) {
 	c, prefix := sharedRedis(t)
 	s := newRedisStore(t, c, prefix)
 	limits := ratelimit.WithLimits(ratelimit.PerMinute(2).Using(ratelimit.FixedWindow))
-	api := newLimiter(t, s, "api", limits).Handler(http.HandlerFunc(httpcases.OK))
-	login := newLimiter(t, s, "login", limits).Handler(http.HandlerFunc(httpcases.OK))
+	api := newLimiter(t, s, "api", limits).Handler(http.HandlerFunc(adaptertest.OK))
+	login := newLimiter(t, s, "login", limits).Handler(http.HandlerFunc(adaptertest.OK))
 	runSteps(t, []step{
 		{api, "GET", "/", 200, "1"},
 		{api, "GET", "/", 200, "0"},
@@ -173,7 +173,7 @@ func TestNamespaceIsSharedAcrossStores(t *testing.T) {
 	for _, s := range []ratelimit.Store{first, second, fallback} {
 		l := newLimiter(t, s, "shared", limits)
 		limiters = append(limiters, l)
-		handlers = append(handlers, l.Handler(http.HandlerFunc(httpcases.OK)))
+		handlers = append(handlers, l.Handler(http.HandlerFunc(adaptertest.OK)))
 	}
 	runSteps(t, []step{
 		{handlers[0], "GET", "/", 200, "3"},

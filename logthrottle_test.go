@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/ratelimit-go/ratelimit"
-	"github.com/ratelimit-go/ratelimit/internal/httpcases"
+	"github.com/ratelimit-go/ratelimit/adapters/adaptertest"
 )
 
 // TestLogsAreThrottled: a Limiter logs at most one line a second of each
@@ -18,7 +18,7 @@ func TestLogsAreThrottled(t *testing.T) {
 	var logs bytes.Buffer
 	l := newLimiter(t, failing{errors.New("down")}, "test", ratelimit.WithLimits(ratelimit.PerMinute(1)),
 		ratelimit.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
-	h := l.Handler(http.HandlerFunc(httpcases.OK))
+	h := l.Handler(http.HandlerFunc(adaptertest.OK))
 	for range 100 {
 		serve(h, "GET", "/")
 	}

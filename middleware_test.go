@@ -12,25 +12,25 @@ import (
 	"testing"
 
 	"github.com/ratelimit-go/ratelimit"
-	"github.com/ratelimit-go/ratelimit/internal/httpcases"
+	"github.com/ratelimit-go/ratelimit/adapters/adaptertest"
 	"github.com/ratelimit-go/ratelimit/store"
 )
 
 // netHTTP serves the test app with Go's ServeMux, the Limiter wrapping
 // each route's handler.
-var netHTTP = httpcases.Framework{
-	Pattern: func(r httpcases.Route) string {
+var netHTTP = adaptertest.Framework{
+	Pattern: func(r adaptertest.Route) string {
 		return r.Method + " " + strings.ReplaceAll(r.Path, ":id", "{id}")
 	},
 	Routes: ratelimit.WithRoutes,
 	Serve: func(t *testing.T, ls ...*ratelimit.Limiter) http.Handler {
 		mux := http.NewServeMux()
-		for _, r := range httpcases.App {
+		for _, r := range adaptertest.App {
 			pattern := r.Method + " " + strings.ReplaceAll(r.Path, ":id", "{id}")
 			if r.Path == "/" {
 				pattern += "{$}"
 			}
-			var h http.Handler = http.HandlerFunc(httpcases.OK)
+			var h http.Handler = http.HandlerFunc(adaptertest.OK)
 			for i := len(ls) - 1; i >= 0; i-- {
 				h = ls[i].Handler(h)
 			}
@@ -40,7 +40,7 @@ var netHTTP = httpcases.Framework{
 	},
 }
 
-func TestHTTPCases(t *testing.T) { httpcases.Run(t, netHTTP) }
+func TestHTTPCases(t *testing.T) { adaptertest.Run(t, netHTTP) }
 
 // newLimiter is ratelimit.New, failing t on an error.
 func newLimiter(t testing.TB, s ratelimit.Store, namespace string, opts ...ratelimit.Option) *ratelimit.Limiter {
@@ -82,8 +82,8 @@ func capacity(l ratelimit.Limit) int {
 
 func TestReset(t *testing.T) {
 	login := ratelimit.PerMinute(2).Using(ratelimit.SlidingLog)
-	l := newLimiter(t, httpcases.NewStore(t), "test", ratelimit.WithLimits(login))
-	h := l.Handler(http.HandlerFunc(httpcases.OK))
+	l := newLimiter(t, adaptertest.NewStore(t), "test", ratelimit.WithLimits(login))
+	h := l.Handler(http.HandlerFunc(adaptertest.OK))
 	serve(h, "POST", "/login")
 	serve(h, "POST", "/login")
 	if w := serve(h, "POST", "/login"); w.Code != 429 {
@@ -98,7 +98,7 @@ func TestReset(t *testing.T) {
 		t.Errorf("after Reset: got %d, want 200", w.Code)
 	}
 
-	down := newLimiter(t, httpcases.Down{}, "test", ratelimit.WithLimits(login))
+	down := newLimiter(t, adaptertest.Down{}, "test", ratelimit.WithLimits(login))
 	if err := down.Reset(r); err == nil || errors.Is(err, ratelimit.ErrInvalid) {
 		t.Errorf("Reset on a store that is down: got %v, want the store's error", err)
 	}
@@ -107,7 +107,7 @@ func TestReset(t *testing.T) {
 	if err := l.Reset(noKey); !errors.Is(err, ratelimit.ErrNoKey) {
 		t.Errorf("Reset of a request without a key: got %v, want ErrNoKey", err)
 	}
-	routes := newLimiter(t, httpcases.Down{}, "test", ratelimit.WithRoutes(map[string][]ratelimit.Limit{"POST /login": {login}}))
+	routes := newLimiter(t, adaptertest.Down{}, "test", ratelimit.WithRoutes(map[string][]ratelimit.Limit{"POST /login": {login}}))
 	if err := routes.Reset(httptest.NewRequest("GET", "/other", nil)); err != nil {
 		t.Errorf("Reset of a request no limit applies to: got %v, want nil (the store is not asked)", err)
 	}
@@ -122,7 +122,7 @@ func TestPeek(t *testing.T) {
 	}
 	login := ratelimit.PerMinute(3).Using(ratelimit.SlidingLog)
 	l := newLimiter(t, m, "test", ratelimit.WithLimits(login))
-	h := l.Handler(http.HandlerFunc(httpcases.OK))
+	h := l.Handler(http.HandlerFunc(adaptertest.OK))
 	for i := range 2 {
 		if w := serve(h, "POST", "/login"); w.Code != 200 {
 			t.Fatalf("request %d: got %d, want 200", i, w.Code)
@@ -147,16 +147,16 @@ func TestPeek(t *testing.T) {
 	if d, err := costly.Peek(r); err != nil || !d.Allowed || d.Results()[0].Remaining != 3 {
 		t.Errorf("Peek at cost 2 of a fresh key: got %+v, %v; want allowed, 3 remaining", d, err)
 	}
-	serve(costly.Handler(http.HandlerFunc(httpcases.OK)), "POST", "/login")
+	serve(costly.Handler(http.HandlerFunc(adaptertest.OK)), "POST", "/login")
 	if d, err := costly.Peek(r); err != nil || d.Allowed || d.Results()[0].Remaining != 1 {
 		t.Errorf("Peek at cost 2 with 1 left: got %+v, %v; want denied, 1 remaining", d, err)
 	}
 
-	routes := newLimiter(t, httpcases.Down{}, "test", ratelimit.WithRoutes(map[string][]ratelimit.Limit{"POST /login": {login}}))
+	routes := newLimiter(t, adaptertest.Down{}, "test", ratelimit.WithRoutes(map[string][]ratelimit.Limit{"POST /login": {login}}))
 	if d, err := routes.Peek(httptest.NewRequest("GET", "/other", nil)); err != nil || d.Allowed || d.Results() != nil {
 		t.Errorf("Peek of a request no limit applies to: got %+v, %v; want (Decision{}, nil), the store not asked", d, err)
 	}
-	down := newLimiter(t, httpcases.Down{}, "test", ratelimit.WithLimits(login))
+	down := newLimiter(t, adaptertest.Down{}, "test", ratelimit.WithLimits(login))
 	if _, err := down.Peek(r); err == nil || errors.Is(err, ratelimit.ErrInvalid) {
 		t.Errorf("Peek on a store that is down: got %v, want the store's error", err)
 	}
@@ -169,10 +169,10 @@ func TestPeek(t *testing.T) {
 
 func TestDryRunReports(t *testing.T) {
 	var reported []ratelimit.Decision
-	l := newLimiter(t, httpcases.NewStore(t), "test",
+	l := newLimiter(t, adaptertest.NewStore(t), "test",
 		ratelimit.WithLimits(ratelimit.PerMinute(1).Using(ratelimit.FixedWindow)),
 		ratelimit.WithDryRun(func(r *http.Request, d ratelimit.Decision) { reported = append(reported, d) }))
-	h := l.Handler(http.HandlerFunc(httpcases.OK))
+	h := l.Handler(http.HandlerFunc(adaptertest.OK))
 	for range 3 {
 		if w := serve(h, "GET", "/"); w.Code != 200 {
 			t.Fatalf("dry run: got %d, want 200", w.Code)
@@ -218,7 +218,7 @@ func TestStoreErrors(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			l := newLimiter(t, failing{secret}, "test", ratelimit.WithLimits(ratelimit.PerMinute(1)), ratelimit.WithErrorHandler(tt.handler), ratelimit.WithLogger(logger))
 			for _, accept := range []string{"", "application/json"} {
-				w := serve(l.Handler(http.HandlerFunc(httpcases.OK)), "GET", "/", withHeader("Accept", accept))
+				w := serve(l.Handler(http.HandlerFunc(adaptertest.OK)), "GET", "/", withHeader("Accept", accept))
 				if w.Code != tt.status {
 					t.Errorf("got %d, want %d", w.Code, tt.status)
 				}
@@ -245,9 +245,9 @@ func TestLongKeysAreHashed(t *testing.T) {
 		}
 		return "", ratelimit.ErrNoKey
 	}
-	l := newLimiter(t, httpcases.NewStore(t), "test", ratelimit.WithKey(raw),
+	l := newLimiter(t, adaptertest.NewStore(t), "test", ratelimit.WithKey(raw),
 		ratelimit.WithLimits(ratelimit.PerMinute(1).Using(ratelimit.FixedWindow)))
-	h := l.Handler(http.HandlerFunc(httpcases.OK))
+	h := l.Handler(http.HandlerFunc(adaptertest.OK))
 	long := strings.Repeat("k", 5000)
 	for i, tt := range []struct {
 		key  string
@@ -287,7 +287,7 @@ func TestCostAgainstCapacity(t *testing.T) {
 				t.Fatal(err)
 			}
 			l := newLimiter(t, s, "test", limits, cost, quietLogs())
-			w := serve(l.Handler(http.HandlerFunc(httpcases.OK)), "GET", "/", withHeader("X-Cost", strconv.Itoa(tt.cost)))
+			w := serve(l.Handler(http.HandlerFunc(adaptertest.OK)), "GET", "/", withHeader("X-Cost", strconv.Itoa(tt.cost)))
 			if w.Code != tt.status {
 				t.Errorf("got %d, want %d", w.Code, tt.status)
 			}

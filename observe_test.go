@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/ratelimit-go/ratelimit"
-	"github.com/ratelimit-go/ratelimit/internal/httpcases"
-	"github.com/ratelimit-go/ratelimit/internal/redistest"
+	"github.com/ratelimit-go/ratelimit/adapters/adaptertest"
+	"github.com/ratelimit-go/ratelimit/redistest"
 	"github.com/ratelimit-go/ratelimit/store"
 )
 
@@ -71,7 +71,7 @@ func TestObserverOutcomes(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			s := tt.store
 			if s == nil {
-				s = slowStore{httpcases.NewStore(t), time.Millisecond}
+				s = slowStore{adaptertest.NewStore(t), time.Millisecond}
 			}
 			rec := &recorder{}
 			opts := append([]ratelimit.Option{
@@ -80,7 +80,7 @@ func TestObserverOutcomes(t *testing.T) {
 				ratelimit.WithObserver(rec.observe),
 				quietLogs(),
 			}, tt.opts...)
-			h := newLimiter(t, s, "auth", opts...).Handler(http.HandlerFunc(httpcases.OK))
+			h := newLimiter(t, s, "auth", opts...).Handler(http.HandlerFunc(adaptertest.OK))
 			for range 4 {
 				serve(h, "POST", "/login", func(r *http.Request) {
 					if tt.ctx != nil {
@@ -150,18 +150,18 @@ func equalOutcomes(a, b []ratelimit.Outcome) bool {
 
 func TestObserversInOrder(t *testing.T) {
 	var calls []string
-	l := newLimiter(t, httpcases.NewStore(t), "test",
+	l := newLimiter(t, adaptertest.NewStore(t), "test",
 		ratelimit.WithLimits(ratelimit.PerMinute(5)),
 		ratelimit.WithObserver(func(*http.Request, ratelimit.Event) { calls = append(calls, "first") }),
 		ratelimit.WithObserver(func(*http.Request, ratelimit.Event) { calls = append(calls, "second") }),
 		ratelimit.WithSkip(func(r *http.Request) bool { return r.URL.Path == "/health" }))
-	h := l.Handler(http.HandlerFunc(httpcases.OK))
+	h := l.Handler(http.HandlerFunc(adaptertest.OK))
 	serve(h, "GET", "/")
 	serve(h, "GET", "/health") // skipped: not observed
 	if strings.Join(calls, ",") != "first,second" {
 		t.Errorf("got calls %v, want first then second, once", calls)
 	}
-	if _, err := ratelimit.New(httpcases.NewStore(t), "test", ratelimit.WithLimits(ratelimit.PerMinute(5)), ratelimit.WithObserver(nil)); !errors.Is(err, ratelimit.ErrInvalid) || !strings.Contains(err.Error(), "WithObserver") {
+	if _, err := ratelimit.New(adaptertest.NewStore(t), "test", ratelimit.WithLimits(ratelimit.PerMinute(5)), ratelimit.WithObserver(nil)); !errors.Is(err, ratelimit.ErrInvalid) || !strings.Contains(err.Error(), "WithObserver") {
 		t.Errorf("a nil observer: got %v, want ErrInvalid naming WithObserver", err)
 	}
 }
@@ -224,7 +224,7 @@ func TestObserverThroughFallback(t *testing.T) {
 	t.Cleanup(func() { fallback.Close() })
 	rec := &recorder{}
 	h := newLimiter(t, fallback, "api", ratelimit.WithLimits(ratelimit.PerMinute(2).Using(ratelimit.SlidingLog).Named("api")),
-		ratelimit.WithObserver(rec.observe), quietLogs()).Handler(http.HandlerFunc(httpcases.OK))
+		ratelimit.WithObserver(rec.observe), quietLogs()).Handler(http.HandlerFunc(adaptertest.OK))
 	for range 3 {
 		serve(h, "GET", "/")
 	}

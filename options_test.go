@@ -8,13 +8,13 @@ import (
 	"testing"
 
 	"github.com/ratelimit-go/ratelimit"
-	"github.com/ratelimit-go/ratelimit/internal/httpcases"
+	"github.com/ratelimit-go/ratelimit/adapters/adaptertest"
 )
 
 // TestOptionsReportTheirName: New refuses a bad option with an error
 // naming it, and for limits, the limit and field at fault.
 func TestOptionsReportTheirName(t *testing.T) {
-	s := httpcases.NewStore(t)
+	s := adaptertest.NewStore(t)
 	ok := ratelimit.WithLimits(ratelimit.PerMinute(10))
 	tests := []struct {
 		name string
@@ -55,7 +55,7 @@ func TestOptionsReportTheirName(t *testing.T) {
 // TestOptionsAccept: the registered quota units and a 16-byte secret are
 // accepted, before or after the limits.
 func TestOptionsAccept(t *testing.T) {
-	s := httpcases.NewStore(t)
+	s := adaptertest.NewStore(t)
 	ok := ratelimit.WithLimits(ratelimit.PerMinute(10))
 	for _, opt := range []ratelimit.Option{
 		ratelimit.WithQuotaUnit("requests"),
@@ -76,11 +76,11 @@ func TestOptionsAccept(t *testing.T) {
 // New changes no pk.
 func TestWithPartitionKeyCopiesTheSecret(t *testing.T) {
 	secret := []byte("a partition key secret, 32 bytes")
-	l, err := ratelimit.New(httpcases.NewStore(t), "test", ratelimit.WithLimits(ratelimit.PerMinute(10)), ratelimit.WithPartitionKey(secret))
+	l, err := ratelimit.New(adaptertest.NewStore(t), "test", ratelimit.WithLimits(ratelimit.PerMinute(10)), ratelimit.WithPartitionKey(secret))
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := l.Handler(http.HandlerFunc(httpcases.OK))
+	h := l.Handler(http.HandlerFunc(adaptertest.OK))
 	before := httptest.NewRecorder()
 	h.ServeHTTP(before, httptest.NewRequest("GET", "/", nil))
 	clear(secret)

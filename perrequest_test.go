@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/ratelimit-go/ratelimit"
-	"github.com/ratelimit-go/ratelimit/internal/httpcases"
+	"github.com/ratelimit-go/ratelimit/adapters/adaptertest"
 	"github.com/ratelimit-go/ratelimit/store"
 )
 
@@ -30,7 +30,7 @@ func TestLimitsPerRequest(t *testing.T) {
 	c, prefix := sharedRedis(t)
 	l := newLimiter(t, newRedisStore(t, c, prefix), "plans", ratelimit.WithKey(ratelimit.Route), ratelimit.WithLimitsFunc(plans))
 	mux := http.NewServeMux()
-	mux.Handle("GET /api/", l.Handler(http.HandlerFunc(httpcases.OK)))
+	mux.Handle("GET /api/", l.Handler(http.HandlerFunc(adaptertest.OK)))
 	type step struct {
 		apiKey    string
 		status    int
@@ -74,7 +74,7 @@ func TestLimitsFuncFallsBack(t *testing.T) {
 	l := newLimiter(t, newMemory(t), "fallback", ratelimit.WithLimitsFunc(none),
 		ratelimit.WithLimits(ratelimit.PerMinute(1).Named("all")),
 		ratelimit.WithRoutes(map[string][]ratelimit.Limit{"POST /login": {ratelimit.PerMinute(2).Named("login")}}))
-	h := l.Handler(http.HandlerFunc(httpcases.OK))
+	h := l.Handler(http.HandlerFunc(adaptertest.OK))
 	for _, tt := range []struct {
 		method, path, plan, policy string
 	}{
@@ -125,7 +125,7 @@ func TestLimitsFuncInvalid(t *testing.T) {
 					got = append(got, err)
 					return ratelimit.FailOpen(w, r, err)
 				}))
-			h := l.Handler(http.HandlerFunc(httpcases.OK))
+			h := l.Handler(http.HandlerFunc(adaptertest.OK))
 			for range 3 {
 				if w := serve(h, "GET", "/"); w.Code != http.StatusBadRequest {
 					t.Errorf("got %d, want 400", w.Code)
@@ -153,7 +153,7 @@ func TestLimitsFuncIsBounded(t *testing.T) {
 		n++
 		return []ratelimit.Limit{ratelimit.PerMinute(n).Named("q" + strconv.Itoa(n))}
 	}))
-	h := l.Handler(http.HandlerFunc(httpcases.OK))
+	h := l.Handler(http.HandlerFunc(adaptertest.OK))
 	for range 3000 {
 		if w := serve(h, "GET", "/"); w.Code != 200 {
 			t.Fatalf("got %d, want 200", w.Code)

@@ -12,7 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratelimit-go/ratelimit"
-	"github.com/ratelimit-go/ratelimit/internal/httpcases"
+	"github.com/ratelimit-go/ratelimit/adapters/adaptertest"
 	"github.com/ratelimit-go/ratelimit/store"
 )
 
@@ -76,7 +76,7 @@ func TestRateLimitPromise(t *testing.T) {
 					n, _ := strconv.Atoi(r.Header.Get("X-Cost"))
 					return n
 				}))
-				hd := lim.Handler(http.HandlerFunc(httpcases.OK))
+				hd := lim.Handler(http.HandlerFunc(adaptertest.OK))
 				// promises[client][policy] are what the answers said so far.
 				type promise struct {
 					at, until time.Time

@@ -8,11 +8,11 @@ import (
 	"testing"
 
 	"github.com/ratelimit-go/ratelimit"
-	"github.com/ratelimit-go/ratelimit/internal/httpcases"
+	"github.com/ratelimit-go/ratelimit/adapters/adaptertest"
 )
 
 func TestWithRoutesReportsBadTables(t *testing.T) {
-	s := httpcases.NewStore(t)
+	s := adaptertest.NewStore(t)
 	one := []ratelimit.Limit{ratelimit.PerMinute(1)}
 	tests := []struct {
 		name  string
@@ -45,14 +45,14 @@ func TestWithRoutesReportsBadTables(t *testing.T) {
 // TestRouteTableAroundTheMux: one Limiter wraps the whole ServeMux, so no
 // pattern is known yet; the table's own patterns decide.
 func TestRouteTableAroundTheMux(t *testing.T) {
-	l := newLimiter(t, httpcases.NewStore(t), "test",
+	l := newLimiter(t, adaptertest.NewStore(t), "test",
 		ratelimit.WithLimits(ratelimit.PerMinute(3).Using(ratelimit.FixedWindow).Named("api")),
 		ratelimit.WithRoutes(map[string][]ratelimit.Limit{
 			"POST /login":     {ratelimit.PerMinute(1).Using(ratelimit.SlidingLog).Named("login")},
 			"/api/{id}/items": {ratelimit.PerMinute(2).Using(ratelimit.FixedWindow).Named("items")},
 		}))
 	mux := http.NewServeMux()
-	mux.HandleFunc("/", httpcases.OK)
+	mux.HandleFunc("/", adaptertest.OK)
 	h := l.Handler(mux)
 	steps := []struct {
 		method, path string
@@ -80,11 +80,11 @@ func TestRouteTableAroundTheMux(t *testing.T) {
 // TestRouteTableKeysWithoutMethod: an entry without a method matches a
 // route registered with one.
 func TestRouteTableKeysWithoutMethod(t *testing.T) {
-	l := newLimiter(t, httpcases.NewStore(t), "test",
+	l := newLimiter(t, adaptertest.NewStore(t), "test",
 		ratelimit.WithRoutes(map[string][]ratelimit.Limit{"/login": {ratelimit.PerMinute(1).Using(ratelimit.FixedWindow)}}))
 	mux := http.NewServeMux()
-	mux.Handle("POST /login", l.Handler(http.HandlerFunc(httpcases.OK)))
-	mux.Handle("GET /open", l.Handler(http.HandlerFunc(httpcases.OK)))
+	mux.Handle("POST /login", l.Handler(http.HandlerFunc(adaptertest.OK)))
+	mux.Handle("GET /open", l.Handler(http.HandlerFunc(adaptertest.OK)))
 	for i, want := range []int{200, 429} {
 		if w := serve(mux, "POST", "/login"); w.Code != want {
 			t.Errorf("login %d: got %d, want %d", i, w.Code, want)
@@ -112,7 +112,7 @@ func TestRouteScopesNeverShareCounters(t *testing.T) {
 			"GET /café/{id}":  {limit},
 			"/100%/{rest...}": {limit},
 		}))
-	h := l.Handler(http.HandlerFunc(httpcases.OK))
+	h := l.Handler(http.HandlerFunc(adaptertest.OK))
 	mux := http.NewServeMux()
 	for _, p := range []string{"POST /login", "GET /café/{id}", "/100%/{rest...}", "/"} {
 		mux.Handle(p, h)

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/ratelimit-go/ratelimit"
-	"github.com/ratelimit-go/ratelimit/internal/httpcases"
+	"github.com/ratelimit-go/ratelimit/adapters/adaptertest"
 	"github.com/ratelimit-go/ratelimit/store"
 )
 
@@ -72,7 +72,7 @@ func workedSequence(t *testing.T, l ratelimit.Limit) string {
 		t.Fatal(err)
 	}
 	lim := newLimiter(t, m, "seq", ratelimit.WithLimits(l))
-	h := lim.Handler(http.HandlerFunc(httpcases.OK))
+	h := lim.Handler(http.HandlerFunc(adaptertest.OK))
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s:\n\n```\n", l)
 	for i, at := range sequenceTimes {

@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/ratelimit-go/ratelimit"
-	"github.com/ratelimit-go/ratelimit/internal/httpcases"
+	"github.com/ratelimit-go/ratelimit/adapters/adaptertest"
 )
 
 // outcomeStore decides by the client key it is given: "allow", "deny",
@@ -56,7 +56,7 @@ func TestStatsCountOutcomes(t *testing.T) {
 	}
 	l := newLimiter(t, outcomeStore{}, "test", ratelimit.WithKey(outcome), ratelimit.WithLimits(ratelimit.PerMinute(10)),
 		ratelimit.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
-	h := l.Handler(http.HandlerFunc(httpcases.OK))
+	h := l.Handler(http.HandlerFunc(adaptertest.OK))
 	steps := []struct {
 		outcome string
 		status  int

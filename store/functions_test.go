@@ -15,8 +15,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratelimit-go/ratelimit"
-	"github.com/ratelimit-go/ratelimit/internal/redistest"
 	"github.com/ratelimit-go/ratelimit/lua"
+	"github.com/ratelimit-go/ratelimit/redistest"
 )
 
 // Tests of the library of Redis Functions (see functions): its names and

@@ -11,35 +11,35 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/adapters/adaptertest"
 	"github.com/ratelimit-go/ratelimit/adapters/echolimit"
-	"github.com/ratelimit-go/ratelimit/internal/httpcases"
 )
 
-var framework = httpcases.Framework{
-	Pattern: func(r httpcases.Route) string { return r.Method + " " + r.Path },
+var framework = adaptertest.Framework{
+	Pattern: func(r adaptertest.Route) string { return r.Method + " " + r.Path },
 	Routes:  echolimit.Routes,
 	Serve: func(t *testing.T, ls ...*ratelimit.Limiter) http.Handler {
 		e := echo.New()
 		for _, l := range ls {
 			e.Use(echolimit.New(l))
 		}
-		for _, r := range httpcases.App {
-			e.Add(r.Method, r.Path, echo.WrapHandler(http.HandlerFunc(httpcases.OK)))
+		for _, r := range adaptertest.App {
+			e.Add(r.Method, r.Path, echo.WrapHandler(http.HandlerFunc(adaptertest.OK)))
 		}
 		return e
 	},
 }
 
-func TestHTTPCases(t *testing.T) { httpcases.Run(t, framework) }
+func TestHTTPCases(t *testing.T) { adaptertest.Run(t, framework) }
 
 func TestSkipper(t *testing.T) {
-	l, err := ratelimit.New(httpcases.NewStore(t), "test", ratelimit.WithLimits(ratelimit.PerMinute(1)))
+	l, err := ratelimit.New(adaptertest.NewStore(t), "test", ratelimit.WithLimits(ratelimit.PerMinute(1)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	e := echo.New()
 	e.Use(echolimit.New(l, echolimit.WithSkipper(func(c echo.Context) bool { return c.Request().Header.Get("X-Internal") == "1" })))
-	e.GET("/", echo.WrapHandler(http.HandlerFunc(httpcases.OK)))
+	e.GET("/", echo.WrapHandler(http.HandlerFunc(adaptertest.OK)))
 	for i, tt := range []struct {
 		internal bool
 		want     int
@@ -68,7 +68,7 @@ func TestNilLimiterPanicsAtBuild(t *testing.T) {
 // TestCountOnlySeesHandlerErrors: a handler that returns an error counts
 // with the status Echo's error handler writes for it.
 func TestCountOnlySeesHandlerErrors(t *testing.T) {
-	l, err := ratelimit.New(httpcases.NewStore(t), "test", ratelimit.WithCountOnly(nil),
+	l, err := ratelimit.New(adaptertest.NewStore(t), "test", ratelimit.WithCountOnly(nil),
 		ratelimit.WithLimits(ratelimit.PerMinute(2).Using(ratelimit.FixedWindow)))
 	if err != nil {
 		t.Fatal(err)
@@ -99,14 +99,14 @@ func TestCountOnlySeesHandlerErrors(t *testing.T) {
 // when the Limiter is built, and a Limiter whose table WithRoutes built
 // makes New panic; a table in Echo's syntax builds and serves.
 func TestRoutesSyntax(t *testing.T) {
-	_, err := ratelimit.New(httpcases.NewStore(t), "test", echolimit.Routes(map[string][]ratelimit.Limit{"GET /users/{id}": {ratelimit.PerMinute(1)}}))
+	_, err := ratelimit.New(adaptertest.NewStore(t), "test", echolimit.Routes(map[string][]ratelimit.Limit{"GET /users/{id}": {ratelimit.PerMinute(1)}}))
 	if !errors.Is(err, ratelimit.ErrInvalid) || !strings.Contains(err.Error(), `echolimit.Routes: pattern "GET /users/{id}"`) || !strings.Contains(err.Error(), `Echo writes a parameter ":id"`) {
 		t.Errorf("got %v, want an ErrInvalid naming the pattern and how Echo writes it", err)
 	}
-	if _, err := ratelimit.New(httpcases.NewStore(t), "test", echolimit.Routes(map[string][]ratelimit.Limit{"GET /users/:id": {ratelimit.PerMinute(1)}})); err != nil {
+	if _, err := ratelimit.New(adaptertest.NewStore(t), "test", echolimit.Routes(map[string][]ratelimit.Limit{"GET /users/:id": {ratelimit.PerMinute(1)}})); err != nil {
 		t.Errorf("a table in Echo's syntax: %v", err)
 	}
-	l, err := ratelimit.New(httpcases.NewStore(t), "test", ratelimit.WithRoutes(map[string][]ratelimit.Limit{"POST /login": {ratelimit.PerMinute(1)}}))
+	l, err := ratelimit.New(adaptertest.NewStore(t), "test", ratelimit.WithRoutes(map[string][]ratelimit.Limit{"POST /login": {ratelimit.PerMinute(1)}}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,7 +32,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ratelimit-go/ratelimit"
-	"github.com/ratelimit-go/ratelimit/internal/series"
 	"github.com/ratelimit-go/ratelimit/store"
 )
 
@@ -63,10 +62,10 @@ type Metrics struct {
 	local    *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
 
-	reqs      *series.Map[requestLabels, prometheus.Counter]
-	verdicts  *series.Map[limitLabels, prometheus.Counter]
-	fellBack  *series.Map[routeLabels, prometheus.Counter]
-	durations *series.Map[string, prometheus.Observer]
+	reqs      *seriesMap[requestLabels, prometheus.Counter]
+	verdicts  *seriesMap[limitLabels, prometheus.Counter]
+	fellBack  *seriesMap[routeLabels, prometheus.Counter]
+	durations *seriesMap[string, prometheus.Observer]
 
 	fallbacks   []watched
 	fallbackMu  sync.Mutex
@@ -108,20 +107,20 @@ func New() *Metrics {
 		}, []string{"namespace"}),
 		fallbackSet: newFallbackDescs(),
 	}
-	m.reqs = &series.Map[requestLabels, prometheus.Counter]{Max: MaxSeries,
+	m.reqs = &seriesMap[requestLabels, prometheus.Counter]{Max: MaxSeries,
 		Make: func(l requestLabels) prometheus.Counter {
 			return m.requests.WithLabelValues(l.namespace, l.route, l.outcome.String())
 		},
 		Overflow: func(l requestLabels) requestLabels { l.route = other; return l }}
-	m.verdicts = &series.Map[limitLabels, prometheus.Counter]{Max: MaxSeries,
+	m.verdicts = &seriesMap[limitLabels, prometheus.Counter]{Max: MaxSeries,
 		Make: func(l limitLabels) prometheus.Counter {
 			return m.limits.WithLabelValues(l.namespace, l.route, l.limit, l.outcome.String())
 		},
 		Overflow: func(l limitLabels) limitLabels { l.route, l.limit = other, other; return l }}
-	m.fellBack = &series.Map[routeLabels, prometheus.Counter]{Max: MaxSeries,
+	m.fellBack = &seriesMap[routeLabels, prometheus.Counter]{Max: MaxSeries,
 		Make:     func(l routeLabels) prometheus.Counter { return m.local.WithLabelValues(l.namespace, l.route) },
 		Overflow: func(l routeLabels) routeLabels { l.route = other; return l }}
-	m.durations = &series.Map[string, prometheus.Observer]{Max: MaxSeries,
+	m.durations = &seriesMap[string, prometheus.Observer]{Max: MaxSeries,
 		Make:     func(ns string) prometheus.Observer { return m.latency.WithLabelValues(ns) },
 		Overflow: func(string) string { return other }}
 	return m

@@ -1,14 +1,15 @@
-// Package series keeps the metrics an observer made for each label set,
-// in a map of bounded size, for the Prometheus and OpenTelemetry modules.
-package series
+package ratelimitotel
+
+// This module's copy of the bounded label-set map (each metrics module
+// keeps its own: a module uses another only through its public API).
 
 import "sync"
 
-// A Map holds, for each label set K, the V made for it, up to Max of
+// A seriesMap holds, for each label set K, the V made for it, up to Max of
 // them; a new label set past Max is first replaced by what Overflow makes
 // of it (a route or limit name turned into "other"). Its zero value is
 // not usable: set Max, Make and Overflow. It is safe for concurrent use.
-type Map[K comparable, V any] struct {
+type seriesMap[K comparable, V any] struct {
 	Max      int
 	Make     func(K) V
 	Overflow func(K) K
@@ -18,7 +19,7 @@ type Map[K comparable, V any] struct {
 }
 
 // Get returns the V of k, made on first use.
-func (s *Map[K, V]) Get(k K) V {
+func (s *seriesMap[K, V]) Get(k K) V {
 	s.mu.RLock()
 	v, ok := s.m[k]
 	s.mu.RUnlock()

@@ -1,4 +1,4 @@
-package series
+package ratelimitprom
 
 import (
 	"strconv"
@@ -6,9 +6,9 @@ import (
 	"testing"
 )
 
-func TestMapIsBounded(t *testing.T) {
+func TestSeriesMapIsBounded(t *testing.T) {
 	made := 0
-	m := &Map[string, int]{
+	m := &seriesMap[string, int]{
 		Max:      3,
 		Make:     func(k string) int { made++; return len(k) },
 		Overflow: func(string) string { return "other" },
@@ -28,10 +28,10 @@ func TestMapIsBounded(t *testing.T) {
 	}
 }
 
-func TestMapConcurrent(t *testing.T) {
+func TestSeriesMapConcurrent(t *testing.T) {
 	var mu sync.Mutex
 	made := map[int]int{}
-	m := &Map[int, int]{Max: 100, Make: func(k int) int { mu.Lock(); made[k]++; mu.Unlock(); return k * 2 }, Overflow: func(int) int { return -1 }}
+	m := &seriesMap[int, int]{Max: 100, Make: func(k int) int { mu.Lock(); made[k]++; mu.Unlock(); return k * 2 }, Overflow: func(int) int { return -1 }}
 	var wg sync.WaitGroup
 	for g := range 8 {
 		wg.Add(1)

@@ -1,7 +1,7 @@
-// Package httpcases is one table of HTTP cases that the net/http
+// Package adaptertest is one table of HTTP cases that the net/http
 // middleware and the Gin and Echo adapters must all pass, so that the
 // three behave the same.
-package httpcases
+package adaptertest
 
 import (
 	"context"
