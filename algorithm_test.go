@@ -41,7 +41,7 @@ func TestTokenBucketRefillIsExact(t *testing.T) {
 		token time.Duration // from empty to one token
 	}{
 		{ratelimit.PerSecond(10).Using(ratelimit.TokenBucket), time.Second, 100 * time.Millisecond},
-		{ratelimit.PerSecond(3).Using(ratelimit.TokenBucket).WithBurst(5), 1_666_667 * time.Microsecond, 333_334 * time.Microsecond},
+		{ratelimit.Limit{Algorithm: ratelimit.TokenBucket, Quota: 3, Window: time.Second, Burst: 5}, 1_666_667 * time.Microsecond, 333_334 * time.Microsecond},
 		{ratelimit.PerMinute(7).Using(ratelimit.TokenBucket), time.Minute, 8_571_429 * time.Microsecond},
 	}
 	for _, tt := range tests {

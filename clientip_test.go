@@ -20,7 +20,7 @@ type ipCase struct {
 	name    string
 	remote  string
 	headers [][2]string // in order; a name may repeat
-	want    string      // "" means ErrNoKey
+	want    string      // "" means ErrInvalid
 }
 
 func runIPCases(t *testing.T, cfg ratelimit.IPKey, cases []ipCase) {
@@ -129,7 +129,7 @@ func TestIPKeyValidation(t *testing.T) {
 			t.Errorf("%+v: got %v, want ErrInvalid naming %s", tt.cfg, err, tt.want)
 		}
 	}
-	if _, err := ratelimit.ClientIP("10.0.0.1", "::1", "::ffff:10.0.0.0/104"); err != nil {
+	if _, err := (ratelimit.IPKey{TrustedProxies: []string{"10.0.0.1", "::1", "::ffff:10.0.0.0/104"}}).KeyFunc(); err != nil {
 		t.Errorf("ClientIP with valid proxies: %v", err)
 	}
 }
@@ -145,9 +145,8 @@ func (s *keyRecorder) Allow(_ context.Context, key string, _ int, limits *rateli
 	s.mu.Lock()
 	s.keys = append(s.keys, key)
 	s.mu.Unlock()
-	rs := make([]ratelimit.Result, limits.Len())
-	for i := range rs {
-		l := limits.At(i)
+	rs := make([]ratelimit.Result, len(limits.All()))
+	for i, l := range limits.All() {
 		rs[i] = ratelimit.Result{Limit: l, Allowed: true, Remaining: capacity(l) - 1}
 	}
 	return ratelimit.MakeDecision(rs...), nil
@@ -163,7 +162,7 @@ func (s *keyRecorder) Reset(context.Context, string, *ratelimit.Limits) error { 
 // a trusted proxy (10.0.0.0/8) or from a client directly, and checks the
 // key each request is counted against.
 func TestSpoofing(t *testing.T) {
-	key, err := ratelimit.ClientIP("10.0.0.0/8", "2001:db8:ffff::/48")
+	key, err := ratelimit.IPKey{TrustedProxies: []string{"10.0.0.0/8", "2001:db8:ffff::/48"}}.KeyFunc()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -277,7 +276,7 @@ func trustedPeer(r *http.Request) bool {
 // FuzzClientIP feeds arbitrary peers and forwarding headers, over several
 // lines, to the client-IP KeyFunc of each header. It must not panic; a key
 // must be "ip:" and an IPv4 address or an IPv6 /64 prefix; a failure must
-// be ErrNoKey; and when the peer is not a trusted proxy the headers must
+// be ErrInvalid; and when the peer is not a trusted proxy the headers must
 // change nothing.
 func FuzzClientIP(f *testing.F) {
 	f.Add("192.0.2.1:1234", "203.0.113.9", "", "for=203.0.113.9", "203.0.113.9")
@@ -304,8 +303,8 @@ func FuzzClientIP(f *testing.F) {
 		for h, key := range fuzzIPKeys {
 			got, err := key(r)
 			if err != nil {
-				if !errors.Is(err, ratelimit.ErrNoKey) {
-					t.Fatalf("%s: error %v does not wrap ErrNoKey", h, err)
+				if !errors.Is(err, ratelimit.ErrInvalid) {
+					t.Fatalf("%s: error %v does not wrap ErrInvalid", h, err)
 				}
 			} else if !validIPKey(got) {
 				t.Fatalf("%s: key %q is not ip: and an IPv4 address or IPv6 /64", h, got)
@@ -337,7 +336,7 @@ func validIPKey(k string) bool {
 // or peer is not an address is logged at WARN, and the log names the
 // header without quoting what the client sent.
 func TestMalformedAddressesStayOutOfLogs(t *testing.T) {
-	key, err := ratelimit.ClientIP("10.0.0.0/8")
+	key, err := ratelimit.IPKey{TrustedProxies: []string{"10.0.0.0/8"}}.KeyFunc()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -75,13 +75,13 @@ func TestDecisionsOnlyOfLimitersThatDecided(t *testing.T) {
 
 // TestCostSeesTheMatchedRoute: a Limiter around a whole ServeMux matches
 // the request against its own table, and the cost and limits functions
-// see that pattern with RoutePattern; a router's own pattern wins.
+// see that pattern as r.Pattern; a router's own pattern wins.
 func TestCostSeesTheMatchedRoute(t *testing.T) {
 	var costSaw, limitsSaw string
 	l := newLimiter(t, newMemory(t), "test",
 		ratelimit.WithRoutes(map[string][]ratelimit.Limit{"POST /login": {ratelimit.PerMinute(5)}, "/api/{id}": {ratelimit.PerMinute(10)}}),
-		ratelimit.WithCost(func(r *http.Request) int { costSaw = ratelimit.RoutePattern(r); return 1 }),
-		ratelimit.WithLimitsFunc(func(r *http.Request) []ratelimit.Limit { limitsSaw = ratelimit.RoutePattern(r); return nil }))
+		ratelimit.WithCost(func(r *http.Request) int { costSaw = r.Pattern; return 1 }),
+		ratelimit.WithLimitsFunc(func(r *http.Request) []ratelimit.Limit { limitsSaw = r.Pattern; return nil }))
 	mux := http.NewServeMux()
 	mux.HandleFunc("/", adaptertest.OK)
 	h := l.Handler(mux)
@@ -96,7 +96,8 @@ func TestCostSeesTheMatchedRoute(t *testing.T) {
 		}
 	}
 	costSaw = ""
-	r := ratelimit.RequestWithRoute(httptest.NewRequest("GET", "/api/7", nil), "GET /api/{id}")
+	r := httptest.NewRequest("GET", "/api/7", nil)
+	r.Pattern = "GET /api/{id}"
 	l.Handler(http.HandlerFunc(adaptertest.OK)).ServeHTTP(httptest.NewRecorder(), r)
 	if costSaw != "GET /api/{id}" {
 		t.Errorf("with the router's pattern known, the cost function saw %q, want it", costSaw)

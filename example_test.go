@@ -72,7 +72,7 @@ func ExampleWithLimitsFunc() {
 	free := []ratelimit.Limit{ratelimit.PerMinute(1).Using(ratelimit.FixedWindow).Named("free")}
 	pro := []ratelimit.Limit{ratelimit.PerMinute(100).Using(ratelimit.FixedWindow).Named("pro")}
 	secret := []byte("32 bytes from your secret store!")
-	apiKey, err := ratelimit.Header("X-API-Key", secret)
+	apiKey, err := ratelimit.HeaderKey("X-API-Key", secret)
 	if err != nil {
 		panic(err)
 	}
@@ -148,7 +148,7 @@ func ExampleWithObserver() {
 // instead of being denied.
 func ExampleWait() {
 	s, _ := store.NewMemory(store.MemoryOptions{})
-	quota, err := ratelimit.NewLimits(ratelimit.Per(2, 100*time.Millisecond).Using(ratelimit.SlidingLog))
+	quota, err := ratelimit.NewLimits(ratelimit.Limit{Quota: 2, Window: 100 * time.Millisecond}.Using(ratelimit.SlidingLog))
 	if err != nil {
 		panic(err)
 	}
@@ -224,8 +224,8 @@ func ExampleLimiter_Peek() {
 
 // Behind a proxy, the client is the address the proxy adds to
 // X-Forwarded-For; one a client wrote itself is not believed.
-func ExampleClientIP() {
-	key, err := ratelimit.ClientIP("10.0.0.0/8") // the load balancers' addresses
+func ExampleIPKey_KeyFunc() {
+	key, err := ratelimit.IPKey{TrustedProxies: []string{"10.0.0.0/8"}}.KeyFunc() // the load balancers' addresses
 	if err != nil {
 		panic(err)
 	}
@@ -239,9 +239,9 @@ func ExampleClientIP() {
 
 // An API key is a secret: the key the store sees holds its keyed hash, not
 // the key.
-func ExampleHeader() {
+func ExampleHeaderKey() {
 	secret := []byte("32 bytes from your secret store!") // the same on every instance
-	key, err := ratelimit.Header("X-API-Key", secret)
+	key, err := ratelimit.HeaderKey("X-API-Key", secret)
 	if err != nil {
 		panic(err)
 	}
@@ -250,11 +250,11 @@ func ExampleHeader() {
 	k, _ := key(r)
 	fmt.Println(k)
 
-	_, err = ratelimit.Header("X-API-Key", []byte("short"))
+	_, err = ratelimit.HeaderKey("X-API-Key", []byte("short"))
 	fmt.Println(err)
 	// Output:
 	// header:X-Api-Key:ce750e73b981cba6b4a91cbbeaa581b6
-	// ratelimit: invalid input: Header("X-API-Key"): the secret is 5 bytes long; at least 16 are needed, the same on every instance
+	// ratelimit: invalid input: HeaderKey("X-API-Key"): the secret is 5 bytes long; at least 16 are needed, the same on every instance
 }
 
 // Join keys requests by several things at once, here the user and the
@@ -278,8 +278,8 @@ func ExampleLimit() {
 	limits := []ratelimit.Limit{
 		ratelimit.PerMinute(100),
 		ratelimit.PerMinute(5).Using(ratelimit.SlidingLog).Named("login"),
-		ratelimit.PerSecond(10).Using(ratelimit.TokenBucket).WithBurst(50),
-		ratelimit.Per(10_000, 24*time.Hour).Using(ratelimit.FixedWindow),
+		ratelimit.Limit{Algorithm: ratelimit.TokenBucket, Quota: 10, Window: time.Second, Burst: 50},
+		ratelimit.Limit{Quota: 10_000, Window: 24 * time.Hour}.Using(ratelimit.FixedWindow),
 	}
 	for _, l := range limits {
 		fmt.Println(l)
@@ -302,14 +302,16 @@ func ExampleNewLimits() {
 	// ratelimit: invalid input: limits[1].Quota must be at most 100000 for sliding-log, got 200000: the log keeps one entry per request; use sliding-window (SlidingWindow), which needs a few counters per key (200000 per 1m, sliding-log)
 }
 
-func ExampleDecision_DeniedBy() {
+func ExampleDecision_Results() {
 	// A decision as a store returns it for a request with two limits.
 	d := ratelimit.MakeDecision(
 		ratelimit.Result{Limit: ratelimit.PerSecond(10), Allowed: true, Remaining: 3},
-		ratelimit.Result{Limit: ratelimit.Per(500, time.Hour), Allowed: false, RetryAfter: 42 * time.Second},
+		ratelimit.Result{Limit: ratelimit.Limit{Quota: 500, Window: time.Hour}, Allowed: false, RetryAfter: 42 * time.Second},
 	)
-	if r, denied := d.DeniedBy(); denied {
-		fmt.Printf("denied by %v; retry in %v\n", r.Limit, d.RetryAfter())
+	for _, r := range d.Results() {
+		if !r.Allowed {
+			fmt.Printf("denied by %v; retry in %v\n", r.Limit, d.RetryAfter)
+		}
 	}
 	// Output:
 	// denied by 500 per 1h, sliding-window; retry in 42s
@@ -351,7 +353,7 @@ func ExampleWithBan() {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	s, _ := store.NewMemory(store.MemoryOptions{Clock: func() time.Time { return now }})
 	limiter, err := ratelimit.New(s, "login",
-		ratelimit.WithLimits(ratelimit.Per(1, time.Hour).Using(ratelimit.FixedWindow)),
+		ratelimit.WithLimits(ratelimit.Limit{Quota: 1, Window: time.Hour}.Using(ratelimit.FixedWindow)),
 		ratelimit.WithBan(ratelimit.Ban{After: 2, Within: time.Minute, For: time.Minute, Max: time.Hour}),
 		ratelimit.WithDenyHandler(func(w http.ResponseWriter, r *http.Request, d ratelimit.Decision) {
 			fmt.Printf("denied, banned for %v\n", d.Banned)

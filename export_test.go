@@ -3,15 +3,16 @@ package ratelimit
 import (
 	"context"
 	"net/http"
+	"strings"
 	"time"
 )
 
 // SetsKept returns how many sets of WithLimitsFunc l keeps checked, for
 // tests.
 func SetsKept(l *Limiter) int {
-	l.sets.mu.RLock()
-	defer l.sets.mu.RUnlock()
-	return len(l.sets.sets)
+	l.setsMu.RLock()
+	defer l.setsMu.RUnlock()
+	return len(l.sets)
 }
 
 // SetWaitClock makes Wait read the time from now and sleep with sleep
@@ -24,15 +25,16 @@ func SetWaitClock(nowFunc func() time.Time, sleepFunc func(context.Context, time
 }
 
 // DefaultStoreKeys returns the store key of r under a policy whose keys
-// start with prefix, built both ways a Limiter with the default KeyFunc
-// may build it: in one piece (remoteKeyer.storeKey) and from the KeyFunc's
-// key (policy.storeKey).
-func DefaultStoreKeys(r *http.Request, prefix string) (onePiece string, err1 error, twoPieces string, err2 error) {
-	onePiece, err1 = remoteKeyer.storeKey(r, prefix)
-	if key, err := remoteIP(r); err != nil {
-		err2 = err
-	} else {
-		twoPieces = (&policy{prefix: prefix}).storeKey(key)
+// start with prefix, built both ways a Limiter may build it: with the
+// default key, appended in place, and from the zero IPKey's KeyFunc.
+func DefaultStoreKeys(r *http.Request, prefix string) (inPlace string, err1 error, fromKeyFunc string, err2 error) {
+	p := &policy{prefix: prefix}
+	var b strings.Builder
+	inPlace, err1 = (&Limiter{}).storeKey(r, p, &b)
+	key, err := IPKey{}.KeyFunc()
+	if err != nil {
+		panic(err)
 	}
-	return onePiece, err1, twoPieces, err2
+	fromKeyFunc, err2 = (&Limiter{key: key}).storeKey(r, p, &b)
+	return inPlace, err1, fromKeyFunc, err2
 }

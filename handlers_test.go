@@ -20,7 +20,7 @@ import (
 func TestHandlersAnswer(t *testing.T) {
 	denied := ratelimit.MakeDecision(ratelimit.Result{Limit: ratelimit.PerMinute(1), RetryAfter: 1500 * time.Millisecond})
 	storeDown := errors.New("dial tcp 10.9.8.7:6379: connect: connection refused")
-	noKey := fmt.Errorf("%w: header X-Api-Key is missing", ratelimit.ErrNoKey)
+	noKey := fmt.Errorf("%w: header X-Api-Key is missing", ratelimit.ErrInvalid)
 	badCost := fmt.Errorf("%w: cost must be at least 1, got 0", ratelimit.ErrInvalid)
 	tests := []struct {
 		name   string
@@ -160,7 +160,7 @@ func TestProblemDetails(t *testing.T) {
 	storeDown := errors.New("dial tcp 10.9.8.7:6379: connect: connection refused")
 	banned := ratelimit.MakeDecision(
 		ratelimit.Result{Limit: ratelimit.PerSecond(10).Named("api-second"), RetryAfter: 10 * time.Minute},
-		ratelimit.Result{Limit: ratelimit.Per(1000, time.Hour).Named("api-hour"), RetryAfter: 10 * time.Minute},
+		ratelimit.Result{Limit: ratelimit.Limit{Quota: 1000, Window: time.Hour}.Named("api-hour"), RetryAfter: 10 * time.Minute},
 	)
 	banned.Banned = 10 * time.Minute
 	tests := []struct {
@@ -178,8 +178,8 @@ func TestProblemDetails(t *testing.T) {
 			"several limits, some deny", deny(ratelimit.MakeDecision(
 				allowed(ratelimit.PerSecond(10).Named("second")),
 				denied(ratelimit.PerMinute(100).Named("minute")),
-				allowed(ratelimit.Per(1000, time.Hour).Named("hour")),
-				denied(ratelimit.Per(5000, 24*time.Hour).Named("day")),
+				allowed(ratelimit.Limit{Quota: 1000, Window: time.Hour}.Named("hour")),
+				denied(ratelimit.Limit{Quota: 5000, Window: 24 * time.Hour}.Named("day")),
 			)),
 			problemBody{quotaExceeded, "Quota exceeded", 429, "rate limit exceeded; retry in 2 s", policies("minute", "day")},
 			"Too Many Requests: rate limit exceeded; retry in 2 s\n",
@@ -187,8 +187,8 @@ func TestProblemDetails(t *testing.T) {
 		{
 			"names with quotes and backslashes", deny(ratelimit.MakeDecision(
 				denied(ratelimit.PerMinute(1).Named(`say "hi"`)),
-				denied(ratelimit.Per(1, time.Hour).Named(`C:\temp\`)),
-				denied(ratelimit.Per(2, time.Hour).Named(`\"`)),
+				denied(ratelimit.Limit{Quota: 1, Window: time.Hour}.Named(`C:\temp\`)),
+				denied(ratelimit.Limit{Quota: 2, Window: time.Hour}.Named(`\"`)),
 			)),
 			problemBody{quotaExceeded, "Quota exceeded", 429, "rate limit exceeded; retry in 2 s", policies(`say "hi"`, `C:\temp\`, `\"`)},
 			"Too Many Requests: rate limit exceeded; retry in 2 s\n",
@@ -205,7 +205,7 @@ func TestProblemDetails(t *testing.T) {
 		{
 			"names a header cannot carry, in a Decision made by hand", deny(ratelimit.MakeDecision(
 				denied(ratelimit.PerMinute(1).Named("caf\u00e9\t<b>")),
-				denied(ratelimit.Per(1, time.Hour).Named("bad \xff byte")),
+				denied(ratelimit.Limit{Quota: 1, Window: time.Hour}.Named("bad \xff byte")),
 			)),
 			problemBody{quotaExceeded, "Quota exceeded", 429, "rate limit exceeded; retry in 2 s", policies("caf\u00e9\t<b>", "bad \ufffd byte")},
 			"Too Many Requests: rate limit exceeded; retry in 2 s\n",
@@ -226,7 +226,7 @@ func TestProblemDetails(t *testing.T) {
 			"Service Unavailable: rate limiting is unavailable; retry in 1 s\n",
 		},
 		{
-			"FailClosed, no key", func(w http.ResponseWriter, r *http.Request) { ratelimit.FailClosed(w, r, ratelimit.ErrNoKey) },
+			"FailClosed, no key", func(w http.ResponseWriter, r *http.Request) { ratelimit.FailClosed(w, r, ratelimit.ErrInvalid) },
 			problemBody{"about:blank", "Bad Request", 400, "the request cannot be rate limited", nil},
 			"Bad Request: the request cannot be rate limited\n",
 		},
@@ -285,8 +285,8 @@ func checkProblem(t *testing.T, w *httptest.ResponseRecorder, want problemBody) 
 func TestProblemThroughLimiter(t *testing.T) {
 	l := newLimiter(t, newMemory(t), "problem", ratelimit.WithLimits(
 		ratelimit.PerMinute(1).Using(ratelimit.FixedWindow).Named(`say "hi" \ bye`),
-		ratelimit.Per(100, time.Hour),
-		ratelimit.Per(1, 24*time.Hour).Using(ratelimit.FixedWindow),
+		ratelimit.Limit{Quota: 100, Window: time.Hour},
+		ratelimit.Limit{Quota: 1, Window: 24 * time.Hour}.Using(ratelimit.FixedWindow),
 	))
 	h := l.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	if w := serve(h, "GET", "/"); w.Code != 200 {
@@ -341,7 +341,7 @@ func FuzzProblemName(f *testing.F) {
 func BenchmarkDeny(b *testing.B) {
 	d := ratelimit.MakeDecision(
 		ratelimit.Result{Limit: ratelimit.PerSecond(10).Named("api-second"), RetryAfter: 300 * time.Millisecond},
-		ratelimit.Result{Limit: ratelimit.Per(1000, time.Hour).Named("api-hour"), Allowed: true, Remaining: 400},
+		ratelimit.Result{Limit: ratelimit.Limit{Quota: 1000, Window: time.Hour}.Named("api-hour"), Allowed: true, Remaining: 400},
 	)
 	for _, accept := range []string{"", "application/json"} {
 		b.Run("accept="+accept, func(b *testing.B) {

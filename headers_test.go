@@ -29,7 +29,7 @@ type fixedStore struct{ r ratelimit.Result }
 
 func (s fixedStore) Allow(_ context.Context, _ string, _ int, limits *ratelimit.Limits) (ratelimit.Decision, error) {
 	r := s.r
-	r.Limit = limits.At(0)
+	r.Limit = limits.All()[0]
 	r.Allowed = r.RetryAfter == 0
 	return ratelimit.MakeDecision(r), nil
 }
@@ -56,7 +56,7 @@ func FuzzHeaders(f *testing.F) {
 	f.Add("long", 1, int64(1000), 0, int64(9_223_372_036_854_775), int64(9_223_372_036_854_775), int64(9_223_372_036_854_775), uint8(4))
 	units := []string{"", "requests", "content-bytes", "concurrent-requests"}
 	f.Fuzz(func(t *testing.T, name string, quota int, windowMS int64, remaining int, resetUS, retryUS, effectiveUS int64, opts uint8) {
-		l := ratelimit.Per(quota, time.Duration(windowMS)*time.Millisecond).Using(ratelimit.FixedWindow).Named(name)
+		l := ratelimit.Limit{Quota: quota, Window: time.Duration(windowMS) * time.Millisecond}.Using(ratelimit.FixedWindow).Named(name)
 		r := ratelimit.Result{
 			Remaining:  remaining,
 			Window:     time.Duration(effectiveUS) * time.Microsecond,
@@ -66,14 +66,11 @@ func FuzzHeaders(f *testing.F) {
 		if r.Remaining < 0 || r.Window < 0 || r.ResetAfter < 0 || r.RetryAfter < 0 {
 			return // not a result any store returns
 		}
-		options := []ratelimit.Option{ratelimit.WithLimits(l)}
-		unit := units[opts&3]
-		if unit != "" {
-			options = append(options, ratelimit.WithQuotaUnit(unit))
-		}
+		hs := ratelimit.Headers{QuotaUnit: units[opts&3]}
 		if opts&4 != 0 {
-			options = append(options, ratelimit.WithPartitionKey([]byte(pkSecret)))
+			hs.PartitionKey = []byte(pkSecret)
 		}
+		options := []ratelimit.Option{ratelimit.WithLimits(l), ratelimit.WithHeaders(hs)}
 		lim, err := ratelimit.New(fixedStore{r}, "fuzz", options...)
 		if err != nil {
 			return // refused when built: never formatted
@@ -88,7 +85,7 @@ func FuzzHeaders(f *testing.F) {
 			t.Fatalf("RateLimit-Policy names %q, want %q", policy[0].name, name)
 		}
 		wantQU := any(nil)
-		if unit != "" && unit != "requests" {
+		if unit := hs.QuotaUnit; unit != "" && unit != "requests" {
 			wantQU = unit
 		}
 		if got := policy[0].params["qu"]; got != wantQU {
@@ -98,7 +95,7 @@ func FuzzHeaders(f *testing.F) {
 		if err != nil || len(current) != 1 || current[0].name != policy[0].name {
 			t.Fatalf("RateLimit %q: %+v, %v", h.Get("RateLimit"), current, err)
 		}
-		wantT := min(int64(r.Window/time.Second), maxSFInt) // rounded down
+		wantT := min(ceilSeconds(r.Window), maxSFInt) // rounded up, as every number of seconds
 		if w.Code == http.StatusTooManyRequests {
 			retry, err := strconv.ParseInt(h.Get("Retry-After"), 10, 64)
 			if err != nil || retry < 1 {
@@ -131,7 +128,7 @@ func ceilSeconds(d time.Duration) int64 {
 // maxSFInt is the largest Integer of RFC 9651, which has 15 digits.
 const maxSFInt = 999_999_999_999_999
 
-// pkSecret is the secret of WithPartitionKey in the tests, 32 bytes.
+// pkSecret is the Headers.PartitionKey of the tests, 32 bytes.
 const pkSecret = "a partition key secret, 32 bytes"
 
 // decisionStore answers every request with one preset decision, its
@@ -141,7 +138,7 @@ type decisionStore struct{ d ratelimit.Decision }
 func (s decisionStore) Allow(_ context.Context, _ string, _ int, limits *ratelimit.Limits) (ratelimit.Decision, error) {
 	rs := append([]ratelimit.Result(nil), s.d.Results()...)
 	for i := range rs {
-		rs[i].Limit = limits.At(i)
+		rs[i].Limit = limits.All()[i]
 	}
 	d := ratelimit.MakeDecision(rs...)
 	d.Allowed = s.d.Allowed
@@ -158,13 +155,13 @@ func (decisionStore) Reset(context.Context, string, *ratelimit.Limits) error { r
 // closest to denying: the one that denied, the latest to let the request
 // through when several did; when allowed, the one with the fewest units
 // left, ties going to the longest reset. RateLimit lists every limit, its
-// t the effective window rounded down, capped by Retry-After on a 429;
+// t the effective window rounded up, capped by Retry-After on a 429;
 // X-RateLimit-Reset is ResetAfter rounded up.
 func TestHeadersDescribeTheTightest(t *testing.T) {
 	limits := ratelimit.WithLimits(
 		ratelimit.PerSecond(1).Named("second"),
 		ratelimit.PerMinute(10).Named("minute"),
-		ratelimit.Per(100, time.Hour).Named("hour"))
+		ratelimit.Limit{Quota: 100, Window: time.Hour}.Named("hour"))
 	tests := []struct {
 		name      string
 		d         ratelimit.Decision
@@ -181,7 +178,7 @@ func TestHeadersDescribeTheTightest(t *testing.T) {
 				ratelimit.Result{Allowed: true, Remaining: 5, Window: 6 * time.Second, ResetAfter: time.Minute},
 				ratelimit.Result{Allowed: true, Remaining: 50, Window: 35 * time.Second, ResetAfter: time.Hour},
 			),
-			status: 200, rateLimit: `"second";r=0;t=0, "minute";r=5;t=6, "hour";r=50;t=35`, xReset: "1", xLimit: "1",
+			status: 200, rateLimit: `"second";r=0;t=1, "minute";r=5;t=6, "hour";r=50;t=35`, xReset: "1", xLimit: "1",
 		},
 		{
 			name: "allowed: a tie on remaining goes to the longest reset",
@@ -190,7 +187,7 @@ func TestHeadersDescribeTheTightest(t *testing.T) {
 				ratelimit.Result{Allowed: true, Remaining: 1, Window: 59999 * time.Millisecond, ResetAfter: time.Minute},
 				ratelimit.Result{Allowed: true, Remaining: 9, Window: time.Hour, ResetAfter: time.Hour},
 			),
-			status: 200, rateLimit: `"second";r=1;t=1, "minute";r=1;t=59, "hour";r=9;t=3600`, xReset: "60", xLimit: "10",
+			status: 200, rateLimit: `"second";r=1;t=1, "minute";r=1;t=60, "hour";r=9;t=3600`, xReset: "60", xLimit: "10",
 		},
 		{
 			name: "denied by one: every t at most Retry-After",
@@ -199,7 +196,7 @@ func TestHeadersDescribeTheTightest(t *testing.T) {
 				ratelimit.Result{Allowed: false, Remaining: 0, Window: 29500 * time.Millisecond, ResetAfter: time.Minute, RetryAfter: 29500 * time.Millisecond},
 				ratelimit.Result{Allowed: true, Remaining: 0, Window: 45 * time.Minute, ResetAfter: time.Hour},
 			),
-			status: 429, rateLimit: `"second";r=1;t=0, "minute";r=0;t=29, "hour";r=0;t=30`, xReset: "60", xLimit: "10", retry: "30",
+			status: 429, rateLimit: `"second";r=1;t=1, "minute";r=0;t=30, "hour";r=0;t=30`, xReset: "60", xLimit: "10", retry: "30",
 		},
 		{
 			name: "denied by two: the later",
@@ -208,7 +205,7 @@ func TestHeadersDescribeTheTightest(t *testing.T) {
 				ratelimit.Result{Allowed: true, Remaining: 3, Window: 50 * time.Second, ResetAfter: time.Minute},
 				ratelimit.Result{Allowed: false, Remaining: 0, Window: 1200 * time.Millisecond, ResetAfter: time.Hour, RetryAfter: 1200 * time.Millisecond},
 			),
-			status: 429, rateLimit: `"second";r=0;t=1, "minute";r=3;t=2, "hour";r=0;t=1`, xReset: "3600", xLimit: "100", retry: "2",
+			status: 429, rateLimit: `"second";r=0;t=1, "minute";r=3;t=2, "hour";r=0;t=2`, xReset: "3600", xLimit: "100", retry: "2",
 		},
 	}
 	for _, tt := range tests {
@@ -228,18 +225,18 @@ func TestHeadersDescribeTheTightest(t *testing.T) {
 	}
 }
 
-// TestResetIsTheEffectiveWindow: t is Result.Window rounded down, never
+// TestResetIsTheEffectiveWindow: t is Result.Window rounded up, never
 // ResetAfter; X-RateLimit-Reset is ResetAfter rounded up.
 func TestResetIsTheEffectiveWindow(t *testing.T) {
 	tests := []struct {
 		window, resetAfter time.Duration
 		t, xReset          string
 	}{
-		{2999 * time.Millisecond, time.Minute, "2", "60"},
+		{2999 * time.Millisecond, time.Minute, "3", "60"},
 		{3 * time.Second, 3 * time.Second, "3", "3"},
-		{400 * time.Millisecond, 400 * time.Millisecond, "0", "1"},
+		{400 * time.Millisecond, 400 * time.Millisecond, "1", "1"},
 		{0, time.Hour, "0", "3600"},
-		{59*time.Second + 999_999_999, 59*time.Second + 1, "59", "60"},
+		{59*time.Second + 999_999_999, 59*time.Second + 1, "60", "60"},
 		{time.Hour, 2 * time.Hour, "3600", "7200"},
 	}
 	for _, tt := range tests {
@@ -272,7 +269,7 @@ func TestResetNeverAfterRetryAfter(t *testing.T) {
 		ratelimit.Result{Allowed: true, Remaining: 90, Window: 50 * time.Second, ResetAfter: time.Hour},
 	)
 	limits := ratelimit.WithLimits(ratelimit.PerSecond(10).Named("burst"), ratelimit.PerMinute(10).Named("minute"))
-	global := ratelimit.WithLimits(ratelimit.Per(100, time.Hour).Named("global"))
+	global := ratelimit.WithLimits(ratelimit.Limit{Quota: 100, Window: time.Hour}.Named("global"))
 	tests := []struct {
 		name      string
 		handler   func(t *testing.T) http.Handler
@@ -285,7 +282,7 @@ func TestResetNeverAfterRetryAfter(t *testing.T) {
 			handler: func(t *testing.T) http.Handler {
 				return newLimiter(t, decisionStore{deny}, "test", limits).Handler(http.HandlerFunc(adaptertest.OK))
 			},
-			status: 429, retry: "2", rateLimit: `"burst";r=0;t=1, "minute";r=7;t=2`,
+			status: 429, retry: "2", rateLimit: `"burst";r=0;t=2, "minute";r=7;t=2`,
 		},
 		{
 			name: "stacked: the outer allows, the inner denies",
@@ -294,7 +291,7 @@ func TestResetNeverAfterRetryAfter(t *testing.T) {
 				inner := newLimiter(t, decisionStore{deny}, "inner", limits)
 				return outer.Handler(inner.Handler(http.HandlerFunc(adaptertest.OK)))
 			},
-			status: 429, retry: "2", rateLimit: `"global";r=90;t=2, "burst";r=0;t=1, "minute";r=7;t=2`,
+			status: 429, retry: "2", rateLimit: `"global";r=90;t=2, "burst";r=0;t=2, "minute";r=7;t=2`,
 		},
 		{
 			name: "stacked: both allow, no cap",
@@ -313,14 +310,14 @@ func TestResetNeverAfterRetryAfter(t *testing.T) {
 				inner2 := newLimiter(t, decisionStore{deny}, "inner2", ratelimit.WithLimits(ratelimit.PerSecond(5).Named("b"), ratelimit.PerMinute(5).Named("m")))
 				return outer.Handler(inner.Handler(inner2.Handler(http.HandlerFunc(adaptertest.OK))))
 			},
-			status: 429, retry: "2", rateLimit: `"burst";r=0;t=1, "minute";r=7;t=2, "global";r=90;t=2, "b";r=0;t=1, "m";r=7;t=2`,
+			status: 429, retry: "2", rateLimit: `"burst";r=0;t=2, "minute";r=7;t=2, "global";r=90;t=2, "b";r=0;t=2, "m";r=7;t=2`,
 		},
 		{
 			name: "dry run: served without Retry-After, t uncapped",
 			handler: func(t *testing.T) http.Handler {
 				return newLimiter(t, decisionStore{deny}, "test", limits, quietLogs(), ratelimit.WithDryRun(nil)).Handler(http.HandlerFunc(adaptertest.OK))
 			},
-			status: 200, rateLimit: `"burst";r=0;t=1, "minute";r=7;t=50`,
+			status: 200, rateLimit: `"burst";r=0;t=2, "minute";r=7;t=50`,
 		},
 	}
 	for _, tt := range tests {
@@ -348,16 +345,16 @@ func TestHeaderStyles(t *testing.T) {
 	draft := []string{"RateLimit-Policy", "RateLimit"}
 	x := []string{"X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset"}
 	tests := []struct {
-		style     ratelimit.HeaderStyle
+		style     ratelimit.Headers
 		set, away []string
 	}{
-		{ratelimit.HeadersDraft | ratelimit.HeadersX, append(draft, x...), nil},
-		{ratelimit.HeadersDraft, draft, x},
-		{ratelimit.HeadersX, x, draft},
-		{0, nil, append(draft, x...)},
+		{ratelimit.Headers{}, append(draft, x...), nil},
+		{ratelimit.Headers{NoX: true}, draft, x},
+		{ratelimit.Headers{NoDraft: true}, x, draft},
+		{ratelimit.Headers{NoDraft: true, NoX: true}, nil, append(draft, x...)},
 	}
 	for _, tt := range tests {
-		t.Run(fmt.Sprint(uint8(tt.style)), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%+v", tt.style), func(t *testing.T) {
 			l := newLimiter(t, adaptertest.NewStore(t), "test", ratelimit.WithHeaders(tt.style),
 				ratelimit.WithLimits(ratelimit.PerMinute(1).Using(ratelimit.FixedWindow)))
 			h := l.Handler(http.HandlerFunc(adaptertest.OK))
@@ -401,13 +398,12 @@ func TestHeadersAreStructuredFields(t *testing.T) {
 			for _, name := range names {
 				opts := []ratelimit.Option{ratelimit.WithLimits(
 					ratelimit.PerMinute(7).Using(ratelimit.FixedWindow).Named(name),
-					ratelimit.Per(3, 1500*time.Millisecond).Using(ratelimit.TokenBucket).WithBurst(6))}
-				if unit != "" {
-					opts = append(opts, ratelimit.WithQuotaUnit(unit))
-				}
+					ratelimit.Limit{Algorithm: ratelimit.TokenBucket, Quota: 3, Window: 1500 * time.Millisecond, Burst: 6})}
+				hs := ratelimit.Headers{QuotaUnit: unit}
 				if pk {
-					opts = append(opts, ratelimit.WithPartitionKey([]byte(pkSecret)))
+					hs.PartitionKey = []byte(pkSecret)
 				}
+				opts = append(opts, ratelimit.WithHeaders(hs))
 				l := newLimiter(t, adaptertest.NewStore(t), "test", opts...)
 				h := serve(l.Handler(http.HandlerFunc(adaptertest.OK)), "GET", "/").Header()
 				policy, err := parseSF(h.Values("RateLimit-Policy"))
@@ -440,7 +436,7 @@ func TestHeadersAreStructuredFields(t *testing.T) {
 	}
 }
 
-// TestQuotaUnit: WithQuotaUnit adds qu to every item of RateLimit-Policy,
+// TestQuotaUnit: Headers.QuotaUnit adds qu to every item of RateLimit-Policy,
 // whether it comes before or after the limits, for the limits of
 // WithLimits, WithRoutes and WithLimitsFunc, and never to RateLimit;
 // "requests", the draft's default, adds nothing.
@@ -449,14 +445,14 @@ func TestQuotaUnit(t *testing.T) {
 	limits := func(unit string) []ratelimit.Option {
 		return []ratelimit.Option{
 			ratelimit.WithLimits(ratelimit.PerMinute(100).Named("api"), ratelimit.PerSecond(10).Named("burst")),
-			ratelimit.WithRoutes(map[string][]ratelimit.Limit{"POST /upload": {ratelimit.Per(1_000_000, time.Hour).Named("upload")}}),
+			ratelimit.WithRoutes(map[string][]ratelimit.Limit{"POST /upload": {ratelimit.Limit{Quota: 1_000_000, Window: time.Hour}.Named("upload")}}),
 			ratelimit.WithLimitsFunc(func(r *http.Request) []ratelimit.Limit {
 				if r.Header.Get("X-Plan") != "" {
 					return plan
 				}
 				return nil
 			}),
-			ratelimit.WithQuotaUnit(unit),
+			ratelimit.WithHeaders(ratelimit.Headers{QuotaUnit: unit}),
 		}
 	}
 	tests := []struct {
@@ -494,7 +490,7 @@ func TestQuotaUnit(t *testing.T) {
 	}
 }
 
-// TestPartitionKey: WithPartitionKey adds pk, the first 16 bytes of the
+// TestPartitionKey: Headers.PartitionKey adds pk, the first 16 bytes of the
 // HMAC-SHA256 of the store key (namespace|route scope|client key), to
 // every item of both fields: the same for requests that count against one
 // quota, whatever the response, and different for another client, route
@@ -504,7 +500,7 @@ func TestPartitionKey(t *testing.T) {
 	user := ratelimit.WithKey(func(r *http.Request) (string, error) { return "user:" + r.Header.Get("X-User"), nil })
 	routes := ratelimit.WithRoutes(map[string][]ratelimit.Limit{"POST /login": {ratelimit.PerMinute(2).Named("login")}})
 	limits := ratelimit.WithLimits(ratelimit.PerMinute(3).Named("api"), ratelimit.PerSecond(10).Named("burst"))
-	pk := ratelimit.WithPartitionKey([]byte(pkSecret))
+	pk := ratelimit.WithHeaders(ratelimit.Headers{PartitionKey: []byte(pkSecret)})
 	api := newLimiter(t, mem, "api", user, limits, routes, pk).Handler(http.HandlerFunc(adaptertest.OK))
 	other := newLimiter(t, mem, "other", user, limits, pk).Handler(http.HandlerFunc(adaptertest.OK))
 	as := func(u string) func(*http.Request) { return withHeader("X-User", u) }
@@ -676,7 +672,7 @@ func TestHeaderValuesOutliveLaterLimiters(t *testing.T) {
 	for i := depth - 1; i >= 0; i-- {
 		l := newLimiter(t, newMemory(t), fmt.Sprintf("stack%d", i),
 			ratelimit.WithLimits(ratelimit.PerMinute(100-10*i).Named(fmt.Sprintf("a-rather-long-policy-name-%d", i))),
-			ratelimit.WithHeaders(ratelimit.HeadersDraft|ratelimit.HeadersX))
+			ratelimit.WithHeaders(ratelimit.Headers{}))
 		next := h
 		h = l.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			v := held{values: http.Header{}, copies: http.Header{}}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash"
 	"net/http"
+	"net/netip"
 	"net/textproto"
 	"strconv"
 	"strings"
@@ -16,7 +17,7 @@ import (
 // A KeyFunc names who a request is counted against: a client address, an
 // API key, a user, a route. It is called for every request, concurrently,
 // so it must be safe for concurrent use (the built-in ones are). It
-// returns an error wrapping [ErrNoKey] when the request carries no key;
+// returns an error wrapping [ErrInvalid] when the request carries no key;
 // the limiter then hands the request to its error handler, never to a
 // shared bucket, and logs the error at WARN: it says what is missing or
 // malformed without quoting the request's values.
@@ -28,13 +29,14 @@ import (
 //
 // Keys are written to the store and may show in its error messages: a
 // KeyFunc that reads a secret (an API key, a session token) should return
-// a keyed hash of it, as [Header] does.
+// a keyed hash of it, as [HeaderKey] does.
 type KeyFunc func(r *http.Request) (string, error)
 
-// minSecret is the shortest secret Header takes.
+// minSecret is the shortest secret HeaderKey and Headers.PartitionKey
+// take.
 const minSecret = 16
 
-// Header keys requests by the value of the named header, such as an API
+// HeaderKey keys requests by the value of the named header, such as an API
 // key or a token. A request without it, or with it empty, has no key. When
 // the header appears more than once, the first value counts, as for
 // [http.Header.Get].
@@ -47,9 +49,9 @@ const minSecret = 16
 // example 32 random bytes from the service's secret store), or they would
 // not share counters; changing it starts every counter afresh. The hash
 // costs about a quarter of a microsecond per request.
-func Header(name string, secret []byte) (KeyFunc, error) {
+func HeaderKey(name string, secret []byte) (KeyFunc, error) {
 	if len(secret) < minSecret {
-		return nil, fmt.Errorf("%w: Header(%q): the secret is %d bytes long; at least %d are needed, the same on every instance", ErrInvalid, name, len(secret), minSecret)
+		return nil, fmt.Errorf("%w: HeaderKey(%q): the secret is %d bytes long; at least %d are needed, the same on every instance", ErrInvalid, name, len(secret), minSecret)
 	}
 	name = textproto.CanonicalMIMEHeaderKey(name)
 	tag := "header:" + name + ":"
@@ -57,7 +59,7 @@ func Header(name string, secret []byte) (KeyFunc, error) {
 	return func(r *http.Request) (string, error) {
 		v := r.Header.Get(name)
 		if v == "" {
-			return "", fmt.Errorf("%w: header %s is missing", ErrNoKey, name)
+			return "", fmt.Errorf("%w: header %s is missing", ErrInvalid, name)
 		}
 		h := pool.Get().(hash.Hash)
 		h.Reset()
@@ -85,7 +87,7 @@ func User(ctxKey any) KeyFunc {
 			id = v.String()
 		}
 		if id == "" {
-			return "", fmt.Errorf("%w: no user in the request context", ErrNoKey)
+			return "", fmt.Errorf("%w: no user in the request context", ErrInvalid)
 		}
 		return "user:" + id, nil
 	}
@@ -93,14 +95,15 @@ func User(ctxKey any) KeyFunc {
 
 // Route keys requests by method and matched route pattern, for example
 // "route:POST /login", so that each route has its own counter. The pattern
-// is the one the router matched: [http.Request.Pattern] with Go's
-// ServeMux (the limiter must then run inside the mux, around a route's
-// handler), or what a framework adapter passes with [RequestWithRoute].
-// The raw URL path is never used: it would let clients mint keys at will.
+// is [http.Request.Pattern]: the one Go's ServeMux matched (the limiter
+// must then run inside the mux, around a route's handler), the one a
+// framework adapter sets, or the one the Limiter's own route table
+// matched (see [WithRoutes]). The raw URL path is never used: it would let
+// clients mint keys at will.
 func Route(r *http.Request) (string, error) {
-	p := RoutePattern(r)
+	p := r.Pattern
 	if p == "" {
-		return "", fmt.Errorf("%w: no route pattern (run the limiter inside the router, or through an adapter)", ErrNoKey)
+		return "", fmt.Errorf("%w: no route pattern (run the limiter inside the router, or through an adapter)", ErrInvalid)
 	}
 	if hasMethod(p) {
 		return "route:" + p, nil
@@ -125,4 +128,336 @@ func Join(keys ...KeyFunc) KeyFunc {
 		}
 		return b.String(), nil
 	}
+}
+
+// Forwarding headers IPKey can read, in canonical form.
+const (
+	headerXForwardedFor = "X-Forwarded-For"
+	headerForwarded     = "Forwarded"
+	headerXRealIP       = "X-Real-Ip"
+)
+
+// IPKey configures a KeyFunc that keys requests by client IP address; see
+// [IPKey.KeyFunc]. The zero IPKey trusts no proxy: the key is the address
+// of the connection's peer, which a client cannot forge; it is a
+// Limiter's default. Behind proxies:
+//
+//	key, err := ratelimit.IPKey{TrustedProxies: []string{"10.0.0.0/8"}}.KeyFunc()
+type IPKey struct {
+	// TrustedProxies lists the proxies whose forwarding header is believed,
+	// as CIDRs ("10.0.0.0/8", "fd00::/8") or single addresses. Empty means
+	// none.
+	TrustedProxies []string
+
+	// Header is the one forwarding header the trusted proxies set:
+	// "X-Forwarded-For" (the default), "Forwarded" (RFC 7239) or
+	// "X-Real-IP". The others are ignored, since a proxy that passes a
+	// header along unchanged would let a client forge it.
+	Header string
+
+	// IPv6Prefix is how many leading bits of an IPv6 address identify one
+	// client; a single user commonly holds a whole /64 and can rotate
+	// through it. From 1 to 128; zero means 64.
+	IPv6Prefix int
+}
+
+// peer keys requests by the address of the connection's peer, IPv6
+// addresses grouped by /64: the zero IPKey's, a Limiter's default key,
+// which the Limiter appends to the store's key in place (see
+// Limiter.storeKey).
+var peer = &ipKeyer{header: headerXForwardedFor, bits: 64}
+
+// KeyFunc validates c and returns its KeyFunc. The key is "ip:" and the
+// client's address: IPv4 as is (IPv4-mapped IPv6 counts as IPv4), IPv6 as
+// its prefix ("ip:2001:db8:1:2::/64"); ports and zones are dropped.
+//
+// The client is the connection's peer unless the peer is a trusted proxy.
+// Then the forwarding header is read right to left (all its lines, in
+// order), skipping trusted proxies: the first untrusted address is the
+// client. If every address is trusted, the leftmost is the client; with no
+// header, the peer is. An entry that is not an IP address (garbage, or
+// RFC 7239's "unknown" and obfuscated names) met before the client ends the
+// search with [ErrInvalid]: the request goes to the error handler rather
+// than share a bucket with others.
+func (c IPKey) KeyFunc() (KeyFunc, error) {
+	k := &ipKeyer{header: headerXForwardedFor, bits: 64}
+	for i, s := range c.TrustedProxies {
+		p, err := parseTrusted(s)
+		if err != nil {
+			return nil, fmt.Errorf("%w: IPKey.TrustedProxies[%d]: %q is not a CIDR or an IP address", ErrInvalid, i, s)
+		}
+		k.trusted = append(k.trusted, p)
+	}
+	switch h := http.CanonicalHeaderKey(c.Header); h {
+	case "":
+	case headerXForwardedFor, headerForwarded, headerXRealIP:
+		k.header = h
+	default:
+		return nil, fmt.Errorf("%w: IPKey.Header must be X-Forwarded-For, Forwarded or X-Real-IP, got %q", ErrInvalid, c.Header)
+	}
+	switch {
+	case c.IPv6Prefix == 0:
+	case c.IPv6Prefix < 1 || c.IPv6Prefix > 128:
+		return nil, fmt.Errorf("%w: IPKey.IPv6Prefix must be from 1 to 128, got %d", ErrInvalid, c.IPv6Prefix)
+	default:
+		k.bits = c.IPv6Prefix
+	}
+	return k.key, nil
+}
+
+// parseTrusted parses a CIDR or a single address into a prefix, IPv4 in
+// IPv4 form.
+func parseTrusted(s string) (netip.Prefix, error) {
+	s = strings.TrimSpace(s)
+	if !strings.Contains(s, "/") {
+		a, err := netip.ParseAddr(s)
+		if err != nil {
+			return netip.Prefix{}, err
+		}
+		a = a.Unmap().WithZone("")
+		return netip.PrefixFrom(a, a.BitLen()), nil
+	}
+	p, err := netip.ParsePrefix(s)
+	if err != nil {
+		return netip.Prefix{}, err
+	}
+	if a := p.Addr(); a.Is4In6() && p.Bits() >= 96 {
+		p = netip.PrefixFrom(a.Unmap(), p.Bits()-96)
+	}
+	return p.Masked(), nil
+}
+
+type ipKeyer struct {
+	trusted []netip.Prefix
+	header  string
+	bits    int
+}
+
+func (k *ipKeyer) isTrusted(a netip.Addr) bool {
+	for _, p := range k.trusted {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+func (k *ipKeyer) key(r *http.Request) (string, error) {
+	client, err := k.client(r)
+	if err != nil {
+		return "", err
+	}
+	return string(k.appendKey(make([]byte, 0, 48), client)), nil
+}
+
+// client returns r's client address, IPv6 masked to k's prefix.
+func (k *ipKeyer) client(r *http.Request) (netip.Addr, error) {
+	client, ok := parseAddr(r.RemoteAddr)
+	if !ok {
+		return netip.Addr{}, fmt.Errorf("%w: RemoteAddr is not an IP address", ErrInvalid)
+	}
+	if len(k.trusted) > 0 && k.isTrusted(client) {
+		var err error
+		if client, err = k.forwarded(r, client); err != nil {
+			return netip.Addr{}, err
+		}
+	}
+	if !client.Is4() {
+		client = netip.PrefixFrom(client, k.bits).Masked().Addr()
+	}
+	return client, nil
+}
+
+// appendKey appends the key of a client address (IPv6 already masked).
+func (k *ipKeyer) appendKey(buf []byte, a netip.Addr) []byte {
+	buf = append(buf, "ip:"...)
+	if a.Is4() {
+		return a.AppendTo(buf)
+	}
+	buf, _ = netip.PrefixFrom(a, k.bits).AppendText(buf)
+	return buf
+}
+
+// forwarded finds the client in the forwarding header of a trusted peer.
+func (k *ipKeyer) forwarded(r *http.Request, peer netip.Addr) (netip.Addr, error) {
+	lines := r.Header.Values(k.header)
+	if len(lines) == 0 {
+		return peer, nil
+	}
+	if k.header == headerXRealIP {
+		v := lines[len(lines)-1] // a proxy that adds rather than sets puts its own last
+		a, ok := parseAddr(v)
+		if !ok {
+			return netip.Addr{}, fmt.Errorf("%w: %s is not an IP address", ErrInvalid, k.header)
+		}
+		return a, nil
+	}
+	var hops []string
+	for _, line := range lines {
+		if k.header == headerForwarded {
+			hops = appendForwardedFor(hops, line)
+		} else {
+			for hop := range strings.SplitSeq(line, ",") {
+				hops = append(hops, hop)
+			}
+		}
+	}
+	var client netip.Addr
+	for i := len(hops) - 1; i >= 0; i-- {
+		a, ok := parseAddr(hops[i])
+		if !ok {
+			return netip.Addr{}, fmt.Errorf("%w: %s entry %d of %d, counted from the right, is not an IP address", ErrInvalid, k.header, len(hops)-i, len(hops))
+		}
+		client = a
+		if !k.isTrusted(a) {
+			break
+		}
+	}
+	return client, nil
+}
+
+// parseAddr parses an address as it appears in RemoteAddr or a forwarding
+// header: "192.0.2.1", "192.0.2.1:8080", "2001:db8::1", "[2001:db8::1]",
+// "[2001:db8::1]:8080", with optional zone. IPv4-mapped IPv6 becomes IPv4;
+// the zone is dropped.
+func parseAddr(s string) (netip.Addr, bool) {
+	s = strings.TrimSpace(s)
+	var a netip.Addr
+	if ap, err := netip.ParseAddrPort(s); err == nil {
+		a = ap.Addr()
+	} else {
+		if len(s) > 1 && s[0] == '[' && s[len(s)-1] == ']' {
+			s = s[1 : len(s)-1]
+		}
+		var err error
+		if a, err = netip.ParseAddr(s); err != nil {
+			return netip.Addr{}, false
+		}
+	}
+	return a.Unmap().WithZone(""), true
+}
+
+// appendForwardedFor appends the for= value of each element of an RFC 7239
+// Forwarded header line, unquoted, to hops. An element without for= adds
+// an empty hop, which does not parse as an address.
+func appendForwardedFor(hops []string, line string) []string {
+	for _, element := range splitQuoted(line, ',') {
+		v := ""
+		for _, pair := range splitQuoted(element, ';') {
+			name, value, ok := strings.Cut(strings.TrimSpace(pair), "=")
+			if ok && strings.EqualFold(name, "for") {
+				v = unquote(value)
+				break
+			}
+		}
+		hops = append(hops, v)
+	}
+	return hops
+}
+
+// splitQuoted splits s at sep outside double-quoted strings.
+func splitQuoted(s string, sep byte) []string {
+	var parts []string
+	start, quoted := 0, false
+	for i := 0; i < len(s); i++ {
+		switch {
+		case s[i] == '\\' && quoted:
+			i++
+		case s[i] == '"':
+			quoted = !quoted
+		case s[i] == sep && !quoted:
+			parts = append(parts, s[start:i])
+			start = i + 1
+		}
+	}
+	return append(parts, s[start:])
+}
+
+// unquote undoes an RFC 9110 quoted-string; other values pass unchanged.
+func unquote(s string) string {
+	s = strings.TrimSpace(s)
+	if len(s) < 2 || s[0] != '"' || s[len(s)-1] != '"' {
+		return s
+	}
+	var b strings.Builder
+	for i := 1; i < len(s)-1; i++ {
+		if s[i] == '\\' && i+1 < len(s)-1 {
+			i++
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// The key a Limiter gives its store is namespace|scope|client: the
+// Limiter's namespace, the route pattern whose limits apply ("*" for those
+// of WithLimits), and the KeyFunc's key. The namespace holds no '|' and
+// the scope none either (patterns with '|' are refused), so two keys are
+// equal only when all three parts are. No part holds '{' or '}': the Redis
+// store wraps the key in braces as a Redis Cluster hash tag, and a brace
+// inside, as in the pattern "GET /users/{id}", would cut the tag short and
+// put every client of the route in one slot.
+
+// maxScope is the longest scope kept as it is; longer ones are hashed.
+const maxScope = 128
+
+// scopeOf returns the scope of a route pattern, "*" for none: the pattern
+// with control bytes, bytes past ASCII, '%', '{' and '}' escaped as %XX,
+// or, when that is longer than maxScope, "#" and 32 hex digits of its
+// SHA-256.
+func scopeOf(pattern string) string {
+	if pattern == "" {
+		return "*"
+	}
+	s := escape(pattern)
+	if len(s) > maxScope {
+		sum := sha256.Sum256([]byte(pattern))
+		return "#" + hex.EncodeToString(sum[:16])
+	}
+	return s
+}
+
+// maxClientKey is the longest client key, once escaped, that the store
+// sees as it is; longer ones are hashed.
+const maxClientKey = 200
+
+// clientKey is the part of the store's key that a KeyFunc's key becomes:
+// the key escaped like a scope or, when longer than maxClientKey, "%sha256:"
+// and the hex SHA-256 of the key, so that a client cannot fill the store
+// with long keys. Both forms are one-to-one and cannot meet: an escaped
+// key has no '%' that is not followed by two hex digits.
+func clientKey(key string) string {
+	s := escape(key)
+	if len(s) <= maxClientKey {
+		return s
+	}
+	sum := sha256.Sum256([]byte(key))
+	return "%sha256:" + hex.EncodeToString(sum[:])
+}
+
+// escape writes bytes outside printable ASCII, '%', '{' and '}' as %XX,
+// so that keys read safely in logs and redis-cli and keep the store's
+// hash tag whole. It returns s itself when there is nothing to escape.
+func escape(s string) string {
+	i := strings.IndexFunc(s, func(r rune) bool { return r < 0x20 || r > 0x7e || r == '%' || r == '{' || r == '}' })
+	if i < 0 {
+		return s
+	}
+	var b strings.Builder
+	b.WriteString(s[:i])
+	for ; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '%' || c == '{' || c == '}' {
+			fmt.Fprintf(&b, "%%%02X", c)
+		} else {
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}
+
+// hasMethod reports whether a pattern starts with a method, like
+// "POST /login".
+func hasMethod(pattern string) bool {
+	i := strings.IndexByte(pattern, ' ')
+	return i > 0 && !strings.Contains(pattern[:i], "/")
 }

@@ -15,17 +15,63 @@ const (
 	maxSlots           = 1000
 	maxQuota           = spec.MaxQuota
 	maxNameLength      = 64
-	defaultSlots       = 10
 )
 
+// Algorithm selects how a [Limit] counts requests. The zero value is
+// [SlidingWindow].
+type Algorithm uint8
+
+const (
+	// SlidingWindow is the sliding window counter: the window is cut into
+	// slots of Limit.Precision, and a request is admitted when the slots
+	// that overlap the last Window hold fewer than Quota. Memory per key is
+	// one small counter per slot (Window/Precision of them). It never admits
+	// more than Quota in any span of Window−Precision; across a full Window
+	// it may admit up to one slot's worth more (see docs/algorithms.md). It
+	// is the default: smooth, cheap and close to exact.
+	SlidingWindow Algorithm = iota
+
+	// FixedWindow counts requests in a window that opens with the first
+	// request and closes Window later. It is the cheapest algorithm, but a
+	// client can pass up to 2×Quota across the boundary between two windows.
+	FixedWindow
+
+	// SlidingLog keeps the time of every admitted request for one Window.
+	// It is exact: never more than Quota in any span of Window. Memory per
+	// key grows with Quota, so Quota is capped at 100,000.
+	SlidingLog
+
+	// TokenBucket holds up to Limit.Burst tokens and refills at Quota per
+	// Window. Each request takes cost tokens; a full bucket lets a burst
+	// through, then the rate holds. It starts full.
+	TokenBucket
+)
+
+var algorithmNames = [...]string{
+	SlidingWindow: "sliding-window",
+	FixedWindow:   "fixed-window",
+	SlidingLog:    "sliding-log",
+	TokenBucket:   "token-bucket",
+}
+
+// String returns the algorithm's name, for example "token-bucket".
+func (a Algorithm) String() string {
+	if int(a) < len(algorithmNames) {
+		return algorithmNames[a]
+	}
+	return fmt.Sprintf("Algorithm(%d)", uint8(a))
+}
+
+func (a Algorithm) valid() bool { return int(a) < len(algorithmNames) }
+
 // A Limit says how many requests (or units of cost) a key may make per
-// Window, and with which [Algorithm]. Build one with [PerSecond],
-// [PerMinute] or [Per], or as a struct literal, and refine it:
+// Window, and with which [Algorithm]. Build one with [PerSecond] or
+// [PerMinute], or as a struct literal, and refine it:
 //
 //	ratelimit.PerMinute(100)                                   // sliding window counter
 //	ratelimit.PerMinute(5).Using(ratelimit.SlidingLog).Named("login")
-//	ratelimit.PerSecond(10).Using(ratelimit.TokenBucket).WithBurst(50)
-//	ratelimit.Per(10_000, 24*time.Hour).Using(ratelimit.FixedWindow)
+//	ratelimit.Limit{Algorithm: ratelimit.TokenBucket, Quota: 10, Window: time.Second, Burst: 50}
+//	ratelimit.Limit{Quota: 10_000, Window: 24 * time.Hour}.Using(ratelimit.FixedWindow)
 //	ratelimit.Limit{Quota: 600, Window: time.Hour, Precision: time.Minute}
 //
 // A Limit is a plain value: compare it with ==, copy it, use it as a map
@@ -62,21 +108,16 @@ type Limit struct {
 	Name string
 }
 
-// Per returns a limit of n per window, counted with the default
+// PerSecond returns a limit of n per second, counted with the default
 // algorithm, SlidingWindow.
-func Per(n int, window time.Duration) Limit { return Limit{Quota: n, Window: window} }
+func PerSecond(n int) Limit { return Limit{Quota: n, Window: time.Second} }
 
-// PerSecond returns a limit of n per second.
-func PerSecond(n int) Limit { return Per(n, time.Second) }
-
-// PerMinute returns a limit of n per minute.
-func PerMinute(n int) Limit { return Per(n, time.Minute) }
+// PerMinute returns a limit of n per minute, counted with the default
+// algorithm, SlidingWindow.
+func PerMinute(n int) Limit { return Limit{Quota: n, Window: time.Minute} }
 
 // Using returns a copy of l counted with algorithm a.
 func (l Limit) Using(a Algorithm) Limit { l.Algorithm = a; return l }
-
-// WithBurst returns a copy of l with capacity burst (TokenBucket only).
-func (l Limit) WithBurst(burst int) Limit { l.Burst = burst; return l }
 
 // Named returns a copy of l named name.
 func (l Limit) Named(name string) Limit { l.Name = name; return l }
@@ -128,7 +169,7 @@ func (l Limit) withDefaults() Limit {
 		}
 	case SlidingWindow:
 		if l.Precision == 0 {
-			l.Precision = l.Window / defaultSlots
+			l.Precision = l.Window / spec.DefaultSlots
 		}
 	}
 	return l
@@ -200,8 +241,209 @@ func (l Limit) check() (field, problem string) {
 	return "", ""
 }
 
-// compile returns the integers the stores need of a valid l.
-func (l Limit) compile() spec.Limit {
+// stateOf keeps the fields that identify a limit's stored state: two
+// limits with equal states would count into the same place.
+func (l Limit) stateOf() Limit {
 	l = l.withDefaults()
-	return spec.Compile(uint8(l.Algorithm), l.Quota, l.Window, l.Precision, l.Burst)
+	s := Limit{Algorithm: l.Algorithm, Window: l.Window}
+	switch l.Algorithm {
+	case SlidingWindow:
+		s.Precision = l.Precision
+	case TokenBucket:
+		s.Quota = l.Quota
+	}
+	return s
+}
+
+// Limits is a set of limits that a request must all pass, checked once,
+// when it is built, so that a [Store] trusts it on every request. Build it
+// with [NewLimits] and reuse it: stores compile a set the first time they
+// see it and keep what they made. A Limiter builds its own from
+// [WithLimits], [WithRoutes] and [WithLimitsFunc].
+//
+// Limits is immutable and safe for concurrent use. The zero Limits holds
+// no limits, and stores refuse it.
+type Limits struct {
+	limits []Limit
+	ban    Ban // zero: none
+}
+
+// NewLimits checks limits and returns them as a set. It reports, as an
+// error wrapping [ErrInvalid] and naming the field, an invalid limit (see
+// [Limit]'s fields), two limits that would count into one place (the same
+// algorithm and window: keep one), and two limits of one name.
+func NewLimits(limits ...Limit) (*Limits, error) {
+	if problem := checkSet(limits); problem != "" {
+		return nil, fmt.Errorf("%w: %s", ErrInvalid, problem)
+	}
+	return &Limits{limits: append([]Limit(nil), limits...)}, nil
+}
+
+// All returns a copy of the limits of s, in the order given to
+// [NewLimits]; nil for a nil or zero Limits.
+func (s *Limits) All() []Limit {
+	if s == nil {
+		return nil
+	}
+	return append([]Limit(nil), s.limits...)
+}
+
+// WithBan returns a copy of s whose keys are banned as b says (see
+// [Ban]), replacing any ban s had. It reports an invalid field of b as an
+// error wrapping [ErrInvalid].
+func (s *Limits) WithBan(b Ban) (*Limits, error) {
+	if s == nil || len(s.limits) == 0 {
+		return nil, fmt.Errorf("%w: Limits.WithBan: the limits are nil or zero; build them with NewLimits", ErrInvalid)
+	}
+	if field, problem := b.check(); field != "" {
+		return nil, fmt.Errorf("%w: Ban.%s %s", ErrInvalid, field, problem)
+	}
+	return &Limits{limits: s.limits, ban: b}, nil
+}
+
+// Ban returns the ban of s, and whether it has one.
+func (s *Limits) Ban() (Ban, bool) {
+	if s == nil {
+		return Ban{}, false
+	}
+	return s.ban, s.ban != Ban{}
+}
+
+// checkSet describes what makes limits unusable together, or returns "".
+func checkSet(limits []Limit) string {
+	if len(limits) == 0 {
+		return "no limits given"
+	}
+	for i, l := range limits {
+		if field, problem := l.check(); field != "" {
+			return fmt.Sprintf("limits[%d].%s %s (%v)", i, field, problem, l)
+		}
+		for j := range i {
+			o := limits[j]
+			if o.stateOf() == l.stateOf() {
+				return fmt.Sprintf("limits[%d] (%v) and limits[%d] (%v) would count into one place (same algorithm and window); keep one", j, o, i, l)
+			}
+			if l.Name != "" && o.Name == l.Name {
+				return fmt.Sprintf("limits[%d].Name %q is also the name of limits[%d]; names tell policies apart in headers", i, l.Name, j)
+			}
+		}
+	}
+	return ""
+}
+
+// maxBan bounds every duration of a [Ban].
+const maxBan = 366 * 24 * time.Hour
+
+// A Ban blocks a key that keeps getting denied, for longer each time it
+// comes back, like fail2ban: once a key has been denied After times within
+// Within, it is banned for For, and everything it asks is denied until the
+// ban ends, whatever its limits have left. A ban that starts less than Max
+// after the previous one ended lasts twice as long as that one, up to Max;
+// after Max without a ban, the next one lasts For again.
+//
+// The denials count from the first one: After of them within Within of
+// it start a ban; a denial Within or more after it starts a new count.
+// Requests denied by a ban do not count, and allowed requests change
+// nothing. The store decides the ban in the same atomic step as the
+// limits, and its state expires with the last of its periods.
+//
+// Give a Limiter a ban with [WithBan], or a set of limits with
+// [Limits.WithBan]. A Ban is a plain value; the zero Ban is not valid.
+type Ban struct {
+	// After is how many denials start a ban: at least 1.
+	After int
+
+	// Within is the period After denials must fall in, counted from the
+	// first.
+	Within time.Duration
+
+	// For is the first ban's length.
+	For time.Duration
+
+	// Max is the longest ban, and the quiet time after which a key's next
+	// ban is For again. Zero means For: every ban lasts For.
+	Max time.Duration
+}
+
+// check returns the first invalid field and what is wrong with it, or
+// two empty strings.
+func (b Ban) check() (field, problem string) {
+	if b.After < 1 {
+		return "After", fmt.Sprintf("must be at least 1, got %d", b.After)
+	}
+	for _, f := range []struct {
+		name string
+		d    time.Duration
+	}{{"Within", b.Within}, {"For", b.For}, {"Max", b.Max}} {
+		switch {
+		case f.name == "Max" && f.d == 0:
+		case f.d < time.Millisecond || f.d > maxBan:
+			return f.name, fmt.Sprintf("must be from 1ms to %s, got %v", formatDuration(maxBan), f.d)
+		case f.d%time.Millisecond != 0:
+			return f.name, fmt.Sprintf("must be a whole number of milliseconds, got %v", f.d)
+		}
+	}
+	if b.Max != 0 && b.Max < b.For {
+		return "Max", fmt.Sprintf("must not be shorter than For %v, got %v", b.For, b.Max)
+	}
+	return "", ""
+}
+
+// policy is a set of limits as a Limiter applies them: the limits, the
+// start of the keys they count under, and what the headers say of them,
+// worked out once.
+type policy struct {
+	limits   *Limits
+	prefix   string     // namespace|scope|, the start of every key
+	names    []string   // each limit's name as an RFC 9651 string, quoted
+	items    []string   // each limit's RateLimit-Policy item, without pk
+	header   []string   // the RateLimit-Policy value: the items, joined
+	capacity [][]string // each limit's X-RateLimit-Limit value
+}
+
+// newPolicy checks limits and returns them as the policy of the route
+// pattern (or, for "", of WithLimits) in namespace, with ban (zero: none)
+// and the quota unit of the headers ("": none); or it says what is wrong
+// with them.
+func newPolicy(namespace, pattern string, limits []Limit, ban Ban, unit string) (*policy, string) {
+	if problem := checkSet(limits); problem != "" {
+		return nil, problem
+	}
+	n := len(limits)
+	p := &policy{
+		limits:   &Limits{limits: append([]Limit(nil), limits...), ban: ban},
+		prefix:   namespace + "|" + scopeOf(pattern) + "|",
+		names:    make([]string, n),
+		items:    make([]string, n),
+		capacity: make([][]string, n),
+	}
+	used := make(map[string]bool, n)
+	for i, l := range limits {
+		name := policyName(l, limits)
+		for k := 2; used[name]; k++ {
+			name = policyName(l, limits) + "-" + strconv.Itoa(k)
+		}
+		used[name] = true
+		p.limits.limits[i].Name = name // results, and so Deny and Decisions, name the policy as the headers do
+		p.names[i] = quoteString(name)
+		p.capacity[i] = []string{strconv.Itoa(l.capacity())}
+		p.items[i] = policyItem(p.names[i], l, unit)
+	}
+	p.header = []string{strings.Join(p.items, ", ")}
+	return p, ""
+}
+
+// policyName is l.Name or, when empty, one made of its quota and window,
+// with the algorithm added if another limit of the set has the same.
+func policyName(l Limit, all []Limit) string {
+	if l.Name != "" {
+		return l.Name
+	}
+	short := strconv.Itoa(l.Quota) + "-per-" + formatDuration(l.Window)
+	for _, o := range all {
+		if o != l && o.Name == "" && o.Quota == l.Quota && o.Window == l.Window {
+			return short + "-" + l.Algorithm.String()
+		}
+	}
+	return short
 }

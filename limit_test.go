@@ -12,9 +12,9 @@ func TestLimitConstructors(t *testing.T) {
 	}{
 		{PerSecond(10), Limit{Quota: 10, Window: time.Second}},
 		{PerMinute(5), Limit{Quota: 5, Window: time.Minute}},
-		{Per(100, time.Hour), Limit{Quota: 100, Window: time.Hour}},
-		{Per(3, 15*time.Minute).Using(SlidingLog).Named("login"), Limit{Algorithm: SlidingLog, Quota: 3, Window: 15 * time.Minute, Name: "login"}},
-		{PerSecond(10).Using(TokenBucket).WithBurst(50), Limit{Algorithm: TokenBucket, Quota: 10, Window: time.Second, Burst: 50}},
+		{Limit{Quota: 100, Window: time.Hour}, Limit{Quota: 100, Window: time.Hour}},
+		{Limit{Quota: 3, Window: 15 * time.Minute}.Using(SlidingLog).Named("login"), Limit{Algorithm: SlidingLog, Quota: 3, Window: 15 * time.Minute, Name: "login"}},
+		{Limit{Algorithm: TokenBucket, Quota: 10, Window: time.Second, Burst: 50}, Limit{Algorithm: TokenBucket, Quota: 10, Window: time.Second, Burst: 50}},
 	}
 	for _, tt := range tests {
 		if tt.got != tt.want {
@@ -30,11 +30,11 @@ func TestLimitString(t *testing.T) {
 	}{
 		{PerMinute(100), "100 per 1m, sliding-window"},
 		{PerMinute(5).Using(SlidingLog).Named("login"), "login: 5 per 1m, sliding-log"},
-		{PerSecond(10).Using(TokenBucket).WithBurst(20), "10 per 1s, token-bucket, burst 20"},
-		{Per(1000, 24*time.Hour).Using(FixedWindow), "1000 per 24h, fixed-window"},
+		{Limit{Algorithm: TokenBucket, Quota: 10, Window: time.Second, Burst: 20}, "10 per 1s, token-bucket, burst 20"},
+		{Limit{Quota: 1000, Window: 24 * time.Hour}.Using(FixedWindow), "1000 per 24h, fixed-window"},
 		{Limit{Quota: 7, Window: 90 * time.Minute, Precision: 9 * time.Minute}, "7 per 1h30m, sliding-window, precision 9m"},
 		{Limit{Quota: 7, Window: 2 * time.Second, Precision: 1500 * time.Microsecond}, "7 per 2s, sliding-window, precision 1.5ms"},
-		{Per(1, 1500*time.Millisecond), "1 per 1.5s, sliding-window"},
+		{Limit{Quota: 1, Window: 1500 * time.Millisecond}, "1 per 1.5s, sliding-window"},
 	}
 	for _, tt := range tests {
 		if got := tt.limit.String(); got != tt.want {
@@ -55,7 +55,7 @@ func TestLimitDefaults(t *testing.T) {
 	if got, want := tb.capacity(), 10; got != want {
 		t.Errorf("capacity without burst: got %d, want %d", got, want)
 	}
-	if got, want := tb.WithBurst(3).capacity(), 3; got != want {
+	if got, want := (Limit{Algorithm: TokenBucket, Quota: 10, Window: time.Minute, Burst: 3}).capacity(), 3; got != want {
 		t.Errorf("capacity with burst: got %d, want %d", got, want)
 	}
 	for _, l := range []Limit{PerMinute(10).Using(FixedWindow), PerMinute(10).Using(SlidingLog)} {

@@ -19,13 +19,13 @@ const (
 func TestNewLimitsAcceptsValidLimits(t *testing.T) {
 	valid := []ratelimit.Limit{
 		ratelimit.PerMinute(1),
-		ratelimit.Per(1, time.Millisecond),
-		ratelimit.Per(maxQuota, time.Hour).Using(ratelimit.FixedWindow),
+		ratelimit.Limit{Quota: 1, Window: time.Millisecond},
+		ratelimit.Limit{Quota: maxQuota, Window: time.Hour}.Using(ratelimit.FixedWindow),
 		ratelimit.PerMinute(maxSlidingLogQuota).Using(ratelimit.SlidingLog),
 		{Quota: 1, Window: time.Second, Precision: time.Second / maxSlots},
 		{Quota: 1, Window: 3 * time.Millisecond, Precision: 1500 * time.Microsecond},
-		ratelimit.Per(1, 24*time.Hour).Using(ratelimit.TokenBucket).WithBurst(100_000),
-		ratelimit.PerSecond(1).Using(ratelimit.TokenBucket).WithBurst(maxQuota / 1_000_000),
+		ratelimit.Limit{Algorithm: ratelimit.TokenBucket, Quota: 1, Window: 24 * time.Hour, Burst: 100_000},
+		ratelimit.Limit{Algorithm: ratelimit.TokenBucket, Quota: 1, Window: time.Second, Burst: maxQuota / 1_000_000},
 		ratelimit.PerMinute(1).Named(strings.Repeat("n", 64)),
 		ratelimit.PerMinute(1).Named(` !"#$%&'()*+,-./0123456789:;<=>?@AZ[\]^_` + "`az{|}~"),
 	}
@@ -35,8 +35,8 @@ func TestNewLimitsAcceptsValidLimits(t *testing.T) {
 			t.Errorf("%v: got %v, want nil", l, err)
 			continue
 		}
-		if s.Len() != 1 || s.At(0) != l {
-			t.Errorf("%v: the set holds %d limits, the first %v", l, s.Len(), s.At(0))
+		if all := s.All(); len(all) != 1 || all[0] != l {
+			t.Errorf("%v: the set holds %v", l, all)
 		}
 	}
 }
@@ -50,22 +50,22 @@ func TestNewLimitsReportsTheField(t *testing.T) {
 		{"none", nil, "no limits given"},
 		{"zero limit", []ratelimit.Limit{{}}, "limits[0].Quota"},
 		{"unknown algorithm", []ratelimit.Limit{ratelimit.PerMinute(1).Using(ratelimit.Algorithm(4))}, "limits[0].Algorithm"},
-		{"quota too large", []ratelimit.Limit{ratelimit.Per(maxQuota+1, time.Hour).Using(ratelimit.FixedWindow)}, "limits[0].Quota"},
-		{"window under a millisecond", []ratelimit.Limit{ratelimit.Per(1, time.Microsecond)}, "limits[0].Window"},
-		{"window not in whole milliseconds", []ratelimit.Limit{ratelimit.Per(1, 1500*time.Microsecond)}, "limits[0].Window"},
+		{"quota too large", []ratelimit.Limit{ratelimit.Limit{Quota: maxQuota + 1, Window: time.Hour}.Using(ratelimit.FixedWindow)}, "limits[0].Quota"},
+		{"window under a millisecond", []ratelimit.Limit{ratelimit.Limit{Quota: 1, Window: time.Microsecond}}, "limits[0].Window"},
+		{"window not in whole milliseconds", []ratelimit.Limit{ratelimit.Limit{Quota: 1, Window: 1500 * time.Microsecond}}, "limits[0].Window"},
 		{"precision not in whole microseconds", []ratelimit.Limit{{Quota: 1, Window: time.Minute, Precision: 1500 * time.Nanosecond}}, "limits[0].Precision"},
 		{"precision not dividing the window", []ratelimit.Limit{{Quota: 1, Window: time.Minute, Precision: 7 * time.Second}}, "limits[0].Precision"},
 		{"precision over the window", []ratelimit.Limit{{Quota: 1, Window: time.Second, Precision: 2 * time.Second}}, "limits[0].Precision"},
 		{"too many slots", []ratelimit.Limit{{Quota: 1, Window: 2 * time.Second, Precision: time.Second / maxSlots}}, "limits[0].Precision"},
 		{"precision of another algorithm", []ratelimit.Limit{{Algorithm: ratelimit.FixedWindow, Quota: 1, Window: time.Minute, Precision: time.Second}}, "limits[0].Precision"},
 		{"sliding log too long", []ratelimit.Limit{ratelimit.PerMinute(maxSlidingLogQuota + 1).Using(ratelimit.SlidingLog)}, "limits[0].Quota"},
-		{"negative burst", []ratelimit.Limit{ratelimit.PerMinute(1).Using(ratelimit.TokenBucket).WithBurst(-3)}, "limits[0].Burst"},
-		{"burst too large", []ratelimit.Limit{ratelimit.PerMinute(1).Using(ratelimit.TokenBucket).WithBurst(maxQuota + 1)}, "limits[0].Burst"},
+		{"negative burst", []ratelimit.Limit{ratelimit.Limit{Algorithm: ratelimit.TokenBucket, Quota: 1, Window: time.Minute, Burst: -3}}, "limits[0].Burst"},
+		{"burst too large", []ratelimit.Limit{ratelimit.Limit{Algorithm: ratelimit.TokenBucket, Quota: 1, Window: time.Minute, Burst: maxQuota + 1}}, "limits[0].Burst"},
 		// 7 per day and a millisecond: a token is 86,400,001 units, and a
 		// burst this large overflows 53 bits.
-		{"bucket level over 53 bits", []ratelimit.Limit{ratelimit.Per(7, 24*time.Hour+time.Millisecond).Using(ratelimit.TokenBucket).WithBurst(maxQuota / 2)}, "limits[0].Burst"},
-		{"bucket level just over 53 bits", []ratelimit.Limit{ratelimit.PerSecond(1).Using(ratelimit.TokenBucket).WithBurst(maxQuota/1_000_000 + 1)}, "limits[0].Burst"},
-		{"burst of another algorithm", []ratelimit.Limit{ratelimit.PerMinute(1).WithBurst(2)}, "limits[0].Burst"},
+		{"bucket level over 53 bits", []ratelimit.Limit{ratelimit.Limit{Algorithm: ratelimit.TokenBucket, Quota: 7, Window: 24*time.Hour + time.Millisecond, Burst: maxQuota / 2}}, "limits[0].Burst"},
+		{"bucket level just over 53 bits", []ratelimit.Limit{ratelimit.Limit{Algorithm: ratelimit.TokenBucket, Quota: 1, Window: time.Second, Burst: maxQuota/1_000_000 + 1}}, "limits[0].Burst"},
+		{"burst of another algorithm", []ratelimit.Limit{ratelimit.Limit{Quota: 1, Window: time.Minute, Burst: 2}}, "limits[0].Burst"},
 		{"name too long", []ratelimit.Limit{ratelimit.PerMinute(1).Named(strings.Repeat("n", 65))}, "limits[0].Name"},
 		{"name not ASCII", []ratelimit.Limit{ratelimit.PerMinute(1).Named("café")}, "limits[0].Name"},
 		{"name with a newline", []ratelimit.Limit{ratelimit.PerMinute(1).Named("a\nb")}, "limits[0].Name"},
@@ -74,12 +74,12 @@ func TestNewLimitsReportsTheField(t *testing.T) {
 		{"same window and algorithm", []ratelimit.Limit{ratelimit.PerMinute(1), ratelimit.PerMinute(2)}, "limits[0] (1 per 1m, sliding-window) and limits[1] (2 per 1m, sliding-window) would count into one place"},
 		{"same window, explicit default precision", []ratelimit.Limit{ratelimit.PerMinute(1), {Quota: 2, Window: time.Minute, Precision: 6 * time.Second}}, "would count into one place"},
 		{"same bucket, other bursts", []ratelimit.Limit{
-			ratelimit.PerMinute(5).Using(ratelimit.TokenBucket).WithBurst(5),
-			ratelimit.PerMinute(5).Using(ratelimit.TokenBucket).WithBurst(9),
+			ratelimit.Limit{Algorithm: ratelimit.TokenBucket, Quota: 5, Window: time.Minute, Burst: 5},
+			ratelimit.Limit{Algorithm: ratelimit.TokenBucket, Quota: 5, Window: time.Minute, Burst: 9},
 		}, "would count into one place"},
 		{"same bucket, default burst", []ratelimit.Limit{
 			ratelimit.PerMinute(5).Using(ratelimit.TokenBucket),
-			ratelimit.PerMinute(5).Using(ratelimit.TokenBucket).WithBurst(5),
+			ratelimit.Limit{Algorithm: ratelimit.TokenBucket, Quota: 5, Window: time.Minute, Burst: 5},
 		}, "would count into one place"},
 		{"same window, other names", []ratelimit.Limit{
 			ratelimit.PerMinute(1).Using(ratelimit.FixedWindow).Named("a"),
@@ -112,11 +112,11 @@ func TestNewLimitsKeepsLimitsApart(t *testing.T) {
 	if err != nil {
 		t.Fatalf("NewLimits: %v", err)
 	}
-	if s.Len() != len(limits) {
-		t.Fatalf("Len: got %d, want %d", s.Len(), len(limits))
+	if len(s.All()) != len(limits) {
+		t.Fatalf("All: got %d limits, want %d", len(s.All()), len(limits))
 	}
 	for i, l := range limits {
-		if got := s.At(i); got != l {
+		if got := s.All()[i]; got != l {
 			t.Errorf("At(%d): got %v, want %v", i, got, l)
 		}
 	}
@@ -131,7 +131,7 @@ func TestNewLimitsCopies(t *testing.T) {
 		t.Fatalf("NewLimits: %v", err)
 	}
 	limits[0] = ratelimit.PerMinute(0)
-	if got, want := s.At(0), ratelimit.PerMinute(1); got != want {
+	if got, want := s.All()[0], ratelimit.PerMinute(1); got != want {
 		t.Errorf("At(0) after the slice changed: got %v, want %v", got, want)
 	}
 }

@@ -16,7 +16,8 @@ import (
 // kind, however many requests fail.
 func TestLogsAreThrottled(t *testing.T) {
 	var logs bytes.Buffer
-	l := newLimiter(t, failing{errors.New("down")}, "test", ratelimit.WithLimits(ratelimit.PerMinute(1)),
+	var seen counts
+	l := newLimiter(t, failing{errors.New("down")}, "test", ratelimit.WithLimits(ratelimit.PerMinute(1)), ratelimit.WithObserver(seen.observe),
 		ratelimit.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 	h := l.Handler(http.HandlerFunc(adaptertest.OK))
 	for range 100 {
@@ -30,7 +31,7 @@ func TestLogsAreThrottled(t *testing.T) {
 			t.Errorf("100 failures within a second logged %d lines %q, want 1 (2 if a second turned)", n, msg)
 		}
 	}
-	if st := l.Stats(); st.StoreErrors != 100 || st.BadRequests != 100 {
-		t.Errorf("got %+v, want 100 store errors and 100 bad requests: the lines held back are still counted", st)
+	if errs, bad := seen.of("store_error"), seen.of("bad_request"); errs != 100 || bad != 100 {
+		t.Errorf("observed %d store errors and %d bad requests, want 100 of each: the lines held back are still observed", errs, bad)
 	}
 }

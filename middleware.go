@@ -1,26 +1,73 @@
 package ratelimit
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
+	"strings"
+	"sync"
 	"time"
-
-	"github.com/ratelimit-go/ratelimit/internal/routesyntax"
 )
+
+// A Limiter is HTTP middleware that decides, for every request, whether it
+// may pass. It takes the request's key (see [KeyFunc]), asks its [Store]
+// about the limits that apply (see [WithLimits] and [WithRoutes]), sets
+// the rate-limit headers, and either lets the request through or answers
+// it: 429 when denied, the error handler's answer when it cannot decide.
+//
+// Use [Limiter.Handler] with net/http; the Gin and Echo adapters call
+// [Limiter.Allow] and [Limiter.Finish]. Build one with [New]: the zero
+// Limiter is not usable. A Limiter is safe for concurrent use; its
+// configuration never changes after New.
+//
+// This file is the request's whole path in the order it runs: Handler,
+// Allow (the limits that apply, the key, the store, the headers, the
+// answer), Finish, then Peek and Reset, and the state a request carries.
+// What it calls lives in keyfunc.go (keys), response.go (headers, 429
+// and error answers) and store.go (what a store answers).
+type Limiter struct {
+	store     Store
+	namespace string
+	key       KeyFunc // nil: the connection's peer, appended in place
+	cost      func(*http.Request) int
+	skip      func(*http.Request) bool
+	deny      func(http.ResponseWriter, *http.Request, Decision)
+	onError   func(http.ResponseWriter, *http.Request, error) bool
+	headers   Headers
+	partition *partitionKeys // of Headers.PartitionKey; nil: no pk
+	dryRun    bool
+	report    func(*http.Request, Decision) // of WithDryRun; nil: log
+	observe   func(*http.Request, Event)    // of WithObserver; nil without
+	logger    *slog.Logger
+	logs      logThrottle
+	countOnly func(status int) bool // of WithCountOnly; nil: count every request
+	ban       Ban                   // of WithBan; zero: none
+
+	all    *policy            // the limits of WithLimits; nil without
+	routes map[string]*policy // the table of WithRoutes, by pattern; nil without
+	match  *http.ServeMux     // the table's patterns, for requests that have none
+
+	limitsFunc func(*http.Request) []Limit // of WithLimitsFunc; nil without
+	setsMu     sync.RWMutex
+	sets       map[setKey]checkedSet // the sets limitsFunc returned, checked
+
+	// What the options gave, until New turns it into policies.
+	given struct {
+		limits []Limit
+		routes map[string][]Limit
+	}
+}
 
 // Handler returns next wrapped by the Limiter. The ResponseWriter next
 // gets is the one the server gave, so all its optional interfaces
 // (http.Flusher, http.Hijacker, ...) survive; with [WithCountOnly], one
 // that records the status (see there). The request next gets carries the
-// decision (see [Decisions]). Handler panics when the Limiter's route
-// table is in another router's syntax (see [WithRoutes]), as
-// [http.ServeMux] does with a bad pattern: the routes would never match.
+// decision (see [Decisions]).
 func (l *Limiter) Handler(next http.Handler) http.Handler {
-	if l.routes != nil && l.routes.syntax != routesyntax.ServeMux {
-		panic("ratelimit: Handler: the Limiter's routes are in " + l.routes.syntax.String() + "'s syntax; with net/http, build them with WithRoutes")
-	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r, ok := l.Allow(w, r)
 		if !ok {
@@ -38,11 +85,12 @@ func (l *Limiter) Handler(next http.Handler) http.Handler {
 
 // Allow decides r. When r may pass, it sets the rate-limit headers on w
 // and returns true with the request to serve: r, or a copy of r whose
-// context carries the decision (see [Decisions]). The caller then serves
-// that request (and, with [WithCountOnly], calls [Limiter.Finish] with
-// it and the status). Otherwise Allow has answered r on w (429, or the
-// error handler's answer) and returns false. It is the one decision
-// function behind the net/http, Gin and Echo middleware.
+// context carries the decision (see [Decisions]) and whose Pattern is the
+// route pattern the Limiter's table matched, when r had none. The caller
+// then serves that request (and, with [WithCountOnly], calls
+// [Limiter.Finish] with it and the status). Otherwise Allow has answered r
+// on w (429, or the error handler's answer) and returns false. It is the
+// one decision function behind the net/http, Gin and Echo middleware.
 func (l *Limiter) Allow(w http.ResponseWriter, r *http.Request) (*http.Request, bool) {
 	if l.skip != nil && l.skip(r) {
 		return r, true
@@ -51,10 +99,7 @@ func (l *Limiter) Allow(w http.ResponseWriter, r *http.Request) (*http.Request, 
 	if p == nil && l.limitsFunc == nil {
 		return r, true // no limits apply: no decision to carry
 	}
-	r, s := withState(r)
-	if pattern != "" && s.matched == "" {
-		s.matched = pattern
-	}
+	r, s := withState(r, pattern)
 	p, err := l.funcPolicy(r, p, pattern)
 	if err != nil {
 		return r, l.fail(w, r, err, Event{Route: pattern})
@@ -62,28 +107,28 @@ func (l *Limiter) Allow(w http.ResponseWriter, r *http.Request) (*http.Request, 
 	if p == nil {
 		return r, true
 	}
-	storeKey, err := l.storeKey(r, p)
+	key, err := l.storeKey(r, p, &s.buf)
 	if err != nil {
 		return r, l.fail(w, r, err, Event{Route: pattern})
 	}
 	cost := l.costOf(r)
-	var d Decision
-	counted := false
 	var start time.Time
 	if l.observe != nil {
 		start = time.Now()
 	}
+	var d Decision
+	counted := false
 	if l.countOnly != nil {
-		d, err = l.store.Peek(r.Context(), storeKey, cost, p.limits) // the response decides whether it spends
-		if err == nil && !d.Allowed && l.ban.After > 0 {
+		d, err = l.store.Peek(r.Context(), key, cost, p.limits) // the response decides whether it spends
+		if err == nil && !d.Allowed && l.ban != (Ban{}) {
 			// A denial counts towards a ban only when the store decides it.
 			// Allow takes nothing from a key it denies; if the quota came
 			// back meanwhile, it takes the cost now, and Finish must not.
-			d, err = l.store.Allow(r.Context(), storeKey, cost, p.limits)
+			d, err = l.store.Allow(r.Context(), key, cost, p.limits)
 			counted = d.Allowed
 		}
 	} else {
-		d, err = l.store.Allow(r.Context(), storeKey, cost, p.limits)
+		d, err = l.store.Allow(r.Context(), key, cost, p.limits)
 	}
 	var latency time.Duration
 	if l.observe != nil {
@@ -92,8 +137,7 @@ func (l *Limiter) Allow(w http.ResponseWriter, r *http.Request) (*http.Request, 
 	if err != nil {
 		return r, l.fail(w, r, err, Event{Route: pattern, Cost: cost, Latency: latency})
 	}
-	v := s.add(l, p, d)
-	v.counted, v.pk = counted, l.partition.of(storeKey)
+	s.verdicts = append(s.verdicts, verdict{limiter: l, policy: p, decision: d, counted: counted, pk: l.partition.of(key)})
 	var retry int64 // the Retry-After of a 429, which caps every t
 	if !d.Allowed && !l.dryRun {
 		retry = retryAfter(d)
@@ -102,14 +146,9 @@ func (l *Limiter) Allow(w http.ResponseWriter, r *http.Request) (*http.Request, 
 	if l.observe != nil {
 		l.observe(r, Event{Namespace: l.namespace, Route: pattern, Outcome: l.outcomeOf(&d), Cost: cost, Latency: latency, Decision: d})
 	}
-	if d.Fallback {
-		l.counts.fallback.Add(1)
-	}
 	if d.Allowed {
-		l.counts.allowed.Add(1)
 		return r, true
 	}
-	l.counts.denied.Add(1)
 	if l.dryRun {
 		l.wouldDeny(r, d)
 		return r, true
@@ -119,16 +158,116 @@ func (l *Limiter) Allow(w http.ResponseWriter, r *http.Request) (*http.Request, 
 	return r, false
 }
 
-// storeKey returns the key the store sees for r under p.
-func (l *Limiter) storeKey(r *http.Request, p *policy) (string, error) {
-	if l.ip != nil {
-		return l.ip.storeKey(r, p.prefix)
+// routePolicy returns the policy of r's route and the route table's
+// pattern that matched, or those of WithLimits (nil without) and "". The
+// route is r.Pattern, the one its router matched; when there is none, r
+// is matched against the table's patterns with the rules of ServeMux. A
+// pattern given without a method matches every method; one with a
+// method, only that one.
+func (l *Limiter) routePolicy(r *http.Request) (*policy, string) {
+	if l.routes == nil {
+		return l.all, ""
 	}
-	key, err := l.key(r)
-	if err != nil {
-		return "", err
+	pattern := r.Pattern
+	if pattern == "" {
+		_, pattern = l.match.Handler(r)
 	}
-	return p.storeKey(key), nil
+	if p, ok := l.routes[pattern]; ok {
+		return p, pattern
+	}
+	if i := strings.IndexByte(pattern, ' '); hasMethod(pattern) {
+		pattern = pattern[i+1:]
+	} else {
+		pattern = r.Method + " " + pattern
+	}
+	if p, ok := l.routes[pattern]; ok {
+		return p, pattern
+	}
+	return l.all, ""
+}
+
+// funcPolicy returns the policy of the limits WithLimitsFunc gives r
+// under the route pattern, or, when it gives none or is not set, p. Each
+// distinct set is checked once and kept, up to maxSets of them.
+func (l *Limiter) funcPolicy(r *http.Request, p *policy, pattern string) (*policy, error) {
+	if l.limitsFunc == nil {
+		return p, nil
+	}
+	limits := l.limitsFunc(r)
+	if len(limits) == 0 {
+		return p, nil
+	}
+	if len(limits) > maxSetLimits {
+		return nil, fmt.Errorf("%w: WithLimitsFunc returned %d limits; at most %d are allowed", ErrInvalid, len(limits), maxSetLimits)
+	}
+	k := setKey{pattern: pattern, n: len(limits)}
+	copy(k.limits[:], limits)
+	l.setsMu.RLock()
+	c, ok := l.sets[k]
+	l.setsMu.RUnlock()
+	if !ok {
+		c.p, c.problem = newPolicy(l.namespace, pattern, limits, l.ban, l.headers.QuotaUnit)
+		l.setsMu.Lock()
+		if l.sets == nil || len(l.sets) >= maxSets {
+			l.sets = make(map[setKey]checkedSet) // full: start afresh
+		}
+		l.sets[k] = c
+		l.setsMu.Unlock()
+	}
+	if c.problem != "" {
+		return nil, fmt.Errorf("%w: WithLimitsFunc returned invalid limits: %s", ErrInvalid, c.problem)
+	}
+	return c.p, nil
+}
+
+// The sets of WithLimitsFunc: at most maxSetLimits limits each, and at
+// most maxSets kept; past that the memo starts afresh.
+const (
+	maxSetLimits = 8
+	maxSets      = 1024
+)
+
+// setKey names a set of limits under one route's scope.
+type setKey struct {
+	pattern string
+	n       int
+	limits  [maxSetLimits]Limit
+}
+
+// checkedSet is a set's policy, or what is wrong with it.
+type checkedSet struct {
+	p       *policy
+	problem string
+}
+
+// storeKey returns the key the store sees for r under p: p's prefix (the
+// namespace and the route's scope) and the client's key, escaped (see
+// clientKey). It writes the key to b, where the headers that follow are
+// written too, so that a request's keys and header values share one
+// allocation; with the default key, the client's address is appended in
+// place.
+func (l *Limiter) storeKey(r *http.Request, p *policy, b *strings.Builder) (string, error) {
+	if b.Cap() == 0 {
+		b.Grow(192)
+	}
+	start := b.Len()
+	if l.key == nil {
+		a, err := peer.client(r)
+		if err != nil {
+			return "", err
+		}
+		var buf [64]byte
+		b.WriteString(p.prefix)
+		b.Write(peer.appendKey(buf[:0], a))
+	} else {
+		k, err := l.key(r)
+		if err != nil {
+			return "", err
+		}
+		b.WriteString(p.prefix)
+		b.WriteString(clientKey(k))
+	}
+	return b.String()[start:], nil
 }
 
 // costOf returns r's cost: 1, or what WithCost's function says.
@@ -139,19 +278,160 @@ func (l *Limiter) costOf(r *http.Request) int {
 	return l.cost(r)
 }
 
-// Reset forgets the counters of r's key under the limits that apply to r,
-// for example after a successful login.
-func (l *Limiter) Reset(r *http.Request) error {
+// fail logs err, tells the observer (e holds what is known of the
+// request: its route, and its cost and the store's latency once asked)
+// and hands r to the error handler. A request whose context ended before
+// the store decided is no store failure: it is not logged.
+func (l *Limiter) fail(w http.ResponseWriter, r *http.Request, err error, e Event) bool {
+	if r.Context().Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		l.observeFailure(r, outcomeCanceled, err, e)
+		return l.onError(w, r, err)
+	}
+	kind, msg, level := logStoreError, "ratelimit: store failed", slog.LevelError
+	if errors.Is(err, ErrInvalid) {
+		kind, msg, level = logRequestError, "ratelimit: request not decided", slog.LevelWarn
+		l.observeFailure(r, outcomeBadRequest, err, e)
+	} else {
+		l.observeFailure(r, outcomeStoreError, err, e)
+	}
+	if ok, dropped := l.logs.allow(kind); ok {
+		l.logger.LogAttrs(r.Context(), level, msg, slog.String("error", err.Error()),
+			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Int64("suppressed", dropped))
+	}
+	return l.onError(w, r, err)
+}
+
+// observeFailure tells the observer, if any, that r was not decided.
+func (l *Limiter) observeFailure(r *http.Request, outcome string, err error, e Event) {
+	if l.observe != nil {
+		e.Namespace, e.Outcome, e.Err = l.namespace, outcome, err
+		l.observe(r, e)
+	}
+}
+
+// outcomeOf returns the outcome of a decision d the store made.
+func (l *Limiter) outcomeOf(d *Decision) string {
+	switch {
+	case d.Allowed:
+		return outcomeAllowed
+	case l.dryRun:
+		return outcomeWouldDeny
+	case d.Banned > 0:
+		return outcomeBanned
+	}
+	return outcomeDenied
+}
+
+// wouldDeny reports a request a dry run lets through.
+func (l *Limiter) wouldDeny(r *http.Request, d Decision) {
+	if l.report != nil {
+		l.report(r, d)
+		return
+	}
+	if ok, dropped := l.logs.allow(logDryRun); ok {
+		l.logger.LogAttrs(r.Context(), slog.LevelInfo, "ratelimit: dry run: would deny",
+			slog.String("limit", deniedBy(d).Limit.String()), slog.String("method", r.Method),
+			slog.String("path", r.URL.Path), slog.Duration("retry_after", d.RetryAfter), slog.Int64("suppressed", dropped))
+	}
+}
+
+// deniedBy returns the result of the limit that denied d and lets the
+// request through last (the longest RetryAfter); the zero Result when d
+// allowed.
+func deniedBy(d Decision) Result {
+	var r Result
+	for _, x := range d.results() {
+		if !x.Allowed && (r.Limit == (Limit{}) || x.RetryAfter > r.RetryAfter) {
+			r = x
+		}
+	}
+	return r
+}
+
+// Finish reports the status of r's response to a Limiter built with
+// [WithCountOnly], which then spends r's cost if the status passes its
+// count function; otherwise it does nothing. [Limiter.Handler] calls it;
+// framework adapters call it after the handler. A store failure is logged
+// and returned: the response is gone, so no error handler runs.
+func (l *Limiter) Finish(r *http.Request, status int) error {
+	if l.countOnly == nil || !l.countOnly(status) || l.skip != nil && l.skip(r) || l.spent(r) {
+		return nil
+	}
 	p, err := l.policyFor(r)
 	if p == nil || err != nil {
 		return err
 	}
-	key, err := l.storeKey(r, p)
+	var b strings.Builder
+	key, err := l.storeKey(r, p, &b)
 	if err != nil {
 		return err
 	}
-	return l.store.Reset(r.Context(), key, p.limits)
+	if _, err := l.store.Allow(r.Context(), key, l.costOf(r), p.limits); err != nil {
+		if ok, dropped := l.logs.allow(logStoreError); ok {
+			l.logger.LogAttrs(r.Context(), slog.LevelError, "ratelimit: store failed counting a response", slog.String("error", err.Error()),
+				slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Int("status", status), slog.Int64("suppressed", dropped))
+		}
+		return fmt.Errorf("ratelimit: counting the response: %w", err)
+	}
+	return nil
 }
+
+// spent reports whether l's decision on r already took r's cost (see
+// Allow).
+func (l *Limiter) spent(r *http.Request) bool {
+	if s := stateOf(r.Context()); s != nil {
+		for i := len(s.verdicts) - 1; i >= 0; i-- {
+			if s.verdicts[i].limiter == l {
+				return s.verdicts[i].counted
+			}
+		}
+	}
+	return false
+}
+
+// statusWriter records the status a handler writes, for WithCountOnly.
+type statusWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.code == 0 && code >= 200 {
+		w.code = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.code == 0 {
+		w.code = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// status is the response's status: 200 when the handler wrote nothing.
+func (w *statusWriter) status() int {
+	if w.code == 0 {
+		return http.StatusOK
+	}
+	return w.code
+}
+
+// Flush flushes the server's writer, when it can.
+func (w *statusWriter) Flush() {
+	if w.code == 0 {
+		w.code = http.StatusOK
+	}
+	http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+// Hijack hijacks the server's writer's connection, when it can.
+func (w *statusWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	return http.NewResponseController(w.ResponseWriter).Hijack()
+}
+
+// Unwrap returns the server's writer, for http.ResponseController.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // Peek returns the decision the store would make now for r's key under
 // the limits that apply to r, at r's cost ([WithCost], or 1), without
@@ -164,11 +444,27 @@ func (l *Limiter) Peek(r *http.Request) (Decision, error) {
 	if p == nil || err != nil {
 		return Decision{}, err
 	}
-	key, err := l.storeKey(r, p)
+	var b strings.Builder
+	key, err := l.storeKey(r, p, &b)
 	if err != nil {
 		return Decision{}, err
 	}
 	return l.store.Peek(r.Context(), key, l.costOf(r), p.limits)
+}
+
+// Reset forgets the counters of r's key under the limits that apply to r,
+// for example after a successful login.
+func (l *Limiter) Reset(r *http.Request) error {
+	p, err := l.policyFor(r)
+	if p == nil || err != nil {
+		return err
+	}
+	var b strings.Builder
+	key, err := l.storeKey(r, p, &b)
+	if err != nil {
+		return err
+	}
+	return l.store.Reset(r.Context(), key, p.limits)
 }
 
 // policyFor returns the limits that apply to r, or nil if none do: those
@@ -180,69 +476,106 @@ func (l *Limiter) policyFor(r *http.Request) (*policy, error) {
 	return l.funcPolicy(r, p, pattern)
 }
 
-// routePolicy returns the policy of r's route and the route table's
-// pattern that matched, or those of WithLimits (nil without) and "".
-func (l *Limiter) routePolicy(r *http.Request) (*policy, string) {
-	if l.routes != nil {
-		if p, pattern := l.routes.find(r); p != nil {
-			return p, pattern
+// requestState is what the Limiters that see a request keep in its
+// context: every decision, in the order the Limiters ran. It is the
+// request's context itself, and holds the copy of the request that
+// carries it, so that both cost one allocation; the keys and header
+// values its Limiters make share a second one, buf's. The first Limiter
+// puts it there, and the others add to it, before the handler runs.
+type requestState struct {
+	context.Context
+	verdicts []verdict
+	first    [2]verdict   // verdicts' first array
+	req      http.Request // the copy of the request that carries the state
+	buf      strings.Builder
+	values   [8]string // the []string values of the header fields set
+	nvals    int
+}
+
+// verdict is one Limiter's decision on a request.
+type verdict struct {
+	limiter  *Limiter
+	policy   *policy
+	decision Decision
+	counted  bool   // the cost is spent already: Finish must not spend it again
+	pk       string // the pk parameter of Headers.PartitionKey; "" without
+}
+
+// stateKey is the context key of a requestState.
+var stateKey = new(int)
+
+func (s *requestState) Value(key any) any {
+	if key == stateKey {
+		return s
+	}
+	return s.Context.Value(key)
+}
+
+// stateOf returns the requestState of a request's context, or nil.
+func stateOf(ctx context.Context) *requestState {
+	s, _ := ctx.Value(stateKey).(*requestState)
+	return s
+}
+
+// withState returns r and its requestState, adding one to a copy of r
+// when it has none. When r has no Pattern and the Limiter's table
+// matched pattern, the request returned has it.
+func withState(r *http.Request, pattern string) (*http.Request, *requestState) {
+	if s := stateOf(r.Context()); s != nil {
+		if pattern != "" && r.Pattern == "" {
+			if r != &s.req {
+				r = r.WithContext(s)
+			}
+			r.Pattern = pattern
 		}
+		return r, s
 	}
-	return l.all, ""
+	s := &requestState{Context: r.Context()}
+	s.verdicts = s.first[:0]
+	// The copy lives in s, so that the state and the request that carries
+	// it cost one allocation: WithContext's own copy does not escape.
+	s.req = *r.WithContext(s)
+	if s.req.Pattern == "" {
+		s.req.Pattern = pattern
+	}
+	return &s.req, s
 }
 
-// funcPolicy returns the policy of the limits WithLimitsFunc gives r
-// under the route pattern, or, when it gives none or is not set, p.
-func (l *Limiter) funcPolicy(r *http.Request, p *policy, pattern string) (*policy, error) {
-	if l.limitsFunc != nil {
-		if limits := l.limitsFunc(r); len(limits) > 0 {
-			return l.sets.policy(l.namespace, pattern, limits, l.ban, l.unit)
-		}
+// headerValue returns a one-element []string holding v, from s's array
+// while it lasts, for a header field's value.
+func (s *requestState) headerValue(v string) []string {
+	if s == nil || s.nvals == len(s.values) {
+		return []string{v}
 	}
-	return p, nil
+	s.values[s.nvals] = v
+	s.nvals++
+	return s.values[s.nvals-1 : s.nvals : s.nvals]
 }
 
-// fail logs err, tells the observer (e holds what is known of the
-// request: its route, and its cost and the store's latency once asked)
-// and hands r to the error handler. A request whose context ended before
-// the store decided is no store failure: it is counted apart and not
-// logged.
-func (l *Limiter) fail(w http.ResponseWriter, r *http.Request, err error, e Event) bool {
-	if r.Context().Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
-		l.counts.canceled.Add(1)
-		l.observeFailure(r, Canceled, err, e)
-		return l.onError(w, r, err)
+// Decisions returns the decisions of the Limiters that decided the
+// request whose context is ctx, in the order they ran: with a global
+// Limiter and a route's, two. A handler reads them, for example to tell
+// the client what it has left:
+//
+//	for _, d := range ratelimit.Decisions(r.Context()) {
+//		for _, res := range d.Results() {
+//			fmt.Fprintf(w, "%s: %d left\n", res.Limit, res.Remaining)
+//		}
+//	}
+//
+// A dry-run Limiter's decision is there even when it would have denied; a
+// Limiter that skipped the request, had no limits for it, or could not
+// decide added none. With Gin and Echo, pass c.Request.Context() and
+// c.Request().Context(): the adapters hand the handler the request that
+// carries them. The slice is the caller's.
+func Decisions(ctx context.Context) []Decision {
+	s := stateOf(ctx)
+	if s == nil || len(s.verdicts) == 0 {
+		return nil
 	}
-	kind, msg, level := logStoreError, "ratelimit: store failed", slog.LevelError
-	if isRequestError(err) {
-		kind, msg, level = logRequestError, "ratelimit: request not decided", slog.LevelWarn
-		l.counts.badRequests.Add(1)
-		l.observeFailure(r, BadRequest, err, e)
-	} else {
-		l.counts.storeErrors.Add(1)
-		l.observeFailure(r, StoreError, err, e)
+	ds := make([]Decision, len(s.verdicts))
+	for i, v := range s.verdicts {
+		ds[i] = v.decision
 	}
-	if ok, dropped := l.logs.allow(kind); ok {
-		l.logger.LogAttrs(r.Context(), level, msg, slog.String("error", err.Error()),
-			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Int64("suppressed", dropped))
-	}
-	return l.onError(w, r, err)
-}
-
-// wouldDeny reports a request a dry run lets through.
-func (l *Limiter) wouldDeny(r *http.Request, d Decision) {
-	if l.report != nil {
-		l.report(r, d)
-		return
-	}
-	if ok, dropped := l.logs.allow(logDryRun); ok {
-		denied, _ := d.DeniedBy()
-		l.logger.LogAttrs(r.Context(), slog.LevelInfo, "ratelimit: dry run: would deny",
-			slog.String("limit", denied.Limit.String()), slog.String("method", r.Method),
-			slog.String("path", r.URL.Path), slog.Duration("retry_after", d.RetryAfter()), slog.Int64("suppressed", dropped))
-	}
-}
-
-func isRequestError(err error) bool {
-	return errors.Is(err, ErrNoKey) || errors.Is(err, ErrInvalid)
+	return ds
 }

@@ -104,8 +104,8 @@ func TestReset(t *testing.T) {
 	}
 	noKey := httptest.NewRequest("POST", "/login", nil)
 	noKey.RemoteAddr = "@"
-	if err := l.Reset(noKey); !errors.Is(err, ratelimit.ErrNoKey) {
-		t.Errorf("Reset of a request without a key: got %v, want ErrNoKey", err)
+	if err := l.Reset(noKey); !errors.Is(err, ratelimit.ErrInvalid) {
+		t.Errorf("Reset of a request without a key: got %v, want ErrInvalid", err)
 	}
 	routes := newLimiter(t, adaptertest.Down{}, "test", ratelimit.WithRoutes(map[string][]ratelimit.Limit{"POST /login": {login}}))
 	if err := routes.Reset(httptest.NewRequest("GET", "/other", nil)); err != nil {
@@ -139,7 +139,7 @@ func TestPeek(t *testing.T) {
 	if w := serve(h, "POST", "/login"); w.Code != 200 {
 		t.Fatalf("the request after the Peeks: got %d, want 200 (a Peek spends nothing)", w.Code)
 	}
-	if d, err := l.Peek(r); err != nil || d.Allowed || d.Results()[0].Remaining != 0 || d.RetryAfter() <= 0 {
+	if d, err := l.Peek(r); err != nil || d.Allowed || d.Results()[0].Remaining != 0 || d.RetryAfter <= 0 {
 		t.Errorf("Peek after 3 of 3 requests: got %+v, %v; want denied, 0 remaining, a RetryAfter", d, err)
 	}
 
@@ -162,8 +162,8 @@ func TestPeek(t *testing.T) {
 	}
 	noKey := httptest.NewRequest("POST", "/login", nil)
 	noKey.RemoteAddr = "@"
-	if _, err := l.Peek(noKey); !errors.Is(err, ratelimit.ErrNoKey) {
-		t.Errorf("Peek of a request without a key: got %v, want ErrNoKey", err)
+	if _, err := l.Peek(noKey); !errors.Is(err, ratelimit.ErrInvalid) {
+		t.Errorf("Peek of a request without a key: got %v, want ErrInvalid", err)
 	}
 }
 
@@ -243,7 +243,7 @@ func TestLongKeysAreHashed(t *testing.T) {
 		if v := r.Header.Get("X-Key"); v != "" {
 			return "raw:" + v, nil
 		}
-		return "", ratelimit.ErrNoKey
+		return "", ratelimit.ErrInvalid
 	}
 	l := newLimiter(t, adaptertest.NewStore(t), "test", ratelimit.WithKey(raw),
 		ratelimit.WithLimits(ratelimit.PerMinute(1).Using(ratelimit.FixedWindow)))
@@ -286,14 +286,14 @@ func TestCostAgainstCapacity(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			l := newLimiter(t, s, "test", limits, cost, quietLogs())
+			var seen counts
+			l := newLimiter(t, s, "test", limits, cost, quietLogs(), ratelimit.WithObserver(seen.observe))
 			w := serve(l.Handler(http.HandlerFunc(adaptertest.OK)), "GET", "/", withHeader("X-Cost", strconv.Itoa(tt.cost)))
 			if w.Code != tt.status {
 				t.Errorf("got %d, want %d", w.Code, tt.status)
 			}
-			st := l.Stats()
-			if tt.status == 400 && (st.BadRequests != 1 || st.StoreErrors != 0) {
-				t.Errorf("got %+v, want one bad request and no store error", st)
+			if tt.status == 400 && (seen.of("bad_request") != 1 || seen.of("store_error") != 0) {
+				t.Errorf("observed %v, want one bad request and no store error", seen.by)
 			}
 		})
 	}

@@ -1,12 +1,90 @@
 package ratelimit
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
-
-	"github.com/ratelimit-go/ratelimit/internal/routesyntax"
+	"strings"
 )
+
+// ErrInvalid is wrapped by every error about input that can never work: a
+// bad [Limit] or option, a request without a key (see [KeyFunc]), an empty
+// store key, a cost below 1 or above a limit's capacity. Such errors are
+// returned before any store is contacted; retrying will not help. Test
+// with errors.Is(err, ratelimit.ErrInvalid).
+var ErrInvalid = errors.New("ratelimit: invalid input")
+
+// New returns a Limiter that keeps its counters in store under namespace.
+//
+// The namespace is the first part of every key the Limiter gives the
+// store, before the route and the client's key: Limiters of different
+// namespaces never share counters, whatever stores they use, and Limiters
+// of one namespace share them on purpose, which is how the instances of a
+// service share one limit. Give each Limiter of a service its own, for
+// example "api" and "login": 1 to 64 letters, digits, '.', '_' or '-'.
+//
+// A Limiter needs limits ([WithLimits], [WithRoutes], [WithLimitsFunc], or
+// several); the other options have defaults: requests are keyed by the
+// address of the connection's peer (the zero [IPKey]), cost 1, are denied
+// by [Deny], fail open ([FailOpen]) when the store fails, and get both
+// kinds of headers (the zero [Headers]). Every option is checked here, and
+// the error names the one at fault.
+func New(store Store, namespace string, opts ...Option) (*Limiter, error) {
+	if store == nil {
+		return nil, fmt.Errorf("%w: New: the store is nil", ErrInvalid)
+	}
+	if err := checkNamespace(namespace); err != nil {
+		return nil, fmt.Errorf("%w: New: namespace %q %v", ErrInvalid, namespace, err)
+	}
+	l := &Limiter{
+		store:     store,
+		namespace: namespace,
+		deny:      Deny,
+		onError:   FailOpen,
+		logger:    slog.Default(),
+	}
+	for i, opt := range opts {
+		if opt == nil {
+			return nil, fmt.Errorf("%w: New: option %d is nil", ErrInvalid, i)
+		}
+		if err := opt(l); err != nil {
+			return nil, err
+		}
+	}
+	if l.given.limits == nil && l.given.routes == nil && l.limitsFunc == nil {
+		return nil, fmt.Errorf("%w: New: no limits; use WithLimits, WithRoutes, WithLimitsFunc, or several", ErrInvalid)
+	}
+	if l.given.limits != nil {
+		var problem string
+		if l.all, problem = newPolicy(namespace, "", l.given.limits, l.ban, l.headers.QuotaUnit); problem != "" {
+			return nil, fmt.Errorf("%w: WithLimits: %s", ErrInvalid, problem)
+		}
+	}
+	if l.given.routes != nil {
+		if err := l.buildRoutes(l.given.routes); err != nil {
+			return nil, err
+		}
+	}
+	if l.headers.PartitionKey != nil {
+		l.partition = newPartitionKeys(l.headers.PartitionKey)
+	}
+	l.given.limits, l.given.routes = nil, nil
+	return l, nil
+}
+
+// checkNamespace says what is wrong with a namespace.
+func checkNamespace(name string) error {
+	if name == "" || len(name) > 64 {
+		return fmt.Errorf("must be 1 to 64 bytes long, got %d", len(name))
+	}
+	for _, c := range name {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return fmt.Errorf("holds %q, which is not a letter, digit, '.', '_' or '-'", c)
+		}
+	}
+	return nil
+}
 
 // An Option configures a [Limiter]; see [New]. Options are checked when
 // the Limiter is built, and a bad one is reported there, by name. A nil
@@ -18,11 +96,7 @@ type Option func(*Limiter) error
 // table ([WithRoutes]), or both.
 func WithLimits(limits ...Limit) Option {
 	return func(l *Limiter) error {
-		p, problem := newPolicy(l.namespace, "", limits)
-		if problem != "" {
-			return fmt.Errorf("%w: WithLimits: %s", ErrInvalid, problem)
-		}
-		l.all = p
+		l.given.limits = append([]Limit{}, limits...)
 		return nil
 	}
 }
@@ -31,19 +105,80 @@ func WithLimits(limits ...Limit) Option {
 // [WithLimits] for the requests they match. A key is a route pattern of
 // Go's [http.ServeMux], with or without a method: "POST /login",
 // "/api/{version}/". A request matches the entry of the pattern its
-// router matched ([http.Request.Pattern], or the one an adapter passes
-// with [RequestWithRoute]); when the Limiter wraps the whole router and no
-// pattern is known yet, the request is matched against the table's
-// patterns with the rules of [http.ServeMux]. The pattern is part of the
-// keys the store sees: routes never share counters with each other or with
-// the limits of WithLimits.
+// router matched ([http.Request.Pattern], which the Gin and Echo adapters
+// set from their router's route, written the ServeMux way); when the
+// Limiter wraps the whole router and no pattern is known yet, the request
+// is matched against the table's patterns with the rules of
+// [http.ServeMux], and the request passed on carries the pattern that
+// matched. The pattern is part of the keys the store sees: routes never
+// share counters with each other or with the limits of WithLimits.
 //
 // A pattern in another router's syntax, such as Gin's and Echo's "/:id"
-// or chi's "/*", is refused, naming the pattern and how ServeMux writes it:
-// it would never match. With Gin and Echo, build the table with the
-// adapter's Routes option (ginlimit.Routes, echolimit.Routes) instead.
+// or chi's "/*", is refused, naming the pattern and how ServeMux writes
+// it: it would never match. The adapters' Routes options
+// (ginlimit.Routes, echolimit.Routes) take a table in their router's
+// syntax and write it the ServeMux way.
 func WithRoutes(table map[string][]Limit) Option {
-	return withRoutes(routesyntax.ServeMux, table)
+	return func(l *Limiter) error {
+		if table == nil {
+			return fmt.Errorf("%w: WithRoutes: the table is nil", ErrInvalid)
+		}
+		l.given.routes = table
+		return nil
+	}
+}
+
+// buildRoutes checks the table of WithRoutes and makes its policies.
+func (l *Limiter) buildRoutes(table map[string][]Limit) error {
+	l.routes = make(map[string]*policy, len(table))
+	l.match = http.NewServeMux()
+	for pattern, limits := range table {
+		if pattern == "" || strings.ContainsAny(pattern, "|\x00") {
+			return fmt.Errorf("%w: WithRoutes: pattern %q is empty or holds '|' or NUL", ErrInvalid, pattern)
+		}
+		if problem := checkServeMuxSyntax(pattern); problem != "" {
+			return fmt.Errorf("%w: WithRoutes: pattern %q: %s", ErrInvalid, pattern, problem)
+		}
+		if err := register(l.match, pattern); err != nil {
+			return fmt.Errorf("%w: WithRoutes: pattern %q: %v", ErrInvalid, pattern, err)
+		}
+		p, problem := newPolicy(l.namespace, pattern, limits, l.ban, l.headers.QuotaUnit)
+		if problem != "" {
+			return fmt.Errorf("%w: WithRoutes[%q]: %s", ErrInvalid, pattern, problem)
+		}
+		l.routes[pattern] = p
+	}
+	return nil
+}
+
+// checkServeMuxSyntax says what in a pattern is another router's syntax,
+// which ServeMux would take for literal text, or returns "".
+func checkServeMuxSyntax(pattern string) string {
+	path := pattern
+	if i := strings.IndexByte(pattern, ' '); hasMethod(pattern) {
+		path = strings.TrimLeft(pattern[i+1:], " ")
+	}
+	for seg := range strings.SplitSeq(path, "/") {
+		switch {
+		case strings.HasPrefix(seg, ":"):
+			return fmt.Sprintf("%q is Gin and Echo syntax; ServeMux writes a parameter %q (with Gin or Echo, ginlimit.Routes and echolimit.Routes take their syntax)", seg, "{"+seg[1:]+"}")
+		case strings.HasPrefix(seg, "*"):
+			return fmt.Sprintf("%q is chi, Gin and Echo syntax; ServeMux writes the rest of a path %q (with Gin or Echo, ginlimit.Routes and echolimit.Routes take their syntax)", seg, "{"+strings.TrimPrefix(seg, "*")+"...}")
+		}
+	}
+	return ""
+}
+
+// register adds pattern to mux, turning ServeMux's panic on a bad or
+// conflicting pattern into an error.
+func register(mux *http.ServeMux, pattern string) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("%v", v)
+		}
+	}()
+	mux.Handle(pattern, http.NotFoundHandler())
+	return nil
 }
 
 // WithLimitsFunc sets limits per request: limits(r) returns the limits r
@@ -88,14 +223,14 @@ func WithBan(ban Ban) Option {
 }
 
 // WithKey sets how requests are told apart. The default is the address
-// of the connection's peer (the zero [IPKey]); behind a proxy, use
-// [ClientIP].
+// of the connection's peer (the zero [IPKey]); behind a proxy, use an
+// IPKey that trusts it.
 func WithKey(key KeyFunc) Option {
 	return func(l *Limiter) error {
 		if key == nil {
 			return fmt.Errorf("%w: WithKey: the KeyFunc is nil", ErrInvalid)
 		}
-		l.key, l.ip = key, nil
+		l.key = key
 		return nil
 	}
 }
@@ -125,6 +260,34 @@ func WithSkip(skip func(r *http.Request) bool) Option {
 	}
 }
 
+// WithCountOnly counts a request only when its response's status passes
+// count, for example the failed attempts of a login: nil counts failures,
+// status >= 400, and func(s int) bool { return s < 400 } successes.
+//
+// Before the handler, the Limiter denies a request only when the quota is
+// already spent: it peeks (see [Store.Peek]), and the headers describe the
+// quota as it was before the request. After the handler, a request whose
+// status passes count spends its cost. So requests in flight together when
+// the quota runs out were all let through: the limit can be overshot by at
+// most the number of requests in flight at once, while the counters
+// themselves never pass it.
+//
+// With [Limiter.Handler] the handler writes through a ResponseWriter that
+// records the status; it is an [http.Flusher] and an [http.Hijacker]
+// (failing with [http.ErrNotSupported] when the server's writer is not),
+// and [http.ResponseController] reaches the server's writer through its
+// Unwrap method. The Gin and Echo adapters report the status with
+// [Limiter.Finish].
+func WithCountOnly(count func(status int) bool) Option {
+	return func(l *Limiter) error {
+		if count == nil {
+			count = func(status int) bool { return status >= 400 }
+		}
+		l.countOnly = count
+		return nil
+	}
+}
+
 // WithDenyHandler sets what answers a denied request, after the rate-limit
 // headers and Retry-After are set. The default is [Deny].
 func WithDenyHandler(deny func(w http.ResponseWriter, r *http.Request, d Decision)) Option {
@@ -138,11 +301,11 @@ func WithDenyHandler(deny func(w http.ResponseWriter, r *http.Request, d Decisio
 }
 
 // WithErrorHandler sets what answers a request the Limiter could not
-// decide, and returns whether to serve it anyway. err wraps [ErrNoKey] when
-// the request has no key, [ErrInvalid] when its cost or the limits
-// [WithLimitsFunc] returned for it are invalid, and is a store failure
-// otherwise. Never show err to the client: it may describe
-// your infrastructure. The default is [FailOpen]; see also [FailClosed].
+// decide, and returns whether to serve it anyway. err wraps [ErrInvalid]
+// when the request has no key, or its cost or the limits [WithLimitsFunc]
+// returned for it are invalid, and is a store failure otherwise. Never
+// show err to the client: it may describe your infrastructure. The
+// default is [FailOpen]; see also [FailClosed].
 func WithErrorHandler(onError func(w http.ResponseWriter, r *http.Request, err error) (serve bool)) Option {
 	return func(l *Limiter) error {
 		if onError == nil {
@@ -153,14 +316,15 @@ func WithErrorHandler(onError func(w http.ResponseWriter, r *http.Request, err e
 	}
 }
 
-// WithHeaders selects the rate-limit headers: HeadersDraft, HeadersX,
-// both (HeadersDraft|HeadersX, the default), or none (0).
-func WithHeaders(style HeaderStyle) Option {
+// WithHeaders selects the rate-limit headers and their parameters (see
+// [Headers]). Without it, a Limiter sets both kinds of headers, with no
+// quota unit and no partition key.
+func WithHeaders(h Headers) Option {
 	return func(l *Limiter) error {
-		if style&^(HeadersDraft|HeadersX) != 0 {
-			return fmt.Errorf("%w: WithHeaders: unknown header style %#x", ErrInvalid, uint8(style))
+		if problem := h.check(); problem != "" {
+			return fmt.Errorf("%w: WithHeaders: %s", ErrInvalid, problem)
 		}
-		l.headers = style
+		l.headers = h
 		return nil
 	}
 }
@@ -169,7 +333,7 @@ func WithHeaders(style HeaderStyle) Option {
 // block: a request that would be denied is passed on to report, or, when
 // report is nil, logged; then it is served. Use it to try limits on live
 // traffic. Such a request gets no Retry-After, so the t of its RateLimit
-// items is not capped by one (see [HeadersDraft]): each is its limit's
+// items is not capped by one (see [Headers]): each is its limit's
 // effective window, as on any served request.
 func WithDryRun(report func(r *http.Request, d Decision)) Option {
 	return func(l *Limiter) error {
@@ -179,67 +343,24 @@ func WithDryRun(report func(r *http.Request, d Decision)) Option {
 	}
 }
 
-// WithQuotaUnit names the unit the Limiter's quotas are counted in: it
-// adds the draft's qu parameter to every item of its RateLimit-Policy
-// header (RateLimit carries no unit), for every limit of [WithLimits],
-// [WithRoutes] and [WithLimitsFunc]:
-//
-//	RateLimit-Policy: "download";q=10000000;qu="content-bytes";w=3600
-//
-// Only the units the draft registers are accepted: "content-bytes" when
-// [WithCost] weighs a request by its content in bytes (the size of the
-// response it asks for, or of the body it uploads), "concurrent-requests"
-// for a [Store] that counts requests in flight (the built-in algorithms
-// count over a window, not concurrency), and "requests", the default. An
-// absent qu means "requests", so WithQuotaUnit("requests") sets no
-// parameter: it is accepted so that a unit read from configuration needs
-// no special case. Without this option no qu is sent.
-//
-// A cost that weighs requests (a search 5 units, a read 1) has no
-// registered unit: its units are neither requests nor bytes, and the
-// draft's registry holds only the three above. Leave qu out and document
-// the weights to your clients.
-func WithQuotaUnit(unit string) Option {
+// WithObserver calls observe for every request the Limiter decides or
+// fails to decide, after the store answered and before the response is
+// written, on the request's goroutine: a request the limits do not apply
+// to, or that [WithSkip] skips, is not observed. observe must be safe
+// for concurrent use and quick, and must not write to the response.
+// Given several times, the observers are called in order. A Limiter
+// without one measures nothing; with one, it reads the clock twice per
+// request, and allocates nothing more.
+func WithObserver(observe func(r *http.Request, e Event)) Option {
 	return func(l *Limiter) error {
-		switch unit {
-		case "requests":
-			l.unit = ""
-		case "content-bytes", "concurrent-requests":
-			l.unit = unit
-		default:
-			return fmt.Errorf("%w: WithQuotaUnit: %q is not a quota unit of the draft; use \"requests\", \"content-bytes\" or \"concurrent-requests\"", ErrInvalid, unit)
+		if observe == nil {
+			return fmt.Errorf("%w: WithObserver: the observer is nil", ErrInvalid)
 		}
-		return nil
-	}
-}
-
-// WithPartitionKey adds the draft's pk parameter, the partition key, to
-// every item of RateLimit-Policy and RateLimit, so that a client can tell
-// which of its requests draw on one quota:
-//
-//	RateLimit-Policy: "api";q=100;w=60;pk=:nlzX3hBZLwkHI7A/EwzKvg==:
-//	RateLimit: "api";r=42;t=17;pk=:nlzX3hBZLwkHI7A/EwzKvg==:
-//
-// The key is an RFC 9651 Byte Sequence: the first 16 bytes of the
-// HMAC-SHA256, under secret, of the key the request is counted under in
-// the store, made of the Limiter's namespace, the route pattern whose
-// limits apply, and the [KeyFunc]'s key. Two requests get the same pk
-// exactly when they count against the same quota, and a pk never shows
-// the client's identifier (an address, a hashed API key, a user): whoever
-// reads it cannot test guesses without the secret.
-//
-// The secret must be at least 16 bytes (for example 32 random bytes from
-// the service's secret store) and the same on every instance of the
-// service, or a client would see different pks for one quota; changing
-// it changes every pk. Use a secret of its own, not that of [Header]. The
-// option is off by default and costs nothing then; on, it costs an HMAC
-// per request, and the RateLimit-Policy value is made per request.
-func WithPartitionKey(secret []byte) Option {
-	return func(l *Limiter) error {
-		if len(secret) < minSecret {
-			return fmt.Errorf("%w: WithPartitionKey: the secret is %d bytes long; at least %d are needed, the same on every instance", ErrInvalid, len(secret), minSecret)
+		if prev := l.observe; prev != nil {
+			l.observe = func(r *http.Request, e Event) { prev(r, e); observe(r, e) }
+		} else {
+			l.observe = observe
 		}
-		l.partition = newPartitionKeys(secret)
 		return nil
 	}
 }

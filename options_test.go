@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/adapters/adaptertest"
@@ -23,7 +24,7 @@ func TestOptionsReportTheirName(t *testing.T) {
 	}{
 		{"no limit", []ratelimit.Option{ratelimit.WithLimits()}, "WithLimits: no limits given"},
 		{"bad limit", []ratelimit.Option{ratelimit.WithLimits(ratelimit.PerMinute(0))}, "WithLimits: limits[0].Quota"},
-		{"bad second limit", []ratelimit.Option{ratelimit.WithLimits(ratelimit.PerMinute(1), ratelimit.PerSecond(1).WithBurst(2))}, "WithLimits: limits[1].Burst"},
+		{"bad second limit", []ratelimit.Option{ratelimit.WithLimits(ratelimit.PerMinute(1), ratelimit.Limit{Quota: 1, Window: time.Second, Burst: 2})}, "WithLimits: limits[1].Burst"},
 		{"limits sharing state", []ratelimit.Option{ratelimit.WithLimits(ratelimit.PerMinute(1), ratelimit.PerMinute(2))}, "WithLimits: limits[0]"},
 		{"name not ASCII", []ratelimit.Option{ratelimit.WithLimits(ratelimit.PerMinute(1).Named("café"))}, "WithLimits: limits[0].Name"},
 		{"name with a newline", []ratelimit.Option{ratelimit.WithLimits(ratelimit.PerMinute(1).Named("a\nb"))}, "WithLimits: limits[0].Name"},
@@ -33,14 +34,12 @@ func TestOptionsReportTheirName(t *testing.T) {
 		{"nil skip", []ratelimit.Option{ok, ratelimit.WithSkip(nil)}, "WithSkip"},
 		{"nil deny handler", []ratelimit.Option{ok, ratelimit.WithDenyHandler(nil)}, "WithDenyHandler"},
 		{"nil error handler", []ratelimit.Option{ok, ratelimit.WithErrorHandler(nil)}, "WithErrorHandler"},
-		{"unknown header style", []ratelimit.Option{ok, ratelimit.WithHeaders(ratelimit.HeaderStyle(8))}, "WithHeaders"},
 		{"nil logger", []ratelimit.Option{ok, ratelimit.WithLogger(nil)}, "WithLogger"},
-		{"unknown quota unit", []ratelimit.Option{ok, ratelimit.WithQuotaUnit("bytes")}, `WithQuotaUnit: "bytes" is not a quota unit of the draft; use "requests", "content-bytes" or "concurrent-requests"`},
-		{"quota unit in another case", []ratelimit.Option{ok, ratelimit.WithQuotaUnit("Requests")}, `WithQuotaUnit: "Requests"`},
-		{"vendor quota unit", []ratelimit.Option{ok, ratelimit.WithQuotaUnit("acme-credits")}, `WithQuotaUnit: "acme-credits"`},
-		{"empty quota unit", []ratelimit.Option{ok, ratelimit.WithQuotaUnit("")}, `WithQuotaUnit: ""`},
-		{"short partition key secret", []ratelimit.Option{ok, ratelimit.WithPartitionKey([]byte("fifteen bytes!!"))}, "WithPartitionKey: the secret is 15 bytes long; at least 16"},
-		{"nil partition key secret", []ratelimit.Option{ratelimit.WithPartitionKey(nil), ok}, "WithPartitionKey: the secret is 0 bytes long"},
+		{"unknown quota unit", []ratelimit.Option{ok, ratelimit.WithHeaders(ratelimit.Headers{QuotaUnit: "bytes"})}, `WithHeaders: Headers.QuotaUnit "bytes" is not a quota unit of the draft; use "requests", "content-bytes" or "concurrent-requests"`},
+		{"quota unit in another case", []ratelimit.Option{ok, ratelimit.WithHeaders(ratelimit.Headers{QuotaUnit: "Requests"})}, `Headers.QuotaUnit "Requests"`},
+		{"vendor quota unit", []ratelimit.Option{ok, ratelimit.WithHeaders(ratelimit.Headers{QuotaUnit: "acme-credits"})}, `Headers.QuotaUnit "acme-credits"`},
+		{"short partition key secret", []ratelimit.Option{ok, ratelimit.WithHeaders(ratelimit.Headers{PartitionKey: []byte("fifteen bytes!!")})}, "WithHeaders: Headers.PartitionKey is 15 bytes long; at least 16"},
+		{"empty partition key secret", []ratelimit.Option{ratelimit.WithHeaders(ratelimit.Headers{PartitionKey: []byte{}}), ok}, "Headers.PartitionKey is 0 bytes long"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -58,10 +57,11 @@ func TestOptionsAccept(t *testing.T) {
 	s := adaptertest.NewStore(t)
 	ok := ratelimit.WithLimits(ratelimit.PerMinute(10))
 	for _, opt := range []ratelimit.Option{
-		ratelimit.WithQuotaUnit("requests"),
-		ratelimit.WithQuotaUnit("content-bytes"),
-		ratelimit.WithQuotaUnit("concurrent-requests"),
-		ratelimit.WithPartitionKey([]byte("sixteen bytes!!!")),
+		ratelimit.WithHeaders(ratelimit.Headers{}),
+		ratelimit.WithHeaders(ratelimit.Headers{QuotaUnit: "requests"}),
+		ratelimit.WithHeaders(ratelimit.Headers{QuotaUnit: "content-bytes"}),
+		ratelimit.WithHeaders(ratelimit.Headers{QuotaUnit: "concurrent-requests"}),
+		ratelimit.WithHeaders(ratelimit.Headers{PartitionKey: []byte("sixteen bytes!!!")}),
 	} {
 		if _, err := ratelimit.New(s, "test", opt, ok); err != nil {
 			t.Error(err)
@@ -72,11 +72,11 @@ func TestOptionsAccept(t *testing.T) {
 	}
 }
 
-// TestWithPartitionKeyCopiesTheSecret: changing the secret's bytes after
+// TestPartitionKeyCopiesTheSecret: changing the secret's bytes after
 // New changes no pk.
-func TestWithPartitionKeyCopiesTheSecret(t *testing.T) {
+func TestPartitionKeyCopiesTheSecret(t *testing.T) {
 	secret := []byte("a partition key secret, 32 bytes")
-	l, err := ratelimit.New(adaptertest.NewStore(t), "test", ratelimit.WithLimits(ratelimit.PerMinute(10)), ratelimit.WithPartitionKey(secret))
+	l, err := ratelimit.New(adaptertest.NewStore(t), "test", ratelimit.WithLimits(ratelimit.PerMinute(10)), ratelimit.WithHeaders(ratelimit.Headers{PartitionKey: secret}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,7 +23,7 @@ func TestPolicyHeaders(t *testing.T) {
 		},
 		{
 			name:     "unnamed: quota and window",
-			limits:   []Limit{Per(10, 90*time.Minute), PerSecond(3)},
+			limits:   []Limit{Limit{Quota: 10, Window: 90 * time.Minute}, PerSecond(3)},
 			policy:   `"10-per-1h30m";q=10;w=5400, "3-per-1s";q=3;w=1`,
 			capacity: []string{"10", "3"},
 		},
@@ -41,20 +41,20 @@ func TestPolicyHeaders(t *testing.T) {
 		},
 		{
 			name:     "token bucket: the burst and the time to refill it",
-			limits:   []Limit{Per(3, 1500*time.Millisecond).Using(TokenBucket).WithBurst(6), PerMinute(2).Using(TokenBucket)},
+			limits:   []Limit{Limit{Algorithm: TokenBucket, Quota: 3, Window: 1500 * time.Millisecond, Burst: 6}, PerMinute(2).Using(TokenBucket)},
 			policy:   `"3-per-1.5s";q=6;w=3, "2-per-1m";q=2;w=60`,
 			capacity: []string{"6", "2"},
 		},
 		{
 			name:     "sub-second window: rounded up",
-			limits:   []Limit{Per(1, 1500*time.Millisecond).Using(FixedWindow).Named(`say "hi"\`)},
+			limits:   []Limit{Limit{Quota: 1, Window: 1500 * time.Millisecond}.Using(FixedWindow).Named(`say "hi"\`)},
 			policy:   `"say \"hi\"\\";q=1;w=2`,
 			capacity: []string{"1"},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p, problem := newPolicy("api", "", tt.limits)
+			p, problem := newPolicy("api", "", tt.limits, Ban{}, "")
 			if problem != "" {
 				t.Fatal(problem)
 			}

@@ -19,9 +19,10 @@ import (
 // TestRateLimitPromise sends random traffic through a Limiter, on a
 // Memory store and on a Redis store (miniredis), both with a pinned clock,
 // and holds every response to what its headers say, read with an RFC 9651
-// parser: each RateLimit item's promise that within t seconds at most r
-// more units pass under that policy, checked against the units the traffic
-// that follows gets through; and, on a 429, Retry-After no earlier than
+// parser: each RateLimit item's promise that at most r more units pass
+// under that policy before the instant t rounds up, which is later than
+// t-1 seconds from the answer, checked against the units the traffic that
+// follows gets through; and, on a 429, Retry-After no earlier than
 // any t. Routes have one to three limits of any algorithms, bursts of
 // requests come at one instant, and costs vary. The conformance suite's
 // EffectiveWindow checks the stores' windows against the worst traffic;
@@ -133,7 +134,7 @@ func TestRateLimitPromise(t *testing.T) {
 								}
 							}
 						}
-						promises[client][it.name] = append(promises[client][it.name], promise{at: now, until: now.Add(time.Duration(tt) * time.Second), r: r, left: r})
+						promises[client][it.name] = append(promises[client][it.name], promise{at: now, until: now.Add(time.Duration(max(tt-1, 0)) * time.Second), r: r, left: r})
 						checked++
 					}
 				}
@@ -149,7 +150,7 @@ func randomPromiseLimits(rng *rand.Rand) []ratelimit.Limit {
 	windows := []time.Duration{time.Second, 2 * time.Second, 5 * time.Second, 10 * time.Second, 30 * time.Second}
 	var limits []ratelimit.Limit
 	for n := 1 + rng.IntN(3); len(limits) < n; {
-		l := ratelimit.Per(1+rng.IntN(8), windows[rng.IntN(len(windows))]).Using(ratelimit.Algorithm(rng.IntN(4)))
+		l := ratelimit.Limit{Quota: 1 + rng.IntN(8), Window: windows[rng.IntN(len(windows))]}.Using(ratelimit.Algorithm(rng.IntN(4)))
 		switch l.Algorithm {
 		case ratelimit.SlidingWindow:
 			l.Precision = l.Window / time.Duration([]int{1, 2, 5, 10}[rng.IntN(4)])

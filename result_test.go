@@ -7,7 +7,7 @@ import (
 )
 
 func TestDecisionDeniedBy(t *testing.T) {
-	a, b, c := PerSecond(1), PerMinute(10), Per(100, time.Hour)
+	a, b, c := PerSecond(1), PerMinute(10), Limit{Quota: 100, Window: time.Hour}
 	tests := []struct {
 		name     string
 		d        Decision
@@ -52,12 +52,12 @@ func TestDecisionDeniedBy(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r, denied := tt.d.DeniedBy()
-			if denied != tt.denied || (denied && r.Limit != tt.deniedBy) {
-				t.Errorf("DeniedBy() = %v, %v; want %v, %v", r.Limit, denied, tt.deniedBy, tt.denied)
+			r := deniedBy(tt.d)
+			if denied := r.Limit != (Limit{}); denied != tt.denied || (denied && r.Limit != tt.deniedBy) {
+				t.Errorf("deniedBy = %v, %v; want %v, %v", r.Limit, denied, tt.deniedBy, tt.denied)
 			}
-			if got := tt.d.RetryAfter(); got != tt.retry {
-				t.Errorf("RetryAfter() = %v, want %v", got, tt.retry)
+			if got := tt.d.RetryAfter; got != tt.retry {
+				t.Errorf("RetryAfter = %v, want %v", got, tt.retry)
 			}
 			tight := tt.d.Results()[0]
 			for _, x := range tt.d.Results()[1:] {

@@ -6,13 +6,12 @@ import (
 	"testing"
 
 	"github.com/ratelimit-go/ratelimit"
-	"github.com/ratelimit-go/ratelimit/internal/routesyntax"
 )
 
 // TestRoutesInAnotherSyntax: a WithRoutes pattern in Gin's, Echo's or
 // chi's syntax is an error at New that names the pattern and how ServeMux
 // writes it, never a route that silently falls back to the default
-// limits; and Handler refuses a table in Gin's syntax.
+// limits.
 func TestRoutesInAnotherSyntax(t *testing.T) {
 	for pattern, want := range map[string]string{
 		"GET /users/:id": `"{id}"`,
@@ -24,12 +23,4 @@ func TestRoutesInAnotherSyntax(t *testing.T) {
 			t.Errorf("WithRoutes(%q): got %v, want an ErrInvalid naming the pattern and %s", pattern, err, want)
 		}
 	}
-	gin := routesyntax.WithRoutes(routesyntax.Gin, map[string][]ratelimit.Limit{"GET /users/:id": {ratelimit.PerMinute(1)}}).(ratelimit.Option)
-	l := newLimiter(t, newMemory(t), "test", gin)
-	defer func() {
-		if v := recover(); v == nil || !strings.Contains(v.(string), "Gin's syntax") {
-			t.Errorf("Handler with a Gin table: got panic %v, want one naming Gin's syntax", v)
-		}
-	}()
-	l.Handler(nil)
 }

@@ -19,7 +19,7 @@ func TestWithRoutesReportsBadTables(t *testing.T) {
 		table map[string][]ratelimit.Limit
 		want  string
 	}{
-		{"bad route limit", map[string][]ratelimit.Limit{"POST /login": {ratelimit.Per(1, 0)}}, `WithRoutes["POST /login"]: limits[0].Window`},
+		{"bad route limit", map[string][]ratelimit.Limit{"POST /login": {ratelimit.Limit{Quota: 1, Window: 0}}}, `WithRoutes["POST /login"]: limits[0].Window`},
 		{"route without limits", map[string][]ratelimit.Limit{"POST /login": nil}, `WithRoutes["POST /login"]: no limits`},
 		{"route limits sharing state", map[string][]ratelimit.Limit{"/a": {ratelimit.PerMinute(1), ratelimit.PerMinute(2)}}, `WithRoutes["/a"]: limits[0]`},
 		{"bad route pattern", map[string][]ratelimit.Limit{"GET /{x": one}, `WithRoutes: pattern "GET /{x"`},

@@ -21,10 +21,10 @@ var update = flag.Bool("update", false, "rewrite the README's worked request seq
 var (
 	sequenceTimes  = []time.Duration{0, 0, 2500 * time.Millisecond, 3 * time.Second, 6 * time.Second, 10500 * time.Millisecond, 12 * time.Second}
 	sequenceLimits = []ratelimit.Limit{
-		ratelimit.Per(3, 10*time.Second).Using(ratelimit.FixedWindow).Named("fixed"),
-		ratelimit.Per(3, 10*time.Second).Using(ratelimit.SlidingLog).Named("log"),
+		ratelimit.Limit{Quota: 3, Window: 10 * time.Second}.Using(ratelimit.FixedWindow).Named("fixed"),
+		ratelimit.Limit{Quota: 3, Window: 10 * time.Second}.Using(ratelimit.SlidingLog).Named("log"),
 		{Quota: 3, Window: 10 * time.Second, Precision: 2 * time.Second, Name: "counter"},
-		ratelimit.Per(3, 10*time.Second).Using(ratelimit.TokenBucket).Named("bucket"),
+		ratelimit.Limit{Quota: 3, Window: 10 * time.Second}.Using(ratelimit.TokenBucket).Named("bucket"),
 	}
 )
 

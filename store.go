@@ -1,6 +1,10 @@
 package ratelimit
 
-import "context"
+import (
+	"context"
+	"fmt"
+	"time"
+)
 
 // Store decides requests against limits and keeps the counters: Allow
 // decides, Peek says what Allow would decide without deciding, and Reset
@@ -12,7 +16,7 @@ type Store interface {
 	// Allow decides one request costing cost units for key against limits,
 	// atomically and all or nothing: when every limit admits it, cost is
 	// taken from each; when any limit denies it, from none, and the
-	// Decision says which (see [Decision.DeniedBy]).
+	// Decision's results say which.
 	//
 	// Keys are what a Limiter builds: its namespace, the route, and the
 	// client's key, at most a few hundred bytes. A denial is a Decision,
@@ -40,3 +44,171 @@ type Store interface {
 	// starts afresh, for example to clear failed logins after a success.
 	Reset(ctx context.Context, key string, limits *Limits) error
 }
+
+// Result is one limit's answer to one request: a plain value. The zero
+// Result is a denial by the zero Limit and means nothing.
+type Result struct {
+	// Limit is the limit this result is for. Through a [Limiter] its Name
+	// is the policy's name in the headers, made up when the limit had none
+	// (see [Limit].Name).
+	Limit Limit
+
+	// Allowed reports whether this limit alone admits the request. When a
+	// request has several limits it passes only if all allow it.
+	Allowed bool
+
+	// Remaining is how many units the key may still spend right now, after
+	// this decision: from 0 to the limit's capacity (Quota, or a token
+	// bucket's Burst). From [Store.Peek], which takes nothing, it is what
+	// the key may spend now.
+	Remaining int
+
+	// Window is the effective window of the draft's RateLimit field (its
+	// t): within Window from the decision, this limit admits at most
+	// Remaining more units, whatever the key sends; after it, more may
+	// pass. It is the time until a unit beyond Remaining comes back: the
+	// end of a fixed window, the oldest entry or slot leaving a sliding
+	// log or window, the next token of a bucket (a full Window or one
+	// token's time when nothing is spent). It is never later than the
+	// truth; it is at most RetryAfter when denied, and for a banned key at
+	// most the time until the ban ends.
+	Window time.Duration
+
+	// ResetAfter is the time until the limit is fully replenished
+	// (Remaining back to capacity) if the key makes no more requests.
+	ResetAfter time.Duration
+
+	// RetryAfter is, for a denied request, the time until a request of the
+	// same cost would pass this limit if the key makes no other request.
+	// It is zero when Allowed.
+	RetryAfter time.Duration
+}
+
+// Decision is a store's answer to one request checked against one or more
+// limits, all or nothing: when Allowed, the cost was taken from every
+// limit; when not, from none. [Store.Peek] answers with a Decision too,
+// and takes nothing either way. It is a plain value: copy it, keep it,
+// read it from any variable or function result. The zero Decision allowed
+// nothing and holds no results. A store makes one with [MakeDecision].
+type Decision struct {
+	// Allowed reports whether every limit admitted the request.
+	Allowed bool
+
+	// RetryAfter is, when denied, the time until the same request would
+	// pass every limit if the key makes no other request: the longest
+	// RetryAfter of the results. Zero when allowed.
+	RetryAfter time.Duration
+
+	// Fallback reports that an in-process fallback decided, because the
+	// shared store was unavailable (see the package store's Fallback): the
+	// limits held per instance only.
+	Fallback bool
+
+	// Banned is, when the key is banned (see [Ban]), the time until the
+	// ban ends; zero otherwise. A banned key is denied: every Result has
+	// Allowed false, Remaining 0, and RetryAfter and ResetAfter at least
+	// Banned. The request whose denial starts a ban sees it too.
+	Banned time.Duration
+
+	// The results, n of them: in one when there is one, in more when
+	// there are several. The common decision, by one limit, so allocates
+	// nothing, which keeps a request on the Memory store at two
+	// allocations (bench_test.go's BenchmarkMiddlewareMemory).
+	n    int
+	one  [1]Result
+	more []Result
+}
+
+// MakeDecision returns a Decision holding a copy of results, one per
+// limit in the order the limits were given, Allowed when every result
+// allowed (false when there are none), and the longest RetryAfter of the
+// results. It is how a [Store] answers; the store may then set Fallback
+// and Banned. A decision by one limit allocates nothing.
+func MakeDecision(results ...Result) Decision {
+	d := Decision{Allowed: len(results) > 0, n: len(results)}
+	if len(results) <= len(d.one) {
+		copy(d.one[:], results)
+	} else {
+		d.more = append([]Result(nil), results...)
+	}
+	for _, r := range results {
+		d.Allowed = d.Allowed && r.Allowed
+		d.RetryAfter = max(d.RetryAfter, r.RetryAfter)
+	}
+	return d
+}
+
+// Results returns d's results, one per limit, in the order the limits
+// were given; nil for the zero Decision. Copies of a Decision with
+// several results share them, as copies of a slice do: treat them as
+// read-only.
+func (d Decision) Results() []Result { return d.results() }
+
+// results is Results without copying d.
+func (d *Decision) results() []Result {
+	switch {
+	case d.n == 0:
+		return nil
+	case d.n > len(d.one):
+		return d.more
+	}
+	return d.one[:d.n:d.n]
+}
+
+// Wait blocks until s admits a request costing cost for key under limits,
+// and returns that decision: for callers that are not HTTP handlers, such
+// as a job calling a third-party API under its quota. Each time the store
+// denies, Wait sleeps for the decision's RetryAfter (exact for every
+// algorithm: the time until cost fits, if nobody else spends meanwhile)
+// and asks again.
+//
+// It never sleeps past ctx's deadline, nor longer than maxWait in all
+// (zero means no bound but ctx's): when the next chance lies beyond
+// either, it returns at once with the denial and an error wrapping
+// [context.DeadlineExceeded]. When ctx ends while it sleeps, it returns
+// the denial and ctx's error. Errors of the store are returned as they
+// are, among them invalid input wrapping [ErrInvalid], before anything is
+// counted.
+//
+// Limits with a ban (see [Limits.WithBan]) count every denial Wait meets
+// towards it, as they would a client's; a ban's RetryAfter is its end.
+func Wait(ctx context.Context, s Store, key string, cost int, limits *Limits, maxWait time.Duration) (Decision, error) {
+	if maxWait < 0 {
+		return Decision{}, fmt.Errorf("%w: Wait: maxWait is negative: %v", ErrInvalid, maxWait)
+	}
+	var end time.Time
+	if maxWait > 0 {
+		end = now().Add(maxWait)
+	}
+	if dl, ok := ctx.Deadline(); ok && (end.IsZero() || dl.Before(end)) {
+		end = dl
+	}
+	for {
+		d, err := s.Allow(ctx, key, cost, limits)
+		if err != nil || d.Allowed {
+			return d, err
+		}
+		retry := max(d.RetryAfter, time.Millisecond) // a denial always has one; never spin
+		if !end.IsZero() && now().Add(retry).After(end) {
+			return d, fmt.Errorf("ratelimit: Wait: the request could pass in %v, after the deadline or the longest wait: %w", retry, context.DeadlineExceeded)
+		}
+		if err := sleep(ctx, retry); err != nil {
+			return d, err
+		}
+	}
+}
+
+// now and sleep are Wait's clock, replaced in tests.
+var (
+	now   = time.Now
+	sleep = func(ctx context.Context, d time.Duration) error {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+)

@@ -126,11 +126,11 @@ func TestPolicyStoreKey(t *testing.T) {
 		{"GET /users/{id}", "user:{x}|y", "api|GET /users/%7Bid%7D|user:%7Bx%7D|y"},
 	}
 	for _, tt := range tests {
-		p, problem := newPolicy("api", tt.pattern, limits)
+		p, problem := newPolicy("api", tt.pattern, limits, Ban{}, "")
 		if problem != "" {
 			t.Fatal(problem)
 		}
-		if got := p.storeKey(tt.key); got != tt.want {
+		if got := p.prefix + clientKey(tt.key); got != tt.want {
 			t.Errorf("pattern %q, key %q: got %q, want %q", tt.pattern, tt.key, got, tt.want)
 		}
 	}
@@ -140,13 +140,13 @@ func TestPolicyStoreKey(t *testing.T) {
 // braces land in many Redis Cluster slots, not in the one a brace in the
 // hash tag would give them all.
 func TestStoreKeysSpreadOverSlots(t *testing.T) {
-	p, problem := newPolicy("api", "GET /users/{id}", []Limit{PerMinute(1)})
+	p, problem := newPolicy("api", "GET /users/{id}", []Limit{PerMinute(1)}, Ban{}, "")
 	if problem != "" {
 		t.Fatal(problem)
 	}
 	slots := map[int]bool{}
 	for i := range 100 {
-		key := p.storeKey("user:" + strings.Repeat("x", i))
+		key := p.prefix + clientKey("user:"+strings.Repeat("x", i))
 		slots[clusterslot.Of("rl:{"+key+"}:f60000")] = true
 	}
 	if len(slots) < 50 {

@@ -56,10 +56,10 @@ func useFakeClock(t *testing.T) (*fakeClock, *store.Memory) {
 // one sleep, and is then admitted. Not parallel: it sets Wait's clock.
 func TestWaitIsExact(t *testing.T) {
 	limits := []ratelimit.Limit{
-		ratelimit.Per(5, 2*time.Second).Using(ratelimit.FixedWindow),
-		ratelimit.Per(5, 2*time.Second).Using(ratelimit.SlidingLog),
+		ratelimit.Limit{Quota: 5, Window: 2 * time.Second}.Using(ratelimit.FixedWindow),
+		ratelimit.Limit{Quota: 5, Window: 2 * time.Second}.Using(ratelimit.SlidingLog),
 		{Quota: 5, Window: 2 * time.Second, Precision: 200 * time.Millisecond},
-		ratelimit.Per(3, time.Second).Using(ratelimit.TokenBucket).WithBurst(5),
+		ratelimit.Limit{Algorithm: ratelimit.TokenBucket, Quota: 3, Window: time.Second, Burst: 5},
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	for _, l := range limits {
@@ -97,7 +97,7 @@ func TestWaitIsExact(t *testing.T) {
 					}
 					continue
 				}
-				if want := []time.Duration{expect.RetryAfter()}; len(clock.slept) != 1 || clock.slept[0] != want[0] {
+				if want := []time.Duration{expect.RetryAfter}; len(clock.slept) != 1 || clock.slept[0] != want[0] {
 					t.Fatalf("round %d: Wait slept %v, want %v: exactly the model's retry time, once", round, clock.slept, want)
 				}
 				// The model takes the cost at the time Wait was admitted.
@@ -149,7 +149,7 @@ func TestWaitNeverSleepsPastTheDeadline(t *testing.T) {
 // parallel: it sets Wait's clock.
 func TestWaitRetriesWhenOthersSpend(t *testing.T) {
 	clock, s := useFakeClock(t)
-	set, err := ratelimit.NewLimits(ratelimit.Per(1, time.Second).Using(ratelimit.SlidingLog))
+	set, err := ratelimit.NewLimits(ratelimit.Limit{Quota: 1, Window: time.Second}.Using(ratelimit.SlidingLog))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,10 +197,10 @@ func TestWaitOnRedis(t *testing.T) {
 	c, prefix := sharedRedis(t)
 	s := newRedisStore(t, c, prefix)
 	limits := []ratelimit.Limit{
-		ratelimit.Per(2, 300*time.Millisecond).Using(ratelimit.FixedWindow),
-		ratelimit.Per(2, 300*time.Millisecond).Using(ratelimit.SlidingLog),
+		ratelimit.Limit{Quota: 2, Window: 300 * time.Millisecond}.Using(ratelimit.FixedWindow),
+		ratelimit.Limit{Quota: 2, Window: 300 * time.Millisecond}.Using(ratelimit.SlidingLog),
 		{Quota: 2, Window: 300 * time.Millisecond, Precision: 30 * time.Millisecond},
-		ratelimit.Per(2, 300*time.Millisecond).Using(ratelimit.TokenBucket),
+		ratelimit.Limit{Quota: 2, Window: 300 * time.Millisecond}.Using(ratelimit.TokenBucket),
 	}
 	for _, l := range limits {
 		set, err := ratelimit.NewLimits(l)
@@ -214,7 +214,7 @@ func TestWaitOnRedis(t *testing.T) {
 			t.Fatalf("%v: the first request was denied", l)
 		}
 		d, _ = s.Allow(ctx, key, 1, set)
-		start, first := time.Now(), d.RetryAfter()
+		start, first := time.Now(), d.RetryAfter
 		if d.Allowed || first <= 0 {
 			t.Fatalf("%v: the spent limit admitted more", l)
 		}

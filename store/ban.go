@@ -69,25 +69,30 @@ func (k *memoryKey) strike(b *spec.Ban, now int64) (length int64) {
 
 // bannedDecision is the answer to a request of a key banned for left
 // more: denied by every limit, nothing remaining, until the ban ends.
-func bannedDecision(limits *ratelimit.Limits, left int64) ratelimit.Decision {
-	d := decisionFor(limits)
-	d.Banned = us(left)
-	rs := d.Results()
+func bannedDecision(limits []ratelimit.Limit, left int64) ratelimit.Decision {
+	var buf [maxInline]ratelimit.Result
+	rs := resultsFor(limits, &buf)
 	for i := range rs {
-		rs[i].Window, rs[i].ResetAfter, rs[i].RetryAfter = d.Banned, d.Banned, d.Banned
+		rs[i].Window, rs[i].ResetAfter, rs[i].RetryAfter = us(left), us(left), us(left)
 	}
+	d := ratelimit.MakeDecision(rs...)
+	d.Banned = us(left)
 	return d
 }
 
 // startBan turns d, a denial whose strike started a ban of length, into
 // the ban's first answer: every limit denies, nothing remains, and each
 // time is at least the ban's.
-func startBan(d *ratelimit.Decision, length int64) {
-	d.Banned = us(length)
-	rs := d.Results()
+func startBan(d ratelimit.Decision, length int64) ratelimit.Decision {
+	banned := us(length)
+	var buf [maxInline]ratelimit.Result
+	rs := append(buf[:0], d.Results()...)
 	for i := range rs {
 		r := &rs[i]
-		r.Allowed, r.Remaining, r.Window = false, 0, d.Banned // nothing passes until the ban ends
-		r.ResetAfter, r.RetryAfter = max(r.ResetAfter, d.Banned), max(r.RetryAfter, d.Banned)
+		r.Allowed, r.Remaining, r.Window = false, 0, banned // nothing passes until the ban ends
+		r.ResetAfter, r.RetryAfter = max(r.ResetAfter, banned), max(r.RetryAfter, banned)
 	}
+	b := ratelimit.MakeDecision(rs...)
+	b.Fallback, b.Banned = d.Fallback, banned
+	return b
 }

@@ -17,7 +17,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratelimit-go/ratelimit"
-	"github.com/ratelimit-go/ratelimit/internal/spec"
 	"github.com/ratelimit-go/ratelimit/redistest"
 )
 
@@ -49,7 +48,7 @@ func TestBanKeyTTL(t *testing.T) {
 		{After: 2, Within: 900 * time.Millisecond, For: 60 * time.Millisecond, Max: 120 * time.Millisecond},
 		{After: 2, Within: 80 * time.Millisecond, For: 60 * time.Millisecond, Max: 300 * time.Millisecond},
 	}
-	l := ratelimit.Per(1, 50*time.Millisecond).Using(ratelimit.SlidingLog)
+	l := ratelimit.Limit{Quota: 1, Window: 50 * time.Millisecond}.Using(ratelimit.SlidingLog)
 	for _, b := range []struct {
 		name  string
 		setup func(t *testing.T) (client *redis.Client, advance func(time.Duration))
@@ -126,7 +125,7 @@ func TestBanKeyTTL(t *testing.T) {
 				if len(after.fields) == 0 {
 					t.Fatalf("step %d: a denial (%+v) left no ban key", i, d)
 				}
-				ban := spec.Of(sets[k]).Ban
+				ban := compile(sets[k]).Set.Ban
 				var expires int64
 				if field(after, "s") > 0 {
 					expires = field(after, "w") + ban.Within
@@ -168,7 +167,7 @@ func TestBanKeyWrongType(t *testing.T) {
 		},
 		"partial": func(c *redis.Client, key string) error { return c.HSet(ctx, key, "u", "99999999999999999").Err() },
 	}
-	limits := []ratelimit.Limit{ratelimit.Per(1, time.Hour).Using(ratelimit.FixedWindow), ratelimit.Per(5, time.Hour).Using(ratelimit.SlidingLog)}
+	limits := []ratelimit.Limit{ratelimit.Limit{Quota: 1, Window: time.Hour}.Using(ratelimit.FixedWindow), ratelimit.Limit{Quota: 5, Window: time.Hour}.Using(ratelimit.SlidingLog)}
 	eachBackend(t, func(t *testing.T, client *redis.Client) {
 		s := newStore(t, client, RedisOptions{Prefix: uniquePrefix()})
 		for kind, put := range foreign {
@@ -266,13 +265,10 @@ func TestBanMemoryMatchesRedis(t *testing.T) {
 		}
 		if !reflect.DeepEqual(got, want) {
 			ban, _ := set.Ban()
-			var limits []ratelimit.Limit
-			for i := range set.Len() {
-				limits = append(limits, set.At(i))
-			}
+			limits := set.All()
 			t.Fatalf("step %d, %v, %v at %v:\nmemory %+v\nredis  %+v", step, limits, ban, clock.Now().Sub(epoch), got, want)
 		}
-		next = max(got.Banned, got.RetryAfter())
+		next = max(got.Banned, got.RetryAfter)
 	}
 }
 
@@ -289,7 +285,7 @@ func TestBanStateExpiresAsOnRedis(t *testing.T) {
 	clock := &fakeClock{pinnedClock{m: mini, now: epoch}}
 	redisStore := newStore(t, newClient(t, mini.Addr()), RedisOptions{DenyCacheSize: noDenyCache})
 	memory := newMemory(t, clock, MemoryOptions{})
-	l := ratelimit.Per(1, time.Hour).Using(ratelimit.FixedWindow)
+	l := ratelimit.Limit{Quota: 1, Window: time.Hour}.Using(ratelimit.FixedWindow)
 	short := withBan(t, ratelimit.Ban{After: 3, Within: 10 * time.Millisecond, For: time.Minute}, l)
 	long := withBan(t, ratelimit.Ban{After: 3, Within: time.Hour, For: time.Minute}, l)
 	ctx := context.Background()
@@ -340,7 +336,7 @@ func TestMemoryKeepsBans(t *testing.T) {
 	clock := &fakeClock{pinnedClock{now: epoch}}
 	m := newMemory(t, clock, MemoryOptions{MaxKeys: 64})
 	ctx := context.Background()
-	short := ratelimit.Per(1, 10*time.Millisecond).Using(ratelimit.FixedWindow)
+	short := ratelimit.Limit{Quota: 1, Window: 10 * time.Millisecond}.Using(ratelimit.FixedWindow)
 	banned := withBan(t, ratelimit.Ban{After: 1, Within: time.Hour, For: time.Hour}, short)
 	m.Allow(ctx, "banned", 1, banned)
 	if d, _ := m.Allow(ctx, "banned", 1, banned); d.Banned != time.Hour {
@@ -379,7 +375,7 @@ func TestDenyCacheBans(t *testing.T) {
 	s := newStore(t, client, RedisOptions{})
 	pinDenyCache(s, clock)
 	ctx := context.Background()
-	set := withBan(t, ratelimit.Ban{After: 3, Within: time.Hour, For: time.Minute}, ratelimit.Per(2, time.Hour).Using(ratelimit.FixedWindow))
+	set := withBan(t, ratelimit.Ban{After: 3, Within: time.Hour, For: time.Minute}, ratelimit.Limit{Quota: 2, Window: time.Hour}.Using(ratelimit.FixedWindow))
 	allow := func(cost int) ratelimit.Decision {
 		t.Helper()
 		d, err := s.Allow(ctx, "k", cost, set)
@@ -434,8 +430,8 @@ func TestBatchDecidesBans(t *testing.T) {
 	ctx := context.Background()
 	ban := ratelimit.Ban{After: 3, Within: time.Hour, For: time.Hour}
 	sets := []*ratelimit.Limits{
-		withBan(t, ban, ratelimit.Per(2, 24*time.Hour).Using(ratelimit.SlidingLog)),
-		withBan(t, ban, ratelimit.Per(2, 24*time.Hour).Using(ratelimit.FixedWindow), ratelimit.Per(5, 24*time.Hour).Using(ratelimit.TokenBucket)),
+		withBan(t, ban, ratelimit.Limit{Quota: 2, Window: 24 * time.Hour}.Using(ratelimit.SlidingLog)),
+		withBan(t, ban, ratelimit.Limit{Quota: 2, Window: 24 * time.Hour}.Using(ratelimit.FixedWindow), ratelimit.Limit{Quota: 5, Window: 24 * time.Hour}.Using(ratelimit.TokenBucket)),
 	}
 	client.Set(ctx, s.banKey("bad"), "x", 0)
 	keys := []string{"a", "b", "c", "d", "bad"}
@@ -465,7 +461,7 @@ func TestBatchDecidesBans(t *testing.T) {
 					c.passed++
 				case d.Banned == 0:
 					c.strikes++
-				case d.RetryAfter() > ban.For: // the ban's first answer keeps the limit's wait
+				case d.RetryAfter > ban.For: // the ban's first answer keeps the limit's wait
 					c.started++
 				default:
 					c.banned++
@@ -529,7 +525,7 @@ func TestFallbackBans(t *testing.T) {
 	t.Parallel()
 	f, m, _ := newFallback(t, FallbackOptions{Instances: 2})
 	ctx := context.Background()
-	set := withBan(t, ratelimit.Ban{After: 2, Within: time.Hour, For: time.Hour}, ratelimit.Per(4, time.Hour).Using(ratelimit.SlidingLog))
+	set := withBan(t, ratelimit.Ban{After: 2, Within: time.Hour, For: time.Hour}, ratelimit.Limit{Quota: 4, Window: time.Hour}.Using(ratelimit.SlidingLog))
 	decide := func(key string) ratelimit.Decision {
 		t.Helper()
 		d, err := f.Allow(ctx, key, 1, set)
@@ -549,7 +545,7 @@ func TestFallbackBans(t *testing.T) {
 	// "seen" is banned on Redis by a denial of the log that the bucket
 	// admitted: the ban's answer, which reports nothing left of either,
 	// does not count as what Redis said of the bucket.
-	two := withBan(t, ratelimit.Ban{After: 1, Within: time.Hour, For: time.Hour}, ratelimit.Per(1, time.Hour).Using(ratelimit.SlidingLog), ratelimit.Per(10, time.Hour).Using(ratelimit.TokenBucket))
+	two := withBan(t, ratelimit.Ban{After: 1, Within: time.Hour, For: time.Hour}, ratelimit.Limit{Quota: 1, Window: time.Hour}.Using(ratelimit.SlidingLog), ratelimit.Limit{Quota: 10, Window: time.Hour}.Using(ratelimit.TokenBucket))
 	for i, want := range []time.Duration{0, time.Hour} {
 		if d, err := f.Allow(ctx, "seen", 1, two); err != nil || d.Fallback || d.Banned != want {
 			t.Fatalf("Redis up, request %d of seen: got %+v, %v; want Redis's answer, Banned %v", i, d, err, want)

@@ -39,8 +39,8 @@ func TestBatchIsolatesRequests(t *testing.T) {
 	checkLeaks(t)
 	s, client, _, hook := batched(t)
 	ctx := context.Background()
-	l := ratelimit.Per(10, time.Hour).Using(ratelimit.FixedWindow)
-	two := []ratelimit.Limit{ratelimit.Per(5, time.Hour).Using(ratelimit.SlidingLog), ratelimit.Per(7, time.Hour).Using(ratelimit.TokenBucket)}
+	l := ratelimit.Limit{Quota: 10, Window: time.Hour}.Using(ratelimit.FixedWindow)
+	two := []ratelimit.Limit{ratelimit.Limit{Quota: 5, Window: time.Hour}.Using(ratelimit.SlidingLog), ratelimit.Limit{Quota: 7, Window: time.Hour}.Using(ratelimit.TokenBucket)}
 	client.HSet(ctx, redisKey(s, "bad", l), "x", "y")
 	client.Set(ctx, redisKey(s, "bad-two", two[1]), "not a hash", 0)
 	one, pair := limitsOf(t, l), limitsOf(t, two...)
@@ -84,7 +84,7 @@ func TestBatchIsolatesRequests(t *testing.T) {
 func TestBatchWaitersMayGiveUp(t *testing.T) {
 	checkLeaks(t)
 	s, _, m, _ := batched(t)
-	l := limitsOf(t, ratelimit.Per(1000, time.Hour).Using(ratelimit.FixedWindow))
+	l := limitsOf(t, ratelimit.Limit{Quota: 1000, Window: time.Hour}.Using(ratelimit.FixedWindow))
 	m.Lock() // miniredis stalls: the first run hangs, the rest wait
 	var wg sync.WaitGroup
 	errs := make(chan error, 10)
@@ -117,7 +117,7 @@ func TestBatchServerGone(t *testing.T) {
 	checkLeaks(t)
 	s, _, m, _ := batched(t)
 	m.Close()
-	l := limitsOf(t, ratelimit.Per(10, time.Hour).Using(ratelimit.FixedWindow))
+	l := limitsOf(t, ratelimit.Limit{Quota: 10, Window: time.Hour}.Using(ratelimit.FixedWindow))
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	failures := 0
@@ -155,7 +155,7 @@ func TestBatchBadKeyHarmsNoNeighbour(t *testing.T) {
 	t.Cleanup(func() { f.Close() })
 	ctx := context.Background()
 	// The sliding window's error names the key.
-	l := ratelimit.Per(10, time.Hour).Using(ratelimit.SlidingWindow)
+	l := ratelimit.Limit{Quota: 10, Window: time.Hour}.Using(ratelimit.SlidingWindow)
 	set := limitsOf(t, l)
 	bad := []string{"bad\nkey", "\n", "bad\r\n\nE x\n"}
 	for _, key := range bad {

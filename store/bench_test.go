@@ -147,7 +147,7 @@ func BenchmarkMemory(b *testing.B) {
 // flood from one client takes.
 func BenchmarkMemoryHotKey(b *testing.B) {
 	m, _ := NewMemory(MemoryOptions{})
-	l := limitsOf(b, ratelimit.Per(1, time.Hour).Using(ratelimit.TokenBucket))
+	l := limitsOf(b, ratelimit.Limit{Quota: 1, Window: time.Hour}.Using(ratelimit.TokenBucket))
 	ctx := context.Background()
 	m.Allow(ctx, "hot", 1, l)
 	b.ReportAllocs()

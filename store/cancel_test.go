@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -71,7 +72,18 @@ func TestCanceledIsNoStoreError(t *testing.T) {
 				s = f
 			}
 			var logs syncBuffer
-			l, err := ratelimit.New(s, "cancel", ratelimit.WithLimits(ratelimit.PerMinute(100)), ratelimit.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+			var outcomes sync.Map // outcome to *atomic.Int64
+			count := func(_ *http.Request, e ratelimit.Event) {
+				n, _ := outcomes.LoadOrStore(e.Outcome, new(atomic.Int64))
+				n.(*atomic.Int64).Add(1)
+			}
+			seen := func(outcome string) int64 {
+				if n, ok := outcomes.Load(outcome); ok {
+					return n.(*atomic.Int64).Load()
+				}
+				return 0
+			}
+			l, err := ratelimit.New(s, "cancel", ratelimit.WithLimits(ratelimit.PerMinute(100)), ratelimit.WithObserver(count), ratelimit.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -109,10 +121,9 @@ func TestCanceledIsNoStoreError(t *testing.T) {
 			if _, err := http.DefaultClient.Do(req); !errors.Is(err, context.DeadlineExceeded) {
 				t.Fatalf("the client's request: got %v, want its deadline exceeded", err)
 			}
-			waitFor(t, "the server to see the request canceled", func() bool { return l.Stats().Canceled == 1 })
-			st := l.Stats()
-			if st.StoreErrors != 0 || st.Allowed != 1 {
-				t.Errorf("Stats() = %+v, want no store error and only the first request allowed", st)
+			waitFor(t, "the server to see the request canceled", func() bool { return seen("canceled") == 1 })
+			if errs, allowed := seen("store_error"), seen("allowed"); errs != 0 || allowed != 1 {
+				t.Errorf("observed %d store errors and %d allowed, want none and only the first request allowed", errs, allowed)
 			}
 			if got := logs.String(); got != "" {
 				t.Errorf("a canceled request was logged: %q", got)
@@ -136,7 +147,7 @@ func TestBatchGivenUpIsNotSent(t *testing.T) {
 	t.Cleanup(func() { client.Close() })
 	s := newStore(t, client, RedisOptions{DenyCacheSize: noDenyCache})
 	s.batch.maxRuns = 1
-	l := ratelimit.Per(1000, time.Hour).Using(ratelimit.FixedWindow)
+	l := ratelimit.Limit{Quota: 1000, Window: time.Hour}.Using(ratelimit.FixedWindow)
 	set := limitsOf(t, l)
 	ctx := context.Background()
 	if _, err := s.Allow(ctx, "warm", 1, set); err != nil {

@@ -117,9 +117,9 @@ func TestClusterBatchDecidesExactly(t *testing.T) {
 		limits *ratelimit.Limits
 		want   int
 	}{
-		{limitsOf(t, ratelimit.Per(10, time.Hour).Using(ratelimit.FixedWindow)), 10},
-		{limitsOf(t, ratelimit.Per(8, time.Hour)), 8},
-		{limitsOf(t, ratelimit.Per(5, time.Hour).Using(ratelimit.SlidingLog), ratelimit.Per(7, time.Hour).Using(ratelimit.TokenBucket)), 5},
+		{limitsOf(t, ratelimit.Limit{Quota: 10, Window: time.Hour}.Using(ratelimit.FixedWindow)), 10},
+		{limitsOf(t, ratelimit.Limit{Quota: 8, Window: time.Hour}), 8},
+		{limitsOf(t, ratelimit.Limit{Quota: 5, Window: time.Hour}.Using(ratelimit.SlidingLog), ratelimit.Limit{Quota: 7, Window: time.Hour}.Using(ratelimit.TokenBucket)), 5},
 	}
 	var keys []string
 	for i, m := range cluster.Masters {
@@ -162,7 +162,7 @@ func TestClusterBatchDecidesExactly(t *testing.T) {
 func pausedMaster(t *testing.T, s *Redis, client *redis.ClusterClient, master *redistest.Server, d time.Duration) <-chan struct{} {
 	t.Helper()
 	first := keysOn(t, client, master.Addr, "first", 1)[0]
-	l := limitsOf(t, ratelimit.Per(10, time.Hour).Using(ratelimit.FixedWindow))
+	l := limitsOf(t, ratelimit.Limit{Quota: 10, Window: time.Hour}.Using(ratelimit.FixedWindow))
 	if _, err := s.Allow(context.Background(), first, 1, l); err != nil { // the client knows the slots and has a connection
 		t.Fatal(err)
 	}
@@ -203,7 +203,7 @@ func TestClusterBatchLoadsScripts(t *testing.T) {
 	// The first request loads only the fixed window's script, which the
 	// batch does not use.
 	running := pausedMaster(t, s, client, master, 300*time.Millisecond)
-	l := []ratelimit.Limit{ratelimit.Per(5, time.Hour).Using(ratelimit.FixedWindow), ratelimit.Per(5, time.Hour).Using(ratelimit.TokenBucket)}
+	l := []ratelimit.Limit{ratelimit.Limit{Quota: 5, Window: time.Hour}.Using(ratelimit.FixedWindow), ratelimit.Limit{Quota: 5, Window: time.Hour}.Using(ratelimit.TokenBucket)}
 	pair := limitsOf(t, l...)
 	keys := keysOn(t, client, master.Addr, "noscript", 10)
 	var wg sync.WaitGroup
@@ -237,7 +237,7 @@ func TestClusterBatchGivesUp(t *testing.T) {
 	client, counter := clusterClient(t, cluster)
 	s := clusterStore(t, client)
 	master, other := cluster.Masters[0], cluster.Masters[1]
-	l := ratelimit.Per(1000, time.Hour).Using(ratelimit.FixedWindow)
+	l := ratelimit.Limit{Quota: 1000, Window: time.Hour}.Using(ratelimit.FixedWindow)
 	set := limitsOf(t, l)
 	ctx := context.Background()
 	otherKey := keysOn(t, client, other.Addr, "other", 1)[0]
@@ -261,7 +261,7 @@ func TestClusterBatchGivesUp(t *testing.T) {
 	}
 	for _, key := range expired {
 		wg.Go(func() {
-			_, err := s.decide(ctx, key, 1, set, checkedSet(t, key, set), 0, time.Now().Add(50*time.Millisecond))
+			_, err := s.decide(ctx, key, 1, set.All(), checkedSet(t, key, set), 0, time.Now().Add(50*time.Millisecond))
 			if !errors.Is(err, context.DeadlineExceeded) {
 				t.Errorf("%s, whose until passed: got %v, want its deadline exceeded", key, err)
 			}
@@ -270,7 +270,7 @@ func TestClusterBatchGivesUp(t *testing.T) {
 	for _, key := range late {
 		wg.Go(func() {
 			// A deadline long past on Redis's clock, in microseconds.
-			if _, err := s.decide(ctx, key, 1, set, checkedSet(t, key, set), 1, time.Time{}); !errors.Is(err, errLate) {
+			if _, err := s.decide(ctx, key, 1, set.All(), checkedSet(t, key, set), 1, time.Time{}); !errors.Is(err, errLate) {
 				t.Errorf("%s, late: got %v, want errLate", key, err)
 			}
 		})
@@ -307,7 +307,7 @@ func TestClusterBatchGivesUp(t *testing.T) {
 // checkedSet returns the compiled form of limits, as Allow checks them.
 func checkedSet(t *testing.T, key string, limits *ratelimit.Limits) *spec.Set {
 	t.Helper()
-	set, err := checkRequest(key, 1, limits)
+	_, set, err := checkRequest(key, 1, limits)
 	if err != nil {
 		t.Fatal(err)
 	}

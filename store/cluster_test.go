@@ -38,10 +38,10 @@ func TestClusterConformance(t *testing.T) {
 	t.Run("keys spread over every master", func(t *testing.T) {
 		s := newStore(t, newCluster(t), RedisOptions{Prefix: "spread:"})
 		limits := limitsOf(t,
-			ratelimit.Per(5, time.Hour).Using(ratelimit.FixedWindow),
-			ratelimit.Per(5, time.Hour).Using(ratelimit.SlidingLog),
-			ratelimit.Per(5, time.Hour),
-			ratelimit.Per(5, time.Hour).Using(ratelimit.TokenBucket),
+			ratelimit.Limit{Quota: 5, Window: time.Hour}.Using(ratelimit.FixedWindow),
+			ratelimit.Limit{Quota: 5, Window: time.Hour}.Using(ratelimit.SlidingLog),
+			ratelimit.Limit{Quota: 5, Window: time.Hour},
+			ratelimit.Limit{Quota: 5, Window: time.Hour}.Using(ratelimit.TokenBucket),
 		)
 		for i := range 300 {
 			if _, err := s.Allow(context.Background(), fmt.Sprintf("user:%d", i), 1, limits); err != nil {

@@ -68,9 +68,9 @@ func (c *denyCache) shard(key string) *denyShard {
 	return &c.shards[keyHash(key)%uint32(len(c.shards))]
 }
 
-// get returns the cached denial of a request, its times brought up to
-// now, if the request cannot pass yet.
-func (c *denyCache) get(key string, set *spec.Set, cost int) (ratelimit.Decision, bool) {
+// get returns the cached denial of a request under limits, its times
+// brought up to now, if the request cannot pass yet.
+func (c *denyCache) get(key string, set *spec.Set, cost int, limits []ratelimit.Limit) (ratelimit.Decision, bool) {
 	sh := c.shard(key)
 	now := c.now()
 	sh.mu.Lock()
@@ -88,12 +88,13 @@ func (c *denyCache) get(key string, set *spec.Set, cost int) (ratelimit.Decision
 	// A request sent after this get read the clock may have stored the
 	// entry: then no time has passed since the denial.
 	elapsed := time.Duration(max(now-d.at, 0)) * time.Microsecond
-	denied := ratelimit.MakeDecision(d.results...)
+	var buf [maxInline]ratelimit.Result
+	rs := append(buf[:0], d.results...)
 	banned := d.banned
 	sh.mu.Unlock()
-	rs := denied.Results()
 	for i := range rs {
 		r := &rs[i]
+		r.Limit = limits[i]
 		r.Window, r.ResetAfter = max(r.Window-elapsed, 0), max(r.ResetAfter-elapsed, 0)
 		if !r.Allowed {
 			if r.RetryAfter -= elapsed; r.RetryAfter <= 0 {
@@ -104,6 +105,7 @@ func (c *denyCache) get(key string, set *spec.Set, cost int) (ratelimit.Decision
 	if banned > 0 {
 		banned -= elapsed // above 0: now < until
 	}
+	denied := ratelimit.MakeDecision(rs...)
 	denied.Allowed, denied.Banned = false, banned
 	return denied, true
 }
@@ -125,7 +127,7 @@ func (c *denyCache) put(key string, set *spec.Set, cost int, d ratelimit.Decisio
 	// sent end no later than Redis's, where counted from now they could
 	// outlast them by the round trip, and the cache would deny, or promise,
 	// past what Redis holds.
-	e := denial{set: set, at: sent, until: sent + int64(d.RetryAfter()/time.Microsecond), cost: cost, results: append([]ratelimit.Result(nil), d.Results()...)}
+	e := denial{set: set, at: sent, until: sent + int64(d.RetryAfter/time.Microsecond), cost: cost, results: append([]ratelimit.Result(nil), d.Results()...)}
 	if d.Banned > 0 {
 		// Until the ban ends Redis answers with the ban alone, as if the
 		// ban had just been read (the first answer of a ban may show

@@ -10,7 +10,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratelimit-go/ratelimit"
-	"github.com/ratelimit-go/ratelimit/internal/spec"
 )
 
 // pinDenyCache makes s's deny cache read the pinned clock.
@@ -72,8 +71,8 @@ func TestDenyCacheKeepsVerdicts(t *testing.T) {
 			if got.Allowed != want.Allowed {
 				t.Fatalf("round %d, %v cost %d: cached verdict %v, Redis's %v", round, limits, cost, got.Allowed, want.Allowed)
 			}
-			if d := got.RetryAfter() - want.RetryAfter(); d < -time.Millisecond || d > time.Millisecond {
-				t.Fatalf("round %d: cached RetryAfter %v, Redis's %v", round, got.RetryAfter(), want.RetryAfter())
+			if d := got.RetryAfter - want.RetryAfter; d < -time.Millisecond || d > time.Millisecond {
+				t.Fatalf("round %d: cached RetryAfter %v, Redis's %v", round, got.RetryAfter, want.RetryAfter)
 			}
 			if hook.n == before {
 				local++
@@ -96,7 +95,7 @@ func TestDenyCacheSavesRedis(t *testing.T) {
 	s := newStore(t, client, RedisOptions{})
 	pinDenyCache(s, clock)
 	ctx := context.Background()
-	l := limitsOf(t, ratelimit.Per(3, 10*time.Second).Using(ratelimit.FixedWindow))
+	l := limitsOf(t, ratelimit.Limit{Quota: 3, Window: 10 * time.Second}.Using(ratelimit.FixedWindow))
 	for range 3 {
 		s.Allow(ctx, "k", 1, l)
 	}
@@ -111,7 +110,7 @@ func TestDenyCacheSavesRedis(t *testing.T) {
 		if err != nil || d.Allowed {
 			t.Fatalf("a cached denial: got %+v, %v", d, err)
 		}
-		if got, want := d.RetryAfter(), first.RetryAfter()-4*time.Second; got != want {
+		if got, want := d.RetryAfter, first.RetryAfter-4*time.Second; got != want {
 			t.Fatalf("cached RetryAfter %v, want %v", got, want)
 		}
 	}
@@ -139,7 +138,7 @@ func TestDenyCacheIsBounded(t *testing.T) {
 	s := newStore(t, newClient(t, m.Addr()), RedisOptions{DenyCacheSize: 64})
 	pinDenyCache(s, clock)
 	ctx := context.Background()
-	l := limitsOf(t, ratelimit.Per(1, time.Hour).Using(ratelimit.FixedWindow))
+	l := limitsOf(t, ratelimit.Limit{Quota: 1, Window: time.Hour}.Using(ratelimit.FixedWindow))
 	for i := range 2000 {
 		key := fmt.Sprintf("k%d", i)
 		s.Allow(ctx, key, 1, l)
@@ -176,13 +175,13 @@ func TestDenyCacheReadBeforePut(t *testing.T) {
 	c := newDenyCache(64)
 	now := int64(1_000_000)
 	c.now = func() int64 { return now }
-	l := ratelimit.Per(1, time.Hour).Using(ratelimit.SlidingLog)
-	set := spec.Of(limitsOf(t, l))
+	l := ratelimit.Limit{Quota: 1, Window: time.Hour}.Using(ratelimit.SlidingLog)
+	set := compile(limitsOf(t, l)).Set
 	denied := ratelimit.MakeDecision(ratelimit.Result{Limit: l, Remaining: 0, ResetAfter: time.Hour, RetryAfter: time.Hour})
 	epoch, sent := c.epoch("k")
 	c.put("k", set, 1, denied, epoch, sent)
 	now -= 300 // the get's reading of the clock, taken before the put's
-	d, ok := c.get("k", set, 1)
+	d, ok := c.get("k", set, 1, []ratelimit.Limit{l})
 	if !ok {
 		t.Fatal("the denial is not cached")
 	}
@@ -198,8 +197,8 @@ func TestDenyCacheWindowFromTheSend(t *testing.T) {
 	c := newDenyCache(64)
 	now := int64(1_000_000)
 	c.now = func() int64 { return now }
-	l := ratelimit.Per(1, time.Hour).Using(ratelimit.SlidingLog)
-	set := spec.Of(limitsOf(t, l))
+	l := ratelimit.Limit{Quota: 1, Window: time.Hour}.Using(ratelimit.SlidingLog)
+	set := compile(limitsOf(t, l)).Set
 	denied := ratelimit.MakeDecision(ratelimit.Result{Limit: l, Window: time.Second, ResetAfter: time.Hour, RetryAfter: time.Second})
 	epoch, sent := c.epoch("k")
 	now += 500 // the round trip
@@ -209,7 +208,7 @@ func TestDenyCacheWindowFromTheSend(t *testing.T) {
 		want  time.Duration
 	}{{0, time.Second - 500*time.Microsecond}, {250_000, 750*time.Millisecond - 500*time.Microsecond}} {
 		now += step.after
-		d, ok := c.get("k", set, 1)
+		d, ok := c.get("k", set, 1, []ratelimit.Limit{l})
 		if !ok {
 			t.Fatal("the denial is not cached")
 		}

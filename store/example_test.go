@@ -27,7 +27,7 @@ func ExampleNewRedis() {
 	// once and reuse it.
 	limits, err := ratelimit.NewLimits(
 		ratelimit.PerMinute(10).Using(ratelimit.TokenBucket),
-		ratelimit.Per(100, 24*time.Hour).Using(ratelimit.FixedWindow),
+		ratelimit.Limit{Quota: 100, Window: 24 * time.Hour}.Using(ratelimit.FixedWindow),
 	)
 	if err != nil {
 		panic(err)

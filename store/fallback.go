@@ -186,20 +186,20 @@ func honorsDeadlines(c RedisClient) bool {
 
 // Allow implements [ratelimit.Store].
 func (f *Fallback) Allow(ctx context.Context, key string, cost int, limits *ratelimit.Limits) (ratelimit.Decision, error) {
-	set, err := checkRequest(key, cost, limits)
+	given, set, err := checkRequest(key, cost, limits)
 	if err != nil {
 		return ratelimit.Decision{}, err
 	}
 	for {
 		if !f.down.Load() {
 			if f.reconciling.Load() {
-				if d, err, decided := f.allowLocally(ctx, key, cost, limits, set, true); decided {
+				if d, err, decided := f.allowLocally(ctx, key, cost, given, set, true); decided {
 					return d, err
 				}
 			}
 			t := time.Now()
 			now := f.clock.at(t)
-			d, err := f.redis.decide(ctx, key, cost, limits, set, f.deadline(now), t.Add(f.budget))
+			d, err := f.redis.decide(ctx, key, cost, given, set, f.deadline(now), t.Add(f.budget))
 			if err == nil {
 				if d.Banned == 0 { // a ban's answer says nothing of the limits
 					f.seen.put(key, set.Limits, d.Results(), now, int64(f.budget/time.Microsecond))
@@ -220,7 +220,7 @@ func (f *Fallback) Allow(ctx context.Context, key string, cost int, limits *rate
 				f.fail(err)
 			}
 		}
-		if d, err, decided := f.allowLocally(ctx, key, cost, limits, set, false); decided {
+		if d, err, decided := f.allowLocally(ctx, key, cost, given, set, false); decided {
 			return d, err
 		}
 	}
@@ -235,26 +235,26 @@ func (f *Fallback) Allow(ctx context.Context, key string, cost int, limits *rate
 // would start from it. A Peek records nothing, for Redis or in process,
 // and is not counted in Stats.
 func (f *Fallback) Peek(ctx context.Context, key string, cost int, limits *ratelimit.Limits) (ratelimit.Decision, error) {
-	set, err := checkRequest(key, cost, limits)
+	given, set, err := checkRequest(key, cost, limits)
 	if err != nil {
 		return ratelimit.Decision{}, err
 	}
 	for {
 		if !f.down.Load() {
 			if f.reconciling.Load() {
-				if d, peeked := f.peekLocally(key, cost, limits, set, true); peeked {
+				if d, peeked := f.peekLocally(key, cost, given, set, true); peeked {
 					return d, nil
 				}
 			}
 			rctx, cancel := context.WithTimeout(ctx, f.budget)
-			d, err := f.redis.peek(rctx, key, cost, limits, set)
+			d, err := f.redis.peek(rctx, key, cost, given, set)
 			cancel()
 			if err == nil || faultOf(ctx, err) == noFault {
 				return d, err
 			}
 			f.fail(err)
 		}
-		if d, peeked := f.peekLocally(key, cost, limits, set, false); peeked {
+		if d, peeked := f.peekLocally(key, cost, given, set, false); peeked {
 			return d, nil
 		}
 	}
@@ -269,7 +269,7 @@ func (f *Fallback) Peek(ctx context.Context, key string, cost int, limits *ratel
 // Redis that is not an outage, or when the backlog is full (see
 // FallbackOptions.MaxBacklog).
 func (f *Fallback) Reset(ctx context.Context, key string, limits *ratelimit.Limits) error {
-	set, err := checkRequest(key, 1, limits)
+	_, set, err := checkRequest(key, 1, limits)
 	if err != nil {
 		return err
 	}

@@ -120,7 +120,7 @@ func TestFallbackDownAndBack(t *testing.T) {
 	checkLeaks(t)
 	f, m, health := newFallback(t, FallbackOptions{})
 	ctx := context.Background()
-	l := limitsOf(t, ratelimit.Per(3, time.Hour).Using(ratelimit.FixedWindow))
+	l := limitsOf(t, ratelimit.Limit{Quota: 3, Window: time.Hour}.Using(ratelimit.FixedWindow))
 
 	d, err := f.Allow(ctx, "k", 1, l)
 	if err != nil || d.Fallback || d.Results()[0].Remaining != 2 {
@@ -168,7 +168,7 @@ func TestFallbackDividesLimitsAmongInstances(t *testing.T) {
 	f, m, _ := newFallback(t, FallbackOptions{Instances: 4})
 	m.Close()
 	ctx := context.Background()
-	l := ratelimit.PerMinute(10).Using(ratelimit.TokenBucket).WithBurst(10)
+	l := ratelimit.Limit{Algorithm: ratelimit.TokenBucket, Quota: 10, Window: time.Minute, Burst: 10}
 	set := limitsOf(t, l)
 	passed := 0
 	for range 10 {
@@ -187,7 +187,7 @@ func TestFallbackDividesLimitsAmongInstances(t *testing.T) {
 		t.Errorf("%d passed in process with 4 instances, want 3", passed)
 	}
 	d, err := f.Allow(ctx, "k2", 5, set)
-	if err != nil || d.Allowed || !d.Fallback || d.RetryAfter() <= 0 {
+	if err != nil || d.Allowed || !d.Fallback || d.RetryAfter <= 0 {
 		t.Errorf("a cost above an instance's share: got %+v, %v; want a denial", d, err)
 	}
 }
@@ -254,7 +254,7 @@ func TestFallbackMemoryIsBounded(t *testing.T) {
 	ctx := context.Background()
 	n := 100_000
 	for i := range n {
-		l := ratelimit.Per(1+i%1000, time.Duration(1+i/1000)*time.Second).Using(ratelimit.FixedWindow)
+		l := ratelimit.Limit{Quota: 1 + i%1000, Window: time.Duration(1+i/1000) * time.Second}.Using(ratelimit.FixedWindow)
 		if _, err := f.Allow(ctx, "k", 1, limitsOf(t, l)); err != nil {
 			t.Fatal(err)
 		}
@@ -291,7 +291,7 @@ func TestFallbackMemoryIsBounded(t *testing.T) {
 func TestFallbackPeek(t *testing.T) {
 	f, m, _ := newFallback(t, FallbackOptions{})
 	ctx := context.Background()
-	l := limitsOf(t, ratelimit.Per(3, time.Hour).Using(ratelimit.FixedWindow))
+	l := limitsOf(t, ratelimit.Limit{Quota: 3, Window: time.Hour}.Using(ratelimit.FixedWindow))
 	if d, err := f.Allow(ctx, "k", 1, l); err != nil || d.Fallback || d.Results()[0].Remaining != 2 {
 		t.Fatalf("healthy: got %+v, %v; want a Redis decision with 2 remaining", d, err)
 	}
@@ -339,7 +339,7 @@ func TestFallbackPeek(t *testing.T) {
 
 	t.Run("share", func(t *testing.T) {
 		f, m, _ := newFallback(t, FallbackOptions{Instances: 4})
-		set := limitsOf(t, ratelimit.PerMinute(10).Using(ratelimit.TokenBucket).WithBurst(10))
+		set := limitsOf(t, ratelimit.Limit{Algorithm: ratelimit.TokenBucket, Quota: 10, Window: time.Minute, Burst: 10})
 		if d, err := f.Allow(ctx, "seen", 4, set); err != nil || d.Fallback || d.Results()[0].Remaining != 6 {
 			t.Fatalf("healthy: got %+v, %v; want a Redis decision with 6 remaining", d, err)
 		}
@@ -356,7 +356,7 @@ func TestFallbackPeek(t *testing.T) {
 		if d, err := f.Peek(ctx, "k", 3, set); err != nil || !d.Fallback || !d.Allowed || d.Results()[0].Remaining != 3 {
 			t.Errorf("Peek of this instance's share, 3 of 10 over 4 instances: got %+v, %v; want allowed, 3 remaining", d, err)
 		}
-		if d, err := f.Peek(ctx, "k", 4, set); err != nil || !d.Fallback || d.Allowed || d.RetryAfter() <= 0 {
+		if d, err := f.Peek(ctx, "k", 4, set); err != nil || !d.Fallback || d.Allowed || d.RetryAfter <= 0 {
 			t.Errorf("Peek of more than this instance's share: got %+v, %v; want a denial", d, err)
 		}
 	})

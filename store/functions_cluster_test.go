@@ -35,7 +35,7 @@ func TestClusterFunctions(t *testing.T) {
 			}
 		}
 	}
-	l := []ratelimit.Limit{ratelimit.Per(5, time.Hour).Using(ratelimit.FixedWindow), ratelimit.Per(5, time.Hour).Using(ratelimit.TokenBucket)}
+	l := []ratelimit.Limit{ratelimit.Limit{Quota: 5, Window: time.Hour}.Using(ratelimit.FixedWindow), ratelimit.Limit{Quota: 5, Window: time.Hour}.Using(ratelimit.TokenBucket)}
 	pair := limitsOf(t, l...)
 
 	// A master's batch, one pipeline of FCALL, finds the library flushed:

@@ -206,8 +206,8 @@ func TestFunctionFlushUnderLoad(t *testing.T) {
 	srv := redistest.Require(t)
 	admin := newClient(t, srv.Addr)
 	sets := map[string]*ratelimit.Limits{
-		"single": limitsOf(t, ratelimit.Per(20, time.Hour).Using(ratelimit.FixedWindow)),
-		"pair":   limitsOf(t, ratelimit.Per(20, time.Hour).Using(ratelimit.SlidingLog), ratelimit.Per(30, time.Hour).Using(ratelimit.TokenBucket)),
+		"single": limitsOf(t, ratelimit.Limit{Quota: 20, Window: time.Hour}.Using(ratelimit.FixedWindow)),
+		"pair":   limitsOf(t, ratelimit.Limit{Quota: 20, Window: time.Hour}.Using(ratelimit.SlidingLog), ratelimit.Limit{Quota: 30, Window: time.Hour}.Using(ratelimit.TokenBucket)),
 	}
 	for _, maxBatch := range []int{0, 1} {
 		for name, limits := range sets {
@@ -248,7 +248,7 @@ func TestFunctionsReloadAfterRestart(t *testing.T) {
 	srv := redistest.Require(t)
 	client, counter := countedClient(t, &redis.Options{Addr: srv.Addr})
 	s := newStore(t, client, RedisOptions{Prefix: uniquePrefix()})
-	limits := limitsOf(t, ratelimit.Per(2, time.Hour))
+	limits := limitsOf(t, ratelimit.Limit{Quota: 2, Window: time.Hour})
 	ctx := context.Background()
 	for i, want := range []bool{true, true, false} {
 		if i == 2 {
@@ -274,7 +274,7 @@ func TestBatchLoadsLibrary(t *testing.T) {
 	client, counter := countedClient(t, &redis.Options{Addr: srv.Addr})
 	s := newStore(t, client, RedisOptions{Prefix: uniquePrefix(), DenyCacheSize: noDenyCache})
 	s.fn.pin(pathFunctions)
-	l := []ratelimit.Limit{ratelimit.Per(5, time.Hour).Using(ratelimit.FixedWindow), ratelimit.Per(5, time.Hour).Using(ratelimit.SlidingWindow)}
+	l := []ratelimit.Limit{ratelimit.Limit{Quota: 5, Window: time.Hour}.Using(ratelimit.FixedWindow), ratelimit.Limit{Quota: 5, Window: time.Hour}.Using(ratelimit.SlidingWindow)}
 	pair := limitsOf(t, l...)
 	ctx := context.Background()
 	if _, err := s.Allow(ctx, "first", 1, pair); err != nil {
@@ -345,7 +345,7 @@ func TestFunctionsACL(t *testing.T) {
 	srv := redistest.Require(t)
 	admin := newClient(t, srv.Addr)
 	ctx := context.Background()
-	limits := limitsOf(t, ratelimit.Per(10, time.Hour).Using(ratelimit.SlidingLog), ratelimit.Per(12, time.Hour).Using(ratelimit.FixedWindow))
+	limits := limitsOf(t, ratelimit.Limit{Quota: 10, Window: time.Hour}.Using(ratelimit.SlidingLog), ratelimit.Limit{Quota: 12, Window: time.Hour}.Using(ratelimit.FixedWindow))
 	for _, tc := range []struct {
 		name   string
 		extra  string // added to ACLRule
@@ -421,7 +421,7 @@ func TestFunctionsUnknownCommand(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			logger, logs := recordLogs()
 			s := newStore(t, newClient(t, tc.addr(t)), RedisOptions{Prefix: uniquePrefix(), Logger: logger})
-			limits := limitsOf(t, ratelimit.Per(3, time.Hour).Using(ratelimit.TokenBucket))
+			limits := limitsOf(t, ratelimit.Limit{Quota: 3, Window: time.Hour}.Using(ratelimit.TokenBucket))
 			for i, want := range []bool{true, true, true, false} {
 				if d, err := s.Allow(context.Background(), "k", 1, limits); err != nil || d.Allowed != want {
 					t.Fatalf("request %d: got %+v, %v; want allowed %v", i, d, err, want)

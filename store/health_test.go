@@ -34,7 +34,7 @@ func TestFallbackHealth(t *testing.T) {
 	}
 	t.Cleanup(func() { f.Close() })
 	ctx := context.Background()
-	l := limitsOf(t, ratelimit.Per(3, time.Hour).Using(ratelimit.FixedWindow))
+	l := limitsOf(t, ratelimit.Limit{Quota: 3, Window: time.Hour}.Using(ratelimit.FixedWindow))
 
 	h := f.Health()
 	if !h.OnRedis || h.LastError != nil || h.Since.Before(made.Add(-time.Second)) || h.Since.After(time.Now()) {

@@ -2,6 +2,9 @@ package store
 
 import (
 	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/internal/spec"
@@ -14,27 +17,76 @@ type compiled = spec.Limit
 // maxKeyLength is the longest key a store accepts, in bytes.
 const maxKeyLength = 1024
 
+// limitSet is a ratelimit.Limits as the stores use it: its limits, and
+// their integers.
+type limitSet struct {
+	*spec.Set
+	limits []ratelimit.Limit
+}
+
+// maxSets bounds the sets compiled and kept; when full, it starts afresh.
+const maxSets = 4096
+
+// sets holds the compiled form of every ratelimit.Limits the stores
+// have seen, so that each is compiled once: a service has a few, made
+// when it starts (a Limiter's WithLimitsFunc keeps at most 1,024).
+var sets struct {
+	m sync.Map // *ratelimit.Limits to *limitSet
+	n atomic.Int64
+}
+
+// compile returns the limitSet of limits, nil for a nil or zero one.
+func compile(limits *ratelimit.Limits) *limitSet {
+	if v, ok := sets.m.Load(limits); ok {
+		return v.(*limitSet)
+	}
+	given := limits.All()
+	if len(given) == 0 {
+		return nil
+	}
+	cs := make([]spec.Limit, len(given))
+	for i, l := range given {
+		cs[i] = spec.Compile(uint8(l.Algorithm), l.Quota, l.Window, l.Precision, l.Burst)
+	}
+	set := &limitSet{Set: spec.NewSet(cs), limits: given}
+	if b, ok := limits.Ban(); ok {
+		if b.Max == 0 {
+			b.Max = b.For
+		}
+		set.Ban = spec.NewBan(int64(b.After), int64(b.Within/time.Microsecond), int64(b.For/time.Microsecond), int64(b.Max/time.Microsecond))
+	}
+	if sets.n.Add(1) > maxSets {
+		sets.m.Clear()
+		sets.n.Store(1)
+	}
+	v, _ := sets.m.LoadOrStore(limits, set)
+	return v.(*limitSet)
+}
+
 // checkRequest checks what a Limits cannot have checked already, the key
 // and the cost, and returns the limits' compiled set.
-func checkRequest(key string, cost int, limits *ratelimit.Limits) (*spec.Set, error) {
-	set := spec.Of(limits)
+func checkRequest(key string, cost int, limits *ratelimit.Limits) ([]ratelimit.Limit, *spec.Set, error) {
+	var set *limitSet
+	if limits != nil {
+		set = compile(limits)
+	}
 	switch {
 	case set == nil:
-		return nil, fmt.Errorf("%w: the limits are nil or zero; build them with ratelimit.NewLimits", ratelimit.ErrInvalid)
+		return nil, nil, fmt.Errorf("%w: the limits are nil or zero; build them with ratelimit.NewLimits", ratelimit.ErrInvalid)
 	case key == "":
-		return nil, fmt.Errorf("%w: key is empty", ratelimit.ErrInvalid)
+		return nil, nil, fmt.Errorf("%w: key is empty", ratelimit.ErrInvalid)
 	case len(key) > maxKeyLength:
-		return nil, fmt.Errorf("%w: key is %d bytes long; at most %d are allowed", ratelimit.ErrInvalid, len(key), maxKeyLength)
+		return nil, nil, fmt.Errorf("%w: key is %d bytes long; at most %d are allowed", ratelimit.ErrInvalid, len(key), maxKeyLength)
 	case cost < 1:
-		return nil, fmt.Errorf("%w: cost must be at least 1, got %d", ratelimit.ErrInvalid, cost)
+		return nil, nil, fmt.Errorf("%w: cost must be at least 1, got %d", ratelimit.ErrInvalid, cost)
 	case int64(cost) > set.MinCapacity:
 		for i, c := range set.Limits {
 			if int64(cost) > c.Capacity {
-				return nil, fmt.Errorf("%w: cost %d exceeds the capacity %d of limits[%d] (%v), so the request could never pass", ratelimit.ErrInvalid, cost, c.Capacity, i, limits.At(i))
+				return nil, nil, fmt.Errorf("%w: cost %d exceeds the capacity %d of limits[%d] (%v), so the request could never pass", ratelimit.ErrInvalid, cost, c.Capacity, i, set.limits[i])
 			}
 		}
 	}
-	return set, nil
+	return set.limits, set.Set, nil
 }
 
 // maxInline is how many results a store builds on the stack before
@@ -43,13 +95,13 @@ func checkRequest(key string, cost int, limits *ratelimit.Limits) (*spec.Set, er
 // of one limit none.
 const maxInline = 4
 
-// decisionFor returns a denial by limits, one Result each with only its
-// Limit filled in, for the caller to complete through Results.
-func decisionFor(limits *ratelimit.Limits) ratelimit.Decision {
-	var buf [maxInline]ratelimit.Result
+// resultsFor returns a denial by each limit, with only its Limit filled
+// in, in buf when it fits, for the caller to complete and pass to
+// ratelimit.MakeDecision.
+func resultsFor(limits []ratelimit.Limit, buf *[maxInline]ratelimit.Result) []ratelimit.Result {
 	rs := buf[:0]
-	for i := range limits.Len() {
-		rs = append(rs, ratelimit.Result{Limit: limits.At(i)})
+	for _, l := range limits {
+		rs = append(rs, ratelimit.Result{Limit: l})
 	}
-	return ratelimit.MakeDecision(rs...)
+	return rs
 }

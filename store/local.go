@@ -18,7 +18,7 @@ import (
 // nothing (decided false): Redis is to decide. A key's first decision in
 // an outage starts from what Redis last said of it; what it admits is
 // recorded for Redis.
-func (f *Fallback) allowLocally(ctx context.Context, key string, cost int, limits *ratelimit.Limits, set *spec.Set, waiting bool) (d ratelimit.Decision, err error, decided bool) {
+func (f *Fallback) allowLocally(ctx context.Context, key string, cost int, limits []ratelimit.Limit, set *spec.Set, waiting bool) (d ratelimit.Decision, err error, decided bool) {
 	sh := f.backlog.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -86,7 +86,7 @@ func (f *Fallback) seed(key string, c, local *compiled, now int64) {
 // decide, as its decision would find the state, and changes nothing: no
 // backlog is made, no state seeded. peeked is false when Redis is to
 // answer.
-func (f *Fallback) peekLocally(key string, cost int, limits *ratelimit.Limits, set *spec.Set, waiting bool) (d ratelimit.Decision, peeked bool) {
+func (f *Fallback) peekLocally(key string, cost int, limits []ratelimit.Limit, set *spec.Set, waiting bool) (d ratelimit.Decision, peeked bool) {
 	sh := f.backlog.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -167,10 +167,9 @@ func (f *Fallback) resetLocally(sh *backlogShard, key string, set, local *spec.S
 }
 
 // tooCostly denies a request that no instance's share can hold.
-func tooCostly(cost int, limits *ratelimit.Limits, local *spec.Set) ratelimit.Decision {
-	d := decisionFor(limits)
-	d.Fallback = true
-	rs := d.Results()
+func tooCostly(cost int, limits []ratelimit.Limit, local *spec.Set) ratelimit.Decision {
+	var buf [maxInline]ratelimit.Result
+	rs := resultsFor(limits, &buf)
 	for i := range rs {
 		r := &rs[i]
 		r.Allowed = int64(cost) <= local.Limits[i].Capacity
@@ -178,5 +177,7 @@ func tooCostly(cost int, limits *ratelimit.Limits, local *spec.Set) ratelimit.De
 			r.ResetAfter, r.RetryAfter = r.Limit.Window, r.Limit.Window
 		}
 	}
+	d := ratelimit.MakeDecision(rs...)
+	d.Allowed, d.Fallback = false, true
 	return d
 }

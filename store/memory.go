@@ -111,16 +111,16 @@ func (m *Memory) now() int64 {
 
 // Allow implements [ratelimit.Store].
 func (m *Memory) Allow(ctx context.Context, key string, cost int, limits *ratelimit.Limits) (ratelimit.Decision, error) {
-	set, err := checkRequest(key, cost, limits)
+	given, set, err := checkRequest(key, cost, limits)
 	if err != nil {
 		return ratelimit.Decision{}, err
 	}
-	return m.decide(key, cost, limits, set), nil
+	return m.decide(key, cost, given, set), nil
 }
 
 // decide is Allow for checked input: limits' results, counted under set,
 // which is limits' own or a Fallback's share of it.
-func (m *Memory) decide(key string, cost int, limits *ratelimit.Limits, set *spec.Set) ratelimit.Decision {
+func (m *Memory) decide(key string, cost int, limits []ratelimit.Limit, set *spec.Set) ratelimit.Decision {
 	cs := set.Limits
 	if len(cs) == 1 && set.Ban == nil {
 		return m.decideOne(key, cost, limits, &cs[0])
@@ -174,20 +174,20 @@ func (m *Memory) decide(key string, cost int, limits *ratelimit.Limits, set *spe
 	var rbuf [maxInline]ratelimit.Result
 	rs := rbuf[:0]
 	for i, o := range out {
-		rs = append(rs, ratelimit.Result{Limit: limits.At(i), Allowed: o.ok, Remaining: int(o.remaining), Window: us(o.window), ResetAfter: us(o.reset), RetryAfter: us(o.retry)})
+		rs = append(rs, ratelimit.Result{Limit: limits[i], Allowed: o.ok, Remaining: int(o.remaining), Window: us(o.window), ResetAfter: us(o.reset), RetryAfter: us(o.retry)})
 	}
 	d := ratelimit.MakeDecision(rs...)
 	if ban > 0 {
-		startBan(&d, ban)
+		d = startBan(d, ban)
 	}
 	return d
 }
 
 // decideOne is decide for the common request with one limit, in fewer
 // steps.
-func (m *Memory) decideOne(key string, cost int, limits *ratelimit.Limits, c *compiled) ratelimit.Decision {
+func (m *Memory) decideOne(key string, cost int, limits []ratelimit.Limit, c *compiled) ratelimit.Decision {
 	ok, remaining, window, reset, retry := m.take(key, int64(cost), c)
-	return ratelimit.MakeDecision(ratelimit.Result{Limit: limits.At(0), Allowed: ok, Remaining: int(remaining), Window: us(window), ResetAfter: us(reset), RetryAfter: us(retry)})
+	return ratelimit.MakeDecision(ratelimit.Result{Limit: limits[0], Allowed: ok, Remaining: int(remaining), Window: us(window), ResetAfter: us(reset), RetryAfter: us(retry)})
 }
 
 // take decides a request costing c64 for key under the one limit c.
@@ -210,11 +210,11 @@ func (m *Memory) take(key string, c64 int64, c *compiled) (ok bool, remaining, w
 // Peek implements [ratelimit.Store]. A key the store holds nothing for
 // stays out of it: peeking never evicts a key.
 func (m *Memory) Peek(ctx context.Context, key string, cost int, limits *ratelimit.Limits) (ratelimit.Decision, error) {
-	set, err := checkRequest(key, cost, limits)
+	given, set, err := checkRequest(key, cost, limits)
 	if err != nil {
 		return ratelimit.Decision{}, err
 	}
-	return m.peek(key, cost, limits, set, nil), nil
+	return m.peek(key, cost, given, set, nil), nil
 }
 
 // peek is Peek for checked input, counted under set (limits' own or a
@@ -222,7 +222,7 @@ func (m *Memory) Peek(ctx context.Context, key string, cost int, limits *ratelim
 // spent[i] >= 0 is answered as if its state had started afresh now and
 // spent[i] units had been taken: as a Fallback's first decision of the
 // key in an outage will find it (see Fallback.seed).
-func (m *Memory) peek(key string, cost int, limits *ratelimit.Limits, set *spec.Set, spent []int64) ratelimit.Decision {
+func (m *Memory) peek(key string, cost int, limits []ratelimit.Limit, set *spec.Set, spent []int64) ratelimit.Decision {
 	cs := set.Limits
 	now, c64 := m.now(), int64(cost)
 	k := m.lookup(key)
@@ -255,14 +255,14 @@ func (m *Memory) peek(key string, cost int, limits *ratelimit.Limits, set *spec.
 			ok, remaining, reset, retry = a.peek(c, now, c64)
 			window = a.effective(c, now)
 		}
-		rs = append(rs, ratelimit.Result{Limit: limits.At(i), Allowed: ok, Remaining: int(remaining), Window: us(window), ResetAfter: us(reset), RetryAfter: us(retry)})
+		rs = append(rs, ratelimit.Result{Limit: limits[i], Allowed: ok, Remaining: int(remaining), Window: us(window), ResetAfter: us(reset), RetryAfter: us(retry)})
 	}
 	return ratelimit.MakeDecision(rs...)
 }
 
 // Reset implements [ratelimit.Store].
 func (m *Memory) Reset(ctx context.Context, key string, limits *ratelimit.Limits) error {
-	set, err := checkRequest(key, 1, limits)
+	_, set, err := checkRequest(key, 1, limits)
 	if err != nil {
 		return err
 	}

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/ratelimit-go/ratelimit"
-	"github.com/ratelimit-go/ratelimit/internal/spec"
 	"github.com/ratelimit-go/ratelimit/store/storetest"
 )
 
@@ -142,7 +141,7 @@ func peekMatches(t *testing.T, redisStore *Redis, memory *Memory, key string, co
 		t.Fatalf("Memory: Peek: %v", err)
 	}
 	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("Peek(%q, %d) under %v:\nmemory %+v\nredis  %+v", key, cost, set.At(0), got, want)
+		t.Fatalf("Peek(%q, %d) under %v:\nmemory %+v\nredis  %+v", key, cost, set.All()[0], got, want)
 	}
 }
 
@@ -268,7 +267,7 @@ func TestMemoryIsBounded(t *testing.T) {
 	clock := &fakeClock{pinnedClock{now: epoch}}
 	const maxKeys = 200
 	m := newMemory(t, clock, MemoryOptions{MaxKeys: maxKeys})
-	l := limitsOf(t, ratelimit.Per(1, time.Hour).Using(ratelimit.FixedWindow))
+	l := limitsOf(t, ratelimit.Limit{Quota: 1, Window: time.Hour}.Using(ratelimit.FixedWindow))
 	for i := range 20_000 {
 		d, err := m.Allow(context.Background(), fmt.Sprintf("flood-%d", i), 1, l)
 		if err != nil {
@@ -290,8 +289,8 @@ func TestMemoryEvictsExpiredFirst(t *testing.T) {
 	clock := &fakeClock{pinnedClock{now: epoch}}
 	m := newMemory(t, clock, MemoryOptions{MaxKeys: 64})
 	ctx := context.Background()
-	long := limitsOf(t, ratelimit.Per(1, time.Hour).Using(ratelimit.FixedWindow))
-	short := limitsOf(t, ratelimit.Per(1, 10*time.Millisecond).Using(ratelimit.FixedWindow))
+	long := limitsOf(t, ratelimit.Limit{Quota: 1, Window: time.Hour}.Using(ratelimit.FixedWindow))
+	short := limitsOf(t, ratelimit.Limit{Quota: 1, Window: 10 * time.Millisecond}.Using(ratelimit.FixedWindow))
 	m.Allow(ctx, "keep", 1, long)
 	for i := 0; m.len() < 64 && i < 10_000; i++ {
 		m.Allow(ctx, fmt.Sprintf("short-%d", i), 1, short)
@@ -358,7 +357,7 @@ func TestMemoryTakeIsTheSteps(t *testing.T) {
 				} else {
 					other.Quota = 1 + rng.IntN(20)
 				}
-				cs := []*compiled{&spec.Of(limitsOf(t, l)).Limits[0], &spec.Of(limitsOf(t, other)).Limits[0]}
+				cs := []*compiled{&compile(limitsOf(t, l)).Set.Limits[0], &compile(limitsOf(t, other)).Set.Limits[0]}
 				if cs[0].Suffix != cs[1].Suffix {
 					t.Fatalf("%v and %v: suffixes %q and %q, want one state", l, other, cs[0].Suffix, cs[1].Suffix)
 				}

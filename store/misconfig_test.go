@@ -117,10 +117,10 @@ func TestACLRuleConformance(t *testing.T) {
 // everyAlgorithm is one limit of each algorithm: requests under them run
 // every command the decisions call.
 var everyAlgorithm = []ratelimit.Limit{
-	ratelimit.Per(10, time.Hour).Using(ratelimit.FixedWindow),
-	ratelimit.Per(10, time.Hour).Using(ratelimit.SlidingLog),
-	ratelimit.Per(10, time.Hour).Using(ratelimit.SlidingWindow),
-	ratelimit.Per(10, time.Hour).Using(ratelimit.TokenBucket),
+	ratelimit.Limit{Quota: 10, Window: time.Hour}.Using(ratelimit.FixedWindow),
+	ratelimit.Limit{Quota: 10, Window: time.Hour}.Using(ratelimit.SlidingLog),
+	ratelimit.Limit{Quota: 10, Window: time.Hour}.Using(ratelimit.SlidingWindow),
+	ratelimit.Limit{Quota: 10, Window: time.Hour}.Using(ratelimit.TokenBucket),
 }
 
 // TestCheckNamesEachMissingCommand removes each command of ACLRule in
@@ -263,7 +263,7 @@ func TestFaultPasswordRotated(t *testing.T) {
 	// Redis: a key under a high limit keeps the store calling Redis.
 	stop := make(chan struct{})
 	wait := load(t, f, "k", everyAlgorithm, stop)
-	waitBusy := load(t, f, "busy", []ratelimit.Limit{ratelimit.Per(1_000_000, time.Hour)}, stop)
+	waitBusy := load(t, f, "busy", []ratelimit.Limit{ratelimit.Limit{Quota: 1_000_000, Window: time.Hour}}, stop)
 	time.Sleep(200 * time.Millisecond)
 
 	setACL(t, srv, "rotated", "a-new-password", ACLRule(prefix))
@@ -430,7 +430,7 @@ func TestClusterACL(t *testing.T) {
 	if err := s.Check(t.Context()); err != nil {
 		t.Fatalf("Check with the rule and +cluster|slots: %v", err)
 	}
-	limits := limitsOf(t, ratelimit.Per(1, time.Hour).Using(ratelimit.TokenBucket))
+	limits := limitsOf(t, ratelimit.Limit{Quota: 1, Window: time.Hour}.Using(ratelimit.TokenBucket))
 	for i := range 30 { // 30 keys: some on every master
 		for j, want := range []bool{true, false} {
 			d, err := s.Allow(t.Context(), fmt.Sprintf("k%d", i), 1, limits)

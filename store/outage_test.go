@@ -158,7 +158,7 @@ func newOutageFallback(t *testing.T, srv *redistest.Server, prefix string, insta
 	}
 	t.Cleanup(func() { f.Close() })
 	// Let it read Redis's clock, as a running service has.
-	warm := limitsOf(t, ratelimit.Per(1000, time.Hour))
+	warm := limitsOf(t, ratelimit.Limit{Quota: 1000, Window: time.Hour})
 	waitFor(t, "the Fallback to read Redis's clock", func() bool {
 		f.Allow(context.Background(), "warm", 1, warm)
 		return f.clock.measured.Load() != 0
@@ -176,7 +176,7 @@ func TestFaultOutageKeepsTheLimit(t *testing.T) {
 			t.Run(fault.name+"/"+a.String(), func(t *testing.T) {
 				srv := persistent(t)
 				f, client := newOutageFallback(t, srv, "o:", 0)
-				l := ratelimit.Per(outageQuota, time.Hour).Using(a)
+				l := ratelimit.Limit{Quota: outageQuota, Window: time.Hour}.Using(a)
 				admitted := outageRun(t, []*Fallback{f}, l, func() { fault.inject(t, srv) })
 				inRedis := counted(t, client, f.redis, l)
 				t.Logf("%s, %v: %d admitted in all (limit %d); Redis counts %d; %+v",
@@ -212,7 +212,7 @@ func TestFaultOutageTwoInstances(t *testing.T) {
 				srv := persistent(t)
 				f1, client := newOutageFallback(t, srv, "o:", n)
 				f2, _ := newOutageFallback(t, srv, "o:", n)
-				l := ratelimit.Per(outageQuota, time.Hour).Using(a)
+				l := ratelimit.Limit{Quota: outageQuota, Window: time.Hour}.Using(a)
 				var shares []int
 				admitted := outageRun(t, []*Fallback{f1, f2}, l, func() {
 					for _, f := range []*Fallback{f1, f2} {

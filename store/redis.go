@@ -174,11 +174,11 @@ func NewRedis(client RedisClient, opts RedisOptions) (*Redis, error) {
 
 // Allow implements [ratelimit.Store].
 func (s *Redis) Allow(ctx context.Context, key string, cost int, limits *ratelimit.Limits) (ratelimit.Decision, error) {
-	set, err := checkRequest(key, cost, limits)
+	given, set, err := checkRequest(key, cost, limits)
 	if err != nil {
 		return ratelimit.Decision{}, err
 	}
-	return s.decide(ctx, key, cost, limits, set, 0, time.Time{})
+	return s.decide(ctx, key, cost, given, set, 0, time.Time{})
 }
 
 // errLate is the answer to a request that reached Redis after its
@@ -190,16 +190,12 @@ var errLate = errors.New("the request reached Redis after its deadline")
 // microseconds) is past it, and the error is errLate. When until is not
 // zero, the caller waits no later than until (or about that, see batcher),
 // as if ctx ended then, without the cost of a context of its own.
-func (s *Redis) decide(ctx context.Context, key string, cost int, limits *ratelimit.Limits, set *spec.Set, deadline int64, until time.Time) (ratelimit.Decision, error) {
+func (s *Redis) decide(ctx context.Context, key string, cost int, limits []ratelimit.Limit, set *spec.Set, deadline int64, until time.Time) (ratelimit.Decision, error) {
 	cs := set.Limits
 	var epoch uint64
 	var sent int64
 	if s.denied != nil {
-		if d, ok := s.denied.get(key, set, cost); ok {
-			rs := d.Results()
-			for i := range rs {
-				rs[i].Limit = limits.At(i)
-			}
+		if d, ok := s.denied.get(key, set, cost, limits); ok {
 			return d, nil
 		}
 		epoch, sent = s.denied.epoch(key)
@@ -272,17 +268,17 @@ func (s *Redis) banKey(key string) string { return s.prefix + "{" + key + "}" + 
 // five integers per limit (allowed, remaining, then reset_after,
 // retry_after and window, in microseconds), then, when banned is set, the time until
 // the key's ban ends.
-func parseDecision(line string, limits *ratelimit.Limits, banned bool) (ratelimit.Decision, error) {
+func parseDecision(line string, limits []ratelimit.Limit, banned bool) (ratelimit.Decision, error) {
 	var buf [maxInline]ratelimit.Result
 	rs := buf[:0]
-	for i := range limits.Len() {
+	for i := range len(limits) {
 		var n [5]int64
 		var err error
 		if line, err = parseInts(line, n[:]); err != nil {
 			return ratelimit.Decision{}, err
 		}
 		rs = append(rs, ratelimit.Result{
-			Limit:      limits.At(i),
+			Limit:      limits[i],
 			Allowed:    n[0] == 1,
 			Remaining:  int(n[1]),
 			Window:     time.Duration(n[4]) * time.Microsecond,
@@ -310,15 +306,15 @@ func parseDecision(line string, limits *ratelimit.Limits, banned bool) (ratelimi
 // it is). It always asks Redis: the deny cache (see
 // RedisOptions.DenyCacheSize) neither answers a Peek nor learns from one.
 func (s *Redis) Peek(ctx context.Context, key string, cost int, limits *ratelimit.Limits) (ratelimit.Decision, error) {
-	set, err := checkRequest(key, cost, limits)
+	given, set, err := checkRequest(key, cost, limits)
 	if err != nil {
 		return ratelimit.Decision{}, err
 	}
-	return s.peek(ctx, key, cost, limits, set)
+	return s.peek(ctx, key, cost, given, set)
 }
 
 // peek is Peek for checked input, set being limits compiled.
-func (s *Redis) peek(ctx context.Context, key string, cost int, limits *ratelimit.Limits, set *spec.Set) (ratelimit.Decision, error) {
+func (s *Redis) peek(ctx context.Context, key string, cost int, limits []ratelimit.Limit, set *spec.Set) (ratelimit.Decision, error) {
 	keys := make([]string, len(set.Limits), len(set.Limits)+1)
 	args := make([]any, 1, 1+4*len(set.Limits))
 	args[0] = cost
@@ -345,13 +341,12 @@ func (s *Redis) peek(ctx context.Context, key string, cost int, limits *ratelimi
 // 8 hex digits of its SHA-256, enough to tell keys apart in logs and to
 // match one whose value is known (sha256sum of the key as the store sees
 // it), too few to recover it.
-func keyRef(key string, limits *ratelimit.Limits) string {
+func keyRef(key string, limits []ratelimit.Limit) string {
 	sum := sha256.Sum256([]byte(key))
 	var b strings.Builder
 	b.WriteString("key #")
 	b.WriteString(hex.EncodeToString(sum[:4]))
-	for i := range limitsLen(limits) {
-		l := limits.At(i)
+	for i, l := range limits {
 		if i == 0 {
 			b.WriteString(" under ")
 		} else {
@@ -364,13 +359,6 @@ func keyRef(key string, limits *ratelimit.Limits) string {
 		}
 	}
 	return b.String()
-}
-
-func limitsLen(l *ratelimit.Limits) int {
-	if l == nil {
-		return 0
-	}
-	return l.Len()
 }
 
 // scriptError is an error a script reported for one request (a key
@@ -406,7 +394,7 @@ func parseInts(s string, dst []int64) (string, error) {
 // state, which every set of limits with a ban counts in.
 func (s *Redis) Reset(ctx context.Context, key string, limits *ratelimit.Limits) error {
 	// A cost of 1 fits every valid limit, so this checks key and limits.
-	set, err := checkRequest(key, 1, limits)
+	given, set, err := checkRequest(key, 1, limits)
 	if err != nil {
 		return err
 	}
@@ -422,7 +410,7 @@ func (s *Redis) Reset(ctx context.Context, key string, limits *ratelimit.Limits)
 		s.denied.reset(key)
 	}
 	if err != nil {
-		return fmt.Errorf("ratelimit: redis: resetting %s: %w", keyRef(key, limits), misconfigured(err, s.prefix, s.cluster))
+		return fmt.Errorf("ratelimit: redis: resetting %s: %w", keyRef(key, given), misconfigured(err, s.prefix, s.cluster))
 	}
 	return nil
 }

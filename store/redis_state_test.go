@@ -78,7 +78,7 @@ func TestWrongType(t *testing.T) {
 				}
 				t.Run(bad.Algorithm.String()+"/"+kind, func(t *testing.T) {
 					key := t.Name()
-					good := ratelimit.Per(5, time.Hour).Using(ratelimit.SlidingLog)
+					good := ratelimit.Limit{Quota: 5, Window: time.Hour}.Using(ratelimit.SlidingLog)
 					if err := put(client, redisKey(s, key, bad)); err != nil {
 						t.Fatal(err)
 					}
@@ -115,10 +115,10 @@ func TestWrongType(t *testing.T) {
 func TestKeysHaveTTL(t *testing.T) {
 	ctx := context.Background()
 	limits := []ratelimit.Limit{
-		ratelimit.Per(4, 2*time.Second).Using(ratelimit.FixedWindow),
-		ratelimit.Per(4, 3*time.Second).Using(ratelimit.SlidingLog),
+		ratelimit.Limit{Quota: 4, Window: 2 * time.Second}.Using(ratelimit.FixedWindow),
+		ratelimit.Limit{Quota: 4, Window: 3 * time.Second}.Using(ratelimit.SlidingLog),
 		{Quota: 4, Window: 4 * time.Second, Precision: time.Second},
-		ratelimit.Per(2, 5*time.Second).Using(ratelimit.TokenBucket).WithBurst(4),
+		ratelimit.Limit{Algorithm: ratelimit.TokenBucket, Quota: 2, Window: 5 * time.Second, Burst: 4},
 	}
 	for _, b := range []struct {
 		name  string

@@ -14,7 +14,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratelimit-go/ratelimit"
-	"github.com/ratelimit-go/ratelimit/internal/spec"
 	"github.com/ratelimit-go/ratelimit/redistest"
 	"github.com/ratelimit-go/ratelimit/store/storetest"
 )
@@ -109,7 +108,7 @@ func compileLimit(l ratelimit.Limit) *compiled {
 	if err != nil {
 		panic(fmt.Sprintf("compileLimit(%v): %v", l, err))
 	}
-	return &spec.Of(set).Limits[0]
+	return &compile(set).Set.Limits[0]
 }
 
 // capacity is the most units l holds: a token bucket's burst (its quota
@@ -242,7 +241,7 @@ func TestNewRedisOptions(t *testing.T) {
 // allocation.
 func TestParseDecisionAllocations(t *testing.T) {
 	one := limitsOf(t, ratelimit.PerMinute(1000))
-	two := limitsOf(t, ratelimit.PerMinute(1000), ratelimit.Per(10000, time.Hour))
+	two := limitsOf(t, ratelimit.PerMinute(1000), ratelimit.Limit{Quota: 10000, Window: time.Hour})
 	tests := []struct {
 		name   string
 		line   string
@@ -256,11 +255,12 @@ func TestParseDecisionAllocations(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var d ratelimit.Decision
 			var err error
+			given := tt.limits.All()
 			allocs := testing.AllocsPerRun(100, func() {
-				d, err = parseDecision(tt.line, tt.limits, false)
+				d, err = parseDecision(tt.line, given, false)
 			})
-			if err != nil || !d.Allowed || len(d.Results()) != tt.limits.Len() {
-				t.Fatalf("got %+v, %v; want allowed with %d results", d, err, tt.limits.Len())
+			if err != nil || !d.Allowed || len(d.Results()) != len(given) {
+				t.Fatalf("got %+v, %v; want allowed with %d results", d, err, len(given))
 			}
 			if allocs != tt.allocs {
 				t.Errorf("got %v allocations per reply, want %v", allocs, tt.allocs)

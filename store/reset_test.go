@@ -49,7 +49,7 @@ func TestResetBeatsDenyCache(t *testing.T) {
 			// cached.
 			sets := make([]*ratelimit.Limits, len(algorithms))
 			for i, a := range algorithms {
-				sets[i] = limitsOf(t, ratelimit.Per(5, time.Hour).Using(a))
+				sets[i] = limitsOf(t, ratelimit.Limit{Quota: 5, Window: time.Hour}.Using(a))
 			}
 			stale := 0
 			for i := range trials {

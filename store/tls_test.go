@@ -83,7 +83,7 @@ func TestTLSFallback(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	limit := limitsOf(t, ratelimit.Per(3, time.Hour))
+	limit := limitsOf(t, ratelimit.Limit{Quota: 3, Window: time.Hour})
 	admitted := 0
 	for range 10 {
 		d, err := f.Allow(context.Background(), "k", 1, limit)

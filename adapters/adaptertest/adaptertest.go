@@ -99,7 +99,7 @@ func get(path string, status int, want map[string]string) Step {
 var quiet = ratelimit.WithLogger(slog.New(slog.DiscardHandler))
 
 // apiKey keys requests by their X-API-Key header.
-var apiKey, _ = ratelimit.Header("X-API-Key", []byte("a test secret, 32 bytes at least"))
+var apiKey, _ = ratelimit.HeaderKey("X-API-Key", []byte("a test secret, 32 bytes at least"))
 
 // Cases is the table every framework runs.
 var Cases = []Case{
@@ -154,7 +154,7 @@ var Cases = []Case{
 	{
 		Name: "forged X-Forwarded-For from an untrusted peer changes nothing",
 		Options: func(Framework) []ratelimit.Option {
-			key, _ := ratelimit.ClientIP("10.0.0.0/8")
+			key, _ := ratelimit.IPKey{TrustedProxies: []string{"10.0.0.0/8"}}.KeyFunc()
 			return []ratelimit.Option{ratelimit.WithKey(key), ratelimit.WithLimits(ratelimit.PerMinute(2).Using(ratelimit.FixedWindow))}
 		},
 		Steps: []Step{
@@ -167,7 +167,7 @@ var Cases = []Case{
 	{
 		Name: "a trusted proxy's X-Forwarded-For names the client",
 		Options: func(Framework) []ratelimit.Option {
-			key, _ := ratelimit.ClientIP("10.0.0.0/8")
+			key, _ := ratelimit.IPKey{TrustedProxies: []string{"10.0.0.0/8"}}.KeyFunc()
 			return []ratelimit.Option{ratelimit.WithKey(key), ratelimit.WithLimits(ratelimit.PerMinute(2).Using(ratelimit.FixedWindow))}
 		},
 		Steps: []Step{
@@ -255,7 +255,7 @@ var Cases = []Case{
 		Name: "several limits: the policy and RateLimit list all, X- the tightest",
 		Options: func(Framework) []ratelimit.Option {
 			return []ratelimit.Option{ratelimit.WithLimits(
-				ratelimit.Per(3, time.Hour).Using(ratelimit.FixedWindow).Named("hour"),
+				ratelimit.Limit{Quota: 3, Window: time.Hour}.Using(ratelimit.FixedWindow).Named("hour"),
 				ratelimit.PerMinute(2).Using(ratelimit.FixedWindow).Named("minute"),
 			)}
 		},
@@ -274,7 +274,7 @@ var Cases = []Case{
 		},
 		Inner: func(fw Framework) []ratelimit.Option {
 			return []ratelimit.Option{fw.Routes(map[string][]ratelimit.Limit{
-				fw.Pattern(Route{"GET", "/api/:id"}): {ratelimit.Per(2, time.Hour).Using(ratelimit.FixedWindow).Named("api")},
+				fw.Pattern(Route{"GET", "/api/:id"}): {ratelimit.Limit{Quota: 2, Window: time.Hour}.Using(ratelimit.FixedWindow).Named("api")},
 			})}
 		},
 		Steps: []Step{
@@ -358,7 +358,7 @@ var Cases = []Case{
 	{
 		Name: "no headers when asked for none; Retry-After stays",
 		Options: func(Framework) []ratelimit.Option {
-			return []ratelimit.Option{ratelimit.WithHeaders(0), ratelimit.WithLimits(ratelimit.PerMinute(1).Using(ratelimit.FixedWindow))}
+			return []ratelimit.Option{ratelimit.WithHeaders(ratelimit.Headers{NoDraft: true, NoX: true}), ratelimit.WithLimits(ratelimit.PerMinute(1).Using(ratelimit.FixedWindow))}
 		},
 		Steps: []Step{
 			get("/", 200, map[string]string{"RateLimit": "", "RateLimit-Policy": "", "X-RateLimit-Remaining": ""}),
@@ -445,7 +445,7 @@ func Run(t *testing.T, fw Framework) {
 					}
 					mu.Lock()
 					defer mu.Unlock()
-					observed = append(observed, e.Outcome.String()+" "+e.Route+" "+strings.Join(denying, ","))
+					observed = append(observed, e.Outcome+" "+e.Route+" "+strings.Join(denying, ","))
 				}))
 			}
 			l, err := ratelimit.New(s, "test", opts...)

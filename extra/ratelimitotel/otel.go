@@ -161,7 +161,7 @@ func denied(ctx context.Context, e ratelimit.Event) {
 		keyRoute.String(e.Route),
 		keyOutcome.String(e.Outcome.String()),
 		attribute.Key("ratelimit.limits").String(strings.Join(names, ",")),
-		attribute.Key("ratelimit.retry_after").Float64(e.Decision.RetryAfter().Seconds()),
+		attribute.Key("ratelimit.retry_after").Float64(e.Decision.RetryAfter.Seconds()),
 	))
 }
 

@@ -169,7 +169,7 @@ func TestObserveAllocations(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			l, err := ratelimit.New(s, "api", append(opts, ratelimit.WithLimits(ratelimit.Per(quota, time.Hour).Named("api")))...)
+			l, err := ratelimit.New(s, "api", append(opts, ratelimit.WithLimits(ratelimit.Limit{Quota: quota, Window: time.Hour}.Named("api")))...)
 			if err != nil {
 				t.Fatal(err)
 			}

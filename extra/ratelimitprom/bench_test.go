@@ -19,7 +19,7 @@ func observed(tb testing.TB, m *ratelimitprom.Metrics, quota int) (http.Handler,
 		tb.Fatal(err)
 	}
 	opts := []ratelimit.Option{ratelimit.WithRoutes(map[string][]ratelimit.Limit{
-		"GET /items/{id}": {ratelimit.Per(quota, time.Hour).Using(ratelimit.FixedWindow).Named("items")},
+		"GET /items/{id}": {ratelimit.Limit{Quota: quota, Window: time.Hour}.Using(ratelimit.FixedWindow).Named("items")},
 	})}
 	if m != nil {
 		opts = append(opts, ratelimit.WithObserver(m.Observe))

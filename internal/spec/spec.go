@@ -1,6 +1,6 @@
 // Package spec turns a valid limit into what the stores of this module
-// need of it, in integers, once: when the root package builds a
-// ratelimit.Limits. Stores reach it with [Of].
+// need of it, in integers: the root package checks limits with it, and
+// the stores compile a ratelimit.Limits with it once and keep the result.
 package spec
 
 import (
@@ -16,6 +16,10 @@ const (
 	SlidingLog
 	TokenBucket
 )
+
+// DefaultSlots is how many slots a sliding window has when its
+// precision is not given.
+const DefaultSlots = 10
 
 // MaxQuota is the largest count a script keeps exact: Lua numbers are
 // doubles, exact up to 2^53.
@@ -41,9 +45,15 @@ type Limit struct {
 	Args [4]any
 }
 
-// Compile returns the integers of a valid limit whose Burst and
-// Precision are filled in.
+// Compile returns the integers of a valid limit. A zero burst means
+// quota, a zero precision window/DefaultSlots.
 func Compile(algorithm uint8, quota int, window, precision time.Duration, burst int) Limit {
+	if burst == 0 {
+		burst = quota
+	}
+	if precision == 0 {
+		precision = window / DefaultSlots
+	}
 	c := Limit{
 		Algorithm: algorithm,
 		Quota:     int64(quota),
@@ -188,7 +198,3 @@ func (s *Set) Share(n int) *Set {
 	s.share.Store(&shared{n, set})
 	return set
 }
-
-// Of returns the Set of a *ratelimit.Limits, or nil for a nil or zero one.
-// The root package sets it when it is initialized.
-var Of func(limits any) *Set

@@ -28,13 +28,7 @@ func withBan(t testing.TB, b ratelimit.Ban, limits ...ratelimit.Limit) *ratelimi
 }
 
 // limitsIn returns the limits of set, in order.
-func limitsIn(set *ratelimit.Limits) []ratelimit.Limit {
-	limits := make([]ratelimit.Limit, set.Len())
-	for i := range limits {
-		limits[i] = set.At(i)
-	}
-	return limits
-}
+func limitsIn(set *ratelimit.Limits) []ratelimit.Limit { return set.All() }
 
 // allowSet decides one request under set and fails t on an error or a
 // broken invariant.
@@ -120,7 +114,7 @@ func testBanExample(t *testing.T, h Harness) {
 	}
 	const sec, minute, µs = time.Second, time.Minute, time.Microsecond
 	set := withBan(t, ratelimit.Ban{After: 3, Within: minute, For: minute, Max: 4 * minute},
-		ratelimit.Per(1, 10*sec).Using(ratelimit.SlidingLog))
+		ratelimit.Limit{Quota: 1, Window: 10 * sec}.Using(ratelimit.SlidingLog))
 	var steps []banStep
 	// strikeOut is a request allowed at x-3s, and denials at x-2s, x-1s
 	// and x, where the third bans for banned.
@@ -189,7 +183,7 @@ func testBanEachAlgorithm(t *testing.T, h Harness) {
 			t.Parallel()
 			s, c := h.one(t)
 			first := 200 * time.Millisecond
-			set := withBan(t, ratelimit.Ban{After: 2, Within: time.Hour, For: first, Max: 2 * first}, ratelimit.Per(1, time.Hour).Using(a))
+			set := withBan(t, ratelimit.Ban{After: 2, Within: time.Hour, For: first, Max: 2 * first}, ratelimit.Limit{Quota: 1, Window: time.Hour}.Using(a))
 			key := uniqueKey(t, "k")
 			if d := allowSet(t, s, key, 1, set); !d.Allowed || d.Banned != 0 {
 				t.Fatalf("first request: got %+v, want allowed", d)
@@ -221,7 +215,7 @@ func testBanEachAlgorithm(t *testing.T, h Harness) {
 func testBanMultiLimit(t *testing.T, h Harness) {
 	s, c := h.one(t)
 	first := 200 * time.Millisecond
-	log, bucket := ratelimit.Per(1, time.Hour).Using(ratelimit.SlidingLog), ratelimit.Per(10, time.Hour).Using(ratelimit.TokenBucket)
+	log, bucket := ratelimit.Limit{Quota: 1, Window: time.Hour}.Using(ratelimit.SlidingLog), ratelimit.Limit{Quota: 10, Window: time.Hour}.Using(ratelimit.TokenBucket)
 	set := withBan(t, ratelimit.Ban{After: 1, Within: time.Hour, For: first}, log, bucket)
 	key := uniqueKey(t, "k")
 	if d := allowSet(t, s, key, 1, set); !d.Allowed || d.Results()[1].Remaining != 9 {
@@ -255,7 +249,7 @@ func testBanMultiLimit(t *testing.T, h Harness) {
 func testBanPeek(t *testing.T, h Harness) {
 	s, c := h.one(t)
 	first := 200 * time.Millisecond
-	set := withBan(t, ratelimit.Ban{After: 2, Within: time.Hour, For: first}, ratelimit.Per(1, time.Hour).Using(ratelimit.FixedWindow))
+	set := withBan(t, ratelimit.Ban{After: 2, Within: time.Hour, For: first}, ratelimit.Limit{Quota: 1, Window: time.Hour}.Using(ratelimit.FixedWindow))
 	key := uniqueKey(t, "k")
 	if p := peekSet(t, s, uniqueKey(t, "fresh"), 1, set); !p.Allowed || p.Banned != 0 {
 		t.Errorf("a Peek of a key without state: got %+v, want allowed", p)
@@ -289,7 +283,7 @@ func testBanPeek(t *testing.T, h Harness) {
 // level, even under limits without a ban: a key has one ban state.
 func testBanReset(t *testing.T, h Harness) {
 	s, _ := h.one(t)
-	l := ratelimit.Per(1, time.Hour)
+	l := ratelimit.Limit{Quota: 1, Window: time.Hour}
 	set := withBan(t, ratelimit.Ban{After: 2, Within: time.Hour, For: time.Hour, Max: 4 * time.Hour}, l)
 	key := uniqueKey(t, "k")
 	reset := func(limits *ratelimit.Limits) {

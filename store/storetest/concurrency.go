@@ -49,10 +49,10 @@ func testConcurrency(t *testing.T, h Harness) {
 	}
 
 	for _, l := range []ratelimit.Limit{
-		ratelimit.Per(quota, day).Using(ratelimit.FixedWindow),
-		ratelimit.Per(quota, day).Using(ratelimit.SlidingLog),
-		ratelimit.Per(quota, day),
-		ratelimit.Per(quota, day).Using(ratelimit.TokenBucket),
+		ratelimit.Limit{Quota: quota, Window: day}.Using(ratelimit.FixedWindow),
+		ratelimit.Limit{Quota: quota, Window: day}.Using(ratelimit.SlidingLog),
+		ratelimit.Limit{Quota: quota, Window: day},
+		ratelimit.Limit{Quota: quota, Window: day}.Using(ratelimit.TokenBucket),
 	} {
 		t.Run(l.Algorithm.String(), func(t *testing.T) {
 			t.Parallel()
@@ -65,10 +65,10 @@ func testConcurrency(t *testing.T, h Harness) {
 	t.Run("all four", func(t *testing.T) {
 		t.Parallel()
 		limits := []ratelimit.Limit{
-			ratelimit.Per(100, day).Using(ratelimit.FixedWindow),
-			ratelimit.Per(150, day).Using(ratelimit.SlidingLog),
-			ratelimit.Per(120, day),
-			ratelimit.Per(80, day).Using(ratelimit.TokenBucket),
+			ratelimit.Limit{Quota: 100, Window: day}.Using(ratelimit.FixedWindow),
+			ratelimit.Limit{Quota: 150, Window: day}.Using(ratelimit.SlidingLog),
+			ratelimit.Limit{Quota: 120, Window: day},
+			ratelimit.Limit{Quota: 80, Window: day}.Using(ratelimit.TokenBucket),
 		}
 		key := uniqueKey(t, "k")
 		got, s := race(t, key, limits...)

@@ -48,7 +48,7 @@ func runSteps(t *testing.T, s ratelimit.Store, c Clock, key string, limits []rat
 			t.Fatalf("%s: got allowed %v, want %v; %+v", where, d.Allowed, st.allowed, d.Results())
 		}
 		if !st.allowed {
-			r, _ := d.DeniedBy()
+			r, _ := deniedBy(d)
 			if got, want := r.Limit, limits[st.deniedBy]; got != want {
 				t.Errorf("%s: denied by %v, want %v", where, got, want)
 			}
@@ -80,7 +80,7 @@ func checkRetry(t *testing.T, where string, r ratelimit.Result, want time.Durati
 // testFixedWindowExample is the fixed window's worked example: 2 per 3s.
 func testFixedWindowExample(t *testing.T, h Harness) {
 	s, c := h.one(t)
-	limits := []ratelimit.Limit{ratelimit.Per(2, 3*time.Second).Using(ratelimit.FixedWindow)}
+	limits := []ratelimit.Limit{ratelimit.Limit{Quota: 2, Window: 3 * time.Second}.Using(ratelimit.FixedWindow)}
 	runSteps(t, s, c, uniqueKey(t, "k"), limits, []step{
 		{allowed: true, remaining: []int{1}},
 		{allowed: true, remaining: []int{0}},
@@ -135,7 +135,7 @@ func testBoundaryBurst(t *testing.T, h Harness) {
 		t.Run(tt.algorithm.String(), func(t *testing.T) {
 			t.Parallel()
 			s, c := h.one(t)
-			l := ratelimit.Per(quota, window).Using(tt.algorithm)
+			l := ratelimit.Limit{Quota: quota, Window: window}.Using(tt.algorithm)
 			key := uniqueKey(t, "k")
 			count := func(n int) (passed int) {
 				for range n {
@@ -194,10 +194,10 @@ func testEdges(t *testing.T, h Harness) {
 // a token come back mid-test.
 func eachAlgorithm() []ratelimit.Limit {
 	return []ratelimit.Limit{
-		ratelimit.Per(5, 2*time.Second).Using(ratelimit.FixedWindow),
-		ratelimit.Per(5, 2*time.Second).Using(ratelimit.SlidingLog),
+		ratelimit.Limit{Quota: 5, Window: 2 * time.Second}.Using(ratelimit.FixedWindow),
+		ratelimit.Limit{Quota: 5, Window: 2 * time.Second}.Using(ratelimit.SlidingLog),
 		ratelimit.Limit{Quota: 5, Window: 2 * time.Second, Precision: 200 * time.Millisecond},
-		ratelimit.Per(5, 10*time.Second).Using(ratelimit.TokenBucket),
+		ratelimit.Limit{Quota: 5, Window: 10 * time.Second}.Using(ratelimit.TokenBucket),
 	}
 }
 
@@ -220,7 +220,7 @@ func testEachAlgorithm(t *testing.T, h Harness) {
 			if d.Allowed || d.Results()[0].Remaining != 0 {
 				t.Fatalf("request 5: got allowed %v remaining %d, want false 0", d.Allowed, d.Results()[0].Remaining)
 			}
-			retry := d.RetryAfter()
+			retry := d.RetryAfter
 			if c.Pinned() {
 				// Every algorithm frees its first unit 2s after the start
 				// (the token bucket refills one per 2s).
@@ -284,8 +284,8 @@ func testMultiLimitAllOrNothing(t *testing.T, h Harness) {
 				}
 				// Reversed order: the answer names the limit that denied.
 				d := allow(t, s, uniqueKey(t, "k"), 1, loose, tight)
-				if r, denied := d.DeniedBy(); !denied || r.Limit != tight {
-					t.Errorf("reversed: DeniedBy() = %v, %v; want %v, true", r.Limit, denied, tight)
+				if r, denied := deniedBy(d); !denied || r.Limit != tight {
+					t.Errorf("reversed: denied by %v, %v; want %v, true", r.Limit, denied, tight)
 				}
 				if !d.Results()[0].Allowed || d.Results()[0].RetryAfter != 0 {
 					t.Errorf("reversed: the loose limit's result is %+v, want allowed", d.Results()[0])
@@ -299,7 +299,7 @@ func testMultiLimitAllOrNothing(t *testing.T, h Harness) {
 // alone, including keys that differ only in characters special to Redis.
 func testKeysAreIndependent(t *testing.T, h Harness) {
 	s, _ := h.one(t)
-	l := ratelimit.Per(1, time.Hour).Using(ratelimit.FixedWindow)
+	l := ratelimit.Limit{Quota: 1, Window: time.Hour}.Using(ratelimit.FixedWindow)
 	keys := []string{"a", "b", "a}", "{a}", "a:", "a b", "é", "a\x00"}
 	for _, k := range keys {
 		if d := allow(t, s, uniqueKey(t, k), 1, l); !d.Allowed {
@@ -319,10 +319,10 @@ func testKeysAreIndependent(t *testing.T, h Harness) {
 func testNameIsNotState(t *testing.T, h Harness) {
 	s, _ := h.one(t)
 	for _, l := range []ratelimit.Limit{
-		ratelimit.Per(2, time.Hour).Using(ratelimit.FixedWindow),
-		ratelimit.Per(2, time.Hour).Using(ratelimit.SlidingLog),
-		ratelimit.Per(2, time.Hour),
-		ratelimit.Per(2, time.Hour).Using(ratelimit.TokenBucket),
+		ratelimit.Limit{Quota: 2, Window: time.Hour}.Using(ratelimit.FixedWindow),
+		ratelimit.Limit{Quota: 2, Window: time.Hour}.Using(ratelimit.SlidingLog),
+		ratelimit.Limit{Quota: 2, Window: time.Hour},
+		ratelimit.Limit{Quota: 2, Window: time.Hour}.Using(ratelimit.TokenBucket),
 	} {
 		key := uniqueKey(t, l.Algorithm.String())
 		allow(t, s, key, 1, l.Named("first"))
@@ -376,7 +376,7 @@ func testInvalidInput(t *testing.T, h Harness) {
 func refusesInvalid(t *testing.T, call func(ctx context.Context, key string, cost int, limits *ratelimit.Limits) (ratelimit.Decision, error)) {
 	t.Helper()
 	minute := limitsOf(t, ratelimit.PerMinute(10))
-	bucket := limitsOf(t, ratelimit.PerMinute(10).Using(ratelimit.TokenBucket).WithBurst(3))
+	bucket := limitsOf(t, ratelimit.Limit{Algorithm: ratelimit.TokenBucket, Quota: 10, Window: time.Minute, Burst: 3})
 	tests := []struct {
 		name   string
 		key    string
@@ -404,4 +404,16 @@ func refusesInvalid(t *testing.T, call func(ctx context.Context, key string, cos
 			}
 		})
 	}
+}
+
+// deniedBy returns the result of the limit that denied d and lets the
+// request through last (the longest RetryAfter); ok is false when d
+// allowed.
+func deniedBy(d ratelimit.Decision) (r ratelimit.Result, ok bool) {
+	for _, x := range d.Results() {
+		if !x.Allowed && (!ok || x.RetryAfter > r.RetryAfter) {
+			r, ok = x, true
+		}
+	}
+	return r, ok
 }

@@ -112,9 +112,9 @@ func testPeekAgreesWithAllow(t *testing.T, h Harness) {
 			cost := randomCost(rng, limits)
 			p := peek(t, s, key, cost, limits...)
 			a := allow(t, s, key, cost, limits...)
-			if p.Allowed != a.Allowed || p.RetryAfter() != a.RetryAfter() {
+			if p.Allowed != a.Allowed || p.RetryAfter != a.RetryAfter {
 				t.Fatalf("round %d step %d: %v cost %d: Peek said allowed %v retry after %v, Allow then %v %v:\npeek  %+v\nallow %+v",
-					round, step, limits, cost, p.Allowed, p.RetryAfter(), a.Allowed, a.RetryAfter(), p, a)
+					round, step, limits, cost, p.Allowed, p.RetryAfter, a.Allowed, a.RetryAfter, p, a)
 			}
 			for i, pr := range p.Results() {
 				ar := a.Results()[i]

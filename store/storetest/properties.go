@@ -200,8 +200,8 @@ func testSlidingWindowBound(t *testing.T, h Harness) {
 	const quota = 20
 	window, precision := time.Second, 100*time.Millisecond
 	counter := ratelimit.Limit{Quota: quota, Window: window, Precision: precision}
-	shorter := ratelimit.Per(quota, window-precision).Using(ratelimit.SlidingLog)
-	exact := ratelimit.Per(quota, window).Using(ratelimit.SlidingLog)
+	shorter := ratelimit.Limit{Quota: quota, Window: window - precision}.Using(ratelimit.SlidingLog)
+	exact := ratelimit.Limit{Quota: quota, Window: window}.Using(ratelimit.SlidingLog)
 
 	t.Run("random traffic", func(t *testing.T) {
 		rng := newRand(t)

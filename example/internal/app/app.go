@@ -132,11 +132,11 @@ var (
 	LoginBan  = ratelimit.Ban{After: 3, Within: time.Minute, For: time.Minute, Max: time.Hour}
 	APILimits = []ratelimit.Limit{
 		ratelimit.PerSecond(10).Using(ratelimit.TokenBucket).Named("api-second"),
-		ratelimit.Per(1000, time.Hour).Named("api-hour"),
+		ratelimit.Limit{Quota: 1000, Window: time.Hour}.Named("api-hour"),
 	}
 	ProLimits = []ratelimit.Limit{
 		ratelimit.PerSecond(100).Using(ratelimit.TokenBucket).Named("pro-second"),
-		ratelimit.Per(10_000, time.Hour).Named("pro-hour"),
+		ratelimit.Limit{Quota: 10_000, Window: time.Hour}.Named("pro-hour"),
 	}
 )
 
@@ -158,12 +158,12 @@ func New(c Config) (*App, error) {
 		a.Close()
 		return nil, err
 	}
-	key, err := ratelimit.ClientIP(c.TrustedProxies...)
+	key, err := ratelimit.IPKey{TrustedProxies: c.TrustedProxies}.KeyFunc()
 	if err != nil {
 		a.Close()
 		return nil, fmt.Errorf("-trusted-proxies: %w", err)
 	}
-	home := ratelimit.Per(c.Limit, c.Window).Using(c.Algorithm).WithBurst(c.Burst).Named("home")
+	home := ratelimit.Limit{Quota: c.Limit, Window: c.Window}.Using(c.Algorithm).WithBurst(c.Burst).Named("home")
 	observe := ratelimit.WithObserver(a.Metrics.Observe)
 	if a.IP, err = ratelimit.New(s, "ip", ratelimit.WithKey(key), ratelimit.WithLimits(home), observe); err != nil {
 		a.Close()
@@ -182,7 +182,7 @@ func New(c Config) (*App, error) {
 		secret = make([]byte, 32)
 		rand.Read(secret)
 	}
-	apiKey, err := ratelimit.Header("X-API-Key", secret)
+	apiKey, err := ratelimit.HeaderKey("X-API-Key", secret)
 	if err != nil {
 		a.Close()
 		return nil, fmt.Errorf("-key-secret: %w", err)
@@ -328,7 +328,7 @@ func (a *App) Describe(w io.Writer) {
 		fmt.Fprintln(w, "API keys: hashed with a random secret, so their limits are this server's own; give every server the same -key-secret to share them")
 	}
 	fmt.Fprintln(w, "routes:")
-	fmt.Fprintf(w, "  GET /        per client IP: %v\n", ratelimit.Per(c.Limit, c.Window).Using(c.Algorithm).WithBurst(c.Burst).Named("home"))
+	fmt.Fprintf(w, "  GET /        per client IP: %v\n", ratelimit.Limit{Quota: c.Limit, Window: c.Window}.Using(c.Algorithm).WithBurst(c.Burst).Named("home"))
 	fmt.Fprintf(w, "  POST /login  per client IP, failed attempts only: %v (a correct password, \"letmein\", never counts and clears them); %v\n", LoginLimit, LoginBan)
 	fmt.Fprintln(w, "  GET /quota   GET /'s quota left for the caller, without spending it")
 	for _, plan := range []struct {

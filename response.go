@@ -1,0 +1,585 @@
+package ratelimit
+
+import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// What a Limiter writes on a response: the rate-limit headers of every
+// request it decided, the 429 of a denied one ([Deny]), and the answers
+// to one it could not decide ([FailOpen], [FailClosed]).
+
+// The response headers a Limiter sets, in canonical form.
+const (
+	headerPolicy     = "Ratelimit-Policy"
+	headerRateLimit  = "Ratelimit"
+	headerXLimit     = "X-Ratelimit-Limit"
+	headerXRemaining = "X-Ratelimit-Remaining"
+	headerXReset     = "X-Ratelimit-Reset"
+	headerRetryAfter = "Retry-After"
+)
+
+// Headers selects the rate-limit headers a [Limiter] sets on every
+// response it lets through or denies (see [WithHeaders]). The zero
+// Headers, the default, sets both kinds below with no qu and no pk.
+// Retry-After is set on every 429 whatever Headers says.
+//
+// The draft's fields (draft-ietf-httpapi-ratelimit-headers-11), as RFC
+// 9651 structured fields:
+//
+//	RateLimit-Policy: "api";q=100;w=60, "burst";q=10;w=1
+//	RateLimit: "api";r=42;t=17, "burst";r=9;t=1
+//
+// list every limit of every Limiter that decided the request: a global
+// Limiter's and a route's add up. q is the quota (a token bucket's
+// burst), w the window in seconds (for a token bucket, the time it takes
+// to fill), r what remains, t the effective window (see [Result].Window).
+// The widespread X-RateLimit-Limit, X-RateLimit-Remaining and
+// X-RateLimit-Reset (seconds from now, not a timestamp) describe the
+// limit closest to denying, of every Limiter that decided the request:
+// the one that denied or, when allowed, the one with the fewest units
+// left; Reset is the time until that limit is full again
+// ([Result].ResetAfter).
+//
+// One rule makes every number of seconds: a duration is rounded up to
+// whole seconds, so that a client that waits as told is never early; w,
+// t, X-RateLimit-Reset and Retry-After (at least 1) alike. On a 429
+// every t, of every Limiter, is at most the Retry-After sent, so
+// Retry-After is never earlier than a t (the draft says it should not
+// come before the reset). A dry run's would-be denial is served without
+// Retry-After, and its t are not capped.
+type Headers struct {
+	// NoDraft leaves out RateLimit-Policy and RateLimit.
+	NoDraft bool
+
+	// NoX leaves out X-RateLimit-Limit, X-RateLimit-Remaining and
+	// X-RateLimit-Reset.
+	NoX bool
+
+	// QuotaUnit names the unit the quotas are counted in: it adds the
+	// draft's qu parameter to every item of RateLimit-Policy (RateLimit
+	// carries no unit):
+	//
+	//	RateLimit-Policy: "download";q=10000000;qu="content-bytes";w=3600
+	//
+	// Only the units the draft registers are accepted: "content-bytes"
+	// when [WithCost] weighs a request by its content in bytes,
+	// "concurrent-requests" for a [Store] that counts requests in flight
+	// (the built-in algorithms count over a window, not concurrency), and
+	// "requests", which an absent qu means, so it sets no parameter (it is
+	// accepted so that a unit read from configuration needs no special
+	// case). Empty, the default, sends no qu. A cost that weighs requests
+	// (a search 5 units, a read 1) has no registered unit: leave qu out and
+	// document the weights to your clients.
+	QuotaUnit string
+
+	// PartitionKey, when set, is the secret of the draft's pk parameter,
+	// the partition key, added to every item of RateLimit-Policy and
+	// RateLimit, so that a client can tell which of its requests draw on
+	// one quota:
+	//
+	//	RateLimit-Policy: "api";q=100;w=60;pk=:nlzX3hBZLwkHI7A/EwzKvg==:
+	//	RateLimit: "api";r=42;t=17;pk=:nlzX3hBZLwkHI7A/EwzKvg==:
+	//
+	// The pk is an RFC 9651 Byte Sequence: the first 16 bytes of the
+	// HMAC-SHA256, under the secret, of the key the request is counted
+	// under in the store (the Limiter's namespace, the route pattern whose
+	// limits apply, and the [KeyFunc]'s key). Two requests get the same pk
+	// exactly when they count against the same quota, and a pk never shows
+	// the client's identifier: whoever reads it cannot test guesses
+	// without the secret.
+	//
+	// The secret must be at least 16 bytes (for example 32 random bytes
+	// from the service's secret store) and the same on every instance, or
+	// a client would see different pks for one quota; changing it changes
+	// every pk. Use a secret of its own, not that of [HeaderKey]. Empty,
+	// the default, sends no pk and costs nothing; set, it costs an HMAC
+	// per request, and the RateLimit-Policy value is made per request.
+	PartitionKey []byte
+}
+
+// check says what is wrong with h, naming the field, or returns "".
+func (h Headers) check() string {
+	switch h.QuotaUnit {
+	case "", "requests", "content-bytes", "concurrent-requests":
+	default:
+		return fmt.Sprintf("Headers.QuotaUnit %q is not a quota unit of the draft; use \"requests\", \"content-bytes\" or \"concurrent-requests\"", h.QuotaUnit)
+	}
+	if h.PartitionKey != nil && len(h.PartitionKey) < minSecret {
+		return fmt.Sprintf("Headers.PartitionKey is %d bytes long; at least %d are needed, the same on every instance", len(h.PartitionKey), minSecret)
+	}
+	return ""
+}
+
+// setHeaders writes the rate-limit headers of every decision taken on
+// the request so far, as h says: RateLimit-Policy and RateLimit list
+// every limit of every Limiter that decided, X-RateLimit-* describe the
+// one closest to denying (see tighter). retryAfter is the Retry-After, in
+// seconds, that the response will carry when the request is denied, 0
+// when it has none; no t exceeds it.
+//
+// The values that change per request are written to the request's
+// buffer, where its keys are (see Limiter.storeKey): the RateLimit value,
+// then X-RateLimit-Reset; X-RateLimit-Remaining is the r of the tightest
+// item. They are substrings of one string, and their []string values
+// come from the state's array, so that the headers allocate nothing
+// more; two more allocations when several Limiters decided or one sets a
+// pk: the RateLimit-Policy value is then made per request.
+func setHeaders(w http.ResponseWriter, h Headers, s *requestState, retryAfter int64) {
+	if h.NoDraft && h.NoX {
+		return
+	}
+	b := &s.buf
+	start := b.Len()
+	var num [20]byte
+	var tight Result
+	var tightPolicy *policy
+	tightAt, remStart, remEnd := -1, 0, 0
+	for k := range s.verdicts {
+		v := &s.verdicts[k] // not a copy: a Decision holds a Result
+		for i, r := range v.decision.results() {
+			if b.Len() > start {
+				b.WriteString(", ")
+			}
+			b.WriteString(v.policy.names[i])
+			b.WriteString(";r=")
+			rs := b.Len()
+			b.Write(strconv.AppendInt(num[:0], sfInt(int64(r.Remaining)), 10))
+			re := b.Len()
+			b.WriteString(";t=")
+			b.Write(strconv.AppendInt(num[:0], resetParameter(r.Window, retryAfter), 10))
+			if v.pk != "" {
+				b.WriteString(";pk=")
+				b.WriteString(v.pk)
+			}
+			if tightAt < 0 || tighter(r, tight) {
+				tight, tightPolicy, tightAt = r, v.policy, i
+				remStart, remEnd = rs, re
+			}
+		}
+	}
+	if tightAt < 0 {
+		return
+	}
+	fieldEnd := b.Len()
+	b.Write(strconv.AppendInt(num[:0], sfInt(seconds(tight.ResetAfter)), 10))
+	all := b.String()
+	hdr := w.Header()
+	if !h.NoDraft {
+		hdr[headerPolicy] = s.policyHeader()
+		hdr[headerRateLimit] = s.headerValue(all[start:fieldEnd])
+	}
+	if !h.NoX {
+		hdr[headerXLimit] = tightPolicy.capacity[tightAt]
+		hdr[headerXRemaining] = s.headerValue(all[remStart:remEnd])
+		hdr[headerXReset] = s.headerValue(all[fieldEnd:])
+	}
+}
+
+// resetParameter is the t of a RateLimit item: the effective window (see
+// [Result].Window) rounded up to whole seconds, as every number of
+// seconds is; at most retryAfter when that is not 0.
+func resetParameter(window time.Duration, retryAfter int64) int64 {
+	t := sfInt(seconds(window))
+	if retryAfter > 0 {
+		t = min(t, retryAfter)
+	}
+	return t
+}
+
+// tighter reports whether x is closer to denying than r, so that headers
+// describe x rather than r: a result that denies beats one that allows;
+// of two that deny, the one that lets the request through last; of two
+// that allow, the one with the fewest Remaining, ties going to the longest
+// ResetAfter.
+func tighter(x, r Result) bool {
+	switch {
+	case x.Allowed != r.Allowed:
+		return !x.Allowed
+	case !x.Allowed:
+		return x.RetryAfter > r.RetryAfter
+	}
+	return x.Remaining < r.Remaining || (x.Remaining == r.Remaining && x.ResetAfter > r.ResetAfter)
+}
+
+// policyHeader returns the RateLimit-Policy value of the Limiters that
+// decided, in order, every item with its Limiter's pk, if any.
+func (s *requestState) policyHeader() []string {
+	if len(s.verdicts) == 1 && s.verdicts[0].pk == "" {
+		return s.verdicts[0].policy.header
+	}
+	n := 0
+	for _, v := range s.verdicts {
+		n += len(", ") + len(v.policy.header[0])
+		if v.pk != "" {
+			n += len(v.policy.items) * (len(";pk=") + len(v.pk))
+		}
+	}
+	var b strings.Builder
+	b.Grow(n)
+	for i, v := range s.verdicts {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		if v.pk == "" {
+			b.WriteString(v.policy.header[0])
+			continue
+		}
+		for j, item := range v.policy.items {
+			if j > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(item)
+			b.WriteString(";pk=")
+			b.WriteString(v.pk)
+		}
+	}
+	return []string{b.String()}
+}
+
+// retryAfter is the Retry-After of a denial, in seconds: d's RetryAfter
+// rounded up, at least 1.
+func retryAfter(d Decision) int64 { return max(seconds(d.RetryAfter), 1) }
+
+// setRetryAfter sets Retry-After to secs seconds.
+func setRetryAfter(w http.ResponseWriter, s *requestState, secs int64) {
+	var v string
+	if secs < 100 {
+		v = strconv.FormatInt(secs, 10) // allocates nothing below 100
+	} else {
+		var num [20]byte
+		start := s.buf.Len()
+		s.buf.Write(strconv.AppendInt(num[:0], secs, 10))
+		v = s.buf.String()[start:]
+	}
+	w.Header()[headerRetryAfter] = s.headerValue(v)
+}
+
+// partitionKeys makes the pk parameter of Headers.PartitionKey. A nil
+// *partitionKeys makes none. It is safe for concurrent use.
+type partitionKeys struct {
+	pool sync.Pool // of HMAC-SHA256s under the secret
+}
+
+// newPartitionKeys returns the partitionKeys of secret, which it copies.
+func newPartitionKeys(secret []byte) *partitionKeys {
+	secret = bytes.Clone(secret)
+	return &partitionKeys{pool: sync.Pool{New: func() any { return hmac.New(sha256.New, secret) }}}
+}
+
+// of returns the pk of the quota counted under storeKey, as an RFC 9651
+// Byte Sequence: the first 16 bytes of its HMAC-SHA256, base64 with
+// padding, between colons. It returns "" for a nil k.
+func (k *partitionKeys) of(storeKey string) string {
+	if k == nil {
+		return ""
+	}
+	h := k.pool.Get().(hash.Hash)
+	h.Reset()
+	h.Write([]byte(storeKey))
+	var sum [sha256.Size]byte
+	h.Sum(sum[:0])
+	k.pool.Put(h)
+	var buf [32]byte // ':' + 24 base64 digits + ':'
+	b := append(buf[:0], ':')
+	b = base64.StdEncoding.AppendEncode(b, sum[:16])
+	return string(append(b, ':'))
+}
+
+// policyWindow is the w of a limit: its window, or for a token bucket the
+// time to refill a whole burst.
+func policyWindow(l Limit) time.Duration {
+	if l.Algorithm == TokenBucket {
+		l = l.withDefaults()
+		return time.Duration(int64(l.Window) / int64(l.Quota) * int64(l.Burst))
+	}
+	return l.Window
+}
+
+// quoteString writes s, printable ASCII, as an RFC 9651 sf-string.
+func quoteString(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for i := 0; i < len(s); i++ {
+		if s[i] == '"' || s[i] == '\\' {
+			b.WriteByte('\\')
+		}
+		b.WriteByte(s[i])
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+// seconds rounds d up to whole seconds, at least 0. It divides before
+// rounding, so that the longest durations do not overflow.
+func seconds(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	s := int64(d / time.Second)
+	if d%time.Second != 0 {
+		s++
+	}
+	return s
+}
+
+// sfInt clamps n to the largest Integer of RFC 9651, which has 15 digits.
+func sfInt(n int64) int64 { return min(n, 999_999_999_999_999) }
+
+// Problem types of draft-ietf-httpapi-ratelimit-headers, section 5, for
+// RFC 9457 problem details.
+const (
+	problemQuotaExceeded   = "https://iana.org/assignments/http-problem-types#quota-exceeded"
+	problemAbnormalUsage   = "https://iana.org/assignments/http-problem-types#abnormal-usage-detected"
+	problemReducedCapacity = "https://iana.org/assignments/http-problem-types#temporary-reduced-capacity"
+)
+
+// Deny is the default answer to a denied request (see [WithDenyHandler]):
+// 429 Too Many Requests with a short body, plain text, or RFC 9457 problem
+// JSON when the client accepts JSON. The rate-limit headers and
+// Retry-After are set before it runs.
+//
+// The problem type is the draft's quota-exceeded, or abnormal-usage-detected
+// for a banned key (see [Ban]), with the extension member
+// "violated-policies": the names of d's denied limits, in d's order, as
+// the RateLimit-Policy header names them. A Decision made by hand with an
+// unnamed limit gets the name a [Limiter] would make up for it (which two
+// near-identical limits may share); one with no denied result gets [].
+func Deny(w http.ResponseWriter, r *http.Request, d Decision) {
+	p := problem{
+		status:   http.StatusTooManyRequests,
+		typ:      problemQuotaExceeded,
+		title:    "Quota exceeded",
+		detail:   "rate limit exceeded",
+		retry:    retryAfter(d),
+		policies: true,
+	}
+	if d.Banned > 0 {
+		p.typ, p.title, p.detail = problemAbnormalUsage, "Abnormal usage detected", "banned after repeated denials"
+	}
+	writeProblem(w, r, p, d.Results())
+}
+
+// FailOpen is the default error handler (see [WithErrorHandler]): when the
+// store fails, the request is served, unlimited (the failure is logged),
+// so that a Redis outage does not become an outage of the service. A
+// request with no key, an invalid cost, or invalid limits from
+// [WithLimitsFunc] gets 400 Bad Request: serving it would let clients
+// escape the limit by leaving the key out.
+func FailOpen(w http.ResponseWriter, r *http.Request, err error) bool {
+	if errors.Is(err, ErrInvalid) {
+		writeProblem(w, r, badRequest, nil)
+		return false
+	}
+	return true
+}
+
+// FailClosed is an error handler that refuses requests while the store
+// fails: 503 Service Unavailable with Retry-After: 1, whose problem JSON
+// has the draft's type temporary-reduced-capacity. It lists no
+// violated-policies: no limit was exceeded, and an error handler is not
+// told which limits apply. Requests with no key or an invalid cost get
+// 400, as with [FailOpen].
+func FailClosed(w http.ResponseWriter, r *http.Request, err error) bool {
+	if errors.Is(err, ErrInvalid) {
+		writeProblem(w, r, badRequest, nil)
+		return false
+	}
+	w.Header()[headerRetryAfter] = stateOf(r.Context()).headerValue("1")
+	writeProblem(w, r, problem{
+		status: http.StatusServiceUnavailable,
+		typ:    problemReducedCapacity,
+		title:  "Capacity temporarily reduced",
+		detail: "rate limiting is unavailable",
+		retry:  1,
+	}, nil)
+	return false
+}
+
+// badRequest is the answer to a request that cannot be rate limited.
+var badRequest = problem{status: http.StatusBadRequest, typ: "about:blank", title: "Bad Request", detail: "the request cannot be rate limited"}
+
+// problem is what writeProblem answers. It holds no request data and no
+// error text.
+type problem struct {
+	status int
+	typ    string // problem type URI
+	title  string // of the type; the plain text says the status instead
+	detail string
+	retry  int64 // seconds, told after detail; 0: not told
+
+	// policies adds the member "violated-policies", the names of the
+	// denied results.
+	policies bool
+}
+
+// writeProblem answers with p: RFC 9457 problem JSON when the client
+// accepts JSON, plain text otherwise; results are the Decision's whose
+// denied limits p.policies names. They are not a field of p: escape
+// analysis treats p's fields as one, p's strings leak, and the Decision
+// holding the results would be moved to the heap.
+func writeProblem(w http.ResponseWriter, r *http.Request, p problem, results []Result) {
+	h, s := w.Header(), stateOf(r.Context())
+	h["X-Content-Type-Options"] = s.headerValue("nosniff")
+	h["Cache-Control"] = s.headerValue("no-store")
+	bp := bodies.Get().(*[]byte)
+	b := (*bp)[:0]
+	if acceptsJSON(r.Header.Values("Accept")) {
+		h["Content-Type"] = s.headerValue("application/problem+json")
+		b = p.appendJSON(b, results)
+	} else {
+		h["Content-Type"] = s.headerValue("text/plain; charset=utf-8")
+		b = p.appendText(b)
+	}
+	w.WriteHeader(p.status)
+	w.Write(b)
+	if cap(b) <= maxPooledBody {
+		*bp = b
+		bodies.Put(bp)
+	}
+}
+
+// bodies holds the buffers problem bodies are written in: a
+// ResponseWriter's Write copies what it is given, or sends it, before it
+// returns.
+var bodies = sync.Pool{New: func() any { b := make([]byte, 0, 256); return &b }}
+
+// maxPooledBody is the largest buffer bodies keeps, so that one long list
+// of violated policies does not stay in the pool.
+const maxPooledBody = 4 << 10
+
+// appendText appends p as a line of plain text, for example
+// "Too Many Requests: rate limit exceeded; retry in 28 s".
+func (p *problem) appendText(b []byte) []byte {
+	b = append(b, http.StatusText(p.status)...)
+	b = append(b, ": "...)
+	b = p.appendDetail(b)
+	return append(b, '\n')
+}
+
+// appendJSON appends p as a JSON object and a newline, naming the denied
+// results when p.policies is set.
+func (p *problem) appendJSON(b []byte, results []Result) []byte {
+	b = append(b, `{"type":`...)
+	b = appendJSONString(b, p.typ)
+	b = append(b, `,"title":`...)
+	b = appendJSONString(b, p.title)
+	b = append(b, `,"status":`...)
+	b = strconv.AppendInt(b, int64(p.status), 10)
+	b = append(b, `,"detail":"`...)
+	b = p.appendDetail(b) // our own words: nothing to escape
+	b = append(b, '"')
+	if p.policies {
+		b = append(b, `,"violated-policies":[`...)
+		first := true
+		for i, res := range results {
+			if res.Allowed {
+				continue
+			}
+			if !first {
+				b = append(b, ',')
+			}
+			first = false
+			b = appendJSONString(b, violatedName(results, i))
+		}
+		b = append(b, ']')
+	}
+	return append(b, "}\n"...)
+}
+
+// appendDetail appends p's detail and, if set, when to retry.
+func (p *problem) appendDetail(b []byte) []byte {
+	b = append(b, p.detail...)
+	if p.retry > 0 {
+		b = append(b, "; retry in "...)
+		b = strconv.AppendInt(b, p.retry, 10)
+		b = append(b, " s"...)
+	}
+	return b
+}
+
+// violatedName is the name of results[i]'s limit as the headers give it:
+// the Limiter sets it; a Decision made by hand may leave it empty.
+func violatedName(results []Result, i int) string {
+	if name := results[i].Limit.Name; name != "" {
+		return name
+	}
+	all := make([]Limit, len(results))
+	for j, res := range results {
+		all[j] = res.Limit
+	}
+	return policyName(results[i].Limit, all)
+}
+
+// appendJSONString appends s as a JSON string. Names checked by a Limiter
+// are printable ASCII, where only '"' and '\' need escaping; anything else
+// (a Decision made by hand may hold any name) goes to encoding/json, which
+// escapes control characters and replaces invalid UTF-8.
+func appendJSONString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			q, _ := json.Marshal(s) // a string always marshals
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	for i := 0; i < len(s); i++ {
+		if s[i] == '"' || s[i] == '\\' {
+			b = append(b, '\\')
+		}
+		b = append(b, s[i])
+	}
+	return append(b, '"')
+}
+
+// acceptsJSON reports whether an Accept header names
+// application/problem+json or application/json with a non-zero q.
+func acceptsJSON(accept []string) bool {
+	for _, line := range accept {
+		for media := range strings.SplitSeq(line, ",") {
+			typ, params, _ := strings.Cut(media, ";")
+			typ = strings.ToLower(strings.TrimSpace(typ))
+			if typ != "application/problem+json" && typ != "application/json" {
+				continue
+			}
+			if !zeroQ(params) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// zeroQ reports whether media-range parameters set q to 0.
+func zeroQ(params string) bool {
+	for p := range strings.SplitSeq(params, ";") {
+		name, value, _ := strings.Cut(strings.TrimSpace(p), "=")
+		if strings.EqualFold(name, "q") {
+			q, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
+			return err == nil && q == 0
+		}
+	}
+	return false
+}
+
+// policyItem is the RateLimit-Policy item of l, named name (quoted):
+// its quota, its quota unit unless unit is "" or "requests", and its
+// window.
+func policyItem(name string, l Limit, unit string) string {
+	item := name + ";q=" + strconv.FormatInt(sfInt(int64(l.capacity())), 10)
+	if unit != "" && unit != "requests" {
+		item += ";qu=" + quoteString(unit)
+	}
+	return item + ";w=" + strconv.FormatInt(sfInt(seconds(policyWindow(l))), 10)
+}
