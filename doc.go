@@ -18,18 +18,19 @@
 //	http.ListenAndServe(":8080", limiter.Handler(mux))
 //
 // For every request the Limiter takes a key ([KeyFunc]: by default the
-// client's IP address; see [ClientIP] behind a proxy, [Header] for API
+// client's IP address; see [IPKey] behind a proxy, [HeaderKey] for API
 // keys, [User], [Route], [Join]), asks the store whether the request
-// passes the limits of its route, sets the RateLimit headers, and either
-// serves the request or answers 429 Too Many Requests. When the store
-// fails, the request is served ([FailOpen], the default) or refused
-// ([FailClosed]). Limits can depend on the caller ([WithLimitsFunc], for
-// plans and tiers), and a Limiter can count only failed or only
-// successful responses ([WithCountOnly], for logins) and ban keys that
-// keep getting denied, for longer each time ([WithBan]); [Limiter.Peek]
-// reads a caller's quota without spending it, and a handler reads the
-// decisions taken on its request with [Decisions]. Callers that are not
-// HTTP handlers use a Store directly, or [Wait] for their turn.
+// passes the limits of its route, sets the RateLimit headers ([Headers]),
+// and either serves the request or answers 429 Too Many Requests. When
+// the store fails, the request is served ([FailOpen], the default) or
+// refused ([FailClosed]). Limits can depend on the caller
+// ([WithLimitsFunc], for plans and tiers), and a Limiter can count only
+// failed or only successful responses ([WithCountOnly], for logins) and
+// ban keys that keep getting denied, for longer each time ([WithBan]);
+// [Limiter.Peek] reads a caller's quota without spending it, a handler
+// reads the decisions taken on its request with [Decisions], and an
+// observer ([WithObserver]) sees every request's outcome. Callers that are
+// not HTTP handlers use a Store directly, or [Wait] for their turn.
 //
 // A [Limit] says how many requests a key may make per window and how they
 // are counted: [SlidingWindow] (the default), [FixedWindow], [SlidingLog]
@@ -44,6 +45,10 @@
 // limits apply and the client: Limiters of different namespaces never
 // share counters; Limiters of one namespace, on every instance, share
 // them.
+//
+// The request's whole path is in middleware.go, read top to bottom; what
+// it calls is in keyfunc.go, response.go and store.go. The manual is in
+// the repository's docs/ directory.
 //
 // This package imports only the standard library.
 package ratelimit

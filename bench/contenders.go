@@ -278,7 +278,7 @@ func contenders() []*contender {
 
 // ratelimitLimit is the workload's limit as this library's Limit.
 func ratelimitLimit(l limitSpec, a ratelimit.Algorithm) ratelimit.Limit {
-	return ratelimit.Per(l.Quota, l.Window).Using(a)
+	return ratelimit.Limit{Quota: l.Quota, Window: l.Window}.Using(a)
 }
 
 // ours is this library's Redis store with one algorithm, as configured
@@ -299,7 +299,7 @@ const (
 // row compared with the default one; variant names the options for the
 // note, how says how the store is used (viaAutoPipeliner, inFallback).
 func oursVariant(name, family string, a ratelimit.Algorithm, variant string, how int, opts store.RedisOptions) *contender {
-	note := "this library: `store.NewRedis(client, store.RedisOptions{})`, `Allow(ctx, key, 1, limits)` with `limits` built once, before the cell, by `ratelimit.NewLimits(ratelimit.Per(quota, window).Using(ratelimit." + algoIdent(a) + "))`" + oursDefaults(a) + "."
+	note := "this library: `store.NewRedis(client, store.RedisOptions{})`, `Allow(ctx, key, 1, limits)` with `limits` built once, before the cell, by `ratelimit.NewLimits(ratelimit.Limit{Quota: quota, Window: window}.Using(ratelimit." + algoIdent(a) + "))`" + oursDefaults(a) + "."
 	if variant != "" {
 		note = "this library as above, with " + variant + "."
 	}

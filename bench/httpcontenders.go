@@ -154,11 +154,11 @@ func httpContenders() []*httpContender {
 func headerValue(r *http.Request) (string, error) { return r.Header.Get(keyHeader), nil }
 
 // plainHeaderKey is this library's KeyFunc reading the same header as the
-// peers, unhashed, as they do ([ratelimit.Header] hashes it).
+// peers, unhashed, as they do ([ratelimit.HeaderKey] hashes it).
 func plainHeaderKey(r *http.Request) (string, error) {
 	v := r.Header.Get(keyHeader)
 	if v == "" {
-		return "", fmt.Errorf("%w: header %s is missing", ratelimit.ErrNoKey, keyHeader)
+		return "", fmt.Errorf("%w: header %s is missing", ratelimit.ErrInvalid, keyHeader)
 	}
 	return "header:" + v, nil
 }
@@ -171,12 +171,12 @@ var hmacSecret = []byte("bench: not a secret, 32 bytes...")
 // keyed by the header's plain value, or by ratelimit.Header when hmac.
 func oursHTTP(algo string, a ratelimit.Algorithm, hmac bool) *httpContender {
 	name := "ratelimit/redis/" + algo
-	note := "this library: `ratelimit.New(store.NewRedis(client, store.RedisOptions{}), \"bench\", WithLimits(ratelimit.Per(quota, window).Using(ratelimit." + algoIdent(a) + ")), WithKey(the header's value), WithErrorHandler(ratelimit.FailClosed))`" + oursDefaults(a) + "; `Limiter.Handler`, which sets the draft and X- rate limit headers on every response and denies with `ratelimit.Deny` (429, problem details). The key function returns `\"header:\"` and the value, unhashed as the peers have it. FailClosed (503) rather than the default FailOpen, so that an error shows as a status and is not served."
+	note := "this library: `ratelimit.New(store.NewRedis(client, store.RedisOptions{}), \"bench\", WithLimits(ratelimit.Limit{Quota: quota, Window: window}.Using(ratelimit." + algoIdent(a) + ")), WithKey(the header's value), WithErrorHandler(ratelimit.FailClosed))`" + oursDefaults(a) + "; `Limiter.Handler`, which sets the draft and X- rate limit headers on every response and denies with `ratelimit.Deny` (429, problem details). The key function returns `\"header:\"` and the value, unhashed as the peers have it. FailClosed (503) rather than the default FailOpen, so that an error shows as a status and is not served."
 	key := plainHeaderKey
 	if hmac {
 		name += ",hmac-key"
-		note = "this library as `ratelimit/redis/fixed-window`, keyed by `ratelimit.Header(\"X-API-Key\", secret)`, the key function the library recommends for secrets: the key is an HMAC-SHA256 of the value."
-		k, err := ratelimit.Header(keyHeader, hmacSecret)
+		note = "this library as `ratelimit/redis/fixed-window`, keyed by `ratelimit.HeaderKey(\"X-API-Key\", secret)`, the key function the library recommends for secrets: the key is an HMAC-SHA256 of the value."
+		k, err := ratelimit.HeaderKey(keyHeader, hmacSecret)
 		if err != nil {
 			panic(err) // the secret is a constant of the right length
 		}
@@ -213,8 +213,8 @@ func oursMemoryHTTP(variant string) *httpContender {
 	var opts []ratelimit.Option
 	if variant == "x-headers" {
 		name += ",x-headers"
-		note = "this library as `ratelimit/memory/fixed-window`, with `WithHeaders(ratelimit.HeadersX)`: X-RateLimit-Limit, X-RateLimit-Remaining and X-RateLimit-Reset only, the three headers go-chi/httprate sends, without the draft's RateLimit-Policy and RateLimit."
-		opts = append(opts, ratelimit.WithHeaders(ratelimit.HeadersX))
+		note = "this library as `ratelimit/memory/fixed-window`, with `WithHeaders(ratelimit.Headers{NoDraft: true})`: X-RateLimit-Limit, X-RateLimit-Remaining and X-RateLimit-Reset only, the three headers go-chi/httprate sends, without the draft's RateLimit-Policy and RateLimit."
+		opts = append(opts, ratelimit.WithHeaders(ratelimit.Headers{NoDraft: true}))
 	}
 	return &httpContender{
 		name:   name,

@@ -1,8 +1,12 @@
 // Package echolimit runs a [ratelimit.Limiter] as Echo middleware.
 //
 // It only translates Echo's context: the decision, the keys and the
-// headers are the Limiter's, exactly as with net/http. It takes the same
-// options, with the same names, as the Gin adapter.
+// headers are the Limiter's, exactly as with net/http. Echo's routes are
+// written the way Go's ServeMux writes them ("/users/:id" as
+// "/users/{id}", "/files/*" as "/files/{path...}"), so a Limiter's route
+// table, its keys and what an observer is told are the same under Echo as
+// under net/http. It takes the same options, with the same names, as the
+// Gin adapter.
 //
 //	limiter, err := ratelimit.New(store, "api", ratelimit.WithLimits(ratelimit.PerMinute(100)))
 //	...
@@ -11,21 +15,73 @@ package echolimit
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/ratelimit-go/ratelimit"
-	"github.com/ratelimit-go/ratelimit/internal/routesyntax"
 )
 
 // Routes is [ratelimit.WithRoutes] for a route table in Echo's syntax,
 // the patterns as Echo's c.Path() names them, with or without a method:
-// "GET /users/:id", "/files/*". A pattern in another router's syntax, such as
-// ServeMux's and chi's "{id}", is refused when the Limiter is built,
-// naming the pattern and how Echo writes it.
+// "GET /users/:id", "/files/*". It writes them the ServeMux way and
+// passes them to WithRoutes, which also takes a table written that way.
+// A pattern that ServeMux cannot write (a parameter inside a segment, such
+// as "/v:version") or that holds braces is refused when the Limiter is
+// built, naming the pattern.
 func Routes(table map[string][]ratelimit.Limit) ratelimit.Option {
-	return routesyntax.WithRoutes(routesyntax.Echo, table).(ratelimit.Option)
+	mux := make(map[string][]ratelimit.Limit, len(table))
+	for pattern, limits := range table {
+		p, problem := serveMuxPattern(pattern)
+		if problem == "" {
+			if _, dup := mux[p]; dup {
+				problem = "another pattern of the table is the same route, " + p + " as ServeMux writes it"
+			}
+		}
+		if problem != "" {
+			return func(*ratelimit.Limiter) error {
+				return fmt.Errorf("%w: echolimit.Routes: pattern %q: %s", ratelimit.ErrInvalid, pattern, problem)
+			}
+		}
+		mux[p] = limits
+	}
+	return ratelimit.WithRoutes(mux)
+}
+
+// serveMuxPattern writes an Echo pattern the way ServeMux does, or says
+// why it cannot: ":name" becomes "{name}", a final "*" "{path...}".
+func serveMuxPattern(pattern string) (string, string) {
+	if !strings.ContainsAny(pattern, ":*{}") {
+		return pattern, ""
+	}
+	segments := strings.Split(pattern, "/")
+	for i, seg := range segments {
+		j := strings.IndexAny(seg, ":*")
+		switch {
+		case strings.ContainsAny(seg, "{}"):
+			name := strings.Trim(seg, "{}")
+			if rest, ok := strings.CutSuffix(name, "..."); ok {
+				return "", fmt.Sprintf("%q is ServeMux syntax; Echo writes the rest of a path %q", seg, "*"+rest)
+			}
+			return "", fmt.Sprintf("%q is ServeMux syntax; Echo writes a parameter %q", seg, ":"+name)
+		case j < 0:
+		case j > 0 || strings.ContainsAny(seg[1:], ":*"):
+			return "", fmt.Sprintf("%q: ServeMux can only write a parameter that fills a whole segment", seg)
+		case seg[0] == ':' && len(seg) > 1:
+			segments[i] = "{" + seg[1:] + "}"
+		case seg[0] == ':':
+			return "", fmt.Sprintf("%q: the parameter needs a name", seg)
+		case i != len(segments)-1:
+			return "", fmt.Sprintf("%q: a catch-all must end the path", seg)
+		case len(seg) > 1:
+			segments[i] = "{" + seg[1:] + "...}"
+		default:
+			segments[i] = "{path...}"
+		}
+	}
+	return strings.Join(segments, "/"), ""
 }
 
 // An Option configures [New].
@@ -47,18 +103,13 @@ func WithSkipper(skip func(c echo.Context) bool) Option {
 // the decision (see [ratelimit.Decisions]), and their status goes to
 // l.Finish (for [ratelimit.WithCountOnly]; for a handler that returned an
 // error, the status Echo's error handler will write). The route l sees is
-// Echo's c.Path(), so per-route limits are keyed as in [Routes], for
-// example "GET /users/:id". Register it with e.Use, which runs after
-// routing, not e.Pre. New panics, when the server is built, if l is nil
-// or its routes are not in Echo's syntax (built with
-// [ratelimit.WithRoutes], not [Routes]). The middleware is safe for
-// concurrent use.
+// Echo's c.Path() written the ServeMux way (see [Routes]), set as the
+// request's Pattern on a shallow copy of c.Request(). Register it with
+// e.Use, which runs after routing, not e.Pre. New panics, when the server
+// is built, if l is nil. The middleware is safe for concurrent use.
 func New(l *ratelimit.Limiter, opts ...Option) echo.MiddlewareFunc {
 	if l == nil {
 		panic("echolimit: New: the Limiter is nil")
-	}
-	if s, ok := routesyntax.Of(l); ok && s != routesyntax.Echo {
-		panic("echolimit: New: the Limiter's routes are in " + s.String() + "'s syntax, which Echo's c.Path() never matches; build them with echolimit.Routes")
 	}
 	var cfg config
 	for _, opt := range opts {
@@ -69,11 +120,7 @@ func New(l *ratelimit.Limiter, opts ...Option) echo.MiddlewareFunc {
 			if cfg.skip != nil && cfg.skip(c) {
 				return next(c)
 			}
-			r := c.Request()
-			if p := c.Path(); p != "" {
-				r = ratelimit.RequestWithRoute(r, p)
-			}
-			r, ok := l.Allow(c.Response(), r)
+			r, ok := l.Allow(c.Response(), withPattern(c.Request(), c.Path()))
 			if !ok {
 				return nil
 			}
@@ -83,6 +130,22 @@ func New(l *ratelimit.Limiter, opts ...Option) echo.MiddlewareFunc {
 			return err
 		}
 	}
+}
+
+// withPattern returns a shallow copy of r whose Pattern is Echo's route
+// written the ServeMux way, or r when Echo matched no route or the route
+// cannot be written so.
+func withPattern(r *http.Request, path string) *http.Request {
+	if path == "" {
+		return r
+	}
+	p, problem := serveMuxPattern(path)
+	if problem != "" {
+		return r
+	}
+	r = r.WithContext(r.Context())
+	r.Pattern = p
+	return r
 }
 
 // status is the status of c's response: for a handler's error, the one

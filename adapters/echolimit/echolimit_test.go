@@ -2,9 +2,9 @@ package echolimit_test
 
 import (
 	"errors"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 
@@ -95,25 +95,58 @@ func TestCountOnlySeesHandlerErrors(t *testing.T) {
 	}
 }
 
-// TestRoutesSyntax: a table in ServeMux's syntax is refused by echolimit.Routes
-// when the Limiter is built, and a Limiter whose table WithRoutes built
-// makes New panic; a table in Echo's syntax builds and serves.
+// TestRoutesSyntax: echolimit.Routes writes Echo's patterns the ServeMux way
+// and refuses what ServeMux cannot write, naming the pattern; a table in
+// ServeMux's syntax given to ratelimit.WithRoutes limits the same routes
+// under Echo, under the same keys.
 func TestRoutesSyntax(t *testing.T) {
-	_, err := ratelimit.New(adaptertest.NewStore(t), "test", echolimit.Routes(map[string][]ratelimit.Limit{"GET /users/{id}": {ratelimit.PerMinute(1)}}))
-	if !errors.Is(err, ratelimit.ErrInvalid) || !strings.Contains(err.Error(), `echolimit.Routes: pattern "GET /users/{id}"`) || !strings.Contains(err.Error(), `Echo writes a parameter ":id"`) {
-		t.Errorf("got %v, want an ErrInvalid naming the pattern and how Echo writes it", err)
-	}
-	if _, err := ratelimit.New(adaptertest.NewStore(t), "test", echolimit.Routes(map[string][]ratelimit.Limit{"GET /users/:id": {ratelimit.PerMinute(1)}})); err != nil {
-		t.Errorf("a table in Echo's syntax: %v", err)
-	}
-	l, err := ratelimit.New(adaptertest.NewStore(t), "test", ratelimit.WithRoutes(map[string][]ratelimit.Limit{"POST /login": {ratelimit.PerMinute(1)}}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if v := recover(); v == nil || !strings.Contains(fmt.Sprint(v), "echolimit.Routes") {
-			t.Errorf("New with a ServeMux table: got panic %v, want one pointing to echolimit.Routes", v)
+	for pattern, want := range map[string]string{
+		"GET /users/{id}": `"{id}" is ServeMux syntax; Echo writes a parameter ":id"`,
+		"/v:version/x":    "fills a whole segment",
+		"/a/*rest/b":      "a catch-all must end the path",
+	} {
+		_, err := ratelimit.New(adaptertest.NewStore(t), "test", echolimit.Routes(map[string][]ratelimit.Limit{pattern: {ratelimit.PerMinute(1)}}))
+		if !errors.Is(err, ratelimit.ErrInvalid) || !strings.Contains(err.Error(), `echolimit.Routes: pattern "`+pattern+`"`) || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: got %v, want an ErrInvalid naming the pattern and %q", pattern, err, want)
 		}
-	}()
-	echolimit.New(l)
+	}
+	_, err := ratelimit.New(adaptertest.NewStore(t), "test", echolimit.Routes(map[string][]ratelimit.Limit{"/users/:id": {ratelimit.PerMinute(1)}, "GET /users/:id": {ratelimit.PerMinute(2)}, "/users/{id}x": nil}))
+	if !errors.Is(err, ratelimit.ErrInvalid) {
+		t.Errorf("a table with braces: got %v, want ErrInvalid", err)
+	}
+	for _, routes := range []ratelimit.Option{
+		echolimit.Routes(map[string][]ratelimit.Limit{"GET /users/:id": {ratelimit.PerMinute(1).Named("users")}, "/files/*": {ratelimit.PerMinute(1).Named("files")}}),
+		ratelimit.WithRoutes(map[string][]ratelimit.Limit{"GET /users/{id}": {ratelimit.PerMinute(1).Named("users")}, "/files/{path...}": {ratelimit.PerMinute(1).Named("files")}}),
+	} {
+		var routes2 []string
+		l, err := ratelimit.New(adaptertest.NewStore(t), "test", routes, ratelimit.WithObserver(func(_ *http.Request, e ratelimit.Event) { routes2 = append(routes2, e.Route) }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := serveRoutes(l)
+		for _, tt := range []struct {
+			path string
+			want []int
+		}{{"/users/1", []int{200, 429}}, {"/files/a/b", []int{200, 429}}} {
+			for i, want := range tt.want {
+				w := httptest.NewRecorder()
+				h.ServeHTTP(w, httptest.NewRequest("GET", tt.path, nil))
+				if w.Code != want {
+					t.Errorf("%s, request %d: got %d, want %d", tt.path, i, w.Code, want)
+				}
+			}
+		}
+		if want := []string{"GET /users/{id}", "GET /users/{id}", "/files/{path...}", "/files/{path...}"}; !slices.Equal(routes2, want) {
+			t.Errorf("observed routes %q, want %q: the ServeMux way", routes2, want)
+		}
+	}
+}
+
+// serveRoutes serves GET /users/:id and GET /files/* through l.
+func serveRoutes(l *ratelimit.Limiter) http.Handler {
+	e := echo.New()
+	e.Use(echolimit.New(l))
+	e.GET("/users/:id", echo.WrapHandler(http.HandlerFunc(adaptertest.OK)))
+	e.GET("/files/*", echo.WrapHandler(http.HandlerFunc(adaptertest.OK)))
+	return e
 }

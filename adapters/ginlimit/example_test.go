@@ -43,5 +43,5 @@ func ExampleRoutes() {
 	// 200 1 left
 	// 200 0 left
 	// 429 Too Many Requests: rate limit exceeded; retry in 60 s
-	// ratelimit: invalid input: ginlimit.Routes: pattern "GET /users/{id}": "{id}" is the syntax of Go's ServeMux and chi; Gin writes a parameter ":id"
+	// ratelimit: invalid input: ginlimit.Routes: pattern "GET /users/{id}": "{id}" is ServeMux syntax; Gin writes a parameter ":id"
 }

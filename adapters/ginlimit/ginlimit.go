@@ -1,8 +1,12 @@
 // Package ginlimit runs a [ratelimit.Limiter] as Gin middleware.
 //
 // It only translates Gin's context: the decision, the keys and the headers
-// are the Limiter's, exactly as with net/http. It takes the same options,
-// with the same names, as the Echo adapter.
+// are the Limiter's, exactly as with net/http. Gin's routes are written the
+// way Go's ServeMux writes them ("/users/:id" as "/users/{id}",
+// "/files/*path" as "/files/{path...}"), so a Limiter's route table, its
+// keys and what an observer is told are the same under Gin as under
+// net/http. It takes the same options, with the same names, as the Echo
+// adapter.
 //
 //	limiter, err := ratelimit.New(store, "api", ratelimit.WithLimits(ratelimit.PerMinute(100)))
 //	...
@@ -10,19 +14,69 @@
 package ginlimit
 
 import (
+	"fmt"
+	"net/http"
+	"strings"
+
 	"github.com/gin-gonic/gin"
 
 	"github.com/ratelimit-go/ratelimit"
-	"github.com/ratelimit-go/ratelimit/internal/routesyntax"
 )
 
-// Routes is [ratelimit.WithRoutes] for a route table in Gin's syntax,
-// the patterns as Gin's FullPath names them, with or without a method:
-// "GET /users/:id", "/files/*path". A pattern in another router's syntax, such as
-// ServeMux's and chi's "{id}", is refused when the Limiter is built,
-// naming the pattern and how Gin writes it.
+// Routes is [ratelimit.WithRoutes] for a route table in Gin's syntax, the
+// patterns as Gin's FullPath names them, with or without a method: "GET
+// /users/:id", "/files/*path". It writes them the ServeMux way and passes
+// them to WithRoutes, which also takes a table written that way. A
+// pattern that ServeMux cannot write (a parameter inside a segment, such
+// as "/v:version") or that holds braces is refused when the Limiter is
+// built, naming the pattern.
 func Routes(table map[string][]ratelimit.Limit) ratelimit.Option {
-	return routesyntax.WithRoutes(routesyntax.Gin, table).(ratelimit.Option)
+	mux := make(map[string][]ratelimit.Limit, len(table))
+	for pattern, limits := range table {
+		p, problem := serveMuxPattern(pattern)
+		if problem == "" {
+			if _, dup := mux[p]; dup {
+				problem = "another pattern of the table is the same route, " + p + " as ServeMux writes it"
+			}
+		}
+		if problem != "" {
+			return func(*ratelimit.Limiter) error {
+				return fmt.Errorf("%w: ginlimit.Routes: pattern %q: %s", ratelimit.ErrInvalid, pattern, problem)
+			}
+		}
+		mux[p] = limits
+	}
+	return ratelimit.WithRoutes(mux)
+}
+
+// serveMuxPattern writes a Gin pattern the way ServeMux does, or says why
+// it cannot: ":name" becomes "{name}", a final "*name" "{name...}".
+func serveMuxPattern(pattern string) (string, string) {
+	if !strings.ContainsAny(pattern, ":*{}") {
+		return pattern, ""
+	}
+	segments := strings.Split(pattern, "/")
+	for i, seg := range segments {
+		j := strings.IndexAny(seg, ":*")
+		switch {
+		case strings.ContainsAny(seg, "{}"):
+			name := strings.Trim(seg, "{}")
+			if rest, ok := strings.CutSuffix(name, "..."); ok {
+				return "", fmt.Sprintf("%q is ServeMux syntax; Gin writes the rest of a path %q", seg, "*"+rest)
+			}
+			return "", fmt.Sprintf("%q is ServeMux syntax; Gin writes a parameter %q", seg, ":"+name)
+		case j < 0:
+		case j > 0 || strings.ContainsAny(seg[1:], ":*") || len(seg) == 1:
+			return "", fmt.Sprintf("%q: ServeMux can only write a named parameter that fills a whole segment", seg)
+		case seg[0] == ':':
+			segments[i] = "{" + seg[1:] + "}"
+		case i != len(segments)-1:
+			return "", fmt.Sprintf("%q: a catch-all must end the path", seg)
+		default:
+			segments[i] = "{" + seg[1:] + "...}"
+		}
+	}
+	return strings.Join(segments, "/"), ""
 }
 
 // An Option configures [New].
@@ -42,17 +96,13 @@ func WithSkipper(skip func(c *gin.Context) bool) Option {
 // l denies or cannot decide is answered by l and aborted; the others go on
 // with the rate-limit headers set and c.Request carrying the decision (see
 // [ratelimit.Decisions]), and their status goes to l.Finish (for
-// [ratelimit.WithCountOnly]). The route l sees is Gin's FullPath, so
-// per-route limits are keyed as in [Routes], for example "GET
-// /users/:id". New panics, when the router is built, if l is nil or its
-// routes are not in Gin's syntax (built with [ratelimit.WithRoutes], not
-// [Routes]). The middleware is safe for concurrent use.
+// [ratelimit.WithCountOnly]). The route l sees is Gin's FullPath written
+// the ServeMux way (see [Routes]), set as the request's Pattern on a
+// shallow copy of c.Request. New panics, when the router is built, if l is
+// nil. The middleware is safe for concurrent use.
 func New(l *ratelimit.Limiter, opts ...Option) gin.HandlerFunc {
 	if l == nil {
 		panic("ginlimit: New: the Limiter is nil")
-	}
-	if s, ok := routesyntax.Of(l); ok && s != routesyntax.Gin {
-		panic("ginlimit: New: the Limiter's routes are in " + s.String() + "'s syntax, which Gin's FullPath never matches; build them with ginlimit.Routes")
 	}
 	var cfg config
 	for _, opt := range opts {
@@ -63,11 +113,7 @@ func New(l *ratelimit.Limiter, opts ...Option) gin.HandlerFunc {
 			c.Next()
 			return
 		}
-		r := c.Request
-		if p := c.FullPath(); p != "" {
-			r = ratelimit.RequestWithRoute(r, p)
-		}
-		r, ok := l.Allow(c.Writer, r)
+		r, ok := l.Allow(c.Writer, withPattern(c.Request, c.FullPath()))
 		if !ok {
 			c.Abort()
 			return
@@ -76,4 +122,20 @@ func New(l *ratelimit.Limiter, opts ...Option) gin.HandlerFunc {
 		c.Next()
 		l.Finish(r, c.Writer.Status())
 	}
+}
+
+// withPattern returns a shallow copy of r whose Pattern is Gin's route
+// written the ServeMux way, or r when Gin matched no route or the route
+// cannot be written so.
+func withPattern(r *http.Request, fullPath string) *http.Request {
+	if fullPath == "" {
+		return r
+	}
+	p, problem := serveMuxPattern(fullPath)
+	if problem != "" {
+		return r
+	}
+	r = r.WithContext(r.Context())
+	r.Pattern = p
+	return r
 }

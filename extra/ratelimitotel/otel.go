@@ -83,7 +83,7 @@ type options struct {
 type labels struct {
 	kind                    uint8
 	namespace, route, limit string
-	outcome                 ratelimit.Outcome
+	outcome                 string
 }
 
 // Kinds of labels.
@@ -134,12 +134,12 @@ func (o *Observer) Observe(r *http.Request, e ratelimit.Event) {
 	for _, res := range e.Decision.Results() {
 		out := e.Outcome
 		if res.Allowed {
-			out = ratelimit.Allowed
+			out = "allowed"
 		}
 		o.limits.Add(ctx, 1, o.sets.Get(labels{kind: limitKind, namespace: e.Namespace, route: e.Route, limit: res.Limit.Name, outcome: out}).add...)
 	}
 	switch e.Outcome {
-	case ratelimit.Denied, ratelimit.Banned, ratelimit.WouldDeny:
+	case "denied", "banned", "would_deny":
 		denied(ctx, e)
 	}
 }
@@ -159,7 +159,7 @@ func denied(ctx context.Context, e ratelimit.Event) {
 	span.AddEvent("ratelimit.denied", trace.WithAttributes(
 		keyNamespace.String(e.Namespace),
 		keyRoute.String(e.Route),
-		keyOutcome.String(e.Outcome.String()),
+		keyOutcome.String(e.Outcome),
 		attribute.Key("ratelimit.limits").String(strings.Join(names, ",")),
 		attribute.Key("ratelimit.retry_after").Float64(e.Decision.RetryAfter.Seconds()),
 	))
@@ -181,9 +181,9 @@ func makeOptions(l labels) options {
 	attrs := []attribute.KeyValue{keyNamespace.String(l.namespace)}
 	switch l.kind {
 	case requestKind:
-		attrs = append(attrs, keyRoute.String(l.route), keyOutcome.String(l.outcome.String()))
+		attrs = append(attrs, keyRoute.String(l.route), keyOutcome.String(l.outcome))
 	case limitKind:
-		attrs = append(attrs, keyRoute.String(l.route), keyLimit.String(l.limit), keyOutcome.String(l.outcome.String()))
+		attrs = append(attrs, keyRoute.String(l.route), keyLimit.String(l.limit), keyOutcome.String(l.outcome))
 	case routeKind:
 		attrs = append(attrs, keyRoute.String(l.route))
 	}

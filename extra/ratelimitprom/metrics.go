@@ -13,7 +13,7 @@
 // patterns, limit names and outcomes, never a key, an address or an API
 // key. The metrics:
 //
-//	ratelimit_requests_total{namespace,route,outcome}            requests by outcome (see ratelimit.Outcome)
+//	ratelimit_requests_total{namespace,route,outcome}            requests by outcome (see string)
 //	ratelimit_limit_decisions_total{namespace,route,limit,outcome} each limit's verdict: allowed, denied, would_deny (dry run), banned
 //	ratelimit_fallback_decisions_total{namespace,route}          requests decided in process by a Fallback
 //	ratelimit_store_duration_seconds{namespace}                  the store's latency per request (histogram)
@@ -74,12 +74,12 @@ type Metrics struct {
 
 type requestLabels struct {
 	namespace, route string
-	outcome          ratelimit.Outcome
+	outcome          string
 }
 
 type limitLabels struct {
 	namespace, route, limit string
-	outcome                 ratelimit.Outcome
+	outcome                 string
 }
 
 type routeLabels struct{ namespace, route string }
@@ -109,12 +109,12 @@ func New() *Metrics {
 	}
 	m.reqs = &seriesMap[requestLabels, prometheus.Counter]{Max: MaxSeries,
 		Make: func(l requestLabels) prometheus.Counter {
-			return m.requests.WithLabelValues(l.namespace, l.route, l.outcome.String())
+			return m.requests.WithLabelValues(l.namespace, l.route, l.outcome)
 		},
 		Overflow: func(l requestLabels) requestLabels { l.route = other; return l }}
 	m.verdicts = &seriesMap[limitLabels, prometheus.Counter]{Max: MaxSeries,
 		Make: func(l limitLabels) prometheus.Counter {
-			return m.limits.WithLabelValues(l.namespace, l.route, l.limit, l.outcome.String())
+			return m.limits.WithLabelValues(l.namespace, l.route, l.limit, l.outcome)
 		},
 		Overflow: func(l limitLabels) limitLabels { l.route, l.limit = other, other; return l }}
 	m.fellBack = &seriesMap[routeLabels, prometheus.Counter]{Max: MaxSeries,
@@ -138,7 +138,7 @@ func (m *Metrics) Observe(_ *http.Request, e ratelimit.Event) {
 	for _, res := range e.Decision.Results() {
 		o := e.Outcome
 		if res.Allowed {
-			o = ratelimit.Allowed
+			o = "allowed"
 		}
 		m.verdicts.Get(limitLabels{e.Namespace, e.Route, res.Limit.Name, o}).Inc()
 	}

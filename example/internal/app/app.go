@@ -163,7 +163,7 @@ func New(c Config) (*App, error) {
 		a.Close()
 		return nil, fmt.Errorf("-trusted-proxies: %w", err)
 	}
-	home := ratelimit.Limit{Quota: c.Limit, Window: c.Window}.Using(c.Algorithm).WithBurst(c.Burst).Named("home")
+	home := ratelimit.Limit{Algorithm: c.Algorithm, Quota: c.Limit, Window: c.Window, Burst: c.Burst, Name: "home"}
 	observe := ratelimit.WithObserver(a.Metrics.Observe)
 	if a.IP, err = ratelimit.New(s, "ip", ratelimit.WithKey(key), ratelimit.WithLimits(home), observe); err != nil {
 		a.Close()
@@ -328,7 +328,7 @@ func (a *App) Describe(w io.Writer) {
 		fmt.Fprintln(w, "API keys: hashed with a random secret, so their limits are this server's own; give every server the same -key-secret to share them")
 	}
 	fmt.Fprintln(w, "routes:")
-	fmt.Fprintf(w, "  GET /        per client IP: %v\n", ratelimit.Limit{Quota: c.Limit, Window: c.Window}.Using(c.Algorithm).WithBurst(c.Burst).Named("home"))
+	fmt.Fprintf(w, "  GET /        per client IP: %v\n", ratelimit.Limit{Algorithm: c.Algorithm, Quota: c.Limit, Window: c.Window, Burst: c.Burst, Name: "home"})
 	fmt.Fprintf(w, "  POST /login  per client IP, failed attempts only: %v (a correct password, \"letmein\", never counts and clears them); %v\n", LoginLimit, LoginBan)
 	fmt.Fprintln(w, "  GET /quota   GET /'s quota left for the caller, without spending it")
 	for _, plan := range []struct {
