@@ -15,7 +15,7 @@ import (
 
 // Check reports whether Redis can decide now, and if not, why. It runs
 // two small scripts. The first calls every command the store's scripts
-// call, in forms that change nothing, and returns a [ConfigError] naming
+// call, in forms that change nothing, and returns an [ErrMisconfigured] naming
 // those the server or its ACL user refuses; it is sent with EVAL, and on
 // keys of several slots, which a Redis Cluster node refuses when reached
 // by a single server's client. The second reads TIME and writes a key
@@ -31,7 +31,7 @@ import (
 // server's maxmemory-policy lets it evict the store's counters.
 //
 // Call it at startup: it fails where decisions would, with an error that
-// says what to fix (a [ConfigError], or several joined), and never holds a
+// says what to fix (an [ErrMisconfigured], or several joined), and never holds a
 // password. The keys it writes are under the store's prefix and expire
 // within a minute.
 func (s *Redis) Check(ctx context.Context) error {
@@ -71,7 +71,7 @@ func (s *Redis) checkKey(slot int) string {
 }
 
 // diagnose runs check.lua through c with EVAL and returns what it or
-// Redis refused, as ConfigErrors.
+// Redis refused, as misconfigurations.
 func (s *Redis) diagnose(ctx context.Context, c RedisClient, keys []string) error {
 	args := make([]any, len(storeCommands))
 	for i, name := range storeCommands {
@@ -95,21 +95,21 @@ func (s *Redis) diagnose(ctx context.Context, c RedisClient, keys []string) erro
 		case "unknown":
 			unknown = append(unknown, name)
 		case "key":
-			errs = append(errs, &ConfigError{Problem: "the ACL user may not use the store's keys", Fix: "give it ~" + s.prefix + "*", Err: said})
+			errs = append(errs, &misconfiguration{problem: "the ACL user may not use the store's keys", fix: "give it ~" + s.prefix + "*", err: said})
 		}
 	}
 	if len(denied) > 0 {
-		errs = append(errs, &ConfigError{
-			Problem: "the ACL user may not run " + strings.Join(denied, ", "),
-			Fix:     "add +" + strings.Join(denied, " +") + " to its rule; the store needs the ACL rule " + ACLRule(s.prefix),
-			Err:     said,
+		errs = append(errs, &misconfiguration{
+			problem: "the ACL user may not run " + strings.Join(denied, ", "),
+			fix:     "add +" + strings.Join(denied, " +") + " to its rule; the store needs the ACL rule " + ACLRule(s.prefix),
+			err:     said,
 		})
 	}
 	if len(unknown) > 0 {
-		errs = append(errs, &ConfigError{
-			Problem: "Redis has renamed or disabled " + strings.Join(unknown, ", "),
-			Fix:     "the store needs EVAL, EVALSHA and " + strings.Join(storeCommands, ", "),
-			Err:     said,
+		errs = append(errs, &misconfiguration{
+			problem: "Redis has renamed or disabled " + strings.Join(unknown, ", "),
+			fix:     "the store needs EVAL, EVALSHA and " + strings.Join(storeCommands, ", "),
+			err:     said,
 		})
 	}
 	return errors.Join(errs...)

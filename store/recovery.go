@@ -57,14 +57,14 @@ const misconfigLogEvery = time.Minute
 // kept.
 const maxLoggedProblems = 64
 
-// logMisconfig logs at ERROR each ConfigError in err: what is wrong and
+// logMisconfig logs at ERROR each misconfiguration in err: what is wrong and
 // how to fix it, at once the first time, then once every
 // misconfigLogEvery.
 func (f *Fallback) logMisconfig(err error) {
-	for _, ce := range configErrors(err) {
+	for _, ce := range misconfigurations(err) {
 		now := time.Now()
 		f.mu.Lock()
-		last, seen := f.logged[ce.Problem]
+		last, seen := f.logged[ce.problem]
 		if seen && now.Sub(last) < misconfigLogEvery {
 			f.mu.Unlock()
 			continue
@@ -72,25 +72,25 @@ func (f *Fallback) logMisconfig(err error) {
 		if f.logged == nil || len(f.logged) >= maxLoggedProblems {
 			f.logged = make(map[string]time.Time)
 		}
-		f.logged[ce.Problem] = now
+		f.logged[ce.problem] = now
 		f.mu.Unlock()
 		f.logger.LogAttrs(context.Background(), slog.LevelError, "ratelimit: Redis is misconfigured; deciding in process until it is fixed",
-			slog.String("problem", ce.Problem), slog.String("fix", ce.Fix), slog.String("error", ce.Err.Error()))
+			slog.String("problem", ce.problem), slog.String("fix", ce.fix), slog.String("error", ce.err.Error()))
 	}
 }
 
-// configErrors returns the ConfigErrors in err's tree.
-func configErrors(err error) []*ConfigError {
-	if ce, ok := err.(*ConfigError); ok {
-		return []*ConfigError{ce}
+// misconfigurations returns the misconfigurations in err's tree.
+func misconfigurations(err error) []*misconfiguration {
+	if ce, ok := err.(*misconfiguration); ok {
+		return []*misconfiguration{ce}
 	}
 	switch e := err.(type) {
 	case interface{ Unwrap() error }:
-		return configErrors(e.Unwrap())
+		return misconfigurations(e.Unwrap())
 	case interface{ Unwrap() []error }:
-		var all []*ConfigError
+		var all []*misconfiguration
 		for _, err := range e.Unwrap() {
-			all = append(all, configErrors(err)...)
+			all = append(all, misconfigurations(err)...)
 		}
 		return all
 	}
