@@ -35,14 +35,14 @@ import (
 // password. The keys it writes are under the store's prefix and expire
 // within a minute.
 func (s *Redis) Check(ctx context.Context) error {
-	if err := s.check(ctx, s.client); err != nil {
+	if err := s.checkThrough(ctx, s.client); err != nil {
 		return withTLSHint(err, s.client)
 	}
 	return evictionError(s.evictingServers(ctx))
 }
 
-// check is Check through c, the store's client or one made like it.
-func (s *Redis) check(ctx context.Context, c RedisClient) error {
+// checkThrough is Check through c, the store's client or one made like it.
+func (s *Redis) checkThrough(ctx context.Context, c RedisClient) error {
 	if cluster, ok := c.(*redis.ClusterClient); ok {
 		return s.checkCluster(ctx, cluster)
 	}
@@ -196,7 +196,7 @@ func (s *Redis) warm(ctx context.Context) error {
 	single, ok := s.client.(*redis.Client)
 	if !ok {
 		if _, cluster := s.client.(*redis.ClusterClient); cluster && s.fn.useFunctions() {
-			if refused, err := s.fn.load(ctx, s.client); !refused {
+			if refused, err := s.fn.loadShared(ctx, s.client); !refused {
 				return err
 			}
 		}

@@ -105,7 +105,7 @@ func (f *Fallback) checkAtStart() {
 	defer cancel()
 	c, end := probeClient(f.redis.client)
 	defer end()
-	if err := f.redis.check(ctx, c); faultOf(context.Background(), err) == misconfig {
+	if err := f.redis.checkThrough(ctx, c); faultOf(context.Background(), err) == misconfig {
 		f.fail(err)
 	}
 }
@@ -125,7 +125,7 @@ func (f *Fallback) probe(stop chan struct{}) {
 		start := time.Now()
 		ctx, cancel := context.WithTimeout(context.Background(), f.callTimeout())
 		c, end := probeClient(f.redis.client)
-		err := f.redis.check(ctx, c)
+		err := f.redis.checkThrough(ctx, c)
 		if err == nil {
 			err = f.measureClock(ctx, c)
 		}
