@@ -15,25 +15,26 @@ import (
 
 // Check reports whether Redis can decide now, and if not, why. It runs
 // two small scripts. The first calls every command the store's scripts
-// call, in forms that change nothing, and returns an [ErrMisconfigured] naming
-// those the server or its ACL user refuses; it is sent with EVAL, and on
-// keys of several slots, which a Redis Cluster node refuses when reached
-// by a single server's client. The second reads TIME and writes a key
-// with a TTL, as decisions do, so that a server answering PING but
-// refusing decisions (paused for writes, a read-only replica, out of
-// memory) fails it; it is sent with EVALSHA. On a Redis Cluster, Check
-// first reloads the client's map of the slots, and passes only when every
-// master in it answers with the same map, covering every slot, the client
-// routes each range of slots to its master, and both scripts run there
-// through the client: decisions then find Redis as the check did.
+// call, in forms that change nothing, and returns an error wrapping
+// [ErrMisconfigured] that names those the server or its ACL user
+// refuses; it is sent with EVAL, and on keys of several slots, which a
+// Redis Cluster node refuses when reached by a single server's client.
+// The second reads TIME and writes a key with a TTL, as decisions do, so
+// that a server answering PING but refusing decisions (paused for
+// writes, a read-only replica, out of memory) fails it; it is sent with
+// EVALSHA. On a Redis Cluster, Check first reloads the client's map of
+// the slots, and passes only when every master in it answers with the
+// same map, covering every slot, the client routes each range of slots
+// to its master, and both scripts run there through the client:
+// decisions then find Redis as the check did.
 //
 // Once those pass, where CONFIG GET is permitted, Check also fails when a
 // server's maxmemory-policy lets it evict the store's counters.
 //
 // Call it at startup: it fails where decisions would, with an error that
-// says what to fix (an [ErrMisconfigured], or several joined), and never holds a
-// password. The keys it writes are under the store's prefix and expire
-// within a minute.
+// says what to fix (wrapping [ErrMisconfigured], one for each problem,
+// joined), and never holds a password. The keys it writes are under the
+// store's prefix and expire within a minute.
 func (s *Redis) Check(ctx context.Context) error {
 	if err := s.checkThrough(ctx, s.client); err != nil {
 		return withTLSHint(err, s.client)
