@@ -7,7 +7,8 @@
 // failover client), Redis Cluster and Ring, and [Redis.Check] tells a
 // misconfigured Redis (missing ACL permissions, TLS mistakes, a cluster
 // node behind a single server's client, an evicting maxmemory-policy) from
-// a working one, as a [ConfigError] saying what to fix.
+// a working one, with an error saying what to fix that wraps
+// [ErrMisconfigured].
 //
 // [Memory] keeps the counters in this process, with the same semantics as
 // the Redis scripts, in bounded memory: for a service with one instance,
@@ -17,7 +18,9 @@
 // misconfigured or failing over, in process, dividing each limit among the
 // service's instances; when Redis answers again it brings what was decided
 // meanwhile to Redis, then sends decisions back to it. It is the
-// configuration to run in production.
+// configuration to run in production. [Fallback.Health] says where its
+// decisions are made and what it has counted; its [FallbackHealth]
+// marshals to JSON for a health handler.
 //
 // Each applies the ban a set of limits may carry (see [ratelimit.Ban]) in
 // the same atomic step as the limits: Redis keeps a key's ban state beside

@@ -125,9 +125,9 @@ func ExampleNewFallback() {
 	srv.Close()
 	d, err = s.Allow(ctx, "user:42", 1, limits)
 	fmt.Println("Redis down:", d.Allowed, d.Results()[0].Remaining, d.Fallback, err)
-	fmt.Println("healthy:", s.Stats().Healthy)
+	fmt.Println("decisions:", s.Health().Decisions)
 	// Output:
 	// on Redis: true 9 false
 	// Redis down: true 4 true <nil>
-	// healthy: false
+	// decisions: in_process
 }

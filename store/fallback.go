@@ -26,8 +26,8 @@ const (
 //
 // Each decision has a time budget (see FallbackOptions.Budget). When Redis is
 // unavailable (the network, a restart, a failover, a paused or full
-// server), is misconfigured (see [ConfigError]: logged at ERROR, with what
-// to fix), or overruns the budget, the request is decided in process,
+// server), is misconfigured (see [ErrMisconfigured]: logged at ERROR, with
+// what to fix), or overruns the budget, the request is decided in process,
 // Redis is marked down, and later requests skip it: they are decided in
 // process at once. One goroutine then checks Redis every probe interval
 // (see FallbackOptions.ProbeInterval and [Redis.Check]) and, as soon as Redis can
@@ -233,7 +233,7 @@ func (f *Fallback) Allow(ctx context.Context, key string, cost int, limits *rate
 // share of each limit, with Decision.Fallback set, as the next Allow in
 // process would: from what Redis last said of the key if that decision
 // would start from it. A Peek records nothing, for Redis or in process,
-// and is not counted in Stats.
+// and is not counted in [Fallback.Health].
 func (f *Fallback) Peek(ctx context.Context, key string, cost int, limits *ratelimit.Limits) (ratelimit.Decision, error) {
 	given, set, err := checkRequest(key, cost, limits)
 	if err != nil {
@@ -309,22 +309,6 @@ func (f *Fallback) Reset(ctx context.Context, key string, limits *ratelimit.Limi
 		}
 		sh.mu.Unlock() // Redis came back meanwhile: reset it there
 	}
-}
-
-// FallbackStats counts a Fallback's events since it was made.
-type FallbackStats struct {
-	Healthy       bool   // decisions go to Redis now, not in process
-	Local         uint64 // decisions made in process
-	Failures      uint64 // Redis calls that failed or overran the budget
-	Misconfigured uint64 // of those, the ones that failed for a misconfiguration (see ConfigError)
-	Outages       uint64 // times decisions went to memory because Redis failed
-	Recoveries    uint64 // times Redis came back
-	Reconciled    uint64 // keys whose in-process resets and admissions were brought to Redis
-}
-
-// Stats returns whether decisions go to Redis now, and the counts so far.
-func (f *Fallback) Stats() FallbackStats {
-	return FallbackStats{Healthy: !f.down.Load(), Local: f.nLocal.Load(), Failures: f.nFailed.Load(), Misconfigured: f.nConfig.Load(), Outages: f.nDown.Load(), Recoveries: f.nRevived.Load(), Reconciled: f.nCharged.Load()}
 }
 
 // Close stops the probing goroutine and waits for it. Decisions still

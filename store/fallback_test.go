@@ -138,14 +138,14 @@ func TestFallbackDownAndBack(t *testing.T) {
 			t.Errorf("Redis down, request %d: got %+v, want a local decision, allowed %v", i, d, want)
 		}
 	}
-	if f.Stats().Healthy {
-		t.Error("Stats().Healthy = true while Redis is down")
+	if f.Health().Decisions == "redis" {
+		t.Error("Health().Decisions = \"redis\" while Redis is down")
 	}
 
 	if err := m.Restart(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the probe to find Redis back and bring it the backlog", func() bool { return f.Stats().Healthy && !f.reconciling.Load() })
+	waitFor(t, "the probe to find Redis back and bring it the backlog", func() bool { return f.Health().Decisions == "redis" && !f.reconciling.Load() })
 	d, err = f.Allow(ctx, "k", 1, l)
 	if err != nil || d.Fallback {
 		t.Fatalf("Redis back: got %+v, %v; want a Redis decision", d, err)
@@ -153,8 +153,8 @@ func TestFallbackDownAndBack(t *testing.T) {
 	if got := health.get(); len(got) != 2 || got[0] || !got[1] {
 		t.Errorf("health hook saw %v, want [false true]", got)
 	}
-	if s := f.Stats(); s.Local != 4 || s.Failures != 1 || s.Recoveries != 1 {
-		t.Errorf("Stats() = %+v, want 4 local decisions, 1 failure, 1 recovery", s)
+	if s := f.Health(); s.Local != 4 || s.Failures != 1 || s.Recoveries != 1 {
+		t.Errorf("Health() = %+v, want 4 local decisions, 1 failure, 1 recovery", s)
 	}
 	// Go down again, so that a probe runs, and leave it to Close: no
 	// goroutine may outlive the test.
@@ -209,8 +209,8 @@ func TestFallbackKeepsErrorsThatAreNotOutages(t *testing.T) {
 	if _, err := f.Allow(canceled, "other", 1, l); err == nil {
 		t.Error("a canceled request: got no error")
 	}
-	if st := f.Stats(); !st.Healthy || st.Local != 0 {
-		t.Errorf("none of these is an outage: Stats %+v", st)
+	if st := f.Health(); st.Decisions != "redis" || st.Local != 0 {
+		t.Errorf("none of these is an outage: Health %+v", st)
 	}
 }
 
@@ -312,8 +312,8 @@ func TestFallbackPeek(t *testing.T) {
 	if _, err := f.Peek(ctx, "", 1, l); !errors.Is(err, ratelimit.ErrInvalid) {
 		t.Errorf("Redis down, Peek of an empty key: got %v, want ErrInvalid", err)
 	}
-	if s := f.Stats(); s.Healthy || s.Failures != 1 || s.Local != 0 {
-		t.Errorf("after the Peeks: Stats() = %+v; want Redis down after 1 failure, no decision in process", s)
+	if s := f.Health(); s.Decisions == "redis" || s.Failures != 1 || s.Local != 0 {
+		t.Errorf("after the Peeks: Health() = %+v; want Redis down after 1 failure, no decision in process", s)
 	}
 	if n, held := f.backlog.keys.Load(), f.local.len(); n != 0 || held != 0 {
 		t.Errorf("after the Peeks: %d keys in the backlog, %d in process; want none", n, held)
@@ -333,8 +333,8 @@ func TestFallbackPeek(t *testing.T) {
 			t.Errorf("request %d: Peek said %d remaining, the decision left %d; want one less", i, p.Results()[0].Remaining, d.Results()[0].Remaining)
 		}
 	}
-	if s := f.Stats(); s.Local != 3 {
-		t.Errorf("Stats().Local = %d, want the 3 decisions and no Peek", s.Local)
+	if s := f.Health(); s.Local != 3 {
+		t.Errorf("Health().Local = %d, want the 3 decisions and no Peek", s.Local)
 	}
 
 	t.Run("share", func(t *testing.T) {

@@ -326,7 +326,7 @@ func TestFaultRestarted(t *testing.T) {
 	r.srv.Kill()
 	waitFor(t, "the fallback to notice", func() bool {
 		r.get(http.DefaultClient, "poke")
-		return !r.fallback.Stats().Healthy
+		return r.fallback.Health().Decisions != "redis"
 	})
 	if err := r.srv.Restart(); err != nil {
 		t.Fatal(err)
@@ -364,7 +364,7 @@ func TestFaultPaused(t *testing.T) {
 	if worst > faultBudget+faultMargin {
 		t.Errorf("a request took %v, more than the budget %v + margin %v", worst, faultBudget, faultMargin)
 	}
-	waitFor(t, "Redis to be used again after SIGCONT", func() bool { return r.fallback.Stats().Healthy })
+	waitFor(t, "Redis to be used again after SIGCONT", func() bool { return r.fallback.Health().Decisions == "redis" })
 }
 
 // (d) Redis back with no data: limits hold again, and remaining is never
@@ -380,7 +380,7 @@ func TestFaultBackEmpty(t *testing.T) {
 	}
 	waitFor(t, "Redis to be used", func() bool {
 		r.get(http.DefaultClient, "poke")
-		return r.fallback.Stats().Healthy
+		return r.fallback.Health().Decisions == "redis"
 	})
 	for _, key := range []string{"before", "after"} {
 		passed := 0

@@ -414,3 +414,37 @@ func (s *Redis) Reset(ctx context.Context, key string, limits *ratelimit.Limits)
 	}
 	return nil
 }
+
+// chargeBacklog brings one key's backlog (see backlog, the Fallback's)
+// to Redis in one run of charge: resets first, then the admissions
+// since, at their times on Redis's clock (offset is Redis's clock minus
+// the Fallback's, in µs). A reset deletes the key's ban on Redis too, as
+// a Reset does; strikes and bans decided in process stay there.
+func (s *Redis) chargeBacklog(ctx context.Context, key string, p *pendingKey, offset int64) error {
+	keys := make([]string, 0, len(p.limits))
+	var args []any
+	reset := false
+	for _, e := range p.limits {
+		keys = append(keys, s.prefix+"{"+key+"}"+e.c.Suffix)
+		flag := "0"
+		if e.reset {
+			flag, reset = "1", true
+		}
+		args = append(args, e.c.Args[:]...)
+		args = append(args, flag, len(e.spent))
+		for _, sp := range e.spent {
+			args = append(args, strconv.FormatInt(sp.at+offset, 10), sp.cost)
+		}
+	}
+	if reset {
+		keys = append(keys, s.banKey(key))
+	}
+	err := s.fn.run(ctx, s.client, chargeProgram, keys, args...).Err()
+	if reset && s.denied != nil {
+		s.denied.reset(key)
+	}
+	if err != nil {
+		return fmt.Errorf("ratelimit: redis: bringing to Redis what was decided in process for %s: %w", keyRef(key, nil), misconfigured(err, s.prefix, s.cluster))
+	}
+	return nil
+}

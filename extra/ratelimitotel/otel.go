@@ -210,14 +210,14 @@ func (o *Observer) WatchFallback(name string, f *store.Fallback) error {
 	down := metric.WithAttributeSet(attribute.NewSet(keyStore.String(name), keyTo.String("in_process")))
 	up := metric.WithAttributeSet(attribute.NewSet(keyStore.String(name), keyTo.String("redis")))
 	_, err = o.meter.RegisterCallback(func(_ context.Context, obs metric.Observer) error {
-		s := f.Stats()
+		h := f.Health()
 		var a int64
-		if !s.Healthy {
+		if h.Decisions != "redis" {
 			a = 1
 		}
 		obs.ObserveInt64(active, a, storeSet)
-		obs.ObserveInt64(moves, int64(s.Outages), down)
-		obs.ObserveInt64(moves, int64(s.Recoveries), up)
+		obs.ObserveInt64(moves, int64(h.Outages), down)
+		obs.ObserveInt64(moves, int64(h.Recoveries), up)
 		return nil
 	}, active, moves)
 	return err

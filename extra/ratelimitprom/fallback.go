@@ -7,7 +7,7 @@ import (
 )
 
 // fallbackDescs describe the metrics of a watched Fallback, read from its
-// Health and Stats at each scrape.
+// Health at each scrape.
 type fallbackDescs struct {
 	active, changed, transitions, errors, local, reconciled *prometheus.Desc
 }
@@ -38,18 +38,18 @@ func (d *fallbackDescs) describe(ch chan<- *prometheus.Desc) {
 
 // collect sends f's metrics under store=name.
 func (d *fallbackDescs) collect(ch chan<- prometheus.Metric, name string, f *store.Fallback) {
-	h, s := f.Health(), f.Stats()
+	h := f.Health()
 	active := 0.0
-	if !h.OnRedis {
+	if h.Decisions != "redis" {
 		active = 1
 	}
 	ch <- prometheus.MustNewConstMetric(d.active, prometheus.GaugeValue, active, name)
 	ch <- prometheus.MustNewConstMetric(d.changed, prometheus.GaugeValue, float64(h.Since.UnixNano())/1e9, name)
-	ch <- prometheus.MustNewConstMetric(d.transitions, prometheus.CounterValue, float64(s.Outages), name, "in_process")
-	ch <- prometheus.MustNewConstMetric(d.transitions, prometheus.CounterValue, float64(s.Recoveries), name, "redis")
-	outages := s.Failures - min(s.Misconfigured, s.Failures) // the two are read one after the other
+	ch <- prometheus.MustNewConstMetric(d.transitions, prometheus.CounterValue, float64(h.Outages), name, "in_process")
+	ch <- prometheus.MustNewConstMetric(d.transitions, prometheus.CounterValue, float64(h.Recoveries), name, "redis")
+	outages := h.Failures - min(h.Misconfigured, h.Failures) // the two are read one after the other
 	ch <- prometheus.MustNewConstMetric(d.errors, prometheus.CounterValue, float64(outages), name, "outage")
-	ch <- prometheus.MustNewConstMetric(d.errors, prometheus.CounterValue, float64(s.Misconfigured), name, "misconfigured")
-	ch <- prometheus.MustNewConstMetric(d.local, prometheus.CounterValue, float64(s.Local), name)
-	ch <- prometheus.MustNewConstMetric(d.reconciled, prometheus.CounterValue, float64(s.Reconciled), name)
+	ch <- prometheus.MustNewConstMetric(d.errors, prometheus.CounterValue, float64(h.Misconfigured), name, "misconfigured")
+	ch <- prometheus.MustNewConstMetric(d.local, prometheus.CounterValue, float64(h.Local), name)
+	ch <- prometheus.MustNewConstMetric(d.reconciled, prometheus.CounterValue, float64(h.Reconciled), name)
 }

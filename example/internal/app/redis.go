@@ -279,11 +279,11 @@ func (c *connection) describe(ctx context.Context) string {
 // checkError is what the startup check found, with the example's own
 // way to fix what the library's message says in client options.
 func (c *connection) checkError(err error) error {
-	var ce *store.ConfigError
-	if errors.As(err, &ce) && strings.Contains(ce.Fix, "tls.Config.RootCAs") {
+	misconfigured := errors.Is(err, store.ErrMisconfigured)
+	if misconfigured && strings.Contains(err.Error(), "tls.Config.RootCAs") {
 		err = fmt.Errorf("%w\n(give the certificate authority with -redis-ca FILE or $REDIS_CA_FILE)", err)
 	}
-	if errors.As(err, &ce) && strings.Contains(ce.Fix, "tls.Config.Certificates") {
+	if misconfigured && strings.Contains(err.Error(), "tls.Config.Certificates") {
 		err = fmt.Errorf("%w\n(give a client certificate with -redis-cert and -redis-key)", err)
 	}
 	return fmt.Errorf("%s %s: %w", c.flag, c.where, err)

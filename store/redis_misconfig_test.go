@@ -124,7 +124,7 @@ var everyAlgorithm = []ratelimit.Limit{
 }
 
 // TestCheckNamesEachMissingCommand removes each command of ACLRule in
-// turn: Check names it; the bare store returns a ConfigError when a
+// turn: Check names it; the bare store returns an ErrMisconfigured when a
 // decision needs it; and under load through a Fallback, no request beyond
 // the limit is admitted while an ERROR names the command.
 func TestCheckNamesEachMissingCommand(t *testing.T) {
@@ -145,9 +145,9 @@ func TestCheckNamesEachMissingCommand(t *testing.T) {
 			limits := limitsOf(t, everyAlgorithm...)
 
 			err := r.Check(ctx)
-			var ce *ConfigError
+			var ce *misconfiguration
 			if !errors.As(err, &ce) || !strings.Contains(err.Error(), missing) {
-				t.Fatalf("Check: got %v, want a ConfigError naming %s", err, missing)
+				t.Fatalf("Check: got %v, want an ErrMisconfigured naming %s", err, missing)
 			}
 			t.Logf("Check: %v", err)
 
@@ -167,7 +167,7 @@ func TestCheckNamesEachMissingCommand(t *testing.T) {
 				}
 			}
 			if bareErr != nil && !errors.As(bareErr, &ce) {
-				t.Fatalf("the bare store: got %v, want a ConfigError", bareErr)
+				t.Fatalf("the bare store: got %v, want an ErrMisconfigured", bareErr)
 			}
 
 			f, err := NewFallback(r, FallbackOptions{Budget: time.Second, ProbeInterval: 20 * time.Millisecond, Logger: logger})
@@ -199,7 +199,7 @@ func TestCheckNamesEachMissingCommand(t *testing.T) {
 			}
 			named := regexp.MustCompile(`level=ERROR .*problem="the ACL user may not run [a-z, ]*\b` + missing + `\b`)
 			waitFor(t, "an ERROR naming "+missing, func() bool { return named.MatchString(logs.String()) })
-			if st := f.Stats(); st.Healthy || st.Misconfigured == 0 {
+			if st := f.Health(); st.Decisions == "redis" || st.Misconfigured == 0 {
 				t.Errorf("%+v: want down for a misconfiguration", st)
 			}
 		})
@@ -270,22 +270,22 @@ func TestFaultPasswordRotated(t *testing.T) {
 	if err := newClient(t, srv.Addr).Do(ctx, "CLIENT", "KILL", "USER", "rotated").Err(); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { t.Logf("logs:\n%s\n%+v", logs.String(), f.Stats()) }()
+	defer func() { t.Logf("logs:\n%s\n%+v", logs.String(), f.Health()) }()
 	waitFor(t, "an ERROR saying the password was rejected", func() bool {
 		return regexp.MustCompile(`level=ERROR .*problem="Redis rejected the client's username or password"`).MatchString(logs.String())
 	})
-	if f.Stats().Healthy {
+	if f.Health().Decisions == "redis" {
 		t.Error("healthy with the password rejected")
 	}
 	setACL(t, srv, "rotated", "pw-rotated", ACLRule(prefix))
-	waitFor(t, "decisions back on Redis", func() bool { return f.Stats().Healthy })
+	waitFor(t, "decisions back on Redis", func() bool { return f.Health().Decisions == "redis" })
 	close(stop)
 	admitted, onRedis := wait()
 	waitBusy()
 	if admitted > 10 || admitted == 0 {
 		t.Errorf("admitted %d under a limit of 10", admitted)
 	}
-	if st := f.Stats(); st.Local == 0 || st.Recoveries == 0 || onRedis == 0 {
+	if st := f.Health(); st.Local == 0 || st.Recoveries == 0 || onRedis == 0 {
 		t.Errorf("%+v, %d on Redis: want decisions in memory, then a recovery", st, onRedis)
 	}
 	if strings.Contains(logs.String(), "a-new-password") || strings.Contains(logs.String(), "pw-rotated") {
@@ -307,9 +307,9 @@ func TestFaultClusterNodeThroughSingleClient(t *testing.T) {
 	r := newStore(t, client, RedisOptions{Prefix: uniquePrefix(), Logger: logger})
 	ctx := context.Background()
 	err := r.Check(ctx)
-	var ce *ConfigError
-	if !errors.As(err, &ce) || !strings.Contains(ce.Problem, "Redis Cluster node") {
-		t.Fatalf("Check: got %v, want a ConfigError saying this is a cluster node", err)
+	var ce *misconfiguration
+	if !errors.As(err, &ce) || !strings.Contains(ce.problem, "Redis Cluster node") {
+		t.Fatalf("Check: got %v, want an ErrMisconfigured saying this is a cluster node", err)
 	}
 	t.Logf("Check: %v", err)
 	var bareErr error
@@ -317,8 +317,8 @@ func TestFaultClusterNodeThroughSingleClient(t *testing.T) {
 	for i := 0; i < 20 && bareErr == nil; i++ { // some key is on another node
 		_, bareErr = r.Allow(ctx, fmt.Sprintf("bare%d", i), 1, limits)
 	}
-	if !errors.As(bareErr, &ce) || !strings.Contains(ce.Problem, "Redis Cluster node") {
-		t.Fatalf("the bare store: got %v, want a ConfigError saying this is a cluster node", bareErr)
+	if !errors.As(bareErr, &ce) || !strings.Contains(ce.problem, "Redis Cluster node") {
+		t.Fatalf("the bare store: got %v, want an ErrMisconfigured saying this is a cluster node", bareErr)
 	}
 
 	f, err := NewFallback(r, FallbackOptions{Budget: time.Second, ProbeInterval: faultInterval, Logger: logger})
@@ -338,7 +338,7 @@ func TestFaultClusterNodeThroughSingleClient(t *testing.T) {
 	waitFor(t, "an ERROR saying to use a cluster client", func() bool {
 		return regexp.MustCompile(`level=ERROR .*problem="this server is a Redis Cluster node`).MatchString(logs.String())
 	})
-	if f.Stats().Healthy {
+	if f.Health().Decisions == "redis" {
 		t.Error("healthy on a cluster node through a single server's client")
 	}
 }
@@ -353,7 +353,7 @@ func TestFaultOf(t *testing.T) {
 		cluster bool
 		ctx     context.Context
 		want    fault
-		problem string // of the ConfigError, when misconfig
+		problem string // of the misconfiguration, when misconfig
 	}{
 		{err: nil, want: noFault},
 		{err: errors.New("dial tcp 127.0.0.1:1: connect: connection refused"), want: outage},
@@ -390,9 +390,17 @@ func TestFaultOf(t *testing.T) {
 		if got := faultOf(ctx, wrapped); got != tt.want {
 			t.Errorf("%v (cluster %v): got fault %d, want %d", tt.err, tt.cluster, got, tt.want)
 		}
-		var ce *ConfigError
-		if errors.As(err, &ce) != (tt.problem != "") || ce != nil && !strings.Contains(ce.Problem, tt.problem) {
-			t.Errorf("%v: got %v, want a ConfigError saying %q", tt.err, err, tt.problem)
+		var ce *misconfiguration
+		if errors.As(err, &ce) != (tt.problem != "") || ce != nil && !strings.Contains(ce.problem, tt.problem) {
+			t.Errorf("%v: got %v, want an ErrMisconfigured saying %q", tt.err, err, tt.problem)
+		}
+		if ce == nil {
+			continue
+		}
+		// What a caller sees: the sentinel and Redis's own error, both
+		// through the wrapping, and a message that says the problem.
+		if !errors.Is(wrapped, ErrMisconfigured) || !errors.Is(wrapped, tt.err) || !strings.Contains(wrapped.Error(), "store: Redis is misconfigured: "+ce.problem+"; ") {
+			t.Errorf("%v: got %v; want it to wrap ErrMisconfigured and Redis's error, and say the problem", tt.err, wrapped)
 		}
 	}
 }
@@ -405,9 +413,9 @@ func TestCheckNoPassword(t *testing.T) {
 		t.Fatal(err)
 	}
 	err := newStore(t, newClient(t, srv.Addr), RedisOptions{Logger: quietLogger}).Check(t.Context())
-	var ce *ConfigError
-	if !errors.As(err, &ce) || !strings.Contains(ce.Problem, "requires a password") {
-		t.Fatalf("Check: %v; want a ConfigError saying a password is required", err)
+	var ce *misconfiguration
+	if !errors.As(err, &ce) || !strings.Contains(ce.problem, "requires a password") {
+		t.Fatalf("Check: %v; want an ErrMisconfigured saying a password is required", err)
 	}
 }
 
@@ -443,8 +451,8 @@ func TestClusterACL(t *testing.T) {
 		setACL(t, m, "clustered", "pw-clustered", ACLRule(prefix))
 	}
 	err := newStore(t, newCluster(), RedisOptions{Prefix: prefix, Logger: quietLogger}).Check(t.Context())
-	var ce *ConfigError
-	if !errors.As(err, &ce) || !strings.Contains(ce.Problem, "may not run cluster|slots") {
-		t.Fatalf("Check without +cluster|slots: %v; want a ConfigError naming cluster|slots", err)
+	var ce *misconfiguration
+	if !errors.As(err, &ce) || !strings.Contains(ce.problem, "may not run cluster|slots") {
+		t.Fatalf("Check without +cluster|slots: %v; want an ErrMisconfigured naming cluster|slots", err)
 	}
 }

@@ -16,7 +16,7 @@ import (
 // What TLS mistakes look like, and how Check tells them apart from an
 // outage. A certificate the client rejects, or a plain-text answer to a
 // TLS handshake, says so in the error go-redis returns; tlsProblem turns
-// them into ConfigErrors. Plain text sent to a TLS port, or a TLS
+// them into misconfigurations. Plain text sent to a TLS port, or a TLS
 // handshake sent to a plain port, looks like an outage: the first gets
 // the connection closed, the second no answer at all; so may a client
 // certificate the server wants and does not get. Check, when it fails
@@ -24,8 +24,11 @@ import (
 // (tryHandshake), and dials once more the other way round (tryOtherWay)
 // and says which the server speaks.
 
-// tlsProblem returns the ConfigError for a TLS error in err, or nil.
-func tlsProblem(err error) *ConfigError {
+// tlsProblem returns the misconfiguration for a TLS error in err, or nil.
+func tlsProblem(err error) *misconfiguration {
+	if err == nil {
+		return nil
+	}
 	var (
 		unknown  x509.UnknownAuthorityError
 		hostname x509.HostnameError
@@ -36,23 +39,23 @@ func tlsProblem(err error) *ConfigError {
 	)
 	switch {
 	case errors.As(err, &unknown):
-		return &ConfigError{Problem: "Redis's TLS certificate is signed by an authority the client does not trust",
-			Fix: "give the client the certificate of the authority that signed it (tls.Config.RootCAs)", Err: err}
+		return &misconfiguration{problem: "Redis's TLS certificate is signed by an authority the client does not trust",
+			fix: "give the client the certificate of the authority that signed it (tls.Config.RootCAs)", err: err}
 	case errors.As(err, &hostname):
-		return &ConfigError{Problem: "Redis's TLS certificate does not name the host the client dials",
-			Fix: "dial a name or address the certificate holds, or set tls.Config.ServerName to one", Err: err}
+		return &misconfiguration{problem: "Redis's TLS certificate does not name the host the client dials",
+			fix: "dial a name or address the certificate holds, or set tls.Config.ServerName to one", err: err}
 	case errors.As(err, &invalid):
-		return &ConfigError{Problem: "Redis's TLS certificate is not valid now (expired, not yet valid, or not for a server)",
-			Fix: "renew the server's certificate, or check the clocks", Err: err}
+		return &misconfiguration{problem: "Redis's TLS certificate is not valid now (expired, not yet valid, or not for a server)",
+			fix: "renew the server's certificate, or check the clocks", err: err}
 	case errors.As(err, &verify):
-		return &ConfigError{Problem: "the client rejected Redis's TLS certificate",
-			Fix: "check the server's certificate and the client's tls.Config.RootCAs", Err: err}
+		return &misconfiguration{problem: "the client rejected Redis's TLS certificate",
+			fix: "check the server's certificate and the client's tls.Config.RootCAs", err: err}
 	case errors.As(err, &record):
-		return &ConfigError{Problem: "the server answered a TLS handshake in plain text: this is not a TLS port",
-			Fix: "use redis:// rather than rediss:// (no TLSConfig), or the server's TLS port", Err: err}
+		return &misconfiguration{problem: "the server answered a TLS handshake in plain text: this is not a TLS port",
+			fix: "use redis:// rather than rediss:// (no TLSConfig), or the server's TLS port", err: err}
 	case errors.As(err, &alert) || strings.Contains(err.Error(), "remote error: tls:"):
-		return &ConfigError{Problem: "Redis refused the TLS handshake",
-			Fix: "if it asks for client certificates, give the client one its authority signed (tls.Config.Certificates)", Err: err}
+		return &misconfiguration{problem: "Redis refused the TLS handshake",
+			fix: "if it asks for client certificates, give the client one its authority signed (tls.Config.Certificates)", err: err}
 	}
 	return nil
 }
@@ -60,11 +63,11 @@ func tlsProblem(err error) *ConfigError {
 // otherWayTimeout bounds tryOtherWay's dial and exchange.
 const otherWayTimeout = time.Second
 
-// withTLSHint returns err, which Check got through c, as a ConfigError
+// withTLSHint returns err, which Check got through c, as a misconfiguration
 // when the server speaks TLS and c plain text, or the other way round.
 func withTLSHint(err error, c RedisClient) error {
 	var reply redis.Error
-	if err == nil || errors.As(err, &reply) || errors.As(err, new(*ConfigError)) {
+	if err == nil || errors.As(err, &reply) || errors.Is(err, ErrMisconfigured) {
 		return err
 	}
 	var addr string
@@ -92,11 +95,11 @@ func withTLSHint(err error, c RedisClient) error {
 	}
 	switch speaks := tryOtherWay(addr, useTLS == nil); {
 	case useTLS != nil && speaks:
-		return &ConfigError{Problem: "the server at " + addr + " answered in plain text: it is not a TLS port",
-			Fix: "use redis:// rather than rediss:// (no TLSConfig), or the server's TLS port", Err: err}
+		return &misconfiguration{problem: "the server at " + addr + " answered in plain text: it is not a TLS port",
+			fix: "use redis:// rather than rediss:// (no TLSConfig), or the server's TLS port", err: err}
 	case useTLS == nil && speaks:
-		return &ConfigError{Problem: "the server at " + addr + " speaks TLS, and the client plain text",
-			Fix: "use rediss:// rather than redis:// (set TLSConfig)", Err: err}
+		return &misconfiguration{problem: "the server at " + addr + " speaks TLS, and the client plain text",
+			fix: "use rediss:// rather than redis:// (set TLSConfig)", err: err}
 	}
 	return err
 }

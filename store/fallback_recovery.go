@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"sync/atomic"
 	"time"
 )
 
@@ -57,14 +56,14 @@ const misconfigLogEvery = time.Minute
 // kept.
 const maxLoggedProblems = 64
 
-// logMisconfig logs at ERROR each ConfigError in err: what is wrong and
+// logMisconfig logs at ERROR each misconfiguration in err: what is wrong and
 // how to fix it, at once the first time, then once every
 // misconfigLogEvery.
 func (f *Fallback) logMisconfig(err error) {
-	for _, ce := range configErrors(err) {
+	for _, ce := range misconfigurations(err) {
 		now := time.Now()
 		f.mu.Lock()
-		last, seen := f.logged[ce.Problem]
+		last, seen := f.logged[ce.problem]
 		if seen && now.Sub(last) < misconfigLogEvery {
 			f.mu.Unlock()
 			continue
@@ -72,25 +71,25 @@ func (f *Fallback) logMisconfig(err error) {
 		if f.logged == nil || len(f.logged) >= maxLoggedProblems {
 			f.logged = make(map[string]time.Time)
 		}
-		f.logged[ce.Problem] = now
+		f.logged[ce.problem] = now
 		f.mu.Unlock()
 		f.logger.LogAttrs(context.Background(), slog.LevelError, "ratelimit: Redis is misconfigured; deciding in process until it is fixed",
-			slog.String("problem", ce.Problem), slog.String("fix", ce.Fix), slog.String("error", ce.Err.Error()))
+			slog.String("problem", ce.problem), slog.String("fix", ce.fix), slog.String("error", ce.err.Error()))
 	}
 }
 
-// configErrors returns the ConfigErrors in err's tree.
-func configErrors(err error) []*ConfigError {
-	if ce, ok := err.(*ConfigError); ok {
-		return []*ConfigError{ce}
+// misconfigurations returns the misconfigurations in err's tree.
+func misconfigurations(err error) []*misconfiguration {
+	if ce, ok := err.(*misconfiguration); ok {
+		return []*misconfiguration{ce}
 	}
 	switch e := err.(type) {
 	case interface{ Unwrap() error }:
-		return configErrors(e.Unwrap())
+		return misconfigurations(e.Unwrap())
 	case interface{ Unwrap() []error }:
-		var all []*ConfigError
+		var all []*misconfiguration
 		for _, err := range e.Unwrap() {
-			all = append(all, configErrors(err)...)
+			all = append(all, misconfigurations(err)...)
 		}
 		return all
 	}
@@ -105,7 +104,7 @@ func (f *Fallback) checkAtStart() {
 	defer cancel()
 	c, end := probeClient(f.redis.client)
 	defer end()
-	if err := f.redis.check(ctx, c); faultOf(context.Background(), err) == misconfig {
+	if err := f.redis.checkThrough(ctx, c); faultOf(context.Background(), err) == misconfig {
 		f.fail(err)
 	}
 }
@@ -125,7 +124,7 @@ func (f *Fallback) probe(stop chan struct{}) {
 		start := time.Now()
 		ctx, cancel := context.WithTimeout(context.Background(), f.callTimeout())
 		c, end := probeClient(f.redis.client)
-		err := f.redis.check(ctx, c)
+		err := f.redis.checkThrough(ctx, c)
 		if err == nil {
 			err = f.measureClock(ctx, c)
 		}
@@ -222,69 +221,4 @@ func (f *Fallback) reconcile() error {
 	}
 	f.reconciling.Store(false)
 	return nil
-}
-
-// clock is a Fallback's time, in µs on the monotonic clock since the
-// Fallback was made, and Redis's time against it: the Fallback records
-// when it admitted requests in process, and Redis must know those times.
-type clock struct {
-	start     time.Time
-	offset    atomic.Int64 // Redis's clock minus this one (µs)
-	measured  atomic.Int64 // when offset was last measured; 0: never
-	measuring atomic.Bool
-}
-
-func (c *clock) now() int64 { return c.at(time.Now()) }
-
-// at returns t on the clock.
-func (c *clock) at(t time.Time) int64 { return int64(t.Sub(c.start)/time.Microsecond) + 1 }
-
-// clockAge is how long a measure of Redis's clock is trusted.
-const clockAge = int64(time.Minute / time.Microsecond)
-
-// measureClock reads Redis's clock through c.
-func (f *Fallback) measureClock(ctx context.Context, c RedisClient) error {
-	before := f.clock.now()
-	redisNow, err := f.redis.time(ctx, c)
-	after := f.clock.now()
-	if err != nil {
-		return err
-	}
-	f.clock.offset.Store(redisNow - (before+after)/2)
-	f.clock.measured.Store(after)
-	return nil
-}
-
-// deadline returns the time on Redis's clock after which a decision sent
-// at now (on f's clock) must not be made, because the caller will have
-// decided it in process: the budget from now, and a margin. It is 0
-// (none) until Redis's clock has been read; it is read again, in the
-// background, once a minute.
-func (f *Fallback) deadline(now int64) int64 {
-	at := f.clock.measured.Load()
-	if (at == 0 || now-at > clockAge) && f.clock.measuring.CompareAndSwap(false, true) {
-		f.mu.Lock()
-		if f.closed {
-			f.clock.measuring.Store(false)
-		} else {
-			f.wg.Add(1)
-			go func() {
-				defer f.wg.Done()
-				defer f.clock.measuring.Store(false)
-				ctx, cancel := context.WithTimeout(context.Background(), f.callTimeout())
-				defer cancel()
-				_ = f.measureClock(ctx, f.redis.client)
-			}()
-		}
-		f.mu.Unlock()
-	}
-	if at == 0 {
-		return 0
-	}
-	// A quarter of the budget more, for the error of the clock's measure:
-	// a caller must never see Redis refuse its request for lateness while
-	// it still waits, since Redis, answering, is not down. A decision made
-	// in that margin after its caller gave up counts twice: later
-	// decisions may deny slightly early, never admit too many.
-	return now + f.clock.offset.Load() + int64(f.budget*5/4/time.Microsecond)
 }

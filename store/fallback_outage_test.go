@@ -70,8 +70,8 @@ func outageRun(t *testing.T, fs []*Fallback, limit ratelimit.Limit, fault func()
 	}
 	recovered := make([]uint64, len(fs))
 	for i, f := range fs {
-		waitFor(t, "decisions on Redis before the fault", func() bool { return f.Stats().Healthy && !f.reconciling.Load() })
-		recovered[i] = f.Stats().Recoveries
+		waitFor(t, "decisions on Redis before the fault", func() bool { return f.Health().Decisions == "redis" && !f.reconciling.Load() })
+		recovered[i] = f.Health().Recoveries
 	}
 	// The requests start with the fault: before it, they would spend the
 	// limit on Redis, and the deny cache would answer them all along.
@@ -107,7 +107,7 @@ func outageRun(t *testing.T, fs []*Fallback, limit ratelimit.Limit, fault func()
 	}
 	<-faulted
 	for i, f := range fs {
-		waitFor(t, "decisions to return to Redis", func() bool { st := f.Stats(); return st.Healthy && st.Recoveries > recovered[i] })
+		waitFor(t, "decisions to return to Redis", func() bool { st := f.Health(); return st.Decisions == "redis" && st.Recoveries > recovered[i] })
 	}
 	time.Sleep(300 * time.Millisecond)
 	close(stop)
@@ -180,7 +180,7 @@ func TestFaultOutageKeepsTheLimit(t *testing.T) {
 				admitted := outageRun(t, []*Fallback{f}, l, func() { fault.inject(t, srv) })
 				inRedis := counted(t, client, f.redis, l)
 				t.Logf("%s, %v: %d admitted in all (limit %d); Redis counts %d; %+v",
-					fault.name, a, admitted, outageQuota, inRedis, f.Stats())
+					fault.name, a, admitted, outageQuota, inRedis, f.Health())
 				if admitted > outageQuota {
 					t.Errorf("%d admitted across the outage, more than the limit %d", admitted, outageQuota)
 				}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"strings"
@@ -19,9 +20,9 @@ import (
 )
 
 // TestFallbackHealth follows a Fallback on a real redis-server through an
-// outage and back: Health and its handler say where decisions are made
-// and since when, name the failure without its text, and always answer
-// 200; Stats counts the outage and the recovery.
+// outage and back: Health, and a handler serving it as JSON, say where
+// decisions are made and since when, name the failure without its text,
+// and always answer 200; Health counts the outage and the recovery.
 func TestFallbackHealth(t *testing.T) {
 	checkLeaks(t, redisRedial)
 	srv := redistest.Require(t)
@@ -37,7 +38,7 @@ func TestFallbackHealth(t *testing.T) {
 	l := limitsOf(t, ratelimit.Limit{Quota: 3, Window: time.Hour}.Using(ratelimit.FixedWindow))
 
 	h := f.Health()
-	if !h.OnRedis || h.LastError != nil || h.Since.Before(made.Add(-time.Second)) || h.Since.After(time.Now()) {
+	if h.Decisions != "redis" || h.LastError != nil || h.LastErrorKind != "" || h.Since.Before(made.Add(-time.Second)) || h.Since.After(time.Now()) {
 		t.Fatalf("at start: got %+v, want on Redis since the Fallback was made, no error", h)
 	}
 	checkHealthBody(t, f, "redis", "")
@@ -51,7 +52,7 @@ func TestFallbackHealth(t *testing.T) {
 		t.Fatalf("Redis down: got %+v, %v; want a decision in process", d, err)
 	}
 	h = f.Health()
-	if h.OnRedis || h.LastError == nil || h.Since.Before(killed) || h.LastErrorAt.Before(killed) {
+	if h.Decisions != "in_process" || h.LastError == nil || h.LastErrorKind != "unavailable" || h.Since.Before(killed) || h.LastErrorAt.Before(killed) {
 		t.Fatalf("Redis down: got %+v, want in process since the kill, with its error", h)
 	}
 	body := checkHealthBody(t, f, "in_process", "unavailable")
@@ -62,15 +63,23 @@ func TestFallbackHealth(t *testing.T) {
 	if err := srv.Restart(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the probe to find Redis back", func() bool { return f.Health().OnRedis })
+	waitFor(t, "the probe to find Redis back", func() bool { return f.Health().Decisions == "redis" })
 	h = f.Health()
 	if h.Since.Before(h.LastErrorAt) || h.LastError == nil {
 		t.Errorf("Redis back: got %+v, want on Redis since after the last error, which stays", h)
 	}
 	checkHealthBody(t, f, "redis", "unavailable")
-	if s := f.Stats(); s.Outages != 1 || s.Recoveries != 1 {
-		t.Errorf("Stats() = %+v, want 1 outage and 1 recovery", s)
+	if h := f.Health(); h.Outages != 1 || h.Recoveries != 1 || h.Failures == 0 || h.Local != 1 {
+		t.Errorf("Health() = %+v, want 1 outage, 1 recovery, failures, 1 decision in process", h)
 	}
+}
+
+// healthHandler is the health handler FallbackHealth's doc shows.
+func healthHandler(f *Fallback) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(f.Health())
+	})
 }
 
 // checkHealthBody gets f's health handler and checks its status, its
@@ -78,7 +87,7 @@ func TestFallbackHealth(t *testing.T) {
 func checkHealthBody(t *testing.T, f *Fallback, decisions, lastError string) string {
 	t.Helper()
 	w := httptest.NewRecorder()
-	f.HealthHandler().ServeHTTP(w, httptest.NewRequest("GET", "/ratelimit/health", nil))
+	healthHandler(f).ServeHTTP(w, httptest.NewRequest("GET", "/ratelimit/health", nil))
 	if w.Code != 200 || w.Header().Get("Content-Type") != "application/json" {
 		t.Errorf("health handler: got %d, %q; want 200, application/json", w.Code, w.Header().Get("Content-Type"))
 	}
@@ -105,10 +114,45 @@ func TestDescribeFailure(t *testing.T) {
 		{fmt.Errorf("dial tcp 10.0.0.7:6379: %w", context.DeadlineExceeded), "timeout"},
 		{&net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}, "timeout"},
 		{errors.New("dial tcp 10.0.0.7:6379: connect: connection refused"), "unavailable"},
-		{&ConfigError{Problem: "the ACL user may not run EVALSHA", Fix: "grant it", Err: errors.New("NOPERM user rl has no permissions (key rl:{secret})")}, "misconfigured: the ACL user may not run EVALSHA"},
+		{&misconfiguration{problem: "the ACL user may not run EVALSHA", fix: "grant it", err: errors.New("NOPERM user rl has no permissions (key rl:{secret})")}, "misconfigured: the ACL user may not run EVALSHA"},
+		{fmt.Errorf("ratelimit: redis: deciding: %w", errors.Join(&misconfiguration{problem: "the ACL user may not run time", fix: "grant it", err: errors.New("NOPERM")})), "misconfigured: the ACL user may not run time"},
 	} {
 		if got := describeFailure(tt.err); got != tt.want {
 			t.Errorf("describeFailure(%v) = %q, want %q", tt.err, got, tt.want)
 		}
+	}
+}
+
+// TestFallbackHealthJSON: a FallbackHealth marshals to the names the
+// health handler serves, with the kind of its last error and never the
+// error's text, and leaves last_error_at out while nothing failed.
+func TestFallbackHealthJSON(t *testing.T) {
+	at := time.Date(2026, 11, 24, 20, 31, 7, 500_000_000, time.UTC)
+	for _, tt := range []struct {
+		name string
+		h    FallbackHealth
+		want string
+	}{
+		{"on Redis, no failure yet", FallbackHealth{Decisions: "redis", Since: at},
+			`{"decisions":"redis","since":"2026-11-24T20:31:07.5Z","last_error":"","local":0,"failures":0,"misconfigured":0,"outages":0,"recoveries":0,"reconciled":0}`},
+		{"in process after a misconfiguration", FallbackHealth{
+			Decisions: "in_process", Since: at,
+			LastError:     &misconfiguration{problem: "the ACL user may not run time", fix: "grant it", err: errors.New("NOPERM user rl:{secret} at 10.0.0.7:6379")},
+			LastErrorKind: "misconfigured: the ACL user may not run time", LastErrorAt: at,
+			Local: 12, Failures: 3, Misconfigured: 2, Outages: 1, Recoveries: 4, Reconciled: 5},
+			`{"decisions":"in_process","since":"2026-11-24T20:31:07.5Z","last_error":"misconfigured: the ACL user may not run time","last_error_at":"2026-11-24T20:31:07.5Z","local":12,"failures":3,"misconfigured":2,"outages":1,"recoveries":4,"reconciled":5}`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			b, err := json.Marshal(tt.h)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := string(b); got != tt.want {
+				t.Errorf("got  %s\nwant %s", got, tt.want)
+			}
+			if strings.Contains(string(b), "secret") || strings.Contains(string(b), "10.0.0.7") {
+				t.Errorf("the JSON shows the error's text: %s", b)
+			}
+		})
 	}
 }

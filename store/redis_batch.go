@@ -108,9 +108,9 @@ func (b *batcher) do(ctx context.Context, d *decision) error {
 	}
 }
 
-// take returns as many waiting decisions as fit in a batch. The lock is
+// dequeue returns as many waiting decisions as fit in a batch. The lock is
 // held.
-func (b *batcher) take() []*decision {
+func (b *batcher) dequeue() []*decision {
 	n := min(len(b.queue), b.maxBatch)
 	batch := append([]*decision(nil), b.queue[:n]...)
 	clear(b.queue[:n])
@@ -129,7 +129,7 @@ func (b *batcher) next() {
 		b.mu.Unlock()
 		return
 	}
-	batch := b.take()
+	batch := b.dequeue()
 	b.mu.Unlock()
 	go func() {
 		b.exec(batch)
@@ -223,7 +223,7 @@ func newRunCtx(parent context.Context, deadline time.Time) *runCtx {
 	c, _ := runCtxs.Get().(*runCtx)
 	if c == nil {
 		c = &runCtx{parent: parent, deadline: deadline, done: make(chan struct{})}
-		c.timer = time.AfterFunc(time.Until(deadline), c.expire)
+		c.timer = time.AfterFunc(time.Until(deadline), c.timeout)
 		return c
 	}
 	c.parent, c.deadline = parent, deadline
@@ -231,7 +231,8 @@ func newRunCtx(parent context.Context, deadline time.Time) *runCtx {
 	return c
 }
 
-func (c *runCtx) expire() {
+// timeout ends c when its deadline passes.
+func (c *runCtx) timeout() {
 	c.expired.Store(true)
 	close(c.done)
 }

@@ -10,6 +10,9 @@ import (
 	"github.com/ratelimit-go/ratelimit/internal/spec"
 )
 
+// What the three stores do alike: check a request, shape its decision,
+// and spread keys over shards.
+
 // compiled is what the stores need of one limit, worked out when its
 // ratelimit.Limits was built.
 type compiled = spec.Limit
@@ -104,4 +107,14 @@ func resultsFor(limits []ratelimit.Limit, buf *[maxInline]ratelimit.Result) []ra
 		rs = append(rs, ratelimit.Result{Limit: l})
 	}
 	return rs
+}
+
+// keyHash is FNV-1a of key: it spreads keys over the shards of the
+// deny cache and of the Fallback's backlog.
+func keyHash(key string) uint32 {
+	var h uint32 = 2166136261
+	for i := 0; i < len(key); i++ {
+		h = (h ^ uint32(key[i])) * 16777619
+	}
+	return h
 }

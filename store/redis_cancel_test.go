@@ -129,7 +129,7 @@ func TestCanceledIsNoStoreError(t *testing.T) {
 				t.Errorf("a canceled request was logged: %q", got)
 			}
 			if f != nil {
-				if st := f.Stats(); !st.Healthy || st.Failures != 0 || st.Local != 0 {
+				if st := f.Health(); st.Decisions != "redis" || st.Failures != 0 || st.Local != 0 {
 					t.Errorf("a canceled request moved the fallback: %+v", st)
 				}
 			}

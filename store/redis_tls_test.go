@@ -18,7 +18,7 @@ import (
 
 // TestTLS reaches a real redis-server's TLS port, with a certificate
 // authority made by the test: with the authority the store decides; the
-// usual mistakes fail Check with a ConfigError that says what is wrong.
+// usual mistakes fail Check with an ErrMisconfigured that says what is wrong.
 // A handshake to a plain port gets no answer, so Check waits out its
 // context before it finds why.
 func TestTLS(t *testing.T) {
@@ -30,7 +30,7 @@ func TestTLS(t *testing.T) {
 		name string
 		addr string
 		tls  *tls.Config
-		want string // in the ConfigError's Problem; "" for none
+		want string // in the misconfiguration's problem; "" for none
 	}{
 		{"the right authority", srv.TLSAddr, trusted, ""},
 		{"no authority", srv.TLSAddr, &tls.Config{}, "signed by an authority the client does not trust"},
@@ -58,9 +58,9 @@ func TestTLS(t *testing.T) {
 				}
 				return
 			}
-			var ce *ConfigError
-			if !errors.As(err, &ce) || !strings.Contains(ce.Problem, tt.want) || ce.Fix == "" {
-				t.Fatalf("Check: %v; want a ConfigError saying %q, and a fix", err, tt.want)
+			var ce *misconfiguration
+			if !errors.As(err, &ce) || !strings.Contains(ce.problem, tt.want) || ce.fix == "" {
+				t.Fatalf("Check: %v; want an ErrMisconfigured saying %q, and a fix", err, tt.want)
 			}
 			t.Logf("Check: %v", err)
 		})
@@ -100,7 +100,7 @@ func TestTLSFallback(t *testing.T) {
 	named := regexp.MustCompile(`level=ERROR .*problem="Redis's TLS certificate is signed by an authority the client does not trust"`)
 	defer func() { t.Logf("logs:\n%s", logs.String()) }()
 	waitFor(t, "an ERROR naming the certificate", func() bool { return named.MatchString(logs.String()) })
-	if st := f.Stats(); st.Healthy || st.Misconfigured == 0 {
+	if st := f.Health(); st.Decisions == "redis" || st.Misconfigured == 0 {
 		t.Errorf("%+v: want down for a misconfiguration", st)
 	}
 }

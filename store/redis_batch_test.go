@@ -186,7 +186,7 @@ func TestBatchBadKeyHarmsNoNeighbour(t *testing.T) {
 			t.Errorf("key %q holding a foreign value: %d failed, %d passed; want all to fail", key, failed[key], passed[key])
 		}
 	}
-	if st := f.Stats(); !st.Healthy || st.Failures != 0 || st.Local != 0 {
+	if st := f.Health(); st.Decisions != "redis" || st.Failures != 0 || st.Local != 0 {
 		t.Errorf("a foreign key is not an outage: %+v", st)
 	}
 }

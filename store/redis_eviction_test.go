@@ -35,9 +35,9 @@ func TestEvictionPolicyWarning(t *testing.T) {
 				t.Fatal(err)
 			}
 			err = s.Check(t.Context())
-			var ce *ConfigError
-			if refused := errors.As(err, &ce) && strings.Contains(err.Error(), "maxmemory-policy "+tt.args[1]) && strings.Contains(ce.Fix, "noeviction"); refused != tt.warn || (!tt.warn && err != nil) {
-				t.Errorf("Check: %v; want a ConfigError naming the policy: %v", err, tt.warn)
+			var ce *misconfiguration
+			if refused := errors.As(err, &ce) && strings.Contains(err.Error(), "maxmemory-policy "+tt.args[1]) && strings.Contains(ce.fix, "noeviction"); refused != tt.warn || (!tt.warn && err != nil) {
+				t.Errorf("Check: %v; want an ErrMisconfigured naming the policy: %v", err, tt.warn)
 			}
 			got := logs.String()
 			warned := strings.Contains(got, "level=WARN") && strings.Contains(got, "maxmemory-policy="+tt.args[1]) && strings.Contains(got, "noeviction")

@@ -142,7 +142,7 @@ func (b *batcher) fcallPipeline(ctx context.Context, batch []*decision, cmds []*
 		}
 	}
 	if len(missing) > 0 {
-		if _, err := b.fn.load(ctx, b.client); err == nil {
+		if _, err := b.fn.loadShared(ctx, b.client); err == nil {
 			pipe = b.pipeline()
 			for _, i := range missing {
 				d := batch[i]

@@ -15,34 +15,35 @@ import (
 
 // Check reports whether Redis can decide now, and if not, why. It runs
 // two small scripts. The first calls every command the store's scripts
-// call, in forms that change nothing, and returns a [ConfigError] naming
-// those the server or its ACL user refuses; it is sent with EVAL, and on
-// keys of several slots, which a Redis Cluster node refuses when reached
-// by a single server's client. The second reads TIME and writes a key
-// with a TTL, as decisions do, so that a server answering PING but
-// refusing decisions (paused for writes, a read-only replica, out of
-// memory) fails it; it is sent with EVALSHA. On a Redis Cluster, Check
-// first reloads the client's map of the slots, and passes only when every
-// master in it answers with the same map, covering every slot, the client
-// routes each range of slots to its master, and both scripts run there
-// through the client: decisions then find Redis as the check did.
+// call, in forms that change nothing, and returns an error wrapping
+// [ErrMisconfigured] that names those the server or its ACL user
+// refuses; it is sent with EVAL, and on keys of several slots, which a
+// Redis Cluster node refuses when reached by a single server's client.
+// The second reads TIME and writes a key with a TTL, as decisions do, so
+// that a server answering PING but refusing decisions (paused for
+// writes, a read-only replica, out of memory) fails it; it is sent with
+// EVALSHA. On a Redis Cluster, Check first reloads the client's map of
+// the slots, and passes only when every master in it answers with the
+// same map, covering every slot, the client routes each range of slots
+// to its master, and both scripts run there through the client:
+// decisions then find Redis as the check did.
 //
 // Once those pass, where CONFIG GET is permitted, Check also fails when a
 // server's maxmemory-policy lets it evict the store's counters.
 //
 // Call it at startup: it fails where decisions would, with an error that
-// says what to fix (a [ConfigError], or several joined), and never holds a
-// password. The keys it writes are under the store's prefix and expire
-// within a minute.
+// says what to fix (wrapping [ErrMisconfigured], one for each problem,
+// joined), and never holds a password. The keys it writes are under the
+// store's prefix and expire within a minute.
 func (s *Redis) Check(ctx context.Context) error {
-	if err := s.check(ctx, s.client); err != nil {
+	if err := s.checkThrough(ctx, s.client); err != nil {
 		return withTLSHint(err, s.client)
 	}
 	return evictionError(s.evictingServers(ctx))
 }
 
-// check is Check through c, the store's client or one made like it.
-func (s *Redis) check(ctx context.Context, c RedisClient) error {
+// checkThrough is Check through c, the store's client or one made like it.
+func (s *Redis) checkThrough(ctx context.Context, c RedisClient) error {
 	if cluster, ok := c.(*redis.ClusterClient); ok {
 		return s.checkCluster(ctx, cluster)
 	}
@@ -71,7 +72,7 @@ func (s *Redis) checkKey(slot int) string {
 }
 
 // diagnose runs check.lua through c with EVAL and returns what it or
-// Redis refused, as ConfigErrors.
+// Redis refused, as misconfigurations.
 func (s *Redis) diagnose(ctx context.Context, c RedisClient, keys []string) error {
 	args := make([]any, len(storeCommands))
 	for i, name := range storeCommands {
@@ -95,21 +96,21 @@ func (s *Redis) diagnose(ctx context.Context, c RedisClient, keys []string) erro
 		case "unknown":
 			unknown = append(unknown, name)
 		case "key":
-			errs = append(errs, &ConfigError{Problem: "the ACL user may not use the store's keys", Fix: "give it ~" + s.prefix + "*", Err: said})
+			errs = append(errs, &misconfiguration{problem: "the ACL user may not use the store's keys", fix: "give it ~" + s.prefix + "*", err: said})
 		}
 	}
 	if len(denied) > 0 {
-		errs = append(errs, &ConfigError{
-			Problem: "the ACL user may not run " + strings.Join(denied, ", "),
-			Fix:     "add +" + strings.Join(denied, " +") + " to its rule; the store needs the ACL rule " + ACLRule(s.prefix),
-			Err:     said,
+		errs = append(errs, &misconfiguration{
+			problem: "the ACL user may not run " + strings.Join(denied, ", "),
+			fix:     "add +" + strings.Join(denied, " +") + " to its rule; the store needs the ACL rule " + ACLRule(s.prefix),
+			err:     said,
 		})
 	}
 	if len(unknown) > 0 {
-		errs = append(errs, &ConfigError{
-			Problem: "Redis has renamed or disabled " + strings.Join(unknown, ", "),
-			Fix:     "the store needs EVAL, EVALSHA and " + strings.Join(storeCommands, ", "),
-			Err:     said,
+		errs = append(errs, &misconfiguration{
+			problem: "Redis has renamed or disabled " + strings.Join(unknown, ", "),
+			fix:     "the store needs EVAL, EVALSHA and " + strings.Join(storeCommands, ", "),
+			err:     said,
 		})
 	}
 	return errors.Join(errs...)
@@ -196,7 +197,7 @@ func (s *Redis) warm(ctx context.Context) error {
 	single, ok := s.client.(*redis.Client)
 	if !ok {
 		if _, cluster := s.client.(*redis.ClusterClient); cluster && s.fn.useFunctions() {
-			if refused, err := s.fn.load(ctx, s.client); !refused {
+			if refused, err := s.fn.loadShared(ctx, s.client); !refused {
 				return err
 			}
 		}

@@ -71,7 +71,7 @@ func TestFaultAnswersPingButCannotDecide(t *testing.T) {
 				back = at[1].Sub(ended)
 			}
 			t.Logf("%s for %v: %d requests, none failed; %d decided in process; health changes %v; back on Redis %v after the fault ended",
-				tt.name, length, len(out), r.fallback.Stats().Local, ups, back)
+				tt.name, length, len(out), r.fallback.Health().Local, ups, back)
 			if len(ups) != 2 || ups[0] || !ups[1] {
 				t.Fatalf("health changes %v, want one down and one up: %v (the fault ended at +%v)", ups, &r.health, ended.Sub(at[0]).Round(time.Millisecond))
 			}

@@ -15,22 +15,31 @@ import (
 // fix the setup. Anything else is about one request (a key holding a
 // foreign value) or its caller (canceled), and is returned as it is.
 
-// A ConfigError reports that Redis will not decide until its setup or the
-// client's changes: Problem says what is wrong, Fix what to change. A
-// [Fallback] decides in process meanwhile, as in an outage, and logs it
-// at ERROR; without one, the error reaches the middleware's error handler.
-// Neither field holds a password or a key.
-type ConfigError struct {
-	Problem string
-	Fix     string
-	Err     error // what Redis or the client said
+// ErrMisconfigured reports that Redis will not decide until its setup or
+// the client's changes: Redis refuses the store's user, commands or keys,
+// or the client reaches a server it cannot use. Waiting changes nothing;
+// someone must fix the setup. An error the stores return for a
+// misconfiguration wraps both ErrMisconfigured and what Redis or the
+// client said, and its text says what is wrong and what to change,
+// naming neither a password nor a key. A [Fallback] decides in process
+// meanwhile, as in an outage, and logs it at ERROR; without one, the
+// error reaches the middleware's error handler.
+var ErrMisconfigured = errors.New("store: Redis is misconfigured")
+
+// misconfiguration is an error of ErrMisconfigured: problem says what is
+// wrong, fix what to change, and neither holds a password or a key; err
+// is what Redis or the client said.
+type misconfiguration struct {
+	problem string
+	fix     string
+	err     error
 }
 
-func (e *ConfigError) Error() string {
-	return "ratelimit: redis is misconfigured: " + e.Problem + "; " + e.Fix + " (" + e.Err.Error() + ")"
+func (e *misconfiguration) Error() string {
+	return ErrMisconfigured.Error() + ": " + e.problem + "; " + e.fix + " (" + e.err.Error() + ")"
 }
 
-func (e *ConfigError) Unwrap() error { return e.Err }
+func (e *misconfiguration) Unwrap() []error { return []error{ErrMisconfigured, e.err} }
 
 // storeCommands are the commands the store's scripts call, in lower case;
 // it also needs EVAL and EVALSHA to run them.
@@ -71,7 +80,7 @@ func faultOf(ctx context.Context, err error) fault {
 	switch {
 	case err == nil:
 		return noFault
-	case errors.As(err, new(*ConfigError)):
+	case errors.Is(err, ErrMisconfigured):
 		return misconfig
 	case ctx.Err() != nil:
 		return noFault // the caller gave up; Redis may be fine
@@ -89,7 +98,7 @@ func faultOf(ctx context.Context, err error) fault {
 	return noFault
 }
 
-// misconfigured returns err as a *ConfigError if it says Redis refuses the
+// misconfigured returns err as a misconfiguration if it says Redis refuses the
 // store's setup: auth, ACL, a disabled command, a cluster node reached by
 // a single server's client, a TLS certificate the client rejects or a
 // plain-text server reached over TLS. prefix is the store's key prefix.
@@ -106,43 +115,43 @@ func misconfigured(err error, prefix string, cluster bool) error {
 	}
 	msg := reply.Error()
 	rule := func() string { return "the store needs the ACL rule " + ACLRule(prefix) }
-	ce := &ConfigError{Err: err}
+	ce := &misconfiguration{err: err}
 	switch {
 	case strings.HasPrefix(msg, "NOAUTH"), strings.Contains(msg, "Protocol error: unauthenticated"):
 		// Before AUTH, Redis refuses a command of many arguments (the
 		// check's) with a protocol error, not NOAUTH.
-		ce.Problem = "Redis requires a password and the client gave none"
-		ce.Fix = "give the client's Password (and Username for an ACL user)"
+		ce.problem = "Redis requires a password and the client gave none"
+		ce.fix = "give the client's Password (and Username for an ACL user)"
 	case strings.HasPrefix(msg, "WRONGPASS"):
-		ce.Problem = "Redis rejected the client's username or password"
-		ce.Fix = "check the client's Username and Password: was the password rotated?"
+		ce.problem = "Redis rejected the client's username or password"
+		ce.fix = "check the client's Username and Password: was the password rotated?"
 	case strings.HasPrefix(msg, "NOPERM") && strings.Contains(msg, "key"):
-		ce.Problem = "the ACL user may not use the store's keys"
-		ce.Fix = "give it ~" + prefix + "*"
+		ce.problem = "the ACL user may not use the store's keys"
+		ce.fix = "give it ~" + prefix + "*"
 	case strings.HasPrefix(msg, "NOPERM"):
-		ce.Problem = "the ACL user may not run a command the store needs"
+		ce.problem = "the ACL user may not run a command the store needs"
 		if name, ok := quoted(msg); ok {
-			ce.Problem = "the ACL user may not run " + strings.ToLower(name)
-			ce.Fix = "add +" + strings.ToLower(name) + " to its rule; " + rule()
+			ce.problem = "the ACL user may not run " + strings.ToLower(name)
+			ce.fix = "add +" + strings.ToLower(name) + " to its rule; " + rule()
 		} else {
-			ce.Fix = rule()
+			ce.fix = rule()
 		}
 	case strings.Contains(msg, "can't run this command"), strings.Contains(msg, "has no permissions"):
-		ce.Problem = "the ACL user may not run a command the store's scripts call"
-		ce.Fix = rule() + " (Redis.Check names the command)"
+		ce.problem = "the ACL user may not run a command the store's scripts call"
+		ce.fix = rule() + " (Redis.Check names the command)"
 	case strings.Contains(msg, "can't access") && strings.Contains(msg, "key"):
-		ce.Problem = "the ACL user may not use the store's keys"
-		ce.Fix = "give it ~" + prefix + "*"
+		ce.problem = "the ACL user may not use the store's keys"
+		ce.fix = "give it ~" + prefix + "*"
 	case strings.HasPrefix(msg, "ERR unknown command"):
 		name, _ := quoted(msg)
-		ce.Problem = "Redis has renamed or disabled " + strings.ToLower(name)
-		ce.Fix = "the store needs EVAL, EVALSHA and " + strings.Join(storeCommands, ", ")
+		ce.problem = "Redis has renamed or disabled " + strings.ToLower(name)
+		ce.fix = "the store needs EVAL, EVALSHA and " + strings.Join(storeCommands, ", ")
 	case strings.Contains(msg, "Unknown Redis command called from script"):
-		ce.Problem = "Redis has renamed or disabled a command the store's scripts call"
-		ce.Fix = "the store needs EVAL, EVALSHA and " + strings.Join(storeCommands, ", ") + " (Redis.Check names the command)"
+		ce.problem = "Redis has renamed or disabled a command the store's scripts call"
+		ce.fix = "the store needs EVAL, EVALSHA and " + strings.Join(storeCommands, ", ") + " (Redis.Check names the command)"
 	case !cluster && (strings.HasPrefix(msg, "MOVED") || strings.HasPrefix(msg, "ASK") || strings.HasPrefix(msg, "CROSSSLOT")):
-		ce.Problem = "this server is a Redis Cluster node, reached by a single server's client"
-		ce.Fix = "use a cluster client (redis.NewClusterClient)"
+		ce.problem = "this server is a Redis Cluster node, reached by a single server's client"
+		ce.fix = "use a cluster client (redis.NewClusterClient)"
 	default:
 		return err
 	}

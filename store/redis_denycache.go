@@ -12,10 +12,10 @@ import (
 // denyCache remembers requests Redis denied, so that the same request is
 // denied in process until it could pass, without asking Redis again. A
 // denial takes nothing and only time frees room, so until its retry-after
-// Redis would answer the same; see WithDenyCache for what the cache does
-// not know. Any request of a key that passes, and any Reset, makes the
-// cache forget that key; a Reset also keeps out the denials of requests
-// that Redis may have decided before it.
+// Redis would answer the same; see RedisOptions.DenyCacheSize for what
+// the cache does not know. Any request of a key that passes, and any
+// Reset, makes the cache forget that key; a Reset also keeps out the
+// denials of requests that Redis may have decided before it.
 //
 // For limits with a ban, a denial that is no ban is not kept: its repeat
 // is a strike, which only Redis counts. A ban is kept until it ends, and
@@ -52,16 +52,6 @@ func newDenyCache(size int) *denyCache {
 	c := &denyCache{perShard: max(size/32, 1)}
 	c.now = func() int64 { return int64(time.Since(start) / time.Microsecond) }
 	return c
-}
-
-// keyHash is FNV-1a of key: it spreads keys over the shards of the
-// deny cache, the Fallback's backlog and its record of Redis's answers.
-func keyHash(key string) uint32 {
-	var h uint32 = 2166136261
-	for i := 0; i < len(key); i++ {
-		h = (h ^ uint32(key[i])) * 16777619
-	}
-	return h
 }
 
 func (c *denyCache) shard(key string) *denyShard {

@@ -98,7 +98,7 @@ func (f *functions) run(ctx context.Context, c RedisClient, p *program, keys []s
 	}
 	cmd := fc.FCall(ctx, p.function, keys, args...)
 	if functionMissing(cmd.Err()) {
-		if _, err := f.load(ctx, c); err != nil {
+		if _, err := f.loadShared(ctx, c); err != nil {
 			return p.script.Run(ctx, c, keys, args...)
 		}
 		if cmd = fc.FCall(ctx, p.function, keys, args...); functionMissing(cmd.Err()) {
@@ -172,11 +172,11 @@ func functionMissing(err error) bool {
 	return errors.As(err, &reply) && strings.HasPrefix(reply.Error(), "ERR Function not found")
 }
 
-// load loads the library through c, on every master of a Redis Cluster
+// loadShared loads the library through c, on every master of a Redis Cluster
 // and on every shard of a Ring. refused reports that Redis or its user
 // refused it, and that programs now run as scripts. A load under way
 // through c is shared; a caller whose ctx ends first gets ctx's error.
-func (f *functions) load(ctx context.Context, c RedisClient) (refused bool, err error) {
+func (f *functions) loadShared(ctx context.Context, c RedisClient) (refused bool, err error) {
 	f.mu.Lock()
 	l := f.loads[c]
 	if l == nil {

@@ -70,7 +70,7 @@ func (s *Redis) evictingServers(ctx context.Context) []evictingServer {
 	return found
 }
 
-// evictionError is the ConfigError of servers that may evict the
+// evictionError is the misconfiguration of servers that may evict the
 // store's keys, or nil.
 func evictionError(servers []evictingServer) error {
 	if len(servers) == 0 {
@@ -84,10 +84,10 @@ func evictionError(servers []evictingServer) error {
 		}
 		where = append(where, w)
 	}
-	return &ConfigError{
-		Problem: "Redis may evict the limiter's counters under memory pressure, and limits would start afresh without notice (every counter has a TTL, so volatile-* policies evict them first)",
-		Fix:     "set maxmemory-policy to noeviction, or give the limiter a Redis of its own with noeviction",
-		Err:     errors.New(strings.Join(where, "; ")),
+	return &misconfiguration{
+		problem: "Redis may evict the limiter's counters under memory pressure, and limits would start afresh without notice (every counter has a TTL, so volatile-* policies evict them first)",
+		fix:     "set maxmemory-policy to noeviction, or give the limiter a Redis of its own with noeviction",
+		err:     errors.New(strings.Join(where, "; ")),
 	}
 }
 

@@ -47,8 +47,8 @@ func newLastSeen(maxStates int) *lastSeen {
 	return &lastSeen{seed: maphash.MakeSeed(), perGen: max(maxStates/64, 1)}
 }
 
-// find returns the hash and shard of key's state under c.
-func (s *lastSeen) find(key string, c *compiled) (uint64, *seenShard) {
+// locate returns the hash and shard of key's state under c.
+func (s *lastSeen) locate(key string, c *compiled) (uint64, *seenShard) {
 	// Limits with the same state suffix share their state.
 	h := maphash.String(s.seed, key) ^ maphash.String(s.seed, c.Suffix)*0x9e3779b97f4a7c15
 	return h, &s.shards[h%uint64(len(s.shards))]
@@ -64,7 +64,7 @@ func (s *lastSeen) put(key string, cs []compiled, results []ratelimit.Result, no
 	for i := range cs {
 		c, r := &cs[i], &results[i]
 		e := seenState{remaining: int64(r.Remaining), at: now, until: now + 2*skew + int64(r.ResetAfter/time.Microsecond)}
-		h, sh := s.find(key, c)
+		h, sh := s.locate(key, c)
 		sh.mu.Lock()
 		last, ok := sh.cur[h]
 		if !ok {
@@ -86,7 +86,7 @@ func (s *lastSeen) put(key string, cs []compiled, results []ratelimit.Result, no
 // get returns what Redis last said of key under c, if the limit has not
 // replenished since.
 func (s *lastSeen) get(key string, c *compiled, now int64) (remaining int64, ok bool) {
-	h, sh := s.find(key, c)
+	h, sh := s.locate(key, c)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	e, ok := sh.cur[h]
@@ -102,7 +102,7 @@ func (s *lastSeen) get(key string, c *compiled, now int64) (remaining int64, ok 
 // forget drops what is known of key under cs.
 func (s *lastSeen) forget(key string, cs []compiled) {
 	for i := range cs {
-		h, sh := s.find(key, &cs[i])
+		h, sh := s.locate(key, &cs[i])
 		sh.mu.Lock()
 		delete(sh.cur, h)
 		delete(sh.old, h)
