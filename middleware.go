@@ -65,8 +65,9 @@ type Limiter struct {
 // Handler returns next wrapped by the Limiter. The ResponseWriter next
 // gets is the one the server gave, so all its optional interfaces
 // (http.Flusher, http.Hijacker, ...) survive; with [WithCountOnly], one
-// that records the status (see there). The request next gets carries the
-// decision (see [Decisions]).
+// that reports the status to [Limiter.Finish] as the header is written
+// (see there). The request next gets carries the decision (see
+// [Decisions]).
 func (l *Limiter) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r, ok := l.Allow(w, r)
@@ -77,9 +78,9 @@ func (l *Limiter) Handler(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		sw := &statusWriter{ResponseWriter: w}
+		sw := &statusWriter{ResponseWriter: w, l: l, r: r}
 		next.ServeHTTP(sw, r)
-		l.Finish(r, sw.status())
+		sw.finish(http.StatusOK) // a handler that wrote nothing answers 200
 	})
 }
 
@@ -137,12 +138,13 @@ func (l *Limiter) Allow(w http.ResponseWriter, r *http.Request) (*http.Request, 
 	if err != nil {
 		return r, l.fail(w, r, err, Event{Route: pattern, Cost: cost, Latency: latency})
 	}
-	s.verdicts = append(s.verdicts, verdict{limiter: l, policy: p, decision: d, counted: counted, pk: l.partition.of(key)})
+	s.decided = append(s.decided, decided{limiter: l, policy: p, key: key, decision: d, counted: counted, pk: l.partition.of(key)})
 	var retry int64 // the Retry-After of a 429, which caps every t
 	if !d.Allowed && !l.dryRun {
-		retry = retryAfter(d)
+		retry = retryAfterSeconds(d)
 	}
-	setHeaders(w, l.headers, s, retry)
+	s.header = w.Header()
+	setHeaders(s.header, l.headers, s, retry)
 	if l.observe != nil {
 		l.observe(r, Event{Namespace: l.namespace, Route: pattern, Outcome: l.outcomeOf(&d), Cost: cost, Latency: latency, Decision: d})
 	}
@@ -350,78 +352,83 @@ func deniedBy(d Decision) Result {
 
 // Finish reports the status of r's response to a Limiter built with
 // [WithCountOnly], which then spends r's cost if the status passes its
-// count function; otherwise it does nothing. [Limiter.Handler] calls it;
-// framework adapters call it after the handler. A store failure is logged
-// and returned: the response is gone, so no error handler runs.
+// count function; otherwise it does nothing, as it does when called again
+// for r. Call it as the response's header is about to be written:
+// [Limiter.Handler] does, and so do the Gin and Echo adapters. Then the
+// RateLimit and X-RateLimit headers Allow set are written anew from the
+// spending decision, so that a counted response says what remains after
+// it. A store failure is logged and returned: the response is under way,
+// so no error handler runs.
 func (l *Limiter) Finish(r *http.Request, status int) error {
-	if l.countOnly == nil || !l.countOnly(status) || l.skip != nil && l.skip(r) || l.spent(r) {
+	if l.countOnly == nil || !l.countOnly(status) || l.skip != nil && l.skip(r) {
 		return nil
 	}
-	p, err := l.policyFor(r)
-	if p == nil || err != nil {
-		return err
+	s := stateOf(r.Context())
+	v := s.decidedBy(l)
+	if v != nil && v.counted {
+		return nil
 	}
-	var b strings.Builder
-	key, err := l.storeKey(r, p, &b)
+	var p *policy
+	var key string
+	if v != nil {
+		p, key = v.policy, v.key
+	} else { // Allow did not decide r
+		var err error
+		if p, err = l.policyFor(r); p == nil || err != nil {
+			return err
+		}
+		var b strings.Builder
+		if key, err = l.storeKey(r, p, &b); err != nil {
+			return err
+		}
+	}
+	d, err := l.store.Allow(r.Context(), key, l.costOf(r), p.limits)
 	if err != nil {
-		return err
-	}
-	if _, err := l.store.Allow(r.Context(), key, l.costOf(r), p.limits); err != nil {
 		if ok, dropped := l.logs.allow(logStoreError); ok {
 			l.logger.LogAttrs(r.Context(), slog.LevelError, "ratelimit: store failed counting a response", slog.String("error", err.Error()),
 				slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Int("status", status), slog.Int64("suppressed", dropped))
 		}
 		return fmt.Errorf("ratelimit: counting the response: %w", err)
 	}
+	if v != nil {
+		v.counted, v.decision = true, d
+		setHeaders(s.header, l.headers, s, 0)
+	}
 	return nil
 }
 
-// spent reports whether l's decision on r already took r's cost (see
-// Allow).
-func (l *Limiter) spent(r *http.Request) bool {
-	if s := stateOf(r.Context()); s != nil {
-		for i := len(s.verdicts) - 1; i >= 0; i-- {
-			if s.verdicts[i].limiter == l {
-				return s.verdicts[i].counted
-			}
-		}
-	}
-	return false
-}
-
-// statusWriter records the status a handler writes, for WithCountOnly.
+// statusWriter reports the status a handler writes to Finish, once, as
+// the header is about to be written, for WithCountOnly.
 type statusWriter struct {
 	http.ResponseWriter
-	code int
+	l    *Limiter
+	r    *http.Request
+	done bool
+}
+
+// finish reports status to Finish, the first time.
+func (w *statusWriter) finish(status int) {
+	if !w.done {
+		w.done = true
+		w.l.Finish(w.r, status)
+	}
 }
 
 func (w *statusWriter) WriteHeader(code int) {
-	if w.code == 0 && code >= 200 {
-		w.code = code
+	if code >= 200 { // not an informational answer
+		w.finish(code)
 	}
 	w.ResponseWriter.WriteHeader(code)
 }
 
 func (w *statusWriter) Write(b []byte) (int, error) {
-	if w.code == 0 {
-		w.code = http.StatusOK
-	}
+	w.finish(http.StatusOK)
 	return w.ResponseWriter.Write(b)
-}
-
-// status is the response's status: 200 when the handler wrote nothing.
-func (w *statusWriter) status() int {
-	if w.code == 0 {
-		return http.StatusOK
-	}
-	return w.code
 }
 
 // Flush flushes the server's writer, when it can.
 func (w *statusWriter) Flush() {
-	if w.code == 0 {
-		w.code = http.StatusOK
-	}
+	w.finish(http.StatusOK)
 	http.NewResponseController(w.ResponseWriter).Flush()
 }
 
@@ -484,18 +491,21 @@ func (l *Limiter) policyFor(r *http.Request) (*policy, error) {
 // puts it there, and the others add to it, before the handler runs.
 type requestState struct {
 	context.Context
-	verdicts []verdict
-	first    [2]verdict   // verdicts' first array
-	req      http.Request // the copy of the request that carries the state
-	buf      strings.Builder
-	values   [8]string // the []string values of the header fields set
-	nvals    int
+	decided []decided
+	first   [2]decided   // decided's first array
+	req     http.Request // the copy of the request that carries the state
+	header  http.Header  // the response's header, which Finish writes anew
+	buf     strings.Builder
+	values  [8]string // the []string values of the header fields set
+	nvals   int
 }
 
-// verdict is one Limiter's decision on a request.
-type verdict struct {
+// decided is one Limiter's Decision on a request, with what its headers
+// and Finish need.
+type decided struct {
 	limiter  *Limiter
 	policy   *policy
+	key      string // the store's key
 	decision Decision
 	counted  bool   // the cost is spent already: Finish must not spend it again
 	pk       string // the pk parameter of Headers.PartitionKey; "" without
@@ -509,6 +519,18 @@ func (s *requestState) Value(key any) any {
 		return s
 	}
 	return s.Context.Value(key)
+}
+
+// decidedBy returns the last decision l took on the request, or nil.
+func (s *requestState) decidedBy(l *Limiter) *decided {
+	if s != nil {
+		for i := len(s.decided) - 1; i >= 0; i-- {
+			if s.decided[i].limiter == l {
+				return &s.decided[i]
+			}
+		}
+	}
+	return nil
 }
 
 // stateOf returns the requestState of a request's context, or nil.
@@ -531,7 +553,7 @@ func withState(r *http.Request, pattern string) (*http.Request, *requestState) {
 		return r, s
 	}
 	s := &requestState{Context: r.Context()}
-	s.verdicts = s.first[:0]
+	s.decided = s.first[:0]
 	// The copy lives in s, so that the state and the request that carries
 	// it cost one allocation: WithContext's own copy does not escape.
 	s.req = *r.WithContext(s)
@@ -570,11 +592,11 @@ func (s *requestState) headerValue(v string) []string {
 // carries them. The slice is the caller's.
 func Decisions(ctx context.Context) []Decision {
 	s := stateOf(ctx)
-	if s == nil || len(s.verdicts) == 0 {
+	if s == nil || len(s.decided) == 0 {
 		return nil
 	}
-	ds := make([]Decision, len(s.verdicts))
-	for i, v := range s.verdicts {
+	ds := make([]Decision, len(s.decided))
+	for i, v := range s.decided {
 		ds[i] = v.decision
 	}
 	return ds

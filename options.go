@@ -1,19 +1,11 @@
 package ratelimit
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
 )
-
-// ErrInvalid is wrapped by every error about input that can never work: a
-// bad [Limit] or option, a request without a key (see [KeyFunc]), an empty
-// store key, a cost below 1 or above a limit's capacity. Such errors are
-// returned before any store is contacted; retrying will not help. Test
-// with errors.Is(err, ratelimit.ErrInvalid).
-var ErrInvalid = errors.New("ratelimit: invalid input")
 
 // New returns a Limiter that keeps its counters in store under namespace.
 //
@@ -62,7 +54,8 @@ func New(store Store, namespace string, opts ...Option) (*Limiter, error) {
 		}
 	}
 	if l.given.routes != nil {
-		if err := l.buildRoutes(l.given.routes); err != nil {
+		var err error
+		if l.routes, l.match, err = newRoutes(namespace, l.given.routes, l.ban, l.headers.QuotaUnit); err != nil {
 			return nil, err
 		}
 	}
@@ -128,27 +121,28 @@ func WithRoutes(table map[string][]Limit) Option {
 	}
 }
 
-// buildRoutes checks the table of WithRoutes and makes its policies.
-func (l *Limiter) buildRoutes(table map[string][]Limit) error {
-	l.routes = make(map[string]*policy, len(table))
-	l.match = http.NewServeMux()
+// newRoutes checks the table of WithRoutes and makes its policies, with
+// ban and the quota unit, in namespace, and a ServeMux of its patterns.
+func newRoutes(namespace string, table map[string][]Limit, ban Ban, unit string) (map[string]*policy, *http.ServeMux, error) {
+	routes := make(map[string]*policy, len(table))
+	match := http.NewServeMux()
 	for pattern, limits := range table {
 		if pattern == "" || strings.ContainsAny(pattern, "|\x00") {
-			return fmt.Errorf("%w: WithRoutes: pattern %q is empty or holds '|' or NUL", ErrInvalid, pattern)
+			return nil, nil, fmt.Errorf("%w: WithRoutes: pattern %q is empty or holds '|' or NUL", ErrInvalid, pattern)
 		}
 		if problem := checkServeMuxSyntax(pattern); problem != "" {
-			return fmt.Errorf("%w: WithRoutes: pattern %q: %s", ErrInvalid, pattern, problem)
+			return nil, nil, fmt.Errorf("%w: WithRoutes: pattern %q: %s", ErrInvalid, pattern, problem)
 		}
-		if err := register(l.match, pattern); err != nil {
-			return fmt.Errorf("%w: WithRoutes: pattern %q: %v", ErrInvalid, pattern, err)
+		if err := register(match, pattern); err != nil {
+			return nil, nil, fmt.Errorf("%w: WithRoutes: pattern %q: %v", ErrInvalid, pattern, err)
 		}
-		p, problem := newPolicy(l.namespace, pattern, limits, l.ban, l.headers.QuotaUnit)
+		p, problem := newPolicy(namespace, pattern, limits, ban, unit)
 		if problem != "" {
-			return fmt.Errorf("%w: WithRoutes[%q]: %s", ErrInvalid, pattern, problem)
+			return nil, nil, fmt.Errorf("%w: WithRoutes[%q]: %s", ErrInvalid, pattern, problem)
 		}
-		l.routes[pattern] = p
+		routes[pattern] = p
 	}
-	return nil
+	return routes, match, nil
 }
 
 // checkServeMuxSyntax says what in a pattern is another router's syntax,
@@ -265,19 +259,21 @@ func WithSkip(skip func(r *http.Request) bool) Option {
 // status >= 400, and func(s int) bool { return s < 400 } successes.
 //
 // Before the handler, the Limiter denies a request only when the quota is
-// already spent: it peeks (see [Store.Peek]), and the headers describe the
-// quota as it was before the request. After the handler, a request whose
-// status passes count spends its cost. So requests in flight together when
-// the quota runs out were all let through: the limit can be overshot by at
-// most the number of requests in flight at once, while the counters
+// already spent: it peeks (see [Store.Peek]). When the handler writes its
+// status, a request whose status passes count spends its cost, and the
+// rate-limit headers are set anew from that decision before they are
+// sent: a counted response says what remains after it, one that is not
+// counted what remains with nothing spent. Requests in flight together
+// when the quota runs out were all let through: the limit can be overshot
+// by at most the number of requests in flight at once, while the counters
 // themselves never pass it.
 //
 // With [Limiter.Handler] the handler writes through a ResponseWriter that
-// records the status; it is an [http.Flusher] and an [http.Hijacker]
-// (failing with [http.ErrNotSupported] when the server's writer is not),
-// and [http.ResponseController] reaches the server's writer through its
-// Unwrap method. The Gin and Echo adapters report the status with
-// [Limiter.Finish].
+// reports the status as the header is written; it is an [http.Flusher]
+// and an [http.Hijacker] (failing with [http.ErrNotSupported] when the
+// server's writer is not), and [http.ResponseController] reaches the
+// server's writer through its Unwrap method. The Gin and Echo adapters
+// report the status with [Limiter.Finish], also as the header is written.
 func WithCountOnly(count func(status int) bool) Option {
 	return func(l *Limiter) error {
 		if count == nil {

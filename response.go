@@ -136,7 +136,7 @@ func (h Headers) check() string {
 // come from the state's array, so that the headers allocate nothing
 // more; two more allocations when several Limiters decided or one sets a
 // pk: the RateLimit-Policy value is then made per request.
-func setHeaders(w http.ResponseWriter, h Headers, s *requestState, retryAfter int64) {
+func setHeaders(hdr http.Header, h Headers, s *requestState, retryAfter int64) {
 	if h.NoDraft && h.NoX {
 		return
 	}
@@ -146,8 +146,8 @@ func setHeaders(w http.ResponseWriter, h Headers, s *requestState, retryAfter in
 	var tight Result
 	var tightPolicy *policy
 	tightAt, remStart, remEnd := -1, 0, 0
-	for k := range s.verdicts {
-		v := &s.verdicts[k] // not a copy: a Decision holds a Result
+	for k := range s.decided {
+		v := &s.decided[k] // not a copy: a Decision holds a Result
 		for i, r := range v.decision.results() {
 			if b.Len() > start {
 				b.WriteString(", ")
@@ -175,9 +175,8 @@ func setHeaders(w http.ResponseWriter, h Headers, s *requestState, retryAfter in
 	fieldEnd := b.Len()
 	b.Write(strconv.AppendInt(num[:0], sfInt(seconds(tight.ResetAfter)), 10))
 	all := b.String()
-	hdr := w.Header()
 	if !h.NoDraft {
-		hdr[headerPolicy] = s.policyHeader()
+		hdr[headerPolicy] = policyHeader(s.decided)
 		hdr[headerRateLimit] = s.headerValue(all[start:fieldEnd])
 	}
 	if !h.NoX {
@@ -215,12 +214,12 @@ func tighter(x, r Result) bool {
 
 // policyHeader returns the RateLimit-Policy value of the Limiters that
 // decided, in order, every item with its Limiter's pk, if any.
-func (s *requestState) policyHeader() []string {
-	if len(s.verdicts) == 1 && s.verdicts[0].pk == "" {
-		return s.verdicts[0].policy.header
+func policyHeader(decided []decided) []string {
+	if len(decided) == 1 && decided[0].pk == "" {
+		return decided[0].policy.header
 	}
 	n := 0
-	for _, v := range s.verdicts {
+	for _, v := range decided {
 		n += len(", ") + len(v.policy.header[0])
 		if v.pk != "" {
 			n += len(v.policy.items) * (len(";pk=") + len(v.pk))
@@ -228,7 +227,7 @@ func (s *requestState) policyHeader() []string {
 	}
 	var b strings.Builder
 	b.Grow(n)
-	for i, v := range s.verdicts {
+	for i, v := range decided {
 		if i > 0 {
 			b.WriteString(", ")
 		}
@@ -248,9 +247,9 @@ func (s *requestState) policyHeader() []string {
 	return []string{b.String()}
 }
 
-// retryAfter is the Retry-After of a denial, in seconds: d's RetryAfter
+// retryAfterSeconds is the Retry-After of a denial, in seconds: d's RetryAfter
 // rounded up, at least 1.
-func retryAfter(d Decision) int64 { return max(seconds(d.RetryAfter), 1) }
+func retryAfterSeconds(d Decision) int64 { return max(seconds(d.RetryAfter), 1) }
 
 // setRetryAfter sets Retry-After to secs seconds.
 func setRetryAfter(w http.ResponseWriter, s *requestState, secs int64) {
@@ -362,7 +361,7 @@ func Deny(w http.ResponseWriter, r *http.Request, d Decision) {
 		typ:      problemQuotaExceeded,
 		title:    "Quota exceeded",
 		detail:   "rate limit exceeded",
-		retry:    retryAfter(d),
+		retry:    retryAfterSeconds(d),
 		policies: true,
 	}
 	if d.Banned > 0 {

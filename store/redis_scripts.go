@@ -27,7 +27,12 @@ var (
 	// a shorter one, which Redis compiles faster on every run. Both are
 	// the library's one decide function, compiled once, at load.
 	decideAny = newProgram("decide", decideSource(algorithmFiles[:]...)+"return decide()\n")
-	decideOne [4]*program
+	decideOne = func() (p [4]*program) {
+		for a, file := range algorithmFiles {
+			p[a] = newProgram("decide", decideSource(file)+"return decide()\n")
+		}
+		return p
+	}()
 
 	// peekProgram answers a request as decideAny would, writing nothing.
 	peekProgram = newProgram("peek", decideSource(algorithmFiles[:]...)+lua.Source("peek.lua")+"return peek()\n")
@@ -47,12 +52,6 @@ var algorithmFiles = [4]string{
 	spec.FixedWindow:   "fixed_window.lua",
 	spec.SlidingLog:    "sliding_log.lua",
 	spec.TokenBucket:   "token_bucket.lua",
-}
-
-func init() {
-	for a, file := range algorithmFiles {
-		decideOne[a] = newProgram("decide", decideSource(file)+"return decide()\n")
-	}
 }
 
 func newProgram(function, script string) *program {

@@ -14,7 +14,6 @@
 package echolimit
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -101,8 +100,9 @@ func WithSkipper(skip func(c echo.Context) bool) Option {
 // l denies or cannot decide is answered by l and goes no further; the
 // others go on with the rate-limit headers set and c.Request() carrying
 // the decision (see [ratelimit.Decisions]), and their status goes to
-// l.Finish (for [ratelimit.WithCountOnly]; for a handler that returned an
-// error, the status Echo's error handler will write). The route l sees is
+// l.Finish (for [ratelimit.WithCountOnly]) as the response's header is
+// about to be written (for a handler that returned an error, as Echo's
+// error handler writes it). The route l sees is
 // Echo's c.Path() written the ServeMux way (see [Routes]), set as the
 // request's Pattern on a shallow copy of c.Request(). Register it with
 // e.Use, which runs after routing, not e.Pre. New panics, when the server
@@ -125,8 +125,12 @@ func New(l *ratelimit.Limiter, opts ...Option) echo.MiddlewareFunc {
 				return nil
 			}
 			c.SetRequest(r) // carries the decision, for ratelimit.Decisions
+			res := c.Response()
+			res.Before(func() { l.Finish(r, res.Status) }) // as the header is written
 			err := next(c)
-			l.Finish(r, status(c, err))
+			if err == nil && !res.Committed {
+				l.Finish(r, res.Status) // nothing written: net/http answers for the handler
+			}
 			return err
 		}
 	}
@@ -146,17 +150,4 @@ func withPattern(r *http.Request, path string) *http.Request {
 	r = r.WithContext(r.Context())
 	r.Pattern = p
 	return r
-}
-
-// status is the status of c's response: for a handler's error, the one
-// Echo's default error handler writes for it.
-func status(c echo.Context, err error) int {
-	if err == nil || c.Response().Committed {
-		return c.Response().Status
-	}
-	var he *echo.HTTPError
-	if errors.As(err, &he) {
-		return he.Code
-	}
-	return http.StatusInternalServerError
 }

@@ -96,7 +96,8 @@ func WithSkipper(skip func(c *gin.Context) bool) Option {
 // l denies or cannot decide is answered by l and aborted; the others go on
 // with the rate-limit headers set and c.Request carrying the decision (see
 // [ratelimit.Decisions]), and their status goes to l.Finish (for
-// [ratelimit.WithCountOnly]). The route l sees is Gin's FullPath written
+// [ratelimit.WithCountOnly]) as the response's header is about to be
+// written, through a writer that wraps c.Writer while the handlers run. The route l sees is Gin's FullPath written
 // the ServeMux way (see [Routes]), set as the request's Pattern on a
 // shallow copy of c.Request. New panics, when the router is built, if l is
 // nil. The middleware is safe for concurrent use.
@@ -119,9 +120,48 @@ func New(l *ratelimit.Limiter, opts ...Option) gin.HandlerFunc {
 			return
 		}
 		c.Request = r // carries the decision, for ratelimit.Decisions
+		w := &finishWriter{ResponseWriter: c.Writer, l: l, r: r}
+		c.Writer = w
 		c.Next()
-		l.Finish(r, c.Writer.Status())
+		w.finish() // Gin writes the header of a handler that wrote none after this
+		c.Writer = w.ResponseWriter
 	}
+}
+
+// finishWriter reports the response's status to the Limiter (see
+// ratelimit.Limiter.Finish), once, as its header is about to be written.
+type finishWriter struct {
+	gin.ResponseWriter
+	l    *ratelimit.Limiter
+	r    *http.Request
+	done bool
+}
+
+func (w *finishWriter) finish() {
+	if !w.done {
+		w.done = true
+		w.l.Finish(w.r, w.ResponseWriter.Status())
+	}
+}
+
+func (w *finishWriter) WriteHeaderNow() {
+	w.finish()
+	w.ResponseWriter.WriteHeaderNow()
+}
+
+func (w *finishWriter) Write(b []byte) (int, error) {
+	w.finish()
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *finishWriter) WriteString(s string) (int, error) {
+	w.finish()
+	return w.ResponseWriter.WriteString(s)
+}
+
+func (w *finishWriter) Flush() {
+	w.finish()
+	w.ResponseWriter.Flush()
 }
 
 // withPattern returns a shallow copy of r whose Pattern is Gin's route
