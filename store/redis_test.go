@@ -166,6 +166,16 @@ func (realClock) Pinned() bool { return false }
 // their full size.
 func longRuns() bool { return os.Getenv(redistest.FaultsEnv) == "1" }
 
+// traffic is n, the full size of some random traffic, with
+// RATELIMIT_FAULTS=1, and a third of it otherwise, as storetest sizes its
+// own.
+func traffic(n int) int {
+	if longRuns() {
+		return n
+	}
+	return max(1, n/3)
+}
+
 var prefixes atomic.Int64
 
 // uniquePrefix gives each store set its own keys on a shared server.
