@@ -7,6 +7,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -68,6 +69,33 @@ func requireCluster(t testing.TB, masters, replicasPerMaster int, nodeTimeout ti
 	t.Cleanup(c.Close)
 	return c
 }
+
+// SharedCluster returns a cluster of three masters, as [RequireCluster]
+// starts, shared by all tests of the package: started on first use and
+// stopped by [Main]. A cluster takes seconds to form (a master serves only
+// 2s after it started), which tests that share one pay once. Tests
+// sharing it must not run at the same time as each other, must use
+// distinct keys, and must leave it serving with its configuration
+// unchanged; flushing its scripts or functions is fine.
+func SharedCluster(t testing.TB) *Cluster {
+	t.Helper()
+	skipUnlessInstalled(t)
+	sharedClusterMu.Lock()
+	defer sharedClusterMu.Unlock()
+	if sharedCluster == nil {
+		c, err := startCluster(3, 0, clusterNodeTimeout)
+		if err != nil {
+			t.Fatalf("redistest: %v", err)
+		}
+		sharedCluster = c
+	}
+	return sharedCluster
+}
+
+var (
+	sharedClusterMu sync.Mutex
+	sharedCluster   *Cluster
+)
 
 // StartCluster starts a cluster of n masters on loopback, without
 // replicas, as [RequireCluster] does, for a program that is not a test

@@ -9,7 +9,8 @@
 // [RequireCluster], [RequireClusterWithReplicas] and [RequireSentinel]
 // start groups of servers; the last two are for fault tests, which kill a
 // master and wait for the failover, and which guard themselves with
-// [RequireFaults].
+// [RequireFaults]. [SharedCluster] is one cluster that the tests of a
+// package take turns on, as [Shared] is one server.
 package redistest
 
 import (

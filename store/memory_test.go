@@ -68,7 +68,7 @@ func TestMemoryMatchesRedis(t *testing.T) {
 			rng := rand.New(rand.NewPCG(7, uint64(len(mix))))
 			peeks := rand.New(rand.NewPCG(8, uint64(len(mix)))) // apart, so the traffic stays the same
 			decisions := 0
-			for round := range 40 {
+			for round := range traffic(40) {
 				var limits []ratelimit.Limit
 				for n := 1 + rng.IntN(3); len(limits) < n; {
 					l := randomLimit(rng, windows)
@@ -164,7 +164,7 @@ func TestMemoryMatchesRedisSharedState(t *testing.T) {
 			peeks := rand.New(rand.NewPCG(22, uint64(a))) // apart, so the traffic stays the same
 			ctx := context.Background()
 			var lastReset time.Duration // of the last allowed request
-			for step := range 5000 {
+			for step := range traffic(5000) {
 				l := ratelimit.Limit{Algorithm: algorithm, Quota: 1 + rng.IntN(6), Window: 2977 * time.Millisecond}
 				switch algorithm {
 				case ratelimit.TokenBucket:
@@ -346,7 +346,7 @@ func TestMemoryTakeIsTheSteps(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			rng := rand.New(rand.NewPCG(11, uint64(len(name))))
-			for round := range 200 {
+			for round := range traffic(200) {
 				l := ratelimit.Limit{Algorithm: algorithmNamed(t, name), Quota: 1 + rng.IntN(20), Window: windows[rng.IntN(len(windows))]}
 				if l.Algorithm == ratelimit.SlidingWindow && rng.IntN(2) == 0 {
 					l.Precision = l.Window / 2

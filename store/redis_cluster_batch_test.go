@@ -109,8 +109,8 @@ func keysOn(t *testing.T, client *redis.ClusterClient, addr, name string, n int)
 // limit, no request fails, and far fewer pipelines and lone runs than
 // requests were sent.
 func TestClusterBatchDecidesExactly(t *testing.T) {
+	cluster := redistest.SharedCluster(t) // first: its servers' goroutines outlive t
 	checkLeaks(t)
-	cluster := redistest.RequireCluster(t, 3)
 	client, counter := clusterClient(t, cluster)
 	s := clusterStore(t, client)
 	sets := []struct {
@@ -190,7 +190,7 @@ func pausedMaster(t *testing.T, s *Redis, client *redis.ClusterClient, master *r
 // NOSCRIPT, and the store sends them again as EVAL: none fails, each is
 // counted once.
 func TestClusterBatchLoadsScripts(t *testing.T) {
-	cluster := redistest.RequireCluster(t, 3)
+	cluster := redistest.SharedCluster(t)
 	client, counter := clusterClient(t, cluster)
 	s := clusterStore(t, client)
 	s.fn.pin(pathScripts)
@@ -232,8 +232,8 @@ func TestClusterBatchLoadsScripts(t *testing.T) {
 // are not decided; one that stays is counted once; and a request for
 // another master's key is decided meanwhile, without waiting.
 func TestClusterBatchGivesUp(t *testing.T) {
+	cluster := redistest.SharedCluster(t) // first: its servers' goroutines outlive t
 	checkLeaks(t)
-	cluster := redistest.RequireCluster(t, 3)
 	client, counter := clusterClient(t, cluster)
 	s := clusterStore(t, client)
 	master, other := cluster.Masters[0], cluster.Masters[1]

@@ -16,7 +16,7 @@ import (
 // TestClusterFunctions: Redis Functions on a real 3-master cluster. The
 // suite's conformance run through functions is TestClusterBatchConformance.
 func TestClusterFunctions(t *testing.T) {
-	cluster := redistest.RequireCluster(t, 3)
+	cluster := redistest.SharedCluster(t)
 	ctx := context.Background()
 	flushAll := func(t *testing.T) {
 		t.Helper()

@@ -141,12 +141,39 @@ func TestMiniredisConformance(t *testing.T) {
 	}})
 }
 
-// realClock is a real server's clock: Advance sleeps.
-type realClock struct{}
+// realClock is a real server's clock: Advance sleeps. With t set, a wait
+// of longWait or more skips t there, unless RATELIMIT_FAULTS=1, keeping
+// what it checked before: the suite on miniredis checks the same steps on
+// a pinned clock, and CI runs the waits.
+type realClock struct{ t *testing.T }
 
-func (realClock) Now() time.Time          { return time.Now() }
-func (realClock) Advance(d time.Duration) { time.Sleep(d) }
-func (realClock) Pinned() bool            { return false }
+// longWait is the shortest wait that realClock leaves to RATELIMIT_FAULTS=1:
+// the worked examples' and the retries' waits of a second or so, not the
+// random traffic's few milliseconds.
+const longWait = 250 * time.Millisecond
+
+func (realClock) Now() time.Time { return time.Now() }
+func (c realClock) Advance(d time.Duration) {
+	if c.t != nil && d >= longWait {
+		redistest.RequireLong(c.t, d)
+	}
+	time.Sleep(d)
+}
+func (realClock) Pinned() bool { return false }
+
+// longRuns reports whether RATELIMIT_FAULTS=1 asks for the long tests at
+// their full size.
+func longRuns() bool { return os.Getenv(redistest.FaultsEnv) == "1" }
+
+// traffic is n, the full size of some random traffic, with
+// RATELIMIT_FAULTS=1, and a third of it otherwise, as storetest sizes its
+// own.
+func traffic(n int) int {
+	if longRuns() {
+		return n
+	}
+	return max(1, n/3)
+}
 
 var prefixes atomic.Int64
 
@@ -171,7 +198,7 @@ func TestRedisServerConformance(t *testing.T) {
 					s.fn.pin(path.path)
 					stores[i] = s
 				}
-				return stores, realClock{}
+				return stores, realClock{t: t}
 			}})
 		})
 	}

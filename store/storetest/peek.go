@@ -104,7 +104,7 @@ func testPeekAgreesWithAllow(t *testing.T, h Harness) {
 	}
 	rng := newRand(t)
 	windows := []time.Duration{20 * time.Millisecond, 100 * time.Millisecond, 500 * time.Millisecond, time.Second}
-	for round := range 30 {
+	for round := range traffic(30) {
 		limits := randomLimits(rng, windows)
 		key := uniqueKey(t, string(rune('a'+round%26)))
 		for step := range 100 {

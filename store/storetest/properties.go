@@ -93,9 +93,9 @@ func testInvariants(t *testing.T, h Harness) {
 	s, c := h.one(t)
 	rng := newRand(t)
 	windows := []time.Duration{20 * time.Millisecond, 100 * time.Millisecond, 500 * time.Millisecond, time.Second}
-	rounds, steps := 30, 100
+	rounds, steps := traffic(30), 100
 	if !c.Pinned() {
-		rounds, steps = 10, 60
+		rounds, steps = traffic(10), 60
 	}
 	for round := range rounds {
 		limits := randomLimits(rng, windows)
@@ -162,9 +162,9 @@ func testMatchesModel(t *testing.T, h Harness) {
 // model's change no count, and durations within a second.
 func modelTraffic(c Clock) (windows []time.Duration, rounds, steps int, tolerance time.Duration) {
 	if !c.Pinned() {
-		return []time.Duration{24 * time.Hour, 48 * time.Hour}, 20, 40, time.Second
+		return []time.Duration{24 * time.Hour, 48 * time.Hour}, traffic(20), 40, time.Second
 	}
-	return []time.Duration{20 * time.Millisecond, 100 * time.Millisecond, time.Second, 3 * time.Second, time.Minute}, 60, 120, 0
+	return []time.Duration{20 * time.Millisecond, 100 * time.Millisecond, time.Second, 3 * time.Second, time.Minute}, traffic(60), 120, 0
 }
 
 // sameDecision compares decisions, durations within tolerance.
@@ -207,7 +207,7 @@ func testSlidingWindowBound(t *testing.T, h Harness) {
 		rng := newRand(t)
 		var admitted []int64 // microsecond of each admitted unit
 		counterPassed, exactPassed := 0, 0
-		for range 4000 {
+		for range traffic(4000) {
 			c.Advance(time.Duration(rng.IntN(60_000)) * time.Microsecond)
 			cost := 1 + rng.IntN(3)
 			if rng.IntN(4) > 0 {

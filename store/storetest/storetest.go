@@ -11,17 +11,20 @@
 // and bans (see ratelimit.Ban): a worked example, each algorithm, Peek,
 // Reset, and random traffic against the Model. Tests that need exact
 // timing run only when the harness pins the clock; with a real clock they
-// sleep, with margins.
+// sleep, with margins. The random traffic runs at full size with
+// RATELIMIT_FAULTS=1, as CI runs it, and a third of it otherwise.
 package storetest
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"testing"
 	"time"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/redistest"
 )
 
 // Clock is the time a store sees.
@@ -247,6 +250,16 @@ func maxWindow(l ratelimit.Limit) time.Duration {
 		return time.Duration((us+int64(l.Quota)-1)/int64(l.Quota)) * time.Microsecond // stores round up to the microsecond
 	}
 	return l.Window
+}
+
+// traffic is n, the full size of some random traffic, with
+// RATELIMIT_FAULTS=1 (the long tests, which CI runs), and a third of it
+// otherwise, so that the default test run stays quick.
+func traffic(n int) int {
+	if os.Getenv(redistest.FaultsEnv) == "1" {
+		return n
+	}
+	return max(1, n/3)
 }
 
 // uniqueKey returns a key no other subtest uses.
