@@ -4,16 +4,22 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/adapters/adaptertest"
+	"github.com/ratelimit-go/ratelimit/redistest"
 	"github.com/ratelimit-go/ratelimit/store"
+	"github.com/redis/go-redis/v9"
 )
 
 // netHTTP serves the test app with Go's ServeMux, the Limiter wrapping
@@ -296,5 +302,590 @@ func TestCostAgainstCapacity(t *testing.T) {
 				t.Errorf("observed %v, want one bad request and no store error", seen.by)
 			}
 		})
+	}
+}
+
+func TestNewReportsBadInput(t *testing.T) {
+	s := adaptertest.NewStore(t)
+	ok := ratelimit.WithLimits(ratelimit.PerMinute(10))
+	tests := []struct {
+		name  string
+		store ratelimit.Store
+		opts  []ratelimit.Option
+		want  string
+	}{
+		{"nil store", nil, []ratelimit.Option{ok}, "New: the store is nil"},
+		{"no limits", s, nil, "New: no limits"},
+		{"nil option", s, []ratelimit.Option{ok, nil}, "New: option 1 is nil"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l, err := ratelimit.New(tt.store, "test", tt.opts...)
+			if !errors.Is(err, ratelimit.ErrInvalid) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("got (%v, %v), want ErrInvalid saying %q", l, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestNewChecksTheNamespace(t *testing.T) {
+	s := adaptertest.NewStore(t)
+	limits := ratelimit.WithLimits(ratelimit.PerMinute(10))
+	for _, ns := range []string{"", strings.Repeat("n", 65), "a|b", "a b", "a:b", "a{b}", "café", "a\x00"} {
+		t.Run(fmt.Sprintf("%q", ns), func(t *testing.T) {
+			l, err := ratelimit.New(s, ns, limits)
+			if want := fmt.Sprintf("namespace %q", ns); !errors.Is(err, ratelimit.ErrInvalid) || !strings.Contains(err.Error(), want) {
+				t.Fatalf("got (%v, %v), want ErrInvalid naming %s", l, err, want)
+			}
+		})
+	}
+	for _, ns := range []string{"a", strings.Repeat("n", 64), "api", "Login-v2.eu_west", "0"} {
+		if _, err := ratelimit.New(s, ns, limits); err != nil {
+			t.Errorf("New with namespace %q: got %v, want nil", ns, err)
+		}
+	}
+}
+
+// The tests below run on the package's shared redis-server, each under a
+// prefix of its own.
+
+var prefixes atomic.Int64
+
+// sharedRedis returns a new client of the shared redis-server and a key
+// prefix no other test uses.
+func sharedRedis(t *testing.T) (*redis.Client, string) {
+	t.Helper()
+	c := newClient(t, redistest.Shared(t).Addr)
+	return c, fmt.Sprintf("rt%d:", prefixes.Add(1))
+}
+
+func newClient(t *testing.T, addr string) *redis.Client {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func newRedisStore(t *testing.T, c store.RedisClient, prefix string) *store.Redis {
+	t.Helper()
+	s, err := store.NewRedis(c, store.RedisOptions{Prefix: prefix})
+	if err != nil {
+		t.Fatalf("NewRedis: %v", err)
+	}
+	return s
+}
+
+// counterKeys returns the keys of Limiters' counters under prefix, sorted:
+// those with a '|', which the store's own probe keys lack.
+func counterKeys(t *testing.T, c *redis.Client, prefix string) []string {
+	t.Helper()
+	return scanKeys(t, c, prefix+"{*|*")
+}
+
+// scanKeys returns the keys matching pattern, sorted.
+func scanKeys(t *testing.T, c *redis.Client, pattern string) []string {
+	t.Helper()
+	var keys []string
+	iter := c.Scan(context.Background(), 0, pattern, 1000).Iterator()
+	for iter.Next(context.Background()) {
+		keys = append(keys, iter.Val())
+	}
+	if err := iter.Err(); err != nil {
+		t.Fatalf("SCAN %s: %v", pattern, err)
+	}
+	slices.Sort(keys)
+	return slices.Compact(keys)
+}
+
+// step is one request and its expected status and X-RateLimit-Remaining.
+type step struct {
+	h         http.Handler
+	method    string
+	path      string
+	status    int
+	remaining string
+}
+
+func runSteps(t *testing.T, steps []step) {
+	t.Helper()
+	for i, st := range steps {
+		w := serve(st.h, st.method, st.path)
+		if got := w.Header().Get("X-RateLimit-Remaining"); w.Code != st.status || got != st.remaining {
+			t.Errorf("step %d, %s %s: got %d with %q remaining, want %d with %q", i, st.method, st.path, w.Code, got, st.status, st.remaining)
+		}
+	}
+}
+
+// TestNamespacesNeverShareCounters: two Limiters on one store object, with
+// the same limits and the same client, count apart when their namespaces
+// differ; the keys in Redis say so.
+func TestNamespacesNeverShareCounters(t *testing.T) {
+	t.Parallel()
+	c, prefix := sharedRedis(t)
+	s := newRedisStore(t, c, prefix)
+	limits := ratelimit.WithLimits(ratelimit.PerMinute(2).Using(ratelimit.FixedWindow))
+	api := newLimiter(t, s, "api", limits).Handler(http.HandlerFunc(adaptertest.OK))
+	login := newLimiter(t, s, "login", limits).Handler(http.HandlerFunc(adaptertest.OK))
+	runSteps(t, []step{
+		{api, "GET", "/", 200, "1"},
+		{api, "GET", "/", 200, "0"},
+		{api, "GET", "/", 429, "0"},
+		{login, "GET", "/", 200, "1"},
+		{login, "GET", "/", 200, "0"},
+		{login, "GET", "/", 429, "0"},
+	})
+	want := []string{prefix + "{api|*|ip:192.0.2.1}:f60000", prefix + "{login|*|ip:192.0.2.1}:f60000"}
+	if got := counterKeys(t, c, prefix); !slices.Equal(got, want) {
+		t.Errorf("keys in Redis: got %q, want %q", got, want)
+	}
+}
+
+// TestNamespaceIsSharedAcrossStores: Limiters of one namespace share their
+// counters whatever store objects they use, as the instances of a service
+// do: two Redis stores over one server, and a Fallback over a third.
+func TestNamespaceIsSharedAcrossStores(t *testing.T) {
+	t.Parallel()
+	c, prefix := sharedRedis(t)
+	first := newRedisStore(t, c, prefix)
+	second := newRedisStore(t, newClient(t, c.Options().Addr), prefix)
+	fallback, err := store.NewFallback(newRedisStore(t, newClient(t, c.Options().Addr), prefix), store.FallbackOptions{Logger: discardLogger})
+	if err != nil {
+		t.Fatalf("NewFallback: %v", err)
+	}
+	t.Cleanup(func() { fallback.Close() })
+
+	limits := ratelimit.WithLimits(ratelimit.PerMinute(4).Using(ratelimit.FixedWindow))
+	var handlers []http.Handler
+	var limiters []*ratelimit.Limiter
+	var seen counts
+	for _, s := range []ratelimit.Store{first, second, fallback} {
+		l := newLimiter(t, s, "shared", limits, ratelimit.WithObserver(seen.observe))
+		limiters = append(limiters, l)
+		handlers = append(handlers, l.Handler(http.HandlerFunc(adaptertest.OK)))
+	}
+	runSteps(t, []step{
+		{handlers[0], "GET", "/", 200, "3"},
+		{handlers[1], "GET", "/", 200, "2"},
+		{handlers[2], "GET", "/", 200, "1"},
+		{handlers[1], "GET", "/", 200, "0"},
+		{handlers[0], "GET", "/", 429, "0"},
+		{handlers[2], "GET", "/", 429, "0"},
+	})
+	if seen.fallback != 0 {
+		t.Errorf("the Fallback decided %d requests in process, want 0: Redis was up", seen.fallback)
+	}
+	want := []string{prefix + "{shared|*|ip:192.0.2.1}:f60000"}
+	if got := counterKeys(t, c, prefix); !slices.Equal(got, want) {
+		t.Errorf("keys in Redis: got %q, want %q", got, want)
+	}
+}
+
+type ctxKey struct{}
+
+// TestDecisionsKeepTheContext: the context a handler gets behind
+// Limiters still carries the server's values, deadline and cancellation,
+// and its children are canceled with it.
+func TestDecisionsKeepTheContext(t *testing.T) {
+	lim := newLimiter(t, newMemory(t), "test", ratelimit.WithLimits(ratelimit.PerMinute(5)))
+	inner := newLimiter(t, newMemory(t), "inner", ratelimit.WithLimits(ratelimit.PerMinute(3)))
+	deadline := time.Now().Add(time.Hour)
+	parent, cancel := context.WithDeadline(context.WithValue(context.Background(), ctxKey{}, "v"), deadline)
+	var child context.Context
+	var cancelChild context.CancelFunc = func() {}
+	defer func() { cancelChild() }()
+	var decisions []ratelimit.Decision
+	h := lim.Handler(inner.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx := r.Context()
+		if ctx.Value(ctxKey{}) != "v" {
+			t.Error("the server's context value is gone")
+		}
+		if d, ok := ctx.Deadline(); !ok || !d.Equal(deadline) {
+			t.Errorf("got deadline %v, %v; want %v", d, ok, deadline)
+		}
+		child, cancelChild = context.WithCancel(ctx)
+		decisions = ratelimit.Decisions(ctx)
+	})))
+	r := httptest.NewRequest("GET", "/", nil).WithContext(parent)
+	h.ServeHTTP(httptest.NewRecorder(), r)
+	if len(decisions) != 2 || decisions[0].Results()[0].Remaining != 4 || decisions[1].Results()[0].Remaining != 2 {
+		t.Fatalf("got decisions %+v, want the outer Limiter's (4 left), then the inner's (2 left)", decisions)
+	}
+	cancel()
+	select {
+	case <-child.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("a context derived in the handler was not canceled with the server's")
+	}
+	if ratelimit.Decisions(parent) != nil || ratelimit.Decisions(context.Background()) != nil {
+		t.Error("a context no Limiter saw has decisions")
+	}
+}
+
+// TestDecisionsOnlyOfLimitersThatDecided: a skipped request, one without
+// limits, and one the store failed on add no decision; a dry run that
+// would deny adds its denial.
+func TestDecisionsOnlyOfLimitersThatDecided(t *testing.T) {
+	mem := newMemory(t)
+	skipped := newLimiter(t, mem, "skipped", ratelimit.WithLimits(ratelimit.PerMinute(1)), ratelimit.WithSkip(func(*http.Request) bool { return true }))
+	routed := newLimiter(t, mem, "routed", ratelimit.WithRoutes(map[string][]ratelimit.Limit{"POST /login": {ratelimit.PerMinute(1)}}))
+	failed := newLimiter(t, adaptertest.Down{}, "failed", ratelimit.WithLogger(discardLogger), ratelimit.WithLimits(ratelimit.PerMinute(1)))
+	dry := newLimiter(t, mem, "dry", ratelimit.WithLimits(ratelimit.PerMinute(1).Named("dry")), ratelimit.WithDryRun(func(*http.Request, ratelimit.Decision) {}))
+	var got []ratelimit.Decision
+	h := skipped.Handler(routed.Handler(failed.Handler(dry.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = ratelimit.Decisions(r.Context())
+	})))))
+	for i, want := range []bool{true, false} {
+		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil))
+		if len(got) != 1 || got[0].Results()[0].Limit.Name != "dry" || got[0].Allowed != want {
+			t.Fatalf("request %d: got %+v, want only the dry run's decision, allowed %v", i, got, want)
+		}
+	}
+}
+
+// TestCostSeesTheMatchedRoute: a Limiter around a whole ServeMux matches
+// the request against its own table, and the cost and limits functions
+// see that pattern as r.Pattern; a router's own pattern wins.
+func TestCostSeesTheMatchedRoute(t *testing.T) {
+	var costSaw, limitsSaw string
+	l := newLimiter(t, newMemory(t), "test",
+		ratelimit.WithRoutes(map[string][]ratelimit.Limit{"POST /login": {ratelimit.PerMinute(5)}, "/api/{id}": {ratelimit.PerMinute(10)}}),
+		ratelimit.WithCost(func(r *http.Request) int { costSaw = r.Pattern; return 1 }),
+		ratelimit.WithLimitsFunc(func(r *http.Request) []ratelimit.Limit { limitsSaw = r.Pattern; return nil }))
+	mux := http.NewServeMux()
+	mux.HandleFunc("/", adaptertest.OK)
+	h := l.Handler(mux)
+	for _, tt := range []struct{ method, path, want string }{
+		{"POST", "/login", "POST /login"},
+		{"GET", "/api/7", "/api/{id}"},
+	} {
+		costSaw, limitsSaw = "", ""
+		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(tt.method, tt.path, nil))
+		if costSaw != tt.want || limitsSaw != tt.want {
+			t.Errorf("%s %s: the cost function saw %q and the limits function %q, want %q", tt.method, tt.path, costSaw, limitsSaw, tt.want)
+		}
+	}
+	costSaw = ""
+	r := httptest.NewRequest("GET", "/api/7", nil)
+	r.Pattern = "GET /api/{id}"
+	l.Handler(http.HandlerFunc(adaptertest.OK)).ServeHTTP(httptest.NewRecorder(), r)
+	if costSaw != "GET /api/{id}" {
+		t.Errorf("with the router's pattern known, the cost function saw %q, want it", costSaw)
+	}
+}
+
+// plans is a limits function: keys beginning with "pro-" get 3 a minute,
+// others 1, both fixed windows, so that a plan change keeps the count.
+func plans(r *http.Request) []ratelimit.Limit {
+	if strings.HasPrefix(r.Header.Get("X-API-Key"), "pro-") {
+		return []ratelimit.Limit{ratelimit.PerMinute(3).Using(ratelimit.FixedWindow).Named("pro")}
+	}
+	return []ratelimit.Limit{ratelimit.PerMinute(1).Using(ratelimit.FixedWindow).Named("free")}
+}
+
+// TestLimitsPerRequest: one Limiter applies each caller's plan, on a real
+// Redis, and a caller who upgrades keeps what it spent.
+func TestLimitsPerRequest(t *testing.T) {
+	t.Parallel()
+	c, prefix := sharedRedis(t)
+	l := newLimiter(t, newRedisStore(t, c, prefix), "plans", ratelimit.WithKey(ratelimit.Route), ratelimit.WithLimitsFunc(plans))
+	mux := http.NewServeMux()
+	mux.Handle("GET /api/", l.Handler(http.HandlerFunc(adaptertest.OK)))
+	type step struct {
+		apiKey    string
+		status    int
+		policy    string
+		remaining string
+	}
+	// Keyed by route, so both plans count into one counter: a caller who
+	// changes plan keeps its count.
+	for i, s := range []step{
+		{"free-1", 200, `"free";q=1;w=60`, "0"},
+		{"free-1", 429, `"free";q=1;w=60`, "0"},
+		{"pro-1", 200, `"pro";q=3;w=60`, "1"}, // 1 spent under free
+		{"pro-1", 200, `"pro";q=3;w=60`, "0"},
+		{"pro-1", 429, `"pro";q=3;w=60`, "0"},
+	} {
+		w := serve(mux, "GET", "/api/x", withHeader("X-API-Key", s.apiKey))
+		if w.Code != s.status || w.Header().Get("RateLimit-Policy") != s.policy || w.Header().Get("X-RateLimit-Remaining") != s.remaining {
+			t.Errorf("request %d (%s): got %d, policy %q, remaining %q; want %d, %q, %q", i, s.apiKey, w.Code,
+				w.Header().Get("RateLimit-Policy"), w.Header().Get("X-RateLimit-Remaining"), s.status, s.policy, s.remaining)
+		}
+	}
+	if n := ratelimit.SetsKept(l); n != 2 {
+		t.Errorf("sets kept after five requests of two plans: %d, want 2, each checked once", n)
+	}
+	keys := counterKeys(t, c, prefix)
+	if want := prefix + "{plans|*|route:GET /api/}:f60000"; len(keys) != 1 || keys[0] != want {
+		t.Errorf("keys %q, want one: %q", keys, want)
+	}
+}
+
+// TestLimitsFuncFallsBack: a limits function that returns none leaves the
+// route's limits, or those of WithLimits, in force.
+func TestLimitsFuncFallsBack(t *testing.T) {
+	t.Parallel()
+	none := func(r *http.Request) []ratelimit.Limit {
+		if r.Header.Get("X-Plan") == "" {
+			return nil
+		}
+		return []ratelimit.Limit{ratelimit.PerMinute(5).Using(ratelimit.FixedWindow).Named("plan")}
+	}
+	l := newLimiter(t, newMemory(t), "fallback", ratelimit.WithLimitsFunc(none),
+		ratelimit.WithLimits(ratelimit.PerMinute(1).Named("all")),
+		ratelimit.WithRoutes(map[string][]ratelimit.Limit{"POST /login": {ratelimit.PerMinute(2).Named("login")}}))
+	h := l.Handler(http.HandlerFunc(adaptertest.OK))
+	for _, tt := range []struct {
+		method, path, plan, policy string
+	}{
+		{"GET", "/", "", `"all";q=1;w=60`},
+		{"POST", "/login", "", `"login";q=2;w=60`},
+		{"POST", "/login", "yes", `"plan";q=5;w=60`},
+		{"GET", "/", "yes", `"plan";q=5;w=60`},
+	} {
+		w := serve(h, tt.method, tt.path, withHeader("X-Plan", tt.plan))
+		if got := w.Header().Get("RateLimit-Policy"); w.Code != 200 || got != tt.policy {
+			t.Errorf("%s %s, plan %q: got %d %q, want 200 %q", tt.method, tt.path, tt.plan, w.Code, got, tt.policy)
+		}
+	}
+}
+
+// countingStore counts the calls that reach it.
+type countingStore struct {
+	ratelimit.Store
+	calls atomic.Int64
+}
+
+func (s *countingStore) Allow(ctx context.Context, key string, cost int, limits *ratelimit.Limits) (ratelimit.Decision, error) {
+	s.calls.Add(1)
+	return s.Store.Allow(ctx, key, cost, limits)
+}
+
+// TestLimitsFuncInvalid: invalid limits from the function reach the error
+// handler, naming the fault, and nothing is counted; the set is checked
+// once however often it comes back.
+func TestLimitsFuncInvalid(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		limits []ratelimit.Limit
+		want   string
+	}{
+		{"zero quota", []ratelimit.Limit{ratelimit.PerMinute(0)}, "limits[0].Quota must be at least 1"},
+		{"two in one place", []ratelimit.Limit{ratelimit.PerMinute(1), ratelimit.PerMinute(2)}, "would count into one place"},
+		{"too many", make([]ratelimit.Limit, 9), "returned 9 limits; at most 8"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := &countingStore{Store: newMemory(t)}
+			var got []error
+			l := newLimiter(t, s, "invalid", quietLogs(),
+				ratelimit.WithLimitsFunc(func(*http.Request) []ratelimit.Limit { return tt.limits }),
+				ratelimit.WithErrorHandler(func(w http.ResponseWriter, r *http.Request, err error) bool {
+					got = append(got, err)
+					return ratelimit.FailOpen(w, r, err)
+				}))
+			h := l.Handler(http.HandlerFunc(adaptertest.OK))
+			for range 3 {
+				if w := serve(h, "GET", "/"); w.Code != http.StatusBadRequest {
+					t.Errorf("got %d, want 400", w.Code)
+				}
+			}
+			if s.calls.Load() != 0 {
+				t.Errorf("the store was asked %d times, want never", s.calls.Load())
+			}
+			if len(got) != 3 || !errors.Is(got[0], ratelimit.ErrInvalid) || !strings.Contains(got[0].Error(), tt.want) {
+				t.Fatalf("errors %v, want 3 wrapping ErrInvalid, mentioning %q", got, tt.want)
+			}
+			if want := 1; tt.name != "too many" && ratelimit.SetsKept(l) != want {
+				t.Errorf("sets kept: %d, want %d: an invalid set is remembered as invalid", ratelimit.SetsKept(l), want)
+			}
+		})
+	}
+}
+
+// TestLimitsFuncIsBounded: a function returning a new set for every
+// request does not grow the Limiter without bound.
+func TestLimitsFuncIsBounded(t *testing.T) {
+	t.Parallel()
+	n := 0
+	l := newLimiter(t, newMemory(t), "bounded", ratelimit.WithLimitsFunc(func(*http.Request) []ratelimit.Limit {
+		n++
+		return []ratelimit.Limit{ratelimit.PerMinute(n).Named("q" + strconv.Itoa(n))}
+	}))
+	h := l.Handler(http.HandlerFunc(adaptertest.OK))
+	for range 3000 {
+		if w := serve(h, "GET", "/"); w.Code != 200 {
+			t.Fatalf("got %d, want 200", w.Code)
+		}
+	}
+	if kept := ratelimit.SetsKept(l); kept > 1024 {
+		t.Errorf("sets kept after 3,000 distinct ones: %d, want at most 1,024", kept)
+	}
+}
+
+func TestWithLimitsFuncNil(t *testing.T) {
+	_, err := ratelimit.New(newMemory(t), "nil", ratelimit.WithLimitsFunc(nil))
+	if !errors.Is(err, ratelimit.ErrInvalid) || !strings.Contains(err.Error(), "WithLimitsFunc") {
+		t.Errorf("got %v, want ErrInvalid naming WithLimitsFunc", err)
+	}
+	if _, err := ratelimit.New(newMemory(t), "only", ratelimit.WithLimitsFunc(plans)); err != nil {
+		t.Errorf("a limits function alone: got %v, want no error", err)
+	}
+}
+
+// newMemory returns a Memory store with the default options.
+func newMemory(t testing.TB) *store.Memory {
+	t.Helper()
+	s, err := store.NewMemory(store.MemoryOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestWithRoutesReportsBadTables(t *testing.T) {
+	s := adaptertest.NewStore(t)
+	one := []ratelimit.Limit{ratelimit.PerMinute(1)}
+	tests := []struct {
+		name  string
+		table map[string][]ratelimit.Limit
+		want  string
+	}{
+		{"bad route limit", map[string][]ratelimit.Limit{"POST /login": {ratelimit.Limit{Quota: 1, Window: 0}}}, `WithRoutes["POST /login"]: limits[0].Window`},
+		{"route without limits", map[string][]ratelimit.Limit{"POST /login": nil}, `WithRoutes["POST /login"]: no limits`},
+		{"route limits sharing state", map[string][]ratelimit.Limit{"/a": {ratelimit.PerMinute(1), ratelimit.PerMinute(2)}}, `WithRoutes["/a"]: limits[0]`},
+		{"bad route pattern", map[string][]ratelimit.Limit{"GET /{x": one}, `WithRoutes: pattern "GET /{x"`},
+		{"conflicting route patterns", map[string][]ratelimit.Limit{"/a/{x}": one, "/{y}/b": one}, "WithRoutes: pattern"},
+		{"empty pattern", map[string][]ratelimit.Limit{"": one}, `WithRoutes: pattern ""`},
+		{"pattern with a bar", map[string][]ratelimit.Limit{"/a|b": one}, `WithRoutes: pattern "/a|b"`},
+		{"pattern with NUL", map[string][]ratelimit.Limit{"/a\x00": one}, `WithRoutes: pattern "/a\x00"`},
+		// The scope of WithLimits is "*" and a long pattern's is "#" and
+		// hex: no pattern may be spelled like either.
+		{"pattern *", map[string][]ratelimit.Limit{"*": one}, `WithRoutes: pattern "*"`},
+		{"pattern like a hashed scope", map[string][]ratelimit.Limit{"#0123456789abcdef0123456789abcdef": one}, `WithRoutes: pattern "#0123456789abcdef0123456789abcdef"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l, err := ratelimit.New(s, "test", ratelimit.WithRoutes(tt.table))
+			if !errors.Is(err, ratelimit.ErrInvalid) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("got (%v, %v), want ErrInvalid naming %q", l, err, tt.want)
+			}
+		})
+	}
+}
+
+// TestRouteTableAroundTheMux: one Limiter wraps the whole ServeMux, so no
+// pattern is known yet; the table's own patterns decide.
+func TestRouteTableAroundTheMux(t *testing.T) {
+	l := newLimiter(t, adaptertest.NewStore(t), "test",
+		ratelimit.WithLimits(ratelimit.PerMinute(3).Using(ratelimit.FixedWindow).Named("api")),
+		ratelimit.WithRoutes(map[string][]ratelimit.Limit{
+			"POST /login":     {ratelimit.PerMinute(1).Using(ratelimit.SlidingLog).Named("login")},
+			"/api/{id}/items": {ratelimit.PerMinute(2).Using(ratelimit.FixedWindow).Named("items")},
+		}))
+	mux := http.NewServeMux()
+	mux.HandleFunc("/", adaptertest.OK)
+	h := l.Handler(mux)
+	steps := []struct {
+		method, path string
+		status       int
+		policy       string
+	}{
+		{"POST", "/login", 200, `"login";q=1;w=60`},
+		{"POST", "/login", 429, `"login";q=1;w=60`},
+		{"GET", "/login", 200, `"api";q=3;w=60`}, // another method: the default limits
+		{"GET", "/api/1/items", 200, `"items";q=2;w=60`},
+		{"GET", "/api/2/items", 200, `"items";q=2;w=60`},
+		{"GET", "/api/3/items", 429, `"items";q=2;w=60`},
+		{"GET", "/", 200, `"api";q=3;w=60`},
+		{"GET", "/other", 200, `"api";q=3;w=60`},
+		{"GET", "/", 429, `"api";q=3;w=60`},
+	}
+	for i, st := range steps {
+		w := serve(h, st.method, st.path)
+		if w.Code != st.status || w.Header().Get("RateLimit-Policy") != st.policy {
+			t.Errorf("step %d %s %s: got %d %q, want %d %q", i, st.method, st.path, w.Code, w.Header().Get("RateLimit-Policy"), st.status, st.policy)
+		}
+	}
+}
+
+// TestRouteTableKeysWithoutMethod: an entry without a method matches a
+// route registered with one.
+func TestRouteTableKeysWithoutMethod(t *testing.T) {
+	l := newLimiter(t, adaptertest.NewStore(t), "test",
+		ratelimit.WithRoutes(map[string][]ratelimit.Limit{"/login": {ratelimit.PerMinute(1).Using(ratelimit.FixedWindow)}}))
+	mux := http.NewServeMux()
+	mux.Handle("POST /login", l.Handler(http.HandlerFunc(adaptertest.OK)))
+	mux.Handle("GET /open", l.Handler(http.HandlerFunc(adaptertest.OK)))
+	for i, want := range []int{200, 429} {
+		if w := serve(mux, "POST", "/login"); w.Code != want {
+			t.Errorf("login %d: got %d, want %d", i, w.Code, want)
+		}
+	}
+	for range 3 {
+		if w := serve(mux, "GET", "/open"); w.Code != 200 || w.Header().Get("RateLimit") != "" {
+			t.Errorf("a route with no limits: got %d with RateLimit %q, want 200 and no header", w.Code, w.Header().Get("RateLimit"))
+		}
+	}
+}
+
+// TestRouteScopesNeverShareCounters: routes with the same limit as
+// WithLimits, and as each other, count apart, each under its pattern in
+// the keys Redis holds, escaped so that its braces leave the hash tag
+// whole.
+func TestRouteScopesNeverShareCounters(t *testing.T) {
+	t.Parallel()
+	c, prefix := sharedRedis(t)
+	limit := ratelimit.PerMinute(2).Using(ratelimit.FixedWindow)
+	l := newLimiter(t, newRedisStore(t, c, prefix), "api",
+		ratelimit.WithLimits(limit),
+		ratelimit.WithRoutes(map[string][]ratelimit.Limit{
+			"POST /login":     {limit},
+			"GET /café/{id}":  {limit},
+			"/100%/{rest...}": {limit},
+		}))
+	h := l.Handler(http.HandlerFunc(adaptertest.OK))
+	mux := http.NewServeMux()
+	for _, p := range []string{"POST /login", "GET /café/{id}", "/100%/{rest...}", "/"} {
+		mux.Handle(p, h)
+	}
+	runSteps(t, []step{
+		{mux, "POST", "/login", 200, "1"},
+		{mux, "POST", "/login", 200, "0"},
+		{mux, "POST", "/login", 429, "0"},
+		{mux, "GET", "/caf%C3%A9/1", 200, "1"},
+		{mux, "GET", "/caf%C3%A9/2", 200, "0"},
+		{mux, "GET", "/caf%C3%A9/3", 429, "0"},
+		{mux, "GET", "/100%25/x", 200, "1"},
+		{mux, "GET", "/", 200, "1"},
+		{mux, "GET", "/login", 200, "0"}, // GET: not the route's method, so WithLimits
+		{mux, "GET", "/other", 429, "0"},
+	})
+	want := []string{
+		prefix + "{api|/100%25/%7Brest...%7D|ip:192.0.2.1}:f60000",
+		prefix + "{api|*|ip:192.0.2.1}:f60000",
+		prefix + "{api|GET /caf%C3%A9/%7Bid%7D|ip:192.0.2.1}:f60000",
+		prefix + "{api|POST /login|ip:192.0.2.1}:f60000",
+	}
+	slices.Sort(want)
+	if got := counterKeys(t, c, prefix); !slices.Equal(got, want) {
+		t.Errorf("keys in Redis:\ngot  %q\nwant %q", got, want)
+	}
+}
+
+// TestRoutesInAnotherSyntax: a WithRoutes pattern in Gin's, Echo's or
+// chi's syntax is an error at New that names the pattern and how ServeMux
+// writes it, never a route that silently falls back to the default
+// limits.
+func TestRoutesInAnotherSyntax(t *testing.T) {
+	for pattern, want := range map[string]string{
+		"GET /users/:id": `"{id}"`,
+		"/static/*":      `"{...}"`,
+		"/files/*path":   `"{path...}"`,
+	} {
+		_, err := ratelimit.New(newMemory(t), "test", ratelimit.WithRoutes(map[string][]ratelimit.Limit{pattern: {ratelimit.PerMinute(1)}}))
+		if !errors.Is(err, ratelimit.ErrInvalid) || !strings.Contains(err.Error(), "WithRoutes: pattern "+`"`+pattern+`"`) || !strings.Contains(err.Error(), want) {
+			t.Errorf("WithRoutes(%q): got %v, want an ErrInvalid naming the pattern and %s", pattern, err, want)
+		}
 	}
 }

@@ -1,11 +1,16 @@
 package ratelimit_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -227,5 +232,247 @@ func TestObserverThroughFallback(t *testing.T) {
 			t.Errorf("event %d: got fallback %v, latency %v, route %q, results %+v; want fallback %v, a latency, no route, the api limit",
 				i, e.Decision.Fallback, e.Latency, e.Route, e.Decision.Results(), fell)
 		}
+	}
+}
+
+// unauthorized answers 401, as a failed login does.
+var unauthorized = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusUnauthorized) })
+
+// TestCountOnlyRaceBound: with WithCountOnly, requests in flight together
+// when the quota runs out are all let through, and no more: on a real
+// Redis, W workers sending failures admit at most quota + W of them, the
+// counter never passes the quota, and once it is spent every request is
+// denied.
+func TestCountOnlyRaceBound(t *testing.T) {
+	t.Parallel()
+	const quota, workers, perWorker = 5, 8, 20
+	c, prefix := sharedRedis(t)
+	l := newLimiter(t, newRedisStore(t, c, prefix), "race", ratelimit.WithCountOnly(nil),
+		ratelimit.WithLimits(ratelimit.PerMinute(quota).Using(ratelimit.FixedWindow)))
+	// A request is in flight from the Limiter's peek to its count; each
+	// worker has one at most.
+	var served atomic.Int64
+	h := l.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		served.Add(1)
+		unauthorized(w, r)
+	}))
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for range workers {
+		wg.Go(func() {
+			<-start
+			for range perWorker {
+				w := serve(h, "POST", "/login")
+				if w.Code != http.StatusUnauthorized && w.Code != http.StatusTooManyRequests {
+					t.Errorf("got %d, want 401 or 429", w.Code)
+				}
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if got := served.Load(); got < quota || got > quota+workers {
+		t.Errorf("served %d failures, want from %d to quota + the requests in flight at once (%d)", got, quota, quota+workers)
+	}
+	if count, err := c.Get(t.Context(), prefix+"{race|*|ip:192.0.2.1}:f60000").Int(); err != nil || count != quota {
+		t.Errorf("the counter holds %d (%v), want exactly the quota, %d", count, err, quota)
+	}
+	if w := serve(h, "POST", "/login"); w.Code != http.StatusTooManyRequests {
+		t.Errorf("after the race: got %d, want 429", w.Code)
+	}
+}
+
+// TestCountOnlyWriter: the ResponseWriter a count-only handler gets
+// records the status (200 when none is written), flushes, refuses to
+// hijack a writer that cannot, and unwraps to the server's writer.
+func TestCountOnlyWriter(t *testing.T) {
+	t.Parallel()
+	var counted atomic.Int64
+	l := newLimiter(t, newMemory(t), "writer", ratelimit.WithCountOnly(func(status int) bool {
+		counted.Add(1)
+		return false
+	}), ratelimit.WithLimits(ratelimit.PerMinute(10)))
+	tests := []struct {
+		name    string
+		handler http.HandlerFunc
+		check   func(t *testing.T, w *httptest.ResponseRecorder)
+	}{
+		{"nothing written", func(http.ResponseWriter, *http.Request) {}, nil},
+		{"flush", func(w http.ResponseWriter, _ *http.Request) {
+			w.(http.Flusher).Flush()
+			if err := http.NewResponseController(w).Flush(); err != nil {
+				t.Errorf("ResponseController.Flush: %v", err)
+			}
+		}, func(t *testing.T, w *httptest.ResponseRecorder) {
+			if !w.Flushed {
+				t.Errorf("the server's writer was not flushed")
+			}
+		}},
+		{"hijack", func(w http.ResponseWriter, _ *http.Request) {
+			if _, _, err := w.(http.Hijacker).Hijack(); !errors.Is(err, http.ErrNotSupported) {
+				t.Errorf("Hijack on a recorder: got %v, want ErrNotSupported", err)
+			}
+		}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := httptest.NewRecorder()
+			l.Handler(tt.handler).ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
+			if w.Code != 200 {
+				t.Errorf("got %d, want 200", w.Code)
+			}
+			if tt.check != nil {
+				tt.check(t, w)
+			}
+		})
+	}
+	if counted.Load() != int64(len(tests)) {
+		t.Errorf("the count function saw %d responses, want %d", counted.Load(), len(tests))
+	}
+}
+
+// TestCountOnlyFinishIsANoOpOtherwise: Finish does nothing for a Limiter
+// that counts every request.
+func TestCountOnlyFinishIsANoOpOtherwise(t *testing.T) {
+	t.Parallel()
+	l := newLimiter(t, newMemory(t), "finish", ratelimit.WithLimits(ratelimit.PerMinute(1)))
+	r := httptest.NewRequest("GET", "/", nil)
+	r.RemoteAddr = "192.0.2.1:1234"
+	if err := l.Finish(r, 500); err != nil {
+		t.Fatal(err)
+	}
+	if w := serve(l.Handler(http.HandlerFunc(unauthorized)), "GET", "/"); w.Code != 401 {
+		t.Errorf("got %d, want 401: Finish spent the quota", w.Code)
+	}
+}
+
+// outcomeStore decides by the client key it is given: "allow", "deny",
+// "fallback" (allowed in process), "fail", or the context's error.
+type outcomeStore struct{}
+
+func (outcomeStore) Allow(ctx context.Context, key string, _ int, limits *ratelimit.Limits) (ratelimit.Decision, error) {
+	if err := ctx.Err(); err != nil {
+		return ratelimit.Decision{}, err
+	}
+	r := ratelimit.Result{Limit: limits.All()[0], Allowed: true}
+	fallback := false
+	switch key[strings.LastIndexByte(key, '|')+1:] {
+	case "deny":
+		r.Allowed, r.RetryAfter = false, 1
+	case "fallback":
+		fallback = true
+	case "fail":
+		return ratelimit.Decision{}, errors.New("connection reset")
+	}
+	d := ratelimit.MakeDecision(r)
+	d.Fallback = fallback
+	return d, nil
+}
+
+func (s outcomeStore) Peek(ctx context.Context, key string, cost int, limits *ratelimit.Limits) (ratelimit.Decision, error) {
+	return s.Allow(ctx, key, cost, limits)
+}
+
+func (outcomeStore) Reset(context.Context, string, *ratelimit.Limits) error { return nil }
+
+// TestObserverCountsOutcomes: an observer sees every request once, by
+// outcome, a fallback decision also as allowed or denied; a request whose
+// client left is canceled and is not logged.
+func TestObserverCountsOutcomes(t *testing.T) {
+	counts := map[string]int{}
+	fallback := 0
+	count := func(_ *http.Request, e ratelimit.Event) { // requests are served one at a time
+		counts[e.Outcome]++
+		if e.Decision.Fallback {
+			fallback++
+		}
+	}
+	var logs bytes.Buffer
+	outcome := func(r *http.Request) (string, error) {
+		if v := r.Header.Get("X-Outcome"); v != "" {
+			return v, nil
+		}
+		return "", ratelimit.ErrInvalid
+	}
+	l := newLimiter(t, outcomeStore{}, "test", ratelimit.WithKey(outcome), ratelimit.WithLimits(ratelimit.PerMinute(10)),
+		ratelimit.WithObserver(count), ratelimit.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	h := l.Handler(http.HandlerFunc(adaptertest.OK))
+	steps := []struct {
+		outcome string
+		status  int
+	}{
+		{"allow", 200}, {"allow", 200}, {"deny", 429}, {"fallback", 200}, {"fail", 200}, {"", 400},
+	}
+	for _, st := range steps {
+		if w := serve(h, "GET", "/", withHeader("X-Outcome", st.outcome)); w.Code != st.status {
+			t.Errorf("%q: got %d, want %d", st.outcome, w.Code, st.status)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	r := httptest.NewRequestWithContext(ctx, "GET", "/", nil)
+	r.Header.Set("X-Outcome", "allow")
+	w := httptest.NewRecorder()
+	if h.ServeHTTP(w, r); w.Code != 200 {
+		t.Errorf("canceled: got %d, want 200 (fail open)", w.Code)
+	}
+
+	want := map[string]int{"allowed": 3, "denied": 1, "store_error": 1, "canceled": 1, "bad_request": 1}
+	if !maps.Equal(counts, want) || fallback != 1 {
+		t.Errorf("got %v and %d decided in process, want %v and 1", counts, fallback, want)
+	}
+	if n := strings.Count(logs.String(), "\n"); n != 2 || !strings.Contains(logs.String(), "store failed") || !strings.Contains(logs.String(), "request not decided") {
+		t.Errorf("got %d log lines %q, want one for the store failure and one for the missing key", n, logs.String())
+	}
+}
+
+// counts is an observer counting the requests a Limiter saw by outcome,
+// and those an in-process fallback decided.
+type counts struct {
+	mu       sync.Mutex
+	by       map[string]int
+	fallback int
+}
+
+func (c *counts) observe(_ *http.Request, e ratelimit.Event) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.by == nil {
+		c.by = map[string]int{}
+	}
+	c.by[e.Outcome]++
+	if e.Decision.Fallback {
+		c.fallback++
+	}
+}
+
+// of returns how many requests had outcome.
+func (c *counts) of(outcome string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.by[outcome]
+}
+
+// TestLogsAreThrottled: a Limiter logs at most one line a second of each
+// kind, however many requests fail.
+func TestLogsAreThrottled(t *testing.T) {
+	var logs bytes.Buffer
+	var seen counts
+	l := newLimiter(t, failing{errors.New("down")}, "test", ratelimit.WithLimits(ratelimit.PerMinute(1)), ratelimit.WithObserver(seen.observe),
+		ratelimit.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	h := l.Handler(http.HandlerFunc(adaptertest.OK))
+	for range 100 {
+		serve(h, "GET", "/")
+	}
+	for range 100 {
+		serve(h, "GET", "/", func(r *http.Request) { r.RemoteAddr = "@" }) // no key
+	}
+	for _, msg := range []string{"store failed", "request not decided"} {
+		if n := strings.Count(logs.String(), msg); n < 1 || n > 2 {
+			t.Errorf("100 failures within a second logged %d lines %q, want 1 (2 if a second turned)", n, msg)
+		}
+	}
+	if errs, bad := seen.of("store_error"), seen.of("bad_request"); errs != 100 || bad != 100 {
+		t.Errorf("observed %d store errors and %d bad requests, want 100 of each: the lines held back are still observed", errs, bad)
 	}
 }

@@ -41,6 +41,9 @@ type Config struct {
 	// KeySecret is the secret API keys are hashed with before they reach
 	// Redis; empty: a random one, so API-key limits are per server.
 	KeySecret string
+	// FallbackBudget is how long a decision waits for a configured Redis
+	// before it is made in process.
+	FallbackBudget time.Duration
 }
 
 // ParseFlags reads the command line of an example server; getenv reads
@@ -61,6 +64,7 @@ func ParseFlags(name string, args []string, getenv func(string) string) (Config,
 	fs.IntVar(&c.Limit, "limit", 10, "requests per window for GET /")
 	fs.DurationVar(&c.Window, "window", 10*time.Second, "window of GET /")
 	fs.IntVar(&c.Burst, "burst", 0, "token bucket burst for GET / (0: the limit)")
+	fs.DurationVar(&c.FallbackBudget, "fallback-budget", 50*time.Millisecond, "how long a decision waits for a configured Redis before it is made in process")
 	fs.StringVar(&proxies, "trusted-proxies", "", "CIDRs of proxies whose X-Forwarded-For is believed, comma-separated")
 	fs.StringVar(&c.KeySecret, "key-secret", getenv("RATELIMIT_KEY_SECRET"), "secret, at least 16 bytes and the same on every server, that API keys are hashed with before they reach Redis (default $RATELIMIT_KEY_SECRET; empty: a random one, so API-key limits are per server)")
 	fs.Usage = func() {
@@ -198,10 +202,6 @@ func New(c Config) (*App, error) {
 	return a, nil
 }
 
-// fallbackBudget is how long a decision waits for Redis before it is made
-// in process.
-const fallbackBudget = 50 * time.Millisecond
-
 // startupTimeout bounds the startup check of a configured Redis.
 const startupTimeout = 5 * time.Second
 
@@ -231,7 +231,7 @@ func (a *App) store(r Redis) (ratelimit.Store, error) {
 	}
 	a.redisDesc = conn.describe(ctx)
 	// A real Redis can fail: decide in process meanwhile.
-	f, err := store.NewFallback(redisStore, store.FallbackOptions{Budget: fallbackBudget})
+	f, err := store.NewFallback(redisStore, store.FallbackOptions{Budget: a.Config.FallbackBudget})
 	if err != nil {
 		return nil, err
 	}
@@ -317,7 +317,7 @@ func (a *App) Describe(w io.Writer) {
 	c := a.Config
 	fmt.Fprintf(w, "redis: %s\n", a.redisDesc)
 	if a.mini == nil {
-		fmt.Fprintf(w, "fallback: while Redis is down or slower than %v, decisions are made in process\n", fallbackBudget)
+		fmt.Fprintf(w, "fallback: while Redis is down or slower than %v, decisions are made in process\n", c.FallbackBudget)
 	}
 	if len(c.TrustedProxies) == 0 {
 		fmt.Fprintln(w, "client IP: the connection's peer (no -trusted-proxies)")
