@@ -12,6 +12,7 @@ import (
 	"go/token"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path"
 	"path/filepath"
 	"regexp"
@@ -654,4 +655,35 @@ func linkPos(g *ast.CommentGroup, text string) token.Pos {
 		}
 	}
 	return g.Pos()
+}
+
+// TestReadmeQuickStartBuilds: the README's quick start is a program that
+// builds against the module as it is (go vet compiles it).
+func TestReadmeQuickStartBuilds(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, after, ok := strings.Cut(string(readme), "\n## Quick start\n")
+	if !ok {
+		t.Fatal(`README.md has no "## Quick start" section`)
+	}
+	_, code, ok := strings.Cut(after, "```go\n")
+	if ok {
+		code, _, ok = strings.Cut(code, "\n```")
+	}
+	if !ok || !strings.HasPrefix(code, "package main\n") {
+		t.Fatal("README.md's quick start has no Go program (a ```go block starting with package main)")
+	}
+	dir, err := os.MkdirTemp("testdata", "quickstart-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(code+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("go", "vet", "./"+filepath.ToSlash(dir)).CombinedOutput(); err != nil {
+		t.Fatalf("the README's quick start does not build: %v\n%s\n%s", err, out, code)
+	}
 }

@@ -352,11 +352,12 @@ func TestEveryFramework(t *testing.T) {
 					remaining string // X-RateLimit-Remaining
 					banned    bool   // denied by a ban, which the body says
 				}{
-					// Only failures count; the headers say what was left
-					// before each attempt.
-					{wrong, 401, "5", false}, {wrong, 401, "4", false}, {right, 200, "3", false}, // a success never counts, and clears the failures
+					// Only failures count; a counted failure's headers say
+					// what is left after it, an uncounted success's what was
+					// left before it.
+					{wrong, 401, "4", false}, {wrong, 401, "3", false}, {right, 200, "3", false}, // a success never counts, and clears the failures
 					{right, 200, "5", false},
-					{wrong, 401, "5", false}, {wrong, 401, "4", false}, {wrong, 401, "3", false}, {wrong, 401, "2", false}, {wrong, 401, "1", false},
+					{wrong, 401, "4", false}, {wrong, 401, "3", false}, {wrong, 401, "2", false}, {wrong, 401, "1", false}, {wrong, 401, "0", false},
 					{right, 429, "0", false}, // five failures within the minute: even the right password waits
 					{wrong, 429, "0", false},
 					{wrong, 429, "0", true}, // the third denial within the minute bans the client for a minute
