@@ -16,7 +16,6 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -451,13 +450,18 @@ func TestDocLinks(t *testing.T) {
 		t.Fatal("found no Go packages")
 	}
 
+	goroot, err := exec.Command("go", "env", "GOROOT").Output()
+	if err != nil {
+		t.Fatalf("go env GOROOT: %v", err)
+	}
+	stdRoot := filepath.Join(strings.TrimSpace(string(goroot)), "src")
 	std := map[string]*goPackage{}
 	stdPackage := func(importPath string) *goPackage {
 		if p, ok := std[importPath]; ok {
 			return p
 		}
 		var p *goPackage
-		dir := filepath.Join(runtime.GOROOT(), "src", filepath.FromSlash(importPath))
+		dir := filepath.Join(stdRoot, filepath.FromSlash(importPath))
 		if parsed, err := parsePackageDir(token.NewFileSet(), dir); err == nil {
 			var files []*ast.File
 			for name, fs := range parsed {

@@ -456,11 +456,9 @@ func TestNamespaceIsSharedAcrossStores(t *testing.T) {
 
 	limits := ratelimit.WithLimits(ratelimit.PerMinute(4).Using(ratelimit.FixedWindow))
 	var handlers []http.Handler
-	var limiters []*ratelimit.Limiter
 	var seen counts
 	for _, s := range []ratelimit.Store{first, second, fallback} {
 		l := newLimiter(t, s, "shared", limits, ratelimit.WithObserver(seen.observe))
-		limiters = append(limiters, l)
 		handlers = append(handlers, l.Handler(http.HandlerFunc(adaptertest.OK)))
 	}
 	runSteps(t, []step{
