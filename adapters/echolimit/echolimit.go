@@ -52,6 +52,13 @@ func Routes(table map[string][]ratelimit.Limit) ratelimit.Option {
 // serveMuxPattern writes an Echo pattern the way ServeMux does, or says
 // why it cannot: ":name" becomes "{name}", a final "*" "{path...}".
 func serveMuxPattern(pattern string) (string, string) {
+	path := pattern
+	if i := strings.IndexByte(pattern, ' '); i > 0 && !strings.Contains(pattern[:i], "/") {
+		path = strings.TrimLeft(pattern[i+1:], " ")
+	}
+	if !strings.HasPrefix(path, "/") {
+		return "", "the path must start with '/' in Echo's syntax"
+	}
 	if !strings.ContainsAny(pattern, ":*{}") {
 		return pattern, ""
 	}

@@ -52,6 +52,13 @@ func Routes(table map[string][]ratelimit.Limit) ratelimit.Option {
 // serveMuxPattern writes a Gin pattern the way ServeMux does, or says why
 // it cannot: ":name" becomes "{name}", a final "*name" "{name...}".
 func serveMuxPattern(pattern string) (string, string) {
+	path := pattern
+	if i := strings.IndexByte(pattern, ' '); i > 0 && !strings.Contains(pattern[:i], "/") {
+		path = strings.TrimLeft(pattern[i+1:], " ")
+	}
+	if !strings.HasPrefix(path, "/") {
+		return "", "the path must start with '/' in Gin's syntax"
+	}
 	if !strings.ContainsAny(pattern, ":*{}") {
 		return pattern, ""
 	}
