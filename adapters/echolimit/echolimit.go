@@ -14,9 +14,12 @@
 package echolimit
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/labstack/echo/v4"
 
@@ -108,12 +111,14 @@ func WithSkipper(skip func(c echo.Context) bool) Option {
 // others go on with the rate-limit headers set and c.Request() carrying
 // the decision (see [ratelimit.Decisions]), and their status goes to
 // l.Finish (for [ratelimit.WithCountOnly]) as the response's header is
-// about to be written (for a handler that returned an error, as Echo's
-// error handler writes it). The route l sees is
-// Echo's c.Path() written the ServeMux way (see [Routes]), set as the
-// request's Pattern on a shallow copy of c.Request(). Register it with
-// e.Use, which runs after routing, not e.Pre. New panics, when the server
-// is built, if l is nil. The middleware is safe for concurrent use.
+// about to be written, through a writer that wraps the response's while
+// the handlers run (for a handler that returned an error, the status
+// Echo's default error handler writes for it). The route l sees is Echo's
+// c.Path() written the ServeMux way (see [Routes]), as the Pattern of the
+// request it decides: c.Request() itself while l.Allow runs, given back
+// unchanged after. Register it with e.Use, which runs after routing, not
+// e.Pre. New panics, when the server is built, if l is nil. The
+// middleware is safe for concurrent use.
 func New(l *ratelimit.Limiter, opts ...Option) echo.MiddlewareFunc {
 	if l == nil {
 		panic("echolimit: New: the Limiter is nil")
@@ -122,39 +127,118 @@ func New(l *ratelimit.Limiter, opts ...Option) echo.MiddlewareFunc {
 	for _, opt := range opts {
 		opt(&cfg)
 	}
+	var routes patterns
+	writers := sync.Pool{New: func() any { return new(finishWriter) }}
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			if cfg.skip != nil && cfg.skip(c) {
 				return next(c)
 			}
-			r, ok := l.Allow(c.Response(), withPattern(c.Request(), c.Path()))
+			r := c.Request()
+			saved := r.Pattern
+			if p, ok := routes.of(c.Path()); ok {
+				r.Pattern = p // what the Limiter copies; the request gets its own back below
+			}
+			decided, ok := l.Allow(c.Response(), r)
+			r.Pattern = saved
 			if !ok {
 				return nil
 			}
-			c.SetRequest(r) // carries the decision, for ratelimit.Decisions
+			c.SetRequest(decided) // carries the decision, for ratelimit.Decisions
 			res := c.Response()
-			res.Before(func() { l.Finish(r, res.Status) }) // as the header is written
+			w := writers.Get().(*finishWriter)
+			*w = finishWriter{ResponseWriter: res.Writer, l: l, r: decided}
+			res.Writer = w
 			err := next(c)
-			if err == nil && !res.Committed {
-				l.Finish(r, res.Status) // nothing written: net/http answers for the handler
+			if !res.Committed {
+				w.finish(status(c, err)) // nothing written yet, or an error Echo's handler writes next
 			}
+			res.Writer = w.ResponseWriter
+			*w = finishWriter{}
+			writers.Put(w)
 			return err
 		}
 	}
 }
 
-// withPattern returns a shallow copy of r whose Pattern is Echo's route
-// written the ServeMux way, or r when Echo matched no route or the route
-// cannot be written so.
-func withPattern(r *http.Request, path string) *http.Request {
-	if path == "" {
-		return r
+// status is the status of c's response once Echo has written it: for a
+// handler's error, the one Echo's default error handler writes for it.
+func status(c echo.Context, err error) int {
+	var he *echo.HTTPError
+	switch {
+	case err == nil:
+		return c.Response().Status
+	case errors.As(err, &he):
+		return he.Code
 	}
-	p, problem := serveMuxPattern(path)
-	if problem != "" {
-		return r
-	}
-	r = r.WithContext(r.Context())
-	r.Pattern = p
-	return r
+	return http.StatusInternalServerError
 }
+
+// patterns holds the routes of a router written the ServeMux way, each
+// worked out once: a router has few, and they come back on every
+// request. It keeps at most maxPatterns, and works out the others each
+// time. The zero value is ready to use.
+type patterns struct {
+	m sync.Map // route to its ServeMux pattern, "" when it has none
+	n atomic.Int64
+}
+
+// maxPatterns bounds the routes a patterns keeps.
+const maxPatterns = 4096
+
+// of returns route written the ServeMux way, and false when Echo matched
+// no route or ServeMux cannot write it.
+func (p *patterns) of(route string) (string, bool) {
+	if route == "" {
+		return "", false
+	}
+	if v, ok := p.m.Load(route); ok {
+		s := v.(string)
+		return s, s != ""
+	}
+	s, problem := serveMuxPattern(route)
+	if problem != "" {
+		s = ""
+	}
+	if p.n.Add(1) <= maxPatterns {
+		p.m.Store(route, s)
+	}
+	return s, s != ""
+}
+
+// finishWriter reports the response's status to the Limiter (see
+// ratelimit.Limiter.Finish), once, as its header is about to be written.
+type finishWriter struct {
+	http.ResponseWriter
+	l    *ratelimit.Limiter
+	r    *http.Request
+	done bool
+}
+
+func (w *finishWriter) finish(status int) {
+	if !w.done {
+		w.done = true
+		w.l.Finish(w.r, status)
+	}
+}
+
+func (w *finishWriter) WriteHeader(code int) {
+	if code >= 200 { // not an informational answer
+		w.finish(code)
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *finishWriter) Write(b []byte) (int, error) {
+	w.finish(http.StatusOK)
+	return w.ResponseWriter.Write(b)
+}
+
+// Flush flushes the server's writer, when it can.
+func (w *finishWriter) Flush() {
+	w.finish(http.StatusOK)
+	http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+// Unwrap returns the server's writer, for http.ResponseController.
+func (w *finishWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

@@ -17,6 +17,8 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/gin-gonic/gin"
 
@@ -104,10 +106,12 @@ func WithSkipper(skip func(c *gin.Context) bool) Option {
 // with the rate-limit headers set and c.Request carrying the decision (see
 // [ratelimit.Decisions]), and their status goes to l.Finish (for
 // [ratelimit.WithCountOnly]) as the response's header is about to be
-// written, through a writer that wraps c.Writer while the handlers run. The route l sees is Gin's FullPath written
-// the ServeMux way (see [Routes]), set as the request's Pattern on a
-// shallow copy of c.Request. New panics, when the router is built, if l is
-// nil. The middleware is safe for concurrent use.
+// written, through a writer that wraps c.Writer while the handlers run.
+// The route l sees is Gin's FullPath written the ServeMux way (see
+// [Routes]), as the Pattern of the request it decides: c.Request itself
+// while l.Allow runs, given back unchanged after. New panics, when the
+// router is built, if l is nil. The middleware is safe for concurrent
+// use.
 func New(l *ratelimit.Limiter, opts ...Option) gin.HandlerFunc {
 	if l == nil {
 		panic("ginlimit: New: the Limiter is nil")
@@ -116,23 +120,66 @@ func New(l *ratelimit.Limiter, opts ...Option) gin.HandlerFunc {
 	for _, opt := range opts {
 		opt(&cfg)
 	}
+	var routes patterns
+	writers := sync.Pool{New: func() any { return new(finishWriter) }}
 	return func(c *gin.Context) {
 		if cfg.skip != nil && cfg.skip(c) {
 			c.Next()
 			return
 		}
-		r, ok := l.Allow(c.Writer, withPattern(c.Request, c.FullPath()))
+		r := c.Request
+		saved := r.Pattern
+		if p, ok := routes.of(c.FullPath()); ok {
+			r.Pattern = p // what the Limiter copies; c.Request gets its own back below
+		}
+		decided, ok := l.Allow(c.Writer, r)
+		r.Pattern = saved
 		if !ok {
 			c.Abort()
 			return
 		}
-		c.Request = r // carries the decision, for ratelimit.Decisions
-		w := &finishWriter{ResponseWriter: c.Writer, l: l, r: r}
+		c.Request = decided // carries the decision, for ratelimit.Decisions
+		w := writers.Get().(*finishWriter)
+		*w = finishWriter{ResponseWriter: c.Writer, l: l, r: decided}
 		c.Writer = w
 		c.Next()
 		w.finish() // Gin writes the header of a handler that wrote none after this
 		c.Writer = w.ResponseWriter
+		*w = finishWriter{}
+		writers.Put(w)
 	}
+}
+
+// patterns holds the routes of a router written the ServeMux way, each
+// worked out once: a router has few, and they come back on every
+// request. It keeps at most maxPatterns, and works out the others each
+// time. The zero value is ready to use.
+type patterns struct {
+	m sync.Map // route to its ServeMux pattern, "" when it has none
+	n atomic.Int64
+}
+
+// maxPatterns bounds the routes a patterns keeps.
+const maxPatterns = 4096
+
+// of returns route written the ServeMux way, and false when Gin matched no
+// route or ServeMux cannot write it.
+func (p *patterns) of(route string) (string, bool) {
+	if route == "" {
+		return "", false
+	}
+	if v, ok := p.m.Load(route); ok {
+		s := v.(string)
+		return s, s != ""
+	}
+	s, problem := serveMuxPattern(route)
+	if problem != "" {
+		s = ""
+	}
+	if p.n.Add(1) <= maxPatterns {
+		p.m.Store(route, s)
+	}
+	return s, s != ""
 }
 
 // finishWriter reports the response's status to the Limiter (see
@@ -169,20 +216,4 @@ func (w *finishWriter) WriteString(s string) (int, error) {
 func (w *finishWriter) Flush() {
 	w.finish()
 	w.ResponseWriter.Flush()
-}
-
-// withPattern returns a shallow copy of r whose Pattern is Gin's route
-// written the ServeMux way, or r when Gin matched no route or the route
-// cannot be written so.
-func withPattern(r *http.Request, fullPath string) *http.Request {
-	if fullPath == "" {
-		return r
-	}
-	p, problem := serveMuxPattern(fullPath)
-	if problem != "" {
-		return r
-	}
-	r = r.WithContext(r.Context())
-	r.Pattern = p
-	return r
 }
