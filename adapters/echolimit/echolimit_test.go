@@ -129,10 +129,13 @@ func TestRoutesSyntax(t *testing.T) {
 			want []int
 		}{{"/users/1", []int{200, 429}}, {"/files/a/b", []int{200, 429}}} {
 			for i, want := range tt.want {
-				w := httptest.NewRecorder()
-				h.ServeHTTP(w, httptest.NewRequest("GET", tt.path, nil))
+				w, r := httptest.NewRecorder(), httptest.NewRequest("GET", tt.path, nil)
+				h.ServeHTTP(w, r)
 				if w.Code != want {
 					t.Errorf("%s, request %d: got %d, want %d", tt.path, i, w.Code, want)
+				}
+				if r.Pattern != "" {
+					t.Errorf("%s: the server's request was left with Pattern %q", tt.path, r.Pattern)
 				}
 			}
 		}
