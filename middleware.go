@@ -89,7 +89,8 @@ func (l *Limiter) Handler(next http.Handler) http.Handler {
 // context carries the decision (see [Decisions]) and whose Pattern is the
 // route pattern the Limiter's table matched, when r had none. The caller
 // then serves that request (and, with [WithCountOnly], calls
-// [Limiter.Finish] with it and the status). Otherwise Allow has answered r
+// [Limiter.Finish] with it and the status as the response's header is
+// about to be written). Otherwise Allow has answered r
 // on w (429, or the error handler's answer) and returns false. It is the
 // one decision function behind the net/http, Gin and Echo middleware.
 func (l *Limiter) Allow(w http.ResponseWriter, r *http.Request) (*http.Request, bool) {
