@@ -44,20 +44,26 @@ const (
 // list every limit of every Limiter that decided the request: a global
 // Limiter's and a route's add up. q is the quota (a token bucket's
 // burst), w the window in seconds (for a token bucket, the time it takes
-// to fill), r what remains, t the effective window (see [Result].Window).
-// The widespread X-RateLimit-Limit, X-RateLimit-Remaining and
-// X-RateLimit-Reset (seconds from now, not a timestamp) describe the
-// limit closest to denying, of every Limiter that decided the request:
-// the one that denied or, when allowed, the one with the fewest units
-// left; Reset is the time until that limit is full again
-// ([Result].ResetAfter).
+// to fill), r what remains, t the seconds until the limit resets: until
+// a unit beyond r comes back. The widespread X-RateLimit-Limit,
+// X-RateLimit-Remaining and X-RateLimit-Reset (seconds from now, not a
+// timestamp) describe the limit closest to denying, of every Limiter
+// that decided the request: the one that denied or, when allowed, the
+// one with the fewest units left.
 //
-// One rule makes every number of seconds: a duration is rounded up to
-// whole seconds, so that a client that waits as told is never early; w,
-// t, X-RateLimit-Reset and Retry-After (at least 1) alike. On a 429
-// every t, of every Limiter, is at most the Retry-After sent, so
-// Retry-After is never earlier than a t (the draft says it should not
-// come before the reset). A dry run's would-be denial is served without
+// One rule makes the seconds. A limit resets at one instant, counted
+// from when the store decided: a fixed window's end ([Result].ResetAfter,
+// which is also when a denied request may pass), and for the other
+// algorithms the end of the effective window ([Result].Window: the
+// oldest entry or slot leaving a log or sliding window, a bucket's next
+// token). Its t and, for the limit closest to denying, X-RateLimit-Reset
+// are that instant rounded up to whole seconds, so that a client that
+// waits as told is never early; Retry-After is the denial's RetryAfter
+// rounded up, at least 1, and w the window rounded up. On a 429 every t,
+// of every Limiter, is at most the Retry-After sent, so Retry-After is
+// never earlier than a t (the draft says it should not come before the
+// reset); for a request of cost 1 the denying limit's t and Retry-After
+// are the same. A dry run's would-be denial is served without
 // Retry-After, and its t are not capped.
 type Headers struct {
 	// NoDraft leaves out RateLimit-Policy and RateLimit.
@@ -158,7 +164,7 @@ func setHeaders(hdr http.Header, h Headers, s *requestState, retryAfter int64) {
 			b.Write(strconv.AppendInt(num[:0], sfInt(int64(r.Remaining)), 10))
 			re := b.Len()
 			b.WriteString(";t=")
-			b.Write(strconv.AppendInt(num[:0], resetParameter(r.Window, retryAfter), 10))
+			b.Write(strconv.AppendInt(num[:0], resetParameter(r, retryAfter), 10))
 			if v.pk != "" {
 				b.WriteString(";pk=")
 				b.WriteString(v.pk)
@@ -173,7 +179,7 @@ func setHeaders(hdr http.Header, h Headers, s *requestState, retryAfter int64) {
 		return
 	}
 	fieldEnd := b.Len()
-	b.Write(strconv.AppendInt(num[:0], sfInt(seconds(tight.ResetAfter)), 10))
+	b.Write(strconv.AppendInt(num[:0], sfInt(seconds(resetsIn(tight))), 10))
 	all := b.String()
 	if !h.NoDraft {
 		hdr[headerPolicy] = policyHeader(s.decided)
@@ -186,11 +192,20 @@ func setHeaders(hdr http.Header, h Headers, s *requestState, retryAfter int64) {
 	}
 }
 
-// resetParameter is the t of a RateLimit item: the effective window (see
-// [Result].Window) rounded up to whole seconds, as every number of
-// seconds is; at most retryAfter when that is not 0.
-func resetParameter(window time.Duration, retryAfter int64) int64 {
-	t := sfInt(seconds(window))
+// resetsIn is the time until r's limit resets (see Headers): a fixed
+// window's end, which its script reads to the millisecond and reports
+// as ResetAfter, the latest it may be; the effective window otherwise.
+func resetsIn(r Result) time.Duration {
+	if r.Limit.Algorithm == FixedWindow {
+		return r.ResetAfter
+	}
+	return r.Window
+}
+
+// resetParameter is the t of r's RateLimit item: resetsIn rounded up to
+// whole seconds, at most retryAfter when that is not 0.
+func resetParameter(r Result, retryAfter int64) int64 {
+	t := sfInt(seconds(resetsIn(r)))
 	if retryAfter > 0 {
 		t = min(t, retryAfter)
 	}

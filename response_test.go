@@ -44,9 +44,9 @@ func (fixedStore) Reset(context.Context, string, *ratelimit.Limits) error { retu
 // results, with and without a quota unit and a partition key (bits 0-1
 // of opts pick the unit, bit 2 turns pk on): a name New accepts must
 // always give RateLimit-Policy and RateLimit values that parse as RFC 9651
-// lists and name the limit back; t must be the effective window rounded
-// down, and on a 429 no later than Retry-After, a positive integer;
-// X-RateLimit-Reset must be ResetAfter rounded up.
+// lists and name the limit back; t and X-RateLimit-Reset must both be the
+// fixed window's end (ResetAfter) rounded up, t on a 429 no later than
+// Retry-After, a positive integer.
 func FuzzHeaders(f *testing.F) {
 	f.Add("api", 100, int64(60_000), 42, int64(17_000_000), int64(0), int64(2_999_000), uint8(0))
 	f.Add(`a "quoted" \ name`, 1, int64(1), 0, int64(999), int64(1), int64(999), uint8(5))
@@ -95,7 +95,7 @@ func FuzzHeaders(f *testing.F) {
 		if err != nil || len(current) != 1 || current[0].name != policy[0].name {
 			t.Fatalf("RateLimit %q: %+v, %v", h.Get("RateLimit"), current, err)
 		}
-		wantT := min(ceilSeconds(r.Window), maxSFInt) // rounded up, as every number of seconds
+		wantT := min(ceilSeconds(r.ResetAfter), maxSFInt) // a fixed window resets at its end
 		if w.Code == http.StatusTooManyRequests {
 			retry, err := strconv.ParseInt(h.Get("Retry-After"), 10, 64)
 			if err != nil || retry < 1 {
@@ -156,7 +156,7 @@ func (decisionStore) Reset(context.Context, string, *ratelimit.Limits) error { r
 // through when several did; when allowed, the one with the fewest units
 // left, ties going to the longest reset. RateLimit lists every limit, its
 // t the effective window rounded up, capped by Retry-After on a 429;
-// X-RateLimit-Reset is ResetAfter rounded up.
+// X-RateLimit-Reset is the tightest limit's t, uncapped.
 func TestHeadersDescribeTheTightest(t *testing.T) {
 	limits := ratelimit.WithLimits(
 		ratelimit.PerSecond(1).Named("second"),
@@ -196,7 +196,7 @@ func TestHeadersDescribeTheTightest(t *testing.T) {
 				ratelimit.Result{Allowed: false, Remaining: 0, Window: 29500 * time.Millisecond, ResetAfter: time.Minute, RetryAfter: 29500 * time.Millisecond},
 				ratelimit.Result{Allowed: true, Remaining: 0, Window: 45 * time.Minute, ResetAfter: time.Hour},
 			),
-			status: 429, rateLimit: `"second";r=1;t=1, "minute";r=0;t=30, "hour";r=0;t=30`, xReset: "60", xLimit: "10", retry: "30",
+			status: 429, rateLimit: `"second";r=1;t=1, "minute";r=0;t=30, "hour";r=0;t=30`, xReset: "30", xLimit: "10", retry: "30",
 		},
 		{
 			name: "denied by two: the later",
@@ -205,7 +205,7 @@ func TestHeadersDescribeTheTightest(t *testing.T) {
 				ratelimit.Result{Allowed: true, Remaining: 3, Window: 50 * time.Second, ResetAfter: time.Minute},
 				ratelimit.Result{Allowed: false, Remaining: 0, Window: 1200 * time.Millisecond, ResetAfter: time.Hour, RetryAfter: 1200 * time.Millisecond},
 			),
-			status: 429, rateLimit: `"second";r=0;t=1, "minute";r=3;t=2, "hour";r=0;t=2`, xReset: "3600", xLimit: "100", retry: "2",
+			status: 429, rateLimit: `"second";r=0;t=1, "minute";r=3;t=2, "hour";r=0;t=2`, xReset: "2", xLimit: "100", retry: "2",
 		},
 	}
 	for _, tt := range tests {
@@ -225,31 +225,39 @@ func TestHeadersDescribeTheTightest(t *testing.T) {
 	}
 }
 
-// TestResetIsTheEffectiveWindow: t is Result.Window rounded up, never
-// ResetAfter; X-RateLimit-Reset is ResetAfter rounded up.
-func TestResetIsTheEffectiveWindow(t *testing.T) {
+// TestResetIsOneInstant: a limit's t and X-RateLimit-Reset are one
+// instant rounded up: the effective window (Result.Window, never
+// ResetAfter) for the sliding window, the log and the bucket, the
+// window's end (ResetAfter) for the fixed window.
+func TestResetIsOneInstant(t *testing.T) {
 	tests := []struct {
+		algorithm          ratelimit.Algorithm
 		window, resetAfter time.Duration
-		t, xReset          string
+		want               string // t and X-RateLimit-Reset
 	}{
-		{2999 * time.Millisecond, time.Minute, "3", "60"},
-		{3 * time.Second, 3 * time.Second, "3", "3"},
-		{400 * time.Millisecond, 400 * time.Millisecond, "1", "1"},
-		{0, time.Hour, "0", "3600"},
-		{59*time.Second + 999_999_999, 59*time.Second + 1, "60", "60"},
-		{time.Hour, 2 * time.Hour, "3600", "7200"},
+		{ratelimit.SlidingWindow, 2999 * time.Millisecond, time.Minute, "3"},
+		{ratelimit.SlidingWindow, 3 * time.Second, 3 * time.Second, "3"},
+		{ratelimit.SlidingLog, 400 * time.Millisecond, 400 * time.Millisecond, "1"},
+		{ratelimit.TokenBucket, 0, time.Hour, "0"},
+		{ratelimit.SlidingLog, 59*time.Second + 999_999_999, 59*time.Second + 1, "60"},
+		{ratelimit.TokenBucket, time.Hour, 2 * time.Hour, "3600"},
+		// A fixed window's script reads the window's end to the
+		// millisecond: Window the earliest it may be, ResetAfter the latest.
+		{ratelimit.FixedWindow, 7 * time.Second, 7*time.Second + time.Millisecond, "8"},
+		{ratelimit.FixedWindow, 6999 * time.Millisecond, 7 * time.Second, "7"},
+		{ratelimit.FixedWindow, 29400 * time.Millisecond, 29401 * time.Millisecond, "30"},
 	}
 	for _, tt := range tests {
-		t.Run(tt.window.String(), func(t *testing.T) {
+		t.Run(tt.algorithm.String()+"/"+tt.window.String(), func(t *testing.T) {
 			s := fixedStore{ratelimit.Result{Remaining: 4, Window: tt.window, ResetAfter: tt.resetAfter}}
-			l := newLimiter(t, s, "test", ratelimit.WithLimits(ratelimit.PerMinute(5).Named("api")))
+			l := newLimiter(t, s, "test", ratelimit.WithLimits(ratelimit.Limit{Quota: 5, Window: time.Hour, Name: "api"}.Using(tt.algorithm)))
 			w := serve(l.Handler(http.HandlerFunc(adaptertest.OK)), "GET", "/")
 			h := w.Header()
-			if got, want := h.Get("RateLimit"), `"api";r=4;t=`+tt.t; got != want {
+			if got, want := h.Get("RateLimit"), `"api";r=4;t=`+tt.want; got != want {
 				t.Errorf("got RateLimit %q, want %q", got, want)
 			}
-			if got := h.Get("X-RateLimit-Reset"); got != tt.xReset {
-				t.Errorf("got X-RateLimit-Reset %q, want %q", got, tt.xReset)
+			if got := h.Get("X-RateLimit-Reset"); got != tt.want {
+				t.Errorf("got X-RateLimit-Reset %q, want %q", got, tt.want)
 			}
 			mustParse(t, h)
 		})
