@@ -887,3 +887,50 @@ func TestRoutesInAnotherSyntax(t *testing.T) {
 		}
 	}
 }
+
+// TestCountOnlyHeadersAsSent: with WithCountOnly, a counted response's
+// headers, read off the wire of a real server, say what remains after it
+// and an uncounted one what remains with nothing spent; on a real Redis
+// behind a Fallback, as in production, and on the Memory store.
+func TestCountOnlyHeadersAsSent(t *testing.T) {
+	t.Parallel()
+	c, prefix := sharedRedis(t)
+	fallback, err := store.NewFallback(newRedisStore(t, c, prefix), store.FallbackOptions{Logger: discardLogger})
+	if err != nil {
+		t.Fatalf("NewFallback: %v", err)
+	}
+	t.Cleanup(func() { fallback.Close() })
+	for name, s := range map[string]ratelimit.Store{"redis in a fallback": fallback, "memory": newMemory(t)} {
+		t.Run(name, func(t *testing.T) {
+			var seen counts
+			l := newLimiter(t, s, "countonly", ratelimit.WithCountOnly(nil), ratelimit.WithObserver(seen.observe),
+				ratelimit.WithLimits(ratelimit.PerMinute(3).Using(ratelimit.FixedWindow).Named("login")))
+			srv := httptest.NewServer(l.Handler(http.HandlerFunc(adaptertest.OK)))
+			t.Cleanup(srv.Close)
+			for i, st := range []struct {
+				fail   bool
+				status int
+				r      string
+			}{{true, 401, "2"}, {false, 200, "2"}, {true, 401, "1"}, {true, 401, "0"}, {true, 429, "0"}, {false, 429, "0"}} {
+				req, _ := http.NewRequest("GET", srv.URL, nil)
+				if st.fail {
+					req.Header.Set("X-Fail", "1")
+				}
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				got, want := resp.Header.Get("RateLimit"), `"login";r=`+st.r+`;t=`
+				secs, err := strconv.Atoi(strings.TrimPrefix(got, want)) // the window's end, whenever it opened
+				if resp.StatusCode != st.status || resp.Header.Get("X-RateLimit-Remaining") != st.r || !strings.HasPrefix(got, want) || err != nil || secs < 1 || secs > 60 {
+					t.Errorf("request %d: got %d, X-RateLimit-Remaining %q, RateLimit %q; want %d, %q, %q and 1 to 60 seconds",
+						i, resp.StatusCode, resp.Header.Get("X-RateLimit-Remaining"), got, st.status, st.r, want)
+				}
+			}
+			if seen.fallback != 0 {
+				t.Errorf("%d decisions were made in process on a running Redis", seen.fallback)
+			}
+		})
+	}
+}
