@@ -280,6 +280,7 @@ func ExampleLimit() {
 		ratelimit.PerMinute(5).Using(ratelimit.SlidingLog).Named("login"),
 		ratelimit.Limit{Algorithm: ratelimit.TokenBucket, Quota: 10, Window: time.Second, Burst: 50},
 		ratelimit.Limit{Quota: 10_000, Window: 24 * time.Hour}.Using(ratelimit.FixedWindow),
+		{Algorithm: ratelimit.Monthly, Quota: 1_000_000, Zone: "Europe/Paris"},
 	}
 	for _, l := range limits {
 		fmt.Println(l)
@@ -289,6 +290,7 @@ func ExampleLimit() {
 	// login: 5 per 1m, sliding-log
 	// 10 per 1s, token-bucket, burst 50
 	// 10000 per 24h, fixed-window
+	// 1000000 per calendar month in Europe/Paris
 }
 
 // NewLimits checks a set of limits once; the error names what is wrong.

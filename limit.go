@@ -1,6 +1,7 @@
 package ratelimit
 
 import (
+	"cmp"
 	"fmt"
 	"strconv"
 	"strings"
@@ -45,6 +46,20 @@ const (
 	// Window. Each request takes cost tokens; a full bucket lets a burst
 	// through, then the rate holds. It starts full.
 	TokenBucket
+
+	// Daily is a quota per calendar day in Limit.Zone: its count starts
+	// afresh at local midnight, so a day lasts 23 or 25 hours when the
+	// clocks change. Window is the calendar's: leave it zero.
+	Daily
+
+	// Weekly is a quota per calendar week in Limit.Zone, starting at
+	// midnight of Limit.Weekday. Window is the calendar's: leave it zero.
+	Weekly
+
+	// Monthly is a quota per calendar month in Limit.Zone, starting at
+	// midnight of the 1st: 28 to 31 days, give or take the hour of a clock
+	// change. Window is the calendar's: leave it zero.
+	Monthly
 )
 
 var algorithmNames = [...]string{
@@ -52,6 +67,9 @@ var algorithmNames = [...]string{
 	FixedWindow:   "fixed-window",
 	SlidingLog:    "sliding-log",
 	TokenBucket:   "token-bucket",
+	Daily:         "daily",
+	Weekly:        "weekly",
+	Monthly:       "monthly",
 }
 
 // String returns the algorithm's name, for example "token-bucket".
@@ -64,6 +82,9 @@ func (a Algorithm) String() string {
 
 func (a Algorithm) valid() bool { return int(a) < len(algorithmNames) }
 
+// calendar reports whether a counts in calendar periods.
+func (a Algorithm) calendar() bool { return a >= Daily && a <= Monthly }
+
 // A Limit says how many requests (or units of cost) a key may make per
 // Window, and with which [Algorithm]. Build one with [PerSecond] or
 // [PerMinute], or as a struct literal, and refine it:
@@ -73,6 +94,7 @@ func (a Algorithm) valid() bool { return int(a) < len(algorithmNames) }
 //	ratelimit.Limit{Algorithm: ratelimit.TokenBucket, Quota: 10, Window: time.Second, Burst: 50}
 //	ratelimit.Limit{Quota: 10_000, Window: 24 * time.Hour}.Using(ratelimit.FixedWindow)
 //	ratelimit.Limit{Quota: 600, Window: time.Hour, Precision: time.Minute}
+//	ratelimit.Limit{Algorithm: ratelimit.Monthly, Quota: 1_000_000, Zone: "Europe/Paris"}
 //
 // A Limit is a plain value: compare it with ==, copy it, use it as a map
 // key. It is checked when it joins a [Limits] (see [NewLimits]); the zero
@@ -88,7 +110,8 @@ type Limit struct {
 	Quota int
 
 	// Window is the period Quota applies to: at least 1ms, in whole
-	// milliseconds.
+	// milliseconds. Daily, Weekly and Monthly limits leave it zero: their
+	// periods are the calendar's.
 	Window time.Duration
 
 	// Burst is a TokenBucket's capacity: how many units may pass at once
@@ -100,6 +123,16 @@ type Limit struct {
 	// must divide Window, into at most 1000 slots (each decision reads
 	// every slot). Zero means Window/10. Other algorithms leave it zero.
 	Precision time.Duration
+
+	// Zone is the IANA time zone, such as "America/New_York", whose
+	// calendar a Daily, Weekly or Monthly limit follows. Empty means UTC.
+	// The zone database is built in, so a machine without one works too.
+	// Other algorithms leave it empty.
+	Zone string
+
+	// Weekday is the day a Weekly limit's weeks start on, at midnight in
+	// Zone. Zero is Sunday. Other algorithms leave it zero.
+	Weekday time.Weekday
 
 	// Name names the limit in RateLimit-Policy headers, logs and errors:
 	// printable ASCII, at most 64 bytes. Empty means a name made of the
@@ -131,6 +164,17 @@ func (l Limit) String() string {
 		b.WriteString(": ")
 	}
 	b.WriteString(strconv.Itoa(l.Quota))
+	if l.Algorithm.calendar() {
+		b.WriteString(" per calendar ")
+		b.WriteString([...]string{"day", "week", "month"}[l.Algorithm-Daily])
+		if l.Algorithm == Weekly {
+			b.WriteString(" from ")
+			b.WriteString(l.Weekday.String())
+		}
+		b.WriteString(" in ")
+		b.WriteString(cmp.Or(l.Zone, "UTC"))
+		return b.String()
+	}
 	b.WriteString(" per ")
 	b.WriteString(formatDuration(l.Window))
 	b.WriteString(", ")
@@ -194,6 +238,12 @@ func (l Limit) check() (field, problem string) {
 		return "Quota", fmt.Sprintf("must be at least 1, got %d", l.Quota)
 	case l.Quota > maxQuota:
 		return "Quota", fmt.Sprintf("must be at most %d, got %d", maxQuota, l.Quota)
+	case l.Zone != "" && !l.Algorithm.calendar():
+		return "Zone", fmt.Sprintf("is only used by daily, weekly and monthly limits, not %v; leave it empty", l.Algorithm)
+	case l.Weekday != 0 && l.Algorithm != Weekly:
+		return "Weekday", fmt.Sprintf("is only used by weekly limits, not %v; leave it zero", l.Algorithm)
+	case l.Algorithm.calendar():
+		return l.checkCalendar()
 	case l.Window < time.Millisecond:
 		return "Window", fmt.Sprintf("must be at least 1ms, got %v", l.Window)
 	case l.Window%time.Millisecond != 0:
@@ -241,10 +291,37 @@ func (l Limit) check() (field, problem string) {
 	return "", ""
 }
 
+// checkCalendar is check for a Daily, Weekly or Monthly limit.
+func (l Limit) checkCalendar() (field, problem string) {
+	switch {
+	case l.Window != 0:
+		return "Window", fmt.Sprintf("is the calendar's for a %v limit; leave it zero, got %v", l.Algorithm, l.Window)
+	case l.Burst != 0:
+		return "Burst", fmt.Sprintf("is only used by token-bucket, not %v; leave it zero", l.Algorithm)
+	case l.Precision != 0:
+		return "Precision", fmt.Sprintf("is only used by sliding-window, not %v; leave it zero", l.Algorithm)
+	case l.Weekday < time.Sunday || l.Weekday > time.Saturday:
+		return "Weekday", fmt.Sprintf("is not a day of the week: %d", l.Weekday)
+	case len(l.Name) > maxNameLength:
+		return "Name", fmt.Sprintf("is %d bytes long; at most %d are allowed", len(l.Name), maxNameLength)
+	case strings.IndexFunc(l.Name, func(r rune) bool { return r < 0x20 || r > 0x7e }) >= 0:
+		return "Name", fmt.Sprintf("%q holds a byte outside printable ASCII, which a header cannot carry", l.Name)
+	case strings.IndexFunc(l.Zone, func(r rune) bool { return r <= 0x20 || r > 0x7e || r == '{' || r == '}' }) >= 0:
+		return "Zone", fmt.Sprintf("%q is not the name of a time zone", l.Zone)
+	}
+	if _, err := spec.LoadLocation(l.Zone); err != nil {
+		return "Zone", fmt.Sprintf("%q is not a time zone this program knows: %v", l.Zone, err)
+	}
+	return "", ""
+}
+
 // stateOf keeps the fields that identify a limit's stored state: two
 // limits with equal states would count into the same place.
 func (l Limit) stateOf() Limit {
 	l = l.withDefaults()
+	if l.Algorithm.calendar() {
+		return Limit{Algorithm: l.Algorithm, Zone: cmp.Or(l.Zone, "UTC"), Weekday: l.Weekday}
+	}
 	s := Limit{Algorithm: l.Algorithm, Window: l.Window}
 	switch l.Algorithm {
 	case SlidingWindow:

@@ -36,6 +36,9 @@ func TestLimitString(t *testing.T) {
 		{Limit{Quota: 7, Window: 90 * time.Minute, Precision: 9 * time.Minute}, "7 per 1h30m, sliding-window, precision 9m"},
 		{Limit{Quota: 7, Window: 2 * time.Second, Precision: 1500 * time.Microsecond}, "7 per 2s, sliding-window, precision 1.5ms"},
 		{Limit{Quota: 1, Window: 1500 * time.Millisecond}, "1 per 1.5s, sliding-window"},
+		{Limit{Algorithm: Monthly, Quota: 1_000_000, Name: "gen-month"}, "gen-month: 1000000 per calendar month in UTC"},
+		{Limit{Algorithm: Daily, Quota: 50, Zone: "Europe/Paris"}, "50 per calendar day in Europe/Paris"},
+		{Limit{Algorithm: Weekly, Quota: 9, Zone: "America/New_York", Weekday: time.Monday}, "9 per calendar week from Monday in America/New_York"},
 	}
 	for _, tt := range tests {
 		if got := tt.limit.String(); got != tt.want {

@@ -22,6 +22,9 @@ func TestAlgorithmString(t *testing.T) {
 		{ratelimit.FixedWindow, "fixed-window"},
 		{ratelimit.SlidingLog, "sliding-log"},
 		{ratelimit.TokenBucket, "token-bucket"},
+		{ratelimit.Daily, "daily"},
+		{ratelimit.Weekly, "weekly"},
+		{ratelimit.Monthly, "monthly"},
 		{ratelimit.Algorithm(9), "Algorithm(9)"},
 	}
 	for _, tt := range tests {
@@ -124,7 +127,15 @@ func TestNewLimitsReportsTheField(t *testing.T) {
 	}{
 		{"none", nil, "no limits given"},
 		{"zero limit", []ratelimit.Limit{{}}, "limits[0].Quota"},
-		{"unknown algorithm", []ratelimit.Limit{ratelimit.PerMinute(1).Using(ratelimit.Algorithm(4))}, "limits[0].Algorithm"},
+		{"unknown algorithm", []ratelimit.Limit{ratelimit.PerMinute(1).Using(ratelimit.Algorithm(200))}, "limits[0].Algorithm"},
+		{"calendar with a window", []ratelimit.Limit{ratelimit.PerMinute(1).Using(ratelimit.Daily)}, "limits[0].Window"},
+		{"unknown zone", []ratelimit.Limit{{Algorithm: ratelimit.Monthly, Quota: 1, Zone: "Mars/Olympus_Mons"}}, "limits[0].Zone"},
+		{"zone that is no name", []ratelimit.Limit{{Algorithm: ratelimit.Monthly, Quota: 1, Zone: "../../etc/passwd x"}}, "limits[0].Zone"},
+		{"zone without a calendar", []ratelimit.Limit{{Quota: 1, Window: time.Second, Zone: "UTC"}}, "limits[0].Zone"},
+		{"weekday of a daily limit", []ratelimit.Limit{{Algorithm: ratelimit.Daily, Quota: 1, Weekday: time.Monday}}, "limits[0].Weekday"},
+		{"weekday out of range", []ratelimit.Limit{{Algorithm: ratelimit.Weekly, Quota: 1, Weekday: 7}}, "limits[0].Weekday"},
+		{"burst of a calendar", []ratelimit.Limit{{Algorithm: ratelimit.Weekly, Quota: 1, Burst: 2}}, "limits[0].Burst"},
+		{"two calendars of one zone", []ratelimit.Limit{{Algorithm: ratelimit.Monthly, Quota: 1}, {Algorithm: ratelimit.Monthly, Quota: 2, Zone: "UTC"}}, "would count into one place"},
 		{"quota too large", []ratelimit.Limit{ratelimit.Limit{Quota: maxQuota + 1, Window: time.Hour}.Using(ratelimit.FixedWindow)}, "limits[0].Quota"},
 		{"window under a millisecond", []ratelimit.Limit{ratelimit.Limit{Quota: 1, Window: time.Microsecond}}, "limits[0].Window"},
 		{"window not in whole milliseconds", []ratelimit.Limit{ratelimit.Limit{Quota: 1, Window: 1500 * time.Microsecond}}, "limits[0].Window"},

@@ -595,5 +595,8 @@ func policyItem(name string, l Limit, unit string) string {
 	if unit != "" && unit != "requests" {
 		item += ";qu=" + quoteString(unit)
 	}
+	if l.Algorithm.calendar() {
+		return item // a calendar's periods differ in length: t says when this one ends
+	}
 	return item + ";w=" + strconv.FormatInt(sfInt(seconds(policyWindow(l))), 10)
 }

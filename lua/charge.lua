@@ -18,6 +18,15 @@
 
 local function charge()
   local now, a, k = clock(), 1, 0
+  -- A calendar whose periods do not hold Redis's time fails before any
+  -- write, so that the store may ask again.
+  while a <= #ARGV do
+    if ARGV[a] == 'c' then
+      calendar_period(tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), now)
+    end
+    a = a + 6 + 2 * tonumber(ARGV[a + 5])
+  end
+  a = 1
   while a <= #ARGV do
     k = k + 1
     local code, pa, pb, pc = ARGV[a], tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])

@@ -1,7 +1,8 @@
 // Package lua holds the Redis scripts of the package store.
 //
 // Each algorithm lives in its own file (fixed_window.lua, sliding_log.lua,
-// sliding_window.lua, token_bucket.lua) and registers itself with the
+// sliding_window.lua, token_bucket.lua, and calendar.lua for the daily,
+// weekly and monthly quotas) and registers itself with the
 // driver in decide.lua, which checks every limit of a request, commits to
 // all or none of them, and applies the request's ban; the store joins the
 // driver with the algorithms a request needs into one script, so that a

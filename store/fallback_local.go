@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/internal/spec"
@@ -172,9 +173,18 @@ func tooCostly(cost int, limits []ratelimit.Limit, local *spec.Set) ratelimit.De
 	rs := resultsFor(limits, &buf)
 	for i := range rs {
 		r := &rs[i]
-		r.Allowed = int64(cost) <= local.Limits[i].Capacity
+		c := &local.Limits[i]
+		r.Allowed = int64(cost) <= c.Capacity
 		if !r.Allowed {
-			r.ResetAfter, r.RetryAfter = r.Limit.Window, r.Limit.Window
+			// A window from now: the time until a share as large as the
+			// limit's own comes back. A calendar's is its period's end.
+			w := r.Limit.Window
+			if c.Calendar != nil {
+				now := time.Now().UnixMicro()
+				_, end := c.Calendar.Period(now)
+				w = time.Duration(end-now) * time.Microsecond
+			}
+			r.ResetAfter, r.RetryAfter = w, w
 		}
 	}
 	d := ratelimit.MakeDecision(rs...)

@@ -133,6 +133,14 @@ func counted(t *testing.T, client *redis.Client, s *Redis, l ratelimit.Limit) in
 			n += c
 		}
 		return n
+	case ratelimit.Monthly:
+		var end, n int64
+		if v, err := client.Get(ctx, key).Result(); err == nil {
+			if _, err := fmt.Sscan(v, &end, &n); err != nil {
+				t.Fatalf("the calendar's key holds %q: %v", v, err)
+			}
+		}
+		return int(n)
 	}
 	c := compileLimit(l)
 	v, err := client.Get(ctx, key).Result()
@@ -166,7 +174,16 @@ func newOutageFallback(t *testing.T, srv *redistest.Server, prefix string, insta
 	return f, client
 }
 
-var allAlgorithms = []ratelimit.Algorithm{ratelimit.FixedWindow, ratelimit.SlidingLog, ratelimit.SlidingWindow, ratelimit.TokenBucket}
+var allAlgorithms = []ratelimit.Algorithm{ratelimit.FixedWindow, ratelimit.SlidingLog, ratelimit.SlidingWindow, ratelimit.TokenBucket, ratelimit.Monthly}
+
+// outageLimit is a limit of outageQuota counted with a, per hour or, for
+// a calendar, per month in Paris.
+func outageLimit(a ratelimit.Algorithm) ratelimit.Limit {
+	if a == ratelimit.Monthly {
+		return ratelimit.Limit{Algorithm: a, Quota: outageQuota, Zone: "Europe/Paris"}
+	}
+	return ratelimit.Limit{Quota: outageQuota, Window: time.Hour}.Using(a)
+}
 
 // TestFaultOutageKeepsTheLimit: one instance, each algorithm, each fault.
 func TestFaultOutageKeepsTheLimit(t *testing.T) {
@@ -176,7 +193,7 @@ func TestFaultOutageKeepsTheLimit(t *testing.T) {
 			t.Run(fault.name+"/"+a.String(), func(t *testing.T) {
 				srv := persistent(t)
 				f, client := newOutageFallback(t, srv, "o:", 0)
-				l := ratelimit.Limit{Quota: outageQuota, Window: time.Hour}.Using(a)
+				l := outageLimit(a)
 				admitted := outageRun(t, []*Fallback{f}, l, func() { fault.inject(t, srv) })
 				inRedis := counted(t, client, f.redis, l)
 				t.Logf("%s, %v: %d admitted in all (limit %d); Redis counts %d; %+v",
@@ -212,7 +229,7 @@ func TestFaultOutageTwoInstances(t *testing.T) {
 				srv := persistent(t)
 				f1, client := newOutageFallback(t, srv, "o:", n)
 				f2, _ := newOutageFallback(t, srv, "o:", n)
-				l := ratelimit.Limit{Quota: outageQuota, Window: time.Hour}.Using(a)
+				l := outageLimit(a)
 				var shares []int
 				admitted := outageRun(t, []*Fallback{f1, f2}, l, func() {
 					for _, f := range []*Fallback{f1, f2} {

@@ -18,7 +18,8 @@ import (
 // ones behind a pointer, so that a key takes little memory, which keeps
 // the store fast when it holds many keys.
 type state struct {
-	fixed  fixedWindowState
+	fixed fixedWindowState // also a calendar's count and period end
+
 	bucket tokenBucketState
 	log    *slidingLogState
 	window *slidingWindowState
@@ -47,6 +48,9 @@ type algorithmState interface {
 // of returns the part of s that c's algorithm uses; reset must have
 // prepared it.
 func (s *state) of(c *compiled) algorithmState {
+	if c.Calendar != nil {
+		return (*calendarState)(&s.fixed)
+	}
 	switch c.Algorithm {
 	case spec.FixedWindow:
 		return &s.fixed
@@ -63,6 +67,9 @@ func (s *state) of(c *compiled) algorithmState {
 // multi-limit path does with algorithmState, in fewer steps and without
 // its dynamic dispatch.
 func (s *state) take(c *compiled, now, cost int64) (ok bool, remaining, reset, retry, window int64) {
+	if c.Calendar != nil {
+		return (*calendarState)(&s.fixed).take(c, now, cost)
+	}
 	switch c.Algorithm {
 	case spec.FixedWindow:
 		return s.fixed.take(c, now, cost)
@@ -79,6 +86,10 @@ func (s *state) take(c *compiled, now, cost int64) (ok bool, remaining, reset, r
 // memoryLimit.holds), so a window's slots are reused; a log starts afresh,
 // so that the memory of a burst is not kept for good.
 func (s *state) reset(c *compiled) {
+	if c.Calendar != nil {
+		s.fixed = fixedWindowState{}
+		return
+	}
 	switch c.Algorithm {
 	case spec.FixedWindow:
 		s.fixed = fixedWindowState{}
@@ -170,6 +181,68 @@ func (s *fixedWindowState) peek(c *compiled, now, cost int64) (bool, int64, int6
 	v := *s // expire changes the copy only
 	ok, remaining, retry := v.check(c, now, cost)
 	return ok, remaining, v.settle(c, now), retry
+}
+
+// calendarState mirrors calendar.lua: a count and the end of its
+// period, which the calendar tells.
+type calendarState fixedWindowState
+
+// in returns the count in the period that ends at end: none if the
+// state counts an earlier one.
+func (s *calendarState) in(end int64) int64 {
+	if s.end < end {
+		return 0
+	}
+	return s.count
+}
+
+// reset is the time until nothing is spent: the period's end, or 0 when
+// nothing is.
+func (s *calendarState) reset(count, end, now int64) int64 {
+	if count > 0 {
+		return end - now
+	}
+	return 0
+}
+
+func (s *calendarState) check(c *compiled, now, cost int64) (bool, int64, int64) {
+	_, end := c.Calendar.Period(now)
+	n := s.in(end)
+	if n+cost <= c.Quota {
+		return true, c.Quota - n, 0
+	}
+	return false, max(c.Quota-n, 0), end - now
+}
+
+func (s *calendarState) commit(c *compiled, now, cost int64) int64 {
+	_, end := c.Calendar.Period(now)
+	s.count, s.end = s.in(end)+cost, end
+	return end - now
+}
+
+func (s *calendarState) settle(c *compiled, now int64) int64 {
+	_, end := c.Calendar.Period(now)
+	return s.reset(s.in(end), end, now)
+}
+
+func (s *calendarState) effective(c *compiled, now int64) int64 {
+	_, end := c.Calendar.Period(now)
+	return end - now
+}
+
+func (s *calendarState) take(c *compiled, now, cost int64) (ok bool, remaining, reset, retry, window int64) {
+	_, end := c.Calendar.Period(now)
+	n := s.in(end)
+	if n+cost > c.Quota {
+		return false, max(c.Quota-n, 0), end - now, end - now, end - now
+	}
+	s.count, s.end = n+cost, end
+	return true, c.Quota - n - cost, end - now, 0, end - now
+}
+
+func (s *calendarState) peek(c *compiled, now, cost int64) (bool, int64, int64, int64) {
+	ok, remaining, retry := s.check(c, now, cost)
+	return ok, remaining, s.settle(c, now), retry
 }
 
 // slidingLogState mirrors sliding_log.lua: the times of the admitted
@@ -455,6 +528,10 @@ func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
 // freshWindow is the effective window of an empty state of c: a full
 // bucket, an empty window or log.
 func freshWindow(c *compiled, now int64) int64 {
+	if c.Calendar != nil {
+		_, end := c.Calendar.Period(now)
+		return end - now
+	}
 	switch c.Algorithm {
 	case spec.TokenBucket:
 		return ceilDiv(c.Unit, c.Rate)

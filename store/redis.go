@@ -191,6 +191,16 @@ var errLate = errors.New("the request reached Redis after its deadline")
 // zero, the caller waits no later than until (or about that, see batcher),
 // as if ctx ended then, without the cost of a context of its own.
 func (s *Redis) decide(ctx context.Context, key string, cost int, limits []ratelimit.Limit, set *spec.Set, deadline int64, until time.Time) (ratelimit.Decision, error) {
+	d, err := s.decideOnce(ctx, key, cost, limits, set, deadline, until)
+	if err != nil && calendarMiss(err, set) {
+		return s.decideOnce(ctx, key, cost, limits, set, deadline, until)
+	}
+	return d, err
+}
+
+// decideOnce is decide, without asking again when Redis's clock lay
+// outside the calendar periods given.
+func (s *Redis) decideOnce(ctx context.Context, key string, cost int, limits []ratelimit.Limit, set *spec.Set, deadline int64, until time.Time) (ratelimit.Decision, error) {
 	cs := set.Limits
 	var epoch uint64
 	var sent int64
@@ -213,7 +223,7 @@ func (s *Redis) decide(ctx context.Context, key string, cost int, limits []ratel
 	call.args = append(call.args, n, cost, &call.deadline)
 	for i := range cs {
 		call.keys = append(call.keys, s.prefix+"{"+key+"}"+cs[i].Suffix)
-		call.args = append(call.args, cs[i].Args[:]...)
+		call.args = append(call.args, cs[i].ScriptArgs()...)
 	}
 	if set.Ban != nil {
 		call.keys = append(call.keys, s.banKey(key))
@@ -320,12 +330,18 @@ func (s *Redis) peek(ctx context.Context, key string, cost int, limits []ratelim
 	args[0] = cost
 	for i, c := range set.Limits {
 		keys[i] = s.prefix + "{" + key + "}" + c.Suffix
-		args = append(args, c.Args[:]...)
+		args = append(args, c.ScriptArgs()...)
 	}
 	if set.Ban != nil {
 		keys = append(keys, s.banKey(key))
 	}
 	line, err := s.fn.run(ctx, s.client, peekProgram, keys, args...).Text()
+	if err != nil && calendarMiss(err, set) {
+		for i, c := range set.Limits {
+			copy(args[1+4*i:], c.ScriptArgs())
+		}
+		line, err = s.fn.run(ctx, s.client, peekProgram, keys, args...).Text()
+	}
 	if err != nil {
 		return ratelimit.Decision{}, fmt.Errorf("ratelimit: redis: peeking %s: %w", keyRef(key, limits), misconfigured(err, s.prefix, s.cluster))
 	}
@@ -426,20 +442,41 @@ func (s *Redis) chargeBacklog(ctx context.Context, key string, p *pendingKey, of
 	reset := false
 	for _, e := range p.limits {
 		keys = append(keys, s.prefix+"{"+key+"}"+e.c.Suffix)
-		flag := "0"
 		if e.reset {
-			flag, reset = "1", true
-		}
-		args = append(args, e.c.Args[:]...)
-		args = append(args, flag, len(e.spent))
-		for _, sp := range e.spent {
-			args = append(args, strconv.FormatInt(sp.at+offset, 10), sp.cost)
+			reset = true
 		}
 	}
 	if reset {
 		keys = append(keys, s.banKey(key))
 	}
-	err := s.fn.run(ctx, s.client, chargeProgram, keys, args...).Err()
+	var err error
+	for range 2 { // again when Redis's clock lay outside a calendar's periods
+		args = args[:0]
+		for _, e := range p.limits {
+			flag := "0"
+			if e.reset {
+				flag = "1"
+			}
+			args = append(args, e.c.ScriptArgs()...)
+			args = append(args, flag, len(e.spent))
+			for _, sp := range e.spent {
+				args = append(args, strconv.FormatInt(sp.at+offset, 10), sp.cost)
+			}
+		}
+		err = s.fn.run(ctx, s.client, chargeProgram, keys, args...).Err()
+		now, miss := int64(0), false
+		if err != nil {
+			now, miss = calendarTime(err)
+		}
+		if !miss {
+			break
+		}
+		for _, e := range p.limits {
+			if e.c.Calendar != nil {
+				e.c.Calendar.Refresh(now)
+			}
+		}
+	}
 	if reset && s.denied != nil {
 		s.denied.reset(key)
 	}

@@ -26,18 +26,22 @@ var (
 	// decideOne[a] one whose single limit uses algorithm a: as a script,
 	// a shorter one, which Redis compiles faster on every run. Both are
 	// the library's one decide function, compiled once, at load.
-	decideAny = newProgram("decide", decideSource(algorithmFiles[:]...)+"return decide()\n")
-	decideOne = func() (p [4]*program) {
+	decideAny = newProgram("decide", decideSource(scriptFiles...)+"return decide()\n")
+	decideOne = func() (p [len(algorithmFiles)]*program) {
 		for a, file := range algorithmFiles {
+			if a > int(spec.Daily) {
+				p[a] = p[spec.Daily] // one script for the three calendars
+				continue
+			}
 			p[a] = newProgram("decide", decideSource(file)+"return decide()\n")
 		}
 		return p
 	}()
 
 	// peekProgram answers a request as decideAny would, writing nothing.
-	peekProgram = newProgram("peek", decideSource(algorithmFiles[:]...)+lua.Source("peek.lua")+"return peek()\n")
+	peekProgram = newProgram("peek", decideSource(scriptFiles...)+lua.Source("peek.lua")+"return peek()\n")
 
-	chargeProgram = newProgram("charge", decideSource(algorithmFiles[:]...)+lua.Source("charge.lua")+"return charge()\n")
+	chargeProgram = newProgram("charge", decideSource(scriptFiles...)+lua.Source("charge.lua")+"return charge()\n")
 	resetProgram  = newProgram("reset", lua.Source("reset.lua"))
 	probeProgram  = newProgram("probe", lua.Source("probe.lua"))
 
@@ -46,13 +50,20 @@ var (
 	checkScript = redis.NewScript(lua.Source("check.lua"))
 )
 
-// algorithmFiles holds each algorithm's script, by its spec code.
-var algorithmFiles = [4]string{
+// algorithmFiles holds each algorithm's script, by its spec code; the
+// three calendar algorithms share one.
+var algorithmFiles = [...]string{
 	spec.SlidingWindow: "sliding_window.lua",
 	spec.FixedWindow:   "fixed_window.lua",
 	spec.SlidingLog:    "sliding_log.lua",
 	spec.TokenBucket:   "token_bucket.lua",
+	spec.Daily:         "calendar.lua",
+	spec.Weekly:        "calendar.lua",
+	spec.Monthly:       "calendar.lua",
 }
+
+// scriptFiles lists each algorithm's script once.
+var scriptFiles = algorithmFiles[:spec.Daily+1]
 
 func newProgram(function, script string) *program {
 	return &program{script: redis.NewScript(script), function: library.name + "_" + function}
@@ -94,7 +105,7 @@ var (
 // libraryFiles are the files of the library, in order. reset.lua and
 // probe.lua are scripts whose chunk is their body; the library wraps each
 // in a local function of the same name.
-var libraryFiles = append(append([]string{"decide.lua"}, algorithmFiles[:]...), "peek.lua", "charge.lua", "reset.lua", "probe.lua")
+var libraryFiles = append(append([]string{"decide.lua"}, scriptFiles...), "peek.lua", "charge.lua", "reset.lua", "probe.lua")
 
 // libraryTemplate is the library with {{library}} for its name.
 func libraryTemplate() string {

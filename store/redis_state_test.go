@@ -57,6 +57,7 @@ var oneOfEach = []ratelimit.Limit{
 	ratelimit.PerMinute(3).Using(ratelimit.SlidingLog),
 	ratelimit.PerMinute(3),
 	ratelimit.PerMinute(3).Using(ratelimit.TokenBucket),
+	{Algorithm: ratelimit.Monthly, Quota: 3, Zone: "Europe/Paris"},
 }
 
 // TestWrongType puts a foreign value where each algorithm keeps its state
@@ -119,6 +120,7 @@ func TestKeysHaveTTL(t *testing.T) {
 		ratelimit.Limit{Quota: 4, Window: 3 * time.Second}.Using(ratelimit.SlidingLog),
 		{Quota: 4, Window: 4 * time.Second, Precision: time.Second},
 		ratelimit.Limit{Algorithm: ratelimit.TokenBucket, Quota: 2, Window: 5 * time.Second, Burst: 4},
+		{Algorithm: ratelimit.Daily, Quota: 40, Zone: "Europe/Paris"},
 	}
 	// On a real server the clock advances by sleeping, about 7s for 150
 	// requests: 50 unless RATELIMIT_FAULTS=1, which runs the long tests.
@@ -153,7 +155,7 @@ func TestKeysHaveTTL(t *testing.T) {
 				if rng.IntN(3) == 0 {
 					advance(time.Duration(rng.IntN(1500)) * time.Millisecond)
 				}
-				first, second := rng.IntN(4), rng.IntN(4)
+				first, second := rng.IntN(len(limits)), rng.IntN(len(limits))
 				subset := []ratelimit.Limit{limits[first]}
 				if l := limits[second]; l != subset[0] {
 					subset = append(subset, l)
@@ -278,8 +280,8 @@ func TestPeekWritesNothing(t *testing.T) {
 			return keys, states
 		}
 		keys, before := look()
-		if len(keys) != 4 {
-			t.Fatalf("keys before the Peeks: %q, want the 4 of key k", keys)
+		if len(keys) != len(oneOfEach) {
+			t.Fatalf("keys before the Peeks: %q, want the %d of key k", keys, len(oneOfEach))
 		}
 		for _, p := range []struct {
 			key             string
@@ -462,7 +464,7 @@ func TestClockStepsBack(t *testing.T) {
 		for _, limits := range sets {
 			name := fmt.Sprintf("%v/%v", step, limits[0].Algorithm)
 			if len(limits) > 1 {
-				name = fmt.Sprintf("%v/all-four", step)
+				name = fmt.Sprintf("%v/all", step)
 			}
 			t.Run(name, func(t *testing.T) {
 				m, clock := newMiniredis(t)

@@ -2,6 +2,8 @@ package store
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -49,6 +51,14 @@ func compile(limits *ratelimit.Limits) *limitSet {
 	}
 	cs := make([]spec.Limit, len(given))
 	for i, l := range given {
+		if a := uint8(l.Algorithm); spec.IsCalendar(a) {
+			loc, err := spec.LoadLocation(l.Zone)
+			if err != nil { // NewLimits loaded it: it cannot fail here
+				panic(err)
+			}
+			cs[i] = spec.CompileCalendar(a, l.Quota, l.Zone, loc, l.Weekday)
+			continue
+		}
 		cs[i] = spec.Compile(uint8(l.Algorithm), l.Quota, l.Window, l.Precision, l.Burst)
 	}
 	set := &limitSet{Set: spec.NewSet(cs), limits: given}
@@ -107,6 +117,41 @@ func resultsFor(limits []ratelimit.Limit, buf *[maxInline]ratelimit.Result) []ra
 		rs = append(rs, ratelimit.Result{Limit: l})
 	}
 	return rs
+}
+
+// calendarMiss reports whether err is a script's answer that Redis's
+// clock lay outside the calendar periods it was given, and then makes the
+// calendars of set name the periods around Redis's time, so that the
+// caller may ask again.
+func calendarMiss(err error, set *spec.Set) bool {
+	if !set.Calendar {
+		return false
+	}
+	now, ok := calendarTime(err)
+	if ok {
+		for i := range set.Limits {
+			if c := set.Limits[i].Calendar; c != nil {
+				c.Refresh(now)
+			}
+		}
+	}
+	return ok
+}
+
+// calendarTime returns Redis's time from a script's answer that its clock
+// lay outside the calendar periods it was given.
+func calendarTime(err error) (int64, bool) {
+	msg := err.Error()
+	i := strings.Index(msg, spec.CalendarMiss)
+	if i < 0 {
+		return 0, false
+	}
+	digits := msg[i+len(spec.CalendarMiss):]
+	if end := strings.IndexFunc(digits, func(r rune) bool { return r < '0' || r > '9' }); end >= 0 {
+		digits = digits[:end]
+	}
+	now, err := strconv.ParseInt(digits, 10, 64)
+	return now, err == nil
 }
 
 // keyHash is FNV-1a of key: it spreads keys over the shards of the

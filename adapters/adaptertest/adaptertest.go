@@ -124,6 +124,28 @@ var Cases = []Case{
 		},
 	},
 	{
+		// The store's clock reads 2026-01-01 00:00 UTC: 19:00 on New
+		// Year's Eve in New York, whose December ends 5 hours later.
+		Name: "a quota per calendar month in a time zone",
+		Options: func(Framework) []ratelimit.Option {
+			return []ratelimit.Option{ratelimit.WithKey(apiKey), ratelimit.WithLimits(
+				ratelimit.PerMinute(100).Named("rpm"),
+				ratelimit.Limit{Algorithm: ratelimit.Monthly, Quota: 2, Zone: "America/New_York", Name: "month"},
+			)}
+		},
+		Steps: []Step{
+			{Method: "GET", Path: "/", Header: map[string]string{"X-API-Key": "k1"}, Status: 200, Want: map[string]string{
+				"RateLimit-Policy": `"rpm";q=100;w=60, "month";q=2`, "RateLimit": `"rpm";r=99;t=60, "month";r=1;t=18000`,
+				"X-RateLimit-Limit": "2", "X-RateLimit-Remaining": "1", "X-RateLimit-Reset": "18000",
+			}},
+			{Method: "GET", Path: "/", Header: map[string]string{"X-API-Key": "k1"}, Status: 200, Want: map[string]string{"RateLimit": `"rpm";r=98;t=60, "month";r=0;t=18000`}},
+			{Method: "GET", Path: "/", Header: map[string]string{"X-API-Key": "k1"}, Status: 429, Want: map[string]string{
+				"RateLimit": `"rpm";r=98;t=60, "month";r=0;t=18000`, "Retry-After": "18000", "X-RateLimit-Reset": "18000",
+			}},
+			{Method: "GET", Path: "/", Header: map[string]string{"X-API-Key": "k2"}, Status: 200, Want: map[string]string{"RateLimit": `"rpm";r=99;t=60, "month";r=1;t=18000`}},
+		},
+	},
+	{
 		Name: "a route's own limits, in its own counters",
 		Options: func(fw Framework) []ratelimit.Option {
 			return []ratelimit.Option{

@@ -41,8 +41,51 @@ type Limit struct {
 	// ms, then "/" + what else the state's layout depends on. Two limits
 	// of one set never have the same suffix.
 	Suffix string
-	// Args are the limit's four ARGV entries for decide.lua.
+	// Args are the limit's four ARGV entries for decide.lua; a calendar
+	// limit's change with time (see ScriptArgs).
 	Args [4]any
+
+	// Calendar is a Daily, Weekly or Monthly limit's calendar; nil for
+	// the others. Such a limit's Window is its longest period.
+	Calendar *Calendar
+}
+
+// ScriptArgs returns the limit's four ARGV entries for decide.lua.
+func (c *Limit) ScriptArgs() []any {
+	if c.Calendar != nil {
+		return c.Calendar.Args()
+	}
+	return c.Args[:]
+}
+
+// longestPeriod is the longest period of each calendar algorithm, an
+// hour gained from daylight saving included.
+var longestPeriod = map[uint8]time.Duration{
+	Daily:   25 * time.Hour,
+	Weekly:  7*24*time.Hour + time.Hour,
+	Monthly: 31*24*time.Hour + time.Hour,
+}
+
+// CompileCalendar returns the integers of a valid Daily, Weekly or Monthly
+// limit in zone loc (its name is zone), whose weeks start on weekday.
+func CompileCalendar(algorithm uint8, quota int, zone string, loc *time.Location, weekday time.Weekday) Limit {
+	longest := longestPeriod[algorithm]
+	c := Limit{
+		Algorithm: algorithm,
+		Quota:     int64(quota),
+		Window:    int64(longest / time.Microsecond),
+		WindowMS:  int64(longest / time.Millisecond),
+		Capacity:  int64(quota),
+		Calendar:  NewCalendar(algorithm, int64(quota), loc, weekday),
+	}
+	if zone == "" {
+		zone = "UTC"
+	}
+	c.Suffix = ":c" + string("dwm"[algorithm-Daily]) + "/" + zone
+	if algorithm == Weekly {
+		c.Suffix += "/" + strconv.Itoa(int(weekday))
+	}
+	return c
 }
 
 // Compile returns the integers of a valid limit. A zero burst means
@@ -145,6 +188,7 @@ type Set struct {
 	Limits      []Limit
 	MinCapacity int64 // the smallest Capacity: the most a request may cost
 	Ban         *Ban  // nil: none
+	Calendar    bool  // some limit is a calendar's
 
 	share atomic.Pointer[shared]
 }
@@ -152,15 +196,16 @@ type Set struct {
 // NewSet returns the set of limits.
 func NewSet(limits []Limit) *Set {
 	s := &Set{Limits: limits, MinCapacity: limits[0].Capacity}
-	for _, l := range limits[1:] {
+	for _, l := range limits {
 		s.MinCapacity = min(s.MinCapacity, l.Capacity)
+		s.Calendar = s.Calendar || l.Calendar != nil
 	}
 	return s
 }
 
 // WithBan returns a copy of s with ban b.
 func (s *Set) WithBan(b *Ban) *Set {
-	return &Set{Limits: s.Limits, MinCapacity: s.MinCapacity, Ban: b}
+	return &Set{Limits: s.Limits, MinCapacity: s.MinCapacity, Ban: b, Calendar: s.Calendar}
 }
 
 type shared struct {
@@ -182,6 +227,12 @@ func (s *Set) Share(n int) *Set {
 	limits := make([]Limit, len(s.Limits))
 	for i, l := range s.Limits {
 		quota := (l.Quota + int64(n) - 1) / int64(n)
+		if cal := l.Calendar; cal != nil {
+			limits[i] = l
+			limits[i].Quota, limits[i].Capacity = quota, quota
+			limits[i].Calendar = NewCalendar(cal.Algorithm, quota, cal.Location, cal.Weekday)
+			continue
+		}
 		window, precision := time.Duration(l.Window)*time.Microsecond, time.Duration(l.Width)*time.Microsecond
 		burst := int64(0)
 		if l.Algorithm == TokenBucket {

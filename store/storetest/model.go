@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"cmp"
 	"maps"
 	"math/big"
 	"slices"
@@ -9,11 +10,14 @@ import (
 	"github.com/ratelimit-go/ratelimit"
 )
 
-// Model is a reference implementation of the four algorithms, written
+// Model is a reference implementation of the algorithms, written
 // from their definitions for clarity rather than speed: a sliding log is a
 // slice of timestamps, a token bucket an exact rational. The suite replays
 // traffic through a store and through a Model and wants equal decisions.
 // Times are microseconds on the store's clock.
+//
+// The calendar periods of Daily, Weekly and Monthly limits are those of
+// Go's time package (see calendar.period).
 //
 // The fixed window follows Redis's millisecond expiry: a window opened at t
 // holds until t+Window, and an open window reports the time left rounded
@@ -207,6 +211,8 @@ func bannedDecision(left time.Duration, limits []ratelimit.Limit) ratelimit.Deci
 func newModelState(l ratelimit.Limit) modelState {
 	w := int64(l.Window / time.Microsecond)
 	switch l.Algorithm {
+	case ratelimit.Daily, ratelimit.Weekly, ratelimit.Monthly:
+		return newCalendar(l)
 	case ratelimit.FixedWindow:
 		return &fixedWindow{quota: l.Quota, window: w}
 	case ratelimit.SlidingLog:
@@ -473,4 +479,81 @@ func (s *tokenBucket) effective(now int64) int64 {
 	have := s.level(now)
 	whole := new(big.Int).Quo(have.Num(), have.Denom()).Int64()
 	return s.refill(s.missing(have, whole+1))
+}
+
+// calendar: count units from the start of a calendar period until its
+// end, the periods being those of Go's time package in the limit's zone.
+type calendar struct {
+	algorithm ratelimit.Algorithm
+	loc       *time.Location
+	weekday   time.Weekday
+	quota     int
+	count     int
+	end       int64 // of the period count is for
+}
+
+func newCalendar(l ratelimit.Limit) *calendar {
+	loc, err := time.LoadLocation(cmp.Or(l.Zone, "UTC"))
+	if err != nil {
+		panic(err) // the limit is valid
+	}
+	return &calendar{algorithm: l.Algorithm, loc: loc, weekday: l.Weekday, quota: l.Quota}
+}
+
+// period returns the start and the end of the period that holds now:
+// midnight of its day in the limit's zone and of the next day; midnight
+// of the last Weekday on or before its day and seven days later; midnight
+// of the 1st of its month and of the next month, as Go's time package
+// reckons them.
+func (s *calendar) period(now int64) (start, end int64) {
+	t := time.UnixMicro(now).In(s.loc)
+	y, m, d := t.Date()
+	var from, to time.Time
+	switch s.algorithm {
+	case ratelimit.Monthly:
+		from, to = time.Date(y, m, 1, 0, 0, 0, 0, s.loc), time.Date(y, m+1, 1, 0, 0, 0, 0, s.loc)
+	case ratelimit.Weekly:
+		d -= (int(t.Weekday()) - int(s.weekday) + 7) % 7
+		from, to = time.Date(y, m, d, 0, 0, 0, 0, s.loc), time.Date(y, m, d+7, 0, 0, 0, 0, s.loc)
+	default:
+		from, to = time.Date(y, m, d, 0, 0, 0, 0, s.loc), time.Date(y, m, d+1, 0, 0, 0, 0, s.loc)
+	}
+	return from.UnixMicro(), to.UnixMicro()
+}
+
+func (s *calendar) clone() modelState { c := *s; return &c }
+
+// in returns the count of the period that ends at end.
+func (s *calendar) in(end int64) int {
+	if s.end != end {
+		return 0
+	}
+	return s.count
+}
+
+func (s *calendar) check(now int64, cost int) (bool, int, int64) {
+	_, end := s.period(now)
+	n := s.in(end)
+	if n+cost <= s.quota {
+		return true, s.quota - n, 0
+	}
+	return false, max(s.quota-n, 0), end - now
+}
+
+func (s *calendar) commit(now int64, cost int) int64 {
+	_, end := s.period(now)
+	s.count, s.end = s.in(end)+cost, end
+	return end - now
+}
+
+func (s *calendar) settle(now int64) int64 {
+	if _, end := s.period(now); s.in(end) > 0 {
+		return end - now
+	}
+	return 0
+}
+
+func (s *calendar) effective(now int64) int64 {
+	_, end := s.period(now)
+	return end - now
 }

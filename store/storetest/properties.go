@@ -21,16 +21,23 @@ func newRand(t *testing.T) *rand.Rand {
 }
 
 // randomLimits returns one to three valid limits that do not share
-// state, with windows drawn from windows (each a multiple of 20ms).
+// state, with windows drawn from windows (each a multiple of 20ms), or
+// calendar periods.
 func randomLimits(rng *rand.Rand, windows []time.Duration) []ratelimit.Limit {
 	var limits []ratelimit.Limit
 	for n := 1 + rng.IntN(3); len(limits) < n; {
 		l := ratelimit.Limit{
-			Algorithm: ratelimit.Algorithm(rng.IntN(4)),
+			Algorithm: ratelimit.Algorithm(rng.IntN(7)),
 			Quota:     1 + rng.IntN(12),
 			Window:    windows[rng.IntN(len(windows))],
 		}
 		switch l.Algorithm {
+		case ratelimit.Daily, ratelimit.Weekly, ratelimit.Monthly:
+			l.Window = 0
+			l.Zone = []string{"", "UTC", "Europe/Paris", "Asia/Kathmandu", "America/New_York"}[rng.IntN(5)]
+			if l.Algorithm == ratelimit.Weekly {
+				l.Weekday = time.Weekday(rng.IntN(7))
+			}
 		case ratelimit.TokenBucket:
 			if rng.IntN(2) == 0 {
 				l.Burst = 1 + rng.IntN(15)
@@ -60,11 +67,14 @@ func randomCost(rng *rand.Rand, limits []ratelimit.Limit) int {
 
 // randomAdvance returns a step of time: often none, sometimes a few
 // microseconds, sometimes exactly a window or a slot, sometimes up to a
-// little more than the longest window.
+// little more than the longest window (for a calendar, 3 hours).
 func randomAdvance(rng *rand.Rand, limits []ratelimit.Limit) time.Duration {
 	longest := time.Duration(0)
 	for _, l := range limits {
 		longest = max(longest, l.Window)
+		if isCalendar(l) {
+			longest = max(longest, 3*time.Hour) // to cross a day's end now and then
+		}
 	}
 	switch rng.IntN(7) {
 	case 0, 1:

@@ -9,7 +9,8 @@
 // RateLimit header's t), all-or-nothing multi-limit requests, exact counts under
 // concurrency, that Peek answers as Allow would while changing nothing,
 // and bans (see ratelimit.Ban): a worked example, each algorithm, Peek,
-// Reset, and random traffic against the Model. Tests that need exact
+// Reset, and random traffic against the Model; and calendar quotas across
+// month ends, a leap day and clock changes. Tests that need exact
 // timing run only when the harness pins the clock; with a real clock they
 // sleep, with margins. The random traffic runs at full size with
 // RATELIMIT_FAULTS=1, as CI runs it, and a third of it otherwise.
@@ -84,6 +85,9 @@ func Run(t *testing.T, h Harness) {
 		{"BanPeek", testBanPeek},
 		{"BanReset", testBanReset},
 		{"BanMatchesModel", testBanMatchesModel},
+		{"CalendarBoundaries", testCalendarBoundaries},
+		{"CalendarMatchesModel", testCalendarMatchesModel},
+		{"CalendarPeekReset", testCalendarPeekReset},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -232,8 +236,28 @@ func brokenBan(d ratelimit.Decision, limits []ratelimit.Limit) string {
 	return ""
 }
 
+// longestPeriod is the longest period of a calendar limit: a month of 31
+// days, a week or a day, with an hour gained when clocks go back.
+func longestPeriod(a ratelimit.Algorithm) time.Duration {
+	switch a {
+	case ratelimit.Daily:
+		return 25 * time.Hour
+	case ratelimit.Weekly:
+		return 7*24*time.Hour + time.Hour
+	}
+	return 31*24*time.Hour + time.Hour
+}
+
+// isCalendar reports whether l counts in calendar periods.
+func isCalendar(l ratelimit.Limit) bool {
+	return l.Algorithm == ratelimit.Daily || l.Algorithm == ratelimit.Weekly || l.Algorithm == ratelimit.Monthly
+}
+
 // maxReset is the longest a limit can take to replenish fully.
 func maxReset(l ratelimit.Limit) time.Duration {
+	if isCalendar(l) {
+		return longestPeriod(l.Algorithm)
+	}
 	if l.Algorithm == ratelimit.TokenBucket {
 		l = withDefaults(l)
 		return time.Duration(int64(l.Window) / int64(l.Quota) * int64(l.Burst+1))
@@ -244,6 +268,9 @@ func maxReset(l ratelimit.Limit) time.Duration {
 // maxWindow is the longest effective window of a limit: its window, or a
 // token bucket's time to refill one token.
 func maxWindow(l ratelimit.Limit) time.Duration {
+	if isCalendar(l) {
+		return longestPeriod(l.Algorithm)
+	}
 	if l.Algorithm == ratelimit.TokenBucket {
 		l = withDefaults(l)
 		us := int64(l.Window / time.Microsecond)
