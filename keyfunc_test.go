@@ -283,6 +283,10 @@ func (quoting) Reset(_ context.Context, key string, _ *ratelimit.Limits) error {
 	return fmt.Errorf("cannot reset %q: connection reset", key)
 }
 
+func (quoting) End(context.Context, string, int, *ratelimit.Limits, ratelimit.Decision) (ratelimit.Decision, error) {
+	return ratelimit.Decision{}, nil
+}
+
 // TestSecretsStayOutOfLogs: when the store fails, the line the Limiter
 // logs never shows the API key, even from a store that quotes its key.
 func TestSecretsStayOutOfLogs(t *testing.T) {
@@ -483,6 +487,10 @@ func (s *keyRecorder) Peek(ctx context.Context, key string, cost int, limits *ra
 }
 
 func (s *keyRecorder) Reset(context.Context, string, *ratelimit.Limits) error { return nil }
+
+func (*keyRecorder) End(context.Context, string, int, *ratelimit.Limits, ratelimit.Decision) (ratelimit.Decision, error) {
+	return ratelimit.Decision{}, nil
+}
 
 // TestSpoofing sends spoofing attempts through the real middleware, behind
 // a trusted proxy (10.0.0.0/8) or from a client directly, and checks the

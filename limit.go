@@ -134,6 +134,19 @@ type Limit struct {
 	// Zone. Zero is Sunday. Other algorithms leave it zero.
 	Weekday time.Weekday
 
+	// Usage marks a limit charged with what requests use rather than with
+	// what they cost: tokens, bytes, query points, known once the
+	// response is computed. Before the handler runs, a request passes the
+	// limit while it has room for the request's cost (1, or what
+	// [WithCost] says: the usage expected), and takes nothing from it;
+	// once the response is done, the usage the handler reported (see
+	// [Charge]) is taken from it, whatever it has left. A limit used past
+	// its quota is in debt and denies until time pays the debt back. Every
+	// algorithm but SlidingLog, which keeps an entry per unit, can be
+	// charged this way. Usage is not state: the same limit with and
+	// without it counts in the same place.
+	Usage bool
+
 	// Name names the limit in RateLimit-Policy headers, logs and errors:
 	// printable ASCII, at most 64 bytes. Empty means a name made of the
 	// other fields. A name is a label only: renaming a limit keeps its
@@ -242,6 +255,8 @@ func (l Limit) check() (field, problem string) {
 		return "Zone", fmt.Sprintf("is only used by daily, weekly and monthly limits, not %v; leave it empty", l.Algorithm)
 	case l.Weekday != 0 && l.Algorithm != Weekly:
 		return "Weekday", fmt.Sprintf("is only used by weekly limits, not %v; leave it zero", l.Algorithm)
+	case l.Usage && l.Algorithm == SlidingLog:
+		return "Usage", "cannot charge a sliding-log: it keeps an entry per unit, and a charge has no bound; use sliding-window (SlidingWindow)"
 	case l.Algorithm.calendar():
 		return l.checkCalendar()
 	case l.Window < time.Millisecond:
@@ -476,13 +491,15 @@ type policy struct {
 	items    []string   // each limit's RateLimit-Policy item, without pk
 	header   []string   // the RateLimit-Policy value: the items, joined
 	capacity [][]string // each limit's X-RateLimit-Limit value
+	usage    bool       // some limit is charged from usage: a request ends with Limiter.End
 }
 
 // newPolicy checks limits and returns them as the policy of the route
 // pattern (or, for "", of WithLimits) in namespace, with ban (zero: none)
-// and the quota unit of the headers ("": none); or it says what is wrong
-// with them.
-func newPolicy(namespace, pattern string, limits []Limit, ban Ban, unit string) (*policy, string) {
+// and the quota unit of the headers ("": none), every limit charged from
+// usage when countOnly (see WithCountOnly); or it says what is wrong with
+// them.
+func newPolicy(namespace, pattern string, limits []Limit, ban Ban, unit string, countOnly bool) (*policy, string) {
 	if problem := checkSet(limits); problem != "" {
 		return nil, problem
 	}
@@ -502,6 +519,10 @@ func newPolicy(namespace, pattern string, limits []Limit, ban Ban, unit string) 
 		}
 		used[name] = true
 		p.limits.limits[i].Name = name // results, and so Deny and Decisions, name the policy as the headers do
+		if countOnly {
+			p.limits.limits[i].Usage = true // a sliding log too: a count-only charge is at most the cost
+		}
+		p.usage = p.usage || p.limits.limits[i].Usage
 		p.names[i] = quoteString(name)
 		p.capacity[i] = []string{strconv.Itoa(l.capacity())}
 		p.items[i] = policyItem(p.names[i], l, unit)

@@ -117,7 +117,7 @@ func TestPolicyHeaders(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p, problem := newPolicy("api", "", tt.limits, Ban{}, "")
+			p, problem := newPolicy("api", "", tt.limits, Ban{}, "", false)
 			if problem != "" {
 				t.Fatal(problem)
 			}

@@ -269,12 +269,12 @@ func TestBanIsChecked(t *testing.T) {
 	}
 }
 
-// banScript is a store that answers Peek and Allow from two scripts of
+// banScript is a store that answers Allow from a script of
 // decisions and records the calls.
 type banScript struct {
-	peek, allow ratelimit.Decision
-	calls       []string
-	banned      []bool // whether the limits of each call carried a ban
+	allow  ratelimit.Decision
+	calls  []string
+	banned []bool // whether the limits of each call carried a ban
 }
 
 func (s *banScript) record(call string, limits *ratelimit.Limits) {
@@ -290,10 +290,15 @@ func (s *banScript) Allow(_ context.Context, _ string, _ int, limits *ratelimit.
 
 func (s *banScript) Peek(_ context.Context, _ string, _ int, limits *ratelimit.Limits) (ratelimit.Decision, error) {
 	s.record("peek", limits)
-	return s.peek, nil
+	return s.allow, nil
 }
 
 func (s *banScript) Reset(context.Context, string, *ratelimit.Limits) error { return nil }
+
+func (s *banScript) End(_ context.Context, _ string, _ int, limits *ratelimit.Limits, _ ratelimit.Decision) (ratelimit.Decision, error) {
+	s.record("end", limits)
+	return s.allow, nil
+}
 
 // TestBanWithCountOnly: with WithCountOnly and a ban, a request the peek
 // denies is decided again by Allow, so that the denial counts towards the
@@ -305,22 +310,21 @@ func TestBanWithCountOnly(t *testing.T) {
 	allowed := ratelimit.MakeDecision(ratelimit.Result{Allowed: true, Remaining: 1})
 	ban := ratelimit.Ban{After: 2, Within: time.Minute, For: time.Minute}
 	tests := []struct {
-		name        string
-		peek, allow ratelimit.Decision
-		status      int // the handler's
-		wantCode    int
-		wantCalls   string
-		noBan       bool
+		name      string
+		allow     ratelimit.Decision
+		status    int // the handler's
+		wantCode  int
+		wantCalls string
+		noBan     bool
 	}{
-		{"allowed by the peek, counted after", allowed, allowed, 401, 401, "peek allow", false},
-		{"allowed by the peek, a success not counted", allowed, allowed, 200, 200, "peek", false},
-		{"denied by the peek, and by Allow", denied, denied, 401, 429, "peek allow", false},
-		{"denied by the peek, allowed by Allow: spent once", denied, allowed, 401, 401, "peek allow", false},
-		{"without a ban, a denial by the peek is final", denied, allowed, 401, 429, "peek", true},
+		{"allowed, a failure counted after", allowed, 401, 401, "allow end", false},
+		{"allowed, a success not counted", allowed, 200, 200, "allow", false},
+		{"denied: the store decided it, so it counts towards the ban", denied, 401, 429, "allow", false},
+		{"without a ban", denied, 401, 429, "allow", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := &banScript{peek: tt.peek, allow: tt.allow}
+			s := &banScript{allow: tt.allow}
 			opts := []ratelimit.Option{ratelimit.WithLimits(ratelimit.PerMinute(2)), ratelimit.WithCountOnly(nil)}
 			if !tt.noBan {
 				opts = append(opts, ratelimit.WithBan(ban))

@@ -74,6 +74,11 @@ func (l *Limiter) Handler(next http.Handler) http.Handler {
 		if !ok {
 			return
 		}
+		if v := stateOf(r.Context()).decidedBy(l); v == nil || !v.ends() {
+			next.ServeHTTP(w, r)
+			return
+		}
+		defer l.End(r) // however the handler returns: a panic too
 		if l.countOnly == nil {
 			next.ServeHTTP(w, r)
 			return
@@ -118,20 +123,7 @@ func (l *Limiter) Allow(w http.ResponseWriter, r *http.Request) (*http.Request, 
 	if l.observe != nil {
 		start = time.Now()
 	}
-	var d Decision
-	counted := false
-	if l.countOnly != nil {
-		d, err = l.store.Peek(r.Context(), key, cost, p.limits) // the response decides whether it spends
-		if err == nil && !d.Allowed && l.ban != (Ban{}) {
-			// A denial counts towards a ban only when the store decides it.
-			// Allow takes nothing from a key it denies; if the quota came
-			// back meanwhile, it takes the cost now, and Finish must not.
-			d, err = l.store.Allow(r.Context(), key, cost, p.limits)
-			counted = d.Allowed
-		}
-	} else {
-		d, err = l.store.Allow(r.Context(), key, cost, p.limits)
-	}
+	d, err := l.store.Allow(r.Context(), key, cost, p.limits)
 	var latency time.Duration
 	if l.observe != nil {
 		latency = time.Since(start)
@@ -139,7 +131,7 @@ func (l *Limiter) Allow(w http.ResponseWriter, r *http.Request) (*http.Request, 
 	if err != nil {
 		return r, l.fail(w, r, err, Event{Route: pattern, Cost: cost, Latency: latency})
 	}
-	s.decided = append(s.decided, decided{limiter: l, policy: p, key: key, decision: d, counted: counted, pk: l.partition.of(key)})
+	s.decided = append(s.decided, decided{limiter: l, policy: p, route: pattern, key: key, cost: cost, decision: d, pk: l.partition.of(key)})
 	var retry int64 // the Retry-After of a 429, which caps every t
 	if !d.Allowed && !l.dryRun {
 		retry = retryAfterSeconds(d)
@@ -209,7 +201,7 @@ func (l *Limiter) funcPolicy(r *http.Request, p *policy, pattern string) (*polic
 	c, ok := l.sets[k]
 	l.setsMu.RUnlock()
 	if !ok {
-		c.p, c.problem = newPolicy(l.namespace, pattern, limits, l.ban, l.headers.QuotaUnit)
+		c.p, c.problem = newPolicy(l.namespace, pattern, limits, l.ban, l.headers.QuotaUnit, l.countOnly != nil)
 		l.setsMu.Lock()
 		if l.sets == nil || len(l.sets) >= maxSets {
 			l.sets = make(map[setKey]checkedSet) // full: start afresh
@@ -352,50 +344,106 @@ func deniedBy(d Decision) Result {
 }
 
 // Finish reports the status of r's response to a Limiter built with
-// [WithCountOnly], which then spends r's cost if the status passes its
-// count function; otherwise it does nothing, as it does when called again
-// for r. Call it as the response's header is about to be written:
+// [WithCountOnly], which decides by it whether r's usage is its cost or
+// nothing; otherwise it does nothing, as it does when called again for r.
+// Call it as the response's header is about to be written:
 // [Limiter.Handler] does, and so do the Gin and Echo adapters. Then the
-// RateLimit and X-RateLimit headers Allow set are written anew from the
-// spending decision, so that a counted response says what remains after
-// it. A store failure is logged and returned: the response is under way,
-// so no error handler runs.
+// RateLimit and X-RateLimit headers Allow set are written anew, so that a
+// counted response says what remains after it. The usage is charged when
+// r ends (see [Limiter.End]). It returns no error: it asks no store.
 func (l *Limiter) Finish(r *http.Request, status int) error {
-	if l.countOnly == nil || !l.countOnly(status) || l.skip != nil && l.skip(r) {
+	if l.countOnly == nil {
 		return nil
 	}
 	s := stateOf(r.Context())
 	v := s.decidedBy(l)
-	if v != nil && v.counted {
+	if v == nil || v.finished || !v.ends() {
 		return nil
 	}
-	var p *policy
-	var key string
-	if v != nil {
-		p, key = v.policy, v.key
-	} else { // Allow did not decide r
-		var err error
-		if p, err = l.policyFor(r); p == nil || err != nil {
-			return err
-		}
-		var b strings.Builder
-		if key, err = l.storeKey(r, p, &b); err != nil {
-			return err
-		}
+	v.finished, v.counts = true, l.countOnly(status)
+	s.expect(v)
+	return nil
+}
+
+// End ends r for the Limiter, once its handler has returned, however it
+// returned: a deferred call runs on a panic, a client gone away, a
+// hijacked connection. When the Limiter admitted r under limits charged
+// from usage (see [Limit].Usage, and [WithCountOnly]), it charges r's
+// usage to them in one store call (see [Store].End): what the handler
+// reported with [Charge], else r's cost; with WithCountOnly, that or
+// nothing, as Finish was told. Otherwise it does nothing, as it does when
+// called again. [Limiter.Handler] calls it, and so do the Gin and Echo
+// adapters.
+//
+// The store is asked even when r's context has ended: a client that went
+// away still used what it used. A failure is logged and returned: the
+// response is done, so no error handler runs.
+func (l *Limiter) End(r *http.Request) error {
+	s := stateOf(r.Context())
+	v := s.decidedBy(l)
+	if v == nil || v.ended || !v.ends() {
+		return nil
 	}
-	d, err := l.store.Allow(r.Context(), key, l.costOf(r), p.limits)
+	v.ended = true
+	usage := v.used()
+	if usage == 0 {
+		return nil // nothing to charge
+	}
+	var start time.Time
+	if l.observe != nil {
+		start = time.Now()
+	}
+	d, err := l.store.End(context.WithoutCancel(r.Context()), v.key, usage, v.policy.limits, *v.store())
+	var latency time.Duration
+	if l.observe != nil {
+		latency = time.Since(start)
+	}
 	if err != nil {
 		if ok, dropped := l.logs.allow(logStoreError); ok {
-			l.logger.LogAttrs(r.Context(), slog.LevelError, "ratelimit: store failed counting a response", slog.String("error", err.Error()),
-				slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Int("status", status), slog.Int64("suppressed", dropped))
+			l.logger.LogAttrs(r.Context(), slog.LevelError, "ratelimit: store failed charging a response", slog.String("error", err.Error()),
+				slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Int("usage", usage), slog.Int64("suppressed", dropped))
 		}
-		return fmt.Errorf("ratelimit: counting the response: %w", err)
+		l.observeFailure(r, outcomeStoreError, err, Event{Route: v.route, Cost: usage, Latency: latency})
+		return fmt.Errorf("ratelimit: charging the response: %w", err)
 	}
-	if v != nil {
-		v.counted, v.decision = true, d
-		setHeaders(s.header, l.headers, s, 0)
+	if l.observe != nil {
+		l.observe(r, Event{Namespace: l.namespace, Route: v.route, Outcome: outcomeCharged, Cost: usage, Latency: latency, Decision: d})
 	}
 	return nil
+}
+
+// Charge adds units to the usage of the request whose context is ctx, for
+// each Limiter that admitted it under limits charged from usage (see
+// [Limit].Usage): tokens generated, bytes sent, query points. Once the
+// handler has returned, the Limiter charges the usage (see
+// [Limiter.End]). Until the handler calls Charge, a request's usage is
+// its cost (1, or what [WithCost] says); after, the sum of what it
+// reported, 0 included. A negative number counts as 0.
+//
+// If the response's header is not written yet, its RateLimit and
+// X-RateLimit fields are written anew at once to say what remains after
+// the usage reported so far, so a handler that knows its usage before it
+// writes tells the client the truth; a streamed response, whose header
+// is gone, leaves it to the next response. Call Charge where the handler
+// may set the response's header: from its goroutine, or with the same
+// care. It does nothing for a request no such Limiter admitted.
+func Charge(ctx context.Context, units int) {
+	s := stateOf(ctx)
+	if s == nil {
+		return
+	}
+	units = max(units, 0)
+	for i := range s.decided {
+		v := &s.decided[i]
+		if v.ended || !v.ends() {
+			continue
+		}
+		if !v.reported {
+			v.reported, v.usage = true, 0
+		}
+		v.usage = min(v.usage+units, maxQuota) // a count a script keeps exact
+		s.expect(v)
+	}
 }
 
 // statusWriter reports the status a handler writes to Finish, once, as
@@ -501,15 +549,77 @@ type requestState struct {
 	nvals   int
 }
 
-// decided is one Limiter's Decision on a request, with what its headers
-// and Finish need.
+// decided is one Limiter's Decision on a request, with what its headers,
+// Finish and End need.
 type decided struct {
 	limiter  *Limiter
 	policy   *policy
+	route    string // the route table's pattern; "" outside it
 	key      string // the store's key
-	decision Decision
-	counted  bool   // the cost is spent already: Finish must not spend it again
-	pk       string // the pk parameter of Headers.PartitionKey; "" without
+	cost     int
+	decision Decision  // the store's, or, once expect has run, admitted's with the usage taken
+	admitted *Decision // the store's, kept by expect; nil before
+	pk       string    // the pk parameter of Headers.PartitionKey; "" without
+
+	// The request's usage, for limits charged from usage.
+	usage    int
+	reported bool // Charge was called: usage is what it was told
+	finished bool // Finish was told the status
+	counts   bool // and WithCountOnly's function passed it
+	ended    bool // End charged it, or had nothing to charge
+}
+
+// ends reports whether the request ends with a charge: it was admitted
+// under limits charged from usage.
+func (v *decided) ends() bool { return v.policy.usage && v.store().Allowed }
+
+// store returns the store's decision.
+func (v *decided) store() *Decision {
+	if v.admitted != nil {
+		return v.admitted
+	}
+	return &v.decision
+}
+
+// used returns the usage to charge: what Charge reported, else the cost;
+// with WithCountOnly, nothing when the status (200 until Finish says)
+// does not count.
+func (v *decided) used() int {
+	if count := v.limiter.countOnly; count != nil {
+		if !v.finished && !count(http.StatusOK) || v.finished && !v.counts {
+			return 0 // before Finish, as for a handler that has written nothing yet
+		}
+	}
+	if v.reported {
+		return v.usage
+	}
+	return v.cost
+}
+
+// expect sets v's decision to what the store will hold once v's usage so
+// far is charged: each limit charged from usage has that much less left.
+// Then, while the header is not sent, the rate-limit fields say so.
+func (s *requestState) expect(v *decided) {
+	if v.admitted == nil {
+		d := v.decision
+		v.admitted = &d
+	}
+	used := v.used()
+	var buf [4]Result
+	rs := buf[:0]
+	for _, r := range v.admitted.results() {
+		if r.Limit.Usage && used > 0 {
+			r.Remaining = max(r.Remaining-used, 0)
+			r.ResetAfter = max(r.ResetAfter, r.Window) // nothing spent yet: the charge starts it afresh
+		}
+		rs = append(rs, r)
+	}
+	d := MakeDecision(rs...)
+	d.Fallback, d.Banned = v.admitted.Fallback, v.admitted.Banned
+	v.decision = d
+	if s.header != nil {
+		setHeaders(s.header, v.limiter.headers, s, 0)
+	}
 }
 
 // stateKey is the context key of a requestState.

@@ -202,6 +202,10 @@ func (f failing) Peek(context.Context, string, int, *ratelimit.Limits) (ratelimi
 
 func (f failing) Reset(context.Context, string, *ratelimit.Limits) error { return f.err }
 
+func (f failing) End(context.Context, string, int, *ratelimit.Limits, ratelimit.Decision) (ratelimit.Decision, error) {
+	return ratelimit.Decision{}, f.err
+}
+
 func TestStoreErrors(t *testing.T) {
 	secret := errors.New("dial tcp 10.20.30.40:6379: i/o timeout (password=hunter2)")
 	var logs bytes.Buffer
@@ -732,7 +736,7 @@ func TestWithLimitsFuncNil(t *testing.T) {
 }
 
 // newMemory returns a Memory store with the default options.
-func newMemory(t testing.TB) *store.Memory {
+func newMemory(t testing.TB) ratelimit.Store {
 	t.Helper()
 	s, err := store.NewMemory(store.MemoryOptions{})
 	if err != nil {

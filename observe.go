@@ -29,10 +29,16 @@ type Event struct {
 	//	"store_error"  the store failed; the error handler answered
 	//	"canceled"     the request's context ended before the store decided
 	//	"bad_request"  no key, or an invalid cost or limits ([ErrInvalid])
+	//	"charged"      its response done, its usage was charged (see [Limiter.End])
+	//
+	// A request admitted under limits charged from usage makes two
+	// events: "allowed", then "charged" (or "store_error" when the charge
+	// failed).
 	Outcome string
 
-	// Cost is the units the request asked for (see [WithCost]); 0 for a
-	// bad request whose cost was never read.
+	// Cost is the units the request asked for (see [WithCost]), or, for
+	// "charged", the usage charged; 0 for a bad request whose cost was
+	// never read.
 	Cost int
 
 	// Latency is how long the store took to decide, or to fail: the
@@ -62,6 +68,7 @@ const (
 	outcomeStoreError = "store_error"
 	outcomeCanceled   = "canceled"
 	outcomeBadRequest = "bad_request"
+	outcomeCharged    = "charged"
 )
 
 // Kinds of log lines a Limiter throttles separately.

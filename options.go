@@ -49,13 +49,13 @@ func New(store Store, namespace string, opts ...Option) (*Limiter, error) {
 	}
 	if l.given.limits != nil {
 		var problem string
-		if l.all, problem = newPolicy(namespace, "", l.given.limits, l.ban, l.headers.QuotaUnit); problem != "" {
+		if l.all, problem = newPolicy(namespace, "", l.given.limits, l.ban, l.headers.QuotaUnit, l.countOnly != nil); problem != "" {
 			return nil, fmt.Errorf("%w: WithLimits: %s", ErrInvalid, problem)
 		}
 	}
 	if l.given.routes != nil {
 		var err error
-		if l.routes, l.match, err = newRoutes(namespace, l.given.routes, l.ban, l.headers.QuotaUnit); err != nil {
+		if l.routes, l.match, err = newRoutes(namespace, l.given.routes, l.ban, l.headers.QuotaUnit, l.countOnly != nil); err != nil {
 			return nil, err
 		}
 	}
@@ -123,7 +123,7 @@ func WithRoutes(table map[string][]Limit) Option {
 
 // newRoutes checks the table of WithRoutes and makes its policies, with
 // ban and the quota unit, in namespace, and a ServeMux of its patterns.
-func newRoutes(namespace string, table map[string][]Limit, ban Ban, unit string) (map[string]*policy, *http.ServeMux, error) {
+func newRoutes(namespace string, table map[string][]Limit, ban Ban, unit string, countOnly bool) (map[string]*policy, *http.ServeMux, error) {
 	routes := make(map[string]*policy, len(table))
 	match := http.NewServeMux()
 	for pattern, limits := range table {
@@ -136,7 +136,7 @@ func newRoutes(namespace string, table map[string][]Limit, ban Ban, unit string)
 		if err := register(match, pattern); err != nil {
 			return nil, nil, fmt.Errorf("%w: WithRoutes: pattern %q: %v", ErrInvalid, pattern, err)
 		}
-		p, problem := newPolicy(namespace, pattern, limits, ban, unit)
+		p, problem := newPolicy(namespace, pattern, limits, ban, unit, countOnly)
 		if problem != "" {
 			return nil, nil, fmt.Errorf("%w: WithRoutes[%q]: %s", ErrInvalid, pattern, problem)
 		}
@@ -258,15 +258,18 @@ func WithSkip(skip func(r *http.Request) bool) Option {
 // count, for example the failed attempts of a login: nil counts failures,
 // status >= 400, and func(s int) bool { return s < 400 } successes.
 //
-// Before the handler, the Limiter denies a request only when the quota is
-// already spent: it peeks (see [Store.Peek]). When the handler writes its
-// status, a request whose status passes count spends its cost, and the
-// rate-limit headers are set anew from that decision before they are
-// sent: a counted response says what remains after it, one that is not
-// counted what remains with nothing spent. Requests in flight together
-// when the quota runs out were all let through: the limit can be overshot
-// by at most the number of requests in flight at once, while the counters
-// themselves never pass it.
+// Every limit of the Limiter is then charged from usage (see
+// [Limit].Usage), the usage of a request being its cost when its status
+// passes count and 0 when not (or, when the handler reports it with
+// [Charge] and the status passes, what it reported). Before the handler,
+// a request passes while its cost fits, and takes nothing. When the
+// handler writes its status, the rate-limit headers are set anew before
+// they are sent: a counted response says what remains after it, one that
+// is not counted what remains with nothing spent. Once the handler has
+// returned, the usage is charged ([Limiter.End]). Requests in flight
+// together when the quota runs out were all let through, and each is
+// counted: the limit can be overshot by at most the number of requests in
+// flight at once, and the counters then hold a debt that time pays back.
 //
 // With [Limiter.Handler] the handler writes through a ResponseWriter that
 // reports the status as the header is written; it is an [http.Flusher]

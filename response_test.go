@@ -40,6 +40,10 @@ func (s fixedStore) Peek(ctx context.Context, key string, cost int, limits *rate
 
 func (fixedStore) Reset(context.Context, string, *ratelimit.Limits) error { return nil }
 
+func (fixedStore) End(context.Context, string, int, *ratelimit.Limits, ratelimit.Decision) (ratelimit.Decision, error) {
+	return ratelimit.Decision{}, nil
+}
+
 // FuzzHeaders formats rate-limit headers for arbitrary limit names and
 // results, with and without a quota unit and a partition key (bits 0-1
 // of opts pick the unit, bit 2 turns pk on): a name New accepts must
@@ -150,6 +154,10 @@ func (s decisionStore) Peek(ctx context.Context, key string, cost int, limits *r
 }
 
 func (decisionStore) Reset(context.Context, string, *ratelimit.Limits) error { return nil }
+
+func (decisionStore) End(context.Context, string, int, *ratelimit.Limits, ratelimit.Decision) (ratelimit.Decision, error) {
+	return ratelimit.Decision{}, nil
+}
 
 // TestHeadersDescribeTheTightest: X-RateLimit-* describe the limit
 // closest to denying: the one that denied, the latest to let the request

@@ -15,8 +15,8 @@ import (
 var ErrInvalid = errors.New("ratelimit: invalid input")
 
 // Store decides requests against limits and keeps the counters: Allow
-// decides, Peek says what Allow would decide without deciding, and Reset
-// forgets. The package store holds a Redis store shared by every instance
+// decides, End charges what a request used once it is done, Peek says
+// what Allow would decide without deciding, and Reset forgets. The package store holds a Redis store shared by every instance
 // of a service, an in-process Memory store, and a Fallback that decides in
 // process while Redis fails. Implementations are safe for concurrent use;
 // one outside this package answers with [MakeDecision].
@@ -51,6 +51,14 @@ type Store interface {
 	// Reset forgets key's state under limits, so that its next request
 	// starts afresh, for example to clear failed logins after a success.
 	Reset(ctx context.Context, key string, limits *Limits) error
+
+	// End ends a request that Allow admitted as d, once its response is
+	// done: it takes usage units (0 or more) from each of limits' limits
+	// charged from usage (see [Limit].Usage), whatever they have left,
+	// atomically, and leaves the other limits alone. It answers for each
+	// limit as Peek would for a request of 1: what the key has left now.
+	// It validates like Reset, and refuses a negative usage.
+	End(ctx context.Context, key string, usage int, limits *Limits, d Decision) (Decision, error)
 }
 
 // Result is one limit's answer to one request: a plain value. The zero

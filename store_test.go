@@ -40,7 +40,7 @@ func (c *fakeClock) sleep(ctx context.Context, d time.Duration) error {
 }
 
 // useFakeClock makes a Memory store and Wait share a fake clock.
-func useFakeClock(t *testing.T) (*fakeClock, *store.Memory) {
+func useFakeClock(t *testing.T) (*fakeClock, ratelimit.Store) {
 	t.Helper()
 	c := &fakeClock{t: time.Unix(1_700_000_000, 0)}
 	t.Cleanup(ratelimit.SetWaitClock(c.now, c.sleep))

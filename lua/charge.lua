@@ -21,7 +21,7 @@ local function charge()
   -- A calendar whose periods do not hold Redis's time fails before any
   -- write, so that the store may ask again.
   while a <= #ARGV do
-    if ARGV[a] == 'c' then
+    if string.lower(ARGV[a]) == 'c' then
       calendar_period(tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), now)
     end
     a = a + 6 + 2 * tonumber(ARGV[a + 5])
@@ -37,7 +37,7 @@ local function charge()
     for i = 1, m do
       -- A time measured a little ahead of Redis's clock counts as now.
       local t = math.min(tonumber(ARGV[a + 4 + 2 * i]), now)
-      algorithms[code](CHARGE, KEYS[k], tonumber(ARGV[a + 5 + 2 * i]), pa, pb, pc, now, t)
+      algorithm(code)(CHARGE, KEYS[k], tonumber(ARGV[a + 5 + 2 * i]), pa, pb, pc, now, t)
     end
     a = a + 6 + 2 * m
   end

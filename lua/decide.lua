@@ -64,8 +64,21 @@
 --          banned, and window banned. (A string costs Redis far less to return than an
 --          array.)
 
-local algorithms, clockless = {}, {f = true}
+local algorithms, clockless = {}, {f = true, F = true}
 local CHECK, COMMIT, SETTLE, DECIDE, CHARGE, PEEK = 1, 2, 3, 4, 5, 6
+
+-- A limit charged from usage (ratelimit.Limit.Usage) comes with its
+-- algorithm's code in upper case: a request passes it while its cost
+-- fits, as any other, but takes nothing from it; the usage is charged
+-- once the response is done (see end.lua). Its algorithm is the same.
+local function algorithm(code)
+  return algorithms[string.lower(code)]
+end
+
+-- usage reports whether code is that of a limit charged from usage.
+local function usage(code)
+  return string.byte(code) < 97
+end
 
 -- int formats an integral number exactly for concatenation; tostring would
 -- write 1.7e+15. (redis.call arguments need no help: Redis writes numbers
@@ -101,10 +114,11 @@ end
 local function decide_limits(k, n, a, now)
   local cost = tonumber(ARGV[a])
   local alg, pa, pb, pc, s1, s2, s3, ok, remaining, reset, retry, window = {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}
+  local later = {} -- charged from usage: checked, not taken
   local pass = true
   for i = 1, n do
     local j = a + 4 * i - 2
-    alg[i] = algorithms[ARGV[j]]
+    alg[i], later[i] = algorithm(ARGV[j]), usage(ARGV[j])
     pa[i], pb[i], pc[i] = tonumber(ARGV[j + 1]), tonumber(ARGV[j + 2]), tonumber(ARGV[j + 3])
     if now == 0 and not clockless[ARGV[j]] then
       now = clock()
@@ -115,7 +129,7 @@ local function decide_limits(k, n, a, now)
     pass = pass and ok[i]
   end
   for i = 1, n do
-    if pass then
+    if pass and not later[i] then
       reset[i], window[i] = alg[i](COMMIT, KEYS[k + i], cost, pa[i], pb[i], pc[i], now, s1[i], s2[i], s3[i])
       remaining[i] = remaining[i] - cost
     else
@@ -124,6 +138,23 @@ local function decide_limits(k, n, a, now)
     ok[i] = ok[i] and 1 or 0
   end
   return pass, ok, remaining, reset, retry, window
+end
+
+-- peek_limits appends to reply each limit's PEEK for a request of cost,
+-- as a line's five integers: the limits whose keys are KEYS[1] on and
+-- whose codes and parameters are ARGV[a] on, n of them.
+local function peek_limits(reply, n, a, cost)
+  for i = 1, n do
+    local j = a + 4 * (i - 1)
+    local code, now = ARGV[j], 0
+    if not clockless[code] then
+      now = clock()
+    end
+    local ok, remaining, reset, retry, window = algorithm(code)(PEEK, KEYS[i], cost,
+      tonumber(ARGV[j + 1]), tonumber(ARGV[j + 2]), tonumber(ARGV[j + 3]), now)
+    reply[#reply + 1] = string.format('%d %d %d %d %d', ok, remaining, reset, retry, window)
+  end
+  return reply
 end
 
 -- ban_state reads a ban key: strikes, first, ends, level (see the header);
@@ -202,9 +233,9 @@ local function decide_ban(k, n, a)
     return banned_line(n, u - now)
   end
   local pass, ok, remaining, reset, retry, window
-  if n == 1 then
+  if n == 1 and not usage(ARGV[a + 2]) then
     ok, remaining, reset, retry, window = {}, {}, {}, {}, {}
-    ok[1], remaining[1], reset[1], retry[1], window[1] = algorithms[ARGV[a + 2]](DECIDE, KEYS[k + 1], tonumber(ARGV[a]),
+    ok[1], remaining[1], reset[1], retry[1], window[1] = algorithm(ARGV[a + 2])(DECIDE, KEYS[k + 1], tonumber(ARGV[a]),
       tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5]), now)
     pass = ok[1] == 1
   else
@@ -237,12 +268,12 @@ local function decide_one(k, n, a)
   if n < 0 then
     return decide_ban(k, -n, a)
   end
-  if n == 1 then
+  if n == 1 and not usage(ARGV[a + 2]) then
     local code, now = ARGV[a + 2], 0
     if not clockless[code] then
       now = clock()
     end
-    local ok, remaining, reset, retry, window = algorithms[code](DECIDE, KEYS[k + 1], cost,
+    local ok, remaining, reset, retry, window = algorithm(code)(DECIDE, KEYS[k + 1], cost,
       tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5]), now)
     return string.format('%d %d %d %d %d', ok, remaining, reset, retry, window)
   end

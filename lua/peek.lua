@@ -23,16 +23,7 @@ local function peek()
       return banned_line(n, u - now)
     end
   end
-  for i = 1, n do
-    local j = 4 * i - 2
-    local code, now = ARGV[j], 0
-    if not clockless[code] then
-      now = clock()
-    end
-    local ok, remaining, reset, retry, window = algorithms[code](PEEK, KEYS[i], cost,
-      tonumber(ARGV[j + 1]), tonumber(ARGV[j + 2]), tonumber(ARGV[j + 3]), now)
-    reply[i] = string.format('%d %d %d %d %d', ok, remaining, reset, retry, window)
-  end
+  peek_limits(reply, n, 2, cost)
   if ban then
     reply[n + 1] = '0'
   end

@@ -5,6 +5,10 @@
 -- bucket; a denial takes nothing. The key expires when the bucket is full
 -- again, since a missing key means a full bucket.
 --
+-- Usage charged after a response (see decide.lua's CHARGE) may take the
+-- level below zero: a debt, which the refill pays back before a request
+-- passes again.
+--
 -- State    the key, a string: the level in units and the time of the last
 --          update in us, as two integers separated by a space; one value,
 --          so that an update is one SET with its expiry.
@@ -45,18 +49,21 @@ end
 
 -- token_bucket_window is the effective window of a bucket at level: the
 -- time to refill, from what is left once every whole token is spent, one
--- more token.
+-- more token; from a bucket in debt (below empty), its first token.
 local function token_bucket_window(level, unit, rate)
+  if level < 0 then
+    return ceil_div(unit - level, rate)
+  end
   return ceil_div((math.floor(level / unit) + 1) * unit - level, rate)
 end
 
 algorithms.t = function(phase, key, cost, capacity, unit, rate, now, level, last)
   if phase == CHARGE then
-    -- Replay the admission at its time: refill up to it, take cost. A
-    -- bucket cannot go below empty, so a debt beyond that is not kept.
+    -- Replay the admission at its time: refill up to it, take cost, below
+    -- empty if need be: a bucket in debt refills it before it admits again.
     local at = level
     level, last = token_bucket_at(key, capacity, rate, at)
-    level = math.max(level - cost * unit, 0)
+    level = level - cost * unit
     token_bucket_set(key, level, last, last + ceil_div(capacity - level, rate), now)
     return 0
   elseif phase == DECIDE then
@@ -72,7 +79,7 @@ algorithms.t = function(phase, key, cost, capacity, unit, rate, now, level, last
     if need <= level then
       return true, math.floor(level / unit), 0, level, last
     end
-    return false, math.floor(level / unit), ceil_div(need - level, rate), level, last
+    return false, math.max(math.floor(level / unit), 0), ceil_div(need - level, rate), level, last
   elseif phase == PEEK then
     local ok, remaining, retry
     ok, remaining, retry, level = algorithms.t(CHECK, key, cost, capacity, unit, rate, now)

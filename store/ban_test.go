@@ -315,7 +315,7 @@ func TestBanStateExpiresAsOnRedis(t *testing.T) {
 }
 
 // memoryBanExpires returns when key's ban state expires in m, or 0.
-func memoryBanExpires(m *Memory, key string) int64 {
+func memoryBanExpires(m *memory, key string) int64 {
 	k := m.lookup(key)
 	if k == nil {
 		return 0

@@ -115,7 +115,7 @@ func BenchmarkMemory(b *testing.B) {
 	}
 	for _, name := range []string{"fixed-window", "sliding-log", "sliding-window", "token-bucket"} {
 		b.Run(name, func(b *testing.B) {
-			m, err := NewMemory(MemoryOptions{MaxKeys: 1 << 18})
+			m, err := openMemory(MemoryOptions{MaxKeys: 1 << 18})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -146,7 +146,7 @@ func BenchmarkMemory(b *testing.B) {
 // BenchmarkMemoryHotKey decides one key over and over, denied: the path a
 // flood from one client takes.
 func BenchmarkMemoryHotKey(b *testing.B) {
-	m, _ := NewMemory(MemoryOptions{})
+	m, _ := openMemory(MemoryOptions{})
 	l := limitsOf(b, ratelimit.Limit{Quota: 1, Window: time.Hour}.Using(ratelimit.TokenBucket))
 	ctx := context.Background()
 	m.Allow(ctx, "hot", 1, l)

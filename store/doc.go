@@ -10,7 +10,7 @@
 // a working one, with an error saying what to fix that wraps
 // [ErrMisconfigured].
 //
-// [Memory] keeps the counters in this process, with the same semantics as
+// [NewMemory]'s store keeps the counters in this process, with the same semantics as
 // the Redis scripts, in bounded memory: for a service with one instance,
 // for tests, and as the Fallback's local store.
 //

@@ -21,7 +21,7 @@ const (
 )
 
 // Fallback is a [ratelimit.Store] that decides with Redis and, when Redis
-// fails or is slow, with an in-process [Memory] store, so that a Redis
+// fails or is slow, with an in-process store (see [NewMemory]), so that a Redis
 // outage never becomes an outage of the service.
 //
 // Each decision has a time budget (see FallbackOptions.Budget). When Redis is
@@ -55,7 +55,7 @@ const (
 // is safe for concurrent use. Close stops its goroutines.
 type Fallback struct {
 	redis     *Redis
-	local     *Memory
+	local     *memory
 	budget    time.Duration
 	interval  time.Duration
 	instances int
@@ -105,9 +105,9 @@ type FallbackOptions struct {
 	// whole limit.
 	Instances int
 
-	// Local is the in-process store used while Redis is down. Nil means a
-	// new Memory store with default options.
-	Local *Memory
+	// Local configures the in-process store used while Redis is down (see
+	// [NewMemory]). The zero value means its defaults.
+	Local MemoryOptions
 
 	// MaxBacklog bounds how many keys' in-process resets and admissions a
 	// Fallback keeps while Redis is down, to bring them to Redis when it
@@ -151,7 +151,6 @@ func NewFallback(r *Redis, opts FallbackOptions) (*Fallback, error) {
 	}
 	f := &Fallback{
 		redis:     r,
-		local:     opts.Local,
 		budget:    cmp.Or(opts.Budget, defaultBudget),
 		interval:  cmp.Or(opts.ProbeInterval, defaultProbeInterval),
 		instances: cmp.Or(opts.Instances, 1),
@@ -161,8 +160,9 @@ func NewFallback(r *Redis, opts FallbackOptions) (*Fallback, error) {
 	f.backlog.max = int64(cmp.Or(opts.MaxBacklog, defaultMaxBacklog))
 	f.clock.start = time.Now()
 	f.movedAt.Store(f.clock.start.UnixNano())
-	if f.local == nil {
-		f.local, _ = NewMemory(MemoryOptions{})
+	var err error
+	if f.local, err = openMemory(opts.Local); err != nil {
+		return nil, fmt.Errorf("store.NewFallback: FallbackOptions.Local: %w", err)
 	}
 	f.seen = newLastSeen(f.local.maxKeys())
 	f.wg.Add(1)
@@ -222,6 +222,39 @@ func (f *Fallback) Allow(ctx context.Context, key string, cost int, limits *rate
 		}
 		if d, err, decided := f.allowLocally(ctx, key, cost, given, set, false); decided {
 			return d, err
+		}
+	}
+}
+
+// End implements [ratelimit.Store]. It charges Redis, within the budget,
+// when Redis is up; an outage or a misconfiguration marks Redis down, as
+// in Allow, and the usage is then charged in process, under this
+// instance's share of each limit, and brought to Redis when it answers
+// again, as the admissions decided in process are. A charge that reaches
+// Redis after the budget is not made there.
+func (f *Fallback) End(ctx context.Context, key string, usage int, limits *ratelimit.Limits, d ratelimit.Decision) (ratelimit.Decision, error) {
+	given, set, err := checkEnd(key, usage, limits)
+	if err != nil {
+		return ratelimit.Decision{}, err
+	}
+	for {
+		if !f.down.Load() {
+			if f.reconciling.Load() {
+				if d, ended := f.endLocally(key, usage, given, set, true); ended {
+					return d, nil
+				}
+			}
+			t := time.Now()
+			rctx, cancel := context.WithTimeout(ctx, f.budget)
+			d, err := f.redis.end(rctx, key, usage, given, set, f.deadline(f.clock.at(t)))
+			cancel()
+			if err == nil || faultOf(ctx, err) == noFault {
+				return d, err
+			}
+			f.fail(err)
+		}
+		if d, ended := f.endLocally(key, usage, given, set, false); ended {
+			return d, nil
 		}
 	}
 }

@@ -23,16 +23,9 @@ func (f *Fallback) allowLocally(ctx context.Context, key string, cost int, limit
 	sh := f.backlog.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	var p *pendingKey
-	if waiting {
-		if p = sh.keys[key]; p == nil || f.down.Load() {
-			return d, nil, false
-		}
-	} else {
-		if !f.down.Load() {
-			return d, nil, false
-		}
-		p, _ = sh.get(&f.backlog, key) // nil when the backlog is full
+	p, here := f.backlogOf(sh, key, waiting)
+	if !here {
+		return d, nil, false
 	}
 	f.nLocal.Add(1)
 	local := set.Share(f.instances)
@@ -58,11 +51,65 @@ func (f *Fallback) allowLocally(ctx context.Context, key string, cost int, limit
 	d = f.local.decide(key, cost, limits, local)
 	if d.Allowed {
 		for _, e := range entries {
-			e.spend(int64(cost), now)
+			if !e.c.Usage { // charged once the response is done: see endLocally
+				e.spend(int64(cost), now)
+			}
 		}
 	}
 	d.Fallback = true
 	return d, nil, true
+}
+
+// backlogOf returns key's backlog, in its locked shard sh, and whether
+// key is to be decided in process: while Redis is down (then the backlog
+// is made, unless it is full: nil), or, with waiting set, while key's
+// backlog waits for Redis.
+func (f *Fallback) backlogOf(sh *backlogShard, key string, waiting bool) (p *pendingKey, here bool) {
+	if waiting {
+		p = sh.keys[key]
+		return p, p != nil && !f.down.Load()
+	}
+	if !f.down.Load() {
+		return nil, false
+	}
+	p, _ = sh.get(&f.backlog, key) // nil when the backlog is full
+	return p, true
+}
+
+// endLocally is allowLocally's End: it charges usage to key's limits
+// charged from usage in process, under this instance's share, and records
+// the charge for Redis. ended is false when Redis is to charge it.
+func (f *Fallback) endLocally(key string, usage int, limits []ratelimit.Limit, set *spec.Set, waiting bool) (d ratelimit.Decision, ended bool) {
+	sh := f.backlog.shard(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	p, here := f.backlogOf(sh, key, waiting)
+	if !here {
+		return d, false
+	}
+	f.nLocal.Add(1)
+	local := set.Share(f.instances)
+	now := f.clock.now()
+	for i := range set.Limits {
+		if !set.Limits[i].Usage || p == nil {
+			continue
+		}
+		e := p.of(&set.Limits[i])
+		if e == nil {
+			continue // too many limit states for one key
+		}
+		if !e.seeded {
+			f.seed(key, &set.Limits[i], &local.Limits[i], now)
+			e.seeded = true
+		}
+		if usage > 0 {
+			e.spend(int64(usage), now)
+		}
+	}
+	f.local.charge(key, int64(usage), local)
+	d = f.local.peek(key, 1, limits, local, nil)
+	d.Fallback = true
+	return d, true
 }
 
 // seed starts key's state under c in process, counted under its share

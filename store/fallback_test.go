@@ -99,7 +99,7 @@ func TestFallbackLocalConformance(t *testing.T) {
 		t.Cleanup(func() { client.Close() })
 		clock := &fakeClock{pinnedClock{now: epoch}}
 		f, err := NewFallback(newStore(t, client, RedisOptions{Logger: quietLogger}), FallbackOptions{
-			Local:         newMemory(t, clock, MemoryOptions{}),
+			Local:         MemoryOptions{Clock: clock.Now},
 			ProbeInterval: time.Hour,
 			Logger:        quietLogger,
 		})

@@ -22,7 +22,7 @@ type fuzzRig struct {
 	m      *miniredis.Miniredis
 	clock  *fakeClock
 	redis  *Redis
-	memory *Memory
+	memory *memory
 	runs   int
 }
 
@@ -36,7 +36,7 @@ var theFuzzRig = sync.OnceValue(func() *fuzzRig {
 	m.ClockTTL(true)
 	r.m, r.clock = m, &fakeClock{pinnedClock{m: m, now: epoch}}
 	r.redis, _ = NewRedis(redis.NewClient(&redis.Options{Addr: m.Addr()}), RedisOptions{DenyCacheSize: noDenyCache})
-	r.memory, _ = NewMemory(MemoryOptions{Clock: r.clock.Now})
+	r.memory, _ = openMemory(MemoryOptions{Clock: r.clock.Now})
 	return r
 })
 

@@ -17,27 +17,8 @@ import (
 // MemoryOptions.MaxKeys says otherwise.
 const defaultMaxKeys = 100_000
 
-// Memory is a [ratelimit.Store] that keeps its counters in this process:
-// for a service with a single instance, for tests, or as the fallback of
-// a Redis store (see [NewFallback]). It implements the four algorithms
-// with the semantics of the Redis scripts, step for step; a differential
-// test holds the two stores to the same decisions.
-//
-// Its memory is bounded. It holds at most MemoryOptions.MaxKeys keys;
-// a key's state is dropped as soon as it expires. When a new key finds the
-// store full, it first evicts keys whose state has expired and, if none
-// has, the key of a small random sample whose state would expire soonest.
-// So a flood of new keys can make other keys forget their counts early,
-// but the store never denies everyone and never grows without bound. Per
-// key, a sliding log holds up to Quota timestamps and a sliding window
-// Window/Precision slots; a key decided under limits with a ban (see
-// [ratelimit.Ban]) keeps its ban state with them, and is kept as long as
-// that state matters.
-//
-// Keys are spread over shards with a lock each, so it scales across cores.
-// Build it with [NewMemory]; the zero Memory is not usable. Memory is
-// safe for concurrent use.
-type Memory struct {
+// memory is the store NewMemory returns.
+type memory struct {
 	shards   []memoryShard
 	perShard int
 	seed     maphash.Seed
@@ -49,7 +30,7 @@ type Memory struct {
 	clock   func() int64 // a pinned clock (MemoryOptions.Clock); nil: start's
 }
 
-var _ ratelimit.Store = (*Memory)(nil)
+var _ ratelimit.Store = (*memory)(nil)
 
 // MemoryOptions configures [NewMemory]. The zero value means every
 // default.
@@ -63,13 +44,42 @@ type MemoryOptions struct {
 	Clock func() time.Time
 }
 
-// NewMemory returns an empty in-process store.
-func NewMemory(opts MemoryOptions) (*Memory, error) {
+// NewMemory returns an empty in-process [ratelimit.Store], which keeps its
+// counters in this process: for a service with a single instance, for
+// tests, or as the fallback of a Redis store (see [NewFallback]). It
+// implements the algorithms with the semantics of the Redis scripts, step
+// for step; a differential test holds the two stores to the same
+// decisions.
+//
+// Its memory is bounded. It holds at most MemoryOptions.MaxKeys keys;
+// a key's state is dropped as soon as it expires. When a new key finds the
+// store full, it first evicts keys whose state has expired and, if none
+// has, the key of a small random sample whose state would expire soonest.
+// So a flood of new keys can make other keys forget their counts early,
+// but the store never denies everyone and never grows without bound. Per
+// key, a sliding log holds up to Quota timestamps and a sliding window
+// Window/Precision slots; a key decided under limits with a ban (see
+// [ratelimit.Ban]) keeps its ban state with them, and is kept as long as
+// that state matters.
+//
+// Keys are spread over shards with a lock each, so it scales across cores.
+// The store is safe for concurrent use.
+func NewMemory(opts MemoryOptions) (ratelimit.Store, error) {
+	m, err := openMemory(opts)
+	if err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// openMemory is NewMemory, for the Fallback and the tests, which use the
+// store's own methods.
+func openMemory(opts MemoryOptions) (*memory, error) {
 	if opts.MaxKeys < 0 {
 		return nil, fmt.Errorf("%w: store.MemoryOptions.MaxKeys %d: must be 0 (the default) or more", ratelimit.ErrInvalid, opts.MaxKeys)
 	}
 	start := time.Now()
-	m := &Memory{
+	m := &memory{
 		perShard: cmp.Or(opts.MaxKeys, defaultMaxKeys),
 		seed:     maphash.MakeSeed(),
 		start:    start,
@@ -102,7 +112,7 @@ func NewMemory(opts MemoryOptions) (*Memory, error) {
 }
 
 // now returns the store's time in µs, which never goes back.
-func (m *Memory) now() int64 {
+func (m *memory) now() int64 {
 	if m.clock != nil {
 		return m.clock()
 	}
@@ -110,7 +120,7 @@ func (m *Memory) now() int64 {
 }
 
 // Allow implements [ratelimit.Store].
-func (m *Memory) Allow(ctx context.Context, key string, cost int, limits *ratelimit.Limits) (ratelimit.Decision, error) {
+func (m *memory) Allow(ctx context.Context, key string, cost int, limits *ratelimit.Limits) (ratelimit.Decision, error) {
 	given, set, err := checkRequest(key, cost, limits)
 	if err != nil {
 		return ratelimit.Decision{}, err
@@ -120,9 +130,9 @@ func (m *Memory) Allow(ctx context.Context, key string, cost int, limits *rateli
 
 // decide is Allow for checked input: limits' results, counted under set,
 // which is limits' own or a Fallback's share of it.
-func (m *Memory) decide(key string, cost int, limits []ratelimit.Limit, set *spec.Set) ratelimit.Decision {
+func (m *memory) decide(key string, cost int, limits []ratelimit.Limit, set *spec.Set) ratelimit.Decision {
 	cs := set.Limits
-	if len(cs) == 1 && set.Ban == nil {
+	if len(cs) == 1 && set.Ban == nil && !cs[0].Usage {
 		return m.decideOne(key, cost, limits, &cs[0])
 	}
 	now, c64, allowed := m.now(), int64(cost), true
@@ -154,7 +164,7 @@ func (m *Memory) decide(key string, cost int, limits []ratelimit.Limit, set *spe
 	latest := k.expires.Load()
 	for i, s := range states {
 		c := &cs[i]
-		if allowed {
+		if allowed && !c.Usage { // a limit charged from usage takes nothing now: see End
 			out[i].reset = s.state.of(c).commit(c, now, c64)
 			out[i].remaining -= c64
 			s.expires = now + keyTTL(c, out[i].reset)
@@ -185,13 +195,13 @@ func (m *Memory) decide(key string, cost int, limits []ratelimit.Limit, set *spe
 
 // decideOne is decide for the common request with one limit, in fewer
 // steps.
-func (m *Memory) decideOne(key string, cost int, limits []ratelimit.Limit, c *compiled) ratelimit.Decision {
+func (m *memory) decideOne(key string, cost int, limits []ratelimit.Limit, c *compiled) ratelimit.Decision {
 	ok, remaining, window, reset, retry := m.take(key, int64(cost), c)
 	return ratelimit.MakeDecision(ratelimit.Result{Limit: limits[0], Allowed: ok, Remaining: int(remaining), Window: us(window), ResetAfter: us(reset), RetryAfter: us(retry)})
 }
 
 // take decides a request costing c64 for key under the one limit c.
-func (m *Memory) take(key string, c64 int64, c *compiled) (ok bool, remaining, window, reset, retry int64) {
+func (m *memory) take(key string, c64 int64, c *compiled) (ok bool, remaining, window, reset, retry int64) {
 	now := m.now()
 	k := m.key(key, now)
 	k.mu.Lock()
@@ -207,9 +217,45 @@ func (m *Memory) take(key string, c64 int64, c *compiled) (ok bool, remaining, w
 	return ok, remaining, window, reset, retry
 }
 
+// End implements [ratelimit.Store]: it takes usage from key's limits
+// charged from usage, whatever they have left, and answers for each limit
+// as Peek would for a request of 1.
+func (m *memory) End(ctx context.Context, key string, usage int, limits *ratelimit.Limits, d ratelimit.Decision) (ratelimit.Decision, error) {
+	given, set, err := checkEnd(key, usage, limits)
+	if err != nil {
+		return ratelimit.Decision{}, err
+	}
+	m.charge(key, int64(usage), set)
+	return m.peek(key, 1, given, set, nil), nil
+}
+
+// charge takes units from key's limits charged from usage under set,
+// whatever they have left.
+func (m *memory) charge(key string, units int64, set *spec.Set) {
+	if units == 0 {
+		return
+	}
+	now := m.now()
+	k := m.key(key, now)
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	latest := k.expires.Load()
+	for i := range set.Limits {
+		c := &set.Limits[i]
+		if !c.Usage {
+			continue
+		}
+		s := k.limit(c, now)
+		reset := s.state.of(c).commit(c, now, units)
+		s.expires = max(s.expires, now+keyTTL(c, reset))
+		latest = max(latest, s.expires)
+	}
+	k.expires.Store(latest)
+}
+
 // Peek implements [ratelimit.Store]. A key the store holds nothing for
 // stays out of it: peeking never evicts a key.
-func (m *Memory) Peek(ctx context.Context, key string, cost int, limits *ratelimit.Limits) (ratelimit.Decision, error) {
+func (m *memory) Peek(ctx context.Context, key string, cost int, limits *ratelimit.Limits) (ratelimit.Decision, error) {
 	given, set, err := checkRequest(key, cost, limits)
 	if err != nil {
 		return ratelimit.Decision{}, err
@@ -222,7 +268,7 @@ func (m *Memory) Peek(ctx context.Context, key string, cost int, limits *ratelim
 // spent[i] >= 0 is answered as if its state had started afresh now and
 // spent[i] units had been taken: as a Fallback's first decision of the
 // key in an outage will find it (see Fallback.seed).
-func (m *Memory) peek(key string, cost int, limits []ratelimit.Limit, set *spec.Set, spent []int64) ratelimit.Decision {
+func (m *memory) peek(key string, cost int, limits []ratelimit.Limit, set *spec.Set, spent []int64) ratelimit.Decision {
 	cs := set.Limits
 	now, c64 := m.now(), int64(cost)
 	k := m.lookup(key)
@@ -261,7 +307,7 @@ func (m *Memory) peek(key string, cost int, limits []ratelimit.Limit, set *spec.
 }
 
 // Reset implements [ratelimit.Store].
-func (m *Memory) Reset(ctx context.Context, key string, limits *ratelimit.Limits) error {
+func (m *memory) Reset(ctx context.Context, key string, limits *ratelimit.Limits) error {
 	_, set, err := checkRequest(key, 1, limits)
 	if err != nil {
 		return err
@@ -273,7 +319,7 @@ func (m *Memory) Reset(ctx context.Context, key string, limits *ratelimit.Limits
 // reset forgets key's state under set and, when ban is set, key's ban
 // state (which Reset forgets whether set has a ban or not: every set with
 // a ban counts in it).
-func (m *Memory) reset(key string, set *spec.Set, ban bool) {
+func (m *memory) reset(key string, set *spec.Set, ban bool) {
 	k := m.lookup(key)
 	if k == nil {
 		return

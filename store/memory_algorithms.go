@@ -462,7 +462,7 @@ func (s *tokenBucketState) refill(c *compiled, now int64) {
 func (s *tokenBucketState) check(c *compiled, now, cost int64) (bool, int64, int64) {
 	s.refill(c, now)
 	if need := cost * c.Unit; need > s.level {
-		return false, s.level / c.Unit, ceilDiv(need-s.level, c.Rate)
+		return false, max(s.level/c.Unit, 0), ceilDiv(need-s.level, c.Rate)
 	}
 	return true, s.level / c.Unit, 0
 }
@@ -472,7 +472,7 @@ func (s *tokenBucketState) check(c *compiled, now, cost int64) (bool, int64, int
 // the whole tokens left either way.
 func (s *tokenBucketState) take(c *compiled, now, cost int64) (ok bool, remaining, reset, retry, window int64) {
 	s.refill(c, now)
-	remaining = s.level / c.Unit
+	remaining = max(s.level/c.Unit, 0) // a level below zero is a debt
 	if need := cost * c.Unit; need > s.level {
 		retry = ceilDiv(need-s.level, c.Rate)
 	} else {
@@ -480,8 +480,18 @@ func (s *tokenBucketState) take(c *compiled, now, cost int64) (ok bool, remainin
 		s.level -= need
 	}
 	reset = ceilDiv(c.Units-s.level, c.Rate)
-	window = ceilDiv((remaining+1)*c.Unit-s.level, c.Rate)
+	window = bucketWindow(c, s.level)
 	return ok, remaining, reset, retry, window
+}
+
+// bucketWindow is token_bucket_window: the time to refill, from what is
+// left once every whole token is spent, one more token; from a bucket in
+// debt, its first token.
+func bucketWindow(c *compiled, level int64) int64 {
+	if level < 0 {
+		return ceilDiv(c.Unit-level, c.Rate)
+	}
+	return ceilDiv((level/c.Unit+1)*c.Unit-level, c.Rate)
 }
 
 func (s *tokenBucketState) commit(c *compiled, now, cost int64) int64 {
@@ -506,7 +516,7 @@ func (s *tokenBucketState) peek(c *compiled, now, cost int64) (bool, int64, int6
 func (s *tokenBucketState) effective(c *compiled, now int64) int64 {
 	v := *s // refill changes the copy only
 	v.refill(c, now)
-	return ceilDiv((v.level/c.Unit+1)*c.Unit-v.level, c.Rate)
+	return bucketWindow(c, v.level)
 }
 
 // keyTTL is how long the script keeps a limit's key after a commit that

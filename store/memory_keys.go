@@ -51,10 +51,10 @@ func (s *memoryLimit) holds(c *compiled) bool {
 }
 
 // maxKeys is the most keys the store holds.
-func (m *Memory) maxKeys() int { return m.perShard * len(m.shards) }
+func (m *memory) maxKeys() int { return m.perShard * len(m.shards) }
 
 // len returns the number of keys held.
-func (m *Memory) len() int {
+func (m *memory) len() int {
 	n := 0
 	for i := range m.shards {
 		sh := &m.shards[i]
@@ -66,15 +66,15 @@ func (m *Memory) len() int {
 }
 
 // hash returns key's hash, which picks its shard and finds it there.
-func (m *Memory) hash(key string) uint64 { return maphash.String(m.seed, key) }
+func (m *memory) hash(key string) uint64 { return maphash.String(m.seed, key) }
 
-func (m *Memory) shard(h uint64) *memoryShard {
+func (m *memory) shard(h uint64) *memoryShard {
 	return &m.shards[h&uint64(len(m.shards)-1)]
 }
 
 // key returns key's state, creating it, and making room for it, if need
 // be.
-func (m *Memory) key(key string, now int64) *memoryKey {
+func (m *memory) key(key string, now int64) *memoryKey {
 	h := m.hash(key)
 	return m.shard(h).key(h, key, now, m.perShard)
 }
@@ -104,7 +104,7 @@ func (sh *memoryShard) key(h uint64, key string, now int64, capacity int) *memor
 
 // lookup returns key's state, or nil when the store holds none: it adds
 // no key.
-func (m *Memory) lookup(key string) *memoryKey {
+func (m *memory) lookup(key string) *memoryKey {
 	h := m.hash(key)
 	sh := m.shard(h)
 	sh.mu.RLock()

@@ -27,10 +27,10 @@ func (c *fakeClock) Advance(d time.Duration) {
 	}
 }
 
-func newMemory(t testing.TB, clock *fakeClock, opts MemoryOptions) *Memory {
+func newMemory(t testing.TB, clock *fakeClock, opts MemoryOptions) *memory {
 	t.Helper()
 	opts.Clock = clock.Now
-	m, err := NewMemory(opts)
+	m, err := openMemory(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +130,7 @@ func TestMemoryMatchesRedis(t *testing.T) {
 
 // peekMatches fails t unless the Redis and the Memory stores answer the
 // same Peek alike.
-func peekMatches(t *testing.T, redisStore *Redis, memory *Memory, key string, cost int, set *ratelimit.Limits) {
+func peekMatches(t *testing.T, redisStore *Redis, memory *memory, key string, cost int, set *ratelimit.Limits) {
 	t.Helper()
 	want, err := redisStore.Peek(context.Background(), key, cost, set)
 	if err != nil {
@@ -310,7 +310,7 @@ func TestMemoryOptions(t *testing.T) {
 	}
 	// The zero options are every default: the store holds
 	// defaultMaxKeys keys, on the machine's clock.
-	m, err := NewMemory(MemoryOptions{})
+	m, err := openMemory(MemoryOptions{})
 	if err != nil {
 		t.Fatalf("MemoryOptions{}: %v", err)
 	}

@@ -352,6 +352,51 @@ func (s *Redis) peek(ctx context.Context, key string, cost int, limits []ratelim
 	return d, nil
 }
 
+// End implements [ratelimit.Store]: one run of end.lua, which takes usage
+// from key's limits charged from usage, whatever they have left, and
+// answers for each limit as Peek would for a request of 1.
+func (s *Redis) End(ctx context.Context, key string, usage int, limits *ratelimit.Limits, d ratelimit.Decision) (ratelimit.Decision, error) {
+	given, set, err := checkEnd(key, usage, limits)
+	if err != nil {
+		return ratelimit.Decision{}, err
+	}
+	return s.end(ctx, key, usage, given, set, 0)
+}
+
+// end is End for checked input. When deadline is not 0, Redis charges
+// nothing once its clock (in microseconds) is past it, and the error is
+// errLate.
+func (s *Redis) end(ctx context.Context, key string, usage int, limits []ratelimit.Limit, set *spec.Set, deadline int64) (ratelimit.Decision, error) {
+	keys := make([]string, len(set.Limits))
+	args := make([]any, 2, 2+4*len(set.Limits))
+	args[0], args[1] = usage, deadline
+	for i, c := range set.Limits {
+		keys[i] = s.prefix + "{" + key + "}" + c.Suffix
+		args = append(args, c.ScriptArgs()...)
+	}
+	line, err := s.fn.run(ctx, s.client, endProgram, keys, args...).Text()
+	if err != nil && calendarMiss(err, set) {
+		for i, c := range set.Limits {
+			copy(args[2+4*i:], c.ScriptArgs())
+		}
+		line, err = s.fn.run(ctx, s.client, endProgram, keys, args...).Text()
+	}
+	if err == nil && line == "X" {
+		err = errLate
+	}
+	if s.denied != nil && usage > 0 {
+		s.denied.forget(key) // its room changed: a cached denial may be too short
+	}
+	if err != nil {
+		return ratelimit.Decision{}, fmt.Errorf("ratelimit: redis: ending a request of %s: %w", keyRef(key, limits), misconfigured(err, s.prefix, s.cluster))
+	}
+	d, err := parseDecision(line, limits, false)
+	if err != nil {
+		return ratelimit.Decision{}, fmt.Errorf("ratelimit: redis: ending a request of %s: %w", keyRef(key, limits), err)
+	}
+	return d, nil
+}
+
 // keyRef names key in errors without showing it, since a key may hold an
 // API key or a token: by the policies it was decided under and the first
 // 8 hex digits of its SHA-256, enough to tell keys apart in logs and to

@@ -42,6 +42,7 @@ var (
 	peekProgram = newProgram("peek", decideSource(scriptFiles...)+lua.Source("peek.lua")+"return peek()\n")
 
 	chargeProgram = newProgram("charge", decideSource(scriptFiles...)+lua.Source("charge.lua")+"return charge()\n")
+	endProgram    = newProgram("end", decideSource(scriptFiles...)+lua.Source("end.lua")+"return end_request()\n")
 	resetProgram  = newProgram("reset", lua.Source("reset.lua"))
 	probeProgram  = newProgram("probe", lua.Source("probe.lua"))
 
@@ -105,7 +106,7 @@ var (
 // libraryFiles are the files of the library, in order. reset.lua and
 // probe.lua are scripts whose chunk is their body; the library wraps each
 // in a local function of the same name.
-var libraryFiles = append(append([]string{"decide.lua"}, scriptFiles...), "peek.lua", "charge.lua", "reset.lua", "probe.lua")
+var libraryFiles = append(append([]string{"decide.lua"}, scriptFiles...), "peek.lua", "charge.lua", "end.lua", "reset.lua", "probe.lua")
 
 // libraryTemplate is the library with {{library}} for its name.
 func libraryTemplate() string {
@@ -138,6 +139,7 @@ end
 redis.register_function('{{library}}_decide', entry(decide))
 redis.register_function{function_name = '{{library}}_peek', callback = entry(peek), flags = {'no-writes'}}
 redis.register_function('{{library}}_charge', entry(charge))
+redis.register_function('{{library}}_end', entry(end_request))
 -- DEL frees memory: a reset may run while Redis is out of memory, as with EVAL.
 redis.register_function{function_name = '{{library}}_reset', callback = entry(reset), flags = {'allow-oom'}}
 redis.register_function('{{library}}_probe', entry(probe))

@@ -57,9 +57,12 @@ func compile(limits *ratelimit.Limits) *limitSet {
 				panic(err)
 			}
 			cs[i] = spec.CompileCalendar(a, l.Quota, l.Zone, loc, l.Weekday)
-			continue
+		} else {
+			cs[i] = spec.Compile(uint8(l.Algorithm), l.Quota, l.Window, l.Precision, l.Burst)
 		}
-		cs[i] = spec.Compile(uint8(l.Algorithm), l.Quota, l.Window, l.Precision, l.Burst)
+		if l.Usage {
+			cs[i].ChargedFromUsage()
+		}
 	}
 	set := &limitSet{Set: spec.NewSet(cs), limits: given}
 	if b, ok := limits.Ban(); ok {
@@ -100,6 +103,15 @@ func checkRequest(key string, cost int, limits *ratelimit.Limits) ([]ratelimit.L
 		}
 	}
 	return set.limits, set.Set, nil
+}
+
+// checkEnd checks the input of End: the key, the limits and the usage
+// (0 or more), and returns the limits' compiled set.
+func checkEnd(key string, usage int, limits *ratelimit.Limits) ([]ratelimit.Limit, *spec.Set, error) {
+	if usage < 0 {
+		return nil, nil, fmt.Errorf("%w: usage must be 0 or more, got %d", ratelimit.ErrInvalid, usage)
+	}
+	return checkRequest(key, 1, limits) // a cost of 1 fits every valid limit
 }
 
 // maxInline is how many results a store builds on the stack before

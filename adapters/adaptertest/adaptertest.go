@@ -31,15 +31,23 @@ type Route struct{ Method, Path string }
 var App = []Route{{"GET", "/"}, {"POST", "/login"}, {"GET", "/api/:id"}, {"GET", "/healthz"}}
 
 // OK is the app's handler: 200 "ok", or 401 when the request has an
-// X-Fail header, as a failed login would. Then it writes a line per
-// decision the request carries (see ratelimit.Decisions), in order:
+// X-Fail header, as a failed login would. A request with an X-Use header
+// reports that many units of usage (see ratelimit.Charge) before the
+// response is written, one with X-Use-After after. Then it writes a line
+// per decision the request carries (see ratelimit.Decisions), in order:
 // "decision", then name=remaining for each limit, and "banned=" the ban
 // when there is one.
 func OK(w http.ResponseWriter, r *http.Request) {
+	if n, err := strconv.Atoi(r.Header.Get("X-Use")); err == nil {
+		ratelimit.Charge(r.Context(), n)
+	}
 	if r.Header.Get("X-Fail") != "" {
 		w.WriteHeader(http.StatusUnauthorized)
 	}
 	io.WriteString(w, "ok\n")
+	if n, err := strconv.Atoi(r.Header.Get("X-Use-After")); err == nil {
+		ratelimit.Charge(r.Context(), n)
+	}
 	for _, d := range ratelimit.Decisions(r.Context()) {
 		io.WriteString(w, "decision")
 		for _, res := range d.Results() {
@@ -143,6 +151,33 @@ var Cases = []Case{
 				"RateLimit": `"rpm";r=98;t=60, "month";r=0;t=18000`, "Retry-After": "18000", "X-RateLimit-Reset": "18000",
 			}},
 			{Method: "GET", Path: "/", Header: map[string]string{"X-API-Key": "k2"}, Status: 200, Want: map[string]string{"RateLimit": `"rpm";r=99;t=60, "month";r=1;t=18000`}},
+		},
+	},
+	{
+		Name: "usage charged from the response: told before the header, said at once; after, by the next response; past the quota, a debt",
+		Options: func(Framework) []ratelimit.Option {
+			return []ratelimit.Option{ratelimit.WithKey(apiKey), ratelimit.WithLimits(
+				ratelimit.PerMinute(100).Named("rpm"),
+				ratelimit.Limit{Algorithm: ratelimit.FixedWindow, Quota: 10, Window: time.Minute, Usage: true, Name: "tpm"},
+			)}
+		},
+		Steps: []Step{
+			{Method: "GET", Path: "/", Header: map[string]string{"X-API-Key": "k1", "X-Use": "4"}, Status: 200, Want: map[string]string{
+				"RateLimit-Policy": `"rpm";q=100;w=60, "tpm";q=10;w=60`, "RateLimit": `"rpm";r=99;t=60, "tpm";r=6;t=60`,
+				"X-RateLimit-Limit": "10", "X-RateLimit-Remaining": "6",
+			}},
+			{Method: "GET", Path: "/", Header: map[string]string{"X-API-Key": "k1", "X-Use-After": "5"}, Status: 200, Want: map[string]string{
+				"RateLimit": `"rpm";r=98;t=60, "tpm";r=6;t=60`,
+			}},
+			{Method: "GET", Path: "/", Header: map[string]string{"X-API-Key": "k1", "X-Use": "3"}, Status: 200, Want: map[string]string{
+				"RateLimit": `"rpm";r=97;t=60, "tpm";r=0;t=60`,
+			}},
+			{Method: "GET", Path: "/", Header: map[string]string{"X-API-Key": "k1"}, Status: 429, Want: map[string]string{
+				"RateLimit": `"rpm";r=97;t=60, "tpm";r=0;t=60`, "Retry-After": "60",
+			}},
+		},
+		Observed: func(Framework) []string {
+			return []string{"allowed  ", "charged  ", "allowed  ", "charged  ", "allowed  ", "charged  tpm", "denied  tpm"}
 		},
 	},
 	{
@@ -428,6 +463,11 @@ func (Down) Peek(context.Context, string, int, *ratelimit.Limits) (ratelimit.Dec
 // Reset implements ratelimit.Store: it fails like Allow.
 func (Down) Reset(context.Context, string, *ratelimit.Limits) error {
 	return errors.New("dial tcp 10.9.8.7:6379: connect: connection refused")
+}
+
+// End implements ratelimit.Store: it fails like Allow.
+func (Down) End(context.Context, string, int, *ratelimit.Limits, ratelimit.Decision) (ratelimit.Decision, error) {
+	return ratelimit.Decision{}, errors.New("dial tcp 10.9.8.7:6379: connect: connection refused")
 }
 
 // NewStore returns a Redis store on a fresh miniredis whose clock stands

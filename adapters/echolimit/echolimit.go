@@ -113,7 +113,9 @@ func WithSkipper(skip func(c echo.Context) bool) Option {
 // l.Finish (for [ratelimit.WithCountOnly]) as the response's header is
 // about to be written, through a writer that wraps the response's while
 // the handlers run (for a handler that returned an error, the status
-// Echo's default error handler writes for it). The route l sees is Echo's
+// Echo's default error handler writes for it). Once the handlers have
+// returned, however they return (an error or a panic too), l.End charges
+// the request's usage (see [ratelimit.Charge]). The route l sees is Echo's
 // c.Path() written the ServeMux way (see [Routes]), as the Pattern of the
 // request it decides: c.Request() itself while l.Allow runs, given back
 // unchanged after. Register it with e.Use, which runs after routing, not
@@ -145,6 +147,7 @@ func New(l *ratelimit.Limiter, opts ...Option) echo.MiddlewareFunc {
 				return nil
 			}
 			c.SetRequest(decided) // carries the decision, for ratelimit.Decisions
+			defer l.End(decided)  // charges its usage, however next returns
 			res := c.Response()
 			w := writers.Get().(*finishWriter)
 			*w = finishWriter{ResponseWriter: res.Writer, l: l, r: decided}

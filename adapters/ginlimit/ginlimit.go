@@ -107,6 +107,8 @@ func WithSkipper(skip func(c *gin.Context) bool) Option {
 // [ratelimit.Decisions]), and their status goes to l.Finish (for
 // [ratelimit.WithCountOnly]) as the response's header is about to be
 // written, through a writer that wraps c.Writer while the handlers run.
+// Once the handlers have returned, however they return (an abort or a
+// panic too), l.End charges the request's usage (see [ratelimit.Charge]).
 // The route l sees is Gin's FullPath written the ServeMux way (see
 // [Routes]), as the Pattern of the request it decides: c.Request itself
 // while l.Allow runs, given back unchanged after. New panics, when the
@@ -138,7 +140,8 @@ func New(l *ratelimit.Limiter, opts ...Option) gin.HandlerFunc {
 			c.Abort()
 			return
 		}
-		c.Request = decided // carries the decision, for ratelimit.Decisions
+		c.Request = decided  // carries the decision, for ratelimit.Decisions
+		defer l.End(decided) // charges its usage, however the handlers return
 		w := writers.Get().(*finishWriter)
 		*w = finishWriter{ResponseWriter: c.Writer, l: l, r: decided}
 		c.Writer = w

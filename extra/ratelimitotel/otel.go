@@ -67,6 +67,7 @@ type Observer struct {
 	requests metric.Int64Counter
 	limits   metric.Int64Counter
 	local    metric.Int64Counter
+	usage    metric.Int64Counter
 	latency  metric.Float64Histogram
 
 	sets *seriesMap[labels, options] // attribute sets, made once each
@@ -112,6 +113,10 @@ func New(mp metric.MeterProvider) (*Observer, error) {
 		metric.WithDescription("Requests decided in process by a Fallback while Redis was unavailable.")); err != nil {
 		return nil, err
 	}
+	if o.usage, err = m.Int64Counter("ratelimit.usage.charged", metric.WithUnit("{unit}"),
+		metric.WithDescription("Units of usage charged to limits charged from usage once responses were done, by namespace and route pattern.")); err != nil {
+		return nil, err
+	}
 	if o.latency, err = m.Float64Histogram("ratelimit.store.duration", metric.WithUnit("s"),
 		metric.WithDescription("How long the store took to decide a request, or to fail."),
 		metric.WithExplicitBucketBoundaries(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1)); err != nil {
@@ -124,6 +129,13 @@ func New(mp metric.MeterProvider) (*Observer, error) {
 // request's span when e is a denial. Pass it to [ratelimit.WithObserver].
 func (o *Observer) Observe(r *http.Request, e ratelimit.Event) {
 	ctx := r.Context()
+	if e.Outcome == "charged" { // a request's usage, not a decision
+		o.usage.Add(ctx, int64(e.Cost), o.sets.Get(labels{kind: routeKind, namespace: e.Namespace, route: e.Route}).add...)
+		if e.Latency > 0 {
+			o.latency.Record(ctx, e.Latency.Seconds(), o.sets.Get(labels{kind: namespaceKind, namespace: e.Namespace}).record...)
+		}
+		return
+	}
 	o.requests.Add(ctx, 1, o.sets.Get(labels{kind: requestKind, namespace: e.Namespace, route: e.Route, outcome: e.Outcome}).add...)
 	if e.Latency > 0 {
 		o.latency.Record(ctx, e.Latency.Seconds(), o.sets.Get(labels{kind: namespaceKind, namespace: e.Namespace}).record...)

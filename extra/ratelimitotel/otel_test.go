@@ -112,6 +112,35 @@ func TestObserver(t *testing.T) {
 	}
 }
 
+// TestObserverUsage: the usage charged once responses are done is added
+// up by namespace and route, apart from the requests.
+func TestObserverUsage(t *testing.T) {
+	o, reader, _, _ := setup(t)
+	s, err := store.NewMemory(store.MemoryOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := ratelimit.New(s, "gen", ratelimit.WithLimits(ratelimit.Limit{Quota: 1000, Window: time.Minute, Usage: true, Name: "tokens"}),
+		ratelimit.WithObserver(o.Observe))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, used := range []int{30, 12} {
+		l.Handler(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+			ratelimit.Charge(r.Context(), used)
+		})).ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("POST", "/generate", nil))
+	}
+	got := collect(t, reader)
+	ns := attribute.String("ratelimit.namespace", "gen")
+	route := attribute.String("http.route", "")
+	if v := value(got, "ratelimit.usage.charged", attribute.NewSet(ns, route)); v != 42 {
+		t.Errorf("ratelimit.usage.charged: got %d, want 42", v)
+	}
+	if v := value(got, "ratelimit.requests", attribute.NewSet(ns, route, attribute.String("ratelimit.outcome", "allowed"))); v != 2 {
+		t.Errorf("ratelimit.requests allowed: got %d, want 2: a charge is no request", v)
+	}
+}
+
 // TestWatchFallback follows a Fallback on a real redis-server through a
 // kill: the gauge goes from 0 to 1 and the move is counted, and the
 // decisions made in process are counted by route.

@@ -60,11 +60,13 @@ type Metrics struct {
 	requests *prometheus.CounterVec
 	limits   *prometheus.CounterVec
 	local    *prometheus.CounterVec
+	usage    *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
 
 	reqs      *seriesMap[requestLabels, prometheus.Counter]
 	verdicts  *seriesMap[limitLabels, prometheus.Counter]
 	fellBack  *seriesMap[routeLabels, prometheus.Counter]
+	charged   *seriesMap[routeLabels, prometheus.Counter]
 	durations *seriesMap[string, prometheus.Observer]
 
 	fallbacks   []watched
@@ -100,6 +102,10 @@ func New() *Metrics {
 			Name: "ratelimit_fallback_decisions_total",
 			Help: "Requests decided in process by a Fallback while Redis was unavailable, by namespace and route pattern.",
 		}, []string{"namespace", "route"}),
+		usage: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ratelimit_usage_charged_total",
+			Help: "Units of usage charged to limits charged from usage once responses were done, by namespace and route pattern.",
+		}, []string{"namespace", "route"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "ratelimit_store_duration_seconds",
 			Help:    "How long the store took to decide a request, or to fail, by namespace.",
@@ -120,6 +126,9 @@ func New() *Metrics {
 	m.fellBack = &seriesMap[routeLabels, prometheus.Counter]{Max: MaxSeries,
 		Make:     func(l routeLabels) prometheus.Counter { return m.local.WithLabelValues(l.namespace, l.route) },
 		Overflow: func(l routeLabels) routeLabels { l.route = other; return l }}
+	m.charged = &seriesMap[routeLabels, prometheus.Counter]{Max: MaxSeries,
+		Make:     func(l routeLabels) prometheus.Counter { return m.usage.WithLabelValues(l.namespace, l.route) },
+		Overflow: func(l routeLabels) routeLabels { l.route = other; return l }}
 	m.durations = &seriesMap[string, prometheus.Observer]{Max: MaxSeries,
 		Make:     func(ns string) prometheus.Observer { return m.latency.WithLabelValues(ns) },
 		Overflow: func(string) string { return other }}
@@ -128,6 +137,13 @@ func New() *Metrics {
 
 // Observe counts e. Pass it to [ratelimit.WithObserver].
 func (m *Metrics) Observe(_ *http.Request, e ratelimit.Event) {
+	if e.Outcome == "charged" { // a request's usage, not a decision
+		m.charged.Get(routeLabels{e.Namespace, e.Route}).Add(float64(e.Cost))
+		if e.Latency > 0 {
+			m.durations.Get(e.Namespace).Observe(e.Latency.Seconds())
+		}
+		return
+	}
 	m.reqs.Get(requestLabels{e.Namespace, e.Route, e.Outcome}).Inc()
 	if e.Latency > 0 {
 		m.durations.Get(e.Namespace).Observe(e.Latency.Seconds())
@@ -149,6 +165,7 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	m.requests.Describe(ch)
 	m.limits.Describe(ch)
 	m.local.Describe(ch)
+	m.usage.Describe(ch)
 	m.latency.Describe(ch)
 	m.fallbackSet.describe(ch)
 }
@@ -158,6 +175,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	m.requests.Collect(ch)
 	m.limits.Collect(ch)
 	m.local.Collect(ch)
+	m.usage.Collect(ch)
 	m.latency.Collect(ch)
 	m.fallbackMu.Lock()
 	watched := append([]watched(nil), m.fallbacks...)

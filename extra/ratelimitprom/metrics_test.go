@@ -24,7 +24,8 @@ func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
 // serveKnownSequence sends requests through two Limiters observed by m,
 // on a Memory store: three logins to a route of two limits (2 a minute
 // and a burst of 100), of which the third is denied, and three requests
-// to a dry-run Limiter of 1 a minute, two of which would be denied.
+// to a dry-run Limiter of 1 a minute, two of which would be denied, and
+// two requests using 30 and 12 units of a limit charged from usage.
 func serveKnownSequence(t *testing.T, m *ratelimitprom.Metrics) {
 	t.Helper()
 	s, err := store.NewMemory(store.MemoryOptions{})
@@ -49,12 +50,23 @@ func serveKnownSequence(t *testing.T, m *ratelimitprom.Metrics) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	gen, err := ratelimit.New(s, "gen",
+		ratelimit.WithLimits(ratelimit.Limit{Quota: 1000, Window: time.Minute, Usage: true, Name: "tokens"}),
+		ratelimit.WithObserver(m.Observe))
+	if err != nil {
+		t.Fatal(err)
+	}
 	ok := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
 	for range 3 {
 		login.Handler(ok).ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("POST", "/login", nil))
 	}
 	for range 3 {
 		trial.Handler(ok).ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/items", nil))
+	}
+	for _, used := range []int{30, 12} {
+		gen.Handler(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+			ratelimit.Charge(r.Context(), used)
+		})).ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("POST", "/generate", nil))
 	}
 }
 
@@ -71,6 +83,7 @@ ratelimit_requests_total{namespace="api",outcome="allowed",route=""} 1
 ratelimit_requests_total{namespace="api",outcome="would_deny",route=""} 2
 ratelimit_requests_total{namespace="auth",outcome="allowed",route="POST /login"} 2
 ratelimit_requests_total{namespace="auth",outcome="denied",route="POST /login"} 1
+ratelimit_requests_total{namespace="gen",outcome="allowed",route=""} 2
 # HELP ratelimit_limit_decisions_total Each limit's verdict on the requests it applied to, by namespace, route pattern, limit name and outcome (allowed, denied, would_deny in dry-run mode, banned).
 # TYPE ratelimit_limit_decisions_total counter
 ratelimit_limit_decisions_total{limit="burst",namespace="auth",outcome="allowed",route="POST /login"} 3
@@ -78,12 +91,16 @@ ratelimit_limit_decisions_total{limit="login",namespace="auth",outcome="allowed"
 ratelimit_limit_decisions_total{limit="login",namespace="auth",outcome="denied",route="POST /login"} 1
 ratelimit_limit_decisions_total{limit="new-limit",namespace="api",outcome="allowed",route=""} 1
 ratelimit_limit_decisions_total{limit="new-limit",namespace="api",outcome="would_deny",route=""} 2
+ratelimit_limit_decisions_total{limit="tokens",namespace="gen",outcome="allowed",route=""} 2
+# HELP ratelimit_usage_charged_total Units of usage charged to limits charged from usage once responses were done, by namespace and route pattern.
+# TYPE ratelimit_usage_charged_total counter
+ratelimit_usage_charged_total{namespace="gen",route=""} 42
 `
-	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "ratelimit_requests_total", "ratelimit_limit_decisions_total"); err != nil {
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "ratelimit_requests_total", "ratelimit_limit_decisions_total", "ratelimit_usage_charged_total"); err != nil {
 		t.Error(err)
 	}
-	if n := testutil.CollectAndCount(m, "ratelimit_store_duration_seconds"); n != 2 {
-		t.Errorf("got %d latency histograms, want one per namespace: 2", n)
+	if n := testutil.CollectAndCount(m, "ratelimit_store_duration_seconds"); n != 3 {
+		t.Errorf("got %d latency histograms, want one per namespace: 3", n)
 	}
 	if n := testutil.CollectAndCount(m, "ratelimit_fallback_decisions_total"); n != 0 {
 		t.Errorf("got %d series of fallback decisions, want none without a Fallback", n)

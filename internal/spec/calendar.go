@@ -36,6 +36,7 @@ type Calendar struct {
 	Location  *time.Location
 	Weekday   time.Weekday // Weekly: the day weeks start on
 	quota     string
+	usage     bool // charged from usage: the code is "C"
 
 	bounds atomic.Pointer[bounds]
 }
@@ -121,7 +122,11 @@ func (c *Calendar) around(now int64) *bounds {
 		// Zone offsets are whole seconds, so periods are too.
 		panic(fmt.Sprintf("spec: calendar periods of %d and %d µs", b.b1-b.b0, b.b2-b.b1))
 	}
-	b.args = [4]any{"c", c.quota, strconv.FormatInt(b.b1, 10), strconv.FormatInt(len0*maxPeriodSeconds+len1, 10)}
+	code := "c"
+	if c.usage {
+		code = "C"
+	}
+	b.args = [4]any{code, c.quota, strconv.FormatInt(b.b1, 10), strconv.FormatInt(len0*maxPeriodSeconds+len1, 10)}
 	c.bounds.Store(b)
 	return b
 }

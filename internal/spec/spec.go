@@ -5,6 +5,7 @@ package spec
 
 import (
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 )
@@ -48,6 +49,20 @@ type Limit struct {
 	// Calendar is a Daily, Weekly or Monthly limit's calendar; nil for
 	// the others. Such a limit's Window is its longest period.
 	Calendar *Calendar
+
+	// Usage marks a limit charged from usage: its script code is in upper
+	// case (see decide.lua).
+	Usage bool
+}
+
+// ChargedFromUsage marks c as charged from usage (ratelimit.Limit.Usage).
+func (c *Limit) ChargedFromUsage() {
+	c.Usage = true
+	if c.Calendar != nil {
+		c.Calendar.usage = true // its Args are made with the time
+		return
+	}
+	c.Args[0] = strings.ToUpper(c.Args[0].(string))
 }
 
 // ScriptArgs returns the limit's four ARGV entries for decide.lua.
@@ -231,6 +246,9 @@ func (s *Set) Share(n int) *Set {
 			limits[i] = l
 			limits[i].Quota, limits[i].Capacity = quota, quota
 			limits[i].Calendar = NewCalendar(cal.Algorithm, quota, cal.Location, cal.Weekday)
+			if l.Usage {
+				limits[i].ChargedFromUsage()
+			}
 			continue
 		}
 		window, precision := time.Duration(l.Window)*time.Microsecond, time.Duration(l.Width)*time.Microsecond
@@ -243,6 +261,9 @@ func (s *Set) Share(n int) *Set {
 			}
 		}
 		limits[i] = Compile(l.Algorithm, int(quota), window, precision, int(burst))
+		if l.Usage {
+			limits[i].ChargedFromUsage()
+		}
 	}
 	set := NewSet(limits)
 	set.Ban = s.Ban

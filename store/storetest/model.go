@@ -79,14 +79,7 @@ func (m *Model) Allow(now int64, key string, cost int, limits ...ratelimit.Limit
 	rs, allowed := make([]ratelimit.Result, len(limits)), true
 	states := make([]modelState, len(limits))
 	for i, l := range limits {
-		state := withDefaults(l)
-		state.Name = ""
-		k := modelKey{key, state}
-		s, ok := m.states[k]
-		if !ok {
-			s = newModelState(state)
-			m.states[k] = s
-		}
+		s := m.state(key, l)
 		states[i] = s
 		ok, remaining, retry := s.check(now, cost)
 		rs[i] = ratelimit.Result{Limit: l, Allowed: ok, Remaining: remaining, RetryAfter: us(retry)}
@@ -94,7 +87,7 @@ func (m *Model) Allow(now int64, key string, cost int, limits ...ratelimit.Limit
 	}
 	for i, s := range states {
 		r := &rs[i]
-		if allowed {
+		if allowed && !limits[i].Usage { // charged from usage: see End
 			r.Remaining -= cost
 			r.ResetAfter = us(s.commit(now, cost))
 		} else {
@@ -115,6 +108,36 @@ func (m *Model) Allow(now int64, key string, cost int, limits ...ratelimit.Limit
 	d := ratelimit.MakeDecision(rs...)
 	d.Banned = banned
 	return d
+}
+
+// state returns key's state under l, made when it has none.
+func (m *Model) state(key string, l ratelimit.Limit) modelState {
+	if m.states == nil {
+		m.states = make(map[modelKey]modelState)
+	}
+	state := withDefaults(l)
+	state.Name = ""
+	k := modelKey{key, state}
+	s, ok := m.states[k]
+	if !ok {
+		s = newModelState(state)
+		m.states[k] = s
+	}
+	return s
+}
+
+// End ends a request at time now like [ratelimit.Store.End]: usage is
+// taken from each limit charged from usage ([ratelimit.Limit.Usage]),
+// whatever it has left, and the answer is Peek's for a request of 1. A
+// Model allows every algorithm to be charged so, the sliding log too, as
+// a count-only Limiter charges it.
+func (m *Model) End(now int64, key string, usage int, limits ...ratelimit.Limit) ratelimit.Decision {
+	for _, l := range limits {
+		if l.Usage && usage > 0 {
+			m.state(key, l).commit(now, usage)
+		}
+	}
+	return m.Peek(now, key, 1, limits...)
 }
 
 // Peek answers a request at time now like [ratelimit.Store.Peek]: what
@@ -456,7 +479,7 @@ func (s *tokenBucket) missing(have *big.Rat, n int64) *big.Rat {
 
 func (s *tokenBucket) check(now int64, cost int) (bool, int, int64) {
 	have := s.level(now)
-	whole := int(new(big.Int).Quo(have.Num(), have.Denom()).Int64())
+	whole := max(int(new(big.Int).Quo(have.Num(), have.Denom()).Int64()), 0) // below 0: a debt
 	if have.Cmp(big.NewRat(int64(cost), 1)) >= 0 {
 		return true, whole, 0
 	}
@@ -474,9 +497,12 @@ func (s *tokenBucket) settle(now int64) int64 {
 }
 
 // effective is the time to refill from the level left after spending every
-// whole token to one more token.
+// whole token to one more token; from a debt, to the first token.
 func (s *tokenBucket) effective(now int64) int64 {
 	have := s.level(now)
+	if have.Sign() < 0 {
+		return s.refill(s.missing(have, 1))
+	}
 	whole := new(big.Int).Quo(have.Num(), have.Denom()).Int64()
 	return s.refill(s.missing(have, whole+1))
 }

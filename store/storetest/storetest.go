@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"testing"
 	"time"
@@ -88,6 +89,9 @@ func Run(t *testing.T, h Harness) {
 		{"CalendarBoundaries", testCalendarBoundaries},
 		{"CalendarMatchesModel", testCalendarMatchesModel},
 		{"CalendarPeekReset", testCalendarPeekReset},
+		{"UsageDebt", testUsageDebt},
+		{"UsageMatchesModel", testUsageMatchesModel},
+		{"UsageInvalid", testUsageInvalid},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -197,7 +201,7 @@ func brokenAnswer(d ratelimit.Decision, cost int, limits []ratelimit.Limit, peek
 			return fmt.Sprintf("Results[%d].Window = %v, want within [0, %v]", i, r.Window, maxWindow(l))
 		case !r.Allowed && r.Window > r.RetryAfter:
 			return fmt.Sprintf("Results[%d] denied with Window %v > RetryAfter %v: the promise would outlast the denial", i, r.Window, r.RetryAfter)
-		case !peeked && d.Allowed && r.Remaining > capacity(l)-cost:
+		case !peeked && d.Allowed && !l.Usage && r.Remaining > capacity(l)-cost: // one charged from usage takes nothing now
 			return fmt.Sprintf("Results[%d] took cost %d but Remaining %d > capacity-cost %d", i, cost, r.Remaining, capacity(l)-cost)
 		case peeked && r.Allowed != (r.Remaining >= cost):
 			return fmt.Sprintf("Results[%d].Allowed = %v with Remaining %d for cost %d, want Allowed exactly when cost fits", i, r.Allowed, r.Remaining, cost)
@@ -253,8 +257,12 @@ func isCalendar(l ratelimit.Limit) bool {
 	return l.Algorithm == ratelimit.Daily || l.Algorithm == ratelimit.Weekly || l.Algorithm == ratelimit.Monthly
 }
 
-// maxReset is the longest a limit can take to replenish fully.
+// maxReset is the longest a limit can take to replenish fully. A token
+// bucket charged from usage has no bound: its debt may be any size.
 func maxReset(l ratelimit.Limit) time.Duration {
+	if l.Usage && l.Algorithm == ratelimit.TokenBucket {
+		return time.Duration(math.MaxInt64)
+	}
 	if isCalendar(l) {
 		return longestPeriod(l.Algorithm)
 	}
@@ -266,8 +274,12 @@ func maxReset(l ratelimit.Limit) time.Duration {
 }
 
 // maxWindow is the longest effective window of a limit: its window, or a
-// token bucket's time to refill one token.
+// token bucket's time to refill one token (without bound for one charged
+// from usage, whose debt must be paid first).
 func maxWindow(l ratelimit.Limit) time.Duration {
+	if l.Usage && l.Algorithm == ratelimit.TokenBucket {
+		return time.Duration(math.MaxInt64)
+	}
 	if isCalendar(l) {
 		return longestPeriod(l.Algorithm)
 	}

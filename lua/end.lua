@@ -1,0 +1,48 @@
+-- end.lua: ends a request that decide.lua admitted, once its response is
+-- done: its usage is taken from each of its limits charged from usage
+-- (their codes are in upper case, see decide.lua), whatever they have
+-- left. A limit used past its quota is in debt, and denies until time
+-- pays the debt back: a fixed window or a calendar period until it ends, a
+-- sliding window until the slots leave it, a token bucket until it refills.
+-- The other limits are not touched. The store runs decide.lua, the
+-- algorithm files, then this file.
+--
+-- KEYS     the request's keys, one per limit; they share one {hash tag}.
+-- ARGV     the usage, a deadline (in Redis's microseconds; 0: none), then
+--          for each limit its algorithm code and parameters a, b, c.
+-- Reply    one line, as peek.lua's for a request of 1 without a ban: five
+--          integers per limit (allowed 1 or 0, remaining, reset_after,
+--          retry_after, window), separated by spaces; or "X" when the
+--          call reached Redis after its deadline and charged nothing: its
+--          caller charged it elsewhere.
+
+local function end_request()
+  local used, deadline, n, reply = tonumber(ARGV[1]), tonumber(ARGV[2]), (#ARGV - 2) / 4, {}
+  if deadline > 0 and clock() > deadline then
+    return 'X'
+  end
+  -- A calendar whose periods do not hold Redis's time fails before any
+  -- write, so that the store may ask again.
+  for i = 1, n do
+    local j = 4 * i - 1
+    if string.lower(ARGV[j]) == 'c' then
+      calendar_period(tonumber(ARGV[j + 2]), tonumber(ARGV[j + 3]), clock())
+    end
+  end
+  for i = 1, n do
+    local j = 4 * i - 1
+    if used > 0 and usage(ARGV[j]) then
+      -- Taken now, as admitted now: CHARGE, whatever is left. A sliding
+      -- log (a count-only Limiter's, whose charges are at most a cost)
+      -- takes them as a decision does, in members no other run can name.
+      local now, at = clock(), nil
+      local phase = COMMIT
+      if ARGV[j] ~= 'L' then
+        phase, at = CHARGE, now
+      end
+      algorithm(ARGV[j])(phase, KEYS[i], used, tonumber(ARGV[j + 1]), tonumber(ARGV[j + 2]), tonumber(ARGV[j + 3]), now, at)
+    end
+  end
+  peek_limits(reply, n, 3, 1)
+  return table.concat(reply, ' ')
+end

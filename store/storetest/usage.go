@@ -1,0 +1,151 @@
+package storetest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/ratelimit-go/ratelimit"
+)
+
+// usageLimits are a limit of 5 per 2s charged from usage for each
+// algorithm that can carry a debt, with a calendar day in Paris last.
+func usageLimits() []ratelimit.Limit {
+	return []ratelimit.Limit{
+		{Algorithm: ratelimit.FixedWindow, Quota: 5, Window: 2 * time.Second, Usage: true},
+		{Quota: 5, Window: 2 * time.Second, Precision: 200 * time.Millisecond, Usage: true},
+		{Algorithm: ratelimit.TokenBucket, Quota: 5, Window: 2 * time.Second, Usage: true},
+		{Algorithm: ratelimit.Daily, Quota: 5, Zone: "Europe/Paris", Usage: true},
+	}
+}
+
+// end ends a request and fails t on an error or a broken invariant.
+func end(t *testing.T, s ratelimit.Store, key string, usage int, limits ...ratelimit.Limit) ratelimit.Decision {
+	t.Helper()
+	d, err := s.End(context.Background(), key, usage, limitsOf(t, limits...), ratelimit.Decision{})
+	if err != nil {
+		t.Fatalf("End(%q, %d): %v", key, usage, err)
+	}
+	if msg := brokenAnswer(d, 1, limits, true); msg != "" {
+		t.Fatalf("End(%q, %d): %s: %+v", key, usage, msg, d.Results())
+	}
+	return d
+}
+
+// testUsageDebt checks each algorithm charged from usage, beside a limit
+// that is not: a request of cost 3 takes 3 from the other limit and
+// nothing from it; a usage of 8, past its quota of 5, leaves it in debt,
+// denying even a request of 1; it admits again when the debt is paid
+// back, exactly when its RetryAfter says on a pinned clock. Every answer
+// matches the Model's there.
+func testUsageDebt(t *testing.T, h Harness) {
+	for _, l := range usageLimits() {
+		t.Run(l.Algorithm.String(), func(t *testing.T) {
+			t.Parallel()
+			s, c := h.one(t)
+			if !c.Pinned() && l.Algorithm == ratelimit.Daily {
+				t.Skip("a day's debt is paid at midnight: it needs a pinned clock")
+			}
+			limits := []ratelimit.Limit{l, ratelimit.PerMinute(100).Named("requests")}
+			key := uniqueKey(t, "k")
+			var m Model
+			same := func(where string, got, want ratelimit.Decision) {
+				t.Helper()
+				if c.Pinned() && !sameDecision(got, want, 0) {
+					t.Fatalf("%s: store %+v, Model %+v", where, got.Results(), want.Results())
+				}
+			}
+			d := allow(t, s, key, 3, limits...)
+			same("Allow(3)", d, m.Allow(c.Now().UnixMicro(), key, 3, limits...))
+			if got := d.Results(); !d.Allowed || got[0].Remaining != 5 || got[1].Remaining != 97 {
+				t.Fatalf("Allow(3): got %+v; want allowed, 5 left of the usage limit (nothing taken), 97 of the other", got)
+			}
+			e := end(t, s, key, 8, limits...)
+			same("End(8)", e, m.End(c.Now().UnixMicro(), key, 8, limits...))
+			if got := e.Results(); got[0].Allowed || got[0].Remaining != 0 || got[1].Remaining != 97 {
+				t.Fatalf("End(8): got %+v; want the usage limit in debt, nothing left, and the other untouched", got)
+			}
+			d = allow(t, s, key, 1, limits...)
+			same("Allow(1) in debt", d, m.Allow(c.Now().UnixMicro(), key, 1, limits...))
+			if d.Allowed {
+				t.Fatalf("Allow(1) in debt: allowed, want denied; %+v", d.Results())
+			}
+			retry := d.RetryAfter
+			if c.Pinned() {
+				c.Advance(retry - time.Microsecond)
+				d = allow(t, s, key, 1, limits...)
+				same("1µs before RetryAfter", d, m.Allow(c.Now().UnixMicro(), key, 1, limits...))
+				if d.Allowed {
+					t.Fatalf("1µs before RetryAfter %v: allowed, want denied", retry)
+				}
+				c.Advance(time.Microsecond)
+			} else {
+				c.Advance(retry + realMargin)
+			}
+			d = allow(t, s, key, 1, limits...)
+			same("at RetryAfter", d, m.Allow(c.Now().UnixMicro(), key, 1, limits...))
+			if !d.Allowed {
+				t.Fatalf("after RetryAfter %v: denied, want allowed; %+v", retry, d.Results())
+			}
+		})
+	}
+}
+
+// testUsageMatchesModel replays random traffic whose requests are decided
+// and then ended with a random usage, from nothing to twice the quota,
+// under random limits of which some are charged from usage, and wants the
+// Model's answers to both: exactly on a pinned clock, within a second on a
+// real one (whose windows are days long).
+func testUsageMatchesModel(t *testing.T, h Harness) {
+	s, c := h.one(t)
+	rng := newRand(t)
+	windows, rounds, steps, tolerance := modelTraffic(c)
+	var m Model
+	for round := range rounds {
+		limits := randomLimits(rng, windows)
+		for i := range limits {
+			if limits[i].Algorithm != ratelimit.SlidingLog && rng.IntN(2) == 0 {
+				limits[i].Usage = true
+			}
+		}
+		key := uniqueKey(t, string(rune('a'+round%26))+"u")
+		for step := range steps {
+			if c.Pinned() {
+				c.Advance(randomAdvance(rng, limits))
+			}
+			cost := randomCost(rng, limits)
+			got := allow(t, s, key, cost, limits...)
+			want := m.Allow(c.Now().UnixMicro(), key, cost, limits...)
+			if !sameDecision(got, want, tolerance) {
+				t.Fatalf("round %d step %d: %v cost %d:\ngot  %+v\nwant %+v", round, step, limits, cost, got.Results(), want.Results())
+			}
+			if !got.Allowed {
+				continue
+			}
+			usage := rng.IntN(2*capacity(limits[0]) + 1)
+			got = end(t, s, key, usage, limits...)
+			want = m.End(c.Now().UnixMicro(), key, usage, limits...)
+			if !sameDecision(got, want, tolerance) {
+				t.Fatalf("round %d step %d: %v End(%d):\ngot  %+v\nwant %+v", round, step, limits, usage, got.Results(), want.Results())
+			}
+		}
+	}
+}
+
+// testUsageInvalid checks that End refuses a negative usage, and what
+// Reset refuses, before the store is contacted.
+func testUsageInvalid(t *testing.T, h Harness) {
+	s, _ := h.one(t)
+	limits := limitsOf(t, usageLimits()[0])
+	for _, tt := range []struct {
+		key   string
+		usage int
+	}{{"k", -1}, {"", 1}} {
+		if _, err := s.End(context.Background(), tt.key, tt.usage, limits, ratelimit.Decision{}); !isInvalid(err) {
+			t.Errorf("End(%q, %d): got %v, want ErrInvalid", tt.key, tt.usage, err)
+		}
+	}
+	if _, err := s.End(context.Background(), "k", 1, nil, ratelimit.Decision{}); !isInvalid(err) {
+		t.Errorf("End with nil limits: got %v, want ErrInvalid", err)
+	}
+}

@@ -1,0 +1,196 @@
+package ratelimit_test
+
+import (
+	"bufio"
+	"context"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/store"
+)
+
+// tokens is a limit of 100 units a minute charged from usage.
+var tokens = ratelimit.Limit{Algorithm: ratelimit.FixedWindow, Quota: 100, Window: time.Minute, Usage: true, Name: "tokens"}
+
+// remaining returns what r's RateLimit field says the tokens policy has
+// left.
+func remaining(t *testing.T, w *httptest.ResponseRecorder) string {
+	t.Helper()
+	sent := w.Result().Header // as sent: a later Charge changes only the handler's map
+	for _, item := range strings.Split(sent.Get("RateLimit"), ", ") {
+		if name, params, ok := strings.Cut(item, ";"); ok && name == `"tokens"` {
+			r, _, _ := strings.Cut(strings.TrimPrefix(params, "r="), ";")
+			return r
+		}
+	}
+	t.Fatalf("no tokens item in RateLimit %q", sent.Get("RateLimit"))
+	return ""
+}
+
+// TestUsageEndsHoweverTheHandlerEnds: the usage a handler reports is
+// charged once it returns, whether it returns, panics, loses its client,
+// hijacks the connection or reports nothing (then its cost is charged);
+// the headers tell what remains when the usage came before them; and the
+// observer sees each charge.
+func TestUsageEndsHoweverTheHandlerEnds(t *testing.T) {
+	s, err := store.NewMemory(store.MemoryOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var charged []int
+	one := func(*http.Request) (string, error) { return "one", nil } // the hijacked request comes from elsewhere
+	l := newLimiter(t, s, "usage", ratelimit.WithLimits(tokens), ratelimit.WithKey(one), ratelimit.WithCost(func(*http.Request) int { return 2 }),
+		ratelimit.WithObserver(func(_ *http.Request, e ratelimit.Event) {
+			if e.Outcome == "charged" {
+				mu.Lock()
+				charged = append(charged, e.Cost)
+				mu.Unlock()
+			}
+		}))
+	left := func() int {
+		d, err := l.Peek(httptest.NewRequest("GET", "/", nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d.Results()[0].Remaining
+	}
+	tests := []struct {
+		name    string
+		handler http.HandlerFunc
+		serve   func(h http.Handler)
+		charge  int
+		header  string // the tokens policy's r, "" when not checked
+	}{
+		{"reported before the header", func(w http.ResponseWriter, r *http.Request) {
+			ratelimit.Charge(r.Context(), 7)
+			ratelimit.Charge(r.Context(), 3)
+			w.Write([]byte("ok"))
+		}, nil, 10, "90"},
+		{"reported after the header: the next response says it", func(w http.ResponseWriter, r *http.Request) {
+			w.Write([]byte("ok"))
+			ratelimit.Charge(r.Context(), 5)
+		}, nil, 5, "90"},
+		{"nothing reported: the cost, the usage expected", func(w http.ResponseWriter, r *http.Request) {}, nil, 2, "85"},
+		{"reported zero", func(w http.ResponseWriter, r *http.Request) { ratelimit.Charge(r.Context(), 0) }, nil, 0, "83"},
+		{"a panic", func(w http.ResponseWriter, r *http.Request) {
+			ratelimit.Charge(r.Context(), 4)
+			panic("the handler failed")
+		}, func(h http.Handler) {
+			defer func() {
+				if recover() == nil {
+					t.Error("the panic did not reach the server")
+				}
+			}()
+			serve(h, "GET", "/")
+		}, 4, ""},
+		{"the client gone", func(w http.ResponseWriter, r *http.Request) {
+			ratelimit.Charge(r.Context(), 6)
+		}, func(h http.Handler) {
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel() // gone before the handler ends: what it used is charged all the same
+			serve(h, "GET", "/", func(r *http.Request) { *r = *r.WithContext(ctx) })
+		}, 6, ""},
+		{"a hijacked connection", func(w http.ResponseWriter, r *http.Request) {
+			c, _, err := http.NewResponseController(w).Hijack()
+			if err != nil {
+				t.Errorf("Hijack: %v", err)
+				return
+			}
+			ratelimit.Charge(r.Context(), 9)
+			c.Close()
+		}, func(h http.Handler) {
+			srv := httptest.NewServer(h)
+			defer srv.Close()
+			c, err := net.Dial("tcp", srv.Listener.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			c.Write([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"))
+			bufio.NewReader(c).ReadString('\n') // the handler closed it; it returns after
+		}, 9, ""},
+	}
+	for _, tt := range tests {
+		before := left()
+		h := l.Handler(tt.handler)
+		var w *httptest.ResponseRecorder
+		if tt.serve != nil {
+			tt.serve(h)
+		} else {
+			w = serve(h, "GET", "/")
+		}
+		if tt.name == "a hijacked connection" {
+			waitUntil(t, "the hijacking handler to end", func() bool { return left() != before })
+		}
+		if got := before - left(); got != tt.charge {
+			t.Errorf("%s: %d charged, want %d", tt.name, got, tt.charge)
+		}
+		if tt.header != "" {
+			if got := remaining(t, w); got != tt.header {
+				t.Errorf("%s: the response says r=%s, want %s", tt.name, got, tt.header)
+			}
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []int{10, 5, 2, 4, 6, 9}; !equalInts(charged, want) { // nothing charged, no event
+		t.Errorf("the observer saw charges %v, want %v", charged, want)
+	}
+}
+
+func equalInts(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// waitUntil polls cond for up to 5s.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+// TestUsageDebtDenies: a usage past what is left is charged whole, and
+// the next request is denied until the debt is paid back; the request
+// admitted needed room for its cost only.
+func TestUsageDebtDenies(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	s, err := store.NewMemory(store.MemoryOptions{Clock: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := newLimiter(t, s, "debt", ratelimit.WithLimits(tokens, ratelimit.PerMinute(10).Named("requests")))
+	h := l.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ratelimit.Charge(r.Context(), 150)
+		w.Write([]byte("ok"))
+	}))
+	w := serve(h, "GET", "/")
+	if w.Code != 200 || remaining(t, w) != "0" {
+		t.Fatalf("first request: got %d, r=%s; want 200 and nothing left", w.Code, remaining(t, w))
+	}
+	w = serve(h, "GET", "/")
+	if w.Code != http.StatusTooManyRequests || w.Header().Get("Retry-After") != "60" {
+		t.Fatalf("in debt: got %d, Retry-After %q; want 429 for the rest of the window, 60", w.Code, w.Header().Get("Retry-After"))
+	}
+	now = now.Add(time.Minute)
+	if w = serve(h, "GET", "/"); w.Code != 200 {
+		t.Fatalf("a window later: got %d, want 200", w.Code)
+	}
+}
