@@ -3,6 +3,7 @@ package ratelimit_test
 import (
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -14,7 +15,13 @@ import (
 	"github.com/ratelimit-go/ratelimit/store"
 )
 
-func TestMain(m *testing.M) { redistest.Main(m) }
+func TestMain(m *testing.M) {
+	if os.Getenv(instanceEnv) != "" {
+		serveInstance() // a child of a test: an instance of a service
+		return
+	}
+	redistest.Main(m)
+}
 
 // BenchmarkMiddleware is the hot path: a request through Limiter.Handler
 // from one of 4,096 returning clients, keyed by client IP, 1,000 a minute

@@ -13,9 +13,11 @@ import (
 // Bounds on a [Limit]'s fields; see its documentation.
 const (
 	maxSlidingLogQuota = 100_000
-	maxSlots           = 1000
+	maxSlotsPerWindow  = 1000
 	maxQuota           = spec.MaxQuota
 	maxNameLength      = 64
+	maxSlots           = 10_000 // of a Concurrent limit
+	minLease           = 300 * time.Millisecond
 )
 
 // Algorithm selects how a [Limit] counts requests. The zero value is
@@ -60,6 +62,15 @@ const (
 	// midnight of the 1st: 28 to 31 days, give or take the hour of a clock
 	// change. Window is the calendar's: leave it zero.
 	Monthly
+
+	// Concurrent caps the requests in flight: at most Quota at once per
+	// key, across every instance. A request admitted takes one slot,
+	// whatever its cost, and gives it back when it ends, however it ends
+	// (see [Limiter.End]). A slot is a lease of Window (zero means 30s)
+	// that its instance renews every third of it while the request runs,
+	// so a long response keeps its slot and the slots of an instance that
+	// crashed come back within Window. Quota is at most 10,000.
+	Concurrent
 )
 
 var algorithmNames = [...]string{
@@ -70,6 +81,7 @@ var algorithmNames = [...]string{
 	Daily:         "daily",
 	Weekly:        "weekly",
 	Monthly:       "monthly",
+	Concurrent:    "concurrent",
 }
 
 // String returns the algorithm's name, for example "token-bucket".
@@ -177,6 +189,11 @@ func (l Limit) String() string {
 		b.WriteString(": ")
 	}
 	b.WriteString(strconv.Itoa(l.Quota))
+	if l.Algorithm == Concurrent {
+		b.WriteString(" in flight, leases of ")
+		b.WriteString(formatDuration(cmp.Or(l.Window, spec.DefaultLease)))
+		return b.String()
+	}
 	if l.Algorithm.calendar() {
 		b.WriteString(" per calendar ")
 		b.WriteString([...]string{"day", "week", "month"}[l.Algorithm-Daily])
@@ -259,6 +276,8 @@ func (l Limit) check() (field, problem string) {
 		return "Usage", "cannot charge a sliding-log: it keeps an entry per unit, and a charge has no bound; use sliding-window (SlidingWindow)"
 	case l.Algorithm.calendar():
 		return l.checkCalendar()
+	case l.Algorithm == Concurrent:
+		return l.checkConcurrent()
 	case l.Window < time.Millisecond:
 		return "Window", fmt.Sprintf("must be at least 1ms, got %v", l.Window)
 	case l.Window%time.Millisecond != 0:
@@ -288,8 +307,8 @@ func (l Limit) check() (field, problem string) {
 			return "Precision", fmt.Sprintf("must not exceed Window %v, got %v", l.Window, p)
 		case l.Window%p != 0:
 			return "Precision", fmt.Sprintf("must divide Window %v evenly, got %v", l.Window, p)
-		case l.Window/p > maxSlots:
-			return "Precision", fmt.Sprintf("makes %d slots (Window/Precision); at most %d are allowed", l.Window/p, maxSlots)
+		case l.Window/p > maxSlotsPerWindow:
+			return "Precision", fmt.Sprintf("makes %d slots (Window/Precision); at most %d are allowed", l.Window/p, maxSlotsPerWindow)
 		}
 	case TokenBucket:
 		burst := l.capacity()
@@ -302,6 +321,29 @@ func (l Limit) check() (field, problem string) {
 		if _, _, _, ok := spec.TokenUnits(int64(l.Window/time.Microsecond), int64(l.Quota), int64(burst)); !ok {
 			return "Burst", fmt.Sprintf("%d is too large for a refill of %d per %s: the bucket's level would not fit in 53 bits", burst, l.Quota, formatDuration(l.Window))
 		}
+	}
+	return "", ""
+}
+
+// checkConcurrent is check for a Concurrent limit.
+func (l Limit) checkConcurrent() (field, problem string) {
+	switch {
+	case l.Quota > maxSlots:
+		return "Quota", fmt.Sprintf("must be at most %d requests in flight, got %d", maxSlots, l.Quota)
+	case l.Window != 0 && l.Window < minLease:
+		return "Window", fmt.Sprintf("is a concurrent limit's lease: at least %v, or zero for 30s; got %v", minLease, l.Window)
+	case l.Window%time.Millisecond != 0:
+		return "Window", fmt.Sprintf("must be a whole number of milliseconds, got %v", l.Window)
+	case l.Burst != 0:
+		return "Burst", fmt.Sprintf("is only used by token-bucket, not %v; leave it zero", l.Algorithm)
+	case l.Precision != 0:
+		return "Precision", fmt.Sprintf("is only used by sliding-window, not %v; leave it zero", l.Algorithm)
+	case l.Usage:
+		return "Usage", "cannot charge a concurrent limit: it counts requests in flight, not what they use"
+	case len(l.Name) > maxNameLength:
+		return "Name", fmt.Sprintf("is %d bytes long; at most %d are allowed", len(l.Name), maxNameLength)
+	case strings.IndexFunc(l.Name, func(r rune) bool { return r < 0x20 || r > 0x7e }) >= 0:
+		return "Name", fmt.Sprintf("%q holds a byte outside printable ASCII, which a header cannot carry", l.Name)
 	}
 	return "", ""
 }
@@ -336,6 +378,9 @@ func (l Limit) stateOf() Limit {
 	l = l.withDefaults()
 	if l.Algorithm.calendar() {
 		return Limit{Algorithm: l.Algorithm, Zone: cmp.Or(l.Zone, "UTC"), Weekday: l.Weekday}
+	}
+	if l.Algorithm == Concurrent {
+		return Limit{Algorithm: Concurrent} // one count of requests in flight
 	}
 	s := Limit{Algorithm: l.Algorithm, Window: l.Window}
 	switch l.Algorithm {
@@ -492,6 +537,7 @@ type policy struct {
 	header   []string   // the RateLimit-Policy value: the items, joined
 	capacity [][]string // each limit's X-RateLimit-Limit value
 	usage    bool       // some limit is charged from usage: a request ends with Limiter.End
+	slot     bool       // a limit is Concurrent: a request ends with Limiter.End too
 }
 
 // newPolicy checks limits and returns them as the policy of the route
@@ -523,6 +569,7 @@ func newPolicy(namespace, pattern string, limits []Limit, ban Ban, unit string, 
 			p.limits.limits[i].Usage = true // a sliding log too: a count-only charge is at most the cost
 		}
 		p.usage = p.usage || p.limits.limits[i].Usage
+		p.slot = p.slot || l.Algorithm == Concurrent
 		p.names[i] = quoteString(name)
 		p.capacity[i] = []string{strconv.Itoa(l.capacity())}
 		p.items[i] = policyItem(p.names[i], l, unit)

@@ -367,13 +367,13 @@ func (l *Limiter) Finish(r *http.Request, status int) error {
 
 // End ends r for the Limiter, once its handler has returned, however it
 // returned: a deferred call runs on a panic, a client gone away, a
-// hijacked connection. When the Limiter admitted r under limits charged
-// from usage (see [Limit].Usage, and [WithCountOnly]), it charges r's
-// usage to them in one store call (see [Store].End): what the handler
-// reported with [Charge], else r's cost; with WithCountOnly, that or
-// nothing, as Finish was told. Otherwise it does nothing, as it does when
-// called again. [Limiter.Handler] calls it, and so do the Gin and Echo
-// adapters.
+// hijacked connection. When the Limiter admitted r under a [Concurrent]
+// limit, or under limits charged from usage (see [Limit].Usage, and
+// [WithCountOnly]), it gives back r's slot and charges r's usage in one
+// store call (see [Store].End): what the handler reported with [Charge],
+// else r's cost; with WithCountOnly, that or nothing, as Finish was told.
+// Otherwise it does nothing, as it does when called again.
+// [Limiter.Handler] calls it, and so do the Gin and Echo adapters.
 //
 // The store is asked even when r's context has ended: a client that went
 // away still used what it used. A failure is logged and returned: the
@@ -385,9 +385,12 @@ func (l *Limiter) End(r *http.Request) error {
 		return nil
 	}
 	v.ended = true
-	usage := v.used()
-	if usage == 0 {
-		return nil // nothing to charge
+	usage, slot := 0, v.store().Lease
+	if v.policy.usage {
+		usage = v.used()
+	}
+	if usage == 0 && slot == "" {
+		return nil // nothing to charge or give back
 	}
 	var start time.Time
 	if l.observe != nil {
@@ -406,7 +409,7 @@ func (l *Limiter) End(r *http.Request) error {
 		l.observeFailure(r, outcomeStoreError, err, Event{Route: v.route, Cost: usage, Latency: latency})
 		return fmt.Errorf("ratelimit: charging the response: %w", err)
 	}
-	if l.observe != nil {
+	if l.observe != nil && usage > 0 {
 		l.observe(r, Event{Namespace: l.namespace, Route: v.route, Outcome: outcomeCharged, Cost: usage, Latency: latency, Decision: d})
 	}
 	return nil
@@ -435,7 +438,7 @@ func Charge(ctx context.Context, units int) {
 	units = max(units, 0)
 	for i := range s.decided {
 		v := &s.decided[i]
-		if v.ended || !v.ends() {
+		if v.ended || !v.ends() || !v.policy.usage {
 			continue
 		}
 		if !v.reported {
@@ -569,9 +572,9 @@ type decided struct {
 	ended    bool // End charged it, or had nothing to charge
 }
 
-// ends reports whether the request ends with a charge: it was admitted
-// under limits charged from usage.
-func (v *decided) ends() bool { return v.policy.usage && v.store().Allowed }
+// ends reports whether the request ends with a store call: it was
+// admitted under limits charged from usage, or holds a slot.
+func (v *decided) ends() bool { return (v.policy.usage || v.policy.slot) && v.store().Allowed }
 
 // store returns the store's decision.
 func (v *decided) store() *Decision {

@@ -592,6 +592,9 @@ func zeroQ(params string) bool {
 // window.
 func policyItem(name string, l Limit, unit string) string {
 	item := name + ";q=" + strconv.FormatInt(sfInt(int64(l.capacity())), 10)
+	if l.Algorithm == Concurrent {
+		return item + `;qu="concurrent-requests"` // no window: a slot comes back when a request ends
+	}
 	if unit != "" && unit != "requests" {
 		item += ";qu=" + quoteString(unit)
 	}

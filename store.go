@@ -53,11 +53,12 @@ type Store interface {
 	Reset(ctx context.Context, key string, limits *Limits) error
 
 	// End ends a request that Allow admitted as d, once its response is
-	// done: it takes usage units (0 or more) from each of limits' limits
-	// charged from usage (see [Limit].Usage), whatever they have left,
-	// atomically, and leaves the other limits alone. It answers for each
-	// limit as Peek would for a request of 1: what the key has left now.
-	// It validates like Reset, and refuses a negative usage.
+	// done: it gives back the slot d holds of a [Concurrent] limit (see
+	// Decision.Lease) and takes usage units (0 or more) from each of
+	// limits' limits charged from usage (see [Limit].Usage), whatever they
+	// have left, atomically, and leaves the other limits alone. It answers
+	// for each limit as Peek would for a request of 1: what the key has
+	// left now. It validates like Reset, and refuses a negative usage.
 	End(ctx context.Context, key string, usage int, limits *Limits, d Decision) (Decision, error)
 }
 
@@ -125,6 +126,11 @@ type Decision struct {
 	// Allowed false, Remaining 0, and RetryAfter and ResetAfter at least
 	// Banned. The request whose denial starts a ban sees it too.
 	Banned time.Duration
+
+	// Lease names the slot a request admitted under a [Concurrent] limit
+	// holds, for [Store.End] to give back; empty otherwise. The store
+	// that made the Decision sets it, and renews the lease until End.
+	Lease string
 
 	// The results, n of them: in one when there is one, in more when
 	// there are several. The common decision, by one limit, so allocates

@@ -29,6 +29,7 @@ local forms = {
   zcount = {k, '1', '0'},
   zrange = {k, '0', '-1'},
   zrangebyscore = {k, '1', '0'},
+  zrem = {k, 'x'},
   zremrangebyscore = {k, '1', '0'},
   hdel = {k, 'f'},
   hgetall = {k},

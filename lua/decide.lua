@@ -114,11 +114,12 @@ end
 local function decide_limits(k, n, a, now)
   local cost = tonumber(ARGV[a])
   local alg, pa, pb, pc, s1, s2, s3, ok, remaining, reset, retry, window = {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}
-  local later = {} -- charged from usage: checked, not taken
+  local later, slot = {}, {} -- charged from usage: checked, not taken; a slot: one taken
   local pass = true
   for i = 1, n do
     local j = a + 4 * i - 2
-    alg[i], later[i] = algorithm(ARGV[j]), usage(ARGV[j])
+    alg[i], later[i], slot[i] = algorithm(ARGV[j]), usage(ARGV[j]), ARGV[j] == 'k'
+
     pa[i], pb[i], pc[i] = tonumber(ARGV[j + 1]), tonumber(ARGV[j + 2]), tonumber(ARGV[j + 3])
     if now == 0 and not clockless[ARGV[j]] then
       now = clock()
@@ -131,7 +132,11 @@ local function decide_limits(k, n, a, now)
   for i = 1, n do
     if pass and not later[i] then
       reset[i], window[i] = alg[i](COMMIT, KEYS[k + i], cost, pa[i], pb[i], pc[i], now, s1[i], s2[i], s3[i])
-      remaining[i] = remaining[i] - cost
+      if slot[i] then
+        remaining[i] = remaining[i] - 1
+      else
+        remaining[i] = remaining[i] - cost
+      end
     else
       reset[i], window[i] = alg[i](SETTLE, KEYS[k + i], cost, pa[i], pb[i], pc[i], now, s1[i], s2[i], s3[i])
     end

@@ -1,5 +1,7 @@
 -- end.lua: ends a request that decide.lua admitted, once its response is
--- done: its usage is taken from each of its limits charged from usage
+-- done: it gives back the request's slot of a Concurrent limit (the
+-- lease whose id is that limit's parameter c), and its usage is taken
+-- from each of its limits charged from usage
 -- (their codes are in upper case, see decide.lua), whatever they have
 -- left. A limit used past its quota is in debt, and denies until time
 -- pays the debt back: a fixed window or a calendar period until it ends, a
@@ -31,6 +33,9 @@ local function end_request()
   end
   for i = 1, n do
     local j = 4 * i - 1
+    if ARGV[j] == 'k' and ARGV[j + 3] ~= '0' then
+      redis.call('ZREM', KEYS[i], ARGV[j + 3]) -- the request's slot, given back
+    end
     if used > 0 and usage(ARGV[j]) then
       -- Taken now, as admitted now: CHARGE, whatever is left. A sliding
       -- log (a count-only Limiter's, whose charges are at most a cost)

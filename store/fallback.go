@@ -232,10 +232,15 @@ func (f *Fallback) Allow(ctx context.Context, key string, cost int, limits *rate
 // instance's share of each limit, and brought to Redis when it answers
 // again, as the admissions decided in process are. A charge that reaches
 // Redis after the budget is not made there.
-func (f *Fallback) End(ctx context.Context, key string, usage int, limits *ratelimit.Limits, d ratelimit.Decision) (ratelimit.Decision, error) {
+func (f *Fallback) End(ctx context.Context, key string, usage int, limits *ratelimit.Limits, admitted ratelimit.Decision) (ratelimit.Decision, error) {
 	given, set, err := checkEnd(key, usage, limits)
 	if err != nil {
 		return ratelimit.Decision{}, err
+	}
+	slot := admitted.Lease // a slot Redis gave: given back there
+	if admitted.Fallback {
+		f.local.release(key, slot, set.Share(f.instances)) // a slot of this instance's share
+		slot = ""
 	}
 	for {
 		if !f.down.Load() {
@@ -246,7 +251,7 @@ func (f *Fallback) End(ctx context.Context, key string, usage int, limits *ratel
 			}
 			t := time.Now()
 			rctx, cancel := context.WithTimeout(ctx, f.budget)
-			d, err := f.redis.end(rctx, key, usage, given, set, f.deadline(f.clock.at(t)))
+			d, err := f.redis.end(rctx, key, usage, given, set, slot, f.deadline(f.clock.at(t)))
 			cancel()
 			if err == nil || faultOf(ctx, err) == noFault {
 				return d, err

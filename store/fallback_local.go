@@ -37,6 +37,9 @@ func (f *Fallback) allowLocally(ctx context.Context, key string, cost int, limit
 	entries := ebuf[:0]
 	if p != nil {
 		for i := range set.Limits {
+			if i == set.Slot {
+				continue // slots are this instance's own: nothing to seed or bring back
+			}
 			e := p.of(&set.Limits[i])
 			if e == nil {
 				continue // too many limit states for one key
@@ -166,6 +169,9 @@ func (f *Fallback) wouldSeed(p *pendingKey, key string, set, local *spec.Set) []
 	var spent []int64
 	for i := range set.Limits {
 		c := &set.Limits[i]
+		if i == set.Slot {
+			continue // see allowLocally
+		}
 		var e *pendingLimit
 		if p != nil {
 			e = p.find(c)
@@ -221,7 +227,7 @@ func tooCostly(cost int, limits []ratelimit.Limit, local *spec.Set) ratelimit.De
 	for i := range rs {
 		r := &rs[i]
 		c := &local.Limits[i]
-		r.Allowed = int64(cost) <= c.Capacity
+		r.Allowed = int64(cost) <= c.Capacity || c.Algorithm == spec.Concurrent
 		if !r.Allowed {
 			// A window from now: the time until a share as large as the
 			// limit's own comes back. A calendar's is its period's end.

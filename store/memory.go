@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"runtime"
+	"strconv"
 	"sync"
 	"time"
 
@@ -28,6 +29,8 @@ type memory struct {
 	start   time.Time
 	startUS int64
 	clock   func() int64 // a pinned clock (MemoryOptions.Clock); nil: start's
+
+	slots leases // of Concurrent limits
 }
 
 var _ ratelimit.Store = (*memory)(nil)
@@ -85,6 +88,7 @@ func openMemory(opts MemoryOptions) (*memory, error) {
 		start:    start,
 		startUS:  start.UnixMicro(),
 	}
+	m.slots.renew = m.renewLeases
 	if opts.Clock != nil {
 		var mu sync.Mutex
 		var last int64
@@ -132,7 +136,7 @@ func (m *memory) Allow(ctx context.Context, key string, cost int, limits *rateli
 // which is limits' own or a Fallback's share of it.
 func (m *memory) decide(key string, cost int, limits []ratelimit.Limit, set *spec.Set) ratelimit.Decision {
 	cs := set.Limits
-	if len(cs) == 1 && set.Ban == nil && !cs[0].Usage {
+	if len(cs) == 1 && set.Ban == nil && !cs[0].Usage && set.Slot < 0 {
 		return m.decideOne(key, cost, limits, &cs[0])
 	}
 	now, c64, allowed := m.now(), int64(cost), true
@@ -144,6 +148,7 @@ func (m *memory) decide(key string, cost int, limits []ratelimit.Limit, set *spe
 	out := obuf[:0]
 	var sbuf [maxInline]*memoryLimit
 	states := sbuf[:0]
+	var id int64 // the lease of the slot the request takes
 	k := m.key(key, now)
 	k.mu.Lock()
 	if set.Ban != nil {
@@ -165,8 +170,16 @@ func (m *memory) decide(key string, cost int, limits []ratelimit.Limit, set *spe
 	for i, s := range states {
 		c := &cs[i]
 		if allowed && !c.Usage { // a limit charged from usage takes nothing now: see End
+			if i == set.Slot {
+				id = newLeaseID()
+				s.state.slots.pending = id
+			}
 			out[i].reset = s.state.of(c).commit(c, now, c64)
-			out[i].remaining -= c64
+			if i == set.Slot {
+				out[i].remaining-- // one slot, whatever the cost
+			} else {
+				out[i].remaining -= c64
+			}
 			s.expires = now + keyTTL(c, out[i].reset)
 			latest = max(latest, s.expires)
 		} else {
@@ -189,6 +202,10 @@ func (m *memory) decide(key string, cost int, limits []ratelimit.Limit, set *spe
 	d := ratelimit.MakeDecision(rs...)
 	if ban > 0 {
 		d = startBan(d, ban)
+	}
+	if id != 0 && d.Allowed {
+		d.Lease = strconv.FormatInt(id, 10)
+		m.slots.hold(lease{id: id, key: key, c: &cs[set.Slot]})
 	}
 	return d
 }
@@ -225,8 +242,50 @@ func (m *memory) End(ctx context.Context, key string, usage int, limits *ratelim
 	if err != nil {
 		return ratelimit.Decision{}, err
 	}
+	m.release(key, d.Lease, set)
 	m.charge(key, int64(usage), set)
 	return m.peek(key, 1, given, set, nil), nil
+}
+
+// release gives back the slot lease (empty: none) of key under set's
+// Concurrent limit.
+func (m *memory) release(key, lease string, set *spec.Set) {
+	id, err := strconv.ParseInt(lease, 10, 64)
+	if err != nil || set.Slot < 0 {
+		return
+	}
+	m.slots.drop(id)
+	k := m.lookup(key)
+	if k == nil {
+		return
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if st := k.find(&set.Limits[set.Slot], m.now()); st != nil {
+		delete(st.state.slots.leases, id)
+	}
+}
+
+// renewLeases renews the leases of held: each until its length from now.
+func (m *memory) renewLeases(held []lease) {
+	now := m.now()
+	for _, l := range held {
+		k := m.lookup(l.key)
+		if k == nil {
+			continue
+		}
+		k.mu.Lock()
+		if st := k.find(l.c, now); st != nil {
+			if _, ok := st.state.slots.leases[l.id]; ok {
+				st.state.slots.leases[l.id] = now + l.c.Window
+				st.expires = max(st.expires, now+l.c.Window)
+				if st.expires > k.expires.Load() {
+					k.expires.Store(st.expires)
+				}
+			}
+		}
+		k.mu.Unlock()
+	}
 }
 
 // charge takes units from key's limits charged from usage under set,

@@ -23,6 +23,7 @@ type state struct {
 	bucket tokenBucketState
 	log    *slidingLogState
 	window *slidingWindowState
+	slots  *slotState
 }
 
 // algorithmState is what each algorithm's part of a state does.
@@ -52,6 +53,8 @@ func (s *state) of(c *compiled) algorithmState {
 		return (*calendarState)(&s.fixed)
 	}
 	switch c.Algorithm {
+	case spec.Concurrent:
+		return s.slots
 	case spec.FixedWindow:
 		return &s.fixed
 	case spec.SlidingLog:
@@ -91,6 +94,8 @@ func (s *state) reset(c *compiled) {
 		return
 	}
 	switch c.Algorithm {
+	case spec.Concurrent:
+		s.slots = &slotState{leases: make(map[int64]int64)}
 	case spec.FixedWindow:
 		s.fixed = fixedWindowState{}
 	case spec.TokenBucket:
@@ -182,6 +187,67 @@ func (s *fixedWindowState) peek(c *compiled, now, cost int64) (bool, int64, int6
 	ok, remaining, retry := v.check(c, now, cost)
 	return ok, remaining, v.settle(c, now), retry
 }
+
+// slotState mirrors concurrent.lua: the leases of the requests in
+// flight, by id, with when each expires.
+type slotState struct {
+	leases  map[int64]int64
+	pending int64 // the lease the next commit takes
+}
+
+// live returns how many leases are live at now, and when the soonest
+// and the latest expire (0 when none is).
+func (s *slotState) live(now int64) (n, soonest, last int64) {
+	for _, exp := range s.leases {
+		if exp > now {
+			n++
+			if soonest == 0 || exp < soonest {
+				soonest = exp
+			}
+			last = max(last, exp)
+		}
+	}
+	return n, soonest, last
+}
+
+// slotRetry is concurrent_retry: a second, or sooner when a lease
+// expires sooner.
+func slotRetry(soonest, now int64) int64 { return max(min(1_000_000, soonest-now), 1) }
+
+func (s *slotState) check(c *compiled, now, _ int64) (bool, int64, int64) {
+	n, soonest, _ := s.live(now)
+	if n < c.Quota {
+		return true, c.Quota - n, 0
+	}
+	return false, 0, slotRetry(soonest, now)
+}
+
+func (s *slotState) commit(c *compiled, now, _ int64) int64 {
+	for id, exp := range s.leases {
+		if exp <= now {
+			delete(s.leases, id)
+		}
+	}
+	s.leases[s.pending] = now + c.Window
+	s.pending = 0
+	_, _, last := s.live(now)
+	return last - now
+}
+
+func (s *slotState) settle(_ *compiled, now int64) int64 {
+	n, _, last := s.live(now)
+	if n == 0 {
+		return 0
+	}
+	return last - now
+}
+
+func (s *slotState) peek(c *compiled, now, cost int64) (bool, int64, int64, int64) {
+	ok, remaining, retry := s.check(c, now, cost)
+	return ok, remaining, s.settle(c, now), retry
+}
+
+func (s *slotState) effective(*compiled, int64) int64 { return 0 }
 
 // calendarState mirrors calendar.lua: a count and the end of its
 // period, which the calendar tells.
@@ -538,6 +604,9 @@ func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
 // freshWindow is the effective window of an empty state of c: a full
 // bucket, an empty window or log.
 func freshWindow(c *compiled, now int64) int64 {
+	if c.Algorithm == spec.Concurrent {
+		return 0
+	}
 	if c.Calendar != nil {
 		_, end := c.Calendar.Period(now)
 		return end - now

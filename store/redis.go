@@ -58,6 +58,8 @@ type Redis struct {
 	logger  *slog.Logger
 	// cluster is set when the client follows MOVED and ASK replies.
 	cluster bool
+	// slots are the leases of Concurrent limits its requests hold.
+	slots leases
 }
 
 var _ ratelimit.Store = (*Redis)(nil)
@@ -156,6 +158,7 @@ func NewRedis(client RedisClient, opts RedisOptions) (*Redis, error) {
 	}
 	s := &Redis{client: client, prefix: cmp.Or(opts.Prefix, defaultPrefix), logger: cmp.Or(opts.Logger, slog.Default())}
 	s.fn = newFunctions(client, s.logger)
+	s.slots.renew = s.renewLeases
 	if opts.DenyCacheSize >= 0 {
 		s.denied = newDenyCache(cmp.Or(opts.DenyCacheSize, defaultDenyCacheSize))
 	}
@@ -225,6 +228,11 @@ func (s *Redis) decideOnce(ctx context.Context, key string, cost int, limits []r
 		call.keys = append(call.keys, s.prefix+"{"+key+"}"+cs[i].Suffix)
 		call.args = append(call.args, cs[i].ScriptArgs()...)
 	}
+	var id int64 // the lease of the slot the request takes
+	if set.Slot >= 0 {
+		id = newLeaseID()
+		call.args[3+4*set.Slot+3] = strconv.FormatInt(id, 10)
+	}
 	if set.Ban != nil {
 		call.keys = append(call.keys, s.banKey(key))
 		call.args = append(call.args, set.Ban.Args[:]...)
@@ -261,12 +269,19 @@ func (s *Redis) decideOnce(ctx context.Context, key string, cost int, limits []r
 	if err != nil {
 		return ratelimit.Decision{}, fmt.Errorf("ratelimit: redis: deciding %s: %w", keyRef(key, limits), err)
 	}
+	if id != 0 && d.Allowed {
+		d.Lease = strconv.FormatInt(id, 10)
+		s.slots.hold(lease{id: id, key: s.prefix + "{" + key + "}" + cs[set.Slot].Suffix, c: &cs[set.Slot]})
+	}
 	if s.denied != nil {
-		if d.Allowed {
+		switch {
+		case d.Allowed:
 			s.denied.forget(key) // its room changed: cached retry times may be stale
-		} else {
+		case set.Slot < 0 || d.Results()[set.Slot].Allowed:
 			s.denied.put(key, set, cost, d, epoch, sent)
 		}
+		// A denial by a Concurrent limit is not kept: a slot frees up when
+		// a request ends, on any instance, which no cache can see.
 	}
 	return d, nil
 }
@@ -360,19 +375,23 @@ func (s *Redis) End(ctx context.Context, key string, usage int, limits *ratelimi
 	if err != nil {
 		return ratelimit.Decision{}, err
 	}
-	return s.end(ctx, key, usage, given, set, 0)
+	return s.end(ctx, key, usage, given, set, d.Lease, 0)
 }
 
 // end is End for checked input. When deadline is not 0, Redis charges
 // nothing once its clock (in microseconds) is past it, and the error is
 // errLate.
-func (s *Redis) end(ctx context.Context, key string, usage int, limits []ratelimit.Limit, set *spec.Set, deadline int64) (ratelimit.Decision, error) {
+func (s *Redis) end(ctx context.Context, key string, usage int, limits []ratelimit.Limit, set *spec.Set, slot string, deadline int64) (ratelimit.Decision, error) {
 	keys := make([]string, len(set.Limits))
 	args := make([]any, 2, 2+4*len(set.Limits))
 	args[0], args[1] = usage, deadline
 	for i, c := range set.Limits {
 		keys[i] = s.prefix + "{" + key + "}" + c.Suffix
 		args = append(args, c.ScriptArgs()...)
+	}
+	if id, err := strconv.ParseInt(slot, 10, 64); err == nil && set.Slot >= 0 {
+		s.slots.drop(id) // whatever the outcome: a slot not given back expires
+		args[2+4*set.Slot+3] = slot
 	}
 	line, err := s.fn.run(ctx, s.client, endProgram, keys, args...).Text()
 	if err != nil && calendarMiss(err, set) {
@@ -384,8 +403,8 @@ func (s *Redis) end(ctx context.Context, key string, usage int, limits []ratelim
 	if err == nil && line == "X" {
 		err = errLate
 	}
-	if s.denied != nil && usage > 0 {
-		s.denied.forget(key) // its room changed: a cached denial may be too short
+	if s.denied != nil && (usage > 0 || slot != "") {
+		s.denied.forget(key) // its room changed: a cached denial may be too short, or wrong
 	}
 	if err != nil {
 		return ratelimit.Decision{}, fmt.Errorf("ratelimit: redis: ending a request of %s: %w", keyRef(key, limits), misconfigured(err, s.prefix, s.cluster))
@@ -395,6 +414,23 @@ func (s *Redis) end(ctx context.Context, key string, usage int, limits []ratelim
 		return ratelimit.Decision{}, fmt.Errorf("ratelimit: redis: ending a request of %s: %w", keyRef(key, limits), err)
 	}
 	return d, nil
+}
+
+// renewLeases renews the leases of held, one run of renew.lua per key,
+// each within a third of its lease. A failure is not reported: a lease
+// not renewed ends by itself, as an instance's that crashed.
+func (s *Redis) renewLeases(held []lease) {
+	byKey := make(map[string][]any)
+	lengths := make(map[string]int64)
+	for _, l := range held {
+		byKey[l.key] = append(byKey[l.key], strconv.FormatInt(l.id, 10))
+		lengths[l.key] = l.c.Window
+	}
+	for key, ids := range byKey {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Duration(lengths[key])*time.Microsecond/3)
+		s.fn.run(ctx, s.client, renewProgram, []string{key}, append([]any{lengths[key]}, ids...)...)
+		cancel()
+	}
 }
 
 // keyRef names key in errors without showing it, since a key may hold an

@@ -96,7 +96,7 @@ func TestLibraryLoads(t *testing.T) {
 		flags[f.Name] = strings.Join(f.Flags, " ")
 	}
 	want := map[string]string{
-		decideAny.function: "", peekProgram.function: "no-writes", chargeProgram.function: "", endProgram.function: "",
+		decideAny.function: "", peekProgram.function: "no-writes", chargeProgram.function: "", endProgram.function: "", renewProgram.function: "",
 		resetProgram.function: "allow-oom", probeProgram.function: "",
 	}
 	if fmt.Sprint(flags) != fmt.Sprint(want) {

@@ -45,7 +45,7 @@ func (e *misconfiguration) Unwrap() []error { return []error{ErrMisconfigured, e
 // it also needs EVAL and EVALSHA to run them.
 var storeCommands = []string{
 	"ping", "time", "del", "get", "set", "pttl", "pexpire", "incrby", "decrby",
-	"zadd", "zcard", "zcount", "zrange", "zrangebyscore", "zremrangebyscore",
+	"zadd", "zcard", "zcount", "zrange", "zrangebyscore", "zrem", "zremrangebyscore",
 	"hdel", "hgetall", "hincrby", "hmget", "hset",
 }
 

@@ -29,7 +29,7 @@ var (
 	decideAny = newProgram("decide", decideSource(scriptFiles...)+"return decide()\n")
 	decideOne = func() (p [len(algorithmFiles)]*program) {
 		for a, file := range algorithmFiles {
-			if a > int(spec.Daily) {
+			if a == int(spec.Weekly) || a == int(spec.Monthly) {
 				p[a] = p[spec.Daily] // one script for the three calendars
 				continue
 			}
@@ -43,6 +43,7 @@ var (
 
 	chargeProgram = newProgram("charge", decideSource(scriptFiles...)+lua.Source("charge.lua")+"return charge()\n")
 	endProgram    = newProgram("end", decideSource(scriptFiles...)+lua.Source("end.lua")+"return end_request()\n")
+	renewProgram  = newProgram("renew", lua.Source("decide.lua")+lua.Source("renew.lua")+"return renew()\n")
 	resetProgram  = newProgram("reset", lua.Source("reset.lua"))
 	probeProgram  = newProgram("probe", lua.Source("probe.lua"))
 
@@ -61,10 +62,11 @@ var algorithmFiles = [...]string{
 	spec.Daily:         "calendar.lua",
 	spec.Weekly:        "calendar.lua",
 	spec.Monthly:       "calendar.lua",
+	spec.Concurrent:    "concurrent.lua",
 }
 
 // scriptFiles lists each algorithm's script once.
-var scriptFiles = algorithmFiles[:spec.Daily+1]
+var scriptFiles = append(algorithmFiles[:spec.Daily+1:spec.Daily+1], algorithmFiles[spec.Concurrent])
 
 func newProgram(function, script string) *program {
 	return &program{script: redis.NewScript(script), function: library.name + "_" + function}
@@ -106,7 +108,7 @@ var (
 // libraryFiles are the files of the library, in order. reset.lua and
 // probe.lua are scripts whose chunk is their body; the library wraps each
 // in a local function of the same name.
-var libraryFiles = append(append([]string{"decide.lua"}, scriptFiles...), "peek.lua", "charge.lua", "end.lua", "reset.lua", "probe.lua")
+var libraryFiles = append(append([]string{"decide.lua"}, scriptFiles...), "peek.lua", "charge.lua", "end.lua", "renew.lua", "reset.lua", "probe.lua")
 
 // libraryTemplate is the library with {{library}} for its name.
 func libraryTemplate() string {
@@ -140,6 +142,7 @@ redis.register_function('{{library}}_decide', entry(decide))
 redis.register_function{function_name = '{{library}}_peek', callback = entry(peek), flags = {'no-writes'}}
 redis.register_function('{{library}}_charge', entry(charge))
 redis.register_function('{{library}}_end', entry(end_request))
+redis.register_function('{{library}}_renew', entry(renew))
 -- DEL frees memory: a reset may run while Redis is out of memory, as with EVAL.
 redis.register_function{function_name = '{{library}}_reset', callback = entry(reset), flags = {'allow-oom'}}
 redis.register_function('{{library}}_probe', entry(probe))

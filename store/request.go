@@ -51,7 +51,9 @@ func compile(limits *ratelimit.Limits) *limitSet {
 	}
 	cs := make([]spec.Limit, len(given))
 	for i, l := range given {
-		if a := uint8(l.Algorithm); spec.IsCalendar(a) {
+		if a := uint8(l.Algorithm); a == spec.Concurrent {
+			cs[i] = spec.CompileConcurrent(l.Quota, l.Window)
+		} else if spec.IsCalendar(a) {
 			loc, err := spec.LoadLocation(l.Zone)
 			if err != nil { // NewLimits loaded it: it cannot fail here
 				panic(err)
@@ -97,7 +99,7 @@ func checkRequest(key string, cost int, limits *ratelimit.Limits) ([]ratelimit.L
 		return nil, nil, fmt.Errorf("%w: cost must be at least 1, got %d", ratelimit.ErrInvalid, cost)
 	case int64(cost) > set.MinCapacity:
 		for i, c := range set.Limits {
-			if int64(cost) > c.Capacity {
+			if int64(cost) > c.Capacity && c.Algorithm != spec.Concurrent {
 				return nil, nil, fmt.Errorf("%w: cost %d exceeds the capacity %d of limits[%d] (%v), so the request could never pass", ratelimit.ErrInvalid, cost, c.Capacity, i, set.limits[i])
 			}
 		}

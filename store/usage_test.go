@@ -212,3 +212,144 @@ func TestFaultUsageThroughOutage(t *testing.T) {
 		})
 	}
 }
+
+// TestFaultConcurrentThroughOutage: requests holding slots of a limit of
+// 4 in flight through two Fallbacks (Instances 2) while Redis hangs for
+// a second. While Redis is down each instance holds at most its share, 2,
+// of the slots it decides in process; slots Redis gave are given back
+// there, or, for requests that ended during the outage, expire within a
+// lease; and once everything has ended Redis holds no slot.
+func TestFaultConcurrentThroughOutage(t *testing.T) {
+	redistest.RequireFaults(t)
+	srv := persistent(t)
+	const slots, lease = 4, time.Second
+	f1, client := newOutageFallback(t, srv, "c:", 2)
+	f2, _ := newOutageFallback(t, srv, "c:", 2)
+	limits := limitsOf(t, ratelimit.Limit{Algorithm: ratelimit.Concurrent, Quota: slots, Window: lease})
+	var most [2]atomic.Int64 // the most slots each held in process at once
+	var held [2]atomic.Int64
+	var local, onRedis atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for i, f := range []*Fallback{f1, f2} {
+		for g := range 4 {
+			wg.Go(func() {
+				rng := rand.New(rand.NewPCG(uint64(i), uint64(g)))
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					d, err := f.Allow(context.Background(), "k", 1, limits)
+					if err != nil {
+						t.Errorf("Allow: %v", err)
+						return
+					}
+					if !d.Allowed {
+						time.Sleep(time.Millisecond)
+						continue
+					}
+					if d.Fallback {
+						local.Add(1)
+						n := held[i].Add(1)
+						for m := most[i].Load(); n > m && !most[i].CompareAndSwap(m, n); m = most[i].Load() {
+						}
+					} else {
+						onRedis.Add(1)
+					}
+					time.Sleep(time.Duration(rng.IntN(5000)) * time.Microsecond)
+					if d.Fallback {
+						held[i].Add(-1)
+					}
+					if _, err := f.End(context.Background(), "k", 0, limits, d); err != nil {
+						t.Errorf("End: %v", err)
+						return
+					}
+				}
+			})
+		}
+	}
+	time.Sleep(100 * time.Millisecond)
+	recovered := f1.Health().Recoveries
+	srv.Pause()
+	time.Sleep(time.Second)
+	srv.Resume()
+	waitFor(t, "decisions to return to Redis", func() bool {
+		h := f1.Health()
+		return h.Decisions == "redis" && h.Recoveries > recovered
+	})
+	time.Sleep(200 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+	t.Logf("%d slots taken on Redis, %d in process; in process, at most %d and %d at once", onRedis.Load(), local.Load(), most[0].Load(), most[1].Load())
+	if local.Load() == 0 {
+		t.Fatal("no slot was taken in process: the outage did not happen under the traffic")
+	}
+	for i := range most {
+		if most[i].Load() > 2 {
+			t.Errorf("instance %d held %d slots in process at once, more than its share, 2", i, most[i].Load())
+		}
+	}
+	key := f1.redis.prefix + "{k}:k"
+	waitFor(t, "the slots on Redis to be given back or to expire", func() bool {
+		n, err := client.ZCount(context.Background(), key, "("+strconv.FormatInt(time.Now().UnixMicro(), 10), "+inf").Result()
+		return err == nil && n == 0
+	})
+}
+
+// TestLeasesRenewed renews the lease of a slot by hand, as the store's
+// renewing goroutine does every third of a lease, on a pinned clock: the
+// slot outlives its first lease, and comes back a lease after the last
+// renewal; a slot given back is not renewed into life again.
+func TestLeasesRenewed(t *testing.T) {
+	l := ratelimit.Limit{Algorithm: ratelimit.Concurrent, Quota: 1, Window: 300 * time.Millisecond}
+	for _, tt := range []struct {
+		name string
+		make func(t *testing.T) (ratelimit.Store, func(time.Duration), func())
+	}{
+		{"memory", func(t *testing.T) (ratelimit.Store, func(time.Duration), func()) {
+			clock := &fakeClock{pinnedClock{now: epoch}}
+			m := newMemory(t, clock, MemoryOptions{})
+			return m, clock.Advance, func() { m.renewLeases(m.slots.snapshot()) }
+		}},
+		{"redis", func(t *testing.T) (ratelimit.Store, func(time.Duration), func()) {
+			mr, clock := newMiniredis(t)
+			s := newStore(t, newClient(t, mr.Addr()), RedisOptions{DenyCacheSize: noDenyCache})
+			return s, clock.Advance, func() { s.renewLeases(s.slots.snapshot()) }
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s, advance, renew := tt.make(t)
+			limits := limitsOf(t, l)
+			ctx := context.Background()
+			d, err := s.Allow(ctx, "k", 1, limits)
+			if err != nil || !d.Allowed {
+				t.Fatalf("Allow: %+v, %v", d, err)
+			}
+			for range 3 {
+				advance(200 * time.Millisecond)
+				renew()
+				if d, _ := s.Allow(ctx, "k", 1, limits); d.Allowed {
+					t.Fatalf("a renewed slot was taken by another request")
+				}
+			}
+			advance(300*time.Millisecond - time.Microsecond)
+			if d, _ := s.Allow(ctx, "k", 1, limits); d.Allowed {
+				t.Fatalf("1µs before the last renewal's lease ends: allowed")
+			}
+			advance(time.Microsecond)
+			e, err := s.Allow(ctx, "k", 1, limits)
+			if err != nil || !e.Allowed {
+				t.Fatalf("a lease after the last renewal: got %+v, %v; want the slot back", e, err)
+			}
+			if _, err := s.End(ctx, "k", 0, limits, e); err != nil {
+				t.Fatal(err)
+			}
+			renew() // e's lease was dropped: nothing to renew
+			if d, _ := s.Allow(ctx, "k", 1, limits); !d.Allowed {
+				t.Fatalf("after End: the slot is still held")
+			}
+		})
+	}
+}

@@ -181,6 +181,24 @@ var Cases = []Case{
 		},
 	},
 	{
+		Name: "requests in flight: a slot taken by each request and given back when it ends",
+		Options: func(Framework) []ratelimit.Option {
+			return []ratelimit.Option{ratelimit.WithKey(apiKey), ratelimit.WithLimits(
+				ratelimit.PerMinute(100).Named("rpm"),
+				ratelimit.Limit{Algorithm: ratelimit.Concurrent, Quota: 2, Name: "slots"},
+			)}
+		},
+		Steps: []Step{
+			{Method: "GET", Path: "/", Header: map[string]string{"X-API-Key": "k1"}, Status: 200, Want: map[string]string{
+				"RateLimit-Policy": `"rpm";q=100;w=60, "slots";q=2;qu="concurrent-requests"`, "RateLimit": `"rpm";r=99;t=60, "slots";r=1;t=0`,
+				"X-RateLimit-Limit": "2", "X-RateLimit-Remaining": "1",
+			}},
+			{Method: "GET", Path: "/", Header: map[string]string{"X-API-Key": "k1"}, Status: 200, Want: map[string]string{"RateLimit": `"rpm";r=98;t=60, "slots";r=1;t=0`}},
+			{Method: "GET", Path: "/", Header: map[string]string{"X-API-Key": "k1", "X-Fail": "1"}, Status: 401, Want: map[string]string{"RateLimit": `"rpm";r=97;t=60, "slots";r=1;t=0`}},
+			{Method: "GET", Path: "/", Header: map[string]string{"X-API-Key": "k1"}, Status: 200, Want: map[string]string{"RateLimit": `"rpm";r=96;t=60, "slots";r=1;t=0`}},
+		},
+	},
+	{
 		Name: "a route's own limits, in its own counters",
 		Options: func(fw Framework) []ratelimit.Option {
 			return []ratelimit.Option{

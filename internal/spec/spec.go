@@ -18,6 +18,12 @@ const (
 	TokenBucket
 )
 
+// Concurrent is ratelimit.Concurrent's code, after the calendars'.
+const Concurrent uint8 = 7
+
+// DefaultLease is a Concurrent limit's lease when its Window is zero.
+const DefaultLease = 30 * time.Second
+
 // DefaultSlots is how many slots a sliding window has when its
 // precision is not given.
 const DefaultSlots = 10
@@ -63,6 +69,26 @@ func (c *Limit) ChargedFromUsage() {
 		return
 	}
 	c.Args[0] = strings.ToUpper(c.Args[0].(string))
+}
+
+// CompileConcurrent returns the integers of a valid Concurrent limit of
+// quota slots whose leases last lease (zero: DefaultLease). A request
+// takes one slot whatever its cost: its Capacity, quota, bounds no cost
+// (see Set.MinCapacity).
+func CompileConcurrent(quota int, lease time.Duration) Limit {
+	if lease == 0 {
+		lease = DefaultLease
+	}
+	c := Limit{
+		Algorithm: Concurrent,
+		Quota:     int64(quota),
+		Window:    int64(lease / time.Microsecond),
+		WindowMS:  int64(lease / time.Millisecond),
+		Capacity:  int64(quota),
+		Suffix:    ":k",
+	}
+	c.Args = [4]any{"k", strconv.FormatInt(c.Quota, 10), strconv.FormatInt(c.Window, 10), "0"}
+	return c
 }
 
 // ScriptArgs returns the limit's four ARGV entries for decide.lua.
@@ -201,26 +227,32 @@ func (b *Ban) Length(level int64) int64 {
 // Set is the limits of one ratelimit.Limits, in their order.
 type Set struct {
 	Limits      []Limit
-	MinCapacity int64 // the smallest Capacity: the most a request may cost
+	MinCapacity int64 // the smallest Capacity but a Concurrent limit's: the most a request may cost
 	Ban         *Ban  // nil: none
 	Calendar    bool  // some limit is a calendar's
+	Slot        int   // the index of its Concurrent limit; -1: none
 
 	share atomic.Pointer[shared]
 }
 
 // NewSet returns the set of limits.
 func NewSet(limits []Limit) *Set {
-	s := &Set{Limits: limits, MinCapacity: limits[0].Capacity}
-	for _, l := range limits {
-		s.MinCapacity = min(s.MinCapacity, l.Capacity)
+	s := &Set{Limits: limits, MinCapacity: MaxQuota, Slot: -1}
+	for i, l := range limits {
+		if l.Algorithm != Concurrent {
+			s.MinCapacity = min(s.MinCapacity, l.Capacity)
+		}
 		s.Calendar = s.Calendar || l.Calendar != nil
+		if l.Algorithm == Concurrent {
+			s.Slot = i
+		}
 	}
 	return s
 }
 
 // WithBan returns a copy of s with ban b.
 func (s *Set) WithBan(b *Ban) *Set {
-	return &Set{Limits: s.Limits, MinCapacity: s.MinCapacity, Ban: b, Calendar: s.Calendar}
+	return &Set{Limits: s.Limits, MinCapacity: s.MinCapacity, Ban: b, Calendar: s.Calendar, Slot: s.Slot}
 }
 
 type shared struct {
@@ -242,6 +274,10 @@ func (s *Set) Share(n int) *Set {
 	limits := make([]Limit, len(s.Limits))
 	for i, l := range s.Limits {
 		quota := (l.Quota + int64(n) - 1) / int64(n)
+		if l.Algorithm == Concurrent {
+			limits[i] = CompileConcurrent(int(quota), time.Duration(l.Window)*time.Microsecond)
+			continue
+		}
 		if cal := l.Calendar; cal != nil {
 			limits[i] = l
 			limits[i].Quota, limits[i].Capacity = quota, quota

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"math/big"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/ratelimit-go/ratelimit"
@@ -29,6 +30,7 @@ import (
 // The zero Model is empty, bans nobody, and is ready to use. It is not
 // safe for concurrent use.
 type Model struct {
+	leases int // the ids of the slots of Concurrent limits given so far
 	states map[modelKey]modelState
 	ban    ratelimit.Ban // zero: none
 	bans   map[string]*modelBan
@@ -85,10 +87,18 @@ func (m *Model) Allow(now int64, key string, cost int, limits ...ratelimit.Limit
 		rs[i] = ratelimit.Result{Limit: l, Allowed: ok, Remaining: remaining, RetryAfter: us(retry)}
 		allowed = allowed && ok
 	}
+	var lease string
 	for i, s := range states {
 		r := &rs[i]
 		if allowed && !limits[i].Usage { // charged from usage: see End
-			r.Remaining -= cost
+			if sl, ok := s.(*slots); ok {
+				m.leases++
+				lease = strconv.Itoa(m.leases)
+				sl.next = lease
+				r.Remaining-- // one slot, whatever the cost
+			} else {
+				r.Remaining -= cost
+			}
 			r.ResetAfter = us(s.commit(now, cost))
 		} else {
 			r.ResetAfter = us(s.settle(now))
@@ -107,6 +117,9 @@ func (m *Model) Allow(now int64, key string, cost int, limits ...ratelimit.Limit
 	}
 	d := ratelimit.MakeDecision(rs...)
 	d.Banned = banned
+	if d.Allowed {
+		d.Lease = lease
+	}
 	return d
 }
 
@@ -126,13 +139,17 @@ func (m *Model) state(key string, l ratelimit.Limit) modelState {
 	return s
 }
 
-// End ends a request at time now like [ratelimit.Store.End]: usage is
+// End ends a request at time now like [ratelimit.Store.End]: the slot
+// admitted holds (its Lease, one the Model gave) is given back, usage is
 // taken from each limit charged from usage ([ratelimit.Limit.Usage]),
 // whatever it has left, and the answer is Peek's for a request of 1. A
 // Model allows every algorithm to be charged so, the sliding log too, as
 // a count-only Limiter charges it.
-func (m *Model) End(now int64, key string, usage int, limits ...ratelimit.Limit) ratelimit.Decision {
+func (m *Model) End(now int64, key string, usage int, admitted ratelimit.Decision, limits ...ratelimit.Limit) ratelimit.Decision {
 	for _, l := range limits {
+		if l.Algorithm == ratelimit.Concurrent {
+			delete(m.state(key, l).(*slots).held, admitted.Lease)
+		}
 		if l.Usage && usage > 0 {
 			m.state(key, l).commit(now, usage)
 		}
@@ -236,6 +253,12 @@ func newModelState(l ratelimit.Limit) modelState {
 	switch l.Algorithm {
 	case ratelimit.Daily, ratelimit.Weekly, ratelimit.Monthly:
 		return newCalendar(l)
+	case ratelimit.Concurrent:
+		lease := int64(30 * time.Second / time.Microsecond)
+		if l.Window != 0 {
+			lease = w
+		}
+		return &slots{quota: l.Quota, lease: lease, held: map[string]int64{}}
 	case ratelimit.FixedWindow:
 		return &fixedWindow{quota: l.Quota, window: w}
 	case ratelimit.SlidingLog:
@@ -583,3 +606,58 @@ func (s *calendar) effective(now int64) int64 {
 	_, end := s.period(now)
 	return end - now
 }
+
+// slots: the requests in flight, each holding a lease that expires a
+// lease's length after it was taken (the Model renews nothing); a request
+// passes while fewer than quota are live, and takes one whatever its
+// cost. A denial says to retry in a second, or when the soonest lease
+// expires if sooner; nothing is promised for any time (the effective
+// window is 0); the limit is whole again when the latest lease expires.
+type slots struct {
+	quota int
+	lease int64
+	held  map[string]int64 // lease to expiry
+	next  string           // the lease commit takes
+}
+
+func (s *slots) clone() modelState {
+	c := *s
+	c.held = maps.Clone(s.held)
+	return &c
+}
+
+func (s *slots) live(now int64) (n int, soonest, last int64) {
+	for _, exp := range s.held {
+		if exp > now {
+			n++
+			if soonest == 0 || exp < soonest {
+				soonest = exp
+			}
+			last = max(last, exp)
+		}
+	}
+	return n, soonest, last
+}
+
+func (s *slots) check(now int64, _ int) (bool, int, int64) {
+	n, soonest, _ := s.live(now)
+	if n < s.quota {
+		return true, s.quota - n, 0
+	}
+	return false, 0, max(min(1_000_000, soonest-now), 1)
+}
+
+func (s *slots) commit(now int64, _ int) int64 {
+	s.held[s.next] = now + s.lease
+	_, _, last := s.live(now)
+	return last - now
+}
+
+func (s *slots) settle(now int64) int64 {
+	if n, _, last := s.live(now); n > 0 {
+		return last - now
+	}
+	return 0
+}
+
+func (s *slots) effective(int64) int64 { return 0 }

@@ -17,6 +17,7 @@
 package storetest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -92,6 +93,8 @@ func Run(t *testing.T, h Harness) {
 		{"UsageDebt", testUsageDebt},
 		{"UsageMatchesModel", testUsageMatchesModel},
 		{"UsageInvalid", testUsageInvalid},
+		{"ConcurrentSlots", testConcurrentSlots},
+		{"ConcurrentMatchesModel", testConcurrentMatchesModel},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -182,6 +185,10 @@ func brokenAnswer(d ratelimit.Decision, cost int, limits []ratelimit.Limit, peek
 	all := true
 	for i, r := range d.Results() {
 		l := limits[i]
+		cost := cost
+		if l.Algorithm == ratelimit.Concurrent {
+			cost = 1 // a slot, whatever the cost
+		}
 		switch {
 		case r.Limit != l:
 			return fmt.Sprintf("Results[%d].Limit = %v, want %v", i, r.Limit, l)
@@ -260,6 +267,9 @@ func isCalendar(l ratelimit.Limit) bool {
 // maxReset is the longest a limit can take to replenish fully. A token
 // bucket charged from usage has no bound: its debt may be any size.
 func maxReset(l ratelimit.Limit) time.Duration {
+	if l.Algorithm == ratelimit.Concurrent {
+		return cmp.Or(l.Window, 30*time.Second) // the lease
+	}
 	if l.Usage && l.Algorithm == ratelimit.TokenBucket {
 		return time.Duration(math.MaxInt64)
 	}
@@ -277,6 +287,9 @@ func maxReset(l ratelimit.Limit) time.Duration {
 // token bucket's time to refill one token (without bound for one charged
 // from usage, whose debt must be paid first).
 func maxWindow(l ratelimit.Limit) time.Duration {
+	if l.Algorithm == ratelimit.Concurrent {
+		return 0 // nothing is promised for any time
+	}
 	if l.Usage && l.Algorithm == ratelimit.TokenBucket {
 		return time.Duration(math.MaxInt64)
 	}

@@ -20,9 +20,9 @@ func usageLimits() []ratelimit.Limit {
 }
 
 // end ends a request and fails t on an error or a broken invariant.
-func end(t *testing.T, s ratelimit.Store, key string, usage int, limits ...ratelimit.Limit) ratelimit.Decision {
+func end(t *testing.T, s ratelimit.Store, key string, usage int, admitted ratelimit.Decision, limits ...ratelimit.Limit) ratelimit.Decision {
 	t.Helper()
-	d, err := s.End(context.Background(), key, usage, limitsOf(t, limits...), ratelimit.Decision{})
+	d, err := s.End(context.Background(), key, usage, limitsOf(t, limits...), admitted)
 	if err != nil {
 		t.Fatalf("End(%q, %d): %v", key, usage, err)
 	}
@@ -60,8 +60,8 @@ func testUsageDebt(t *testing.T, h Harness) {
 			if got := d.Results(); !d.Allowed || got[0].Remaining != 5 || got[1].Remaining != 97 {
 				t.Fatalf("Allow(3): got %+v; want allowed, 5 left of the usage limit (nothing taken), 97 of the other", got)
 			}
-			e := end(t, s, key, 8, limits...)
-			same("End(8)", e, m.End(c.Now().UnixMicro(), key, 8, limits...))
+			e := end(t, s, key, 8, d, limits...)
+			same("End(8)", e, m.End(c.Now().UnixMicro(), key, 8, d, limits...))
 			if got := e.Results(); got[0].Allowed || got[0].Remaining != 0 || got[1].Remaining != 97 {
 				t.Fatalf("End(8): got %+v; want the usage limit in debt, nothing left, and the other untouched", got)
 			}
@@ -123,8 +123,8 @@ func testUsageMatchesModel(t *testing.T, h Harness) {
 				continue
 			}
 			usage := rng.IntN(2*capacity(limits[0]) + 1)
-			got = end(t, s, key, usage, limits...)
-			want = m.End(c.Now().UnixMicro(), key, usage, limits...)
+			got = end(t, s, key, usage, got, limits...)
+			want = m.End(c.Now().UnixMicro(), key, usage, want, limits...)
 			if !sameDecision(got, want, tolerance) {
 				t.Fatalf("round %d step %d: %v End(%d):\ngot  %+v\nwant %+v", round, step, limits, usage, got.Results(), want.Results())
 			}

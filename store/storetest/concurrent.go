@@ -1,0 +1,121 @@
+package storetest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/ratelimit-go/ratelimit"
+)
+
+// testConcurrentSlots takes the two slots of a Concurrent limit, one by a
+// request of cost 5 (a slot is one whatever the cost); the third request
+// is denied, with a RetryAfter of at most a second, and Peek agrees; End
+// gives a slot back, which the next request takes; Reset frees them all.
+// On a pinned clock, slots whose leases were not renewed come back when
+// the leases end.
+func testConcurrentSlots(t *testing.T, h Harness) {
+	s, c := h.one(t)
+	key := uniqueKey(t, "k")
+	limits := []ratelimit.Limit{{Algorithm: ratelimit.Concurrent, Quota: 2, Name: "in-flight"}, ratelimit.PerMinute(100)}
+	first := allow(t, s, key, 5, limits...)
+	second := allow(t, s, key, 1, limits...)
+	for i, d := range []ratelimit.Decision{first, second} {
+		if r := d.Results()[0]; !d.Allowed || r.Remaining != 1-i || d.Lease == "" {
+			t.Fatalf("request %d: got %+v, lease %q; want allowed with %d slots left and a lease", i, d.Results(), d.Lease, 1-i)
+		}
+	}
+	if first.Lease == second.Lease {
+		t.Fatalf("two requests got the same lease %q", first.Lease)
+	}
+	if got := first.Results()[1].Remaining; got != 95 {
+		t.Fatalf("the other limit: got %d left, want 95: the cost is taken there", got)
+	}
+	d := allow(t, s, key, 1, limits...)
+	if r := d.Results()[0]; d.Allowed || r.Remaining != 0 || r.RetryAfter <= 0 || r.RetryAfter > time.Second || d.Lease != "" {
+		t.Fatalf("a third request: got %+v, lease %q; want denied with 0 left, retry within a second, no lease", d.Results(), d.Lease)
+	}
+	if p := peek(t, s, key, 1, limits...); p.Allowed || p.Results()[0].Remaining != 0 {
+		t.Fatalf("Peek with every slot taken: got %+v, want a denial", p.Results())
+	}
+	e := end(t, s, key, 0, first, limits...)
+	if r := e.Results()[0]; !r.Allowed || r.Remaining != 1 {
+		t.Fatalf("End: got %+v, want a slot back", e.Results())
+	}
+	third := allow(t, s, key, 1, limits...)
+	if !third.Allowed {
+		t.Fatalf("after End: denied, want the slot given back; %+v", third.Results())
+	}
+	if err := s.Reset(context.Background(), key, limitsOf(t, limits...)); err != nil {
+		t.Fatal(err)
+	}
+	if p := peek(t, s, key, 1, limits...); p.Results()[0].Remaining != 2 {
+		t.Fatalf("after Reset: %d slots left, want 2", p.Results()[0].Remaining)
+	}
+	if !c.Pinned() {
+		return
+	}
+	a, b := allow(t, s, key, 1, limits...), allow(t, s, key, 1, limits...)
+	if !a.Allowed || !b.Allowed || allow(t, s, key, 1, limits...).Allowed {
+		t.Fatalf("taking both slots again failed")
+	}
+	c.Advance(30*time.Second - time.Microsecond)
+	if allow(t, s, key, 1, limits...).Allowed {
+		t.Fatalf("1µs before the leases end: allowed, want denied")
+	}
+	c.Advance(time.Microsecond)
+	if d := allow(t, s, key, 1, limits...); !d.Allowed || d.Results()[0].Remaining != 1 {
+		t.Fatalf("when the leases end: got %+v, want their slots back", d.Results())
+	}
+}
+
+// testConcurrentMatchesModel replays random requests that take slots of
+// a Concurrent limit, beside another limit, and end in a random order,
+// some never (their leases run out), and wants the Model's answers to
+// Allow and End: exactly on a pinned clock, whose steps reach past a
+// lease now and then, and within a second on a real one.
+func testConcurrentMatchesModel(t *testing.T, h Harness) {
+	s, c := h.one(t)
+	rng := newRand(t)
+	_, rounds, steps, tolerance := modelTraffic(c)
+	const lease = 2 * time.Second
+	var m Model
+	for round := range rounds {
+		limits := []ratelimit.Limit{{Algorithm: ratelimit.Concurrent, Quota: 1 + rng.IntN(4), Window: lease}}
+		if rng.IntN(2) == 0 {
+			limits = append(limits, ratelimit.Limit{Quota: 5 + rng.IntN(10), Window: time.Hour, Usage: rng.IntN(2) == 0})
+		}
+		key := uniqueKey(t, string(rune('a'+round%26))+"c")
+		type open struct{ got, want ratelimit.Decision }
+		var flight []open
+		for step := range steps {
+			if c.Pinned() && rng.IntN(4) == 0 {
+				c.Advance(time.Duration(rng.Int64N(int64(lease * 3 / 2))).Truncate(time.Microsecond))
+			}
+			if len(flight) > 0 && rng.IntN(2) == 0 {
+				i := rng.IntN(len(flight))
+				o := flight[i]
+				flight = append(flight[:i], flight[i+1:]...)
+				usage := rng.IntN(3)
+				got := end(t, s, key, usage, o.got, limits...)
+				want := m.End(c.Now().UnixMicro(), key, usage, o.want, limits...)
+				if !sameDecision(got, want, tolerance) {
+					t.Fatalf("round %d step %d: %v End(%d):\ngot  %+v\nwant %+v", round, step, limits, usage, got.Results(), want.Results())
+				}
+				continue
+			}
+			cost := 1 + rng.IntN(3)
+			got := allow(t, s, key, cost, limits...)
+			want := m.Allow(c.Now().UnixMicro(), key, cost, limits...)
+			if !sameDecision(got, want, tolerance) {
+				t.Fatalf("round %d step %d: %v cost %d:\ngot  %+v\nwant %+v", round, step, limits, cost, got.Results(), want.Results())
+			}
+			if got.Allowed {
+				flight = append(flight, open{got, want})
+			}
+		}
+		for _, o := range flight {
+			end(t, s, key, 0, o.got, limits...)
+		}
+	}
+}
