@@ -154,9 +154,10 @@ type Limit struct {
 	// once the response is done, the usage the handler reported (see
 	// [Charge]) is taken from it, whatever it has left. A limit used past
 	// its quota is in debt and denies until time pays the debt back. Every
-	// algorithm but SlidingLog, which keeps an entry per unit, can be
-	// charged this way. Usage is not state: the same limit with and
-	// without it counts in the same place.
+	// algorithm but SlidingLog, which keeps an entry per unit, and
+	// Concurrent can be charged this way. A limit charged from usage counts
+	// apart from one that is not: 20 requests and 40,000 tokens a minute
+	// are two limits of one set.
 	Usage bool
 
 	// Name names the limit in RateLimit-Policy headers, logs and errors:
@@ -203,6 +204,9 @@ func (l Limit) String() string {
 		}
 		b.WriteString(" in ")
 		b.WriteString(cmp.Or(l.Zone, "UTC"))
+		if l.Usage {
+			b.WriteString(", charged from usage")
+		}
 		return b.String()
 	}
 	b.WriteString(" per ")
@@ -216,6 +220,9 @@ func (l Limit) String() string {
 	if l.Precision != 0 {
 		b.WriteString(", precision ")
 		b.WriteString(formatDuration(l.Precision))
+	}
+	if l.Usage {
+		b.WriteString(", charged from usage")
 	}
 	return b.String()
 }
@@ -377,12 +384,12 @@ func (l Limit) checkCalendar() (field, problem string) {
 func (l Limit) stateOf() Limit {
 	l = l.withDefaults()
 	if l.Algorithm.calendar() {
-		return Limit{Algorithm: l.Algorithm, Zone: cmp.Or(l.Zone, "UTC"), Weekday: l.Weekday}
+		return Limit{Algorithm: l.Algorithm, Zone: cmp.Or(l.Zone, "UTC"), Weekday: l.Weekday, Usage: l.Usage}
 	}
 	if l.Algorithm == Concurrent {
 		return Limit{Algorithm: Concurrent} // one count of requests in flight
 	}
-	s := Limit{Algorithm: l.Algorithm, Window: l.Window}
+	s := Limit{Algorithm: l.Algorithm, Window: l.Window, Usage: l.Usage}
 	switch l.Algorithm {
 	case SlidingWindow:
 		s.Precision = l.Precision

@@ -37,6 +37,9 @@ func TestLimitString(t *testing.T) {
 		{Limit{Quota: 7, Window: 2 * time.Second, Precision: 1500 * time.Microsecond}, "7 per 2s, sliding-window, precision 1.5ms"},
 		{Limit{Quota: 1, Window: 1500 * time.Millisecond}, "1 per 1.5s, sliding-window"},
 		{Limit{Algorithm: Monthly, Quota: 1_000_000, Name: "gen-month"}, "gen-month: 1000000 per calendar month in UTC"},
+		{Limit{Algorithm: Monthly, Quota: 1_000_000, Usage: true}, "1000000 per calendar month in UTC, charged from usage"},
+		{Limit{Quota: 40_000, Window: time.Minute, Usage: true}, "40000 per 1m, sliding-window, charged from usage"},
+		{Limit{Algorithm: Concurrent, Quota: 4, Name: "gen-concurrent"}, "gen-concurrent: 4 in flight, leases of 30s"},
 		{Limit{Algorithm: Daily, Quota: 50, Zone: "Europe/Paris"}, "50 per calendar day in Europe/Paris"},
 		{Limit{Algorithm: Weekly, Quota: 9, Zone: "America/New_York", Weekday: time.Monday}, "9 per calendar week from Monday in America/New_York"},
 	}

@@ -274,7 +274,7 @@ func TestCountOnlyRaceBound(t *testing.T) {
 	if got := served.Load(); got < quota || got > quota+workers {
 		t.Errorf("served %d failures, want from %d to quota + the requests in flight at once (%d)", got, quota, quota+workers)
 	}
-	if count, err := c.Get(t.Context(), prefix+"{race|*|ip:192.0.2.1}:f60000").Int(); err != nil || int64(count) != served.Load() {
+	if count, err := c.Get(t.Context(), prefix+"{race|*|ip:192.0.2.1}:f60000/u").Int(); err != nil || int64(count) != served.Load() {
 		t.Errorf("the counter holds %d (%v), want every failure served, %d", count, err, served.Load())
 	}
 	if w := serve(h, "POST", "/login"); w.Code != http.StatusTooManyRequests {

@@ -28,6 +28,8 @@ func main() {
 		mux.Handle("POST /login", a.Logins.Handler(http.HandlerFunc(a.Login)))
 		mux.HandleFunc("GET /quota", a.Quota)
 		mux.Handle("GET /api/", a.API.Handler(http.HandlerFunc(app.API)))
+		mux.Handle("POST /v1/generate", app.Checked(a.Gen.Handler(http.HandlerFunc(app.Generate))))
+		mux.HandleFunc("GET /v1/quota", a.GenQuota)
 		mux.Handle("GET /metrics", a.MetricsHandler())
 		return mux
 	}))

@@ -19,6 +19,12 @@ func main() {
 		router.POST("/login", ginlimit.New(a.Logins), gin.WrapF(a.Login))
 		router.GET("/quota", gin.WrapF(a.Quota))
 		router.GET("/api/*path", ginlimit.New(a.API), gin.WrapF(app.API))
+		router.POST("/v1/generate", func(c *gin.Context) {
+			if !app.CheckGenerate(c.Writer, c.Request) {
+				c.Abort()
+			}
+		}, ginlimit.New(a.Gen), gin.WrapF(app.Generate))
+		router.GET("/v1/quota", gin.WrapF(a.GenQuota))
 		router.GET("/metrics", gin.WrapH(a.MetricsHandler()))
 		return router
 	}))

@@ -61,9 +61,12 @@ type Limit struct {
 	Usage bool
 }
 
-// ChargedFromUsage marks c as charged from usage (ratelimit.Limit.Usage).
+// ChargedFromUsage marks c as charged from usage (ratelimit.Limit.Usage):
+// its state is apart from that of the same limit not charged so, which
+// counts requests rather than what they use.
 func (c *Limit) ChargedFromUsage() {
 	c.Usage = true
+	c.Suffix += "/u"
 	if c.Calendar != nil {
 		c.Calendar.usage = true // its Args are made with the time
 		return

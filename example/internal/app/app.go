@@ -117,6 +117,8 @@ type App struct {
 	// API limits GET /api/ by X-API-Key, by plan: keys beginning "pro-"
 	// get ProLimits, others APILimits.
 	API *ratelimit.Limiter
+	// Gen limits POST /v1/generate by X-API-Key, with GenLimits.
+	Gen *ratelimit.Limiter
 	// Metrics counts the three Limiters' decisions and watches the
 	// Fallback, if any; MetricsHandler serves them.
 	Metrics *ratelimitprom.Metrics
@@ -196,6 +198,10 @@ func New(c Config) (*App, error) {
 		ratelimit.WithLimitsFunc(Plan),
 		observe,
 	); err != nil {
+		a.Close()
+		return nil, err
+	}
+	if a.Gen, err = ratelimit.New(s, "gen", ratelimit.WithKey(apiKey), ratelimit.WithLimits(GenLimits...), observe); err != nil {
 		a.Close()
 		return nil, err
 	}
@@ -341,6 +347,12 @@ func (a *App) Describe(w io.Writer) {
 		}
 		fmt.Fprintf(w, "  GET /api/    per X-API-Key, %s: %s\n", plan.name, strings.Join(api, " and "))
 	}
+	var gen []string
+	for _, l := range GenLimits {
+		gen = append(gen, l.String())
+	}
+	fmt.Fprintf(w, "  POST /v1/generate?tokens=N&hold_ms=M  per X-API-Key, tokens charged from the response: %s\n", strings.Join(gen, "; "))
+	fmt.Fprintln(w, "  GET /v1/quota  what each policy of POST /v1/generate has left for the caller's key")
 }
 
 // Home answers GET /.

@@ -1,0 +1,98 @@
+package app
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/ratelimit-go/ratelimit"
+)
+
+// GenLimits are the limits of POST /v1/generate, a model API's, per API
+// key: requests a minute, tokens a minute charged from what each
+// response generated, requests in flight, and tokens per calendar month.
+var GenLimits = []ratelimit.Limit{
+	{Quota: 20, Window: time.Minute, Name: "gen-rpm"},
+	{Quota: 40_000, Window: time.Minute, Usage: true, Name: "gen-tpm"},
+	{Algorithm: ratelimit.Concurrent, Quota: 4, Name: "gen-concurrent"},
+	{Algorithm: ratelimit.Monthly, Quota: 1_000_000, Usage: true, Name: "gen-month"},
+}
+
+// The bounds of POST /v1/generate's parameters.
+const (
+	maxTokens = 100_000
+	maxHold   = 10_000 // ms
+)
+
+// generateParams returns r's tokens and hold_ms, and whether both are
+// whole numbers within their bounds.
+func generateParams(r *http.Request) (tokens, hold int, ok bool) {
+	q := r.URL.Query()
+	tokens, err1 := strconv.Atoi(q.Get("tokens"))
+	hold, err2 := strconv.Atoi(q.Get("hold_ms"))
+	return tokens, hold, err1 == nil && err2 == nil && tokens >= 0 && tokens <= maxTokens && hold >= 0 && hold <= maxHold
+}
+
+// CheckGenerate answers 400 to a POST /v1/generate whose tokens or
+// hold_ms is missing or out of bounds, and reports whether r may go on:
+// it runs before the Limiter, so that a bad request counts nowhere.
+func CheckGenerate(w http.ResponseWriter, r *http.Request) bool {
+	if _, _, ok := generateParams(r); !ok {
+		http.Error(w, "tokens must be 0 to 100000 and hold_ms 0 to 10000", http.StatusBadRequest)
+		return false
+	}
+	return true
+}
+
+// Checked runs CheckGenerate before next: POST /v1/generate on net/http.
+func Checked(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if CheckGenerate(w, r) {
+			next.ServeHTTP(w, r)
+		}
+	})
+}
+
+// Generate answers POST /v1/generate?tokens=N&hold_ms=M, standing in for
+// a model: it works for M milliseconds (less if the client goes away),
+// reports N tokens as the request's usage before it answers, so that the
+// headers count them, and answers {"tokens": N}.
+func Generate(w http.ResponseWriter, r *http.Request) {
+	tokens, hold, _ := generateParams(r)
+	t := time.NewTimer(time.Duration(hold) * time.Millisecond)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-r.Context().Done():
+		return // the client went away: nothing was generated
+	}
+	ratelimit.Charge(r.Context(), tokens)
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(struct {
+		Tokens int `json:"tokens"`
+	}{tokens})
+}
+
+// GenQuota answers GET /v1/quota: for the caller's API key, what each
+// policy of POST /v1/generate has left, without spending anything.
+func (a *App) GenQuota(w http.ResponseWriter, r *http.Request) {
+	d, err := a.Gen.Peek(r)
+	if err != nil {
+		http.Error(w, "the quota cannot be read now", http.StatusServiceUnavailable)
+		return
+	}
+	type policy struct {
+		Policy    string `json:"policy"`
+		Limit     int    `json:"limit"`
+		Remaining int    `json:"remaining"`
+		ResetMS   int64  `json:"reset_ms"`
+	}
+	out := []policy{}
+	for _, res := range d.Results() {
+		reset := (res.ResetAfter + time.Millisecond - 1) / time.Millisecond
+		out = append(out, policy{res.Limit.Name, res.Limit.Quota, res.Remaining, int64(reset)})
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(out)
+}
