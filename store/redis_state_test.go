@@ -121,6 +121,7 @@ func TestKeysHaveTTL(t *testing.T) {
 		{Quota: 4, Window: 4 * time.Second, Precision: time.Second},
 		ratelimit.Limit{Algorithm: ratelimit.TokenBucket, Quota: 2, Window: 5 * time.Second, Burst: 4},
 		{Algorithm: ratelimit.Daily, Quota: 40, Zone: "Europe/Paris"},
+		{Algorithm: ratelimit.Concurrent, Quota: 4, Window: 3 * time.Second},
 	}
 	// On a real server the clock advances by sleeping, about 7s for 150
 	// requests: 50 unless RATELIMIT_FAULTS=1, which runs the long tests.

@@ -7,8 +7,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/adapters/adaptertest"
@@ -152,4 +154,42 @@ func serveRoutes(l *ratelimit.Limiter) http.Handler {
 	e.GET("/users/:id", echo.WrapHandler(http.HandlerFunc(adaptertest.OK)))
 	e.GET("/files/*", echo.WrapHandler(http.HandlerFunc(adaptertest.OK)))
 	return e
+}
+
+// TestSlotGivenBackHoweverTheHandlersEnd: a request's slot of a limit of
+// one request in flight is given back, and its usage charged, when the
+// handler returns an error, and when it panics (Echo's Recover answers
+// it).
+func TestSlotGivenBackHoweverTheHandlersEnd(t *testing.T) {
+	l, err := ratelimit.New(adaptertest.NewStore(t), "test", ratelimit.WithLimits(
+		ratelimit.Limit{Algorithm: ratelimit.Concurrent, Quota: 1, Name: "slot"},
+		ratelimit.Limit{Algorithm: ratelimit.FixedWindow, Quota: 100, Window: time.Minute, Usage: true, Name: "tokens"},
+	))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := echo.New()
+	e.Use(middleware.Recover(), echolimit.New(l))
+	e.GET("/error", func(c echo.Context) error {
+		ratelimit.Charge(c.Request().Context(), 10)
+		return echo.NewHTTPError(http.StatusForbidden)
+	})
+	e.GET("/panic", func(c echo.Context) error {
+		ratelimit.Charge(c.Request().Context(), 10)
+		panic("the handler failed")
+	})
+	for i, path := range []string{"/error", "/panic", "/error", "/panic"} {
+		w := httptest.NewRecorder()
+		e.ServeHTTP(w, httptest.NewRequest("GET", path, nil))
+		if w.Code == http.StatusTooManyRequests {
+			t.Fatalf("request %d (%s): 429: an earlier request kept its slot", i, path)
+		}
+	}
+	d, err := l.Peek(httptest.NewRequest("GET", "/", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := d.Results()[1].Remaining; got != 60 {
+		t.Errorf("tokens left: %d, want 60: each of the 4 requests charged its 10", got)
+	}
 }

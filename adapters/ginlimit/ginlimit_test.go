@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -124,4 +125,41 @@ func serveRoutes(l *ratelimit.Limiter) http.Handler {
 	router.GET("/users/:id", gin.WrapF(adaptertest.OK))
 	router.GET("/files/*path", gin.WrapF(adaptertest.OK))
 	return router
+}
+
+// TestSlotGivenBackHoweverTheHandlersEnd: a request's slot of a limit of
+// one request in flight is given back, and its usage charged, when a
+// later handler aborts, and when one panics (Gin's Recovery answers it).
+func TestSlotGivenBackHoweverTheHandlersEnd(t *testing.T) {
+	l, err := ratelimit.New(adaptertest.NewStore(t), "test", ratelimit.WithLimits(
+		ratelimit.Limit{Algorithm: ratelimit.Concurrent, Quota: 1, Name: "slot"},
+		ratelimit.Limit{Algorithm: ratelimit.FixedWindow, Quota: 100, Window: time.Minute, Usage: true, Name: "tokens"},
+	))
+	if err != nil {
+		t.Fatal(err)
+	}
+	router := gin.New()
+	router.Use(gin.Recovery(), ginlimit.New(l))
+	router.GET("/abort", func(c *gin.Context) {
+		ratelimit.Charge(c.Request.Context(), 10)
+		c.AbortWithStatus(http.StatusForbidden)
+	})
+	router.GET("/panic", func(c *gin.Context) {
+		ratelimit.Charge(c.Request.Context(), 10)
+		panic("the handler failed")
+	})
+	for i, path := range []string{"/abort", "/panic", "/abort", "/panic"} {
+		w := httptest.NewRecorder()
+		router.ServeHTTP(w, httptest.NewRequest("GET", path, nil))
+		if w.Code == http.StatusTooManyRequests {
+			t.Fatalf("request %d (%s): 429: an earlier request kept its slot", i, path)
+		}
+	}
+	d, err := l.Peek(httptest.NewRequest("GET", "/", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := d.Results()[1].Remaining; got != 60 {
+		t.Errorf("tokens left: %d, want 60: each of the 4 requests charged its 10", got)
+	}
 }
