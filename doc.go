@@ -34,7 +34,11 @@
 //
 // A [Limit] says how many requests a key may make per window and how they
 // are counted: [SlidingWindow] (the default), [FixedWindow], [SlidingLog]
-// or [TokenBucket]. [NewLimits] checks a set of limits once; a [Store]
+// or [TokenBucket]; per calendar day, week or month in a time zone
+// ([Daily], [Weekly], [Monthly]); or how many may be in flight at once
+// ([Concurrent]). A limit may count what requests use, reported by their
+// handlers with [Charge] once known ([Limit].Usage): tokens, bytes,
+// points. [NewLimits] checks a set of limits once; a [Store]
 // decides a request against all of them at once, atomically, and answers
 // with a [Decision] holding one [Result] per limit. The package store has
 // a Redis store, an in-process Memory store and a Fallback that keeps

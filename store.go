@@ -193,7 +193,9 @@ func (d *Decision) results() []Result {
 // counted.
 //
 // Limits with a ban (see [Limits.WithBan]) count every denial Wait meets
-// towards it, as they would a client's; a ban's RetryAfter is its end.
+// towards it, as they would a client's; a ban's RetryAfter is its end. A
+// decision that holds a slot of a [Concurrent] limit (Decision.Lease) is
+// the caller's to end with [Store].End when its work is done.
 func Wait(ctx context.Context, s Store, key string, cost int, limits *Limits, maxWait time.Duration) (Decision, error) {
 	if maxWait < 0 {
 		return Decision{}, fmt.Errorf("%w: Wait: maxWait is negative: %v", ErrInvalid, maxWait)
