@@ -63,8 +63,12 @@ func FuzzDecide(f *testing.F) {
 		rig := theFuzzRig()
 		rig.runs++
 		key := fmt.Sprintf("fuzz-%d", rig.runs)
+		a := ratelimit.Algorithm(algorithm % 5)
+		if a == 4 {
+			a = 200 // an unknown algorithm
+		}
 		l := ratelimit.Limit{
-			Algorithm: ratelimit.Algorithm(algorithm % 5), // 4: an unknown algorithm
+			Algorithm: a,
 			Quota:     quota,
 			Window:    time.Duration(windowMS) * time.Millisecond,
 			Burst:     burst,
