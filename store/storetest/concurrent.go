@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -85,7 +86,7 @@ func testConcurrentMatchesModel(t *testing.T, h Harness) {
 		if rng.IntN(2) == 0 {
 			limits = append(limits, ratelimit.Limit{Quota: 5 + rng.IntN(10), Window: time.Hour, Usage: rng.IntN(2) == 0})
 		}
-		key := uniqueKey(t, string(rune('a'+round%26))+"c")
+		key := uniqueKey(t, strconv.Itoa(round)+"c")
 		type open struct{ got, want ratelimit.Decision }
 		var flight []open
 		for step := range steps {

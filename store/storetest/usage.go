@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -108,7 +109,7 @@ func testUsageMatchesModel(t *testing.T, h Harness) {
 				limits[i].Usage = true
 			}
 		}
-		key := uniqueKey(t, string(rune('a'+round%26))+"u")
+		key := uniqueKey(t, strconv.Itoa(round)+"u")
 		for step := range steps {
 			if c.Pinned() {
 				c.Advance(randomAdvance(rng, limits))
