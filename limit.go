@@ -160,6 +160,13 @@ type Limit struct {
 	// are two limits of one set.
 	Usage bool
 
+	// Cost, when not zero, is what every request takes from this limit,
+	// whatever its cost ([WithCost]): 1 for a limit that counts requests
+	// beside limits charged from usage whose expected usage WithCost
+	// gives. From 1 to the limit's capacity. Zero means the request's
+	// cost. A limit charged from usage, or Concurrent, leaves it zero.
+	Cost int
+
 	// Name names the limit in RateLimit-Policy headers, logs and errors:
 	// printable ASCII, at most 64 bytes. Empty means a name made of the
 	// other fields. A name is a label only: renaming a limit keeps its
@@ -204,9 +211,7 @@ func (l Limit) String() string {
 		}
 		b.WriteString(" in ")
 		b.WriteString(cmp.Or(l.Zone, "UTC"))
-		if l.Usage {
-			b.WriteString(", charged from usage")
-		}
+		l.writeCounting(&b)
 		return b.String()
 	}
 	b.WriteString(" per ")
@@ -221,10 +226,21 @@ func (l Limit) String() string {
 		b.WriteString(", precision ")
 		b.WriteString(formatDuration(l.Precision))
 	}
+	l.writeCounting(&b)
+	return b.String()
+}
+
+// writeCounting ends l's String with what it counts, when not the
+// request's cost.
+func (l Limit) writeCounting(b *strings.Builder) {
 	if l.Usage {
 		b.WriteString(", charged from usage")
 	}
-	return b.String()
+	if l.Cost != 0 {
+		b.WriteString(", ")
+		b.WriteString(strconv.Itoa(l.Cost))
+		b.WriteString(" a request")
+	}
 }
 
 // formatDuration writes d like [time.Duration.String] without trailing
@@ -279,6 +295,12 @@ func (l Limit) check() (field, problem string) {
 		return "Zone", fmt.Sprintf("is only used by daily, weekly and monthly limits, not %v; leave it empty", l.Algorithm)
 	case l.Weekday != 0 && l.Algorithm != Weekly:
 		return "Weekday", fmt.Sprintf("is only used by weekly limits, not %v; leave it zero", l.Algorithm)
+	case l.Cost < 0:
+		return "Cost", fmt.Sprintf("must be zero (the request's cost) or from 1 to the capacity, got %d", l.Cost)
+	case l.Cost != 0 && (l.Usage || l.Algorithm == Concurrent):
+		return "Cost", "is what a request takes before it runs: a limit charged from usage, or of requests in flight, leaves it zero"
+	case l.Cost > 0 && l.Cost > l.capacity():
+		return "Cost", fmt.Sprintf("%d exceeds the limit's capacity %d: no request could pass", l.Cost, l.capacity())
 	case l.Usage && l.Algorithm == SlidingLog:
 		return "Usage", "cannot charge a sliding-log: it keeps an entry per unit, and a charge has no bound; use sliding-window (SlidingWindow)"
 	case l.Algorithm.calendar():

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -192,5 +193,42 @@ func TestUsageDebtDenies(t *testing.T) {
 	now = now.Add(time.Minute)
 	if w = serve(h, "GET", "/"); w.Code != 200 {
 		t.Fatalf("a window later: got %d, want 200", w.Code)
+	}
+}
+
+// TestUsageWithAnEstimate: WithCost gives the usage a request is expected
+// to use; a limit of requests with a Cost of 1 takes one a request, and
+// the limit charged from usage needs room for the estimate before the
+// handler, all in one decision.
+func TestUsageWithAnEstimate(t *testing.T) {
+	s, err := store.NewMemory(store.MemoryOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	estimate := func(r *http.Request) int { n, _ := strconv.Atoi(r.URL.Query().Get("max_tokens")); return n }
+	l := newLimiter(t, s, "estimate", ratelimit.WithCost(estimate), ratelimit.WithLimits(
+		ratelimit.Limit{Quota: 10, Window: time.Minute, Cost: 1, Name: "requests"},
+		tokens,
+	))
+	h := l.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ratelimit.Charge(r.Context(), 30) // used less than expected
+	}))
+	for i, tt := range []struct {
+		maxTokens int
+		want      int
+		requests  int // left
+		tokens    int // left
+	}{
+		{60, 200, 9, 70}, // room for 60 of 100: passes, charged 30
+		{60, 200, 8, 40}, // room for 60 of 70
+		{60, 429, 8, 40}, // no room for 60 of 40: denied, nothing taken from requests
+		{40, 200, 7, 10}, // room for 40 of 40
+	} {
+		w := serve(h, "GET", "/?max_tokens="+strconv.Itoa(tt.maxTokens))
+		d, _ := l.Peek(httptest.NewRequest("GET", "/?max_tokens=1", nil))
+		if w.Code != tt.want || d.Results()[0].Remaining != tt.requests || d.Results()[1].Remaining != tt.tokens {
+			t.Errorf("request %d (max_tokens %d): got %d, %d requests and %d tokens left; want %d, %d and %d",
+				i, tt.maxTokens, w.Code, d.Results()[0].Remaining, d.Results()[1].Remaining, tt.want, tt.requests, tt.tokens)
+		}
 	}
 }

@@ -21,7 +21,7 @@ local function charge()
   -- A calendar whose periods do not hold Redis's time fails before any
   -- write, so that the store may ask again.
   while a <= #ARGV do
-    if string.lower(ARGV[a]) == 'c' then
+    if string.lower(kind(ARGV[a])) == 'c' then
       calendar_period(tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), now)
     end
     a = a + 6 + 2 * tonumber(ARGV[a + 5])

@@ -71,8 +71,20 @@ local CHECK, COMMIT, SETTLE, DECIDE, CHARGE, PEEK = 1, 2, 3, 4, 5, 6
 -- algorithm's code in upper case: a request passes it while its cost
 -- fits, as any other, but takes nothing from it; the usage is charged
 -- once the response is done (see end.lua). Its algorithm is the same.
+-- A limit that takes the same units from every request, whatever its
+-- cost (ratelimit.Limit.Cost), has them after its code: "s1".
 local function algorithm(code)
-  return algorithms[string.lower(code)]
+  return algorithms[string.lower(string.sub(code, 1, 1))]
+end
+
+-- kind returns code's algorithm letter, without the units after it.
+local function kind(code)
+  return string.sub(code, 1, 1)
+end
+
+-- cost_of returns what a request of cost takes from the limit of code.
+local function cost_of(code, cost)
+  return tonumber(string.sub(code, 2)) or cost
 end
 
 -- usage reports whether code is that of a limit charged from usage.
@@ -114,31 +126,30 @@ end
 local function decide_limits(k, n, a, now)
   local cost = tonumber(ARGV[a])
   local alg, pa, pb, pc, s1, s2, s3, ok, remaining, reset, retry, window = {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}
-  local later, slot = {}, {} -- charged from usage: checked, not taken; a slot: one taken
+  local later, slot, costs = {}, {}, {} -- charged from usage: checked, not taken; a slot: one taken
   local pass = true
   for i = 1, n do
     local j = a + 4 * i - 2
-    alg[i], later[i], slot[i] = algorithm(ARGV[j]), usage(ARGV[j]), ARGV[j] == 'k'
-
+    alg[i], later[i], slot[i], costs[i] = algorithm(ARGV[j]), usage(ARGV[j]), ARGV[j] == 'k', cost_of(ARGV[j], cost)
     pa[i], pb[i], pc[i] = tonumber(ARGV[j + 1]), tonumber(ARGV[j + 2]), tonumber(ARGV[j + 3])
-    if now == 0 and not clockless[ARGV[j]] then
+    if now == 0 and not clockless[kind(ARGV[j])] then
       now = clock()
     end
   end
   for i = 1, n do
-    ok[i], remaining[i], retry[i], s1[i], s2[i], s3[i] = alg[i](CHECK, KEYS[k + i], cost, pa[i], pb[i], pc[i], now)
+    ok[i], remaining[i], retry[i], s1[i], s2[i], s3[i] = alg[i](CHECK, KEYS[k + i], costs[i], pa[i], pb[i], pc[i], now)
     pass = pass and ok[i]
   end
   for i = 1, n do
     if pass and not later[i] then
-      reset[i], window[i] = alg[i](COMMIT, KEYS[k + i], cost, pa[i], pb[i], pc[i], now, s1[i], s2[i], s3[i])
+      reset[i], window[i] = alg[i](COMMIT, KEYS[k + i], costs[i], pa[i], pb[i], pc[i], now, s1[i], s2[i], s3[i])
       if slot[i] then
         remaining[i] = remaining[i] - 1
       else
-        remaining[i] = remaining[i] - cost
+        remaining[i] = remaining[i] - costs[i]
       end
     else
-      reset[i], window[i] = alg[i](SETTLE, KEYS[k + i], cost, pa[i], pb[i], pc[i], now, s1[i], s2[i], s3[i])
+      reset[i], window[i] = alg[i](SETTLE, KEYS[k + i], costs[i], pa[i], pb[i], pc[i], now, s1[i], s2[i], s3[i])
     end
     ok[i] = ok[i] and 1 or 0
   end
@@ -152,10 +163,10 @@ local function peek_limits(reply, n, a, cost)
   for i = 1, n do
     local j = a + 4 * (i - 1)
     local code, now = ARGV[j], 0
-    if not clockless[code] then
+    if not clockless[kind(code)] then
       now = clock()
     end
-    local ok, remaining, reset, retry, window = algorithm(code)(PEEK, KEYS[i], cost,
+    local ok, remaining, reset, retry, window = algorithm(code)(PEEK, KEYS[i], cost_of(code, cost),
       tonumber(ARGV[j + 1]), tonumber(ARGV[j + 2]), tonumber(ARGV[j + 3]), now)
     reply[#reply + 1] = string.format('%d %d %d %d %d', ok, remaining, reset, retry, window)
   end
@@ -240,7 +251,7 @@ local function decide_ban(k, n, a)
   local pass, ok, remaining, reset, retry, window
   if n == 1 and not usage(ARGV[a + 2]) then
     ok, remaining, reset, retry, window = {}, {}, {}, {}, {}
-    ok[1], remaining[1], reset[1], retry[1], window[1] = algorithm(ARGV[a + 2])(DECIDE, KEYS[k + 1], tonumber(ARGV[a]),
+    ok[1], remaining[1], reset[1], retry[1], window[1] = algorithm(ARGV[a + 2])(DECIDE, KEYS[k + 1], cost_of(ARGV[a + 2], tonumber(ARGV[a])),
       tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5]), now)
     pass = ok[1] == 1
   else
@@ -275,10 +286,10 @@ local function decide_one(k, n, a)
   end
   if n == 1 and not usage(ARGV[a + 2]) then
     local code, now = ARGV[a + 2], 0
-    if not clockless[code] then
+    if not clockless[kind(code)] then
       now = clock()
     end
-    local ok, remaining, reset, retry, window = algorithm(code)(DECIDE, KEYS[k + 1], cost,
+    local ok, remaining, reset, retry, window = algorithm(code)(DECIDE, KEYS[k + 1], cost_of(code, cost),
       tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5]), now)
     return string.format('%d %d %d %d %d', ok, remaining, reset, retry, window)
   end

@@ -27,7 +27,7 @@ local function end_request()
   -- write, so that the store may ask again.
   for i = 1, n do
     local j = 4 * i - 1
-    if string.lower(ARGV[j]) == 'c' then
+    if string.lower(kind(ARGV[j])) == 'c' then
       calendar_period(tonumber(ARGV[j + 2]), tonumber(ARGV[j + 3]), clock())
     end
   end

@@ -55,7 +55,7 @@ func (f *Fallback) allowLocally(ctx context.Context, key string, cost int, limit
 	if d.Allowed {
 		for _, e := range entries {
 			if !e.c.Usage { // charged once the response is done: see endLocally
-				e.spend(int64(cost), now)
+				e.spend(e.c.CostFor(int64(cost)), now)
 			}
 		}
 	}
@@ -227,7 +227,7 @@ func tooCostly(cost int, limits []ratelimit.Limit, local *spec.Set) ratelimit.De
 	for i := range rs {
 		r := &rs[i]
 		c := &local.Limits[i]
-		r.Allowed = int64(cost) <= c.Capacity || c.Algorithm == spec.Concurrent
+		r.Allowed = int64(cost) <= c.Capacity || c.Algorithm == spec.Concurrent || c.Cost != 0
 		if !r.Allowed {
 			// A window from now: the time until a share as large as the
 			// limit's own comes back. A calendar's is its period's end.

@@ -162,7 +162,7 @@ func (m *memory) decide(key string, cost int, limits []ratelimit.Limit, set *spe
 		s := k.limit(c, now)
 		states = append(states, s)
 		var o outcome
-		o.ok, o.remaining, o.retry = s.state.of(c).check(c, now, c64)
+		o.ok, o.remaining, o.retry = s.state.of(c).check(c, now, c.CostFor(c64))
 		out = append(out, o)
 		allowed = allowed && o.ok
 	}
@@ -174,11 +174,11 @@ func (m *memory) decide(key string, cost int, limits []ratelimit.Limit, set *spe
 				id = newLeaseID()
 				s.state.slots.pending = id
 			}
-			out[i].reset = s.state.of(c).commit(c, now, c64)
+			out[i].reset = s.state.of(c).commit(c, now, c.CostFor(c64))
 			if i == set.Slot {
 				out[i].remaining-- // one slot, whatever the cost
 			} else {
-				out[i].remaining -= c64
+				out[i].remaining -= c.CostFor(c64)
 			}
 			s.expires = now + keyTTL(c, out[i].reset)
 			latest = max(latest, s.expires)
@@ -213,7 +213,7 @@ func (m *memory) decide(key string, cost int, limits []ratelimit.Limit, set *spe
 // decideOne is decide for the common request with one limit, in fewer
 // steps.
 func (m *memory) decideOne(key string, cost int, limits []ratelimit.Limit, c *compiled) ratelimit.Decision {
-	ok, remaining, window, reset, retry := m.take(key, int64(cost), c)
+	ok, remaining, window, reset, retry := m.take(key, c.CostFor(int64(cost)), c)
 	return ratelimit.MakeDecision(ratelimit.Result{Limit: limits[0], Allowed: ok, Remaining: int(remaining), Window: us(window), ResetAfter: us(reset), RetryAfter: us(retry)})
 }
 
@@ -357,7 +357,7 @@ func (m *memory) peek(key string, cost int, limits []ratelimit.Limit, set *spec.
 		}
 		ok, remaining, reset, retry, window := true, c.Capacity, int64(0), int64(0), freshWindow(c, now)
 		if a != nil {
-			ok, remaining, reset, retry = a.peek(c, now, c64)
+			ok, remaining, reset, retry = a.peek(c, now, c.CostFor(c64))
 			window = a.effective(c, now)
 		}
 		rs = append(rs, ratelimit.Result{Limit: limits[i], Allowed: ok, Remaining: int(remaining), Window: us(window), ResetAfter: us(reset), RetryAfter: us(retry)})

@@ -65,6 +65,9 @@ func compile(limits *ratelimit.Limits) *limitSet {
 		if l.Usage {
 			cs[i].ChargedFromUsage()
 		}
+		if l.Cost != 0 {
+			cs[i].FixedCost(int64(l.Cost))
+		}
 	}
 	set := &limitSet{Set: spec.NewSet(cs), limits: given}
 	if b, ok := limits.Ban(); ok {
@@ -99,7 +102,7 @@ func checkRequest(key string, cost int, limits *ratelimit.Limits) ([]ratelimit.L
 		return nil, nil, fmt.Errorf("%w: cost must be at least 1, got %d", ratelimit.ErrInvalid, cost)
 	case int64(cost) > set.MinCapacity:
 		for i, c := range set.Limits {
-			if int64(cost) > c.Capacity && c.Algorithm != spec.Concurrent {
+			if int64(cost) > c.Capacity && c.Algorithm != spec.Concurrent && c.Cost == 0 {
 				return nil, nil, fmt.Errorf("%w: cost %d exceeds the capacity %d of limits[%d] (%v), so the request could never pass", ratelimit.ErrInvalid, cost, c.Capacity, i, set.limits[i])
 			}
 		}

@@ -36,7 +36,8 @@ type Calendar struct {
 	Location  *time.Location
 	Weekday   time.Weekday // Weekly: the day weeks start on
 	quota     string
-	usage     bool // charged from usage: the code is "C"
+	usage     bool   // charged from usage: the code is "C"
+	cost      string // a fixed cost, after the code; "" without
 
 	bounds atomic.Pointer[bounds]
 }
@@ -126,6 +127,7 @@ func (c *Calendar) around(now int64) *bounds {
 	if c.usage {
 		code = "C"
 	}
+	code += c.cost
 	b.args = [4]any{code, c.quota, strconv.FormatInt(b.b1, 10), strconv.FormatInt(len0*maxPeriodSeconds+len1, 10)}
 	c.bounds.Store(b)
 	return b

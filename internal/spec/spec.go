@@ -59,6 +59,28 @@ type Limit struct {
 	// Usage marks a limit charged from usage: its script code is in upper
 	// case (see decide.lua).
 	Usage bool
+
+	// Cost, when not 0, is what every request takes from the limit,
+	// whatever its own cost: its script code is followed by it.
+	Cost int64
+}
+
+// FixedCost makes every request take n units from c (ratelimit.Limit.Cost).
+func (c *Limit) FixedCost(n int64) {
+	c.Cost = n
+	if c.Calendar != nil {
+		c.Calendar.cost = strconv.FormatInt(n, 10)
+		return
+	}
+	c.Args[0] = c.Args[0].(string) + strconv.FormatInt(n, 10)
+}
+
+// CostFor returns what a request of cost takes from c.
+func (c *Limit) CostFor(cost int64) int64 {
+	if c.Cost != 0 {
+		return c.Cost
+	}
+	return cost
 }
 
 // ChargedFromUsage marks c as charged from usage (ratelimit.Limit.Usage):
@@ -230,7 +252,7 @@ func (b *Ban) Length(level int64) int64 {
 // Set is the limits of one ratelimit.Limits, in their order.
 type Set struct {
 	Limits      []Limit
-	MinCapacity int64 // the smallest Capacity but a Concurrent limit's: the most a request may cost
+	MinCapacity int64 // the smallest Capacity of the limits a request's cost is taken from: the most it may cost
 	Ban         *Ban  // nil: none
 	Calendar    bool  // some limit is a calendar's
 	Slot        int   // the index of its Concurrent limit; -1: none
@@ -242,7 +264,7 @@ type Set struct {
 func NewSet(limits []Limit) *Set {
 	s := &Set{Limits: limits, MinCapacity: MaxQuota, Slot: -1}
 	for i, l := range limits {
-		if l.Algorithm != Concurrent {
+		if l.Algorithm != Concurrent && l.Cost == 0 {
 			s.MinCapacity = min(s.MinCapacity, l.Capacity)
 		}
 		s.Calendar = s.Calendar || l.Calendar != nil
@@ -288,6 +310,9 @@ func (s *Set) Share(n int) *Set {
 			if l.Usage {
 				limits[i].ChargedFromUsage()
 			}
+			if l.Cost != 0 {
+				limits[i].FixedCost(l.Cost)
+			}
 			continue
 		}
 		window, precision := time.Duration(l.Window)*time.Microsecond, time.Duration(l.Width)*time.Microsecond
@@ -302,6 +327,9 @@ func (s *Set) Share(n int) *Set {
 		limits[i] = Compile(l.Algorithm, int(quota), window, precision, int(burst))
 		if l.Usage {
 			limits[i].ChargedFromUsage()
+		}
+		if l.Cost != 0 {
+			limits[i].FixedCost(l.Cost)
 		}
 	}
 	set := NewSet(limits)

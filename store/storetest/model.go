@@ -83,7 +83,7 @@ func (m *Model) Allow(now int64, key string, cost int, limits ...ratelimit.Limit
 	for i, l := range limits {
 		s := m.state(key, l)
 		states[i] = s
-		ok, remaining, retry := s.check(now, cost)
+		ok, remaining, retry := s.check(now, costOf(l, cost))
 		rs[i] = ratelimit.Result{Limit: l, Allowed: ok, Remaining: remaining, RetryAfter: us(retry)}
 		allowed = allowed && ok
 	}
@@ -97,9 +97,9 @@ func (m *Model) Allow(now int64, key string, cost int, limits ...ratelimit.Limit
 				sl.next = lease
 				r.Remaining-- // one slot, whatever the cost
 			} else {
-				r.Remaining -= cost
+				r.Remaining -= costOf(limits[i], cost)
 			}
-			r.ResetAfter = us(s.commit(now, cost))
+			r.ResetAfter = us(s.commit(now, costOf(limits[i], cost)))
 		} else {
 			r.ResetAfter = us(s.settle(now))
 		}
@@ -176,7 +176,7 @@ func (m *Model) Peek(now int64, key string, cost int, limits ...ratelimit.Limit)
 		} else {
 			s = newModelState(state)
 		}
-		ok, remaining, retry := s.check(now, cost)
+		ok, remaining, retry := s.check(now, costOf(l, cost))
 		reset := us(s.settle(now))
 		rs[i] = ratelimit.Result{Limit: l, Allowed: ok, Remaining: remaining, Window: us(s.effective(now)), ResetAfter: reset, RetryAfter: us(retry)}
 	}
@@ -269,6 +269,15 @@ func newModelState(l ratelimit.Limit) modelState {
 		p := int64(l.Precision / time.Microsecond)
 		return &slidingWindow{quota: l.Quota, width: p, slots: w / p, counts: map[int64]int{}}
 	}
+}
+
+// costOf is what a request of cost takes from l: its Cost when it has
+// one.
+func costOf(l ratelimit.Limit, cost int) int {
+	if l.Cost != 0 {
+		return l.Cost
+	}
+	return cost
 }
 
 func us(n int64) time.Duration { return time.Duration(n) * time.Microsecond }

@@ -53,6 +53,17 @@ func randomLimits(rng *rand.Rand, windows []time.Duration) []ratelimit.Limit {
 	return limits
 }
 
+// withFixedCosts gives some of limits a Cost: every request takes as
+// much from them, whatever its own.
+func withFixedCosts(rng *rand.Rand, limits []ratelimit.Limit) []ratelimit.Limit {
+	for i := range limits {
+		if rng.IntN(5) == 0 {
+			limits[i].Cost = 1 + rng.IntN(capacity(withDefaults(limits[i])))
+		}
+	}
+	return limits
+}
+
 // randomCost returns a cost that every limit can hold, usually 1.
 func randomCost(rng *rand.Rand, limits []ratelimit.Limit) int {
 	if rng.IntN(3) > 0 {
@@ -149,7 +160,7 @@ func testMatchesModel(t *testing.T, h Harness) {
 	windows, rounds, steps, tolerance := modelTraffic(c)
 	var m Model
 	for round := range rounds {
-		limits := randomLimits(rng, windows)
+		limits := withFixedCosts(rng, randomLimits(rng, windows))
 		keys := []string{uniqueKey(t, string(rune('a'+round%26))+"1"), uniqueKey(t, string(rune('a'+round%26))+"2")}
 		for step := range steps {
 			if c.Pinned() {

@@ -185,7 +185,7 @@ func brokenAnswer(d ratelimit.Decision, cost int, limits []ratelimit.Limit, peek
 	all := true
 	for i, r := range d.Results() {
 		l := limits[i]
-		cost := cost
+		cost := costOf(l, cost)
 		if l.Algorithm == ratelimit.Concurrent {
 			cost = 1 // a slot, whatever the cost
 		}

@@ -103,9 +103,9 @@ func testUsageMatchesModel(t *testing.T, h Harness) {
 	windows, rounds, steps, tolerance := modelTraffic(c)
 	var m Model
 	for round := range rounds {
-		limits := randomLimits(rng, windows)
+		limits := withFixedCosts(rng, randomLimits(rng, windows))
 		for i := range limits {
-			if limits[i].Algorithm != ratelimit.SlidingLog && rng.IntN(2) == 0 {
+			if limits[i].Algorithm != ratelimit.SlidingLog && limits[i].Cost == 0 && rng.IntN(2) == 0 {
 				limits[i].Usage = true
 			}
 		}
