@@ -303,7 +303,9 @@ func TestFaultConcurrentThroughOutage(t *testing.T) {
 // slot outlives its first lease, and comes back a lease after the last
 // renewal; a slot given back is not renewed into life again.
 func TestLeasesRenewed(t *testing.T) {
-	l := ratelimit.Limit{Algorithm: ratelimit.Concurrent, Quota: 1, Window: 300 * time.Millisecond}
+	// Leases of 30s: the store's own renewals, every 10s of real time, never
+	// come while the test runs on its pinned clock.
+	l := ratelimit.Limit{Algorithm: ratelimit.Concurrent, Quota: 1, Window: 30 * time.Second}
 	for _, tt := range []struct {
 		name string
 		make func(t *testing.T) (ratelimit.Store, func(time.Duration), func())
@@ -328,13 +330,13 @@ func TestLeasesRenewed(t *testing.T) {
 				t.Fatalf("Allow: %+v, %v", d, err)
 			}
 			for range 3 {
-				advance(200 * time.Millisecond)
+				advance(20 * time.Second)
 				renew()
 				if d, _ := s.Allow(ctx, "k", 1, limits); d.Allowed {
 					t.Fatalf("a renewed slot was taken by another request")
 				}
 			}
-			advance(300*time.Millisecond - time.Microsecond)
+			advance(30*time.Second - time.Microsecond)
 			if d, _ := s.Allow(ctx, "k", 1, limits); d.Allowed {
 				t.Fatalf("1µs before the last renewal's lease ends: allowed")
 			}
