@@ -16,7 +16,7 @@ import (
 // key:
 //
 //	{"decisions":"in_process","since":"2026-11-24T20:31:07.5Z","last_error":"unavailable","last_error_at":"2026-11-24T20:31:07.5Z",
-//	 "local":12,"failures":1,"misconfigured":0,"outages":1,"recoveries":0,"reconciled":0}
+//	 "waiting":9,"local":12,"failures":1,"misconfigured":0,"outages":1,"recoveries":0,"reconciled":0}
 //
 // So a health handler is
 //
@@ -58,6 +58,13 @@ type FallbackHealth struct {
 	// JSON, while none has.
 	LastErrorAt time.Time `json:"last_error_at,omitzero"`
 
+	// Waiting is how many keys are decided in process, now, because what
+	// was decided for them in process has yet to reach Redis: while Redis
+	// is down, every key decided since it failed (at most
+	// FallbackOptions.MaxBacklog); once it is back, those not handed back
+	// yet. It falls to 0 when every key is back on Redis.
+	Waiting int64 `json:"waiting"`
+
 	// The counts since the Fallback was made.
 	Local         uint64 `json:"local"`         // decisions made in process
 	Failures      uint64 `json:"failures"`      // Redis calls that failed or overran the budget
@@ -81,6 +88,7 @@ func (f *Fallback) Health() FallbackHealth {
 	h := FallbackHealth{
 		Decisions:     "redis",
 		Since:         time.Unix(0, f.movedAt.Load()).UTC(),
+		Waiting:       f.backlog.keys.Load(),
 		Local:         f.nLocal.Load(),
 		Failures:      f.nFailed.Load(),
 		Misconfigured: f.nConfig.Load(),

@@ -55,6 +55,9 @@ func TestFallbackHealth(t *testing.T) {
 	if h.Decisions != "in_process" || h.LastError == nil || h.LastErrorKind != "unavailable" || h.Since.Before(killed) || h.LastErrorAt.Before(killed) {
 		t.Fatalf("Redis down: got %+v, want in process since the kill, with its error", h)
 	}
+	if h.Waiting != 1 {
+		t.Errorf("Redis down: %d keys waiting, want 1: the key decided in process", h.Waiting)
+	}
 	body := checkHealthBody(t, f, "in_process", "unavailable")
 	if _, port, _ := strings.Cut(srv.Addr, ":"); strings.Contains(body, port) {
 		t.Errorf("the health body shows the server's address: %s", body)
@@ -63,7 +66,7 @@ func TestFallbackHealth(t *testing.T) {
 	if err := srv.Restart(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the probe to find Redis back", func() bool { return f.Health().Decisions == "redis" })
+	waitFor(t, "the probe to find Redis back and hand the key back", func() bool { h := f.Health(); return h.Decisions == "redis" && h.Waiting == 0 })
 	h = f.Health()
 	if h.Since.Before(h.LastErrorAt) || h.LastError == nil {
 		t.Errorf("Redis back: got %+v, want on Redis since after the last error, which stays", h)
@@ -96,12 +99,13 @@ func checkHealthBody(t *testing.T, f *Fallback, decisions, lastError string) str
 		Since       time.Time  `json:"since"`
 		LastError   string     `json:"last_error"`
 		LastErrorAt *time.Time `json:"last_error_at"`
+		Waiting     *int64     `json:"waiting"`
 	}
 	if err := json.Unmarshal(w.Body.Bytes(), &got); err != nil {
 		t.Fatalf("health body %q: %v", w.Body, err)
 	}
-	if got.Decisions != decisions || got.LastError != lastError || got.Since.IsZero() || (lastError == "") != (got.LastErrorAt == nil) {
-		t.Errorf("health body %s: want decisions %q, last_error %q", w.Body, decisions, lastError)
+	if got.Decisions != decisions || got.LastError != lastError || got.Since.IsZero() || (lastError == "") != (got.LastErrorAt == nil) || got.Waiting == nil {
+		t.Errorf("health body %s: want decisions %q, last_error %q, and the keys waiting", w.Body, decisions, lastError)
 	}
 	return w.Body.String()
 }
@@ -134,13 +138,13 @@ func TestFallbackHealthJSON(t *testing.T) {
 		want string
 	}{
 		{"on Redis, no failure yet", FallbackHealth{Decisions: "redis", Since: at},
-			`{"decisions":"redis","since":"2026-11-24T20:31:07.5Z","last_error":"","local":0,"failures":0,"misconfigured":0,"outages":0,"recoveries":0,"reconciled":0}`},
+			`{"decisions":"redis","since":"2026-11-24T20:31:07.5Z","last_error":"","waiting":0,"local":0,"failures":0,"misconfigured":0,"outages":0,"recoveries":0,"reconciled":0}`},
 		{"in process after a misconfiguration", FallbackHealth{
 			Decisions: "in_process", Since: at,
 			LastError:     &misconfiguration{problem: "the ACL user may not run time", fix: "grant it", err: errors.New("NOPERM user rl:{secret} at 10.0.0.7:6379")},
 			LastErrorKind: "misconfigured: the ACL user may not run time", LastErrorAt: at,
-			Local: 12, Failures: 3, Misconfigured: 2, Outages: 1, Recoveries: 4, Reconciled: 5},
-			`{"decisions":"in_process","since":"2026-11-24T20:31:07.5Z","last_error":"misconfigured: the ACL user may not run time","last_error_at":"2026-11-24T20:31:07.5Z","local":12,"failures":3,"misconfigured":2,"outages":1,"recoveries":4,"reconciled":5}`},
+			Waiting: 9, Local: 12, Failures: 3, Misconfigured: 2, Outages: 1, Recoveries: 4, Reconciled: 5},
+			`{"decisions":"in_process","since":"2026-11-24T20:31:07.5Z","last_error":"misconfigured: the ACL user may not run time","last_error_at":"2026-11-24T20:31:07.5Z","waiting":9,"local":12,"failures":3,"misconfigured":2,"outages":1,"recoveries":4,"reconciled":5}`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			b, err := json.Marshal(tt.h)

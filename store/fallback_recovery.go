@@ -173,52 +173,78 @@ func (f *Fallback) markUp() {
 	}
 }
 
-// reconcile brings the backlog to Redis, key by key; each key goes back
-// to Redis once its backlog is empty, checked under its shard's lock, so
-// that a key under steady load still gets there. A key Redis refuses for
-// a reason other than an outage (it holds a foreign value) is dropped and
-// logged, since retrying it would keep the key away from Redis for good.
-// When Redis fails meanwhile, decisions go back to memory and reconcile
-// returns the error; the prober tries again.
+// reconcile brings the backlog to Redis, reconcileBatch keys a round
+// trip (see Redis.chargeBacklogs); each key goes back to Redis once its
+// backlog is empty, checked under its shard's lock, so that a key under
+// steady load still gets there. A key Redis refuses for a reason other
+// than an outage (it holds a foreign value) is dropped and logged, since
+// retrying it would keep the key away from Redis for good. When Redis
+// fails meanwhile, decisions go back to memory and reconcile returns the
+// error; the prober tries again.
 func (f *Fallback) reconcile() error {
 	offset := f.clock.offset.Load()
+	var keys []string
 	for i := range f.backlog.shards {
 		sh := &f.backlog.shards[i]
 		sh.mu.Lock()
-		keys := make([]string, 0, len(sh.keys))
 		for key := range sh.keys {
 			keys = append(keys, key)
 		}
 		sh.mu.Unlock()
-		for _, key := range keys {
-			for {
-				if f.down.Load() {
-					return errors.New("ratelimit: fallback: Redis failed again")
-				}
-				p := sh.takeKey(&f.backlog, key)
-				if p == nil {
-					break // nothing waits: the key is on Redis now
-				}
-				ctx, cancel := context.WithTimeout(context.Background(), f.callTimeout())
-				err := f.redis.chargeBacklog(ctx, key, p, offset)
-				cancel()
-				if faultOf(context.Background(), err) != noFault {
-					f.backlog.putBack(map[string]*pendingKey{key: p})
-					f.fail(err)
-					return err
-				}
-				if err != nil {
-					f.logger.LogAttrs(context.Background(), slog.LevelError, "ratelimit: fallback: what was decided in process for a key could not be brought to Redis", slog.String("error", err.Error()))
-				} else {
-					f.nCharged.Add(1)
-				}
-				for _, e := range p.limits {
-					// Redis's answers from before the outage are stale.
-					f.seen.forget(key, []compiled{*e.c})
-				}
-			}
+	}
+	for len(keys) > 0 {
+		n := min(len(keys), reconcileBatch)
+		if err := f.handBack(keys[:n:n], offset); err != nil {
+			return err
 		}
+		keys = keys[n:]
 	}
 	f.reconciling.Store(false)
+	return nil
+}
+
+// reconcileBatch is the most keys whose backlogs go to Redis in one round
+// trip.
+const reconcileBatch = 256
+
+// handBack brings keys' backlogs to Redis, together, until each is empty
+// and its key is back on Redis.
+func (f *Fallback) handBack(keys []string, offset int64) error {
+	for len(keys) > 0 {
+		if f.down.Load() {
+			return errors.New("ratelimit: fallback: Redis failed again")
+		}
+		var charges []*backlogCharge
+		for _, key := range keys {
+			if p := f.backlog.shard(key).takeKey(&f.backlog, key); p != nil {
+				charges = append(charges, &backlogCharge{key: key, p: p})
+			} // else nothing waits: the key is on Redis now
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), f.callTimeout())
+		f.redis.chargeBacklogs(ctx, charges, offset)
+		cancel()
+		keys = keys[:0]
+		var failed error
+		for _, c := range charges {
+			switch {
+			case faultOf(context.Background(), c.err) != noFault:
+				f.backlog.putBack(map[string]*pendingKey{c.key: c.p})
+				failed = c.err
+			case c.err != nil:
+				f.logger.LogAttrs(context.Background(), slog.LevelError, "ratelimit: fallback: what was decided in process for a key could not be brought to Redis", slog.String("error", c.err.Error()))
+			default:
+				f.nCharged.Add(1)
+			}
+			for _, e := range c.p.limits {
+				// Redis's answers from before the outage are stale.
+				f.seen.forget(c.key, []compiled{*e.c})
+			}
+			keys = append(keys, c.key) // to take what came meanwhile
+		}
+		if failed != nil {
+			f.fail(failed)
+			return failed
+		}
+	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -512,57 +513,86 @@ func (s *Redis) Reset(ctx context.Context, key string, limits *ratelimit.Limits)
 	return nil
 }
 
-// chargeBacklog brings one key's backlog (see backlog, the Fallback's)
-// to Redis in one run of charge: resets first, then the admissions
-// since, at their times on Redis's clock (offset is Redis's clock minus
-// the Fallback's, in µs). A reset deletes the key's ban on Redis too, as
-// a Reset does; strikes and bans decided in process stay there.
-func (s *Redis) chargeBacklog(ctx context.Context, key string, p *pendingKey, offset int64) error {
-	keys := make([]string, 0, len(p.limits))
+// A backlogCharge is one key's backlog (see backlog, the Fallback's) on
+// its way to Redis, and, once sent, the error of doing so.
+type backlogCharge struct {
+	key string
+	p   *pendingKey
+	err error
+}
+
+// chargeBacklogs brings keys' backlogs to Redis, each in one run of
+// charge: resets first, then the admissions since, at their times on
+// Redis's clock (offset is Redis's clock minus the Fallback's, in µs). A
+// reset deletes the key's ban on Redis too, as a Reset does; strikes and
+// bans decided in process stay there. Where the client pipelines (a
+// single server, a Redis Cluster, a Ring), the runs go together, one
+// pipeline for all (the client splits it by master); else one by one.
+// Each charge gets its own error.
+func (s *Redis) chargeBacklogs(ctx context.Context, charges []*backlogCharge, offset int64) {
+	pl, pipelines := s.client.(interface{ Pipeline() redis.Pipeliner })
+	todo := charges
+	for range 2 { // again for those whose calendar periods did not hold Redis's clock
+		runs := make([]*decision, len(todo))
+		for i, c := range todo {
+			runs[i] = &decision{program: chargeProgram, done: make(chan struct{}, 1)}
+			runs[i].keys, runs[i].args = s.chargeArgs(c.key, c.p, offset)
+		}
+		if pipelines {
+			(&batcher{client: s.client, fn: s.fn, pipeline: pl.Pipeline}).execPipeline(ctx, runs)
+		} else {
+			for _, d := range runs {
+				d.err = s.fn.run(ctx, s.client, chargeProgram, d.keys, d.args...).Err()
+			}
+		}
+		var missed []*backlogCharge
+		for i, c := range todo {
+			c.err = runs[i].err
+			if c.err == nil {
+				continue
+			}
+			if now, miss := calendarTime(c.err); miss {
+				for _, e := range c.p.limits {
+					if e.c.Calendar != nil {
+						e.c.Calendar.Refresh(now)
+					}
+				}
+				missed = append(missed, c)
+			}
+		}
+		if todo = missed; len(todo) == 0 {
+			break
+		}
+	}
+	for _, c := range charges {
+		if s.denied != nil && slices.ContainsFunc(c.p.limits, func(e *pendingLimit) bool { return e.reset }) {
+			s.denied.reset(c.key)
+		}
+		if c.err != nil {
+			c.err = fmt.Errorf("ratelimit: redis: bringing to Redis what was decided in process for %s: %w", keyRef(c.key, nil), misconfigured(c.err, s.prefix, s.cluster))
+		}
+	}
+}
+
+// chargeArgs returns the KEYS and ARGV of charge for key's backlog p.
+func (s *Redis) chargeArgs(key string, p *pendingKey, offset int64) ([]string, []any) {
+	keys := make([]string, 0, len(p.limits)+1)
 	var args []any
 	reset := false
 	for _, e := range p.limits {
 		keys = append(keys, s.prefix+"{"+key+"}"+e.c.Suffix)
+		flag := "0"
 		if e.reset {
-			reset = true
+			flag, reset = "1", true
+		}
+		args = append(args, e.c.ScriptArgs()...)
+		args = append(args, flag, len(e.spent))
+		for _, sp := range e.spent {
+			args = append(args, strconv.FormatInt(sp.at+offset, 10), sp.cost)
 		}
 	}
 	if reset {
 		keys = append(keys, s.banKey(key))
 	}
-	var err error
-	for range 2 { // again when Redis's clock lay outside a calendar's periods
-		args = args[:0]
-		for _, e := range p.limits {
-			flag := "0"
-			if e.reset {
-				flag = "1"
-			}
-			args = append(args, e.c.ScriptArgs()...)
-			args = append(args, flag, len(e.spent))
-			for _, sp := range e.spent {
-				args = append(args, strconv.FormatInt(sp.at+offset, 10), sp.cost)
-			}
-		}
-		err = s.fn.run(ctx, s.client, chargeProgram, keys, args...).Err()
-		now, miss := int64(0), false
-		if err != nil {
-			now, miss = calendarTime(err)
-		}
-		if !miss {
-			break
-		}
-		for _, e := range p.limits {
-			if e.c.Calendar != nil {
-				e.c.Calendar.Refresh(now)
-			}
-		}
-	}
-	if reset && s.denied != nil {
-		s.denied.reset(key)
-	}
-	if err != nil {
-		return fmt.Errorf("ratelimit: redis: bringing to Redis what was decided in process for %s: %w", keyRef(key, nil), misconfigured(err, s.prefix, s.cluster))
-	}
-	return nil
+	return keys, args
 }

@@ -84,8 +84,9 @@ func TestCalendarPeriodsFollowRedis(t *testing.T) {
 			// the current month.
 			ahead()
 			p := &pendingKey{limits: []*pendingLimit{{c: &set.Limits[0], spent: []spending{{at: time.Now().Add(-time.Second).UnixMicro(), cost: 4}}}}}
-			if err := s.chargeBacklog(ctx, "alone", p, 0); err != nil {
-				t.Fatalf("chargeBacklog: %v", err)
+			charge := &backlogCharge{key: "alone", p: p}
+			if s.chargeBacklogs(ctx, []*backlogCharge{charge}, 0); charge.err != nil {
+				t.Fatalf("chargeBacklogs: %v", charge.err)
 			}
 			if d, err = s.Peek(ctx, "alone", 1, limits); err != nil {
 				t.Fatalf("Peek after the backlog: %v", err)

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"errors"
 	"sync"
 
 	"github.com/redis/go-redis/v9"
@@ -82,10 +81,39 @@ func (b *batcher) idle() bool {
 // script, for the rest (Redis refused FCALL, or the store runs scripts),
 // then those Redis did not have the script for as a pipeline of EVAL:
 // what functions.run and redis.Script.Run do for one. Each command sent
-// again is one that did not run. A decision stays one run, atomic and all
-// or nothing, and gets the error of its own command: a master that fails
-// fails only the decisions of its slots.
+// again is one that did not run: the commands of the store's programs go
+// at most once (see onceCmd), and those whose answers prove that they did
+// not run go again, as functions.run sends one. A decision stays one run,
+// atomic and all or nothing, and gets the error of its own command: a
+// master that fails fails only the decisions of its slots.
 func (b *batcher) execPipeline(ctx context.Context, batch []*decision) {
+	cmds := b.pipelineOnce(ctx, batch)
+	for again := 0; again < maxSendAgain; again++ {
+		var unrun []*decision
+		var at []int
+		for i, cmd := range cmds {
+			if notRun(cmd.Err()) {
+				unrun, at = append(unrun, batch[i]), append(at, i)
+			}
+		}
+		if len(unrun) == 0 || pause(ctx, again) != nil {
+			break
+		}
+		for j, cmd := range b.pipelineOnce(ctx, unrun) {
+			cmds[at[j]] = cmd
+		}
+	}
+	for i, d := range batch {
+		if d.err = settle(ctx, cmds[i]).Err(); d.err == nil {
+			d.line, _ = cmds[i].Val().(string) // decisions' answers are text, charges' a number
+		}
+		d.done <- struct{}{}
+	}
+}
+
+// pipelineOnce sends batch as execPipeline says, once, and returns each
+// decision's command.
+func (b *batcher) pipelineOnce(ctx context.Context, batch []*decision) []*redis.Cmd {
 	cmds := make([]*redis.Cmd, len(batch))
 	var scripts []int // the decisions to run as scripts
 	if b.fn.useFunctions() {
@@ -100,12 +128,12 @@ func (b *batcher) execPipeline(ctx context.Context, batch []*decision) {
 		pipe := b.pipeline()
 		for _, i := range scripts {
 			d := batch[i]
-			cmds[i] = d.program.script.EvalSha(ctx, pipe, d.keys, d.args...)
+			cmds[i] = evalSha(ctx, pipe, d.program, d.keys, d.args)
 		}
 		pipe.Exec(ctx) // each command holds its own reply or error
 		var missing []int
 		for _, i := range scripts {
-			if err := cmds[i].Err(); err != nil && (errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT")) {
+			if noScript(cmds[i].Err()) {
 				missing = append(missing, i)
 			}
 		}
@@ -113,15 +141,12 @@ func (b *batcher) execPipeline(ctx context.Context, batch []*decision) {
 			pipe = b.pipeline()
 			for _, i := range missing {
 				d := batch[i]
-				cmds[i] = d.program.script.Eval(ctx, pipe, d.keys, d.args...)
+				cmds[i] = eval(ctx, pipe, d.program, d.keys, d.args)
 			}
 			pipe.Exec(ctx)
 		}
 	}
-	for i, d := range batch {
-		d.line, d.err = cmds[i].Text()
-		d.done <- struct{}{}
-	}
+	return cmds
 }
 
 // fcallPipeline sends batch as one pipeline of FCALL into cmds; when a
@@ -132,7 +157,7 @@ func (b *batcher) execPipeline(ctx context.Context, batch []*decision) {
 func (b *batcher) fcallPipeline(ctx context.Context, batch []*decision, cmds []*redis.Cmd) []int {
 	pipe := b.pipeline()
 	for i, d := range batch {
-		cmds[i] = pipe.FCall(ctx, d.program.function, d.keys, d.args...)
+		cmds[i] = fcall(ctx, pipe, d.program, d.keys, d.args)
 	}
 	pipe.Exec(ctx)
 	var missing, scripts []int
@@ -146,7 +171,7 @@ func (b *batcher) fcallPipeline(ctx context.Context, batch []*decision, cmds []*
 			pipe = b.pipeline()
 			for _, i := range missing {
 				d := batch[i]
-				cmds[i] = pipe.FCall(ctx, d.program.function, d.keys, d.args...)
+				cmds[i] = fcall(ctx, pipe, d.program, d.keys, d.args)
 			}
 			pipe.Exec(ctx)
 		}

@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math/rand/v2"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -90,28 +93,176 @@ func (f *functions) useFunctions() bool { return f.path.Load() != pathScripts }
 // so, else as a script. A call that finds the library missing did not
 // run: the library is loaded and p called once more; if the load fails,
 // or the library is missing again (flushed again meanwhile), p runs as a
-// script, this once.
+// script, this once. p is sent at most once, but again, up to
+// maxSendAgain times, when Redis's answer proves that it did not run (see
+// notRun).
 func (f *functions) run(ctx context.Context, c RedisClient, p *program, keys []string, args ...any) *redis.Cmd {
+	for again := 0; ; again++ {
+		cmd := f.runOnce(ctx, c, p, keys, args)
+		if again == maxSendAgain || !notRun(cmd.Err()) || pause(ctx, again) != nil {
+			return settle(ctx, cmd)
+		}
+	}
+}
+
+func (f *functions) runOnce(ctx context.Context, c RedisClient, p *program, keys []string, args []any) *redis.Cmd {
 	fc, ok := c.(functionCaller)
 	if !ok || !f.useFunctions() {
-		return p.script.Run(ctx, c, keys, args...)
+		return runScript(ctx, c, p, keys, args)
 	}
-	cmd := fc.FCall(ctx, p.function, keys, args...)
+	cmd := fcall(ctx, c, p, keys, args)
 	if functionMissing(cmd.Err()) {
 		if _, err := f.loadShared(ctx, c); err != nil {
-			return p.script.Run(ctx, c, keys, args...)
+			return runScript(ctx, c, p, keys, args)
 		}
-		if cmd = fc.FCall(ctx, p.function, keys, args...); functionMissing(cmd.Err()) {
-			return p.script.Run(ctx, c, keys, args...)
+		if cmd = fcall(ctx, fc, p, keys, args); functionMissing(cmd.Err()) {
+			return runScript(ctx, c, p, keys, args)
 		}
 	}
 	if f.refuse(cmd.Err()) {
-		return p.script.Run(ctx, c, keys, args...) // p did not run
+		return runScript(ctx, c, p, keys, args) // p did not run
 	}
 	if cmd.Err() == nil {
 		f.worked()
 	}
 	return cmd
+}
+
+// Sending once. go-redis sends a command again when its connection fails
+// after the command went (a reset, an EOF), as though Redis had not run
+// it; a decision or a charge that Redis ran, whose answer was lost, would
+// count twice. So the store sends its programs as commands that go-redis
+// never sends again (onceCmd), and sends one again itself only when
+// Redis's answer proves that it did not run. A custom RedisClient without
+// a Process method runs them through its Scripter methods, which retry as
+// the client does.
+
+// onceCmd is a command that go-redis sends at most once, whatever its
+// client's MaxRetries, and in pipelines as well: a pipeline that holds one
+// is never sent again either.
+type onceCmd struct{ *redis.Cmd }
+
+// NoRetry tells go-redis not to send the command again.
+func (onceCmd) NoRetry() bool { return true }
+
+// processor is what sends a command: every go-redis client and pipeline.
+type processor interface {
+	Process(ctx context.Context, cmd redis.Cmder) error
+}
+
+// maxSendAgain is how many more times a program is sent after answers
+// that prove it did not run.
+const maxSendAgain = 3
+
+// notRun reports whether err is Redis refusing a command before running
+// it: loading its data, a replica, a cluster not ready. A lost connection,
+// a timeout or a script's own error prove nothing, and are not sent
+// again; nor is a command that could not be sent for want of a
+// connection, since go-redis tries to dial several times already.
+func notRun(err error) bool {
+	return err != nil && (redis.IsLoadingError(err) || redis.IsReadOnlyError(err) || redis.IsMasterDownError(err) ||
+		redis.IsClusterDownError(err) || redis.IsTryAgainError(err))
+}
+
+// settle gives cmd ctx's error when cmd failed on the network after ctx
+// ended or passed its deadline, which set the connection's: the caller's
+// deadline, not the network, cut the call short. It returns cmd.
+func settle(ctx context.Context, cmd *redis.Cmd) *redis.Cmd {
+	err := cmd.Err()
+	var ne net.Error
+	if err == nil || !errors.As(err, &ne) {
+		return cmd
+	}
+	if cerr := ctx.Err(); cerr != nil {
+		cmd.SetErr(cerr)
+	} else if dl, ok := ctx.Deadline(); ok && ne.Timeout() && !time.Now().Before(dl) {
+		cmd.SetErr(context.DeadlineExceeded)
+	}
+	return cmd
+}
+
+// pause waits before the again-th sending again, as go-redis would: 8ms
+// doubled each time, up to 512ms, with jitter; or until ctx is done.
+func pause(ctx context.Context, again int) error {
+	d := 8 * time.Millisecond << again
+	d = min(d/2+rand.N(d/2+1), 512*time.Millisecond)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// programCmd returns the command name target keys args, for FCALL,
+// EVALSHA and EVAL.
+func programCmd(ctx context.Context, name, target string, keys []string, args []any) *redis.Cmd {
+	all := make([]any, 3, 3+len(keys)+len(args))
+	all[0], all[1], all[2] = name, target, len(keys)
+	for _, k := range keys {
+		all = append(all, k)
+	}
+	cmd := redis.NewCmd(ctx, append(all, args...)...)
+	if len(keys) > 0 {
+		cmd.SetFirstKeyPos(3)
+	}
+	return cmd
+}
+
+// send sends cmd through c, a client or a pipeline, at most once, and
+// returns it. Through a pipeline, it is sent when the pipeline is.
+func send(ctx context.Context, c any, cmd *redis.Cmd) *redis.Cmd {
+	if pc, ok := c.(processor); ok {
+		_ = pc.Process(ctx, onceCmd{cmd})
+		return cmd
+	}
+	args := cmd.Args()
+	n, _ := args[2].(int)
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i], _ = args[3+i].(string)
+	}
+	rest := args[3+n:]
+	switch s, _ := c.(redis.Scripter); args[0] {
+	case "evalsha":
+		return s.EvalSha(ctx, args[1].(string), keys, rest...)
+	case "eval":
+		return s.Eval(ctx, args[1].(string), keys, rest...)
+	default:
+		return c.(functionCaller).FCall(ctx, args[1].(string), keys, rest...)
+	}
+}
+
+// fcall calls p's function through c.
+func fcall(ctx context.Context, c any, p *program, keys []string, args []any) *redis.Cmd {
+	return send(ctx, c, programCmd(ctx, "fcall", p.function, keys, args))
+}
+
+// evalSha and eval run p as a script through c, a client or a pipeline.
+func evalSha(ctx context.Context, c any, p *program, keys []string, args []any) *redis.Cmd {
+	return send(ctx, c, programCmd(ctx, "evalsha", p.script.Hash(), keys, args))
+}
+
+func eval(ctx context.Context, c any, p *program, keys []string, args []any) *redis.Cmd {
+	return send(ctx, c, programCmd(ctx, "eval", p.source, keys, args))
+}
+
+// runScript runs p as a script through c: EVALSHA, then EVAL when Redis
+// lacks the script.
+func runScript(ctx context.Context, c RedisClient, p *program, keys []string, args []any) *redis.Cmd {
+	cmd := evalSha(ctx, c, p, keys, args)
+	if noScript(cmd.Err()) {
+		return eval(ctx, c, p, keys, args)
+	}
+	return cmd
+}
+
+// noScript reports whether err says Redis lacks the script: it did not
+// run.
+func noScript(err error) bool {
+	return err != nil && (errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT"))
 }
 
 // worked records that a function call succeeded.

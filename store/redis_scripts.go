@@ -17,6 +17,7 @@ import (
 // Functions (see functions).
 type program struct {
 	script   *redis.Script
+	source   string // the script's, for EVAL
 	function string // its name in the library
 }
 
@@ -69,7 +70,7 @@ var algorithmFiles = [...]string{
 var scriptFiles = append(algorithmFiles[:spec.Daily+1:spec.Daily+1], algorithmFiles[spec.Concurrent])
 
 func newProgram(function, script string) *program {
-	return &program{script: redis.NewScript(script), function: library.name + "_" + function}
+	return &program{script: redis.NewScript(script), source: script, function: library.name + "_" + function}
 }
 
 // decideSource joins decide.lua and the algorithms' files.

@@ -204,9 +204,11 @@ func makeOptions(l labels) options {
 }
 
 // WatchFallback reports f's state under ratelimit.store=name at every
-// collection: ratelimit.fallback.active (1 while it decides in process)
-// and ratelimit.fallback.transitions (its moves to in_process and back to
-// redis).
+// collection: ratelimit.fallback.active (1 while it decides in process),
+// ratelimit.fallback.transitions (its moves to in_process and back to
+// redis) and ratelimit.fallback.waiting (the keys decided in process until
+// what was decided for them in process reaches Redis; see
+// store.FallbackHealth's Waiting).
 func (o *Observer) WatchFallback(name string, f *store.Fallback) error {
 	active, err := o.meter.Int64ObservableGauge("ratelimit.fallback.active", metric.WithUnit("1"),
 		metric.WithDescription("1 while the Fallback decides in process because Redis is unavailable, 0 while Redis decides."))
@@ -215,6 +217,11 @@ func (o *Observer) WatchFallback(name string, f *store.Fallback) error {
 	}
 	moves, err := o.meter.Int64ObservableCounter("ratelimit.fallback.transitions", metric.WithUnit("{transition}"),
 		metric.WithDescription("Times decisions moved to in_process when Redis failed, and back to redis when it came back."))
+	if err != nil {
+		return err
+	}
+	waiting, err := o.meter.Int64ObservableGauge("ratelimit.fallback.waiting", metric.WithUnit("{key}"),
+		metric.WithDescription("Keys decided in process because what was decided for them in process has yet to reach Redis; 0 once every key is back on Redis."))
 	if err != nil {
 		return err
 	}
@@ -230,7 +237,8 @@ func (o *Observer) WatchFallback(name string, f *store.Fallback) error {
 		obs.ObserveInt64(active, a, storeSet)
 		obs.ObserveInt64(moves, int64(h.Outages), down)
 		obs.ObserveInt64(moves, int64(h.Recoveries), up)
+		obs.ObserveInt64(waiting, h.Waiting, storeSet)
 		return nil
-	}, active, moves)
+	}, active, moves, waiting)
 	return err
 }

@@ -179,6 +179,9 @@ func TestWatchFallback(t *testing.T) {
 	if v := value(got, "ratelimit.fallback.active", storeAttr); v != 1 {
 		t.Errorf("ratelimit.fallback.active = %d with Redis killed, want 1", v)
 	}
+	if v := value(got, "ratelimit.fallback.waiting", storeAttr); v != 1 {
+		t.Errorf("ratelimit.fallback.waiting = %d with Redis killed, after requests of one key, want 1", v)
+	}
 	if v := value(got, "ratelimit.fallback.transitions", attribute.NewSet(attribute.String("ratelimit.store", "redis"), attribute.String("ratelimit.fallback.to", "in_process"))); v != 1 {
 		t.Errorf("ratelimit.fallback.transitions to in_process = %d, want 1", v)
 	}

@@ -9,7 +9,7 @@ import (
 // fallbackDescs describe the metrics of a watched Fallback, read from its
 // Health at each scrape.
 type fallbackDescs struct {
-	active, changed, transitions, errors, local, reconciled *prometheus.Desc
+	active, changed, transitions, errors, local, reconciled, waiting *prometheus.Desc
 }
 
 func newFallbackDescs() fallbackDescs {
@@ -27,11 +27,13 @@ func newFallbackDescs() fallbackDescs {
 			"Decisions the Fallback made in process.", store, nil),
 		reconciled: prometheus.NewDesc("ratelimit_fallback_reconciled_keys_total",
 			"Keys whose in-process admissions and resets were brought to Redis when it came back.", store, nil),
+		waiting: prometheus.NewDesc("ratelimit_fallback_waiting_keys",
+			"Keys decided in process because what was decided for them in process has yet to reach Redis; 0 once every key is back on Redis.", store, nil),
 	}
 }
 
 func (d *fallbackDescs) describe(ch chan<- *prometheus.Desc) {
-	for _, desc := range []*prometheus.Desc{d.active, d.changed, d.transitions, d.errors, d.local, d.reconciled} {
+	for _, desc := range []*prometheus.Desc{d.active, d.changed, d.transitions, d.errors, d.local, d.reconciled, d.waiting} {
 		ch <- desc
 	}
 }
@@ -52,4 +54,5 @@ func (d *fallbackDescs) collect(ch chan<- prometheus.Metric, name string, f *sto
 	ch <- prometheus.MustNewConstMetric(d.errors, prometheus.CounterValue, float64(h.Misconfigured), name, "misconfigured")
 	ch <- prometheus.MustNewConstMetric(d.local, prometheus.CounterValue, float64(h.Local), name)
 	ch <- prometheus.MustNewConstMetric(d.reconciled, prometheus.CounterValue, float64(h.Reconciled), name)
+	ch <- prometheus.MustNewConstMetric(d.waiting, prometheus.GaugeValue, float64(h.Waiting), name)
 }

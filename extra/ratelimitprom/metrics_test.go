@@ -167,9 +167,12 @@ ratelimit_fallback_local_decisions_total{store="redis"} 2
 # HELP ratelimit_fallback_decisions_total Requests decided in process by a Fallback while Redis was unavailable, by namespace and route pattern.
 # TYPE ratelimit_fallback_decisions_total counter
 ratelimit_fallback_decisions_total{namespace="api",route=""} 2
+# HELP ratelimit_fallback_waiting_keys Keys decided in process because what was decided for them in process has yet to reach Redis; 0 once every key is back on Redis.
+# TYPE ratelimit_fallback_waiting_keys gauge
+ratelimit_fallback_waiting_keys{store="redis"} 1
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "ratelimit_fallback_active", "ratelimit_fallback_transitions_total",
-		"ratelimit_fallback_redis_errors_total", "ratelimit_fallback_local_decisions_total", "ratelimit_fallback_decisions_total"); err != nil {
+		"ratelimit_fallback_redis_errors_total", "ratelimit_fallback_local_decisions_total", "ratelimit_fallback_decisions_total", "ratelimit_fallback_waiting_keys"); err != nil {
 		t.Error(err)
 	}
 	if after := testutil.ToFloat64(gaugeOf(t, reg, "ratelimit_fallback_last_change_timestamp_seconds")); after <= before {
