@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/redistest"
 )
 
 // pinDenyCache makes s's deny cache read the pinned clock.
@@ -32,8 +34,11 @@ func TestDenyCacheKeepsVerdicts(t *testing.T) {
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(11, 12))
 	windows := []time.Duration{100 * time.Millisecond, time.Second, 10 * time.Second}
-	local := 0
-	for round := range 30 {
+	local, rounds := 0, 12
+	if os.Getenv(redistest.FaultsEnv) == "1" {
+		rounds = 30 // the long run
+	}
+	for round := range rounds {
 		var limits []ratelimit.Limit
 		for n := 1 + rng.IntN(3); len(limits) < n; {
 			l := randomLimit(rng, windows)

@@ -85,6 +85,7 @@ func (c *losingConn) Read(p []byte) (int, error) {
 // call must run on Redis once: what Redis counts is the number of calls
 // made, and each answer lost is an error.
 func TestLostAnswerNotSentAgain(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Shared(t)
 	cluster := redistest.SharedCluster(t)
 	single := func(l *loser) RedisClient {

@@ -13,7 +13,7 @@
 // month ends, a leap day and clock changes. Tests that need exact
 // timing run only when the harness pins the clock; with a real clock they
 // sleep, with margins. The random traffic runs at full size with
-// RATELIMIT_FAULTS=1, as CI runs it, and a third of it otherwise.
+// RATELIMIT_FAULTS=1, as CI runs it, and a sixth of it otherwise.
 package storetest
 
 import (
@@ -305,13 +305,13 @@ func maxWindow(l ratelimit.Limit) time.Duration {
 }
 
 // traffic is n, the full size of some random traffic, with
-// RATELIMIT_FAULTS=1 (the long tests, which CI runs), and a third of it
-// otherwise, so that the default test run stays quick.
+// RATELIMIT_FAULTS=1 (the long tests, which CI runs), and a sixth of it
+// otherwise, so that the default test run stays under a minute.
 func traffic(n int) int {
 	if os.Getenv(redistest.FaultsEnv) == "1" {
 		return n
 	}
-	return max(1, n/3)
+	return max(1, n/6)
 }
 
 // uniqueKey returns a key no other subtest uses.
