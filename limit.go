@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"cmp"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -167,6 +168,20 @@ type Limit struct {
 	// cost. A limit charged from usage, or Concurrent, leaves it zero.
 	Cost int
 
+	// Leased lets each instance decide the limit in process, from slices
+	// of its quota that it takes from the store ahead of the requests:
+	// for a hot key, one that every request shares, which would
+	// otherwise cost the store a round trip per request. Units are counted
+	// in the store when taken, so the limit holds across every instance;
+	// what leasing costs is units taken and not spent before their lease
+	// ends, which slices sized from each instance's traffic keep small.
+	// Slices shrink to one unit, a plain decision, as the quota runs
+	// out. Fixed window, sliding window and token bucket limits can be
+	// leased, all the limits of a set or none, and not with a [Ban]; see
+	// docs/limits.md. The Memory store decides every request in process
+	// anyway and ignores it.
+	Leased bool
+
 	// Name names the limit in RateLimit-Policy headers, logs and errors:
 	// printable ASCII, at most 64 bytes. Empty means a name made of the
 	// other fields. A name is a label only: renaming a limit keeps its
@@ -241,6 +256,9 @@ func (l Limit) writeCounting(b *strings.Builder) {
 		b.WriteString(strconv.Itoa(l.Cost))
 		b.WriteString(" a request")
 	}
+	if l.Leased {
+		b.WriteString(", leased")
+	}
 }
 
 // formatDuration writes d like [time.Duration.String] without trailing
@@ -303,6 +321,12 @@ func (l Limit) check() (field, problem string) {
 		return "Cost", fmt.Sprintf("%d exceeds the limit's capacity %d: no request could pass", l.Cost, l.capacity())
 	case l.Usage && l.Algorithm == SlidingLog:
 		return "Usage", "cannot charge a sliding-log: it keeps an entry per unit, and a charge has no bound; use sliding-window (SlidingWindow)"
+	case l.Leased && l.Algorithm == SlidingLog:
+		return "Leased", "cannot lease a sliding-log: it keeps the time of every unit, which a slice taken ahead does not have; use sliding-window (SlidingWindow)"
+	case l.Leased && l.Algorithm != FixedWindow && l.Algorithm != SlidingWindow && l.Algorithm != TokenBucket:
+		return "Leased", fmt.Sprintf("is for fixed-window, sliding-window and token-bucket limits, not %v", l.Algorithm)
+	case l.Leased && l.Usage:
+		return "Leased", "cannot be set with Usage: a slice is taken before the requests, a usage charged after them"
 	case l.Algorithm.calendar():
 		return l.checkCalendar()
 	case l.Algorithm == Concurrent:
@@ -464,6 +488,9 @@ func (s *Limits) WithBan(b Ban) (*Limits, error) {
 	if field, problem := b.check(); field != "" {
 		return nil, fmt.Errorf("%w: Ban.%s %s", ErrInvalid, field, problem)
 	}
+	if s.limits[0].Leased {
+		return nil, fmt.Errorf("%w: Limits.WithBan: the limits are leased, decided in process where the strikes of a ban cannot be counted", ErrInvalid)
+	}
 	return &Limits{limits: s.limits, ban: b}, nil
 }
 
@@ -483,6 +510,9 @@ func checkSet(limits []Limit) string {
 	for i, l := range limits {
 		if field, problem := l.check(); field != "" {
 			return fmt.Sprintf("limits[%d].%s %s (%v)", i, field, problem, l)
+		}
+		if l.Leased != limits[0].Leased {
+			return fmt.Sprintf("limits[%d] is leased and limits[%d] is not: the limits of a set are leased all or none", slices.IndexFunc(limits, func(l Limit) bool { return l.Leased }), slices.IndexFunc(limits, func(l Limit) bool { return !l.Leased }))
 		}
 		for j := range i {
 			o := limits[j]
@@ -577,6 +607,12 @@ type policy struct {
 func newPolicy(namespace, pattern string, limits []Limit, ban Ban, unit string, countOnly bool) (*policy, string) {
 	if problem := checkSet(limits); problem != "" {
 		return nil, problem
+	}
+	switch {
+	case limits[0].Leased && ban != Ban{}:
+		return nil, "the limits are leased, decided in process where the strikes of a ban cannot be counted: drop the ban or the leases"
+	case limits[0].Leased && countOnly:
+		return nil, "the limits are leased, taken before the requests, and WithCountOnly charges them after: drop one"
 	}
 	n := len(limits)
 	p := &policy{

@@ -141,6 +141,11 @@ func TestNewLimitsReportsTheField(t *testing.T) {
 		{"cost of slots", []ratelimit.Limit{{Algorithm: ratelimit.Concurrent, Quota: 5, Cost: 1}}, "limits[0].Cost"},
 		{"usage of slots", []ratelimit.Limit{{Algorithm: ratelimit.Concurrent, Quota: 5, Usage: true}}, "limits[0].Usage"},
 		{"usage of a sliding log", []ratelimit.Limit{{Algorithm: ratelimit.SlidingLog, Quota: 5, Window: time.Second, Usage: true}}, "limits[0].Usage"},
+		{"a leased sliding log", []ratelimit.Limit{{Algorithm: ratelimit.SlidingLog, Quota: 5, Window: time.Second, Leased: true}}, "limits[0].Leased cannot lease a sliding-log"},
+		{"a leased calendar", []ratelimit.Limit{{Algorithm: ratelimit.Monthly, Quota: 5, Leased: true}}, "limits[0].Leased is for fixed-window"},
+		{"leased slots", []ratelimit.Limit{{Algorithm: ratelimit.Concurrent, Quota: 5, Leased: true}}, "limits[0].Leased is for fixed-window"},
+		{"leased and charged from usage", []ratelimit.Limit{{Quota: 5, Window: time.Second, Leased: true, Usage: true}}, "limits[0].Leased cannot be set with Usage"},
+		{"leased and not", []ratelimit.Limit{{Quota: 5, Window: time.Second, Leased: true}, {Quota: 5, Window: time.Minute}}, "limits[0] is leased and limits[1] is not"},
 		{"too many slots", []ratelimit.Limit{{Algorithm: ratelimit.Concurrent, Quota: 10_001}}, "limits[0].Quota"},
 		{"a lease too short", []ratelimit.Limit{{Algorithm: ratelimit.Concurrent, Quota: 5, Window: 100 * time.Millisecond}}, "limits[0].Window"},
 		{"two concurrent limits", []ratelimit.Limit{{Algorithm: ratelimit.Concurrent, Quota: 5}, {Algorithm: ratelimit.Concurrent, Quota: 2, Window: time.Second}}, "would count into one place"},
@@ -439,5 +444,29 @@ func waitUnbanned(t *testing.T, l *ratelimit.Limiter) {
 			t.Fatalf("still banned after 10s: %v left", d.Banned)
 		}
 		time.Sleep(min(d.Banned, 50*time.Millisecond))
+	}
+}
+
+// TestLeasedRefusesBansAndCountOnly: a leased set is decided in process,
+// where no strike of a ban is counted, and taken before the requests,
+// where WithCountOnly charges after them: both are refused, by name.
+func TestLeasedRefusesBansAndCountOnly(t *testing.T) {
+	leased := ratelimit.Limit{Quota: 100, Window: time.Minute, Leased: true}
+	limits, err := ratelimit.NewLimits(leased)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ban := ratelimit.Ban{After: 3, Within: time.Minute, For: time.Minute}
+	if _, err := limits.WithBan(ban); !errors.Is(err, ratelimit.ErrInvalid) || !strings.Contains(err.Error(), "leased") {
+		t.Errorf("Limits.WithBan of leased limits: got %v, want ErrInvalid naming the leases", err)
+	}
+	s, err := store.NewMemory(store.MemoryOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, opt := range map[string]ratelimit.Option{"WithBan": ratelimit.WithBan(ban), "WithCountOnly": ratelimit.WithCountOnly(func(status int) bool { return status >= 400 })} {
+		if _, err := ratelimit.New(s, "api", ratelimit.WithLimits(leased), opt); !errors.Is(err, ratelimit.ErrInvalid) || !strings.Contains(err.Error(), "leased") {
+			t.Errorf("New with leased limits and %s: got %v, want ErrInvalid naming the leases", name, err)
+		}
 	}
 }

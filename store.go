@@ -99,6 +99,13 @@ type Result struct {
 	// same cost would pass this limit if the key makes no other request.
 	// It is zero when Allowed.
 	RetryAfter time.Duration
+
+	// Leased is, for a [Limit] Leased, the units this decision took from
+	// the store for the instance's slice of the limit, beyond the
+	// request's cost: more than 0 when the request went to the store and
+	// refilled the slice, 0 when it was decided from the slice in process.
+	// An observer counts refills with it.
+	Leased int
 }
 
 // Decision is a store's answer to one request checked against one or more

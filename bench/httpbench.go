@@ -41,6 +41,14 @@ func httpWorkloads() []httpWorkload {
 			wantStatus: http.StatusOK,
 		},
 		{
+			id:         "hot-key-allowed",
+			title:      "one hot key, all allowed",
+			limit:      limitSpec{Quota: 100_000_000, Window: time.Hour},
+			keys:       1,
+			prefix:     "hot",
+			wantStatus: http.StatusOK,
+		},
+		{
 			id:         "hot-key",
 			title:      "one hot key, all denied",
 			limit:      limitSpec{Quota: 1, Window: time.Hour},

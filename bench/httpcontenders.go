@@ -60,11 +60,12 @@ func httpContenders() []*httpContender {
 				return next, func() {}, nil
 			},
 		},
-		oursHTTP("fixed-window", ratelimit.FixedWindow, false),
-		oursHTTP("sliding-log", ratelimit.SlidingLog, false),
-		oursHTTP("sliding-window", ratelimit.SlidingWindow, false),
-		oursHTTP("token-bucket", ratelimit.TokenBucket, false),
-		oursHTTP("fixed-window", ratelimit.FixedWindow, true),
+		oursHTTP("fixed-window", ratelimit.FixedWindow, ""),
+		oursHTTP("sliding-log", ratelimit.SlidingLog, ""),
+		oursHTTP("sliding-window", ratelimit.SlidingWindow, ""),
+		oursHTTP("token-bucket", ratelimit.TokenBucket, ""),
+		oursHTTP("fixed-window", ratelimit.FixedWindow, "hmac-key"),
+		oursHTTP("fixed-window", ratelimit.FixedWindow, "leased"),
 		oursMemoryHTTP(""),
 		oursMemoryHTTP("x-headers"),
 		{
@@ -169,18 +170,23 @@ var hmacSecret = []byte("bench: not a secret, 32 bytes...")
 
 // oursHTTP is this library's middleware on Redis with one algorithm,
 // keyed by the header's plain value, or by ratelimit.Header when hmac.
-func oursHTTP(algo string, a ratelimit.Algorithm, hmac bool) *httpContender {
+func oursHTTP(algo string, a ratelimit.Algorithm, variant string) *httpContender {
 	name := "ratelimit/redis/" + algo
 	note := "this library: `ratelimit.New(store.NewRedis(client, store.RedisOptions{}), \"bench\", WithLimits(ratelimit.Limit{Quota: quota, Window: window}.Using(ratelimit." + algoIdent(a) + ")), WithKey(the header's value), WithErrorHandler(ratelimit.FailClosed))`" + oursDefaults(a) + "; `Limiter.Handler`, which sets the draft and X- rate limit headers on every response and denies with `ratelimit.Deny` (429, problem details). The key function returns `\"header:\"` and the value, unhashed as the peers have it. FailClosed (503) rather than the default FailOpen, so that an error shows as a status and is not served."
 	key := plainHeaderKey
-	if hmac {
-		name += ",hmac-key"
+	switch variant {
+	case "hmac-key":
 		note = "this library as `ratelimit/redis/fixed-window`, keyed by `ratelimit.HeaderKey(\"X-API-Key\", secret)`, the key function the library recommends for secrets: the key is an HMAC-SHA256 of the value."
 		k, err := ratelimit.HeaderKey(keyHeader, hmacSecret)
 		if err != nil {
 			panic(err) // the secret is a constant of the right length
 		}
 		key = k
+	case "leased":
+		note = "this library as `ratelimit/redis/fixed-window`, the limit `Leased`: each key's requests are decided in process from slices of its quota taken from Redis ahead (docs/limits.md#hot-keys-leased-limits)."
+	}
+	if variant != "" {
+		name += "," + variant
 	}
 	return &httpContender{
 		name:   name,
@@ -194,7 +200,9 @@ func oursHTTP(algo string, a ratelimit.Algorithm, hmac bool) *httpContender {
 				c.Close()
 				return nil, nil, err
 			}
-			lim, err := newOursLimiter(s, l, a, key)
+			limit := ratelimitLimit(l, a)
+			limit.Leased = variant == "leased"
+			lim, err := ratelimit.New(s, "bench", ratelimit.WithLimits(limit), ratelimit.WithKey(key), ratelimit.WithErrorHandler(ratelimit.FailClosed))
 			if err != nil {
 				c.Close()
 				return nil, nil, err

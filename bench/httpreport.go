@@ -89,14 +89,15 @@ func renderHTTPReport(m machine, cfg *config, loadgen string, now time.Time, res
 		}
 	}
 	if anomalies == 0 {
-		b.WriteString("None: no errors, every many-keys response 200, every hot-key response 429 (200 from the bare handler).\n")
+		b.WriteString("None: no errors, every many-keys and hot-key-allowed response 200, every hot-key response 429 (200 from the bare handler).\n")
 	}
 
 	ws := httpWorkloads()
 	b.WriteString("\n### Notes\n\n")
-	fmt.Fprintf(&b, "- Workloads. `%s`: requests spread over %s keys (header `%s: %s00000` …), each connection walking them round-robin from an evenly spaced start, under a limit of %s per key, so every response should be 200. `%s`: every request carries the key `%s`, whose limit of %s was spent by one untimed request before the cell, so every response should be 429.\n",
+	fmt.Fprintf(&b, "- Workloads. `%s`: requests spread over %s keys (header `%s: %s00000` …), each connection walking them round-robin from an evenly spaced start, under a limit of %s per key, so every response should be 200. `%s`: every request carries the key `%s`, under a limit of %s that the run never spends, so every response should be 200. `%s`: every request carries the key `%s`, whose limit of %s was spent by one untimed request before the cell, so every response should be 429.\n",
 		ws[0].id, formatCount(uint64(ws[0].keys)), keyHeader, ws[0].prefix, describeLimit(ws[0].limit),
-		ws[1].id, ws[1].prefix, describeLimit(ws[1].limit))
+		ws[1].id, ws[1].prefix, describeLimit(ws[1].limit),
+		ws[2].id, ws[2].prefix, describeLimit(ws[2].limit))
 	b.WriteString("- Each cell: FLUSHALL (Redis rows), a fresh middleware (and go-redis client, PoolSize 128) in front of a handler writing 200 `hello`, a fresh `net/http` server on 127.0.0.1, an untimed warm-up by the Go load generator (a tenth of the duration, 50 ms to 500 ms), then the timed load. The server, Redis and the load generator share the machine.\n")
 	b.WriteString("- 200, 429, Other status: the statuses the server wrote during the timed load, counted around the middleware; requests whose client went away before the answer (in flight when the load generator exited) are not counted. Errors: the load generator's connect, read and write errors and timeouts. p50, p99: the load generator's latency of one request. Redis CPU µs/request: the server's `INFO cpu` (used_cpu_sys + used_cpu_user) over the timed load divided by the responses counted. Load generator CPU: its process's user + system time divided by the load's duration.\n")
 	b.WriteString("- vs none: requests/s divided by the bare handler's in the same workload. vs ours: divided by `ratelimit/redis/fixed-window` for Redis rows, `ratelimit/memory/fixed-window` for in-process rows (our other algorithms compared to our fixed window likewise). Above 1 the row is faster.\n")

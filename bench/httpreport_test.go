@@ -36,7 +36,7 @@ func httpRow(t *testing.T, w *httpWorkload, name string, rps int, statuses map[i
 
 func TestRenderHTTPReport(t *testing.T) {
 	ws := httpWorkloads()
-	many, hot := &ws[0], &ws[1]
+	many, hot := &ws[0], &ws[2]
 	results := []*httpResult{
 		httpRow(t, many, "none", 50_000, map[int]uint64{200: 100_000}, 0),
 		httpRow(t, many, "ratelimit/redis/fixed-window", 25_000, map[int]uint64{200: 50_000}, time.Second),

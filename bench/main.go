@@ -41,11 +41,18 @@ type config struct {
 	http    bool
 	conns   int
 	loadgen string
+
+	// The leased benchmark's: -leased, -processes.
+	leased    bool
+	processes int
 }
 
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == loadgenCommand {
 		os.Exit(loadgenMain(os.Args[2:]))
+	}
+	if len(os.Args) > 1 && os.Args[1] == leasedCommand {
+		os.Exit(leasedMain(os.Args[2:]))
 	}
 	cfg, err := parseFlags(os.Args[1:])
 	if err != nil {
@@ -68,13 +75,21 @@ func parseFlags(args []string) (*config, error) {
 	cluster := fs.Int("cluster", 0, "start a Redis Cluster of this many masters on loopback and run this library's Redis rows on it (a redis.ClusterClient); the peers' rows are left out")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process over the whole run to this file (with -only, one row's; with -http and wrk, the servers' side alone)")
 	loadgen := fs.String("loadgen", "auto", "with -http: the load generator, wrk, go (this program's own), or auto (wrk when on PATH, else go)")
+	leased := fs.Bool("leased", false, "run the leased hot-key benchmark: instance processes deciding one hot key under a leased limit on one redis-server")
+	processes := fs.Int("processes", 4, "with -leased: the instance processes")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments: %q", fs.Args())
 	}
-	cfg := &config{redisURL: *redisURL, duration: *duration, out: *out, repeat: *repeat, http: *httpMode, conns: *conns, loadgen: *loadgen, cluster: *cluster, cpuProfile: *cpuProfile}
+	cfg := &config{redisURL: *redisURL, duration: *duration, out: *out, repeat: *repeat, http: *httpMode, conns: *conns, loadgen: *loadgen, cluster: *cluster, cpuProfile: *cpuProfile, leased: *leased, processes: *processes}
+	if cfg.leased && (cfg.http || cfg.cluster > 0 || cfg.redisURL != "") {
+		return nil, fmt.Errorf("-leased starts its own redis-server and instance processes: it does not go with -http, -cluster or -redis")
+	}
+	if cfg.processes < 1 {
+		return nil, fmt.Errorf("-processes must be at least 1, got %d", cfg.processes)
+	}
 	if cfg.cluster < 0 {
 		return nil, fmt.Errorf("-cluster must be 0 (off) or a number of masters, got %d", cfg.cluster)
 	}
@@ -134,6 +149,9 @@ func run(cfg *config) int {
 	}
 	if cfg.http {
 		return runHTTP(ctx, stop, cfg)
+	}
+	if cfg.leased {
+		return runLeased(ctx, cfg)
 	}
 
 	var plan []cell

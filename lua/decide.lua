@@ -53,7 +53,9 @@
 --          {hash tag}.
 -- Reply    one line per request, joined by newlines: five integers per
 --          limit (allowed 1 or 0, remaining, reset_after, retry_after,
---          window),
+--          window; a leased limit asking for a lease adds two, the
+--          units it took for the instance beyond the cost and how long
+--          they last, see lease),
 --          then, when the request has a ban, banned (the time until the
 --          ban ends; 0: not banned), separated by spaces; or "E " and an
 --          error with its newlines turned into spaces, or "X" for a
@@ -84,7 +86,19 @@ end
 
 -- cost_of returns what a request of cost takes from the limit of code.
 local function cost_of(code, cost)
-  return tonumber(string.sub(code, 2)) or cost
+  if #code == 1 then
+    return cost
+  end
+  local units = string.match(code, '^%a(%d+)')
+  return units and tonumber(units) or cost
+end
+
+-- A leased limit (ratelimit.Limit.Leased) whose request asks for a lease
+-- has "~want~life" after its code: besides its cost, it takes up to want
+-- more units for the instance to spend in process, for at most life
+-- microseconds (see lease).
+local function leased(code)
+  return #code > 1 and string.find(code, '~', 2, true) ~= nil
 end
 
 -- usage reports whether code is that of a limit charged from usage.
@@ -117,6 +131,42 @@ local function clock()
   return now_us
 end
 
+-- lease returns the units a request that passed may take beyond its cost
+-- from the leased limit of code, the algorithm's parameters pa, pb, pc and
+-- CHECK's remaining and s1 (a token bucket's level) at now, how long they
+-- last, and the s1 to COMMIT with. It gives what the instance wants, up
+-- to an eighth of what is left after the cost, so that slices shrink as
+-- the quota runs out and its last units are decided one by one, in plain
+-- decisions, and up to 1/512 of the quota, so that units left unspent
+-- when a window ends stay few. A lease may
+-- last only while every unit of it would count as it does now if spent
+-- then: a fixed window's units until its window ends (COMMIT tells,
+-- after), a sliding window's until the slot they are counted in ends. A
+-- token bucket's last life: the bucket keeps, for the time of the lease,
+-- room for the refill of that time (rate * life), taken as if the lease's
+-- units left it at the lease's end, so that no span of time admits more
+-- than the bucket would, whenever within its life the units are spent.
+local function lease(code, cost, remaining, pa, pb, pc, now, s1)
+  local want, life = string.match(code, '~(%d+)~(%d+)$')
+  want, life = tonumber(want), tonumber(life)
+  local k, quota = kind(code), pa
+  if k == 't' then
+    quota = math.floor(pa / pb)
+    local level = math.min(s1, pa - pc * life)
+    if level < cost * pb then
+      return 0, 0, s1
+    end
+    remaining, s1 = math.floor(level / pb), level
+  elseif k == 's' then
+    life = math.min(life, (math.floor(now / pb) + 1) * pb - now)
+  end
+  local extra = math.min(want, math.floor((remaining - cost) / 8), math.max(1, math.floor(quota / 512)))
+  if extra < 1 then
+    return 0, 0, s1
+  end
+  return extra, life, s1
+end
+
 -- decide_limits decides the request whose n keys follow KEYS[k] and whose
 -- cost is ARGV[a], limits ARGV[a + 2] on, at now (0: read TIME if a limit
 -- needs it): it checks every limit, then takes cost from all of them or
@@ -127,10 +177,11 @@ local function decide_limits(k, n, a, now)
   local cost = tonumber(ARGV[a])
   local alg, pa, pb, pc, s1, s2, s3, ok, remaining, reset, retry, window = {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}
   local later, slot, costs = {}, {}, {} -- charged from usage: checked, not taken; a slot: one taken
-  local pass = true
+  local pass, leases, extra, life = true, leased(ARGV[a + 2]), {}, {} -- a set's limits are leased all or none
   for i = 1, n do
     local j = a + 4 * i - 2
     alg[i], later[i], slot[i], costs[i] = algorithm(ARGV[j]), usage(ARGV[j]), ARGV[j] == 'k', cost_of(ARGV[j], cost)
+    extra[i], life[i] = 0, 0
     pa[i], pb[i], pc[i] = tonumber(ARGV[j + 1]), tonumber(ARGV[j + 2]), tonumber(ARGV[j + 3])
     if now == 0 and not clockless[kind(ARGV[j])] then
       now = clock()
@@ -142,18 +193,30 @@ local function decide_limits(k, n, a, now)
   end
   for i = 1, n do
     if pass and not later[i] then
-      reset[i], window[i] = alg[i](COMMIT, KEYS[k + i], costs[i], pa[i], pb[i], pc[i], now, s1[i], s2[i], s3[i])
+      local take = costs[i]
+      if leases then
+        local code = ARGV[a + 4 * i - 2]
+        extra[i], life[i], s1[i] = lease(code, take, remaining[i], pa[i], pb[i], pc[i], now, s1[i])
+        if extra[i] > 0 and kind(code) == 't' then
+          remaining[i] = math.floor(s1[i] / pb[i])
+        end
+        take = take + extra[i]
+      end
+      reset[i], window[i] = alg[i](COMMIT, KEYS[k + i], take, pa[i], pb[i], pc[i], now, s1[i], s2[i], s3[i])
       if slot[i] then
         remaining[i] = remaining[i] - 1
       else
-        remaining[i] = remaining[i] - costs[i]
+        remaining[i] = remaining[i] - take
+      end
+      if leases and extra[i] > 0 and kind(ARGV[a + 4 * i - 2]) == 'f' then
+        life[i] = math.min(life[i], reset[i])
       end
     else
       reset[i], window[i] = alg[i](SETTLE, KEYS[k + i], costs[i], pa[i], pb[i], pc[i], now, s1[i], s2[i], s3[i])
     end
     ok[i] = ok[i] and 1 or 0
   end
-  return pass, ok, remaining, reset, retry, window
+  return pass, ok, remaining, reset, retry, window, extra, life
 end
 
 -- peek_limits appends to reply each limit's PEEK for a request of cost,
@@ -284,7 +347,7 @@ local function decide_one(k, n, a)
   if n < 0 then
     return decide_ban(k, -n, a)
   end
-  if n == 1 and not usage(ARGV[a + 2]) then
+  if n == 1 and not usage(ARGV[a + 2]) and not leased(ARGV[a + 2]) then
     local code, now = ARGV[a + 2], 0
     if not clockless[kind(code)] then
       now = clock()
@@ -293,10 +356,13 @@ local function decide_one(k, n, a)
       tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5]), now)
     return string.format('%d %d %d %d %d', ok, remaining, reset, retry, window)
   end
-  local _, ok, remaining, reset, retry, window = decide_limits(k, n, a, 0)
+  local _, ok, remaining, reset, retry, window, extra, life = decide_limits(k, n, a, 0)
   local reply = {}
   for i = 1, n do
     reply[i] = string.format('%d %d %d %d %d', ok[i], remaining[i], reset[i], retry[i], window[i])
+    if leased(ARGV[a + 4 * i - 2]) then
+      reply[i] = reply[i] .. string.format(' %d %d', extra[i], life[i])
+    end
   end
   return table.concat(reply, ' ')
 end

@@ -61,6 +61,8 @@ type Redis struct {
 	cluster bool
 	// slots are the leases of Concurrent limits its requests hold.
 	slots leases
+	// leased are this instance's leases of leased limits.
+	leased quotaLeases
 }
 
 var _ ratelimit.Store = (*Redis)(nil)
@@ -195,16 +197,54 @@ var errLate = errors.New("the request reached Redis after its deadline")
 // zero, the caller waits no later than until (or about that, see batcher),
 // as if ctx ended then, without the cost of a context of its own.
 func (s *Redis) decide(ctx context.Context, key string, cost int, limits []ratelimit.Limit, set *spec.Set, deadline int64, until time.Time) (ratelimit.Decision, error) {
-	d, err := s.decideOnce(ctx, key, cost, limits, set, deadline, until)
+	if set.Leased {
+		return s.decideLeased(ctx, key, cost, limits, set, deadline, until)
+	}
+	d, err := s.decideOnce(ctx, key, cost, limits, set, deadline, until, nil)
 	if err != nil && calendarMiss(err, set) {
-		return s.decideOnce(ctx, key, cost, limits, set, deadline, until)
+		return s.decideOnce(ctx, key, cost, limits, set, deadline, until, nil)
 	}
 	return d, err
 }
 
+// decideLeased is decide for a leased set (see quotaLeases): in process
+// from this instance's leases when they have units enough, else on Redis,
+// taking new leases with the decision.
+func (s *Redis) decideLeased(ctx context.Context, key string, cost int, limits []ratelimit.Limit, set *spec.Set, deadline int64, until time.Time) (ratelimit.Decision, error) {
+	for {
+		d, ok, wait := s.leased.spend(key, cost, limits, set)
+		if ok {
+			return d, nil
+		}
+		if wait == nil {
+			break // this request asks for the leases
+		}
+		if err := waitLease(ctx, wait, until); err != nil {
+			return ratelimit.Decision{}, fmt.Errorf("ratelimit: redis: deciding %s: waiting for the leases another request asked for: %w", keyRef(key, limits), err)
+		}
+	}
+	ask := &leaseAsk{wants: s.leased.wants(key, set, make([]int64, 0, len(set.Limits)))}
+	sent := s.leased.now()
+	d, err := s.decideOnce(ctx, key, cost, limits, set, deadline, until, ask)
+	if err != nil || len(ask.extra) != len(set.Limits) { // failed, or denied from the deny cache
+		s.leased.abandon(key)
+		return d, err
+	}
+	s.leased.granted(key, set, &d, ask.extra, ask.life, sent)
+	return d, nil
+}
+
+// A leaseAsk is what a request of a leased set asks of Redis beyond its
+// cost, per limit, and, once answered, what Redis granted: units and
+// their life in µs.
+type leaseAsk struct {
+	wants, extra, life []int64
+}
+
 // decideOnce is decide, without asking again when Redis's clock lay
-// outside the calendar periods given.
-func (s *Redis) decideOnce(ctx context.Context, key string, cost int, limits []ratelimit.Limit, set *spec.Set, deadline int64, until time.Time) (ratelimit.Decision, error) {
+// outside the calendar periods given. A request of a leased set asks for
+// leases as ask says, and gets them in it.
+func (s *Redis) decideOnce(ctx context.Context, key string, cost int, limits []ratelimit.Limit, set *spec.Set, deadline int64, until time.Time, ask *leaseAsk) (ratelimit.Decision, error) {
 	cs := set.Limits
 	var epoch uint64
 	var sent int64
@@ -228,6 +268,11 @@ func (s *Redis) decideOnce(ctx context.Context, key string, cost int, limits []r
 	for i := range cs {
 		call.keys = append(call.keys, s.prefix+"{"+key+"}"+cs[i].Suffix)
 		call.args = append(call.args, cs[i].ScriptArgs()...)
+	}
+	if ask != nil {
+		for i := range cs {
+			call.args[3+4*i] = leasedCode(&cs[i], ask.wants[i])
+		}
 	}
 	var id int64 // the lease of the slot the request takes
 	if set.Slot >= 0 {
@@ -266,7 +311,7 @@ func (s *Redis) decideOnce(ctx context.Context, key string, cost int, limits []r
 	if err != nil {
 		return ratelimit.Decision{}, fmt.Errorf("ratelimit: redis: deciding %s: %w", keyRef(key, limits), misconfigured(err, s.prefix, s.cluster))
 	}
-	d, err := parseDecision(line, limits, set.Ban != nil)
+	d, err := parseDecision(line, limits, set.Ban != nil, ask)
 	if err != nil {
 		return ratelimit.Decision{}, fmt.Errorf("ratelimit: redis: deciding %s: %w", keyRef(key, limits), err)
 	}
@@ -294,13 +339,19 @@ func (s *Redis) banKey(key string) string { return s.prefix + "{" + key + "}" + 
 // five integers per limit (allowed, remaining, then reset_after,
 // retry_after and window, in microseconds), then, when banned is set, the time until
 // the key's ban ends.
-func parseDecision(line string, limits []ratelimit.Limit, banned bool) (ratelimit.Decision, error) {
+func parseDecision(line string, limits []ratelimit.Limit, banned bool, ask *leaseAsk) (ratelimit.Decision, error) {
 	var buf [maxInline]ratelimit.Result
 	rs := buf[:0]
 	for i := range len(limits) {
-		var n [5]int64
+		var n [7]int64
 		var err error
-		if line, err = parseInts(line, n[:]); err != nil {
+		if ask == nil {
+			line, err = parseInts(line, n[:5])
+		} else {
+			line, err = parseInts(line, n[:])
+			ask.extra, ask.life = append(ask.extra, n[5]), append(ask.life, n[6])
+		}
+		if err != nil {
 			return ratelimit.Decision{}, err
 		}
 		rs = append(rs, ratelimit.Result{
@@ -310,6 +361,7 @@ func parseDecision(line string, limits []ratelimit.Limit, banned bool) (ratelimi
 			Window:     time.Duration(n[4]) * time.Microsecond,
 			ResetAfter: time.Duration(n[2]) * time.Microsecond,
 			RetryAfter: time.Duration(n[3]) * time.Microsecond,
+			Leased:     int(n[5]),
 		})
 	}
 	d := ratelimit.MakeDecision(rs...)
@@ -361,7 +413,7 @@ func (s *Redis) peek(ctx context.Context, key string, cost int, limits []ratelim
 	if err != nil {
 		return ratelimit.Decision{}, fmt.Errorf("ratelimit: redis: peeking %s: %w", keyRef(key, limits), misconfigured(err, s.prefix, s.cluster))
 	}
-	d, err := parseDecision(line, limits, set.Ban != nil)
+	d, err := parseDecision(line, limits, set.Ban != nil, nil)
 	if err != nil {
 		return ratelimit.Decision{}, fmt.Errorf("ratelimit: redis: peeking %s: %w", keyRef(key, limits), err)
 	}
@@ -410,7 +462,7 @@ func (s *Redis) end(ctx context.Context, key string, usage int, limits []ratelim
 	if err != nil {
 		return ratelimit.Decision{}, fmt.Errorf("ratelimit: redis: ending a request of %s: %w", keyRef(key, limits), misconfigured(err, s.prefix, s.cluster))
 	}
-	d, err := parseDecision(line, limits, false)
+	d, err := parseDecision(line, limits, false, nil)
 	if err != nil {
 		return ratelimit.Decision{}, fmt.Errorf("ratelimit: redis: ending a request of %s: %w", keyRef(key, limits), err)
 	}
@@ -501,6 +553,7 @@ func (s *Redis) Reset(ctx context.Context, key string, limits *ratelimit.Limits)
 		keys[i] = s.prefix + "{" + key + "}" + c.Suffix
 	}
 	keys = append(keys, s.banKey(key))
+	s.leased.drop(key)
 	err = s.fn.run(ctx, s.client, resetProgram, keys).Err()
 	if s.denied != nil {
 		// After the DEL, whatever its outcome: a denial cached before it,

@@ -284,7 +284,7 @@ func TestParseDecisionAllocations(t *testing.T) {
 			var err error
 			given := tt.limits.All()
 			allocs := testing.AllocsPerRun(100, func() {
-				d, err = parseDecision(tt.line, given, false)
+				d, err = parseDecision(tt.line, given, false, nil)
 			})
 			if err != nil || !d.Allowed || len(d.Results()) != len(given) {
 				t.Fatalf("got %+v, %v; want allowed with %d results", d, err, len(given))

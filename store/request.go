@@ -68,6 +68,7 @@ func compile(limits *ratelimit.Limits) *limitSet {
 		if l.Cost != 0 {
 			cs[i].FixedCost(int64(l.Cost))
 		}
+		cs[i].Leased = l.Leased
 	}
 	set := &limitSet{Set: spec.NewSet(cs), limits: given}
 	if b, ok := limits.Ban(); ok {

@@ -113,6 +113,21 @@ var apiKey, _ = ratelimit.HeaderKey("X-API-Key", []byte("a test secret, 32 bytes
 // Cases is the table every framework runs.
 var Cases = []Case{
 	{
+		// One key for every client: the route's. The store leases units
+		// of it, and the requests spend them in process; the headers
+		// count down as they would without leases.
+		Name: "a leased hot key shared by every client",
+		Options: func(Framework) []ratelimit.Option {
+			return []ratelimit.Option{ratelimit.WithKey(ratelimit.Route), ratelimit.WithLimits(
+				ratelimit.Limit{Quota: 10_000, Window: time.Minute, Algorithm: ratelimit.FixedWindow, Leased: true, Name: "hot"})}
+		},
+		Steps: []Step{
+			get("/", 200, map[string]string{"RateLimit-Policy": `"hot";q=10000;w=60`, "RateLimit": `"hot";r=9999;t=60`, "X-RateLimit-Remaining": "9999"}),
+			{Method: "GET", Path: "/", RemoteAddr: "192.0.2.2:999", Status: 200, Want: map[string]string{"RateLimit": `"hot";r=9998;t=60`}},
+			{Method: "GET", Path: "/", RemoteAddr: "192.0.2.3:999", Status: 200, Want: map[string]string{"RateLimit": `"hot";r=9997;t=60`}},
+		},
+	},
+	{
 		Name: "limit per client IP, with headers",
 		Options: func(Framework) []ratelimit.Option {
 			return []ratelimit.Option{ratelimit.WithLimits(ratelimit.PerMinute(3).Using(ratelimit.FixedWindow).Named("api"))}

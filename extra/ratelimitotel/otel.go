@@ -68,6 +68,7 @@ type Observer struct {
 	limits   metric.Int64Counter
 	local    metric.Int64Counter
 	usage    metric.Int64Counter
+	refills  metric.Int64Counter
 	latency  metric.Float64Histogram
 
 	sets *seriesMap[labels, options] // attribute sets, made once each
@@ -93,6 +94,7 @@ const (
 	limitKind
 	routeKind
 	namespaceKind
+	leaseKind
 )
 
 // New returns an Observer whose instruments come from mp's meter for this
@@ -115,6 +117,10 @@ func New(mp metric.MeterProvider) (*Observer, error) {
 	}
 	if o.usage, err = m.Int64Counter("ratelimit.usage.charged", metric.WithUnit("{unit}"),
 		metric.WithDescription("Units of usage charged to limits charged from usage once responses were done, by namespace and route pattern.")); err != nil {
+		return nil, err
+	}
+	if o.refills, err = m.Int64Counter("ratelimit.lease.refills", metric.WithUnit("{refill}"),
+		metric.WithDescription("Slices of leased limits an instance took from the store, by namespace, route pattern and limit name.")); err != nil {
 		return nil, err
 	}
 	if o.latency, err = m.Float64Histogram("ratelimit.store.duration", metric.WithUnit("s"),
@@ -149,6 +155,9 @@ func (o *Observer) Observe(r *http.Request, e ratelimit.Event) {
 			out = "allowed"
 		}
 		o.limits.Add(ctx, 1, o.sets.Get(labels{kind: limitKind, namespace: e.Namespace, route: e.Route, limit: res.Limit.Name, outcome: out}).add...)
+		if res.Leased > 0 {
+			o.refills.Add(ctx, 1, o.sets.Get(labels{kind: leaseKind, namespace: e.Namespace, route: e.Route, limit: res.Limit.Name}).add...)
+		}
 	}
 	switch e.Outcome {
 	case "denied", "banned", "would_deny":
@@ -196,6 +205,8 @@ func makeOptions(l labels) options {
 		attrs = append(attrs, keyRoute.String(l.route), keyOutcome.String(l.outcome))
 	case limitKind:
 		attrs = append(attrs, keyRoute.String(l.route), keyLimit.String(l.limit), keyOutcome.String(l.outcome))
+	case leaseKind:
+		attrs = append(attrs, keyRoute.String(l.route), keyLimit.String(l.limit))
 	case routeKind:
 		attrs = append(attrs, keyRoute.String(l.route))
 	}

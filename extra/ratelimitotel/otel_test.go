@@ -271,3 +271,30 @@ func histogramCount(rm metricdata.ResourceMetrics, name string, attrs attribute.
 	}
 	return 0
 }
+
+// TestObserverLeaseRefills: a leased hot key on a real redis-server, 18
+// requests: the first takes a slice of 16 beyond its cost, the next 16
+// spend it, the 18th takes another: two refills.
+func TestObserverLeaseRefills(t *testing.T) {
+	o, reader, _, _ := setup(t)
+	client := redis.NewClient(&redis.Options{Addr: redistest.Shared(t).Addr})
+	t.Cleanup(func() { client.Close() })
+	s, err := store.NewRedis(client, store.RedisOptions{Prefix: "otel-lease:"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	everyone := func(*http.Request) (string, error) { return "everyone", nil }
+	l, err := ratelimit.New(s, "api", ratelimit.WithKey(everyone), ratelimit.WithObserver(o.Observe),
+		ratelimit.WithLimits(ratelimit.Limit{Quota: 10_000, Window: time.Minute, Algorithm: ratelimit.FixedWindow, Leased: true, Name: "hot"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := l.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	for range 18 {
+		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil))
+	}
+	attrs := attribute.NewSet(attribute.String("ratelimit.namespace", "api"), attribute.String("http.route", ""), attribute.String("ratelimit.limit", "hot"))
+	if v := value(collect(t, reader), "ratelimit.lease.refills", attrs); v != 2 {
+		t.Errorf("ratelimit.lease.refills: got %d, want 2", v)
+	}
+}

@@ -61,12 +61,14 @@ type Metrics struct {
 	limits   *prometheus.CounterVec
 	local    *prometheus.CounterVec
 	usage    *prometheus.CounterVec
+	leases   *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
 
 	reqs      *seriesMap[requestLabels, prometheus.Counter]
 	verdicts  *seriesMap[limitLabels, prometheus.Counter]
 	fellBack  *seriesMap[routeLabels, prometheus.Counter]
 	charged   *seriesMap[routeLabels, prometheus.Counter]
+	refills   *seriesMap[leaseLabels, prometheus.Counter]
 	durations *seriesMap[string, prometheus.Observer]
 
 	fallbacks   []watched
@@ -85,6 +87,8 @@ type limitLabels struct {
 }
 
 type routeLabels struct{ namespace, route string }
+
+type leaseLabels struct{ namespace, route, limit string }
 
 // New returns Metrics with no series yet: each appears with the first
 // request it counts.
@@ -106,6 +110,10 @@ func New() *Metrics {
 			Name: "ratelimit_usage_charged_total",
 			Help: "Units of usage charged to limits charged from usage once responses were done, by namespace and route pattern.",
 		}, []string{"namespace", "route"}),
+		leases: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ratelimit_lease_refills_total",
+			Help: "Slices of leased limits this instance took from the store, by namespace, route pattern and limit name.",
+		}, []string{"namespace", "route", "limit"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "ratelimit_store_duration_seconds",
 			Help:    "How long the store took to decide a request, or to fail, by namespace.",
@@ -129,6 +137,9 @@ func New() *Metrics {
 	m.charged = &seriesMap[routeLabels, prometheus.Counter]{Max: MaxSeries,
 		Make:     func(l routeLabels) prometheus.Counter { return m.usage.WithLabelValues(l.namespace, l.route) },
 		Overflow: func(l routeLabels) routeLabels { l.route = other; return l }}
+	m.refills = &seriesMap[leaseLabels, prometheus.Counter]{Max: MaxSeries,
+		Make:     func(l leaseLabels) prometheus.Counter { return m.leases.WithLabelValues(l.namespace, l.route, l.limit) },
+		Overflow: func(l leaseLabels) leaseLabels { l.route, l.limit = other, other; return l }}
 	m.durations = &seriesMap[string, prometheus.Observer]{Max: MaxSeries,
 		Make:     func(ns string) prometheus.Observer { return m.latency.WithLabelValues(ns) },
 		Overflow: func(string) string { return other }}
@@ -157,6 +168,9 @@ func (m *Metrics) Observe(_ *http.Request, e ratelimit.Event) {
 			o = "allowed"
 		}
 		m.verdicts.Get(limitLabels{e.Namespace, e.Route, res.Limit.Name, o}).Inc()
+		if res.Leased > 0 {
+			m.refills.Get(leaseLabels{e.Namespace, e.Route, res.Limit.Name}).Inc()
+		}
 	}
 }
 
@@ -166,6 +180,7 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	m.limits.Describe(ch)
 	m.local.Describe(ch)
 	m.usage.Describe(ch)
+	m.leases.Describe(ch)
 	m.latency.Describe(ch)
 	m.fallbackSet.describe(ch)
 }
@@ -176,6 +191,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	m.limits.Collect(ch)
 	m.local.Collect(ch)
 	m.usage.Collect(ch)
+	m.leases.Collect(ch)
 	m.latency.Collect(ch)
 	m.fallbackMu.Lock()
 	watched := append([]watched(nil), m.fallbacks...)

@@ -63,6 +63,11 @@ type Limit struct {
 	// Cost, when not 0, is what every request takes from the limit,
 	// whatever its own cost: its script code is followed by it.
 	Cost int64
+
+	// Leased marks a limit that instances decide in process from leases
+	// (ratelimit.Limit.Leased); a request that asks for one has
+	// "~want~life" after its script code (see decide.lua's lease).
+	Leased bool
 }
 
 // FixedCost makes every request take n units from c (ratelimit.Limit.Cost).
@@ -256,6 +261,7 @@ type Set struct {
 	Ban         *Ban  // nil: none
 	Calendar    bool  // some limit is a calendar's
 	Slot        int   // the index of its Concurrent limit; -1: none
+	Leased      bool  // its limits are leased (all or none are)
 
 	share atomic.Pointer[shared]
 }
@@ -268,6 +274,7 @@ func NewSet(limits []Limit) *Set {
 			s.MinCapacity = min(s.MinCapacity, l.Capacity)
 		}
 		s.Calendar = s.Calendar || l.Calendar != nil
+		s.Leased = s.Leased || l.Leased
 		if l.Algorithm == Concurrent {
 			s.Slot = i
 		}

@@ -1,0 +1,217 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/store"
+)
+
+// The leased hot-key benchmark (-leased): several instance processes,
+// each calling this library's Redis store on one hot key whose leased
+// limit is far from spent, on one redis-server. It measures the admitted
+// decisions a second of all the processes together, the Redis round
+// trips they made per 1,000 decisions, and, from Redis's count, the units
+// leased and not spent.
+
+// leasedCommand runs one instance process of the leased benchmark.
+const leasedCommand = "leased-instance"
+
+// leasedLimit is the hot key's: 100 million a minute, leased.
+var leasedLimit = ratelimit.Limit{Quota: 100_000_000, Window: time.Minute, Algorithm: ratelimit.FixedWindow, Leased: true}
+
+// leasedResult is what an instance process reports, as JSON on stdout.
+type leasedResult struct {
+	Decisions uint64 `json:"decisions"`
+	Admitted  uint64 `json:"admitted"` // units
+	Errors    uint64 `json:"errors"`
+	Trips     uint64 `json:"trips"` // commands and pipelines sent to Redis
+	Elapsed   time.Duration
+}
+
+// tripCounter counts, through a go-redis hook, the round trips a client makes.
+type tripCounter struct{ n atomic.Uint64 }
+
+func (c *tripCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (c *tripCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error { c.n.Add(1); return next(ctx, cmd) }
+}
+func (c *tripCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error { c.n.Add(1); return next(ctx, cmds) }
+}
+
+// leasedMain is an instance process: it decides the hot key from callers
+// goroutines from the given start for the given duration.
+func leasedMain(args []string) int {
+	fs := flag.NewFlagSet(leasedCommand, flag.ContinueOnError)
+	addr := fs.String("addr", "", "redis-server address")
+	callers := fs.Int("callers", 4, "goroutines")
+	start := fs.Int64("start", 0, "when to start, in Unix ns")
+	duration := fs.Duration("duration", 5*time.Second, "how long")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	client := redis.NewClient(&redis.Options{Addr: *addr, PoolSize: 128})
+	defer client.Close()
+	trips := &tripCounter{}
+	client.AddHook(trips)
+	s, err := store.NewRedis(client, store.RedisOptions{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	limits, err := ratelimit.NewLimits(leasedLimit)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	ctx := context.Background()
+	time.Sleep(time.Until(time.Unix(0, *start)))
+	var res leasedResult
+	var decisions, admitted, errs atomic.Uint64
+	began := time.Now()
+	end := began.Add(*duration)
+	var wg sync.WaitGroup
+	for range *callers {
+		wg.Go(func() {
+			var n, a, e uint64
+			for ; n%256 != 0 || time.Now().Before(end); n++ {
+				d, err := s.Allow(ctx, "hot", 1, limits)
+				switch {
+				case err != nil:
+					e++
+				case d.Allowed:
+					a++
+				}
+			}
+			decisions.Add(n)
+			admitted.Add(a)
+			errs.Add(e)
+		})
+	}
+	wg.Wait()
+	res.Elapsed = time.Since(began)
+	res.Decisions, res.Admitted, res.Errors, res.Trips = decisions.Load(), admitted.Load(), errs.Load(), trips.n.Load()
+	json.NewEncoder(os.Stdout).Encode(res)
+	return 0
+}
+
+// runLeased runs the leased benchmark: processes instance processes of
+// callers goroutines each, for duration, and writes the report.
+func runLeased(ctx context.Context, cfg *config) int {
+	srv, err := startRedis()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		return 1
+	}
+	defer srv.Kill()
+	exe, err := os.Executable()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		return 1
+	}
+	callers := cfg.callers[len(cfg.callers)-1]
+	if len(cfg.callers) == 3 && cfg.callers[2] == 64 { // the default list: 4 a process
+		callers = 4
+	}
+	start := time.Now().Add(time.Second)
+	results := make([]leasedResult, cfg.processes)
+	var wg sync.WaitGroup
+	var failed atomic.Bool
+	for i := range cfg.processes {
+		wg.Go(func() {
+			cmd := exec.CommandContext(ctx, exe, leasedCommand, "-addr", srv.Addr, "-callers", fmt.Sprint(callers),
+				"-start", fmt.Sprint(start.UnixNano()), "-duration", cfg.duration.String())
+			cmd.Stderr = os.Stderr
+			out, err := cmd.Output()
+			if err == nil {
+				err = json.Unmarshal(out, &results[i])
+			}
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "bench: instance", i, err)
+				failed.Store(true)
+			}
+		})
+	}
+	wg.Wait()
+	if failed.Load() {
+		return 1
+	}
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	defer c.Close()
+	var keys []string
+	if keys, err = c.Keys(ctx, "rl:{hot}*").Result(); err != nil || len(keys) != 1 {
+		fmt.Fprintln(os.Stderr, "bench: the hot key on Redis:", keys, err)
+		return 1
+	}
+	counted, err := c.Get(ctx, keys[0]).Uint64()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench: the hot key's count:", err)
+		return 1
+	}
+	version, _ := (&redisTarget{opts: &redis.Options{Addr: srv.Addr}}).version(ctx)
+
+	var sum leasedResult
+	var longest time.Duration
+	for _, r := range results {
+		sum.Decisions += r.Decisions
+		sum.Admitted += r.Admitted
+		sum.Errors += r.Errors
+		sum.Trips += r.Trips
+		longest = max(longest, r.Elapsed)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Leased hot key\n\n")
+	fmt.Fprintf(&b, "`cd bench && go run . -leased%s` on %s, %d cores, GOMAXPROCS %d per process, %s, redis-server %s.\n\n",
+		flagsNote(cfg), cpuModel(), runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.Version(), version)
+	fmt.Fprintf(&b, "%d instance processes of %d callers each, one hot key under `ratelimit.Limit{Quota: 100_000_000, Window: time.Minute, Algorithm: ratelimit.FixedWindow, Leased: true}`, for %v, on one redis-server.\n\n", cfg.processes, callers, cfg.duration)
+	fmt.Fprintf(&b, "| Process | Decisions | Admitted | Errors | Decisions/s | Redis round trips | Decisions per round trip |\n|---|---|---|---|---|---|---|\n")
+	for i, r := range results {
+		fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s | %s |\n", i, formatCount(r.Decisions), formatCount(r.Admitted), formatCount(r.Errors),
+			formatCount(uint64(float64(r.Decisions)/r.Elapsed.Seconds())), formatCount(r.Trips), formatCount(r.Decisions/max(1, r.Trips)))
+	}
+	rate := uint64(float64(sum.Admitted) / longest.Seconds())
+	fmt.Fprintf(&b, "| **all** | %s | %s | %s | **%s** | %s | **%s** |\n\n", formatCount(sum.Decisions), formatCount(sum.Admitted), formatCount(sum.Errors),
+		formatCount(rate), formatCount(sum.Trips), formatCount(sum.Decisions/max(1, sum.Trips)))
+	unspent := int64(counted) - int64(sum.Admitted)
+	fmt.Fprintf(&b, "- Admitted decisions a second, all processes: **%s** (target: at least 1,000,000).\n", formatCount(rate))
+	fmt.Fprintf(&b, "- Redis round trips per 1,000 decisions: **%.3f** (target: at most 1).\n", 1000*float64(sum.Trips)/float64(max(1, sum.Decisions)))
+	fmt.Fprintf(&b, "- Redis counts %s units; the processes admitted %s: **%d** leased and not spent, %.4f%% of the limit (target: at most 1%%); more admitted than counted: %v.\n",
+		formatCount(counted), formatCount(sum.Admitted), unspent, 100*float64(unspent)/float64(leasedLimit.Quota), sum.Admitted > counted)
+	if longest > leasedLimit.Window {
+		fmt.Fprintf(&b, "- The run outlasted a window: the counts above span windows.\n")
+	}
+	io.WriteString(os.Stdout, b.String())
+	if cfg.out != "" {
+		if err := os.WriteFile(cfg.out, []byte(b.String()), 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			return 1
+		}
+	}
+	return 0
+}
+
+// flagsNote is the flags a report's command line shows beyond -leased.
+func flagsNote(cfg *config) string {
+	var s string
+	if cfg.processes != 4 {
+		s += fmt.Sprintf(" -processes %d", cfg.processes)
+	}
+	if cfg.duration != 3*time.Second {
+		s += " -duration " + cfg.duration.String()
+	}
+	return s
+}

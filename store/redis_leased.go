@@ -1,0 +1,304 @@
+package store
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/internal/spec"
+)
+
+// Leased limits (ratelimit.Limit.Leased). A request of a leased set is
+// decided in process when this instance holds, for each of its limits, a
+// lease with units enough and time left; the units are counted on Redis
+// already, when the lease was taken, so spending them needs no call. When
+// one lacks, the request goes to Redis as any other, asking besides for a
+// lease of each limit: units beyond its cost, which Redis takes with it
+// (decide.lua's lease says how many, and for how long). One request per
+// key goes to Redis for leases at a time: the others wait for its answer
+// and spend from what it brought, so that a hot key running out of its
+// lease sends one call, not one per request in flight.
+//
+// A lease is sized to last about leaseTarget at the rate its key spent
+// the last one, at most four times that one plus leaseStart, so that a
+// key warms up in a few calls and a burst does not take more than it
+// can spend. It lasts at most leaseLife: a Reset on another instance
+// reaches this one's leases within it, and a token bucket keeps room for
+// the refill of that time (see decide.lua).
+
+const (
+	leaseTarget = 20 * time.Millisecond
+	leaseLife   = 100 * time.Millisecond
+	leaseStart  = 16
+	// maxLeasedKeys bounds the keys holding leases; past it, a key
+	// takes the place of one whose leases are over, or of any.
+	maxLeasedKeys = 1 << 16
+	leaseShards   = 64
+)
+
+// leaseEpoch starts the monotonic clock of leases.
+var leaseEpoch = time.Now()
+
+// leaseNow is the time on the clock of leases, in ns.
+func leaseNow() int64 { return int64(time.Since(leaseEpoch)) }
+
+// quotaLeases are a store's leases, by key.
+type quotaLeases struct {
+	shards [leaseShards]leaseShard
+	// clock, when set, replaces leaseNow: tests pin it with Redis's.
+	clock func() int64
+}
+
+// now is the time on l's clock, in ns.
+func (l *quotaLeases) now() int64 {
+	if l.clock != nil {
+		return l.clock()
+	}
+	return leaseNow()
+}
+
+type leaseShard struct {
+	mu   sync.Mutex
+	keys map[string]*leasedKey
+}
+
+// leasedKey is one key's leases, one per limit of the set that took them,
+// and the request that is taking new ones, if any.
+type leasedKey struct {
+	limits []quotaLease
+	// taking, while a request asks Redis for leases of the key, is closed
+	// when it has its answer.
+	taking chan struct{}
+}
+
+// quotaLease is an instance's lease of one limit of a key: units it may
+// spend until expires, and what Redis said of the limit with it.
+type quotaLease struct {
+	suffix    string // the limit's
+	units     int64  // left to spend
+	expires   int64  // leaseNow's
+	remaining int64  // what Redis had left once it granted the lease
+	resets    int64  // leaseNow's time the limit resets, as Redis said
+	window    time.Duration
+	since     int64 // when the lease was granted
+	spent     int64 // units spent since
+}
+
+func (l *quotaLeases) shard(key string) *leaseShard {
+	return &l.shards[keyHash(key)%leaseShards]
+}
+
+// find returns key's lease of c in k, nil when none.
+func (k *leasedKey) find(c *compiled) *quotaLease {
+	for i := range k.limits {
+		if k.limits[i].suffix == c.Suffix {
+			return &k.limits[i]
+		}
+	}
+	return nil
+}
+
+// spend decides a request of key under the leased set from the leases
+// this instance holds: when each has units enough and time left, it takes
+// them and returns the decision. Otherwise it returns a channel closed
+// when the request under way for the key's leases has its answer (wait
+// for it and try again), or, when none is under way, nil, and the
+// caller is to ask Redis, with take set: it must then call granted or
+// abandon.
+func (l *quotaLeases) spend(key string, cost int, limits []ratelimit.Limit, set *spec.Set) (d ratelimit.Decision, ok bool, wait <-chan struct{}) {
+	sh := l.shard(key)
+	now := l.now()
+	sh.mu.Lock()
+	k := sh.keys[key]
+	if k != nil {
+		ok = true
+		for i := range set.Limits {
+			q := k.find(&set.Limits[i])
+			if q == nil || q.expires <= now || q.units < set.Limits[i].CostFor(int64(cost)) {
+				ok = false
+				break
+			}
+		}
+	}
+	if !ok {
+		switch {
+		case k == nil:
+			k = sh.add(key, now)
+		case k.taking != nil:
+			wait = k.taking
+			sh.mu.Unlock()
+			return d, false, wait
+		}
+		k.taking = make(chan struct{})
+		sh.mu.Unlock()
+		return d, false, nil
+	}
+	var buf [maxInline]ratelimit.Result
+	rs := resultsFor(limits, &buf)
+	for i := range set.Limits {
+		take := set.Limits[i].CostFor(int64(cost))
+		q := k.find(&set.Limits[i])
+		q.units -= take
+		q.spent += take
+		rs[i].Allowed = true
+		rs[i].Remaining = int(q.remaining + q.units)
+		rs[i].ResetAfter = time.Duration(max(0, q.resets-now))
+		rs[i].Window = q.window
+	}
+	sh.mu.Unlock()
+	return ratelimit.MakeDecision(rs...), true, nil
+}
+
+// add makes key's entry, in room made if need be. The shard is locked.
+func (sh *leaseShard) add(key string, now int64) *leasedKey {
+	if sh.keys == nil {
+		sh.keys = make(map[string]*leasedKey)
+	}
+	if len(sh.keys) >= maxLeasedKeys/leaseShards {
+		for other, k := range sh.keys {
+			if k.taking == nil && k.over(now) {
+				delete(sh.keys, other)
+			}
+		}
+		for other, k := range sh.keys {
+			if len(sh.keys) < maxLeasedKeys/leaseShards {
+				break
+			}
+			if k.taking == nil {
+				delete(sh.keys, other) // its units, counted on Redis, go unspent
+			}
+		}
+	}
+	k := &leasedKey{}
+	sh.keys[key] = k
+	return k
+}
+
+// over reports whether every lease of k has ended.
+func (k *leasedKey) over(now int64) bool {
+	for i := range k.limits {
+		if k.limits[i].expires > now {
+			return false
+		}
+	}
+	return true
+}
+
+// wants returns, per limit of set, how many units beyond the cost the
+// request asking Redis for key's leases asks for.
+func (l *quotaLeases) wants(key string, set *spec.Set, out []int64) []int64 {
+	sh := l.shard(key)
+	now := l.now()
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	k := sh.keys[key]
+	for i := range set.Limits {
+		want := int64(leaseStart)
+		if k != nil {
+			if q := k.find(&set.Limits[i]); q != nil && q.spent > 0 && now > q.since {
+				rate := float64(q.spent) / float64(now-q.since)
+				want = min(int64(rate*float64(leaseTarget)), 4*q.spent+leaseStart)
+			}
+		}
+		out = append(out, max(want, 1))
+	}
+	return out
+}
+
+// granted records the leases Redis granted with decision d, asked for at
+// sent: extra units of each limit lasting life µs, and ends the taking.
+// d's Remaining then counts the units this instance holds, which it may
+// still spend, as a decision in process does.
+func (l *quotaLeases) granted(key string, set *spec.Set, d *ratelimit.Decision, extra, life []int64, sent int64) {
+	sh := l.shard(key)
+	now := l.now()
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	k := sh.keys[key]
+	if k == nil {
+		return // dropped meanwhile (a Reset): the grant goes unspent
+	}
+	rs := d.Results()
+	for i := range set.Limits {
+		q := k.find(&set.Limits[i])
+		if q == nil {
+			k.limits = append(k.limits, quotaLease{suffix: set.Limits[i].Suffix})
+			q = &k.limits[len(k.limits)-1]
+		}
+		r := &rs[i]
+		q.remaining = int64(r.Remaining)
+		q.resets = sent + int64(r.ResetAfter)
+		q.window = r.Window
+		if extra[i] == 0 {
+			continue // a plain decision: what was left of the lease stays
+		}
+		expires := sent + life[i]*int64(time.Microsecond)
+		if q.expires > now && q.units > 0 {
+			q.units += extra[i]
+			q.expires = min(q.expires, expires)
+		} else {
+			q.units, q.expires = extra[i], expires
+		}
+		q.since, q.spent = now, 0
+		r.Remaining += int(q.units)
+	}
+	*d = ratelimit.MakeDecision(rs...) // rs is a copy of d's results
+	l.done(k)
+}
+
+// abandon ends the taking of key's leases without a grant.
+func (l *quotaLeases) abandon(key string) {
+	sh := l.shard(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if k := sh.keys[key]; k != nil {
+		l.done(k)
+	}
+}
+
+// done ends k's taking. The shard is locked.
+func (l *quotaLeases) done(k *leasedKey) {
+	if k.taking != nil {
+		close(k.taking)
+		k.taking = nil
+	}
+}
+
+// drop forgets key's leases (a Reset): their units, counted on Redis
+// before the reset, are not spent.
+func (l *quotaLeases) drop(key string) {
+	sh := l.shard(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if k := sh.keys[key]; k != nil {
+		l.done(k)
+		delete(sh.keys, key)
+	}
+}
+
+// leasedCode is the script code of a leased limit whose request asks for
+// want units beyond its cost, for at most leaseLife.
+func leasedCode(c *compiled, want int64) string {
+	return c.ScriptArgs()[0].(string) + "~" + strconv.FormatInt(want, 10) + "~" + strconv.FormatInt(int64(leaseLife/time.Microsecond), 10)
+}
+
+// waitLease waits for the request under way for a key's leases, until
+// ctx ends or until, when set.
+func waitLease(ctx context.Context, wait <-chan struct{}, until time.Time) error {
+	var late <-chan time.Time // never, without until
+	if !until.IsZero() {
+		t := time.NewTimer(time.Until(until))
+		defer t.Stop()
+		late = t.C
+	}
+	select {
+	case <-wait:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-late:
+		return context.DeadlineExceeded
+	}
+}
