@@ -394,7 +394,10 @@ func TestLeasedOnRedisServer(t *testing.T) {
 // of each store: Memory (which decides in process anyway), Redis on a
 // server, a Fallback around it, and Redis on a 3-master cluster. Each
 // admits at most the limit, and, with traffic going on until the leases
-// are spent, all of it.
+// are spent, all of it but what slices lapsed unspent: a slice taken just
+// before its slot ends (the sliding window's slots are 6 minutes, aligned
+// on the clock) ends before it is spent; at most a slice per instance
+// and slot end.
 func TestLeasedThroughEveryWrapper(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Shared(t)
@@ -477,8 +480,9 @@ func TestLeasedThroughEveryWrapper(t *testing.T) {
 			if admitted.Load() > int64(l.Quota) {
 				t.Errorf("%d admitted, more than the limit %d", admitted.Load(), l.Quota)
 			}
-			if admitted.Load() < int64(l.Quota) {
-				t.Errorf("%d admitted: %d of the limit went unspent", admitted.Load(), int64(l.Quota)-admitted.Load())
+			slice := int64(max(1, l.Quota/512)) // the most one slice holds beyond its cost
+			if unspent := int64(l.Quota) - admitted.Load(); unspent > 2*int64(len(stores))*slice {
+				t.Errorf("%d admitted: %d of the limit went unspent, more than two slices per instance", admitted.Load(), unspent)
 			}
 		})
 	}
