@@ -196,9 +196,22 @@ func pause(ctx context.Context, again int) error {
 	}
 }
 
-// programCmd returns the command name target keys args, for FCALL,
-// EVALSHA and EVAL.
-func programCmd(ctx context.Context, name, target string, keys []string, args []any) *redis.Cmd {
+// send sends the command name target keys args (FCALL, EVALSHA or EVAL)
+// through c, a client or a pipeline, at most once, and returns it;
+// through a pipeline, it goes when the pipeline does. A client without
+// Process gets it through its own method, which retries as it does.
+func send(ctx context.Context, c any, name, target string, keys []string, args []any) *redis.Cmd {
+	pc, ok := c.(processor)
+	if !ok {
+		switch s, _ := c.(redis.Scripter); name {
+		case "evalsha":
+			return s.EvalSha(ctx, target, keys, args...)
+		case "eval":
+			return s.Eval(ctx, target, keys, args...)
+		default:
+			return c.(functionCaller).FCall(ctx, target, keys, args...)
+		}
+	}
 	all := make([]any, 3, 3+len(keys)+len(args))
 	all[0], all[1], all[2] = name, target, len(keys)
 	for _, k := range keys {
@@ -208,45 +221,22 @@ func programCmd(ctx context.Context, name, target string, keys []string, args []
 	if len(keys) > 0 {
 		cmd.SetFirstKeyPos(3)
 	}
+	_ = pc.Process(ctx, onceCmd{cmd})
 	return cmd
-}
-
-// send sends cmd through c, a client or a pipeline, at most once, and
-// returns it. Through a pipeline, it is sent when the pipeline is.
-func send(ctx context.Context, c any, cmd *redis.Cmd) *redis.Cmd {
-	if pc, ok := c.(processor); ok {
-		_ = pc.Process(ctx, onceCmd{cmd})
-		return cmd
-	}
-	args := cmd.Args()
-	n, _ := args[2].(int)
-	keys := make([]string, n)
-	for i := range keys {
-		keys[i], _ = args[3+i].(string)
-	}
-	rest := args[3+n:]
-	switch s, _ := c.(redis.Scripter); args[0] {
-	case "evalsha":
-		return s.EvalSha(ctx, args[1].(string), keys, rest...)
-	case "eval":
-		return s.Eval(ctx, args[1].(string), keys, rest...)
-	default:
-		return c.(functionCaller).FCall(ctx, args[1].(string), keys, rest...)
-	}
 }
 
 // fcall calls p's function through c.
 func fcall(ctx context.Context, c any, p *program, keys []string, args []any) *redis.Cmd {
-	return send(ctx, c, programCmd(ctx, "fcall", p.function, keys, args))
+	return send(ctx, c, "fcall", p.function, keys, args)
 }
 
 // evalSha and eval run p as a script through c, a client or a pipeline.
 func evalSha(ctx context.Context, c any, p *program, keys []string, args []any) *redis.Cmd {
-	return send(ctx, c, programCmd(ctx, "evalsha", p.script.Hash(), keys, args))
+	return send(ctx, c, "evalsha", p.script.Hash(), keys, args)
 }
 
 func eval(ctx context.Context, c any, p *program, keys []string, args []any) *redis.Cmd {
-	return send(ctx, c, programCmd(ctx, "eval", p.source, keys, args))
+	return send(ctx, c, "eval", p.source, keys, args)
 }
 
 // runScript runs p as a script through c: EVALSHA, then EVAL when Redis
