@@ -544,7 +544,7 @@ func (l *Limiter) policyFor(r *http.Request) (*policy, error) {
 type requestState struct {
 	context.Context
 	decided []decided
-	first   [2]decided   // decided's first array
+	first   [1]decided   // decided's first array: one Limiter's; a second moves it
 	req     http.Request // the copy of the request that carries the state
 	header  http.Header  // the response's header, which Finish writes anew
 	buf     strings.Builder

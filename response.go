@@ -446,7 +446,6 @@ type problem struct {
 func writeProblem(w http.ResponseWriter, r *http.Request, p problem, results []Result) {
 	h, s := w.Header(), stateOf(r.Context())
 	h["X-Content-Type-Options"] = s.headerValue("nosniff")
-	h["Cache-Control"] = s.headerValue("no-store")
 	bp := bodies.Get().(*[]byte)
 	b := (*bp)[:0]
 	if acceptsJSON(r.Header.Values("Accept")) {

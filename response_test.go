@@ -1075,3 +1075,32 @@ type discardWriter struct{ h http.Header }
 func (d *discardWriter) Header() http.Header         { return d.h }
 func (d *discardWriter) Write(p []byte) (int, error) { return len(p), nil }
 func (d *discardWriter) WriteHeader(int)             {}
+
+// TestDenialHeaderFields: a 429 with the default headers sets eight
+// fields, none of them Cache-Control (no cache stores a 429), so that
+// net/http's header map, and its copy as the status is written, stay at
+// the size that needs no growing. A ninth field would cost every denial.
+func TestDenialHeaderFields(t *testing.T) {
+	l, err := ratelimit.New(newMemory(t), "fields", ratelimit.WithLimits(ratelimit.PerMinute(1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := l.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	for _, accept := range []string{"", "application/json"} {
+		var w *httptest.ResponseRecorder
+		for range 2 {
+			w = httptest.NewRecorder()
+			r := httptest.NewRequest("GET", "/", nil)
+			if accept != "" {
+				r.Header.Set("Accept", accept)
+			}
+			h.ServeHTTP(w, r)
+		}
+		if w.Code != http.StatusTooManyRequests {
+			t.Fatalf("Accept %q: got %d, want 429", accept, w.Code)
+		}
+		if len(w.Header()) != 8 || w.Header().Get("Cache-Control") != "" {
+			t.Errorf("Accept %q: the 429 sets %d fields, want 8 without Cache-Control: %v", accept, len(w.Header()), w.Header())
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"regexp"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -314,19 +315,9 @@ func runHTTP(ctx context.Context, stop context.CancelFunc, cfg *config) int {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		return 2
 	}
-	var plan []httpCell
-	needRedis := false
-	ws := httpWorkloads()
-	cs := httpContenders()
-	for i := range ws {
-		for _, c := range cs {
-			if cfg.only.MatchString(ws[i].id + "/" + c.name) {
-				plan = append(plan, httpCell{&ws[i], c})
-				needRedis = needRedis || c.redis
-			}
-		}
-	}
+	plan, needRedis := planHTTP(cfg.only)
 	if len(plan) == 0 {
+		ws, cs := httpWorkloads(), httpContenders()
 		fmt.Fprintf(os.Stderr, "bench: -only %q matches no row; rows are named workload/contender, for example %s/%s\n", cfg.only, ws[0].id, cs[1].name)
 		return 2
 	}
@@ -336,30 +327,10 @@ func runHTTP(ctx context.Context, stop context.CancelFunc, cfg *config) int {
 	}
 	defer closeEnv()
 
-	fmt.Fprintf(os.Stderr, "bench: %d HTTP cells of %v each, %d time(s), %d connections, load from %s\n", len(plan), cfg.duration, cfg.repeat, cfg.conns, lg.describe())
-	runs := make([][]*httpResult, len(plan))
-	for round := range cfg.repeat {
-		for i, p := range plan {
-			if ctx.Err() != nil {
-				break
-			}
-			r := runHTTPCell(ctx, e, p.w, p.c, lg, cfg.conns, cfg.duration)
-			if ctx.Err() != nil {
-				break
-			}
-			runs[i] = append(runs[i], r)
-			fmt.Fprintf(os.Stderr, "bench: [%d/%d] round %d %s/%s: %s\n", i+1, len(plan), round+1, p.w.id, p.c.name, httpProgressLine(r))
-		}
-	}
-	if ctx.Err() != nil {
+	results := runHTTPRounds(ctx, e, plan, lg, cfg)
+	if results == nil {
 		fmt.Fprintln(os.Stderr, "bench: interrupted; no report")
 		return 130
-	}
-	results := make([]*httpResult, len(plan))
-	for i, rs := range runs {
-		sorted := append([]*httpResult(nil), rs...)
-		sort.Slice(sorted, func(a, b int) bool { return sorted[a].rate() < sorted[b].rate() })
-		results[i] = sorted[(len(sorted)-1)/2]
 	}
 
 	report := renderHTTPReport(machineInfo(redisVersion), cfg, lg.describe(), time.Now(), results)
@@ -376,6 +347,46 @@ func runHTTP(ctx context.Context, stop context.CancelFunc, cfg *config) int {
 		}
 	}
 	return 0
+}
+
+// planHTTP returns the HTTP cells whose workload/contender only matches,
+// and whether any needs Redis.
+func planHTTP(only *regexp.Regexp) (plan []httpCell, needRedis bool) {
+	ws := httpWorkloads()
+	cs := httpContenders()
+	for i := range ws {
+		for _, c := range cs {
+			if only.MatchString(ws[i].id + "/" + c.name) {
+				plan = append(plan, httpCell{&ws[i], c})
+				needRedis = needRedis || c.redis
+			}
+		}
+	}
+	return plan, needRedis
+}
+
+// runHTTPRounds runs every cell of plan cfg.repeat times (see roundRobin)
+// and returns each cell's median run by requests/s; nil when interrupted.
+func runHTTPRounds(ctx context.Context, e *env, plan []httpCell, lg loadGenerator, cfg *config) []*httpResult {
+	fmt.Fprintf(os.Stderr, "bench: %d HTTP cells of %v each, %d time(s), %d connections, load from %s\n", len(plan), cfg.duration, cfg.repeat, cfg.conns, lg.describe())
+	runs := roundRobin(ctx, len(plan), cfg.repeat, func(i, round int) *httpResult {
+		p := plan[i]
+		r := runHTTPCell(ctx, e, p.w, p.c, lg, cfg.conns, cfg.duration)
+		if ctx.Err() == nil {
+			fmt.Fprintf(os.Stderr, "bench: [%d/%d] round %d %s/%s: %s\n", i+1, len(plan), round+1, p.w.id, p.c.name, httpProgressLine(r))
+		}
+		return r
+	})
+	if runs == nil {
+		return nil
+	}
+	results := make([]*httpResult, len(plan))
+	for i, rs := range runs {
+		sorted := append([]*httpResult(nil), rs...)
+		sort.Slice(sorted, func(a, b int) bool { return sorted[a].rate() < sorted[b].rate() })
+		results[i] = sorted[(len(sorted)-1)/2]
+	}
+	return results
 }
 
 func httpProgressLine(r *httpResult) string {

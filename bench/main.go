@@ -45,6 +45,9 @@ type config struct {
 	// The leased benchmark's: -leased, -processes.
 	leased    bool
 	processes int
+
+	// -goside: the Go side per request against the peers.
+	goSide bool
 }
 
 func main() {
@@ -77,13 +80,17 @@ func parseFlags(args []string) (*config, error) {
 	loadgen := fs.String("loadgen", "auto", "with -http: the load generator, wrk, go (this program's own), or auto (wrk when on PATH, else go)")
 	leased := fs.Bool("leased", false, "run the leased hot-key benchmark: instance processes deciding one hot key under a leased limit on one redis-server")
 	processes := fs.Int("processes", 4, "with -leased: the instance processes")
+	goSide := fs.Bool("goside", false, "run the Go-side comparison: this library against the cheapest peers, HTTP and decision cells, with a table of the goals")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments: %q", fs.Args())
 	}
-	cfg := &config{redisURL: *redisURL, duration: *duration, out: *out, repeat: *repeat, http: *httpMode, conns: *conns, loadgen: *loadgen, cluster: *cluster, cpuProfile: *cpuProfile, leased: *leased, processes: *processes}
+	cfg := &config{redisURL: *redisURL, duration: *duration, out: *out, repeat: *repeat, http: *httpMode, conns: *conns, loadgen: *loadgen, cluster: *cluster, cpuProfile: *cpuProfile, leased: *leased, processes: *processes, goSide: *goSide}
+	if cfg.goSide && (cfg.http || cfg.leased || cfg.cluster > 0 || *only != "") {
+		return nil, fmt.Errorf("-goside chooses its own cells: it does not go with -http, -leased, -cluster or -only")
+	}
 	if cfg.leased && (cfg.http || cfg.cluster > 0 || cfg.redisURL != "") {
 		return nil, fmt.Errorf("-leased starts its own redis-server and instance processes: it does not go with -http, -cluster or -redis")
 	}
@@ -147,6 +154,9 @@ func run(cfg *config) int {
 		}
 		defer pprof.StopCPUProfile()
 	}
+	if cfg.goSide {
+		return runGoSide(ctx, stop, cfg)
+	}
 	if cfg.http {
 		return runHTTP(ctx, stop, cfg)
 	}
@@ -154,22 +164,9 @@ func run(cfg *config) int {
 		return runLeased(ctx, cfg)
 	}
 
-	var plan []cell
-	needRedis := false
-	ws := workloads()
-	cs := contenders()
-	for i := range ws {
-		for _, c := range cs {
-			if !cfg.only.MatchString(ws[i].id+"/"+c.name) || (cfg.cluster > 0 && !c.cluster) {
-				continue
-			}
-			for _, n := range cfg.callers {
-				plan = append(plan, cell{&ws[i], c, n})
-			}
-			needRedis = needRedis || c.redis
-		}
-	}
+	plan, needRedis := planCells(cfg, cfg.only)
 	if len(plan) == 0 {
+		ws, cs := workloads(), contenders()
 		fmt.Fprintf(os.Stderr, "bench: -only %q matches no row; rows are named workload/contender, for example %s/%s\n", cfg.only, ws[0].id, cs[0].name)
 		return 2
 	}
@@ -180,30 +177,10 @@ func run(cfg *config) int {
 	}
 	defer closeEnv()
 
-	fmt.Fprintf(os.Stderr, "bench: %d cells of %v each, %d time(s)\n", len(plan), cfg.duration, cfg.repeat)
-	// Rounds go over every cell in turn, so that slow drifts of the
-	// machine touch all rows alike; each cell keeps its median round.
-	runs := make([][]*cellResult, len(plan))
-	for round := range cfg.repeat {
-		for i, p := range plan {
-			if ctx.Err() != nil {
-				break
-			}
-			r := runCell(ctx, e, p.w, p.c, p.callers, cfg.duration)
-			if ctx.Err() != nil {
-				break // interrupted: the cell is incomplete
-			}
-			runs[i] = append(runs[i], r)
-			fmt.Fprintf(os.Stderr, "bench: [%d/%d] round %d %s/%s callers=%d: %s\n", i+1, len(plan), round+1, p.w.id, p.c.name, p.callers, progressLine(r))
-		}
-	}
-	if ctx.Err() != nil {
+	results := runRounds(ctx, e, plan, cfg)
+	if results == nil {
 		fmt.Fprintln(os.Stderr, "bench: interrupted; no report")
 		return 130
-	}
-	results := make([]*cellResult, len(plan))
-	for i, rs := range runs {
-		results[i] = median(rs)
 	}
 
 	report := renderReport(machineInfo(redisVersion), cfg, results)
@@ -220,6 +197,68 @@ func run(cfg *config) int {
 		}
 	}
 	return 0
+}
+
+// planCells returns the cells whose workload/contender only matches, at
+// each of cfg's caller counts, and whether any needs Redis.
+func planCells(cfg *config, only *regexp.Regexp) (plan []cell, needRedis bool) {
+	ws := workloads()
+	cs := contenders()
+	for i := range ws {
+		for _, c := range cs {
+			if !only.MatchString(ws[i].id+"/"+c.name) || (cfg.cluster > 0 && !c.cluster) {
+				continue
+			}
+			for _, n := range cfg.callers {
+				plan = append(plan, cell{&ws[i], c, n})
+			}
+			needRedis = needRedis || c.redis
+		}
+	}
+	return plan, needRedis
+}
+
+// runRounds runs every cell of plan cfg.repeat times (see roundRobin) and
+// returns each cell's median run; nil when interrupted.
+func runRounds(ctx context.Context, e *env, plan []cell, cfg *config) []*cellResult {
+	fmt.Fprintf(os.Stderr, "bench: %d cells of %v each, %d time(s)\n", len(plan), cfg.duration, cfg.repeat)
+	runs := roundRobin(ctx, len(plan), cfg.repeat, func(i, round int) *cellResult {
+		p := plan[i]
+		r := runCell(ctx, e, p.w, p.c, p.callers, cfg.duration)
+		if ctx.Err() == nil {
+			fmt.Fprintf(os.Stderr, "bench: [%d/%d] round %d %s/%s callers=%d: %s\n", i+1, len(plan), round+1, p.w.id, p.c.name, p.callers, progressLine(r))
+		}
+		return r
+	})
+	if runs == nil {
+		return nil
+	}
+	results := make([]*cellResult, len(plan))
+	for i, rs := range runs {
+		results[i] = median(rs)
+	}
+	return results
+}
+
+// roundRobin runs cells 0 to n-1 in turn, repeat rounds over all of them,
+// so that slow drifts of the machine touch every cell alike, and returns
+// each cell's runs; nil when ctx ends first (a cell it cut short is
+// incomplete).
+func roundRobin[T any](ctx context.Context, n, repeat int, run func(i, round int) T) [][]T {
+	runs := make([][]T, n)
+	for round := range repeat {
+		for i := range n {
+			if ctx.Err() != nil {
+				return nil
+			}
+			r := run(i, round)
+			if ctx.Err() != nil {
+				return nil
+			}
+			runs[i] = append(runs[i], r)
+		}
+	}
+	return runs
 }
 
 // newEnv returns what the contenders share and the version of Redis:

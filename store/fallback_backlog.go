@@ -1,6 +1,7 @@
 package store
 
 import (
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -68,7 +69,7 @@ func (sh *backlogShard) get(b *backlog, key string) (p *pendingKey, fresh bool) 
 		sh.keys = make(map[string]*pendingKey)
 	}
 	p = &pendingKey{}
-	sh.keys[key] = p
+	sh.keys[strings.Clone(key)] = p // not the caller's buffer, which may hold more
 	b.keys.Add(1)
 	return p, true
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"hash/maphash"
+	"strings"
 	"sync"
 	"sync/atomic"
 )
@@ -96,7 +97,7 @@ func (sh *memoryShard) key(h uint64, key string, now int64, capacity int) *memor
 	if sh.n >= capacity {
 		sh.evict(now)
 	}
-	k = &memoryKey{name: key, collided: sh.keys[h]}
+	k = &memoryKey{name: strings.Clone(key), collided: sh.keys[h]} // not the caller's buffer, which may hold more
 	sh.keys[h] = k
 	sh.n++
 	return k

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -150,7 +151,7 @@ func (c *denyCache) put(key string, set *spec.Set, cost int, d ratelimit.Decisio
 	if len(entries) == maxDenialsPerKey {
 		entries = entries[1:]
 	}
-	sh.m[key] = append(entries, e)
+	sh.m[strings.Clone(key)] = append(entries, e) // not the caller's buffer, which may hold more: a map keeps the key it is last given
 }
 
 // evict makes room in a full shard: expired keys go first, else all.

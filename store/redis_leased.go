@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -172,7 +173,7 @@ func (sh *leaseShard) add(key string, now int64) *leasedKey {
 		}
 	}
 	k := &leasedKey{}
-	sh.keys[key] = k
+	sh.keys[strings.Clone(key)] = k // not the caller's buffer, which may hold more
 	return k
 }
 

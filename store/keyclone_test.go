@@ -1,0 +1,68 @@
+package store
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/ratelimit-go/ratelimit"
+)
+
+// TestStoresCopyTheKeysTheyHold: a key the Memory store, the deny cache,
+// the leases and the Fallback's backlog keep is a copy, not a substring of
+// the caller's buffer, which through a Limiter holds the request's
+// header values too: keeping it would pin the whole buffer per key.
+func TestStoresCopyTheKeysTheyHold(t *testing.T) {
+	buf := strings.Repeat("x", 200) + "held-key" + strings.Repeat("y", 200)
+	key := buf[200:208]
+	in := func(held string) bool {
+		p := uintptr(unsafe.Pointer(unsafe.StringData(held)))
+		b := uintptr(unsafe.Pointer(unsafe.StringData(buf)))
+		return p >= b && p < b+uintptr(len(buf))
+	}
+
+	m := newMemory(t, &fakeClock{pinnedClock{now: epoch}}, MemoryOptions{})
+	if _, err := m.Allow(context.Background(), key, 1, limitsOf(t, ratelimit.PerMinute(5))); err != nil {
+		t.Fatal(err)
+	}
+	if k := m.lookup(key); k == nil || in(k.name) {
+		t.Error("the Memory store holds the caller's buffer as the key's name")
+	}
+
+	c := newDenyCache(100)
+	_, set, err := checkRequest(key, 1, limitsOf(t, ratelimit.PerMinute(5)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := ratelimit.MakeDecision(ratelimit.Result{Limit: ratelimit.PerMinute(5), RetryAfter: time.Second})
+	for range 2 { // made, then replaced
+		c.put(key, set, 1, d, c.shard(key).resets.Load(), c.now())
+		for held := range c.shard(key).m {
+			if in(held) {
+				t.Error("the deny cache holds the caller's buffer as a key")
+			}
+		}
+	}
+
+	var q quotaLeases
+	q.shard(key).add(key, 0)
+	for _, sh := range &q.shards {
+		for held := range sh.keys {
+			if in(held) {
+				t.Error("the leases hold the caller's buffer as a key")
+			}
+		}
+	}
+
+	var b backlog
+	b.max = 10
+	sh := b.shard(key)
+	sh.get(&b, key)
+	for held := range sh.keys {
+		if in(held) {
+			t.Error("the Fallback's backlog holds the caller's buffer as a key")
+		}
+	}
+}
