@@ -439,14 +439,17 @@ func clientKey(key string) string {
 // so that keys read safely in logs and redis-cli and keep the store's
 // hash tag whole. It returns s itself when there is nothing to escape.
 func escape(s string) string {
-	i := strings.IndexFunc(s, func(r rune) bool { return r < 0x20 || r > 0x7e || r == '%' || r == '{' || r == '}' })
-	if i < 0 {
+	i := 0
+	for i < len(s) && !escaped(s[i]) {
+		i++
+	}
+	if i == len(s) {
 		return s
 	}
 	var b strings.Builder
 	b.WriteString(s[:i])
 	for ; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= 0x7f || c == '%' || c == '{' || c == '}' {
+		if c := s[i]; escaped(c) {
 			fmt.Fprintf(&b, "%%%02X", c)
 		} else {
 			b.WriteByte(c)
@@ -454,6 +457,10 @@ func escape(s string) string {
 	}
 	return b.String()
 }
+
+// escaped reports whether escape writes c as %XX: a byte outside
+// printable ASCII (every byte of a multi-byte character), '%', '{' or '}'.
+func escaped(c byte) bool { return c < 0x20 || c > 0x7e || c == '%' || c == '{' || c == '}' }
 
 // hasMethod reports whether a pattern starts with a method, like
 // "POST /login".

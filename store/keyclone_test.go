@@ -48,8 +48,8 @@ func TestStoresCopyTheKeysTheyHold(t *testing.T) {
 
 	var q quotaLeases
 	q.shard(key).add(key, 0)
-	for _, sh := range &q.shards {
-		for held := range sh.keys {
+	for i := range q.shards {
+		for held := range q.shards[i].keys {
 			if in(held) {
 				t.Error("the leases hold the caller's buffer as a key")
 			}
