@@ -48,7 +48,8 @@ func (d *decision) release() {
 // pipeline set (a Redis Cluster master's batcher, see clusterBatcher), one
 // pipeline of each decision's own run. So a lone request is sent at
 // once, and under load the client sends one command, or one pipeline, for
-// many decisions. No goroutine lives longer than the run it serves.
+// many decisions. No goroutine outlives the runs of the decisions that
+// waited for it.
 type batcher struct {
 	client   RedisClient
 	fn       *functions // the store's: functions or scripts
@@ -121,20 +122,28 @@ func (b *batcher) dequeue() []*decision {
 	return batch
 }
 
-// next hands the run slot to the decisions that waited, or frees it.
+// next hands the run slot to the decisions that waited, in a goroutine
+// that runs batch after batch while decisions wait, or frees it.
 func (b *batcher) next() {
+	if batch := b.take(); batch != nil {
+		go func() {
+			for ; batch != nil; batch = b.take() {
+				b.exec(batch)
+			}
+		}()
+	}
+}
+
+// take returns the decisions that waited, as a batch that keeps the run
+// slot, or, when none waits, nil, and frees the slot.
+func (b *batcher) take() []*decision {
 	b.mu.Lock()
+	defer b.mu.Unlock()
 	if len(b.queue) == 0 {
 		b.runs--
-		b.mu.Unlock()
-		return
+		return nil
 	}
-	batch := b.dequeue()
-	b.mu.Unlock()
-	go func() {
-		b.exec(batch)
-		b.next()
-	}()
+	return b.dequeue()
 }
 
 // exec runs a batch, as one run or one pipeline, and hands each

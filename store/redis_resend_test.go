@@ -81,9 +81,11 @@ func (c *losingConn) Read(p []byte) (int, error) {
 // TestLostAnswerNotSentAgain runs decisions, alone, in batches on a single
 // server and in pipelines on a Redis Cluster, and a usage charge, while
 // connections break after Redis ran the call and before its answer
-// arrived; go-redis's clients keep their default of three retries. Every
-// call must run on Redis once: what Redis counts is the number of calls
-// made, and each answer lost is an error.
+// arrived; go-redis's clients keep their default of three retries. No
+// call may run on Redis twice: what Redis counts is at most the number of
+// calls made (a call that failed before it was sent, on a connection
+// broken meanwhile, is not counted), and at least the number that
+// succeeded; each answer lost is an error.
 func TestLostAnswerNotSentAgain(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Shared(t)
@@ -123,6 +125,7 @@ func TestLostAnswerNotSentAgain(t *testing.T) {
 			const perWorker = 60
 			var calls, failed atomic.Int64
 			counts := make([]atomic.Int64, len(keys))
+			succeeded := make([]atomic.Int64, len(keys))
 			var wg sync.WaitGroup
 			for w := range tt.workers {
 				wg.Go(func() {
@@ -136,6 +139,8 @@ func TestLostAnswerNotSentAgain(t *testing.T) {
 						counts[k].Add(1)
 						if err != nil {
 							failed.Add(1)
+						} else {
+							succeeded[k].Add(1)
 						}
 					}
 				})
@@ -150,8 +155,8 @@ func TestLostAnswerNotSentAgain(t *testing.T) {
 				}
 				used := int64(1_000_000 - d.Results()[0].Remaining)
 				counted += used
-				if used != counts[k].Load() {
-					t.Errorf("key %s: Redis counts %d, but %d calls were made", key, used, counts[k].Load())
+				if used > counts[k].Load() || used < succeeded[k].Load() {
+					t.Errorf("key %s: Redis counts %d, but %d calls were made, %d of them answered", key, used, counts[k].Load(), succeeded[k].Load())
 				}
 			}
 			t.Logf("%d calls, %d answers lost, %d calls failed; Redis counts %d", calls.Load(), l.lost.Load(), failed.Load(), counted)
