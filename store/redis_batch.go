@@ -126,11 +126,15 @@ func (b *batcher) dequeue() []*decision {
 // that runs batch after batch while decisions wait, or frees it.
 func (b *batcher) next() {
 	if batch := b.take(); batch != nil {
-		go func() {
-			for ; batch != nil; batch = b.take() {
-				b.exec(batch)
-			}
-		}()
+		go b.drain(batch)
+	}
+}
+
+// drain runs batch, then the batches that waited meanwhile, until none
+// waits. (A closure over batch would move it to the heap at every next.)
+func (b *batcher) drain(batch []*decision) {
+	for ; batch != nil; batch = b.take() {
+		b.exec(batch)
 	}
 }
 

@@ -169,8 +169,11 @@ func notRun(err error) bool {
 // deadline, not the network, cut the call short. It returns cmd.
 func settle(ctx context.Context, cmd *redis.Cmd) *redis.Cmd {
 	err := cmd.Err()
-	var ne net.Error
-	if err == nil || !errors.As(err, &ne) {
+	if err == nil {
+		return cmd
+	}
+	var ne net.Error // declared here: it escapes, and would cost every call
+	if !errors.As(err, &ne) {
 		return cmd
 	}
 	if cerr := ctx.Err(); cerr != nil {
@@ -196,24 +199,39 @@ func pause(ctx context.Context, again int) error {
 	}
 }
 
-// send sends the command name target keys args (FCALL, EVALSHA or EVAL)
-// through c, a client or a pipeline, at most once, and returns it;
-// through a pipeline, it goes when the pipeline does. A client without
-// Process gets it through its own method, which retries as it does.
-func send(ctx context.Context, c any, name, target string, keys []string, args []any) *redis.Cmd {
+// A verb is how a program is run: FCALL of its function, EVALSHA of its
+// script's hash, or EVAL of its source.
+type verb int
+
+const (
+	fcallVerb verb = iota
+	evalShaVerb
+	evalVerb
+	verbs
+)
+
+// verbNames are the verbs' commands, boxed once.
+var verbNames = [verbs]any{fcallVerb: "fcall", evalShaVerb: "evalsha", evalVerb: "eval"}
+
+// send sends p with keys and args as v says (FCALL, EVALSHA or EVAL)
+// through c, a client or a pipeline, at most once, and returns the
+// command; through a pipeline, it goes when the pipeline does. A client
+// without Process gets it through its own method, which retries as it
+// does.
+func send(ctx context.Context, c any, v verb, p *program, keys []string, args []any) *redis.Cmd {
 	pc, ok := c.(processor)
 	if !ok {
-		switch s, _ := c.(redis.Scripter); name {
-		case "evalsha":
-			return s.EvalSha(ctx, target, keys, args...)
-		case "eval":
-			return s.Eval(ctx, target, keys, args...)
+		switch s, _ := c.(redis.Scripter); v {
+		case evalShaVerb:
+			return s.EvalSha(ctx, p.script.Hash(), keys, args...)
+		case evalVerb:
+			return s.Eval(ctx, p.source, keys, args...)
 		default:
-			return c.(functionCaller).FCall(ctx, target, keys, args...)
+			return c.(functionCaller).FCall(ctx, p.function, keys, args...)
 		}
 	}
 	all := make([]any, 3, 3+len(keys)+len(args))
-	all[0], all[1], all[2] = name, target, len(keys)
+	all[0], all[1], all[2] = verbNames[v], p.targets[v], len(keys)
 	for _, k := range keys {
 		all = append(all, k)
 	}
@@ -227,16 +245,16 @@ func send(ctx context.Context, c any, name, target string, keys []string, args [
 
 // fcall calls p's function through c.
 func fcall(ctx context.Context, c any, p *program, keys []string, args []any) *redis.Cmd {
-	return send(ctx, c, "fcall", p.function, keys, args)
+	return send(ctx, c, fcallVerb, p, keys, args)
 }
 
 // evalSha and eval run p as a script through c, a client or a pipeline.
 func evalSha(ctx context.Context, c any, p *program, keys []string, args []any) *redis.Cmd {
-	return send(ctx, c, "evalsha", p.script.Hash(), keys, args)
+	return send(ctx, c, evalShaVerb, p, keys, args)
 }
 
 func eval(ctx context.Context, c any, p *program, keys []string, args []any) *redis.Cmd {
-	return send(ctx, c, "eval", p.source, keys, args)
+	return send(ctx, c, evalVerb, p, keys, args)
 }
 
 // runScript runs p as a script through c: EVALSHA, then EVAL when Redis

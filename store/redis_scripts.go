@@ -19,6 +19,9 @@ type program struct {
 	script   *redis.Script
 	source   string // the script's, for EVAL
 	function string // its name in the library
+	// targets are what each verb names: the function, the script's hash
+	// and its source, boxed once so that a call does not box them anew.
+	targets [verbs]any
 }
 
 // The programs the Redis store runs, from the package lua.
@@ -70,7 +73,9 @@ var algorithmFiles = [...]string{
 var scriptFiles = append(algorithmFiles[:spec.Daily+1:spec.Daily+1], algorithmFiles[spec.Concurrent])
 
 func newProgram(function, script string) *program {
-	return &program{script: redis.NewScript(script), source: script, function: library.name + "_" + function}
+	p := &program{script: redis.NewScript(script), source: script, function: library.name + "_" + function}
+	p.targets = [verbs]any{fcallVerb: p.function, evalShaVerb: p.script.Hash(), evalVerb: p.source}
+	return p
 }
 
 // decideSource joins decide.lua and the algorithms' files.

@@ -295,3 +295,42 @@ func TestParseDecisionAllocations(t *testing.T) {
 		})
 	}
 }
+
+// TestRedisAllowAllocations: a lone decision on a real redis-server
+// allocates no more than go-redis's own FCall of a function with a key
+// and as many arguments: the store builds the Redis key, where FCall
+// boxes the function's name; the rest is go-redis's (the command, its
+// arguments, the reply). Sending the call once (see send) must not add
+// to it: boxing the verb and the target anew, or an error target made
+// on every call, did.
+func TestRedisAllowAllocations(t *testing.T) {
+	srv := redistest.Shared(t)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { c.Close() })
+	s := newStore(t, c, RedisOptions{Prefix: fmt.Sprintf("allocs%d:", time.Now().UnixNano()), DenyCacheSize: noDenyCache})
+	limits := limitsOf(t, ratelimit.PerMinute(1_000_000).Using(ratelimit.FixedWindow))
+	ctx := context.Background()
+	key := "allocs-key"
+	if _, err := s.Allow(ctx, key, 1, limits); err != nil {
+		t.Fatal(err)
+	}
+	if s.fn.path.Load() != pathFunctions {
+		t.Fatal("the store runs scripts on a redis-server that has functions")
+	}
+	ours := testing.AllocsPerRun(200, func() {
+		if _, err := s.Allow(ctx, key, 1, limits); err != nil {
+			t.Fatal(err)
+		}
+	})
+	function := decideOne[ratelimit.FixedWindow].function
+	redisKey := "allocs-baseline-key"
+	args := []any{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}
+	theirs := testing.AllocsPerRun(200, func() {
+		// Any answer will do, an error included: the call is what counts.
+		_ = c.FCall(ctx, function, []string{redisKey}, args...).Err()
+	})
+	if ours > theirs {
+		t.Errorf("a decision allocates %v times, go-redis's own FCall %v: no more is wanted", ours, theirs)
+	}
+	t.Logf("a decision allocates %v times, go-redis's own FCall %v", ours, theirs)
+}
