@@ -133,7 +133,8 @@ func TestUsageChargesAddUp(t *testing.T) {
 // are back on Redis, it must hold every unit charged (what was charged in
 // process is brought to it), and at most one more charge per request
 // under way when Redis stopped: a charge Redis made whose answer came too
-// late is made in process too.
+// late is made in process too. On a loaded machine a timeout after the
+// recovery may start another outage: each may add as much.
 func TestFaultUsageThroughOutage(t *testing.T) {
 	redistest.RequireFaults(t)
 	for _, l := range debtLimits {
@@ -195,7 +196,12 @@ func TestFaultUsageThroughOutage(t *testing.T) {
 			time.Sleep(200 * time.Millisecond)
 			close(stop)
 			wg.Wait()
-			waitFor(t, "the backlog to reach Redis", func() bool { return !f.reconciling.Load() })
+			// A timeout after the recovery (a loaded machine, the race
+			// detector) starts another outage: wait for its backlog too.
+			waitFor(t, "the backlog to reach Redis", func() bool {
+				h := f.Health()
+				return h.Decisions == "redis" && h.Waiting == 0 && !f.reconciling.Load()
+			})
 			got, want := spent(t, client, f.redis, "k", l), sum.Load()
 			t.Logf("%v: %d units charged, %d of them in process; Redis holds %d; %+v", l.Algorithm, want, local.Load(), got, f.Health())
 			if local.Load() == 0 {
@@ -206,8 +212,9 @@ func TestFaultUsageThroughOutage(t *testing.T) {
 				unit = compileLimit(l).Unit
 				got = (got + unit - 1) / unit // the refill of a second is under a token
 			}
-			if got < want || got > want+goroutines*most {
-				t.Fatalf("Redis holds %d, want the %d charged, and at most %d more", got, want, goroutines*most)
+			over := int64(goroutines * most * max(f.Health().Outages, 1)) // per outage, a charge per request under way
+			if got < want || got > want+over {
+				t.Fatalf("Redis holds %d, want the %d charged, and at most %d more", got, want, over)
 			}
 		})
 	}
