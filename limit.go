@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -177,7 +178,10 @@ type Limit struct {
 	// ends, which slices sized from each instance's traffic keep small.
 	// Slices shrink to one unit, a plain decision, as the quota runs
 	// out. Fixed window, sliding window and token bucket limits can be
-	// leased, all the limits of a set or none, and not with a [Ban]; see
+	// leased, all the limits of a set or none, and not with a [Ban];
+	// [NewLimits] refuses one that could never take a slice (a quota, or
+	// a bucket's room beyond its refill in 100ms, under 9 requests; a
+	// window or slot under 10ms), saying what to change. See
 	// docs/limits.md. The Memory store decides every request in process
 	// anyway and ignores it.
 	Leased bool
@@ -374,6 +378,40 @@ func (l Limit) check() (field, problem string) {
 		if _, _, _, ok := spec.TokenUnits(int64(l.Window/time.Microsecond), int64(l.Quota), int64(burst)); !ok {
 			return "Burst", fmt.Sprintf("%d is too large for a refill of %d per %s: the bucket's level would not fit in 53 bits", burst, l.Quota, formatDuration(l.Window))
 		}
+	}
+	if l.Leased {
+		return l.checkLeased()
+	}
+	return "", ""
+}
+
+// checkLeased refuses a leased limit that could never take a slice
+// worth having, which would quietly decide every request on the store.
+// A slice is at most an eighth of what the limit has left beyond the
+// request's cost, ends a millisecond before its window or slot ends, and
+// a token bucket's is taken only from what the bucket holds beyond the
+// refill of a slice's life (spec.LeaseLife).
+func (l Limit) checkLeased() (field, problem string) {
+	unit := max(l.Cost, 1)
+	switch l.Algorithm {
+	case FixedWindow:
+		if l.Window < spec.MinLeasedSpan {
+			return "Window", fmt.Sprintf("%v is too short to lease: a slice ends a millisecond before its window, so a window under %v leaves no slice worth taking; lengthen it or do not lease the limit", l.Window, spec.MinLeasedSpan)
+		}
+	case SlidingWindow:
+		if p := l.withDefaults().Precision; p < spec.MinLeasedSpan {
+			return "Precision", fmt.Sprintf("%v is too fine to lease: a slice ends a millisecond before the slot its units count in, so slots under %v leave no slice worth taking; set Precision to %v or more, or do not lease the limit", p, spec.MinLeasedSpan, spec.MinLeasedSpan)
+		}
+	case TokenBucket:
+		burst := l.capacity()
+		refill := float64(l.Quota) * float64(spec.LeaseLife) / float64(l.Window)
+		if float64(burst)-refill < float64(9*unit) {
+			return "Burst", fmt.Sprintf("%d is too small to lease: a slice is taken only from what the bucket holds beyond its refill in %v (%.0f), and at most an eighth of it, so it would never take one; raise Burst to at least %d, or do not lease the limit", burst, spec.LeaseLife, refill, int(math.Ceil(refill))+9*unit)
+		}
+		return "", ""
+	}
+	if l.Quota < 9*unit {
+		return "Quota", fmt.Sprintf("%d is too small to lease: a slice is at most an eighth of what is left beyond a request's %d, so it would never take one; raise Quota to at least %d, or do not lease the limit", l.Quota, unit, 9*unit)
 	}
 	return "", ""
 }

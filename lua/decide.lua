@@ -131,21 +131,29 @@ local function clock()
   return now_us
 end
 
+-- lease_margin is how long before the earliest end Redis may give a
+-- window or a slot a slice of it ends (us): the slice's life is counted
+-- on the instance from before the request was sent, which covers the
+-- network; the margin covers the clocks' rates and rounding.
+local lease_margin = 1000
+
 -- lease returns the units a request that passed may take beyond its cost
 -- from the leased limit of code, the algorithm's parameters pa, pb, pc and
--- CHECK's remaining and s1 (a token bucket's level) at now, how long they
--- last, and the s1 to COMMIT with. It gives what the instance wants, up
--- to an eighth of what is left after the cost, so that slices shrink as
--- the quota runs out and its last units are decided one by one, in plain
--- decisions, and up to 1/512 of the quota, so that units left unspent
--- when a window ends stay few. A lease may
--- last only while every unit of it would count as it does now if spent
--- then: a fixed window's units until its window ends (COMMIT tells,
--- after), a sliding window's until the slot they are counted in ends. A
--- token bucket's last life: the bucket keeps, for the time of the lease,
--- room for the refill of that time (rate * life), taken as if the lease's
--- units left it at the lease's end, so that no span of time admits more
--- than the bucket would, whenever within its life the units are spent.
+-- CHECK's remaining and s1 (a fixed window's PTTL, a token bucket's
+-- level) at now, how long they last, and the s1 to COMMIT with. It gives
+-- what the instance wants, up to an eighth of what is left after the
+-- cost, so that slices shrink as the quota runs out and its last units
+-- are decided one by one, in plain decisions, and up to 1/512 of the
+-- quota, so that units left unspent when a window ends stay few. A lease
+-- may last only while every unit of it would count as it does now if
+-- spent then: a fixed window's units until lease_margin before the
+-- earliest time its key may expire (its PTTL, which rounds down), a
+-- sliding window's until lease_margin before the slot they are counted
+-- in ends. A token bucket's last life: the bucket keeps, for the time of
+-- the lease, room for the refill of that time (rate * life), taken as if
+-- the lease's units left it at the lease's end, so that no span of time
+-- admits more than the bucket would, whenever within its life the units
+-- are spent.
 local function lease(code, cost, remaining, pa, pb, pc, now, s1)
   local want, life = string.match(code, '~(%d+)~(%d+)$')
   want, life = tonumber(want), tonumber(life)
@@ -158,13 +166,44 @@ local function lease(code, cost, remaining, pa, pb, pc, now, s1)
     end
     remaining, s1 = math.floor(level / pb), level
   elseif k == 's' then
-    life = math.min(life, (math.floor(now / pb) + 1) * pb - now)
+    life = math.min(life, (math.floor(now / pb) + 1) * pb - now - lease_margin)
+  else
+    local left = pb * 1000 -- a new window
+    if s1 >= 0 then
+      left = math.min(s1, pb) * 1000
+    end
+    life = math.min(life, left - lease_margin)
   end
   local extra = math.min(want, math.floor((remaining - cost) / 8), math.max(1, math.floor(quota / 512)))
-  if extra < 1 then
+  if extra < 1 or life <= 0 then
     return 0, 0, s1
   end
   return extra, life, s1
+end
+
+-- lease_set fills extra, life, s1 and remaining for the n limits of a
+-- request that passed, whose codes are ARGV[a + 2] on: all or none. Each
+-- limit gives units for the same number of requests of this cost, the
+-- fewest any of them can, for the shortest life any of them allows, so
+-- that no limit's units are counted where another's are not. When one
+-- can give none, none gives any, and s1 stays as CHECK left it.
+local function lease_set(a, n, costs, remaining, pa, pb, pc, now, s1, extra, life)
+  local requests, shortest, level = math.huge, math.huge, {}
+  for i = 1, n do
+    local units, l
+    units, l, level[i] = lease(ARGV[a + 4 * i - 2], costs[i], remaining[i], pa[i], pb[i], pc[i], now, s1[i])
+    requests = math.min(requests, math.floor(units / math.max(costs[i], 1)))
+    shortest = math.min(shortest, l)
+  end
+  if requests < 1 or shortest <= 0 then
+    return
+  end
+  for i = 1, n do
+    extra[i], life[i], s1[i] = requests * math.max(costs[i], 1), shortest, level[i]
+    if kind(ARGV[a + 4 * i - 2]) == 't' then
+      remaining[i] = math.floor(s1[i] / pb[i])
+    end
+  end
 end
 
 -- decide_limits decides the request whose n keys follow KEYS[k] and whose
@@ -191,25 +230,17 @@ local function decide_limits(k, n, a, now)
     ok[i], remaining[i], retry[i], s1[i], s2[i], s3[i] = alg[i](CHECK, KEYS[k + i], costs[i], pa[i], pb[i], pc[i], now)
     pass = pass and ok[i]
   end
+  if pass and leases then
+    lease_set(a, n, costs, remaining, pa, pb, pc, now, s1, extra, life)
+  end
   for i = 1, n do
     if pass and not later[i] then
-      local take = costs[i]
-      if leases then
-        local code = ARGV[a + 4 * i - 2]
-        extra[i], life[i], s1[i] = lease(code, take, remaining[i], pa[i], pb[i], pc[i], now, s1[i])
-        if extra[i] > 0 and kind(code) == 't' then
-          remaining[i] = math.floor(s1[i] / pb[i])
-        end
-        take = take + extra[i]
-      end
+      local take = costs[i] + extra[i]
       reset[i], window[i] = alg[i](COMMIT, KEYS[k + i], take, pa[i], pb[i], pc[i], now, s1[i], s2[i], s3[i])
       if slot[i] then
         remaining[i] = remaining[i] - 1
       else
         remaining[i] = remaining[i] - take
-      end
-      if leases and extra[i] > 0 and kind(ARGV[a + 4 * i - 2]) == 'f' then
-        life[i] = math.min(life[i], reset[i])
       end
     else
       reset[i], window[i] = alg[i](SETTLE, KEYS[k + i], costs[i], pa[i], pb[i], pc[i], now, s1[i], s2[i], s3[i])

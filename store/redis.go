@@ -209,25 +209,31 @@ func (s *Redis) decide(ctx context.Context, key string, cost int, limits []ratel
 
 // decideLeased is decide for a leased set (see quotaLeases): in process
 // from this instance's leases when they have units enough, else on Redis,
-// taking new leases with the decision.
+// taking new leases with the decision when no other request of this
+// instance is taking them.
 func (s *Redis) decideLeased(ctx context.Context, key string, cost int, limits []ratelimit.Limit, set *spec.Set, deadline int64, until time.Time) (ratelimit.Decision, error) {
+	waited := false
 	for {
-		d, ok, wait := s.leased.spend(key, cost, limits, set)
-		if ok {
+		d, next, wait := s.leased.spend(key, cost, limits, set, waited)
+		switch next {
+		case leaseSpent:
 			return d, nil
+		case leasePlain:
+			return s.decideOnce(ctx, key, cost, limits, set, deadline, until, nil)
+		case leaseWait:
+			if err := waitLease(ctx, wait, until); err != nil {
+				return ratelimit.Decision{}, fmt.Errorf("ratelimit: redis: deciding %s: %w", keyRef(key, limits), err)
+			}
+			waited = true
+			continue
 		}
-		if wait == nil {
-			break // this request asks for the leases
-		}
-		if err := waitLease(ctx, wait, until); err != nil {
-			return ratelimit.Decision{}, fmt.Errorf("ratelimit: redis: deciding %s: waiting for the leases another request asked for: %w", keyRef(key, limits), err)
-		}
+		break // leaseTake
 	}
 	ask := &leaseAsk{wants: s.leased.wants(key, set, make([]int64, 0, len(set.Limits)))}
 	sent := s.leased.now()
 	d, err := s.decideOnce(ctx, key, cost, limits, set, deadline, until, ask)
 	if err != nil || len(ask.extra) != len(set.Limits) { // failed, or denied from the deny cache
-		s.leased.abandon(key)
+		s.leased.abandon(key, err == nil)
 		return d, err
 	}
 	s.leased.granted(key, set, &d, ask.extra, ask.life, sent)

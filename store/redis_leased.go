@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,7 +32,7 @@ import (
 
 const (
 	leaseTarget = 20 * time.Millisecond
-	leaseLife   = 100 * time.Millisecond
+	leaseLife   = spec.LeaseLife
 	leaseStart  = 16
 	// maxLeasedKeys bounds the keys holding leases; past it, a key
 	// takes the place of one whose leases are over, or of any.
@@ -72,6 +73,9 @@ type leasedKey struct {
 	// taking, while a request asks Redis for leases of the key, is closed
 	// when it has its answer.
 	taking chan struct{}
+	// short is set when the key's last answer from Redis brought no
+	// leases: a denial, or too little left to lease.
+	short bool
 }
 
 // quotaLease is an instance's lease of one limit of a key: units it may
@@ -101,20 +105,35 @@ func (k *leasedKey) find(c *compiled) *quotaLease {
 	return nil
 }
 
+// What a request of a leased set that its instance's leases could not
+// decide does next (see spend).
+type leaseMiss uint8
+
+const (
+	leaseSpent leaseMiss = iota // decided from the leases
+	leaseWait                   // wait for the request asking for the key's leases, then spend again
+	leaseTake                   // ask Redis, taking leases with the decision: then call granted or abandon
+	leasePlain                  // ask Redis for a plain decision, taking no lease
+)
+
 // spend decides a request of key under the leased set from the leases
 // this instance holds: when each has units enough and time left, it takes
-// them and returns the decision. Otherwise it returns a channel closed
-// when the request under way for the key's leases has its answer (wait
-// for it and try again), or, when none is under way, nil, and the
-// caller is to ask Redis, with take set: it must then call granted or
-// abandon.
-func (l *quotaLeases) spend(key string, cost int, limits []ratelimit.Limit, set *spec.Set) (d ratelimit.Decision, ok bool, wait <-chan struct{}) {
+// them and returns the decision. Otherwise it says what to do instead.
+// When no request of the key is asking Redis for leases, this one is to
+// (leaseTake). When one is, this one waits for its answer (leaseWait) if
+// it has not waited yet and the key's last answer brought leases; it
+// asks Redis on its own (leasePlain) if it has waited already or the
+// last answer brought none (the key is short: a waiting request would
+// likely find nothing and queue behind the next asker), so that a
+// request waits for at most one other's call, and one of a spent key
+// meets the deny cache at once.
+func (l *quotaLeases) spend(key string, cost int, limits []ratelimit.Limit, set *spec.Set, waited bool) (d ratelimit.Decision, next leaseMiss, wait <-chan struct{}) {
 	sh := l.shard(key)
 	now := l.now()
 	sh.mu.Lock()
 	k := sh.keys[key]
-	if k != nil {
-		ok = true
+	ok := k != nil
+	if ok {
 		for i := range set.Limits {
 			q := k.find(&set.Limits[i])
 			if q == nil || q.expires <= now || q.units < set.Limits[i].CostFor(int64(cost)) {
@@ -127,14 +146,17 @@ func (l *quotaLeases) spend(key string, cost int, limits []ratelimit.Limit, set 
 		switch {
 		case k == nil:
 			k = sh.add(key, now)
+		case k.taking != nil && (waited || k.short):
+			sh.mu.Unlock()
+			return d, leasePlain, nil
 		case k.taking != nil:
 			wait = k.taking
 			sh.mu.Unlock()
-			return d, false, wait
+			return d, leaseWait, wait
 		}
 		k.taking = make(chan struct{})
 		sh.mu.Unlock()
-		return d, false, nil
+		return d, leaseTake, nil
 	}
 	var buf [maxInline]ratelimit.Result
 	rs := resultsFor(limits, &buf)
@@ -149,7 +171,7 @@ func (l *quotaLeases) spend(key string, cost int, limits []ratelimit.Limit, set 
 		rs[i].Window = q.window
 	}
 	sh.mu.Unlock()
-	return ratelimit.MakeDecision(rs...), true, nil
+	return ratelimit.MakeDecision(rs...), leaseSpent, nil
 }
 
 // add makes key's entry, in room made if need be. The shard is locked.
@@ -222,6 +244,7 @@ func (l *quotaLeases) granted(key string, set *spec.Set, d *ratelimit.Decision, 
 		return // dropped meanwhile (a Reset): the grant goes unspent
 	}
 	rs := d.Results()
+	k.short = extra[0] == 0 // a set's limits are leased all or none
 	for i := range set.Limits {
 		q := k.find(&set.Limits[i])
 		if q == nil {
@@ -249,12 +272,14 @@ func (l *quotaLeases) granted(key string, set *spec.Set, d *ratelimit.Decision, 
 	l.done(k)
 }
 
-// abandon ends the taking of key's leases without a grant.
-func (l *quotaLeases) abandon(key string) {
+// abandon ends the taking of key's leases without a grant: the request
+// failed, or was denied from the deny cache, which makes the key short.
+func (l *quotaLeases) abandon(key string, short bool) {
 	sh := l.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if k := sh.keys[key]; k != nil {
+		k.short = k.short || short
 		l.done(k)
 	}
 }
@@ -285,6 +310,13 @@ func leasedCode(c *compiled, want int64) string {
 	return c.ScriptArgs()[0].(string) + "~" + strconv.FormatInt(want, 10) + "~" + strconv.FormatInt(int64(leaseLife/time.Microsecond), 10)
 }
 
+// errLeaseWait is the error of a request whose own time ran out while it
+// waited for the answer another request of its instance was getting from
+// Redis for the key's leases. It says nothing of Redis, which the other
+// request's own budget judges: the Fallback does not take it for an
+// outage (see faultOf).
+var errLeaseWait = errors.New("the request's time ran out while another request of this instance was taking the key's leases from Redis")
+
 // waitLease waits for the request under way for a key's leases, until
 // ctx ends or until, when set.
 func waitLease(ctx context.Context, wait <-chan struct{}, until time.Time) error {
@@ -300,6 +332,6 @@ func waitLease(ctx context.Context, wait <-chan struct{}, until time.Time) error
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-late:
-		return context.DeadlineExceeded
+		return errLeaseWait
 	}
 }

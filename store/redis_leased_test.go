@@ -500,10 +500,10 @@ func TestLeasesAreBounded(t *testing.T) {
 	}
 	for i := range maxLeasedKeys + maxLeasedKeys/2 {
 		key := fmt.Sprint("key-", i)
-		if _, ok, wait := l.spend(key, 1, given, set); ok || wait != nil {
-			t.Fatalf("key %d: a lease from nothing", i)
+		if _, next, _ := l.spend(key, 1, given, set, false); next != leaseTake {
+			t.Fatalf("key %d: got %d, want leaseTake: a lease from nothing", i, next)
 		}
-		l.abandon(key)
+		l.abandon(key, false)
 	}
 	n := 0
 	for i := range l.shards {
@@ -511,5 +511,77 @@ func TestLeasesAreBounded(t *testing.T) {
 	}
 	if n > maxLeasedKeys {
 		t.Errorf("%d keys hold leases, want at most %d", n, maxLeasedKeys)
+	}
+}
+
+// TestLeasedSetAllOrNone: two instances hammer a set of two leased limits,
+// a fixed window far from spent beside a token bucket that holds the
+// pace, on a real redis-server. A slice is counted only where both limits
+// grant theirs: what the window counts on Redis beyond what was admitted
+// (slices out when the run stops) stays under 1% of its quota, and no
+// request is denied by the window, which always had room.
+func TestLeasedSetAllOrNone(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Require(t)
+	window := ratelimit.Limit{Quota: 300_000, Window: time.Hour, Algorithm: ratelimit.FixedWindow, Leased: true}
+	bucket := ratelimit.Limit{Quota: 5_000, Window: time.Second, Burst: 2_000, Algorithm: ratelimit.TokenBucket, Leased: true}
+	limits := limitsOf(t, window, bucket)
+	const prefix, key = "allornone:", "hot"
+	var inst []*Redis
+	for range 2 {
+		c := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true})
+		t.Cleanup(func() { c.Close() })
+		inst = append(inst, newStore(t, c, RedisOptions{Prefix: prefix}))
+	}
+	var admitted, denied, byWindow, failed atomic.Int64
+	stop := time.Now().Add(time.Second)
+	if longRuns() {
+		stop = time.Now().Add(3 * time.Second)
+	}
+	var wg sync.WaitGroup
+	for g := range 16 {
+		wg.Go(func() {
+			for time.Now().Before(stop) {
+				d, err := inst[g%len(inst)].Allow(context.Background(), key, 1, limits)
+				switch {
+				case err != nil:
+					failed.Add(1)
+				case d.Allowed:
+					admitted.Add(1)
+				default:
+					denied.Add(1)
+					if !d.Results()[0].Allowed {
+						byWindow.Add(1)
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	_, set, err := checkRequest(key, 1, limits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	defer client.Close()
+	counted, err := client.Get(context.Background(), prefix+"{"+key+"}"+set.Limits[0].Suffix).Int64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	unspent := counted - admitted.Load()
+	t.Logf("admitted %d, denied %d; the window counted %d: %d counted and not spent (%.3f%% of its quota)",
+		admitted.Load(), denied.Load(), counted, unspent, 100*float64(unspent)/float64(window.Quota))
+	switch {
+	case failed.Load() > 0:
+		t.Errorf("%d calls failed", failed.Load())
+	case denied.Load() == 0:
+		t.Error("nothing denied: the bucket never held the pace, and the set was not tried")
+	case unspent < 0:
+		t.Errorf("admitted %d, more than the window counted (%d)", admitted.Load(), counted)
+	case unspent > int64(window.Quota/100):
+		t.Errorf("%d units of the window counted and not spent, want at most 1%% of its quota (%d)", unspent, window.Quota/100)
+	}
+	if byWindow.Load() > 0 {
+		t.Errorf("the window, which always had room, denied %d requests", byWindow.Load())
 	}
 }

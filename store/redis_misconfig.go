@@ -76,6 +76,21 @@ const (
 )
 
 // faultOf classifies err, returned for a request whose context is ctx.
+// This is the one list of what the Fallback takes for Redis failing
+// (docs/production.md repeats it for operators):
+//
+//   - misconfig: any [ErrMisconfigured] (auth, ACL, a disabled command, a
+//     cluster node reached by a single server's client, TLS);
+//   - outage: an error that is not a reply of Redis's (the network, a
+//     refused or reset connection, a timeout, a call that overran the
+//     budget, a request that reached Redis after its deadline, a closed
+//     client), or a reply starting with one of outageReplies;
+//
+// and nothing else: not an error once the caller's context has ended,
+// not a request whose own time ran out while another request of its
+// instance was taking the key's leases (errLeaseWait), and not any other
+// reply of Redis's (WRONGTYPE, a script's own error), which are the
+// request's.
 func faultOf(ctx context.Context, err error) fault {
 	switch {
 	case err == nil:
@@ -84,19 +99,29 @@ func faultOf(ctx context.Context, err error) fault {
 		return misconfig
 	case ctx.Err() != nil:
 		return noFault // the caller gave up; Redis may be fine
+	case errors.Is(err, errLeaseWait):
+		return noFault // waiting on another request is no fault of Redis's
 	}
 	var reply redis.Error
 	if !errors.As(err, &reply) {
 		return outage // the network, a timeout, a closed client
 	}
 	msg := reply.Error()
-	for _, prefix := range []string{"LOADING", "READONLY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "BUSY", "OOM", "MISCONF", "NOREPLICAS", "ERR max number of clients", "MOVED", "ASK"} {
+	for _, prefix := range outageReplies {
 		if strings.HasPrefix(msg, prefix) {
-			return outage // MOVED and ASK reach here only through a cluster client, which follows them
+			return outage
 		}
 	}
 	return noFault
 }
+
+// outageReplies start the replies of a Redis that cannot decide now but
+// will without a change of setup: loading, a replica or a master without
+// its replicas, a cluster resharding or down, a busy script, full memory,
+// a failing disk, too many clients. MOVED and ASK reach here only through
+// a cluster client, which follows them: one that still gets them is
+// mid-resharding.
+var outageReplies = []string{"LOADING", "READONLY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "BUSY", "OOM", "MISCONF", "NOREPLICAS", "ERR max number of clients", "MOVED", "ASK"}
 
 // misconfigured returns err as a misconfiguration if it says Redis refuses the
 // store's setup: auth, ACL, a disabled command, a cluster node reached by

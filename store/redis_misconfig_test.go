@@ -6,7 +6,9 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -348,6 +350,14 @@ func TestFaultClusterNodeThroughSingleClient(t *testing.T) {
 func TestFaultOf(t *testing.T) {
 	canceled, cancel := context.WithCancel(context.Background())
 	cancel()
+	tested := make(map[string]bool) // outageReplies with a case
+	defer func() {
+		for _, prefix := range outageReplies {
+			if !tested[prefix] {
+				t.Errorf("outageReplies holds %q, which no case tests", prefix)
+			}
+		}
+	}()
 	for _, tt := range []struct {
 		err     error
 		cluster bool
@@ -359,11 +369,29 @@ func TestFaultOf(t *testing.T) {
 		{err: errors.New("dial tcp 127.0.0.1:1: connect: connection refused"), want: outage},
 		{err: context.DeadlineExceeded, want: outage},
 		{err: context.Canceled, ctx: canceled, want: noFault},
+		{err: io.EOF, want: outage},
+		{err: net.ErrClosed, want: outage},
+		{err: redis.ErrClosed, want: outage},
+		{err: errLate, want: outage},
+		{err: &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}, want: outage},
+		{err: errLeaseWait, want: noFault},
+		{err: context.DeadlineExceeded, ctx: canceled, want: noFault},
 		{err: scriptError("LOADING Redis is loading the dataset in memory"), want: outage},
 		{err: scriptError("READONLY You can't write against a read only replica."), want: outage},
+		{err: scriptError("MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'."), want: outage},
+		{err: scriptError("CLUSTERDOWN The cluster is down"), want: outage},
+		{err: scriptError("TRYAGAIN Multiple keys request during rehashing of slot"), want: outage},
+		{err: scriptError("BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSCRIPT."), want: outage},
 		{err: scriptError("OOM command not allowed when used memory > 'maxmemory'."), want: outage},
+		{err: scriptError("MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist to disk."), want: outage},
+		{err: scriptError("NOREPLICAS Not enough good replicas to write."), want: outage},
+		{err: scriptError("ERR max number of clients reached"), want: outage},
 		{err: scriptError("MOVED 3999 127.0.0.1:6381"), cluster: true, want: outage},
+		{err: scriptError("ASK 3999 127.0.0.1:6381"), cluster: true, want: outage},
 		{err: scriptError("WRONGTYPE Operation against a key holding the wrong kind of value"), want: noFault},
+		{err: scriptError("ERR user_script:12: ratelimit: the key of a fixed-window limit does not hold its counter"), want: noFault},
+		{err: scriptError("ERR value is not an integer or out of range"), want: noFault},
+		{err: scriptError("NOSCRIPT No matching script."), want: noFault},
 		{err: scriptError("MOVED 3999 127.0.0.1:6381"), want: misconfig, problem: "Redis Cluster node"},
 		{err: scriptError("CROSSSLOT Keys in request don't hash to the same slot"), want: misconfig, problem: "Redis Cluster node"},
 		{err: scriptError("NOAUTH Authentication required."), want: misconfig, problem: "requires a password"},
@@ -378,6 +406,13 @@ func TestFaultOf(t *testing.T) {
 		{err: scriptError("ERR unknown command 'EVALSHA', with args beginning with: "), want: misconfig, problem: "renamed or disabled evalsha"},
 		{err: scriptError("ERR Unknown Redis command called from script script: 104ae65d, on @user_script:1."), want: misconfig, problem: "a command the store's scripts call"},
 	} {
+		if tt.want == outage && tt.err != nil {
+			for _, prefix := range outageReplies {
+				if strings.HasPrefix(tt.err.Error(), prefix) {
+					tested[prefix] = true
+				}
+			}
+		}
 		ctx := tt.ctx
 		if ctx == nil {
 			ctx = context.Background()

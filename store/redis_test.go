@@ -19,6 +19,10 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv(edgeEnv) != "" {
+		runEdgeInstance()
+		return
+	}
 	// The fault tests make go-redis log every failed dial; those are expected.
 	redis.SetLogger(silentLog{})
 	os.Exit(redistest.Main(m))

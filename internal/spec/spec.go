@@ -24,6 +24,14 @@ const Concurrent uint8 = 7
 // DefaultLease is a Concurrent limit's lease when its Window is zero.
 const DefaultLease = 30 * time.Second
 
+// LeaseLife is the longest a slice of a leased limit lasts.
+const LeaseLife = 100 * time.Millisecond
+
+// MinLeasedSpan is the shortest window (fixed) or slot (sliding) a
+// leased limit may have: a slice ends a millisecond before its window or
+// slot, so shorter ones would leave slices of no use.
+const MinLeasedSpan = 10 * time.Millisecond
+
 // DefaultSlots is how many slots a sliding window has when its
 // precision is not given.
 const DefaultSlots = 10
