@@ -3,6 +3,7 @@ package store
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -215,6 +216,9 @@ func (f *Fallback) Allow(ctx context.Context, key string, cost int, limits *rate
 				// recorded: what Redis admitted counts twice, which
 				// may deny early but never admits too many.
 			} else if faultOf(ctx, err) == noFault {
+				if errors.Is(err, errLeaseWait) && ctx.Err() == nil && f.down.Load() {
+					continue // the request it waited on found Redis failing: decide in process
+				}
 				return d, err
 			} else {
 				f.fail(err)

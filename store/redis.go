@@ -219,7 +219,11 @@ func (s *Redis) decideLeased(ctx context.Context, key string, cost int, limits [
 		case leaseSpent:
 			return d, nil
 		case leasePlain:
-			return s.decideOnce(ctx, key, cost, limits, set, deadline, until, nil)
+			d, err := s.decideOnce(ctx, key, cost, limits, set, deadline, until, nil)
+			if err != nil && waited {
+				err = afterWait(err)
+			}
+			return d, err
 		case leaseWait:
 			if err := waitLease(ctx, wait, until); err != nil {
 				return ratelimit.Decision{}, fmt.Errorf("ratelimit: redis: deciding %s: %w", keyRef(key, limits), err)
@@ -234,6 +238,9 @@ func (s *Redis) decideLeased(ctx context.Context, key string, cost int, limits [
 	d, err := s.decideOnce(ctx, key, cost, limits, set, deadline, until, ask)
 	if err != nil || len(ask.extra) != len(set.Limits) { // failed, or denied from the deny cache
 		s.leased.abandon(key, err == nil)
+		if err != nil && waited {
+			err = afterWait(err)
+		}
 		return d, err
 	}
 	s.leased.granted(key, set, &d, ask.extra, ask.life, sent)
@@ -328,7 +335,7 @@ func (s *Redis) decideOnce(ctx context.Context, key string, cost int, limits []r
 	if s.denied != nil {
 		switch {
 		case d.Allowed:
-			s.denied.forget(key) // its room changed: cached retry times may be stale
+			s.denied.passed(key, set, cost, d, epoch, sent)
 		case set.Slot < 0 || d.Results()[set.Slot].Allowed:
 			s.denied.put(key, set, cost, d, epoch, sent)
 		}

@@ -154,6 +154,40 @@ func (c *denyCache) put(key string, set *spec.Set, cost int, d ratelimit.Decisio
 	sh.m[strings.Clone(key)] = append(entries, e) // not the caller's buffer, which may hold more: a map keeps the key it is last given
 }
 
+// passed forgets key's denials, as a request of it passed: its room
+// changed. When that request left some limit one unit short of another
+// request of its cost, the next one's denial is kept as if Redis had made
+// it, until a unit comes back to each such limit (its Window, counted
+// from sent, which is then the RetryAfter Redis would give): only time
+// frees room, so until then Redis would deny it. A spent key
+// that time refills slowly (a token bucket's trickle) is then denied in
+// process between its units, not on Redis. Not for limits with a ban,
+// whose denials are strikes, nor for requests in flight, whose slots
+// any instance frees.
+func (c *denyCache) passed(key string, set *spec.Set, cost int, d ratelimit.Decision, epoch uint64, sent int64) {
+	c.forget(key)
+	if set.Ban != nil || set.Slot >= 0 {
+		return
+	}
+	var buf [maxInline]ratelimit.Result
+	next := append(buf[:0], d.Results()...)
+	short := false
+	for i := range next {
+		r := &next[i]
+		switch lack := set.Limits[i].CostFor(int64(cost)) - int64(r.Remaining); {
+		case lack <= 0:
+			r.Allowed, r.RetryAfter = true, 0
+		case lack > 1 || r.Window <= 0:
+			return // when more than a unit comes back is not known here
+		default:
+			r.Allowed, r.RetryAfter, short = false, r.Window, true
+		}
+	}
+	if short {
+		c.put(key, set, cost, ratelimit.MakeDecision(next...), epoch, sent)
+	}
+}
+
 // evict makes room in a full shard: expired keys go first, else all.
 func (sh *denyShard) evict(now int64, capacity int) {
 	for key, entries := range sh.m {

@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -310,12 +312,29 @@ func leasedCode(c *compiled, want int64) string {
 	return c.ScriptArgs()[0].(string) + "~" + strconv.FormatInt(want, 10) + "~" + strconv.FormatInt(int64(leaseLife/time.Microsecond), 10)
 }
 
-// errLeaseWait is the error of a request whose own time ran out while it
-// waited for the answer another request of its instance was getting from
-// Redis for the key's leases. It says nothing of Redis, which the other
-// request's own budget judges: the Fallback does not take it for an
-// outage (see faultOf).
-var errLeaseWait = errors.New("the request's time ran out while another request of this instance was taking the key's leases from Redis")
+// errLeaseWait marks the error of a request whose own budget ran out
+// after it waited for the answer another request of its instance was
+// getting from Redis for the key's leases: waiting, or a call of its own
+// left with the rest of its budget. It says nothing of Redis, which the
+// other request's call, with its whole budget, judges: the Fallback does
+// not take it for an outage (see faultOf).
+var errLeaseWait = errors.New("the request's time ran out after it waited for the answer another request of this instance was getting from Redis")
+
+// afterWait returns err marked with errLeaseWait when the request, which
+// waited for another's answer, ran out of time: its time was partly
+// spent waiting.
+func afterWait(err error) error {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, errLate) || isTimeout(err) {
+		return fmt.Errorf("%w (%w)", err, errLeaseWait)
+	}
+	return err
+}
+
+// isTimeout reports whether err is a network timeout.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
 
 // waitLease waits for the request under way for a key's leases, until
 // ctx ends or until, when set.
@@ -332,6 +351,6 @@ func waitLease(ctx context.Context, wait <-chan struct{}, until time.Time) error
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-late:
-		return errLeaseWait
+		return fmt.Errorf("%w (%w)", context.DeadlineExceeded, errLeaseWait)
 	}
 }

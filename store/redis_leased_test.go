@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -583,5 +584,82 @@ func TestLeasedSetAllOrNone(t *testing.T) {
 	}
 	if byWindow.Load() > 0 {
 		t.Errorf("the window, which always had room, denied %d requests", byWindow.Load())
+	}
+}
+
+// slowHook delays every command and pipeline by its delay: a Redis that
+// is slow but healthy, as behind a slow network.
+type slowHook struct{ delay time.Duration }
+
+func (h slowHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h slowHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		time.Sleep(h.delay)
+		return next(ctx, cmd)
+	}
+}
+func (h slowHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		time.Sleep(h.delay)
+		return next(ctx, cmds)
+	}
+}
+
+// TestLeasedWaitIsNoOutage: a Fallback with a budget of 100ms over a
+// healthy Redis that takes 30ms a call, 32 goroutines spending a leased
+// key to its end, where its last units are decided one by one: requests
+// that wait for another's answer never count as Redis failing. Nothing is
+// decided in process and no failure is counted; a request whose own time
+// ran out after it waited gets an error saying so, which is its own.
+func TestLeasedWaitIsNoOutage(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Require(t)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true, PoolSize: 64})
+	t.Cleanup(func() { c.Close() })
+	r := newStore(t, c, RedisOptions{Prefix: uniquePrefix()})
+	limits := limitsOf(t, ratelimit.Limit{Quota: 500, Window: time.Hour, Algorithm: ratelimit.FixedWindow, Leased: true})
+	if _, err := r.Allow(context.Background(), "warm", 1, limits); err != nil {
+		t.Fatal(err) // Redis has the store's code now: one call a decision
+	}
+	c.AddHook(slowHook{30 * time.Millisecond})
+	f, err := NewFallback(r, FallbackOptions{Budget: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var admitted, denied, local, waitErrs atomic.Int64
+	var wg sync.WaitGroup
+	for g := range 32 {
+		wg.Go(func() {
+			for range 40 {
+				d, err := f.Allow(context.Background(), "hot", 1, limits)
+				switch {
+				case errors.Is(err, errLeaseWait):
+					waitErrs.Add(1)
+				case err != nil:
+					t.Errorf("goroutine %d: %v", g, err)
+					return
+				case d.Fallback:
+					local.Add(1)
+				case d.Allowed:
+					admitted.Add(1)
+				default:
+					denied.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	h := f.Health()
+	t.Logf("admitted %d, denied %d, decided in process %d, errors after a wait %d; failures %d, outages %d",
+		admitted.Load(), denied.Load(), local.Load(), waitErrs.Load(), h.Failures, h.Outages)
+	if local.Load() > 0 || h.Failures > 0 || h.Outages > 0 {
+		t.Errorf("a healthy Redis taken for failing: %d decided in process, %d failures, %d outages (last: %v)", local.Load(), h.Failures, h.Outages, h.LastError)
+	}
+	if admitted.Load() > 500 {
+		t.Errorf("admitted %d, over the quota of 500", admitted.Load())
+	}
+	if denied.Load() == 0 {
+		t.Error("nothing denied: the key was not spent, and its last units not tried")
 	}
 }

@@ -87,10 +87,11 @@ const (
 //     client), or a reply starting with one of outageReplies;
 //
 // and nothing else: not an error once the caller's context has ended,
-// not a request whose own time ran out while another request of its
-// instance was taking the key's leases (errLeaseWait), and not any other
-// reply of Redis's (WRONGTYPE, a script's own error), which are the
-// request's.
+// not a request whose own time ran out after it waited for the answer
+// another request of its instance was getting for the key's leases
+// (errLeaseWait: that request, with its whole budget, judges Redis), and
+// not any other reply of Redis's (WRONGTYPE, a script's own error), which
+// are the request's.
 func faultOf(ctx context.Context, err error) fault {
 	switch {
 	case err == nil:

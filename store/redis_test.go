@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -321,18 +322,28 @@ func TestRedisAllowAllocations(t *testing.T) {
 	if s.fn.path.Load() != pathFunctions {
 		t.Fatal("the store runs scripts on a redis-server that has functions")
 	}
-	ours := testing.AllocsPerRun(200, func() {
-		if _, err := s.Allow(ctx, key, 1, limits); err != nil {
-			t.Fatal(err)
-		}
-	})
 	function := decideOne[ratelimit.FixedWindow].function
 	redisKey := "allocs-baseline-key"
 	args := []any{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}
-	theirs := testing.AllocsPerRun(200, func() {
-		// Any answer will do, an error included: the call is what counts.
-		_ = c.FCall(ctx, function, []string{redisKey}, args...).Err()
-	})
+	// AllocsPerRun counts the whole process's allocations: goroutines
+	// other tests left behind (a Fallback's prober, renewals) can add to
+	// one measure, never take from it. So each side is measured up to
+	// five times, and its fewest counts.
+	ours, theirs := math.Inf(1), math.Inf(1)
+	for range 5 {
+		ours = min(ours, testing.AllocsPerRun(200, func() {
+			if _, err := s.Allow(ctx, key, 1, limits); err != nil {
+				t.Fatal(err)
+			}
+		}))
+		theirs = min(theirs, testing.AllocsPerRun(200, func() {
+			// Any answer will do, an error included: the call is what counts.
+			_ = c.FCall(ctx, function, []string{redisKey}, args...).Err()
+		}))
+		if ours <= theirs {
+			break
+		}
+	}
 	if ours > theirs {
 		t.Errorf("a decision allocates %v times, go-redis's own FCall %v: no more is wanted", ours, theirs)
 	}
