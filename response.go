@@ -393,7 +393,7 @@ func Deny(w http.ResponseWriter, r *http.Request, d Decision) {
 // escape the limit by leaving the key out.
 func FailOpen(w http.ResponseWriter, r *http.Request, err error) bool {
 	if errors.Is(err, ErrInvalid) {
-		writeProblem(w, r, badRequest, nil)
+		writeProblem(w, r, badRequest(err), nil)
 		return false
 	}
 	return true
@@ -407,7 +407,7 @@ func FailOpen(w http.ResponseWriter, r *http.Request, err error) bool {
 // 400, as with [FailOpen].
 func FailClosed(w http.ResponseWriter, r *http.Request, err error) bool {
 	if errors.Is(err, ErrInvalid) {
-		writeProblem(w, r, badRequest, nil)
+		writeProblem(w, r, badRequest(err), nil)
 		return false
 	}
 	w.Header()[headerRetryAfter] = stateOf(r.Context()).headerValue("1")
@@ -421,8 +421,17 @@ func FailClosed(w http.ResponseWriter, r *http.Request, err error) bool {
 	return false
 }
 
-// badRequest is the answer to a request that cannot be rate limited.
-var badRequest = problem{status: http.StatusBadRequest, typ: "about:blank", title: "Bad Request", detail: "the request cannot be rate limited"}
+// badRequest is the answer to a request that cannot be rate limited
+// because of err, which wraps ErrInvalid: what the request lacks when a
+// built-in KeyFunc said so (see requestError), never err's own text.
+func badRequest(err error) problem {
+	p := problem{status: http.StatusBadRequest, typ: "about:blank", title: "Bad Request", detail: "the request cannot be rate limited"}
+	var re *requestError
+	if errors.As(err, &re) {
+		p.detail += ": " + re.detail
+	}
+	return p
+}
 
 // problem is what writeProblem answers. It holds no request data and no
 // error text.
@@ -491,7 +500,8 @@ func (p *problem) appendJSON(b []byte, results []Result) []byte {
 	b = append(b, `,"status":`...)
 	b = strconv.AppendInt(b, int64(p.status), 10)
 	b = append(b, `,"detail":"`...)
-	b = p.appendDetail(b) // our own words: nothing to escape
+	b = appendJSONText(b, p.detail) // our own words, but a header's name may be any
+	b = p.appendRetry(b)
 	b = append(b, '"')
 	if p.policies {
 		b = append(b, `,"violated-policies":[`...)
@@ -513,7 +523,11 @@ func (p *problem) appendJSON(b []byte, results []Result) []byte {
 
 // appendDetail appends p's detail and, if set, when to retry.
 func (p *problem) appendDetail(b []byte) []byte {
-	b = append(b, p.detail...)
+	return p.appendRetry(append(b, p.detail...))
+}
+
+// appendRetry appends, if set, when to retry.
+func (p *problem) appendRetry(b []byte) []byte {
 	if p.retry > 0 {
 		b = append(b, "; retry in "...)
 		b = strconv.AppendInt(b, p.retry, 10)
@@ -540,20 +554,24 @@ func violatedName(results []Result, i int) string {
 // (a Decision made by hand may hold any name) goes to encoding/json, which
 // escapes control characters and replaces invalid UTF-8.
 func appendJSONString(b []byte, s string) []byte {
+	return append(appendJSONText(append(b, '"'), s), '"')
+}
+
+// appendJSONText appends s escaped as the inside of a JSON string.
+func appendJSONText(b []byte, s string) []byte {
 	for i := 0; i < len(s); i++ {
 		if s[i] < 0x20 || s[i] > 0x7e {
 			q, _ := json.Marshal(s) // a string always marshals
-			return append(b, q...)
+			return append(b, q[1:len(q)-1]...)
 		}
 	}
-	b = append(b, '"')
 	for i := 0; i < len(s); i++ {
 		if s[i] == '"' || s[i] == '\\' {
 			b = append(b, '\\')
 		}
 		b = append(b, s[i])
 	}
-	return append(b, '"')
+	return b
 }
 
 // acceptsJSON reports whether an Accept header names

@@ -1104,3 +1104,55 @@ func TestDenialHeaderFields(t *testing.T) {
 		}
 	}
 }
+
+// TestBadRequestSaysWhatIsMissing: the 400 for a request without a key
+// names the header a built-in KeyFunc found missing, empty or malformed,
+// in the text and in problem JSON, and never quotes the request's value;
+// any other KeyFunc's error, whatever it says, gets the generic answer.
+func TestBadRequestSaysWhatIsMissing(t *testing.T) {
+	apiKey, err := ratelimit.HeaderKey("x-api-key", []byte("0123456789abcdef"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxied, err := ratelimit.IPKey{TrustedProxies: []string{"192.0.2.0/24"}}.KeyFunc()
+	if err != nil {
+		t.Fatal(err)
+	}
+	custom := func(r *http.Request) (string, error) {
+		return "", fmt.Errorf("%w: header X-Tenant %q is unknown", ratelimit.ErrInvalid, r.Header.Get("X-Tenant"))
+	}
+	const generic = "the request cannot be rate limited"
+	tests := []struct {
+		name   string
+		key    ratelimit.KeyFunc
+		header [][2]string
+		detail string
+	}{
+		{"header missing", apiKey, nil, generic + ": header X-Api-Key is missing"},
+		{"header empty", apiKey, [][2]string{{"X-Api-Key", ""}}, generic + ": header X-Api-Key is empty"},
+		{"joined, no route first", ratelimit.Join(ratelimit.Route, apiKey), nil, generic},
+		{"joined, header first", ratelimit.Join(apiKey, ratelimit.Route), nil, generic + ": header X-Api-Key is missing"},
+		{"forwarded garbage", proxied, [][2]string{{"X-Forwarded-For", "198.51.100.7, secret-value"}}, generic + ": header X-Forwarded-For holds an entry that is not an IP address"},
+		{"custom KeyFunc", custom, [][2]string{{"X-Tenant", "secret-value"}}, generic},
+		{"user missing", ratelimit.User("no such key"), nil, generic},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l := newLimiter(t, newMemory(t), "bad", ratelimit.WithKey(tt.key), ratelimit.WithLimits(ratelimit.PerMinute(5)), quietLogs())
+			h := l.Handler(http.HandlerFunc(adaptertest.OK))
+			mods := []func(*http.Request){}
+			for _, kv := range tt.header {
+				mods = append(mods, withHeader(kv[0], kv[1]))
+			}
+			w := serve(h, "GET", "/", mods...)
+			if got, want := w.Body.String(), "Bad Request: "+tt.detail+"\n"; w.Code != 400 || got != want {
+				t.Errorf("plain text: got %d %q, want 400 %q", w.Code, got, want)
+			}
+			w = serve(h, "GET", "/", append(mods, withHeader("Accept", "application/json"))...)
+			checkProblem(t, w, problemBody{"about:blank", "Bad Request", 400, tt.detail, nil})
+			if strings.Contains(w.Body.String(), "secret-value") {
+				t.Errorf("the body %q quotes the request", w.Body.String())
+			}
+		})
+	}
+}
