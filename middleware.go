@@ -129,6 +129,7 @@ func (l *Limiter) Allow(w http.ResponseWriter, r *http.Request) (*http.Request, 
 		latency = time.Since(start)
 	}
 	if err != nil {
+		s.undecided = p // for FailClosed's violated-policies
 		return r, l.fail(w, r, err, Event{Route: pattern, Cost: cost, Latency: latency})
 	}
 	s.decided = append(s.decided, decided{limiter: l, policy: p, route: pattern, key: key, cost: cost, decision: d, pk: l.partition.of(key)})
@@ -547,9 +548,12 @@ type requestState struct {
 	first   [1]decided   // decided's first array: one Limiter's; a second moves it
 	req     http.Request // the copy of the request that carries the state
 	header  http.Header  // the response's header, which Finish writes anew
-	buf     strings.Builder
-	values  [8]string // the []string values of the header fields set
-	nvals   int
+	// undecided is the policy of the Limiter whose store failed to decide
+	// the request, for FailClosed; nil when none failed.
+	undecided *policy
+	buf       strings.Builder
+	values    [8]string // the []string values of the header fields set
+	nvals     int
 }
 
 // decided is one Limiter's Decision on a request, with what its headers,
