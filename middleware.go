@@ -13,6 +13,12 @@ import (
 	"time"
 )
 
+// This file is the request's whole path in the order it runs: Handler,
+// Allow (the limits that apply, the key, the store, the headers, the
+// answer), Finish, End, then Peek and Reset, and the state a request
+// carries. What it calls lives in keyfunc.go (keys), response.go
+// (headers, 429 and error answers) and store.go (what a store answers).
+
 // A Limiter is HTTP middleware that decides, for every request, whether it
 // may pass. It takes the request's key (see [KeyFunc]), asks its [Store]
 // about the limits that apply (see [WithLimits] and [WithRoutes]), sets
@@ -23,12 +29,6 @@ import (
 // [Limiter.Allow] and [Limiter.Finish]. Build one with [New]: the zero
 // Limiter is not usable. A Limiter is safe for concurrent use; its
 // configuration never changes after New.
-//
-// This file is the request's whole path in the order it runs: Handler,
-// Allow (the limits that apply, the key, the store, the headers, the
-// answer), Finish, then Peek and Reset, and the state a request carries.
-// What it calls lives in keyfunc.go (keys), response.go (headers, 429
-// and error answers) and store.go (what a store answers).
 type Limiter struct {
 	store     Store
 	namespace string
