@@ -133,7 +133,7 @@ func (l *Limiter) Allow(w http.ResponseWriter, r *http.Request) (*http.Request, 
 		return r, l.fail(w, r, err, Event{Route: pattern, Cost: cost, Latency: latency})
 	}
 	s.decided = append(s.decided, decided{limiter: l, policy: p, route: pattern, key: key, cost: cost, decision: d, pk: l.partition.of(key)})
-	var retry int64 // the Retry-After of a 429, which caps every t
+	var retry int64 // the Retry-After of a 429, which caps the t of each limit that denied
 	if !d.Allowed && !l.dryRun {
 		retry = retryAfterSeconds(d)
 	}
