@@ -50,9 +50,7 @@
 // share counters; Limiters of one namespace, on every instance, share
 // them.
 //
-// The request's whole path is in middleware.go, read top to bottom; what
-// it calls is in keyfunc.go, response.go and store.go. The manual is in
-// the repository's docs/ directory.
+// The manual is in the repository's docs/ directory.
 //
 // This package imports only the standard library.
 package ratelimit

@@ -691,3 +691,124 @@ func TestReadmeQuickStartBuilds(t *testing.T) {
 		t.Fatalf("the README's quick start does not build: %v\n%s\n%s", err, out, code)
 	}
 }
+
+// TestReleaseStepsRequireATaggedRoot: CONTRIBUTING.md's release steps
+// leave every nested module requiring the root's tag with no replace of
+// it, after the root is tagged and before the module is; and each nested
+// module's go.mod is either before its release (the root at v0.0.0 beside
+// a replace) or after (a tag, no replace). The steps with a part removed
+// must fail the check.
+func TestReleaseStepsRequireATaggedRoot(t *testing.T) {
+	b, err := os.ReadFile("CONTRIBUTING.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, releases, ok := strings.Cut(string(b), "\n## Releases\n")
+	if !ok {
+		t.Fatal(`CONTRIBUTING.md has no "## Releases" section`)
+	}
+	releases, _, _ = strings.Cut(releases, "\n## ")
+	if problem := releaseStepsProblem(releases); problem != "" {
+		t.Errorf("CONTRIBUTING.md's release steps: %s", problem)
+	}
+	for _, cut := range []string{
+		"-dropreplace=github.com/ratelimit-go/ratelimit",
+		"-require=github.com/ratelimit-go/ratelimit@v1.2.3",
+		"git tag v1.2.3",
+		"git tag\n   adapters/ginlimit/v1.2.3",
+	} {
+		if !strings.Contains(releases, cut) {
+			t.Fatalf("the release steps no longer hold %q; update this test", cut)
+		}
+		if releaseStepsProblem(strings.Replace(releases, cut, "", 1)) == "" {
+			t.Errorf("the release steps without %q pass the check", cut)
+		}
+	}
+
+	for _, dir := range []string{"adapters/ginlimit", "adapters/echolimit", "extra/ratelimitprom", "extra/ratelimitotel"} {
+		mod, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := rootRequire.FindSubmatch(mod)
+		replaced := rootReplace.Match(mod)
+		switch {
+		case req == nil:
+			t.Errorf("%s/go.mod does not require the root module", dir)
+		case string(req[1]) == "v0.0.0" && !replaced:
+			t.Errorf("%s/go.mod requires the root at v0.0.0, which cannot be fetched, without a replace", dir)
+		case string(req[1]) != "v0.0.0" && replaced:
+			t.Errorf("%s/go.mod requires the root at %s but still replaces it: drop the replace at a release", dir, req[1])
+		}
+	}
+}
+
+// The root module's require and replace lines in a nested module's
+// go.mod, in a block or not.
+var (
+	rootRequire = regexp.MustCompile(`(?m)^\s*(?:require\s+)?github\.com/ratelimit-go/ratelimit\s+(v\S+)\s*(?://.*)?$`)
+	rootReplace = regexp.MustCompile(`(?m)^\s*(?:replace\s+)?github\.com/ratelimit-go/ratelimit(?:\s+v\S+)?\s+=>`)
+
+	numberedStep = regexp.MustCompile(`^\d+\. `)
+)
+
+// releaseStepsProblem says what is wrong with the numbered release steps
+// of CONTRIBUTING.md, or returns "": a step tags the root, a later one
+// drops the root's replace in the nested modules and requires the root's
+// tag, a later one tags the nested modules.
+func releaseStepsProblem(text string) string {
+	var steps []string
+	for _, line := range strings.Split(text, "\n") {
+		switch {
+		case numberedStep.MatchString(line):
+			steps = append(steps, line)
+		case len(steps) > 0 && strings.HasPrefix(line, "   "):
+			steps[len(steps)-1] += " " + strings.TrimSpace(line)
+		}
+	}
+	find := func(parts ...string) int {
+		for i, s := range steps {
+			s = strings.Join(strings.Fields(s), " ")
+			all := true
+			for _, p := range parts {
+				all = all && strings.Contains(s, p)
+			}
+			if all {
+				return i
+			}
+		}
+		return -1
+	}
+	rootTag := find("git tag v")
+	edit := find("-dropreplace=github.com/ratelimit-go/ratelimit", "-require=github.com/ratelimit-go/ratelimit@v", "GOWORK=off")
+	nestedTag := find("git tag adapters/")
+	switch {
+	case len(steps) == 0:
+		return "no numbered steps"
+	case rootTag < 0:
+		return "no step tags the root module (git tag v...)"
+	case edit < 0:
+		return "no step drops the nested modules' replace of the root and requires its tag, checked with GOWORK=off"
+	case nestedTag < 0:
+		return "no step tags the nested modules (git tag adapters/...)"
+	case !(rootTag < edit && edit < nestedTag):
+		return fmt.Sprintf("the steps run out of order: the root tagged in step %d, the nested modules' go.mod in step %d, their tags in step %d", rootTag+1, edit+1, nestedTag+1)
+	}
+	return ""
+}
+
+// TestGodocSpeaksToUsers: what go doc shows of the package is for its
+// users: no notes for contributors about the files the code lives in,
+// which belong in plain comments inside the code.
+func TestGodocSpeaksToUsers(t *testing.T) {
+	out, err := exec.Command("go", "doc", "-all", ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go doc -all .: %v\n%s", err, out)
+	}
+	note := regexp.MustCompile(`(?i)\bthis file\b|\bcontributors?\b|\b[a-z_]+\.go\b`)
+	for i, line := range strings.Split(string(out), "\n") {
+		if note.MatchString(line) {
+			t.Errorf("go doc -all . line %d speaks to contributors: %s", i+1, strings.TrimSpace(line))
+		}
+	}
+}

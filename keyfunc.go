@@ -20,7 +20,10 @@ import (
 // returns an error wrapping [ErrInvalid] when the request carries no key;
 // the limiter then hands the request to its error handler, never to a
 // shared bucket, and logs the error at WARN: it says what is missing or
-// malformed without quoting the request's values.
+// malformed without quoting the request's values. The 400 of [FailOpen]
+// and [FailClosed] tells the client what the built-in KeyFuncs found
+// missing ("header X-Api-Key is missing"), never the error of another
+// KeyFunc, which could quote anything.
 //
 // The built-in KeyFuncs tag their keys ("ip:", "header:", "user:",
 // "route:"), so keys of different kinds never collide, and [Join] combines
@@ -31,6 +34,19 @@ import (
 // KeyFunc that reads a secret (an API key, a session token) should return
 // a keyed hash of it, as [HeaderKey] does.
 type KeyFunc func(r *http.Request) (string, error)
+
+// requestError is a KeyFunc's error that the client may be told of: what
+// its request lacks, in words of the server's own (a header's name, never
+// a value the request carries). [FailOpen] and [FailClosed] put detail in
+// the 400; any other error gets the generic answer. It wraps ErrInvalid.
+type requestError struct {
+	detail string // for the client: "header X-Api-Key is missing"
+	more   string // for the log only, after detail; "" when none
+}
+
+func (e *requestError) Error() string { return ErrInvalid.Error() + ": " + e.detail + e.more }
+
+func (e *requestError) Unwrap() error { return ErrInvalid }
 
 // minSecret is the shortest secret HeaderKey and Headers.PartitionKey
 // take.
@@ -59,7 +75,10 @@ func HeaderKey(name string, secret []byte) (KeyFunc, error) {
 	return func(r *http.Request) (string, error) {
 		v := r.Header.Get(name)
 		if v == "" {
-			return "", fmt.Errorf("%w: header %s is missing", ErrInvalid, name)
+			if _, ok := r.Header[name]; ok {
+				return "", &requestError{detail: "header " + name + " is empty"}
+			}
+			return "", &requestError{detail: "header " + name + " is missing"}
 		}
 		h := pool.Get().(hash.Hash)
 		h.Reset()
@@ -288,7 +307,7 @@ func (k *ipKeyer) forwarded(r *http.Request, peer netip.Addr) (netip.Addr, error
 		v := lines[len(lines)-1] // a proxy that adds rather than sets puts its own last
 		a, ok := parseAddr(v)
 		if !ok {
-			return netip.Addr{}, fmt.Errorf("%w: %s is not an IP address", ErrInvalid, k.header)
+			return netip.Addr{}, &requestError{detail: "header " + k.header + " is not an IP address"}
 		}
 		return a, nil
 	}
@@ -306,7 +325,12 @@ func (k *ipKeyer) forwarded(r *http.Request, peer netip.Addr) (netip.Addr, error
 	for i := len(hops) - 1; i >= 0; i-- {
 		a, ok := parseAddr(hops[i])
 		if !ok {
-			return netip.Addr{}, fmt.Errorf("%w: %s entry %d of %d, counted from the right, is not an IP address", ErrInvalid, k.header, len(hops)-i, len(hops))
+			// The client is not told which entry: that would say how many
+			// proxies are trusted.
+			return netip.Addr{}, &requestError{
+				detail: "header " + k.header + " holds an entry that is not an IP address",
+				more:   fmt.Sprintf(" (entry %d of %d, counted from the right)", len(hops)-i, len(hops)),
+			}
 		}
 		client = a
 		if !k.isTrusted(a) {

@@ -13,6 +13,12 @@ import (
 	"time"
 )
 
+// This file is the request's whole path in the order it runs: Handler,
+// Allow (the limits that apply, the key, the store, the headers, the
+// answer), Finish, End, then Peek and Reset, and the state a request
+// carries. What it calls lives in keyfunc.go (keys), response.go
+// (headers, 429 and error answers) and store.go (what a store answers).
+
 // A Limiter is HTTP middleware that decides, for every request, whether it
 // may pass. It takes the request's key (see [KeyFunc]), asks its [Store]
 // about the limits that apply (see [WithLimits] and [WithRoutes]), sets
@@ -23,12 +29,6 @@ import (
 // [Limiter.Allow] and [Limiter.Finish]. Build one with [New]: the zero
 // Limiter is not usable. A Limiter is safe for concurrent use; its
 // configuration never changes after New.
-//
-// This file is the request's whole path in the order it runs: Handler,
-// Allow (the limits that apply, the key, the store, the headers, the
-// answer), Finish, then Peek and Reset, and the state a request carries.
-// What it calls lives in keyfunc.go (keys), response.go (headers, 429
-// and error answers) and store.go (what a store answers).
 type Limiter struct {
 	store     Store
 	namespace string
@@ -129,10 +129,11 @@ func (l *Limiter) Allow(w http.ResponseWriter, r *http.Request) (*http.Request, 
 		latency = time.Since(start)
 	}
 	if err != nil {
+		s.undecided = p // for FailClosed's violated-policies
 		return r, l.fail(w, r, err, Event{Route: pattern, Cost: cost, Latency: latency})
 	}
 	s.decided = append(s.decided, decided{limiter: l, policy: p, route: pattern, key: key, cost: cost, decision: d, pk: l.partition.of(key)})
-	var retry int64 // the Retry-After of a 429, which caps every t
+	var retry int64 // the Retry-After of a 429, which caps the t of each limit that denied
 	if !d.Allowed && !l.dryRun {
 		retry = retryAfterSeconds(d)
 	}
@@ -547,9 +548,12 @@ type requestState struct {
 	first   [1]decided   // decided's first array: one Limiter's; a second moves it
 	req     http.Request // the copy of the request that carries the state
 	header  http.Header  // the response's header, which Finish writes anew
-	buf     strings.Builder
-	values  [8]string // the []string values of the header fields set
-	nvals   int
+	// undecided is the policy of the Limiter whose store failed to decide
+	// the request, for FailClosed; nil when none failed.
+	undecided *policy
+	buf       strings.Builder
+	values    [8]string // the []string values of the header fields set
+	nvals     int
 }
 
 // decided is one Limiter's Decision on a request, with what its headers,

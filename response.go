@@ -48,8 +48,10 @@ const (
 // a unit beyond r comes back. The widespread X-RateLimit-Limit,
 // X-RateLimit-Remaining and X-RateLimit-Reset (seconds from now, not a
 // timestamp) describe the limit closest to denying, of every Limiter
-// that decided the request: the one that denied or, when allowed, the
-// one with the fewest units left.
+// that decided the request, the one a client should wait for: the one
+// that denied or, when allowed, the one with the fewest units left; a
+// limit over time before a [Concurrent] one, whose slots come back when
+// requests end, at no time to wait for.
 //
 // One rule makes the seconds. A limit resets at one instant, counted
 // from when the store decided: a fixed window's end ([Result].ResetAfter,
@@ -59,12 +61,16 @@ const (
 // token). Its t and, for the limit closest to denying, X-RateLimit-Reset
 // are that instant rounded up to whole seconds, so that a client that
 // waits as told is never early; Retry-After is the denial's RetryAfter
-// rounded up, at least 1, and w the window rounded up. On a 429 every t,
-// of every Limiter, is at most the Retry-After sent, so Retry-After is
-// never earlier than a t (the draft says it should not come before the
-// reset); for a request of cost 1 the denying limit's t and Retry-After
-// are the same. A dry run's would-be denial is served without
-// Retry-After, and its t are not capped.
+// rounded up, at least 1, and w the window rounded up. On a 429 the t of
+// every limit that denied is at most the Retry-After sent, so Retry-After
+// is never earlier than the reset it waits for (the draft says it should
+// not be); for a request of cost 1 the denying limit's t and Retry-After
+// are the same. Every limit that admitted the request keeps its own t,
+// later or not: "hour";r=990;t=3263 beside Retry-After: 1 says the hour's
+// quota is far from spent. A Concurrent limit that denied has t=0 (no
+// slot is promised at any time), and X-RateLimit-Reset, when it describes
+// that limit, the Retry-After. A dry run's would-be denial is served
+// without Retry-After, and its t are not capped.
 type Headers struct {
 	// NoDraft leaves out RateLimit-Policy and RateLimit.
 	NoDraft bool
@@ -133,7 +139,7 @@ func (h Headers) check() string {
 // every limit of every Limiter that decided, X-RateLimit-* describe the
 // one closest to denying (see tighter). retryAfter is the Retry-After, in
 // seconds, that the response will carry when the request is denied, 0
-// when it has none; no t exceeds it.
+// when it has none; no denying limit's t exceeds it.
 //
 // The values that change per request are written to the request's
 // buffer, where its keys are (see Limiter.storeKey): the RateLimit value,
@@ -179,7 +185,7 @@ func setHeaders(hdr http.Header, h Headers, s *requestState, retryAfter int64) {
 		return
 	}
 	fieldEnd := b.Len()
-	b.Write(strconv.AppendInt(num[:0], sfInt(seconds(resetsIn(tight))), 10))
+	b.Write(strconv.AppendInt(num[:0], xReset(tight, retryAfter), 10))
 	all := b.String()
 	if !h.NoDraft {
 		hdr[headerPolicy] = policyHeader(s.decided)
@@ -203,24 +209,42 @@ func resetsIn(r Result) time.Duration {
 }
 
 // resetParameter is the t of r's RateLimit item: resetsIn rounded up to
-// whole seconds, at most retryAfter when that is not 0.
+// whole seconds, at most retryAfter when that is not 0 and r denied. A
+// limit that admitted the request keeps its own t: the Retry-After binds
+// only the limits it waits for.
 func resetParameter(r Result, retryAfter int64) int64 {
 	t := sfInt(seconds(resetsIn(r)))
-	if retryAfter > 0 {
+	if retryAfter > 0 && !r.Allowed {
 		t = min(t, retryAfter)
 	}
 	return t
 }
 
+// xReset is the X-RateLimit-Reset of r, the result the X-RateLimit fields
+// describe: its t; for a Concurrent limit that denied, which promises no
+// t (a slot comes back when some request ends), the wait its RetryAfter
+// asks for, at least a second, as Retry-After says.
+func xReset(r Result, retryAfter int64) int64 {
+	if r.Limit.Algorithm == Concurrent && !r.Allowed {
+		return sfInt(max(seconds(r.RetryAfter), 1))
+	}
+	return resetParameter(r, retryAfter)
+}
+
 // tighter reports whether x is closer to denying than r, so that headers
-// describe x rather than r: a result that denies beats one that allows;
-// of two that deny, the one that lets the request through last; of two
-// that allow, the one with the fewest Remaining, ties going to the longest
-// ResetAfter.
+// describe x rather than r, the limit a client should wait for: a result
+// that denies beats one that allows; then a limit over time beats a
+// Concurrent one, which has no time to wait for (its slots come back when
+// requests end); of two that deny, the one that lets the request through
+// last; of two that allow, the one with the fewest Remaining, ties going
+// to the longest ResetAfter.
 func tighter(x, r Result) bool {
+	xc, rc := x.Limit.Algorithm == Concurrent, r.Limit.Algorithm == Concurrent
 	switch {
 	case x.Allowed != r.Allowed:
 		return !x.Allowed
+	case xc != rc:
+		return rc
 	case !x.Allowed:
 		return x.RetryAfter > r.RetryAfter
 	}
@@ -393,7 +417,7 @@ func Deny(w http.ResponseWriter, r *http.Request, d Decision) {
 // escape the limit by leaving the key out.
 func FailOpen(w http.ResponseWriter, r *http.Request, err error) bool {
 	if errors.Is(err, ErrInvalid) {
-		writeProblem(w, r, badRequest, nil)
+		writeProblem(w, r, badRequest(err), nil)
 		return false
 	}
 	return true
@@ -401,28 +425,47 @@ func FailOpen(w http.ResponseWriter, r *http.Request, err error) bool {
 
 // FailClosed is an error handler that refuses requests while the store
 // fails: 503 Service Unavailable with Retry-After: 1, whose problem JSON
-// has the draft's type temporary-reduced-capacity. It lists no
-// violated-policies: no limit was exceeded, and an error handler is not
-// told which limits apply. Requests with no key or an invalid cost get
+// has the draft's type temporary-reduced-capacity and, as the draft
+// defines for that type, the member "violated-policies": the names of the
+// policies the store could not decide the request against, those of the
+// Limiter whose store failed, as RateLimit-Policy would name them ([] when
+// r went through no Limiter). Requests with no key or an invalid cost get
 // 400, as with [FailOpen].
 func FailClosed(w http.ResponseWriter, r *http.Request, err error) bool {
 	if errors.Is(err, ErrInvalid) {
-		writeProblem(w, r, badRequest, nil)
+		writeProblem(w, r, badRequest(err), nil)
 		return false
 	}
-	w.Header()[headerRetryAfter] = stateOf(r.Context()).headerValue("1")
-	writeProblem(w, r, problem{
-		status: http.StatusServiceUnavailable,
-		typ:    problemReducedCapacity,
-		title:  "Capacity temporarily reduced",
-		detail: "rate limiting is unavailable",
-		retry:  1,
-	}, nil)
+	s := stateOf(r.Context())
+	w.Header()[headerRetryAfter] = s.headerValue("1")
+	p := problem{
+		status:   http.StatusServiceUnavailable,
+		typ:      problemReducedCapacity,
+		title:    "Capacity temporarily reduced",
+		detail:   "rate limiting is unavailable",
+		retry:    1,
+		policies: true,
+	}
+	if s != nil && s.undecided != nil {
+		p.names = s.undecided.limits.limits // named by newPolicy
+	} else {
+		p.names = []Limit{}
+	}
+	writeProblem(w, r, p, nil)
 	return false
 }
 
-// badRequest is the answer to a request that cannot be rate limited.
-var badRequest = problem{status: http.StatusBadRequest, typ: "about:blank", title: "Bad Request", detail: "the request cannot be rate limited"}
+// badRequest is the answer to a request that cannot be rate limited
+// because of err, which wraps ErrInvalid: what the request lacks when a
+// built-in KeyFunc said so (see requestError), never err's own text.
+func badRequest(err error) problem {
+	p := problem{status: http.StatusBadRequest, typ: "about:blank", title: "Bad Request", detail: "the request cannot be rate limited"}
+	var re *requestError
+	if errors.As(err, &re) {
+		p.detail += ": " + re.detail
+	}
+	return p
+}
 
 // problem is what writeProblem answers. It holds no request data and no
 // error text.
@@ -434,8 +477,9 @@ type problem struct {
 	retry  int64 // seconds, told after detail; 0: not told
 
 	// policies adds the member "violated-policies", the names of the
-	// denied results.
+	// denied results or, when names is not nil, of every limit in names.
 	policies bool
+	names    []Limit
 }
 
 // writeProblem answers with p: RFC 9457 problem JSON when the client
@@ -491,9 +535,19 @@ func (p *problem) appendJSON(b []byte, results []Result) []byte {
 	b = append(b, `,"status":`...)
 	b = strconv.AppendInt(b, int64(p.status), 10)
 	b = append(b, `,"detail":"`...)
-	b = p.appendDetail(b) // our own words: nothing to escape
+	b = appendJSONText(b, p.detail) // our own words, but a header's name may be any
+	b = p.appendRetry(b)
 	b = append(b, '"')
-	if p.policies {
+	if p.policies && p.names != nil {
+		b = append(b, `,"violated-policies":[`...)
+		for i, l := range p.names {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendJSONString(b, l.Name)
+		}
+		b = append(b, ']')
+	} else if p.policies {
 		b = append(b, `,"violated-policies":[`...)
 		first := true
 		for i, res := range results {
@@ -513,7 +567,11 @@ func (p *problem) appendJSON(b []byte, results []Result) []byte {
 
 // appendDetail appends p's detail and, if set, when to retry.
 func (p *problem) appendDetail(b []byte) []byte {
-	b = append(b, p.detail...)
+	return p.appendRetry(append(b, p.detail...))
+}
+
+// appendRetry appends, if set, when to retry.
+func (p *problem) appendRetry(b []byte) []byte {
 	if p.retry > 0 {
 		b = append(b, "; retry in "...)
 		b = strconv.AppendInt(b, p.retry, 10)
@@ -540,20 +598,24 @@ func violatedName(results []Result, i int) string {
 // (a Decision made by hand may hold any name) goes to encoding/json, which
 // escapes control characters and replaces invalid UTF-8.
 func appendJSONString(b []byte, s string) []byte {
+	return append(appendJSONText(append(b, '"'), s), '"')
+}
+
+// appendJSONText appends s escaped as the inside of a JSON string.
+func appendJSONText(b []byte, s string) []byte {
 	for i := 0; i < len(s); i++ {
 		if s[i] < 0x20 || s[i] > 0x7e {
 			q, _ := json.Marshal(s) // a string always marshals
-			return append(b, q...)
+			return append(b, q[1:len(q)-1]...)
 		}
 	}
-	b = append(b, '"')
 	for i := 0; i < len(s); i++ {
 		if s[i] == '"' || s[i] == '\\' {
 			b = append(b, '\\')
 		}
 		b = append(b, s[i])
 	}
-	return append(b, '"')
+	return b
 }
 
 // acceptsJSON reports whether an Accept header names

@@ -48,9 +48,9 @@ func (fixedStore) End(context.Context, string, int, *ratelimit.Limits, ratelimit
 // results, with and without a quota unit and a partition key (bits 0-1
 // of opts pick the unit, bit 2 turns pk on): a name New accepts must
 // always give RateLimit-Policy and RateLimit values that parse as RFC 9651
-// lists and name the limit back; t and X-RateLimit-Reset must both be the
-// fixed window's end (ResetAfter) rounded up, t on a 429 no later than
-// Retry-After, a positive integer.
+// lists and name the limit back; t must be the fixed window's end
+// (ResetAfter) rounded up, on a 429 (the limit denied) no later than
+// Retry-After, a positive integer; X-RateLimit-Reset must be that t.
 func FuzzHeaders(f *testing.F) {
 	f.Add("api", 100, int64(60_000), 42, int64(17_000_000), int64(0), int64(2_999_000), uint8(0))
 	f.Add(`a "quoted" \ name`, 1, int64(1), 0, int64(999), int64(1), int64(999), uint8(5))
@@ -114,7 +114,7 @@ func FuzzHeaders(f *testing.F) {
 		if opts&4 == 0 && (pkPolicy != nil || pkCurrent != nil) || opts&4 != 0 && (len(asBytes(pkPolicy)) != 16 || !bytes.Equal(asBytes(pkPolicy), asBytes(pkCurrent))) {
 			t.Fatalf("pk on %v: RateLimit-Policy %q, RateLimit %q", opts&4 != 0, h.Get("RateLimit-Policy"), h.Get("RateLimit"))
 		}
-		if got, want := h.Get("X-RateLimit-Reset"), strconv.FormatInt(min(ceilSeconds(r.ResetAfter), maxSFInt), 10); got != want {
+		if got, want := h.Get("X-RateLimit-Reset"), strconv.FormatInt(wantT, 10); got != want {
 			t.Fatalf("X-RateLimit-Reset %q, want %q", got, want)
 		}
 	})
@@ -163,8 +163,8 @@ func (decisionStore) End(context.Context, string, int, *ratelimit.Limits, rateli
 // closest to denying: the one that denied, the latest to let the request
 // through when several did; when allowed, the one with the fewest units
 // left, ties going to the longest reset. RateLimit lists every limit, its
-// t the effective window rounded up, capped by Retry-After on a 429;
-// X-RateLimit-Reset is the tightest limit's t, uncapped.
+// t the effective window rounded up, capped by Retry-After on a 429 when
+// the limit denied; X-RateLimit-Reset is the tightest limit's t.
 func TestHeadersDescribeTheTightest(t *testing.T) {
 	limits := ratelimit.WithLimits(
 		ratelimit.PerSecond(1).Named("second"),
@@ -198,13 +198,13 @@ func TestHeadersDescribeTheTightest(t *testing.T) {
 			status: 200, rateLimit: `"second";r=1;t=1, "minute";r=1;t=60, "hour";r=9;t=3600`, xReset: "60", xLimit: "10",
 		},
 		{
-			name: "denied by one: every t at most Retry-After",
+			name: "denied by one: its t at most Retry-After, the others their own",
 			d: ratelimit.MakeDecision(
 				ratelimit.Result{Allowed: true, Remaining: 1, Window: 400 * time.Millisecond, ResetAfter: time.Second},
 				ratelimit.Result{Allowed: false, Remaining: 0, Window: 29500 * time.Millisecond, ResetAfter: time.Minute, RetryAfter: 29500 * time.Millisecond},
 				ratelimit.Result{Allowed: true, Remaining: 0, Window: 45 * time.Minute, ResetAfter: time.Hour},
 			),
-			status: 429, rateLimit: `"second";r=1;t=1, "minute";r=0;t=30, "hour";r=0;t=30`, xReset: "30", xLimit: "10", retry: "30",
+			status: 429, rateLimit: `"second";r=1;t=1, "minute";r=0;t=30, "hour";r=0;t=2700`, xReset: "30", xLimit: "10", retry: "30",
 		},
 		{
 			name: "denied by two: the later",
@@ -213,7 +213,7 @@ func TestHeadersDescribeTheTightest(t *testing.T) {
 				ratelimit.Result{Allowed: true, Remaining: 3, Window: 50 * time.Second, ResetAfter: time.Minute},
 				ratelimit.Result{Allowed: false, Remaining: 0, Window: 1200 * time.Millisecond, ResetAfter: time.Hour, RetryAfter: 1200 * time.Millisecond},
 			),
-			status: 429, rateLimit: `"second";r=0;t=1, "minute";r=3;t=2, "hour";r=0;t=2`, xReset: "2", xLimit: "100", retry: "2",
+			status: 429, rateLimit: `"second";r=0;t=1, "minute";r=3;t=50, "hour";r=0;t=2`, xReset: "2", xLimit: "100", retry: "2",
 		},
 	}
 	for _, tt := range tests {
@@ -272,11 +272,12 @@ func TestResetIsOneInstant(t *testing.T) {
 	}
 }
 
-// TestResetNeverAfterRetryAfter: on a 429, the t of every limit of every
-// Limiter that decided is at most Retry-After (the draft's section 6); a
-// dry run's would-be denial is served without Retry-After, and its t are
-// the effective windows.
-func TestResetNeverAfterRetryAfter(t *testing.T) {
+// TestRetryAfterBindsOnlyTheDenyingLimits: on a 429, the t of every
+// limit that denied, of every Limiter that decided, is at most
+// Retry-After (the draft's section 6), and every limit that admitted the
+// request keeps its own t; a dry run's would-be denial is served without
+// Retry-After, and its t are the effective windows.
+func TestRetryAfterBindsOnlyTheDenyingLimits(t *testing.T) {
 	deny := ratelimit.MakeDecision(
 		ratelimit.Result{Allowed: false, Remaining: 0, Window: 1200 * time.Millisecond, ResetAfter: 10 * time.Second, RetryAfter: 1200 * time.Millisecond},
 		ratelimit.Result{Allowed: true, Remaining: 7, Window: 50 * time.Second, ResetAfter: 50 * time.Second},
@@ -298,7 +299,7 @@ func TestResetNeverAfterRetryAfter(t *testing.T) {
 			handler: func(t *testing.T) http.Handler {
 				return newLimiter(t, decisionStore{deny}, "test", limits).Handler(http.HandlerFunc(adaptertest.OK))
 			},
-			status: 429, retry: "2", rateLimit: `"burst";r=0;t=2, "minute";r=7;t=2`,
+			status: 429, retry: "2", rateLimit: `"burst";r=0;t=2, "minute";r=7;t=50`,
 		},
 		{
 			name: "stacked: the outer allows, the inner denies",
@@ -307,7 +308,7 @@ func TestResetNeverAfterRetryAfter(t *testing.T) {
 				inner := newLimiter(t, decisionStore{deny}, "inner", limits)
 				return outer.Handler(inner.Handler(http.HandlerFunc(adaptertest.OK)))
 			},
-			status: 429, retry: "2", rateLimit: `"global";r=90;t=2, "burst";r=0;t=2, "minute";r=7;t=2`,
+			status: 429, retry: "2", rateLimit: `"global";r=90;t=50, "burst";r=0;t=2, "minute";r=7;t=50`,
 		},
 		{
 			name: "stacked: both allow, no cap",
@@ -326,7 +327,7 @@ func TestResetNeverAfterRetryAfter(t *testing.T) {
 				inner2 := newLimiter(t, decisionStore{deny}, "inner2", ratelimit.WithLimits(ratelimit.PerSecond(5).Named("b"), ratelimit.PerMinute(5).Named("m")))
 				return outer.Handler(inner.Handler(inner2.Handler(http.HandlerFunc(adaptertest.OK))))
 			},
-			status: 429, retry: "2", rateLimit: `"burst";r=0;t=2, "minute";r=7;t=2, "global";r=90;t=2, "b";r=0;t=2, "m";r=7;t=2`,
+			status: 429, retry: "2", rateLimit: `"burst";r=0;t=2, "minute";r=7;t=50, "global";r=90;t=50, "b";r=0;t=2, "m";r=7;t=50`,
 		},
 		{
 			name: "dry run: served without Retry-After, t uncapped",
@@ -346,7 +347,8 @@ func TestResetNeverAfterRetryAfter(t *testing.T) {
 			items := mustParse(t, h)
 			if retry, err := strconv.ParseInt(h.Get("Retry-After"), 10, 64); err == nil {
 				for _, it := range items {
-					if it.params["t"].(int64) > retry {
+					// Here r=0 is a limit that denied a request of 1.
+					if it.params["r"].(int64) == 0 && it.params["t"].(int64) > retry {
 						t.Errorf("%q: t=%d after Retry-After: %d", it.name, it.params["t"], retry)
 					}
 				}
@@ -933,7 +935,7 @@ func TestProblemDetails(t *testing.T) {
 		},
 		{
 			"FailClosed, store down", func(w http.ResponseWriter, r *http.Request) { ratelimit.FailClosed(w, r, storeDown) },
-			problemBody{reducedCapacity, "Capacity temporarily reduced", 503, "rate limiting is unavailable; retry in 1 s", nil},
+			problemBody{reducedCapacity, "Capacity temporarily reduced", 503, "rate limiting is unavailable; retry in 1 s", policies()},
 			"Service Unavailable: rate limiting is unavailable; retry in 1 s\n",
 		},
 		{
@@ -1102,5 +1104,148 @@ func TestDenialHeaderFields(t *testing.T) {
 		if len(w.Header()) != 8 || w.Header().Get("Cache-Control") != "" {
 			t.Errorf("Accept %q: the 429 sets %d fields, want 8 without Cache-Control: %v", accept, len(w.Header()), w.Header())
 		}
+	}
+}
+
+// TestBadRequestSaysWhatIsMissing: the 400 for a request without a key
+// names the header a built-in KeyFunc found missing, empty or malformed,
+// in the text and in problem JSON, and never quotes the request's value;
+// any other KeyFunc's error, whatever it says, gets the generic answer.
+func TestBadRequestSaysWhatIsMissing(t *testing.T) {
+	apiKey, err := ratelimit.HeaderKey("x-api-key", []byte("0123456789abcdef"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxied, err := ratelimit.IPKey{TrustedProxies: []string{"192.0.2.0/24"}}.KeyFunc()
+	if err != nil {
+		t.Fatal(err)
+	}
+	custom := func(r *http.Request) (string, error) {
+		return "", fmt.Errorf("%w: header X-Tenant %q is unknown", ratelimit.ErrInvalid, r.Header.Get("X-Tenant"))
+	}
+	const generic = "the request cannot be rate limited"
+	tests := []struct {
+		name   string
+		key    ratelimit.KeyFunc
+		header [][2]string
+		detail string
+	}{
+		{"header missing", apiKey, nil, generic + ": header X-Api-Key is missing"},
+		{"header empty", apiKey, [][2]string{{"X-Api-Key", ""}}, generic + ": header X-Api-Key is empty"},
+		{"joined, no route first", ratelimit.Join(ratelimit.Route, apiKey), nil, generic},
+		{"joined, header first", ratelimit.Join(apiKey, ratelimit.Route), nil, generic + ": header X-Api-Key is missing"},
+		{"forwarded garbage", proxied, [][2]string{{"X-Forwarded-For", "198.51.100.7, secret-value"}}, generic + ": header X-Forwarded-For holds an entry that is not an IP address"},
+		{"custom KeyFunc", custom, [][2]string{{"X-Tenant", "secret-value"}}, generic},
+		{"user missing", ratelimit.User("no such key"), nil, generic},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l := newLimiter(t, newMemory(t), "bad", ratelimit.WithKey(tt.key), ratelimit.WithLimits(ratelimit.PerMinute(5)), quietLogs())
+			h := l.Handler(http.HandlerFunc(adaptertest.OK))
+			mods := []func(*http.Request){}
+			for _, kv := range tt.header {
+				mods = append(mods, withHeader(kv[0], kv[1]))
+			}
+			w := serve(h, "GET", "/", mods...)
+			if got, want := w.Body.String(), "Bad Request: "+tt.detail+"\n"; w.Code != 400 || got != want {
+				t.Errorf("plain text: got %d %q, want 400 %q", w.Code, got, want)
+			}
+			w = serve(h, "GET", "/", append(mods, withHeader("Accept", "application/json"))...)
+			checkProblem(t, w, problemBody{"about:blank", "Bad Request", 400, tt.detail, nil})
+			if strings.Contains(w.Body.String(), "secret-value") {
+				t.Errorf("the body %q quotes the request", w.Body.String())
+			}
+		})
+	}
+}
+
+// TestXRateLimitSkipsTheConcurrentCap: on a route with a limit over time
+// and a Concurrent cap, X-RateLimit-* describe the limit a client should
+// wait for: the one over time, unless the cap alone denied, and then its
+// Reset is the Retry-After, never the cap's t=0.
+func TestXRateLimitSkipsTheConcurrentCap(t *testing.T) {
+	limits := ratelimit.WithLimits(
+		ratelimit.PerMinute(20).Named("rpm"),
+		ratelimit.Limit{Algorithm: ratelimit.Concurrent, Quota: 4, Name: "slots"})
+	rpm := func(allowed bool, remaining int, window time.Duration) ratelimit.Result {
+		r := ratelimit.Result{Allowed: allowed, Remaining: remaining, Window: window, ResetAfter: window}
+		if !allowed {
+			r.RetryAfter = window
+		}
+		return r
+	}
+	slots := func(allowed bool, remaining int) ratelimit.Result {
+		r := ratelimit.Result{Allowed: allowed, Remaining: remaining}
+		if !allowed {
+			r.RetryAfter = 700 * time.Millisecond
+		}
+		return r
+	}
+	tests := []struct {
+		name                       string
+		d                          ratelimit.Decision
+		status                     int
+		rateLimit                  string
+		xLimit, xRemaining, xReset string
+		retry                      string
+	}{
+		{"allowed: the limit over time, though the cap has fewer left", ratelimit.MakeDecision(rpm(true, 19, 57*time.Second), slots(true, 3)),
+			200, `"rpm";r=19;t=57, "slots";r=3;t=0`, "20", "19", "57", ""},
+		{"denied by the cap alone: the cap, reset at Retry-After", ratelimit.MakeDecision(rpm(true, 15, 40*time.Second), slots(false, 0)),
+			429, `"rpm";r=15;t=40, "slots";r=0;t=0`, "4", "0", "1", "1"},
+		{"denied by the limit over time alone", ratelimit.MakeDecision(rpm(false, 0, 30*time.Second), slots(true, 3)),
+			429, `"rpm";r=0;t=30, "slots";r=3;t=0`, "20", "0", "30", "30"},
+		{"denied by both: the limit over time", ratelimit.MakeDecision(rpm(false, 0, 30*time.Second), slots(false, 0)),
+			429, `"rpm";r=0;t=30, "slots";r=0;t=0`, "20", "0", "30", "30"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l := newLimiter(t, decisionStore{tt.d}, "test", limits)
+			w := serve(l.Handler(http.HandlerFunc(adaptertest.OK)), "GET", "/")
+			h := w.Header()
+			got := []string{strconv.Itoa(w.Code), h.Get("RateLimit"), h.Get("X-RateLimit-Limit"), h.Get("X-RateLimit-Remaining"), h.Get("X-RateLimit-Reset"), h.Get("Retry-After")}
+			want := []string{strconv.Itoa(tt.status), tt.rateLimit, tt.xLimit, tt.xRemaining, tt.xReset, tt.retry}
+			if !slices.Equal(got, want) {
+				t.Errorf("got status, RateLimit, X-RateLimit-Limit, -Remaining, -Reset, Retry-After %q; want %q", got, want)
+			}
+		})
+	}
+}
+
+// TestFailClosedNamesTheUndecidedPolicies: the 503 of FailClosed carries
+// the draft's violated-policies for temporary-reduced-capacity: the
+// policies of the Limiter whose store failed, named as RateLimit-Policy
+// names them, and not those of a Limiter that decided.
+func TestFailClosedNamesTheUndecidedPolicies(t *testing.T) {
+	down := failing{errors.New("dial tcp 10.9.8.7:6379: connect: connection refused")}
+	limits := ratelimit.WithLimits(ratelimit.PerMinute(60).Named("api-minute"), ratelimit.Limit{Quota: 1000, Window: time.Hour})
+	closed := ratelimit.WithErrorHandler(ratelimit.FailClosed)
+	tests := []struct {
+		name    string
+		handler func(t *testing.T) http.Handler
+		want    *[]string
+	}{
+		{"one Limiter", func(t *testing.T) http.Handler {
+			return newLimiter(t, down, "api", limits, closed, quietLogs()).Handler(http.HandlerFunc(adaptertest.OK))
+		}, policies("api-minute", "1000-per-1h")},
+		{"stacked: the outer decides, the inner's store fails", func(t *testing.T) http.Handler {
+			outer := newLimiter(t, newMemory(t), "global", ratelimit.WithLimits(ratelimit.PerMinute(100).Named("global")), closed)
+			inner := newLimiter(t, down, "api", limits, closed, quietLogs())
+			return outer.Handler(inner.Handler(http.HandlerFunc(adaptertest.OK)))
+		}, policies("api-minute", "1000-per-1h")},
+		{"stacked: the outer's store fails", func(t *testing.T) http.Handler {
+			outer := newLimiter(t, down, "global", ratelimit.WithLimits(ratelimit.PerMinute(100).Named("global")), closed, quietLogs())
+			inner := newLimiter(t, newMemory(t), "api", limits, closed)
+			return outer.Handler(inner.Handler(http.HandlerFunc(adaptertest.OK)))
+		}, policies("global")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := serve(tt.handler(t), "GET", "/", withHeader("Accept", "application/problem+json"))
+			checkProblem(t, w, problemBody{reducedCapacity, "Capacity temporarily reduced", 503, "rate limiting is unavailable; retry in 1 s", tt.want})
+			if strings.Contains(w.Body.String(), "10.9.8.7") {
+				t.Errorf("the body %q shows the store's error", w.Body.String())
+			}
+		})
 	}
 }

@@ -16,15 +16,22 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the worked request sequences in "+sequencesFile)
 
-// The worked request sequences of docs/headers.md, one per algorithm: a limit of 3
-// per 10 s, one client, requests at these seconds from the first.
+// The worked request sequences of docs/headers.md, one per algorithm: a
+// limit of 3 per 10 s, one client, requests at these seconds from the
+// first; then a route with two policies, that limit beside one of 100 an
+// hour, whose 429s show that only the policy that denies is bound by
+// Retry-After.
 var (
 	sequenceTimes  = []time.Duration{0, 0, 2500 * time.Millisecond, 3 * time.Second, 6 * time.Second, 10500 * time.Millisecond, 12 * time.Second}
-	sequenceLimits = []ratelimit.Limit{
-		ratelimit.Limit{Quota: 3, Window: 10 * time.Second}.Using(ratelimit.FixedWindow).Named("fixed"),
-		ratelimit.Limit{Quota: 3, Window: 10 * time.Second}.Using(ratelimit.SlidingLog).Named("log"),
-		{Quota: 3, Window: 10 * time.Second, Precision: 2 * time.Second, Name: "counter"},
-		ratelimit.Limit{Quota: 3, Window: 10 * time.Second}.Using(ratelimit.TokenBucket).Named("bucket"),
+	sequenceLimits = [][]ratelimit.Limit{
+		{ratelimit.Limit{Quota: 3, Window: 10 * time.Second}.Using(ratelimit.FixedWindow).Named("fixed")},
+		{ratelimit.Limit{Quota: 3, Window: 10 * time.Second}.Using(ratelimit.SlidingLog).Named("log")},
+		{{Quota: 3, Window: 10 * time.Second, Precision: 2 * time.Second, Name: "counter"}},
+		{ratelimit.Limit{Quota: 3, Window: 10 * time.Second}.Using(ratelimit.TokenBucket).Named("bucket")},
+		{
+			ratelimit.Limit{Quota: 3, Window: 10 * time.Second}.Using(ratelimit.SlidingLog).Named("log"),
+			ratelimit.Limit{Quota: 100, Window: time.Hour}.Using(ratelimit.FixedWindow).Named("hour"),
+		},
 	}
 )
 
@@ -40,8 +47,8 @@ const (
 // to show exactly the headers sent. With -update it rewrites them.
 func TestWorkedSequences(t *testing.T) {
 	var b strings.Builder
-	for _, l := range sequenceLimits {
-		b.WriteString(workedSequence(t, l))
+	for _, limits := range sequenceLimits {
+		b.WriteString(workedSequence(t, limits...))
 	}
 	readme, err := os.ReadFile(sequencesFile)
 	if err != nil {
@@ -64,19 +71,23 @@ func TestWorkedSequences(t *testing.T) {
 	}
 }
 
-// workedSequence returns the block for limit l: the policy, then
-// per request its time, status and the headers that change.
-func workedSequence(t *testing.T, l ratelimit.Limit) string {
+// workedSequence returns the block for a route with limits: the policy,
+// then per request its time, status and the headers that change.
+func workedSequence(t *testing.T, limits ...ratelimit.Limit) string {
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC) // on a slot boundary
 	now := start
 	m, err := store.NewMemory(store.MemoryOptions{Clock: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	lim := newLimiter(t, m, "seq", ratelimit.WithLimits(l))
+	lim := newLimiter(t, m, "seq", ratelimit.WithLimits(limits...))
 	h := lim.Handler(http.HandlerFunc(adaptertest.OK))
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s:\n\n```\n", l)
+	var names []string
+	for _, l := range limits {
+		names = append(names, l.String())
+	}
+	fmt.Fprintf(&b, "%s:\n\n```\n", strings.Join(names, "; "))
 	for i, at := range sequenceTimes {
 		now = start.Add(at)
 		w := serve(h, "GET", "/")

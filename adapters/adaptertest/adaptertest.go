@@ -205,8 +205,10 @@ var Cases = []Case{
 		},
 		Steps: []Step{
 			{Method: "GET", Path: "/", Header: map[string]string{"X-API-Key": "k1"}, Status: 200, Want: map[string]string{
+				// X- describe the limit over time, not the cap in flight, which
+				// has no time to wait for.
 				"RateLimit-Policy": `"rpm";q=100;w=60, "slots";q=2;qu="concurrent-requests"`, "RateLimit": `"rpm";r=99;t=60, "slots";r=1;t=0`,
-				"X-RateLimit-Limit": "2", "X-RateLimit-Remaining": "1",
+				"X-RateLimit-Limit": "100", "X-RateLimit-Remaining": "99", "X-RateLimit-Reset": "60",
 			}},
 			{Method: "GET", Path: "/", Header: map[string]string{"X-API-Key": "k1"}, Status: 200, Want: map[string]string{"RateLimit": `"rpm";r=98;t=60, "slots";r=1;t=0`}},
 			{Method: "GET", Path: "/", Header: map[string]string{"X-API-Key": "k1", "X-Fail": "1"}, Status: 401, Want: map[string]string{"RateLimit": `"rpm";r=97;t=60, "slots";r=1;t=0`}},
@@ -353,9 +355,10 @@ var Cases = []Case{
 		Steps: []Step{
 			get("/", 200, map[string]string{"RateLimit-Policy": `"hour";q=3;w=3600, "minute";q=2;w=60`, "RateLimit": `"hour";r=2;t=3600, "minute";r=1;t=60`, "X-RateLimit-Remaining": "1", "X-RateLimit-Reset": "60"}),
 			get("/", 200, map[string]string{"RateLimit": `"hour";r=1;t=3600, "minute";r=0;t=60`, "X-RateLimit-Limit": "2"}),
-			// On a 429 every t is capped at Retry-After: it must never be
-			// earlier than a t (draft section 6).
-			get("/", 429, map[string]string{"RateLimit": `"hour";r=1;t=60, "minute";r=0;t=60`, "X-RateLimit-Limit": "2", "Retry-After": "60"}),
+			// On a 429 the denying limit's t is capped at Retry-After, which
+			// must never be earlier than the reset it waits for (draft
+			// section 6); the hour, which admits the request, keeps its own.
+			get("/", 429, map[string]string{"RateLimit": `"hour";r=1;t=3600, "minute";r=0;t=60`, "X-RateLimit-Limit": "2", "X-RateLimit-Reset": "60", "Retry-After": "60"}),
 		},
 	},
 	{

@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -46,10 +47,11 @@ type Config struct {
 	FallbackBudget time.Duration
 }
 
-// ParseFlags reads the command line of an example server; getenv reads
-// the environment (os.Getenv), which names Redis when no flag does.
-func ParseFlags(name string, args []string, getenv func(string) string) (Config, error) {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+// ParseFlags reads the command line of the example server program on
+// framework ("net/http", "Gin", "Echo"); getenv reads the environment
+// (os.Getenv), which names Redis when no flag does.
+func ParseFlags(program, framework string, args []string, getenv func(string) string) (Config, error) {
+	fs := flag.NewFlagSet(program, flag.ContinueOnError)
 	var c Config
 	var algorithm, proxies string
 	fs.StringVar(&c.Addr, "addr", "127.0.0.1:8080", "address to listen on")
@@ -68,7 +70,7 @@ func ParseFlags(name string, args []string, getenv func(string) string) (Config,
 	fs.StringVar(&proxies, "trusted-proxies", "", "CIDRs of proxies whose X-Forwarded-For is believed, comma-separated")
 	fs.StringVar(&c.KeySecret, "key-secret", getenv("RATELIMIT_KEY_SECRET"), "secret, at least 16 bytes and the same on every server, that API keys are hashed with before they reach Redis (default $RATELIMIT_KEY_SECRET; empty: a random one, so API-key limits are per server)")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage of %s:\n", name)
+		fmt.Fprintf(fs.Output(), "Usage: %s [flags]\n\n%s serves a small HTTP API on %s, limited by ratelimit; without -redis it embeds a Redis.\n\nFlags:\n", program, program, framework)
 		fs.PrintDefaults()
 		fmt.Fprint(fs.Output(), redisUsage)
 	}
@@ -85,6 +87,9 @@ func ParseFlags(name string, args []string, getenv func(string) string) (Config,
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	if err := c.Redis.pickServer(given, getenv); err != nil {
+		return Config{}, err
+	}
+	if err := c.Redis.checkSchemes(given); err != nil {
 		return Config{}, err
 	}
 	if err := c.Redis.check(); err != nil {
@@ -335,7 +340,7 @@ func (a *App) Describe(w io.Writer) {
 	}
 	fmt.Fprintln(w, "routes:")
 	fmt.Fprintf(w, "  GET /        per client IP: %v\n", ratelimit.Limit{Algorithm: c.Algorithm, Quota: c.Limit, Window: c.Window, Burst: c.Burst, Name: "home"})
-	fmt.Fprintf(w, "  POST /login  per client IP, failed attempts only: %v (a correct password, \"letmein\", never counts and clears them); %v\n", LoginLimit, LoginBan)
+	fmt.Fprintf(w, "  POST /login  per client IP, failed attempts only: %v (a correct password, \"letmein\", never counts and clears them); %s\n", LoginLimit, describeBan(LoginBan))
 	fmt.Fprintln(w, "  GET /quota   GET /'s quota left for the caller, without spending it")
 	for _, plan := range []struct {
 		name   string
@@ -353,6 +358,33 @@ func (a *App) Describe(w io.Writer) {
 	}
 	fmt.Fprintf(w, "  POST /v1/generate?tokens=N&hold_ms=M  per X-API-Key, tokens charged from the response: %s\n", strings.Join(gen, "; "))
 	fmt.Fprintln(w, "  GET /v1/quota  what each policy of POST /v1/generate has left for the caller's key")
+}
+
+// describeBan says what b does, for people: "3 denials within 1m ban
+// for 1m, each ban twice the last, up to 1h".
+func describeBan(b ratelimit.Ban) string {
+	denials := "denials"
+	if b.After == 1 {
+		denials = "denial"
+	}
+	s := fmt.Sprintf("%d %s within %s ban for %s", b.After, denials, shortDuration(b.Within), shortDuration(b.For))
+	if b.Max > b.For {
+		s += ", each ban twice the last, up to " + shortDuration(b.Max)
+	}
+	return s
+}
+
+// shortDuration writes d without its zero units: 1m, not 1m0s; 1h, not
+// 1h0m0s.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 
 // Home answers GET /.
@@ -380,12 +412,31 @@ func (a *App) Login(w http.ResponseWriter, r *http.Request) {
 func (a *App) Quota(w http.ResponseWriter, r *http.Request) {
 	d, err := a.IP.Peek(r)
 	if err != nil || len(d.Results()) == 0 {
-		http.Error(w, "the quota cannot be read now", http.StatusServiceUnavailable)
+		quotaError(w, r, err)
 		return
 	}
 	res := d.Results()[0]
 	w.Header().Set("Content-Type", "application/json")
-	fmt.Fprintf(w, `{"limit":%d,"remaining":%d,"reset_ms":%d}`+"\n", res.Limit.Quota, res.Remaining, res.ResetAfter.Milliseconds())
+	fmt.Fprintf(w, `{"limit":%d,"remaining":%d,"reset_ms":%d}`+"\n", res.Limit.Quota, res.Remaining, resetMS(res))
+}
+
+// resetMS is the reset_ms the quota endpoints report for res: the time
+// until a unit beyond Remaining comes back (Result.Window), in
+// milliseconds rounded up, the RateLimit field's t before it is rounded
+// up to seconds (docs/headers.md, "What t promises").
+func resetMS(res ratelimit.Result) int64 {
+	return int64((res.Window + time.Millisecond - 1) / time.Millisecond)
+}
+
+// quotaError answers a quota endpoint whose Peek failed: 400 naming what
+// the request lacks, as the Limiter's own answer does, when the request
+// has no key; 503 when the store cannot answer.
+func quotaError(w http.ResponseWriter, r *http.Request, err error) {
+	if errors.Is(err, ratelimit.ErrInvalid) {
+		ratelimit.FailOpen(w, r, err) // writes the 400 of a request that cannot be limited
+		return
+	}
+	http.Error(w, "the quota cannot be read now", http.StatusServiceUnavailable)
 }
 
 // API answers GET /api/ with what the caller's plan has left, which it
@@ -434,7 +485,7 @@ func (a *App) Run(framework string, h http.Handler) error {
 
 // Main parses args, builds the app, and serves what route returns.
 func Main(framework string, args []string, route func(*App) http.Handler) int {
-	c, err := ParseFlags(framework, args, os.Getenv)
+	c, err := ParseFlags(filepath.Base(os.Args[0]), framework, args, os.Getenv)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0

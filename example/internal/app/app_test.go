@@ -178,7 +178,7 @@ func TestParseFlagsRedis(t *testing.T) {
 		{"a CA without TLS", []string{"-redis", "redis://a:1/0", "-redis-ca", "ca.pem"}, env(), Redis{}, "are for TLS"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			c, err := ParseFlags("test", tt.args, tt.getenv)
+			c, err := ParseFlags("test", "net/http", tt.args, tt.getenv)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("got %+v, %v; want an error saying %q", c.Redis, err, tt.wantErr)
@@ -213,10 +213,27 @@ func TestParseFlagsKeySecret(t *testing.T) {
 				}
 				return ""
 			}
-			c, err := ParseFlags("test", tt.args, getenv)
+			c, err := ParseFlags("test", "net/http", tt.args, getenv)
 			if err != nil || c.KeySecret != tt.want {
 				t.Fatalf("got %q, %v; want %q", c.KeySecret, err, tt.want)
 			}
 		})
+	}
+}
+
+// TestDescribeBan: a ban in words, as the startup lines give it.
+func TestDescribeBan(t *testing.T) {
+	tests := []struct {
+		ban  ratelimit.Ban
+		want string
+	}{
+		{LoginBan, "3 denials within 1m ban for 1m, each ban twice the last, up to 1h"},
+		{ratelimit.Ban{After: 5, Within: 10 * time.Second, For: 90 * time.Second}, "5 denials within 10s ban for 1m30s"},
+		{ratelimit.Ban{After: 1, Within: time.Hour, For: 2 * time.Hour, Max: 2 * time.Hour}, "1 denial within 1h ban for 2h"},
+	}
+	for _, tt := range tests {
+		if got := describeBan(tt.ban); got != tt.want {
+			t.Errorf("describeBan(%+v): got %q, want %q", tt.ban, got, tt.want)
+		}
 	}
 }

@@ -79,7 +79,7 @@ func Generate(w http.ResponseWriter, r *http.Request) {
 func (a *App) GenQuota(w http.ResponseWriter, r *http.Request) {
 	d, err := a.Gen.Peek(r)
 	if err != nil {
-		http.Error(w, "the quota cannot be read now", http.StatusServiceUnavailable)
+		quotaError(w, r, err)
 		return
 	}
 	type policy struct {
@@ -90,8 +90,7 @@ func (a *App) GenQuota(w http.ResponseWriter, r *http.Request) {
 	}
 	out := []policy{}
 	for _, res := range d.Results() {
-		reset := (res.ResetAfter + time.Millisecond - 1) / time.Millisecond
-		out = append(out, policy{res.Limit.Name, res.Limit.Quota, res.Remaining, int64(reset)})
+		out = append(out, policy{res.Limit.Name, res.Limit.Quota, res.Remaining, resetMS(res)})
 	}
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(out)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/url"
 	"os"
 	"strings"
@@ -81,6 +82,33 @@ func (r *Redis) pickServer(given map[string]bool, getenv func(string) string) er
 	}
 	if len(envs) > 1 {
 		return fmt.Errorf("%s are both set: keep one, or name the server with -redis, -redis-cluster or -redis-sentinel", strings.Join(envs, " and "))
+	}
+	return nil
+}
+
+// checkSchemes refuses a -redis or -redis-sentinel value without a
+// scheme, such as 127.0.0.1:6379, saying how to write it; given holds the
+// flags on the command line, which name the value's source (or else its
+// environment variable). A value with an '@' may hold a password: it is
+// not shown.
+func (r *Redis) checkSchemes(given map[string]bool) error {
+	for _, f := range []struct {
+		flag, env, value, form string
+	}{
+		{"-redis", "$REDIS_URL", r.URL, "redis://[user:password@]host:port/db"},
+		{"-redis-sentinel", "$REDIS_SENTINEL_URL", r.Sentinel, "redis://sentinel:26379/db?master_name=NAME"},
+	} {
+		if f.value == "" || strings.Contains(f.value, "://") {
+			continue
+		}
+		source := f.flag
+		if !given[strings.TrimPrefix(f.flag, "-")] {
+			source = f.env
+		}
+		if strings.Contains(f.value, "@") {
+			return fmt.Errorf("%s: not a URL: it has no scheme (the value is not shown, as it may hold a password); write %s, or rediss:// for TLS", source, f.form)
+		}
+		return fmt.Errorf("%s %s: not a URL: it has no scheme; write redis://%s (or rediss://%s for TLS)", source, f.value, f.value, f.value)
 	}
 	return nil
 }
@@ -277,8 +305,12 @@ func (c *connection) describe(ctx context.Context) string {
 }
 
 // checkError is what the startup check found, with the example's own
-// way to fix what the library's message says in client options.
+// way to fix what the library's message says in client options, or, for
+// a Redis it could not reach, how to start one.
 func (c *connection) checkError(err error) error {
+	if err := c.unreachable(err); err != nil {
+		return err
+	}
 	misconfigured := errors.Is(err, store.ErrMisconfigured)
 	if misconfigured && strings.Contains(err.Error(), "tls.Config.RootCAs") {
 		err = fmt.Errorf("%w\n(give the certificate authority with -redis-ca FILE or $REDIS_CA_FILE)", err)
@@ -287,6 +319,43 @@ func (c *connection) checkError(err error) error {
 		err = fmt.Errorf("%w\n(give a client certificate with -redis-cert and -redis-key)", err)
 	}
 	return fmt.Errorf("%s %s: %w", c.flag, c.where, err)
+}
+
+// unreachable says that the startup check could not reach Redis, and
+// how to start one or do without: nil when err is not a failure to
+// connect.
+func (c *connection) unreachable(err error) error {
+	var op *net.OpError
+	if !(errors.As(err, &op) && op.Op == "dial") && !errors.Is(err, context.DeadlineExceeded) {
+		return nil
+	}
+	what := "Redis at " + c.where
+	switch c.kind {
+	case "Redis Cluster":
+		what = "the Redis Cluster at " + c.where
+	case "Sentinel":
+		what = "the Sentinels at " + strings.Join(c.sentinels, ",")
+	}
+	fix := "Check that it runs and that this machine can reach it"
+	if host, port, splitErr := net.SplitHostPort(c.where); splitErr == nil && c.kind == "" && isLoopback(host) {
+		fix = "Start one with: redis-server --port " + port
+	}
+	leave := c.flag
+	for _, f := range redisFlags {
+		if "-"+f.flag == c.flag {
+			leave += " (and $" + f.env + ")"
+		}
+	}
+	return fmt.Errorf("%s: %s is unreachable: %w\n%s, or leave %s out to use the embedded Redis", c.flag, what, err, fix, leave)
+}
+
+// isLoopback reports whether host names this machine.
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // debugLog is go-redis's log, which reports each failed dial, at slog's
