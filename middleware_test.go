@@ -765,6 +765,17 @@ func TestWithRoutesReportsBadTables(t *testing.T) {
 		// hex: no pattern may be spelled like either.
 		{"pattern *", map[string][]ratelimit.Limit{"*": one}, `WithRoutes: pattern "*"`},
 		{"pattern like a hashed scope", map[string][]ratelimit.Limit{"#0123456789abcdef0123456789abcdef": one}, `WithRoutes: pattern "#0123456789abcdef0123456789abcdef"`},
+		// A method no request carries would never match: the requests
+		// would silently get the default limits.
+		{"lower-case method", map[string][]ratelimit.Limit{"post /login": one}, `WithRoutes: pattern "post /login": the method "post" must be upper case, as requests carry it: "POST /login"`},
+		{"mixed-case method", map[string][]ratelimit.Limit{"Get /users/{id}": one}, `WithRoutes: pattern "Get /users/{id}": the method "Get" must be upper case, as requests carry it: "GET /users/{id}"`},
+		{"method not a token", map[string][]ratelimit.Limit{"G(T /x": one}, `WithRoutes: pattern "G(T /x": the method "G(T" is not an HTTP method token`},
+		// Parameters' names do not matter: two patterns of one shape
+		// are one route, which the table could not tell apart.
+		{"one shape, two names", map[string][]ratelimit.Limit{"GET /users/{id}": one, "GET /users/{name}": one},
+			`WithRoutes: patterns "GET /users/{id}" and "GET /users/{name}" are one route, GET /users/{}: the names of parameters do not matter`},
+		{"one shape, two rests", map[string][]ratelimit.Limit{"/files/{a...}": one, "/files/{b...}": one}, `patterns "/files/{a...}" and "/files/{b...}" are one route, /files/{...}`},
+		{"one shape, spaced apart", map[string][]ratelimit.Limit{"GET /login": one, "GET  /login": one}, `patterns "GET  /login" and "GET /login" are one route, GET /login`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -77,13 +77,23 @@ func TestRoutesSyntax(t *testing.T) {
 		"GET /users/{id}": `"{id}" is ServeMux syntax; Gin writes a parameter ":id"`,
 		"/v:version/x":    "fills a whole segment",
 		"/a/*rest/b":      "a catch-all must end the path",
+		"post /login":     `the method "post" must be upper case, as requests carry it: "POST /login"`,
+		"get /users/:id":  `the method "get" must be upper case, as requests carry it: "GET /users/:id"`,
 	} {
 		_, err := ratelimit.New(adaptertest.NewStore(t), "test", ginlimit.Routes(map[string][]ratelimit.Limit{pattern: {ratelimit.PerMinute(1)}}))
 		if !errors.Is(err, ratelimit.ErrInvalid) || !strings.Contains(err.Error(), `ginlimit.Routes: pattern "`+pattern+`"`) || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: got %v, want an ErrInvalid naming the pattern and %q", pattern, err, want)
 		}
 	}
-	_, err := ratelimit.New(adaptertest.NewStore(t), "test", ginlimit.Routes(map[string][]ratelimit.Limit{"/users/:id": {ratelimit.PerMinute(1)}, "GET /users/:id": {ratelimit.PerMinute(2)}, "/users/{id}x": nil}))
+	_, err := ratelimit.New(adaptertest.NewStore(t), "test", ginlimit.Routes(map[string][]ratelimit.Limit{"GET /users/:id": {ratelimit.PerMinute(1)}, "GET /users/:name": {ratelimit.PerMinute(2)}}))
+	if want := `ginlimit.Routes: pattern "GET /users/:name": "GET /users/:id" is the same route, GET /users/{}: the names of parameters do not matter`; !errors.Is(err, ratelimit.ErrInvalid) || !strings.Contains(err.Error(), want) {
+		t.Errorf("two patterns of one shape: got %v, want an ErrInvalid saying %q", err, want)
+	}
+	_, err = ratelimit.New(adaptertest.NewStore(t), "test", ginlimit.Routes(map[string][]ratelimit.Limit{"/files/*path": {ratelimit.PerMinute(1)}, "/files/*other": {ratelimit.PerMinute(2)}}))
+	if want := `pattern "/files/*path": "/files/*other" is the same route, /files/{...}`; !errors.Is(err, ratelimit.ErrInvalid) || !strings.Contains(err.Error(), want) {
+		t.Errorf("two rests of one shape: got %v, want an ErrInvalid saying %q", err, want)
+	}
+	_, err = ratelimit.New(adaptertest.NewStore(t), "test", ginlimit.Routes(map[string][]ratelimit.Limit{"/users/:id": {ratelimit.PerMinute(1)}, "GET /users/:id": {ratelimit.PerMinute(2)}, "/users/{id}x": nil}))
 	if !errors.Is(err, ratelimit.ErrInvalid) {
 		t.Errorf("a table with braces: got %v, want ErrInvalid", err)
 	}
