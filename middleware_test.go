@@ -44,9 +44,29 @@ var netHTTP = adaptertest.Framework{
 		}
 		return mux
 	},
+	Placements: []adaptertest.Placement{
+		{Name: "around the ServeMux", Serve: func(l *ratelimit.Limiter, app []adaptertest.Route) http.Handler {
+			mux := http.NewServeMux()
+			for _, r := range app {
+				mux.HandleFunc(r.ServeMux(), adaptertest.OK)
+			}
+			return l.Handler(mux)
+		}},
+		{Name: "inside the ServeMux", Serve: func(l *ratelimit.Limiter, app []adaptertest.Route) http.Handler {
+			mux := http.NewServeMux()
+			for _, r := range app {
+				mux.Handle(r.ServeMux(), l.Handler(http.HandlerFunc(adaptertest.OK)))
+			}
+			return mux
+		}},
+	},
 }
 
 func TestHTTPCases(t *testing.T) { adaptertest.Run(t, netHTTP) }
+
+// TestRouteCases: a route table matches by shape, wherever the Limiter
+// sits.
+func TestRouteCases(t *testing.T) { adaptertest.RunRoutes(t, netHTTP) }
 
 // newLimiter is ratelimit.New, failing t on an error.
 func newLimiter(t testing.TB, s ratelimit.Store, namespace string, opts ...ratelimit.Option) *ratelimit.Limiter {

@@ -30,9 +30,50 @@ var framework = adaptertest.Framework{
 		}
 		return e
 	},
+	Syntax: adaptertest.ColonSyntax,
+	Placements: []adaptertest.Placement{
+		{Name: "around the server", Serve: func(l *ratelimit.Limiter, app []adaptertest.Route) http.Handler {
+			e := echo.New()
+			addRoutes(e, app)
+			return l.Handler(e)
+		}},
+		{Name: "e.Pre", Serve: func(l *ratelimit.Limiter, app []adaptertest.Route) http.Handler {
+			e := echo.New()
+			e.Pre(echolimit.New(l))
+			addRoutes(e, app)
+			return e
+		}},
+		{Name: "e.Use", Serve: func(l *ratelimit.Limiter, app []adaptertest.Route) http.Handler {
+			e := echo.New()
+			e.Use(echolimit.New(l))
+			addRoutes(e, app)
+			return e
+		}},
+		{Name: "each route's middleware", Serve: func(l *ratelimit.Limiter, app []adaptertest.Route) http.Handler {
+			e := echo.New()
+			addRoutes(e, app, echolimit.New(l))
+			return e
+		}},
+	},
+}
+
+// addRoutes adds app's routes to e, with middleware mw, each answering as
+// adaptertest.OK: "*name", which Echo writes "*", as "*".
+func addRoutes(e *echo.Echo, app []adaptertest.Route, mw ...echo.MiddlewareFunc) {
+	for _, r := range app {
+		path := r.Path
+		if i := strings.LastIndex(path, "/*"); i >= 0 {
+			path = path[:i+2]
+		}
+		e.Add(r.Method, path, echo.WrapHandler(http.HandlerFunc(adaptertest.OK)), mw...)
+	}
 }
 
 func TestHTTPCases(t *testing.T) { adaptertest.Run(t, framework) }
+
+// TestRouteCases: a route table, in ServeMux's syntax or Echo's, matches
+// by shape, wherever the middleware sits.
+func TestRouteCases(t *testing.T) { adaptertest.RunRoutes(t, framework) }
 
 func TestSkipper(t *testing.T) {
 	l, err := ratelimit.New(adaptertest.NewStore(t), "test", ratelimit.WithLimits(ratelimit.PerMinute(1)))

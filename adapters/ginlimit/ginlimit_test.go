@@ -31,9 +31,47 @@ var framework = adaptertest.Framework{
 		}
 		return router
 	},
+	Syntax: adaptertest.ColonSyntax,
+	Placements: []adaptertest.Placement{
+		{Name: "around the engine", Serve: func(l *ratelimit.Limiter, app []adaptertest.Route) http.Handler {
+			router := gin.New()
+			for _, r := range app {
+				router.Handle(r.Method, r.Path, gin.WrapF(adaptertest.OK))
+			}
+			return l.Handler(router)
+		}},
+		{Name: "router.Use", Serve: func(l *ratelimit.Limiter, app []adaptertest.Route) http.Handler {
+			router := gin.New()
+			router.Use(ginlimit.New(l))
+			for _, r := range app {
+				router.Handle(r.Method, r.Path, gin.WrapF(adaptertest.OK))
+			}
+			return router
+		}},
+		{Name: "a group's middleware", Serve: func(l *ratelimit.Limiter, app []adaptertest.Route) http.Handler {
+			router := gin.New()
+			group := router.Group("/", ginlimit.New(l))
+			for _, r := range app {
+				group.Handle(r.Method, r.Path, gin.WrapF(adaptertest.OK))
+			}
+			return router
+		}},
+		{Name: "each route's middleware", Serve: func(l *ratelimit.Limiter, app []adaptertest.Route) http.Handler {
+			router := gin.New()
+			limit := ginlimit.New(l)
+			for _, r := range app {
+				router.Handle(r.Method, r.Path, limit, gin.WrapF(adaptertest.OK))
+			}
+			return router
+		}},
+	},
 }
 
 func TestHTTPCases(t *testing.T) { adaptertest.Run(t, framework) }
+
+// TestRouteCases: a route table, in ServeMux's syntax or Gin's, matches
+// by shape, wherever the middleware sits.
+func TestRouteCases(t *testing.T) { adaptertest.RunRoutes(t, framework) }
 
 func TestSkipper(t *testing.T) {
 	l, err := ratelimit.New(adaptertest.NewStore(t), "test", ratelimit.WithLimits(ratelimit.PerMinute(1)))
