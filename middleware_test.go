@@ -862,6 +862,36 @@ func TestRouteTableKeysWithoutMethod(t *testing.T) {
 	}
 }
 
+// TestRouteLookupAllocatesNothing: finding a route's entry by its shape,
+// the router's pattern named otherwise than the table's and the table
+// naming a host, costs a request no allocation: it takes as many as one
+// the limits of WithLimits decide.
+func TestRouteLookupAllocatesNothing(t *testing.T) {
+	limit := ratelimit.PerMinute(1_000_000).Using(ratelimit.FixedWindow)
+	allocs := func(r *http.Request, opts ...ratelimit.Option) float64 {
+		h := newLimiter(t, newMemory(t), "allocs", opts...).Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+		w := &discard{h: http.Header{}}
+		h.ServeHTTP(w, r)
+		return testing.AllocsPerRun(100, func() {
+			clear(w.h)
+			h.ServeHTTP(w, r)
+		})
+	}
+	r := httptest.NewRequest("GET", "/teams/red/members/ann", nil)
+	r.Host = "api.example.com:8080"
+	without := allocs(r, ratelimit.WithLimits(limit))
+	r.Pattern = "GET /teams/{team}/members/{member}"
+	with := allocs(r, ratelimit.WithRoutes(map[string][]ratelimit.Limit{
+		"/teams/{t}/members/{m}":       {limit},
+		"other.example.com/teams/{t}/": {limit},
+		"api.example.com/users/{u}":    {limit},
+		"GET /files/{rest...}":         {limit},
+	}))
+	if with != without {
+		t.Errorf("%v allocations per request through the route table, %v through WithLimits", with, without)
+	}
+}
+
 // TestRouteScopesNeverShareCounters: routes with the same limit as
 // WithLimits, and as each other, count apart, each under its pattern in
 // the keys Redis holds, escaped so that its braces leave the hash tag
