@@ -98,21 +98,30 @@ func WithLimits(limits ...Limit) Option {
 
 // WithRoutes gives routes limits of their own, replacing those of
 // [WithLimits] for the requests they match. A key is a route pattern of
-// Go's [http.ServeMux], with or without a method: "POST /login",
-// "/api/{version}/". A request matches the entry of the pattern its
-// router matched ([http.Request.Pattern], which the Gin and Echo adapters
-// set from their router's route, written the ServeMux way); when the
-// Limiter wraps the whole router and no pattern is known yet, the request
-// is matched against the table's patterns with the rules of
-// [http.ServeMux], and the request passed on carries the pattern that
-// matched. The pattern is part of the keys the store sees: routes never
-// share counters with each other or with the limits of WithLimits.
+// Go's [http.ServeMux], with or without a method or a host: "POST
+// /login", "/api/{version}/". A request gets the entry of its route's
+// shape: the names of the parameters do not matter, so "GET
+// /users/{name}" is the entry of a router's "GET /users/{id}", and
+// "/files/{rest...}" of "/files/{path...}". Where the Limiter sits does
+// not matter either. Inside the router, the route is the one it matched
+// ([http.Request.Pattern], which the Gin and Echo adapters set from their
+// router's route, written the ServeMux way); around the whole router, no
+// route is known yet, so the request is matched against the table's
+// patterns with the rules of [http.ServeMux], and the request passed on
+// carries the pattern that matched. Either way, as with ServeMux, an
+// entry for the request's host wins over one for every host, and one for
+// its method over one for every method. The table's pattern, as written
+// in the table, is what an observer is told ([Event].Route) and part of
+// the keys the store sees: routes never share counters with each other or
+// with the limits of WithLimits.
 //
 // A pattern in another router's syntax, such as Gin's and Echo's "/:id"
 // or chi's "/*", is refused, naming the pattern and how ServeMux writes
-// it: it would never match. The adapters' Routes options
-// (ginlimit.Routes, echolimit.Routes) take a table in their router's
-// syntax and write it the ServeMux way.
+// it: it would never match. So is a method not in upper case ("post
+// /login": requests say POST), and two patterns of one shape ("GET
+// /users/{id}" and "GET /users/{name}"), which the table could not tell
+// apart. The adapters' Routes options (ginlimit.Routes, echolimit.Routes)
+// take a table in their router's syntax and write it the ServeMux way.
 func WithRoutes(table map[string][]Limit) Option {
 	return func(l *Limiter) error {
 		if table == nil {

@@ -34,7 +34,11 @@ import (
 // passes them to WithRoutes, which also takes a table written that way.
 // A pattern that ServeMux cannot write (a parameter inside a segment, such
 // as "/v:version") or that holds braces is refused when the Limiter is
-// built, naming the pattern.
+// built, naming the pattern; so are a method not in upper case ("post
+// /login") and two patterns of one shape ("/users/:id" and
+// "/users/:name"). As with WithRoutes, a request gets the entry of its
+// route's shape, whatever the parameters are called and wherever the
+// middleware sits.
 func Routes(table map[string][]ratelimit.Limit) ratelimit.Option {
 	mux := make(map[string][]ratelimit.Limit, len(table))
 	shapes := make(map[string]string, len(table)) // a shape's pattern
@@ -154,9 +158,12 @@ func WithSkipper(skip func(c echo.Context) bool) Option {
 // the request's usage (see [ratelimit.Charge]). The route l sees is Echo's
 // c.Path() written the ServeMux way (see [Routes]), as the Pattern of the
 // request it decides: c.Request() itself while l.Allow runs, given back
-// unchanged after. Register it with e.Use, which runs after routing, not
-// e.Pre. New panics, when the server is built, if l is nil. The
-// middleware is safe for concurrent use.
+// unchanged after. Register it with e.Use or on routes or groups, after
+// routing, or with e.Pre, before: then no route is known yet, and l
+// matches the request against its route table (see
+// [ratelimit.WithRoutes]), as around a whole ServeMux. New panics, when
+// the server is built, if l is nil. The middleware is safe for
+// concurrent use.
 func New(l *ratelimit.Limiter, opts ...Option) echo.MiddlewareFunc {
 	if l == nil {
 		panic("echolimit: New: the Limiter is nil")

@@ -33,7 +33,11 @@ import (
 // them to WithRoutes, which also takes a table written that way. A
 // pattern that ServeMux cannot write (a parameter inside a segment, such
 // as "/v:version") or that holds braces is refused when the Limiter is
-// built, naming the pattern.
+// built, naming the pattern; so are a method not in upper case ("post
+// /login") and two patterns of one shape ("/users/:id" and
+// "/users/:name"). As with WithRoutes, a request gets the entry of its
+// route's shape, whatever the parameters are called and wherever the
+// middleware sits.
 func Routes(table map[string][]ratelimit.Limit) ratelimit.Option {
 	mux := make(map[string][]ratelimit.Limit, len(table))
 	shapes := make(map[string]string, len(table)) // a shape's pattern
