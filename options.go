@@ -102,18 +102,23 @@ func WithLimits(limits ...Limit) Option {
 // /login", "/api/{version}/". A request gets the entry of its route's
 // shape: the names of the parameters do not matter, so "GET
 // /users/{name}" is the entry of a router's "GET /users/{id}", and
-// "/files/{rest...}" of "/files/{path...}". Where the Limiter sits does
-// not matter either. Inside the router, the route is the one it matched
-// ([http.Request.Pattern], which the Gin and Echo adapters set from their
-// router's route, written the ServeMux way); around the whole router, no
-// route is known yet, so the request is matched against the table's
-// patterns with the rules of [http.ServeMux], and the request passed on
-// carries the pattern that matched. Either way, as with ServeMux, an
-// entry for the request's host wins over one for every host, and one for
-// its method over one for every method. The table's pattern, as written
-// in the table, is what an observer is told ([Event].Route) and part of
-// the keys the store sees: routes never share counters with each other or
-// with the limits of WithLimits.
+// "/files/{rest...}" of "/files/{path...}". The table's pattern, as
+// written in the table, is what an observer is told ([Event].Route) and
+// part of the keys the store sees: routes never share counters with each
+// other or with the limits of WithLimits.
+//
+// Where the Limiter sits does not change the entry. Inside the router,
+// the route is the one it matched ([http.Request.Pattern], which the Gin
+// and Echo adapters set from their router's route, written the ServeMux
+// way); around the whole router, no route is known yet, so the request is
+// matched against the table's patterns with the rules of
+// [http.ServeMux], and the request passed on carries the pattern that
+// matched. Either way, as with ServeMux, an entry for the request's host
+// wins over one for every host, and one for its method over one for
+// every method. Only a route of the router that the table does not name
+// can tell: around the router, a pattern of the table that covers it
+// (the table's "/users/{id}" for the router's "/users/me") gives it its
+// limits; inside, it gets those of WithLimits.
 //
 // A pattern in another router's syntax, such as Gin's and Echo's "/:id"
 // or chi's "/*", is refused, naming the pattern and how ServeMux writes
