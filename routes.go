@@ -17,11 +17,22 @@ type route struct {
 // splitMethod splits a ServeMux pattern into its method, "" when it has
 // none, and the rest: the host, if any, and the path.
 func splitMethod(pattern string) (method, rest string) {
-	i := strings.IndexAny(pattern, " \t")
-	if i <= 0 || strings.Contains(pattern[:i], "/") {
-		return "", pattern
+	for i := 0; i < len(pattern); i++ {
+		switch pattern[i] {
+		case '/':
+			return "", pattern // a path, or a host and a path
+		case ' ', '\t':
+			if i == 0 {
+				return "", pattern
+			}
+			j := i + 1
+			for j < len(pattern) && (pattern[j] == ' ' || pattern[j] == '\t') {
+				j++
+			}
+			return pattern[:i], pattern[j:]
+		}
 	}
-	return pattern[:i], strings.TrimLeft(pattern[i+1:], " \t")
+	return "", pattern
 }
 
 // appendShape appends to b the shape of a ServeMux pattern: the pattern
