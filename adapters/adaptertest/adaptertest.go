@@ -1,6 +1,7 @@
-// Package adaptertest is one table of HTTP cases that the net/http
+// Package adaptertest is the tables of HTTP cases that the net/http
 // middleware and the Gin and Echo adapters must all pass, so that the
-// three behave the same.
+// three behave the same: Cases, run by Run, and RouteCases, route tables
+// run by RunRoutes wherever a Limiter sits.
 package adaptertest
 
 import (
