@@ -114,8 +114,9 @@ func WithLimits(limits ...Limit) Option {
 // matched against the table's patterns with the rules of
 // [http.ServeMux], and the request passed on carries the pattern that
 // matched. Either way, as with ServeMux, an entry for the request's host
-// wins over one for every host, and one for its method over one for
-// every method. Only a route of the router that the table does not name
+// wins over one for every host, one for its method over one for every
+// method, and an entry ending in "/" covers a route ending in "/{$}"
+// that the table does not name. Only a route of the router that the table does not name
 // can tell: around the router, a pattern of the table that covers it
 // (the table's "/users/{id}" for the router's "/users/me") gives it its
 // limits; inside, it gets those of WithLimits.

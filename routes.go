@@ -95,7 +95,9 @@ func checkMethod(pattern string) string {
 // r against its table), by shape: the names of its wildcards do not
 // matter. As with ServeMux, an entry for r's host wins over one for every
 // host, and one for the route's method (r's method, when pattern has
-// none) over one for every method.
+// none) over one for every method; and a route that ends in "/{$}" gets
+// the entry that ends in "/", which covers it, when the table does not
+// name the route itself.
 func (l *Limiter) lookup(r *http.Request, pattern string) (route, bool) {
 	method, path := splitMethod(pattern)
 	if method == "" {
@@ -110,6 +112,10 @@ func (l *Limiter) lookup(r *http.Request, pattern string) (route, bool) {
 			}
 		}
 	}
+	paths := [2]string{path}
+	if p, ok := strings.CutSuffix(path, "{$}"); ok {
+		paths[1] = p
+	}
 	var buf [128]byte
 	for pass := range 2 {
 		h := ""
@@ -119,16 +125,21 @@ func (l *Limiter) lookup(r *http.Request, pattern string) (route, bool) {
 			}
 			h = host
 		}
-		for _, m := range [2]string{method, ""} {
-			b := buf[:0]
-			if m != "" {
-				b = append(b, m...)
-				b = append(b, ' ')
+		for _, p := range paths {
+			if p == "" {
+				continue
 			}
-			b = append(b, h...)
-			b = appendShape(b, path)
-			if rt, ok := l.routes[string(b)]; ok {
-				return rt, true
+			for _, m := range [2]string{method, ""} {
+				b := buf[:0]
+				if m != "" {
+					b = append(b, m...)
+					b = append(b, ' ')
+				}
+				b = append(b, h...)
+				b = appendShape(b, p)
+				if rt, ok := l.routes[string(b)]; ok {
+					return rt, true
+				}
 			}
 		}
 	}

@@ -19,15 +19,13 @@ var RouteApp = []Route{
 	{"GET", "/"}, {"GET", "/healthz"}, {"POST", "/login"},
 	{"GET", "/users/:id"}, {"DELETE", "/users/:id"}, {"GET", "/users/me"},
 	{"GET", "/teams/:team/members/:member"}, {"GET", "/files/*path"},
+	{"GET", "/docs/"},
 }
 
 // ServeMux writes r as a pattern of ServeMux: ":name" as "{name}",
-// "*name" as "{name...}", and "/" as "/{$}", which, like Gin's and
-// Echo's "/", matches "/" alone.
+// "*name" as "{name...}", and a final "/" as "/{$}", which, like Gin's and
+// Echo's "/", matches that path alone.
 func (r Route) ServeMux() string {
-	if r.Path == "/" {
-		return r.Method + " /{$}"
-	}
 	segments := strings.Split(r.Path, "/")
 	for i, seg := range segments {
 		switch {
@@ -35,20 +33,24 @@ func (r Route) ServeMux() string {
 			segments[i] = "{" + seg[1:] + "}"
 		case strings.HasPrefix(seg, "*"):
 			segments[i] = "{" + seg[1:] + "...}"
+		case seg == "" && i > 0 && i == len(segments)-1:
+			segments[i] = "{$}"
 		}
 	}
 	return r.Method + " " + strings.Join(segments, "/")
 }
 
 // ColonSyntax writes a ServeMux pattern the way Gin and Echo write their
-// routes, "{name}" as ":name" and "{name...}" as "*name"; false for what
-// they cannot write: a host, or "{$}".
+// routes, "{name}" as ":name", "{name...}" as "*name" and a final "/{$}"
+// as "/"; false for what they cannot write: a host, or a final "/" that
+// is a prefix of every path below it.
 func ColonSyntax(pattern string) (string, bool) {
 	method, path := "", pattern
 	if i := strings.IndexByte(pattern, ' '); i > 0 {
 		method, path = pattern[:i+1], pattern[i+1:]
 	}
-	if !strings.HasPrefix(path, "/") || strings.Contains(path, "{$}") {
+	path, exact := strings.CutSuffix(path, "{$}")
+	if !strings.HasPrefix(path, "/") || strings.HasSuffix(path, "/") && !exact {
 		return "", false
 	}
 	segments := strings.Split(path, "/")
@@ -145,6 +147,23 @@ var RouteCases = []RouteCase{
 			{Method: "DELETE", Host: "api.example.com", Path: "/users/3", Want: "api.example.com/users/{u}"},
 			{Method: "GET", Path: "/users/1", Want: "GET /users/{id}"},
 			{Method: "DELETE", Path: "/users/1"},
+		},
+	},
+	{
+		Name:  "a path ending in / is that path alone, as Gin and Echo match it",
+		Table: []string{"GET /{$}", "GET /docs/{$}"},
+		Steps: []RouteStep{
+			{Method: "GET", Path: "/", Want: "GET /{$}"},
+			{Method: "GET", Path: "/docs/", Want: "GET /docs/{$}"},
+			{Method: "GET", Path: "/healthz"},
+		},
+	},
+	{
+		Name:  "an entry ending in / covers the route of that path alone",
+		Table: []string{"GET /docs/"},
+		Steps: []RouteStep{
+			{Method: "GET", Path: "/docs/", Want: "GET /docs/"},
+			{Method: "GET", Path: "/users/1"},
 		},
 	},
 	{

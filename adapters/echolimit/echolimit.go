@@ -3,10 +3,10 @@
 // It only translates Echo's context: the decision, the keys and the
 // headers are the Limiter's, exactly as with net/http. Echo's routes are
 // written the way Go's ServeMux writes them ("/users/:id" as
-// "/users/{id}", "/files/*" as "/files/{path...}"), so a Limiter's route
-// table, its keys and what an observer is told are the same under Echo as
-// under net/http. It takes the same options, with the same names, as the
-// Gin adapter.
+// "/users/{id}", "/files/*" as "/files/{path...}", and "/", which Echo
+// matches alone, as "/{$}"), so a Limiter's route table, its keys and
+// what an observer is told are the same under Echo as under net/http. It
+// takes the same options, with the same names, as the Gin adapter.
 //
 //	limiter, err := ratelimit.New(store, "api", ratelimit.WithLimits(ratelimit.PerMinute(100)))
 //	...
@@ -63,7 +63,8 @@ func Routes(table map[string][]ratelimit.Limit) ratelimit.Option {
 // serveMuxPattern writes an Echo pattern the way ServeMux does, with its
 // shape (the method, one space, and the path with each parameter's name
 // left out, "{}" and "{...}"), or says why it cannot: ":name" becomes
-// "{name}", a final "*" "{path...}".
+// "{name}", a final "*" "{path...}", and a final "/", which Echo matches
+// alone, "/{$}".
 func serveMuxPattern(pattern string) (muxPattern, shape, problem string) {
 	method, path := "", pattern
 	if i := strings.IndexByte(pattern, ' '); i > 0 && !strings.Contains(pattern[:i], "/") {
@@ -79,7 +80,7 @@ func serveMuxPattern(pattern string) (muxPattern, shape, problem string) {
 	if method != "" {
 		shapePrefix = method + " "
 	}
-	if !strings.ContainsAny(path, ":*{}") {
+	if !strings.ContainsAny(path, ":*{}") && !strings.HasSuffix(path, "/") {
 		return pattern, shapePrefix + path, ""
 	}
 	segments := strings.Split(path, "/")
@@ -94,6 +95,8 @@ func serveMuxPattern(pattern string) (muxPattern, shape, problem string) {
 				return "", "", fmt.Sprintf("%q is ServeMux syntax; Echo writes the rest of a path %q", seg, "*"+rest)
 			}
 			return "", "", fmt.Sprintf("%q is ServeMux syntax; Echo writes a parameter %q", seg, ":"+name)
+		case seg == "" && i > 0 && i == len(segments)-1:
+			segments[i], shapes[i] = "{$}", "{$}" // Echo matches "/users/" alone, as ServeMux "/users/{$}"
 		case j < 0:
 		case j > 0 || strings.ContainsAny(seg[1:], ":*"):
 			return "", "", fmt.Sprintf("%q: ServeMux can only write a parameter that fills a whole segment", seg)

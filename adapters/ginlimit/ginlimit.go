@@ -3,7 +3,8 @@
 // It only translates Gin's context: the decision, the keys and the headers
 // are the Limiter's, exactly as with net/http. Gin's routes are written the
 // way Go's ServeMux writes them ("/users/:id" as "/users/{id}",
-// "/files/*path" as "/files/{path...}"), so a Limiter's route table, its
+// "/files/*path" as "/files/{path...}", and "/", which Gin matches alone,
+// as "/{$}"), so a Limiter's route table, its
 // keys and what an observer is told are the same under Gin as under
 // net/http. It takes the same options, with the same names, as the Echo
 // adapter.
@@ -62,7 +63,8 @@ func Routes(table map[string][]ratelimit.Limit) ratelimit.Option {
 // serveMuxPattern writes a Gin pattern the way ServeMux does, with its
 // shape (the method, one space, and the path with each parameter's name
 // left out, "{}" and "{...}"), or says why it cannot: ":name" becomes
-// "{name}", a final "*name" "{name...}".
+// "{name}", a final "*name" "{name...}", and a final "/", which Gin
+// matches alone, "/{$}".
 func serveMuxPattern(pattern string) (muxPattern, shape, problem string) {
 	method, path := "", pattern
 	if i := strings.IndexByte(pattern, ' '); i > 0 && !strings.Contains(pattern[:i], "/") {
@@ -78,7 +80,7 @@ func serveMuxPattern(pattern string) (muxPattern, shape, problem string) {
 	if method != "" {
 		shapePrefix = method + " "
 	}
-	if !strings.ContainsAny(path, ":*{}") {
+	if !strings.ContainsAny(path, ":*{}") && !strings.HasSuffix(path, "/") {
 		return pattern, shapePrefix + path, ""
 	}
 	segments := strings.Split(path, "/")
@@ -93,6 +95,8 @@ func serveMuxPattern(pattern string) (muxPattern, shape, problem string) {
 				return "", "", fmt.Sprintf("%q is ServeMux syntax; Gin writes the rest of a path %q", seg, "*"+rest)
 			}
 			return "", "", fmt.Sprintf("%q is ServeMux syntax; Gin writes a parameter %q", seg, ":"+name)
+		case seg == "" && i > 0 && i == len(segments)-1:
+			segments[i], shapes[i] = "{$}", "{$}" // Gin matches "/users/" alone, as ServeMux "/users/{$}"
 		case j < 0:
 		case j > 0 || strings.ContainsAny(seg[1:], ":*") || len(seg) == 1:
 			return "", "", fmt.Sprintf("%q: ServeMux can only write a named parameter that fills a whole segment", seg)
