@@ -4,10 +4,9 @@
 // are the Limiter's, exactly as with net/http. Gin's routes are written the
 // way Go's ServeMux writes them ("/users/:id" as "/users/{id}",
 // "/files/*path" as "/files/{path...}", and "/", which Gin matches alone,
-// as "/{$}"), so a Limiter's route table, its
-// keys and what an observer is told are the same under Gin as under
-// net/http. It takes the same options, with the same names, as the Echo
-// adapter.
+// as "/{$}"), so a Limiter's route table, its keys and what an observer is
+// told are the same under Gin as under net/http. It takes the same
+// options, with the same names, as the Echo adapter.
 //
 //	limiter, err := ratelimit.New(store, "api", ratelimit.WithLimits(ratelimit.PerMinute(100)))
 //	...
