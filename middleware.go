@@ -47,9 +47,10 @@ type Limiter struct {
 	countOnly func(status int) bool // of WithCountOnly; nil: count every request
 	ban       Ban                   // of WithBan; zero: none
 
-	all    *policy            // the limits of WithLimits; nil without
-	routes map[string]*policy // the table of WithRoutes, by pattern; nil without
-	match  *http.ServeMux     // the table's patterns, for requests that have none
+	all    *policy          // the limits of WithLimits; nil without
+	routes map[string]route // the table of WithRoutes, by shape (see appendShape); nil without
+	match  *http.ServeMux   // the table's patterns, for requests that have none
+	hosts  bool             // some pattern of the table names a host
 
 	limitsFunc func(*http.Request) []Limit // of WithLimitsFunc; nil without
 	setsMu     sync.RWMutex
@@ -157,27 +158,22 @@ func (l *Limiter) Allow(w http.ResponseWriter, r *http.Request) (*http.Request, 
 // routePolicy returns the policy of r's route and the route table's
 // pattern that matched, or those of WithLimits (nil without) and "". The
 // route is r.Pattern, the one its router matched; when there is none, r
-// is matched against the table's patterns with the rules of ServeMux. A
-// pattern given without a method matches every method; one with a
-// method, only that one.
+// is matched against the table's patterns with the rules of ServeMux.
+// Either way the table's entry is the one of the route's shape (see
+// lookup), so that where the Limiter sits and what the parameters are
+// called do not change the answer.
 func (l *Limiter) routePolicy(r *http.Request) (*policy, string) {
 	if l.routes == nil {
 		return l.all, ""
 	}
 	pattern := r.Pattern
 	if pattern == "" {
-		_, pattern = l.match.Handler(r)
+		if _, pattern = l.match.Handler(r); pattern == "" {
+			return l.all, ""
+		}
 	}
-	if p, ok := l.routes[pattern]; ok {
-		return p, pattern
-	}
-	if i := strings.IndexByte(pattern, ' '); hasMethod(pattern) {
-		pattern = pattern[i+1:]
-	} else {
-		pattern = r.Method + " " + pattern
-	}
-	if p, ok := l.routes[pattern]; ok {
-		return p, pattern
+	if rt, ok := l.lookup(r, pattern); ok {
+		return rt.policy, rt.pattern
 	}
 	return l.all, ""
 }

@@ -44,9 +44,29 @@ var netHTTP = adaptertest.Framework{
 		}
 		return mux
 	},
+	Placements: []adaptertest.Placement{
+		{Name: "around the ServeMux", Serve: func(l *ratelimit.Limiter, app []adaptertest.Route) http.Handler {
+			mux := http.NewServeMux()
+			for _, r := range app {
+				mux.HandleFunc(r.ServeMux(), adaptertest.OK)
+			}
+			return l.Handler(mux)
+		}},
+		{Name: "inside the ServeMux", Serve: func(l *ratelimit.Limiter, app []adaptertest.Route) http.Handler {
+			mux := http.NewServeMux()
+			for _, r := range app {
+				mux.Handle(r.ServeMux(), l.Handler(http.HandlerFunc(adaptertest.OK)))
+			}
+			return mux
+		}},
+	},
 }
 
 func TestHTTPCases(t *testing.T) { adaptertest.Run(t, netHTTP) }
+
+// TestRouteCases: a route table matches by shape, wherever the Limiter
+// sits.
+func TestRouteCases(t *testing.T) { adaptertest.RunRoutes(t, netHTTP) }
 
 // newLimiter is ratelimit.New, failing t on an error.
 func newLimiter(t testing.TB, s ratelimit.Store, namespace string, opts ...ratelimit.Option) *ratelimit.Limiter {
@@ -765,6 +785,17 @@ func TestWithRoutesReportsBadTables(t *testing.T) {
 		// hex: no pattern may be spelled like either.
 		{"pattern *", map[string][]ratelimit.Limit{"*": one}, `WithRoutes: pattern "*"`},
 		{"pattern like a hashed scope", map[string][]ratelimit.Limit{"#0123456789abcdef0123456789abcdef": one}, `WithRoutes: pattern "#0123456789abcdef0123456789abcdef"`},
+		// A method no request carries would never match: the requests
+		// would silently get the default limits.
+		{"lower-case method", map[string][]ratelimit.Limit{"post /login": one}, `WithRoutes: pattern "post /login": the method "post" must be upper case, as requests carry it: "POST /login"`},
+		{"mixed-case method", map[string][]ratelimit.Limit{"Get /users/{id}": one}, `WithRoutes: pattern "Get /users/{id}": the method "Get" must be upper case, as requests carry it: "GET /users/{id}"`},
+		{"method not a token", map[string][]ratelimit.Limit{"G(T /x": one}, `WithRoutes: pattern "G(T /x": the method "G(T" is not an HTTP method token`},
+		// Parameters' names do not matter: two patterns of one shape
+		// are one route, which the table could not tell apart.
+		{"one shape, two names", map[string][]ratelimit.Limit{"GET /users/{id}": one, "GET /users/{name}": one},
+			`WithRoutes: patterns "GET /users/{id}" and "GET /users/{name}" are one route, GET /users/{}: the names of parameters do not matter`},
+		{"one shape, two rests", map[string][]ratelimit.Limit{"/files/{a...}": one, "/files/{b...}": one}, `patterns "/files/{a...}" and "/files/{b...}" are one route, /files/{...}`},
+		{"one shape, spaced apart", map[string][]ratelimit.Limit{"GET /login": one, "GET  /login": one}, `patterns "GET  /login" and "GET /login" are one route, GET /login`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -828,6 +859,36 @@ func TestRouteTableKeysWithoutMethod(t *testing.T) {
 		if w := serve(mux, "GET", "/open"); w.Code != 200 || w.Header().Get("RateLimit") != "" {
 			t.Errorf("a route with no limits: got %d with RateLimit %q, want 200 and no header", w.Code, w.Header().Get("RateLimit"))
 		}
+	}
+}
+
+// TestRouteLookupAllocatesNothing: finding a route's entry by its shape,
+// the router's pattern named otherwise than the table's and the table
+// naming a host, costs a request no allocation: it takes as many as one
+// the limits of WithLimits decide.
+func TestRouteLookupAllocatesNothing(t *testing.T) {
+	limit := ratelimit.PerMinute(1_000_000).Using(ratelimit.FixedWindow)
+	allocs := func(r *http.Request, opts ...ratelimit.Option) float64 {
+		h := newLimiter(t, newMemory(t), "allocs", opts...).Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+		w := &discard{h: http.Header{}}
+		h.ServeHTTP(w, r)
+		return testing.AllocsPerRun(100, func() {
+			clear(w.h)
+			h.ServeHTTP(w, r)
+		})
+	}
+	r := httptest.NewRequest("GET", "/teams/red/members/ann", nil)
+	r.Host = "api.example.com:8080"
+	without := allocs(r, ratelimit.WithLimits(limit))
+	r.Pattern = "GET /teams/{team}/members/{member}"
+	with := allocs(r, ratelimit.WithRoutes(map[string][]ratelimit.Limit{
+		"/teams/{t}/members/{m}":       {limit},
+		"other.example.com/teams/{t}/": {limit},
+		"api.example.com/users/{u}":    {limit},
+		"GET /files/{rest...}":         {limit},
+	}))
+	if with != without {
+		t.Errorf("%v allocations per request through the route table, %v through WithLimits", with, without)
 	}
 }
 

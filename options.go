@@ -3,7 +3,9 @@ package ratelimit
 import (
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 )
 
@@ -55,7 +57,7 @@ func New(store Store, namespace string, opts ...Option) (*Limiter, error) {
 	}
 	if l.given.routes != nil {
 		var err error
-		if l.routes, l.match, err = newRoutes(namespace, l.given.routes, l.ban, l.headers.QuotaUnit, l.countOnly != nil); err != nil {
+		if l.routes, l.match, l.hosts, err = newRoutes(namespace, l.given.routes, l.ban, l.headers.QuotaUnit, l.countOnly != nil); err != nil {
 			return nil, err
 		}
 	}
@@ -96,21 +98,36 @@ func WithLimits(limits ...Limit) Option {
 
 // WithRoutes gives routes limits of their own, replacing those of
 // [WithLimits] for the requests they match. A key is a route pattern of
-// Go's [http.ServeMux], with or without a method: "POST /login",
-// "/api/{version}/". A request matches the entry of the pattern its
-// router matched ([http.Request.Pattern], which the Gin and Echo adapters
-// set from their router's route, written the ServeMux way); when the
-// Limiter wraps the whole router and no pattern is known yet, the request
-// is matched against the table's patterns with the rules of
+// Go's [http.ServeMux], with or without a method or a host: "POST
+// /login", "/api/{version}/". A request gets the entry of its route's
+// shape: the names of the parameters do not matter, so "GET
+// /users/{name}" is the entry of a router's "GET /users/{id}", and
+// "/files/{rest...}" of "/files/{path...}". The table's pattern, as
+// written in the table, is what an observer is told ([Event].Route) and
+// part of the keys the store sees: routes never share counters with each
+// other or with the limits of WithLimits.
+//
+// Where the Limiter sits does not change the entry. Inside the router,
+// the route is the one it matched ([http.Request.Pattern], which the Gin
+// and Echo adapters set from their router's route, written the ServeMux
+// way); around the whole router, no route is known yet, so the request is
+// matched against the table's patterns with the rules of
 // [http.ServeMux], and the request passed on carries the pattern that
-// matched. The pattern is part of the keys the store sees: routes never
-// share counters with each other or with the limits of WithLimits.
+// matched. Either way, as with ServeMux, an entry for the request's host
+// wins over one for every host, one for its method over one for every
+// method, and an entry ending in "/" covers a route ending in "/{$}"
+// that the table does not name. Only a route of the router that the table does not name
+// can tell: around the router, a pattern of the table that covers it
+// (the table's "/users/{id}" for the router's "/users/me") gives it its
+// limits; inside, it gets those of WithLimits.
 //
 // A pattern in another router's syntax, such as Gin's and Echo's "/:id"
 // or chi's "/*", is refused, naming the pattern and how ServeMux writes
-// it: it would never match. The adapters' Routes options
-// (ginlimit.Routes, echolimit.Routes) take a table in their router's
-// syntax and write it the ServeMux way.
+// it: it would never match. So is a method not in upper case ("post
+// /login": requests say POST), and two patterns of one shape ("GET
+// /users/{id}" and "GET /users/{name}"), which the table could not tell
+// apart. The adapters' Routes options (ginlimit.Routes, echolimit.Routes)
+// take a table in their router's syntax and write it the ServeMux way.
 func WithRoutes(table map[string][]Limit) Option {
 	return func(l *Limiter) error {
 		if table == nil {
@@ -122,36 +139,48 @@ func WithRoutes(table map[string][]Limit) Option {
 }
 
 // newRoutes checks the table of WithRoutes and makes its policies, with
-// ban and the quota unit, in namespace, and a ServeMux of its patterns.
-func newRoutes(namespace string, table map[string][]Limit, ban Ban, unit string, countOnly bool) (map[string]*policy, *http.ServeMux, error) {
-	routes := make(map[string]*policy, len(table))
+// ban and the quota unit, in namespace: its entries by shape (see
+// appendShape), a ServeMux of its patterns, and whether a pattern names a
+// host.
+func newRoutes(namespace string, table map[string][]Limit, ban Ban, unit string, countOnly bool) (map[string]route, *http.ServeMux, bool, error) {
+	routes := make(map[string]route, len(table))
 	match := http.NewServeMux()
-	for pattern, limits := range table {
+	hosts := false
+	// In order, so that of two patterns of one shape the error names
+	// the same one first every time.
+	for _, pattern := range slices.Sorted(maps.Keys(table)) {
 		if pattern == "" || strings.ContainsAny(pattern, "|\x00") {
-			return nil, nil, fmt.Errorf("%w: WithRoutes: pattern %q is empty or holds '|' or NUL", ErrInvalid, pattern)
+			return nil, nil, false, fmt.Errorf("%w: WithRoutes: pattern %q is empty or holds '|' or NUL", ErrInvalid, pattern)
 		}
 		if problem := checkServeMuxSyntax(pattern); problem != "" {
-			return nil, nil, fmt.Errorf("%w: WithRoutes: pattern %q: %s", ErrInvalid, pattern, problem)
+			return nil, nil, false, fmt.Errorf("%w: WithRoutes: pattern %q: %s", ErrInvalid, pattern, problem)
+		}
+		shape := string(appendShape(nil, pattern))
+		if other, dup := routes[shape]; dup {
+			return nil, nil, false, fmt.Errorf("%w: WithRoutes: patterns %q and %q are one route, %s: the names of parameters do not matter, so the table cannot tell them apart", ErrInvalid, other.pattern, pattern, shape)
 		}
 		if err := register(match, pattern); err != nil {
-			return nil, nil, fmt.Errorf("%w: WithRoutes: pattern %q: %v", ErrInvalid, pattern, err)
+			return nil, nil, false, fmt.Errorf("%w: WithRoutes: pattern %q: %v", ErrInvalid, pattern, err)
 		}
-		p, problem := newPolicy(namespace, pattern, limits, ban, unit, countOnly)
+		p, problem := newPolicy(namespace, pattern, table[pattern], ban, unit, countOnly)
 		if problem != "" {
-			return nil, nil, fmt.Errorf("%w: WithRoutes[%q]: %s", ErrInvalid, pattern, problem)
+			return nil, nil, false, fmt.Errorf("%w: WithRoutes[%q]: %s", ErrInvalid, pattern, problem)
 		}
-		routes[pattern] = p
+		routes[shape] = route{pattern: pattern, policy: p}
+		_, rest := splitMethod(pattern)
+		hosts = hosts || !strings.HasPrefix(rest, "/")
 	}
-	return routes, match, nil
+	return routes, match, hosts, nil
 }
 
 // checkServeMuxSyntax says what in a pattern is another router's syntax,
-// which ServeMux would take for literal text, or returns "".
+// which ServeMux would take for literal text, or a method that is not
+// upper case, which no request carries; or it returns "".
 func checkServeMuxSyntax(pattern string) string {
-	path := pattern
-	if i := strings.IndexByte(pattern, ' '); hasMethod(pattern) {
-		path = strings.TrimLeft(pattern[i+1:], " ")
+	if problem := checkMethod(pattern); problem != "" {
+		return problem
 	}
+	_, path := splitMethod(pattern)
 	for seg := range strings.SplitSeq(path, "/") {
 		switch {
 		case strings.HasPrefix(seg, ":"):

@@ -1,6 +1,7 @@
-// Package adaptertest is one table of HTTP cases that the net/http
+// Package adaptertest is the tables of HTTP cases that the net/http
 // middleware and the Gin and Echo adapters must all pass, so that the
-// three behave the same.
+// three behave the same: Cases, run by Run, and RouteCases, route tables
+// run by RunRoutes wherever a Limiter sits.
 package adaptertest
 
 import (
@@ -73,6 +74,13 @@ type Framework struct {
 	// Serve returns a handler serving App with the Limiters ls in front of
 	// every route, ls[0] first.
 	Serve func(t *testing.T, ls ...*ratelimit.Limiter) http.Handler
+	// Syntax writes a pattern of ServeMux's syntax in the syntax Routes
+	// takes, or returns false when that syntax has no way to write it;
+	// nil when Routes takes ServeMux's.
+	Syntax func(pattern string) (string, bool)
+	// Placements are the places a Limiter can sit in the framework's
+	// app, for RunRoutes: before routing and after.
+	Placements []Placement
 }
 
 // Step is one request and what its response must be.

@@ -30,9 +30,50 @@ var framework = adaptertest.Framework{
 		}
 		return e
 	},
+	Syntax: adaptertest.ColonSyntax,
+	Placements: []adaptertest.Placement{
+		{Name: "around the server", Serve: func(l *ratelimit.Limiter, app []adaptertest.Route) http.Handler {
+			e := echo.New()
+			addRoutes(e, app)
+			return l.Handler(e)
+		}},
+		{Name: "e.Pre", Serve: func(l *ratelimit.Limiter, app []adaptertest.Route) http.Handler {
+			e := echo.New()
+			e.Pre(echolimit.New(l))
+			addRoutes(e, app)
+			return e
+		}},
+		{Name: "e.Use", Serve: func(l *ratelimit.Limiter, app []adaptertest.Route) http.Handler {
+			e := echo.New()
+			e.Use(echolimit.New(l))
+			addRoutes(e, app)
+			return e
+		}},
+		{Name: "each route's middleware", Serve: func(l *ratelimit.Limiter, app []adaptertest.Route) http.Handler {
+			e := echo.New()
+			addRoutes(e, app, echolimit.New(l))
+			return e
+		}},
+	},
+}
+
+// addRoutes adds app's routes to e, with middleware mw, each answering as
+// adaptertest.OK: "*name", which Echo writes "*", as "*".
+func addRoutes(e *echo.Echo, app []adaptertest.Route, mw ...echo.MiddlewareFunc) {
+	for _, r := range app {
+		path := r.Path
+		if i := strings.LastIndex(path, "/*"); i >= 0 {
+			path = path[:i+2]
+		}
+		e.Add(r.Method, path, echo.WrapHandler(http.HandlerFunc(adaptertest.OK)), mw...)
+	}
 }
 
 func TestHTTPCases(t *testing.T) { adaptertest.Run(t, framework) }
+
+// TestRouteCases: a route table, in ServeMux's syntax or Echo's, matches
+// by shape, wherever the middleware sits.
+func TestRouteCases(t *testing.T) { adaptertest.RunRoutes(t, framework) }
 
 func TestSkipper(t *testing.T) {
 	l, err := ratelimit.New(adaptertest.NewStore(t), "test", ratelimit.WithLimits(ratelimit.PerMinute(1)))
@@ -106,13 +147,23 @@ func TestRoutesSyntax(t *testing.T) {
 		"GET /users/{id}": `"{id}" is ServeMux syntax; Echo writes a parameter ":id"`,
 		"/v:version/x":    "fills a whole segment",
 		"/a/*rest/b":      "a catch-all must end the path",
+		"post /login":     `the method "post" must be upper case, as requests carry it: "POST /login"`,
+		"get /users/:id":  `the method "get" must be upper case, as requests carry it: "GET /users/:id"`,
 	} {
 		_, err := ratelimit.New(adaptertest.NewStore(t), "test", echolimit.Routes(map[string][]ratelimit.Limit{pattern: {ratelimit.PerMinute(1)}}))
 		if !errors.Is(err, ratelimit.ErrInvalid) || !strings.Contains(err.Error(), `echolimit.Routes: pattern "`+pattern+`"`) || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: got %v, want an ErrInvalid naming the pattern and %q", pattern, err, want)
 		}
 	}
-	_, err := ratelimit.New(adaptertest.NewStore(t), "test", echolimit.Routes(map[string][]ratelimit.Limit{"/users/:id": {ratelimit.PerMinute(1)}, "GET /users/:id": {ratelimit.PerMinute(2)}, "/users/{id}x": nil}))
+	_, err := ratelimit.New(adaptertest.NewStore(t), "test", echolimit.Routes(map[string][]ratelimit.Limit{"GET /users/:id": {ratelimit.PerMinute(1)}, "GET /users/:name": {ratelimit.PerMinute(2)}}))
+	if want := `echolimit.Routes: pattern "GET /users/:name": "GET /users/:id" is the same route, GET /users/{}: the names of parameters do not matter`; !errors.Is(err, ratelimit.ErrInvalid) || !strings.Contains(err.Error(), want) {
+		t.Errorf("two patterns of one shape: got %v, want an ErrInvalid saying %q", err, want)
+	}
+	_, err = ratelimit.New(adaptertest.NewStore(t), "test", echolimit.Routes(map[string][]ratelimit.Limit{"/files/*": {ratelimit.PerMinute(1)}, "/files/*other": {ratelimit.PerMinute(2)}}))
+	if want := `pattern "/files/*other": "/files/*" is the same route, /files/{...}`; !errors.Is(err, ratelimit.ErrInvalid) || !strings.Contains(err.Error(), want) {
+		t.Errorf("two rests of one shape: got %v, want an ErrInvalid saying %q", err, want)
+	}
+	_, err = ratelimit.New(adaptertest.NewStore(t), "test", echolimit.Routes(map[string][]ratelimit.Limit{"/users/:id": {ratelimit.PerMinute(1)}, "GET /users/:id": {ratelimit.PerMinute(2)}, "/users/{id}x": nil}))
 	if !errors.Is(err, ratelimit.ErrInvalid) {
 		t.Errorf("a table with braces: got %v, want ErrInvalid", err)
 	}

@@ -3,10 +3,10 @@
 // It only translates Gin's context: the decision, the keys and the headers
 // are the Limiter's, exactly as with net/http. Gin's routes are written the
 // way Go's ServeMux writes them ("/users/:id" as "/users/{id}",
-// "/files/*path" as "/files/{path...}"), so a Limiter's route table, its
-// keys and what an observer is told are the same under Gin as under
-// net/http. It takes the same options, with the same names, as the Echo
-// adapter.
+// "/files/*path" as "/files/{path...}", and "/", which Gin matches alone,
+// as "/{$}"), so a Limiter's route table, its keys and what an observer is
+// told are the same under Gin as under net/http. It takes the same
+// options, with the same names, as the Echo adapter.
 //
 //	limiter, err := ratelimit.New(store, "api", ratelimit.WithLimits(ratelimit.PerMinute(100)))
 //	...
@@ -15,7 +15,9 @@ package ginlimit
 
 import (
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -31,61 +33,102 @@ import (
 // them to WithRoutes, which also takes a table written that way. A
 // pattern that ServeMux cannot write (a parameter inside a segment, such
 // as "/v:version") or that holds braces is refused when the Limiter is
-// built, naming the pattern.
+// built, naming the pattern; so are a method not in upper case ("post
+// /login") and two patterns of one shape ("/users/:id" and
+// "/users/:name"). As with WithRoutes, a request gets the entry of its
+// route's shape, whatever the parameters are called and wherever the
+// middleware sits.
 func Routes(table map[string][]ratelimit.Limit) ratelimit.Option {
 	mux := make(map[string][]ratelimit.Limit, len(table))
-	for pattern, limits := range table {
-		p, problem := serveMuxPattern(pattern)
-		if problem == "" {
-			if _, dup := mux[p]; dup {
-				problem = "another pattern of the table is the same route, " + p + " as ServeMux writes it"
-			}
+	shapes := make(map[string]string, len(table)) // a shape's pattern
+	// In order, so that of two patterns of one shape the error names
+	// the same one first every time.
+	for _, pattern := range slices.Sorted(maps.Keys(table)) {
+		p, shape, problem := serveMuxPattern(pattern)
+		if other, dup := shapes[shape]; problem == "" && dup {
+			problem = fmt.Sprintf("%q is the same route, %s: the names of parameters do not matter, so the table cannot tell them apart", other, shape)
 		}
 		if problem != "" {
 			return func(*ratelimit.Limiter) error {
 				return fmt.Errorf("%w: ginlimit.Routes: pattern %q: %s", ratelimit.ErrInvalid, pattern, problem)
 			}
 		}
-		mux[p] = limits
+		shapes[shape] = pattern
+		mux[p] = table[pattern]
 	}
 	return ratelimit.WithRoutes(mux)
 }
 
-// serveMuxPattern writes a Gin pattern the way ServeMux does, or says why
-// it cannot: ":name" becomes "{name}", a final "*name" "{name...}".
-func serveMuxPattern(pattern string) (string, string) {
-	path := pattern
+// serveMuxPattern writes a Gin pattern the way ServeMux does, with its
+// shape (the method, one space, and the path with each parameter's name
+// left out, "{}" and "{...}"), or says why it cannot: ":name" becomes
+// "{name}", a final "*name" "{name...}", and a final "/", which Gin
+// matches alone, "/{$}".
+func serveMuxPattern(pattern string) (muxPattern, shape, problem string) {
+	method, path := "", pattern
 	if i := strings.IndexByte(pattern, ' '); i > 0 && !strings.Contains(pattern[:i], "/") {
-		path = strings.TrimLeft(pattern[i+1:], " ")
+		method, path = pattern[:i], strings.TrimLeft(pattern[i+1:], " ")
+	}
+	if problem := checkMethod(method, path); problem != "" {
+		return "", "", problem
 	}
 	if !strings.HasPrefix(path, "/") {
-		return "", "the path must start with '/' in Gin's syntax"
+		return "", "", "the path must start with '/' in Gin's syntax"
 	}
-	if !strings.ContainsAny(pattern, ":*{}") {
-		return pattern, ""
+	prefix, shapePrefix := pattern[:len(pattern)-len(path)], ""
+	if method != "" {
+		shapePrefix = method + " "
 	}
-	segments := strings.Split(pattern, "/")
+	if !strings.ContainsAny(path, ":*{}") && !strings.HasSuffix(path, "/") {
+		return pattern, shapePrefix + path, ""
+	}
+	segments := strings.Split(path, "/")
+	shapes := make([]string, len(segments))
 	for i, seg := range segments {
+		shapes[i] = seg
 		j := strings.IndexAny(seg, ":*")
 		switch {
 		case strings.ContainsAny(seg, "{}"):
 			name := strings.Trim(seg, "{}")
 			if rest, ok := strings.CutSuffix(name, "..."); ok {
-				return "", fmt.Sprintf("%q is ServeMux syntax; Gin writes the rest of a path %q", seg, "*"+rest)
+				return "", "", fmt.Sprintf("%q is ServeMux syntax; Gin writes the rest of a path %q", seg, "*"+rest)
 			}
-			return "", fmt.Sprintf("%q is ServeMux syntax; Gin writes a parameter %q", seg, ":"+name)
+			return "", "", fmt.Sprintf("%q is ServeMux syntax; Gin writes a parameter %q", seg, ":"+name)
+		case seg == "" && i > 0 && i == len(segments)-1:
+			segments[i], shapes[i] = "{$}", "{$}" // Gin matches "/users/" alone, as ServeMux "/users/{$}"
 		case j < 0:
 		case j > 0 || strings.ContainsAny(seg[1:], ":*") || len(seg) == 1:
-			return "", fmt.Sprintf("%q: ServeMux can only write a named parameter that fills a whole segment", seg)
+			return "", "", fmt.Sprintf("%q: ServeMux can only write a named parameter that fills a whole segment", seg)
 		case seg[0] == ':':
-			segments[i] = "{" + seg[1:] + "}"
+			segments[i], shapes[i] = "{"+seg[1:]+"}", "{}"
 		case i != len(segments)-1:
-			return "", fmt.Sprintf("%q: a catch-all must end the path", seg)
+			return "", "", fmt.Sprintf("%q: a catch-all must end the path", seg)
 		default:
-			segments[i] = "{" + seg[1:] + "...}"
+			segments[i], shapes[i] = "{"+seg[1:]+"...}", "{...}"
 		}
 	}
-	return strings.Join(segments, "/"), ""
+	return prefix + strings.Join(segments, "/"), shapePrefix + strings.Join(shapes, "/"), ""
+}
+
+// checkMethod says what is wrong with a pattern's method, or returns "":
+// it must be an HTTP method token, in upper case, as requests carry it;
+// "post" would never match.
+func checkMethod(method, path string) string {
+	lower := false
+	for i := 0; i < len(method); i++ {
+		c := method[i]
+		switch {
+		case 'a' <= c && c <= 'z':
+			lower = true
+		case 'A' <= c && c <= 'Z', '0' <= c && c <= '9', strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return fmt.Sprintf("the method %q is not an HTTP method token", method)
+		}
+	}
+	if lower {
+		return fmt.Sprintf("the method %q must be upper case, as requests carry it: %q", method, strings.ToUpper(method)+" "+path)
+	}
+	return ""
 }
 
 // An Option configures [New].
@@ -175,7 +218,7 @@ func (p *patterns) of(route string) (string, bool) {
 		s := v.(string)
 		return s, s != ""
 	}
-	s, problem := serveMuxPattern(route)
+	s, _, problem := serveMuxPattern(route)
 	if problem != "" {
 		s = ""
 	}

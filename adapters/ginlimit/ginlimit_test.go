@@ -31,9 +31,47 @@ var framework = adaptertest.Framework{
 		}
 		return router
 	},
+	Syntax: adaptertest.ColonSyntax,
+	Placements: []adaptertest.Placement{
+		{Name: "around the engine", Serve: func(l *ratelimit.Limiter, app []adaptertest.Route) http.Handler {
+			router := gin.New()
+			for _, r := range app {
+				router.Handle(r.Method, r.Path, gin.WrapF(adaptertest.OK))
+			}
+			return l.Handler(router)
+		}},
+		{Name: "router.Use", Serve: func(l *ratelimit.Limiter, app []adaptertest.Route) http.Handler {
+			router := gin.New()
+			router.Use(ginlimit.New(l))
+			for _, r := range app {
+				router.Handle(r.Method, r.Path, gin.WrapF(adaptertest.OK))
+			}
+			return router
+		}},
+		{Name: "a group's middleware", Serve: func(l *ratelimit.Limiter, app []adaptertest.Route) http.Handler {
+			router := gin.New()
+			group := router.Group("/", ginlimit.New(l))
+			for _, r := range app {
+				group.Handle(r.Method, r.Path, gin.WrapF(adaptertest.OK))
+			}
+			return router
+		}},
+		{Name: "each route's middleware", Serve: func(l *ratelimit.Limiter, app []adaptertest.Route) http.Handler {
+			router := gin.New()
+			limit := ginlimit.New(l)
+			for _, r := range app {
+				router.Handle(r.Method, r.Path, limit, gin.WrapF(adaptertest.OK))
+			}
+			return router
+		}},
+	},
 }
 
 func TestHTTPCases(t *testing.T) { adaptertest.Run(t, framework) }
+
+// TestRouteCases: a route table, in ServeMux's syntax or Gin's, matches
+// by shape, wherever the middleware sits.
+func TestRouteCases(t *testing.T) { adaptertest.RunRoutes(t, framework) }
 
 func TestSkipper(t *testing.T) {
 	l, err := ratelimit.New(adaptertest.NewStore(t), "test", ratelimit.WithLimits(ratelimit.PerMinute(1)))
@@ -77,13 +115,23 @@ func TestRoutesSyntax(t *testing.T) {
 		"GET /users/{id}": `"{id}" is ServeMux syntax; Gin writes a parameter ":id"`,
 		"/v:version/x":    "fills a whole segment",
 		"/a/*rest/b":      "a catch-all must end the path",
+		"post /login":     `the method "post" must be upper case, as requests carry it: "POST /login"`,
+		"get /users/:id":  `the method "get" must be upper case, as requests carry it: "GET /users/:id"`,
 	} {
 		_, err := ratelimit.New(adaptertest.NewStore(t), "test", ginlimit.Routes(map[string][]ratelimit.Limit{pattern: {ratelimit.PerMinute(1)}}))
 		if !errors.Is(err, ratelimit.ErrInvalid) || !strings.Contains(err.Error(), `ginlimit.Routes: pattern "`+pattern+`"`) || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: got %v, want an ErrInvalid naming the pattern and %q", pattern, err, want)
 		}
 	}
-	_, err := ratelimit.New(adaptertest.NewStore(t), "test", ginlimit.Routes(map[string][]ratelimit.Limit{"/users/:id": {ratelimit.PerMinute(1)}, "GET /users/:id": {ratelimit.PerMinute(2)}, "/users/{id}x": nil}))
+	_, err := ratelimit.New(adaptertest.NewStore(t), "test", ginlimit.Routes(map[string][]ratelimit.Limit{"GET /users/:id": {ratelimit.PerMinute(1)}, "GET /users/:name": {ratelimit.PerMinute(2)}}))
+	if want := `ginlimit.Routes: pattern "GET /users/:name": "GET /users/:id" is the same route, GET /users/{}: the names of parameters do not matter`; !errors.Is(err, ratelimit.ErrInvalid) || !strings.Contains(err.Error(), want) {
+		t.Errorf("two patterns of one shape: got %v, want an ErrInvalid saying %q", err, want)
+	}
+	_, err = ratelimit.New(adaptertest.NewStore(t), "test", ginlimit.Routes(map[string][]ratelimit.Limit{"/files/*path": {ratelimit.PerMinute(1)}, "/files/*other": {ratelimit.PerMinute(2)}}))
+	if want := `pattern "/files/*path": "/files/*other" is the same route, /files/{...}`; !errors.Is(err, ratelimit.ErrInvalid) || !strings.Contains(err.Error(), want) {
+		t.Errorf("two rests of one shape: got %v, want an ErrInvalid saying %q", err, want)
+	}
+	_, err = ratelimit.New(adaptertest.NewStore(t), "test", ginlimit.Routes(map[string][]ratelimit.Limit{"/users/:id": {ratelimit.PerMinute(1)}, "GET /users/:id": {ratelimit.PerMinute(2)}, "/users/{id}x": nil}))
 	if !errors.Is(err, ratelimit.ErrInvalid) {
 		t.Errorf("a table with braces: got %v, want ErrInvalid", err)
 	}
