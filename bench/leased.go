@@ -3,12 +3,16 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"maps"
+	"math"
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -33,6 +37,76 @@ const leasedCommand = "leased-instance"
 // leasedLimit is the hot key's: 100 million a minute, leased.
 var leasedLimit = ratelimit.Limit{Quota: 100_000_000, Window: time.Minute, Algorithm: ratelimit.FixedWindow, Leased: true}
 
+// spentLimits are the limits of the spent-key runs (issue 35's item 6): a
+// fixed window spent in its first milliseconds, and a token bucket
+// drained at once that then refills 10 a millisecond, each leased.
+var spentLimits = map[string]ratelimit.Limit{
+	"fixed-window": {Quota: 10_000, Window: time.Minute, Algorithm: ratelimit.FixedWindow, Leased: true},
+	"token-bucket": {Quota: 10_000, Window: time.Second, Burst: 2_000, Algorithm: ratelimit.TokenBucket, Leased: true},
+}
+
+// denialTimes is a histogram of how long denials took: 1µs buckets up to
+// 10ms, then the slower ones themselves.
+type denialTimes struct {
+	under [10_000]uint64
+	over  []time.Duration
+}
+
+func (h *denialTimes) add(d time.Duration) {
+	if us := d / time.Microsecond; us < time.Duration(len(h.under)) {
+		h.under[us]++
+	} else {
+		h.over = append(h.over, d)
+	}
+}
+
+func (h *denialTimes) merge(o *denialTimes) {
+	for i, n := range o.under {
+		h.under[i] += n
+	}
+	h.over = append(h.over, o.over...)
+}
+
+// count returns how many denials h holds, and how many took longer than d.
+func (h *denialTimes) count(d time.Duration) (n, over uint64) {
+	for i, c := range h.under {
+		n += c
+		if time.Duration(i)*time.Microsecond >= d {
+			over += c
+		}
+	}
+	return n + uint64(len(h.over)), over + uint64(len(h.over))
+}
+
+// quantile returns the time q of the denials took at most, and the
+// slowest.
+func (h *denialTimes) quantile(q float64) (at, slowest time.Duration) {
+	var n uint64
+	for _, c := range h.under {
+		n += c
+	}
+	n += uint64(len(h.over))
+	want := uint64(math.Ceil(q * float64(n)))
+	var seen uint64
+	at = -1
+	for i, c := range h.under {
+		if c > 0 {
+			slowest = time.Duration(i) * time.Microsecond
+		}
+		if seen += c; at < 0 && seen >= want && want > 0 {
+			at = time.Duration(i) * time.Microsecond
+		}
+	}
+	slices.Sort(h.over)
+	if len(h.over) > 0 {
+		slowest = h.over[len(h.over)-1]
+		if at < 0 {
+			at = h.over[want-seen-1]
+		}
+	}
+	return max(at, 0), slowest
+}
+
 // leasedResult is what an instance process reports, as JSON on stdout.
 type leasedResult struct {
 	Decisions uint64 `json:"decisions"`
@@ -40,6 +114,10 @@ type leasedResult struct {
 	Errors    uint64 `json:"errors"`
 	Trips     uint64 `json:"trips"` // commands and pipelines sent to Redis
 	Elapsed   time.Duration
+	// Of a spent key's run: how long denials took, µs buckets to 10ms,
+	// and the slower ones.
+	Denials []uint64        `json:"denials,omitempty"`
+	Slow    []time.Duration `json:"slow,omitempty"`
 }
 
 // tripCounter counts, through a go-redis hook, the round trips a client makes.
@@ -61,8 +139,13 @@ func leasedMain(args []string) int {
 	callers := fs.Int("callers", 4, "goroutines")
 	start := fs.Int64("start", 0, "when to start, in Unix ns")
 	duration := fs.Duration("duration", 5*time.Second, "how long")
+	spent := fs.String("spent", "", "decide a spent key under this one of spentLimits instead, timing each denial")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	limit, key := leasedLimit, "hot"
+	if *spent != "" {
+		limit, key = spentLimits[*spent], "spent-"+*spent
 	}
 	client := redis.NewClient(&redis.Options{Addr: *addr, PoolSize: 128})
 	defer client.Close()
@@ -73,7 +156,7 @@ func leasedMain(args []string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	limits, err := ratelimit.NewLimits(leasedLimit)
+	limits, err := ratelimit.NewLimits(limit)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -82,27 +165,39 @@ func leasedMain(args []string) int {
 	time.Sleep(time.Until(time.Unix(0, *start)))
 	var res leasedResult
 	var decisions, admitted, errs atomic.Uint64
+	var mu sync.Mutex
+	var times denialTimes
 	began := time.Now()
 	end := began.Add(*duration)
 	var wg sync.WaitGroup
 	for range *callers {
 		wg.Go(func() {
 			var n, a, e uint64
+			var mine denialTimes
 			for ; n%256 != 0 || time.Now().Before(end); n++ {
-				d, err := s.Allow(ctx, "hot", 1, limits)
+				asked := time.Now()
+				d, err := s.Allow(ctx, key, 1, limits)
 				switch {
 				case err != nil:
 					e++
 				case d.Allowed:
 					a++
+				case *spent != "":
+					mine.add(time.Since(asked))
 				}
 			}
 			decisions.Add(n)
 			admitted.Add(a)
 			errs.Add(e)
+			mu.Lock()
+			times.merge(&mine)
+			mu.Unlock()
 		})
 	}
 	wg.Wait()
+	if *spent != "" {
+		res.Denials, res.Slow = times.under[:], times.over
+	}
 	res.Elapsed = time.Since(began)
 	res.Decisions, res.Admitted, res.Errors, res.Trips = decisions.Load(), admitted.Load(), errs.Load(), trips.n.Load()
 	json.NewEncoder(os.Stdout).Encode(res)
@@ -127,27 +222,9 @@ func runLeased(ctx context.Context, cfg *config) int {
 	if len(cfg.callers) == 3 && cfg.callers[2] == 64 { // the default list: 4 a process
 		callers = 4
 	}
-	start := time.Now().Add(time.Second)
-	results := make([]leasedResult, cfg.processes)
-	var wg sync.WaitGroup
-	var failed atomic.Bool
-	for i := range cfg.processes {
-		wg.Go(func() {
-			cmd := exec.CommandContext(ctx, exe, leasedCommand, "-addr", srv.Addr, "-callers", fmt.Sprint(callers),
-				"-start", fmt.Sprint(start.UnixNano()), "-duration", cfg.duration.String())
-			cmd.Stderr = os.Stderr
-			out, err := cmd.Output()
-			if err == nil {
-				err = json.Unmarshal(out, &results[i])
-			}
-			if err != nil {
-				fmt.Fprintln(os.Stderr, "bench: instance", i, err)
-				failed.Store(true)
-			}
-		})
-	}
-	wg.Wait()
-	if failed.Load() {
+	results, err := leasedInstances(ctx, exe, srv.Addr, cfg.processes, callers, cfg.duration)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
 		return 1
 	}
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr})
@@ -194,6 +271,29 @@ func runLeased(ctx context.Context, cfg *config) int {
 	if longest > leasedLimit.Window {
 		fmt.Fprintf(&b, "- The run outlasted a window: the counts above span windows.\n")
 	}
+	fmt.Fprintf(&b, "\n## A spent leased key\n\nThe same processes and callers, each on a key spent at once (issue 35's item 6), for %v a limit: how long each denial took, from the call to its answer.\n\n", cfg.duration)
+	fmt.Fprintf(&b, "| Limit | Denials | Admitted | 99th percentile | Slowest | 1ms or more | Redis round trips per 1,000 denials |\n|---|---|---|---|---|---|---|\n")
+	for _, name := range slices.Sorted(maps.Keys(spentLimits)) {
+		results, err := leasedInstances(ctx, exe, srv.Addr, cfg.processes, callers, cfg.duration, "-spent", name)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			return 1
+		}
+		var times denialTimes
+		var admitted, trips uint64
+		for _, r := range results {
+			var h denialTimes
+			copy(h.under[:], r.Denials)
+			h.over = r.Slow
+			times.merge(&h)
+			admitted += r.Admitted
+			trips += r.Trips
+		}
+		p99, slowest := times.quantile(0.99)
+		n, over := times.count(time.Millisecond)
+		fmt.Fprintf(&b, "| `%v` | %s | %s | **%dµs** | **%.1fms** | %s | %.2f |\n", spentLimits[name], formatCount(n), formatCount(admitted), p99.Microseconds(), float64(slowest)/float64(time.Millisecond), formatCount(over), 1000*float64(trips)/float64(max(1, n)))
+	}
+	fmt.Fprintf(&b, "\nTargets: the 99th percentile at most 1ms, the slowest at most 10ms.\n")
 	io.WriteString(os.Stdout, b.String())
 	if cfg.out != "" {
 		if err := os.WriteFile(cfg.out, []byte(b.String()), 0o644); err != nil {
@@ -202,6 +302,32 @@ func runLeased(ctx context.Context, cfg *config) int {
 		}
 	}
 	return 0
+}
+
+// leasedInstances runs processes instance processes of callers
+// goroutines each, all starting at one instant, for duration, with args
+// besides, and returns what each reported.
+func leasedInstances(ctx context.Context, exe, addr string, processes, callers int, duration time.Duration, args ...string) ([]leasedResult, error) {
+	start := time.Now().Add(time.Second)
+	results := make([]leasedResult, processes)
+	errs := make([]error, processes)
+	var wg sync.WaitGroup
+	for i := range processes {
+		wg.Go(func() {
+			cmd := exec.CommandContext(ctx, exe, append([]string{leasedCommand, "-addr", addr, "-callers", fmt.Sprint(callers),
+				"-start", fmt.Sprint(start.UnixNano()), "-duration", duration.String()}, args...)...)
+			cmd.Stderr = os.Stderr
+			out, err := cmd.Output()
+			if err == nil {
+				err = json.Unmarshal(out, &results[i])
+			}
+			if err != nil {
+				errs[i] = fmt.Errorf("instance %d: %w", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	return results, errors.Join(errs...)
 }
 
 // flagsNote is the flags a report's command line shows beyond -leased.
