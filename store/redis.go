@@ -89,7 +89,11 @@ type RedisOptions struct {
 	// instance, or requests another instance let pass (which only make the
 	// retry later), so this instance keeps answering from the cache until
 	// the RetryAfter it was given. In exchange, a client hammering a limit
-	// it has spent costs Redis nothing.
+	// it has spent costs Redis nothing. A request that passes leaving a
+	// limit one unit short of another of its cost makes that next
+	// request's denial as certain, until a unit comes back (the limit's
+	// Window in the answer): it is cached the same way, so that a key
+	// that time refills slowly is denied in process between its units.
 	//
 	// For limits with a ban (see [ratelimit.Ban]), only bans are cached:
 	// every other denial is a strike that Redis must count, so its repeats
