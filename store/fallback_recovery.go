@@ -216,8 +216,8 @@ func (f *Fallback) handBack(keys []string, offset int64) error {
 		}
 		var charges []*backlogCharge
 		for _, key := range keys {
-			if p := f.backlog.shard(key).takeKey(&f.backlog, key); p != nil {
-				charges = append(charges, &backlogCharge{key: key, p: p})
+			if c := f.backlog.shard(key).takeKey(&f.backlog, key); c != nil {
+				charges = append(charges, c)
 			} // else nothing waits: the key is on Redis now
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), f.callTimeout())
@@ -228,7 +228,9 @@ func (f *Fallback) handBack(keys []string, offset int64) error {
 		for _, c := range charges {
 			switch {
 			case faultOf(context.Background(), c.err) != noFault:
-				f.backlog.putBack(map[string]*pendingKey{c.key: c.p})
+				// Redis may have run it: it goes again as it was, which
+				// Redis recognizes by its identity.
+				f.backlog.putBack(c)
 				failed = c.err
 			case c.err != nil:
 				f.logger.LogAttrs(context.Background(), slog.LevelError, "ratelimit: fallback: what was decided in process for a key could not be brought to Redis", slog.String("error", c.err.Error()))
