@@ -3,8 +3,10 @@ package store
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"math"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -26,8 +28,9 @@ import (
 // charges were lost. Redis must count each admission once: alone, at least
 // the calls answered and at most the calls made; through the Fallback, at
 // least the admissions and at most one more per request under way per
-// outage (workers × outages), the bound docs/production.md states. With
-// RATELIMIT_FAULTS=1 it runs ten times longer.
+// outage (workers × outages), the bound docs/production.md states. The
+// Fallback's outages, which repeat a cause within the run, are logged
+// once per cause. With RATELIMIT_FAULTS=1 it runs ten times longer.
 func TestLostAnswersCountedOnce(t *testing.T) {
 	srv := redistest.Shared(t)
 	run := struct {
@@ -58,11 +61,12 @@ func TestLostAnswersCountedOnce(t *testing.T) {
 			prefix := fmt.Sprintf("lost%d:", time.Now().UnixNano())
 			var s ratelimit.Store = newStore(t, client, RedisOptions{Prefix: prefix, Logger: quietLogger})
 			var f *Fallback
+			var logs syncBuffer
 			if tt.fallback {
 				var err error
 				// A long budget: answers are lost here, and a loaded
 				// machine must not add outages of its own.
-				f, err = NewFallback(s.(*Redis), FallbackOptions{Budget: time.Second, ProbeInterval: run.probeInterval, Logger: quietLogger})
+				f, err = NewFallback(s.(*Redis), FallbackOptions{Budget: time.Second, ProbeInterval: run.probeInterval, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -140,6 +144,30 @@ func TestLostAnswersCountedOnce(t *testing.T) {
 			if bound := total.Load() + int64(run.workers)*int64(outages); counted < total.Load() || counted > bound {
 				t.Errorf("Redis counts %d for %d admitted, want at least those and at most %d (one more per request under way, %d, per outage, %d)",
 					counted, total.Load(), bound, run.workers, outages)
+			}
+
+			// The outages repeat a few causes, in less than a minute: one
+			// line each, and no more ends of outages than outages logged.
+			causes := map[string]int{}
+			var ends int
+			for _, line := range strings.Split(logs.String(), "\n") {
+				if strings.Contains(line, "Redis unavailable") {
+					_, cause, _ := strings.Cut(line, "cause=")
+					cause, _, _ = strings.Cut(cause, " error=")
+					causes[cause]++
+				}
+				if strings.Contains(line, "Redis answers again") {
+					ends++
+				}
+			}
+			t.Logf("%d outages logged as %v, %d ends", len(causes), causes, ends)
+			for cause, n := range causes {
+				if n > 1 {
+					t.Errorf("cause %s logged %d times in less than a minute, want once:\n%s", cause, n, logs.String())
+				}
+			}
+			if ends > len(causes) {
+				t.Errorf("%d ends of outages logged, for %d outages logged", ends, len(causes))
 			}
 		})
 	}
