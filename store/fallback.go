@@ -364,5 +364,8 @@ func (f *Fallback) Close() error {
 	}
 	f.mu.Unlock()
 	f.wg.Wait()
+	if e := f.untold.Swap(nil); e != nil {
+		f.logDown(e.err, nil, time.Now()) // the prober stopped before it could
+	}
 	return nil
 }

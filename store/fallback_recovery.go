@@ -45,13 +45,16 @@ func (f *Fallback) markDown(err error) {
 		f.hook(false, err)
 	}
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.closed || f.stop != nil {
-		return
+	closed := f.closed
+	if !closed && f.stop == nil {
+		f.stop = make(chan struct{})
+		f.wg.Add(1)
+		go f.probe(f.stop)
 	}
-	f.stop = make(chan struct{})
-	f.wg.Add(1)
-	go f.probe(f.stop)
+	f.mu.Unlock()
+	if e := f.untold.Load(); closed && e != nil && f.untold.CompareAndSwap(e, nil) {
+		f.logDown(e.err, nil, time.Now()) // no prober will
+	}
 }
 
 // checkAtStart checks Redis once, as the prober does, and sends decisions

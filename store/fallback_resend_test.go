@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"net"
 	"os"
 	"strings"
 	"sync"
@@ -32,7 +33,6 @@ import (
 // Fallback's outages, which repeat a cause within the run, are logged
 // once per cause. With RATELIMIT_FAULTS=1 it runs ten times longer.
 func TestLostAnswersCountedOnce(t *testing.T) {
-	srv := redistest.Shared(t)
 	run := struct {
 		workers       int
 		admissions    int64 // at least
@@ -47,17 +47,28 @@ func TestLostAnswersCountedOnce(t *testing.T) {
 		run.workers, run.admissions, run.lostCharges, run.within = 8, 20_000, 20, 5*time.Minute
 	}
 	limits := limitsOf(t, ratelimit.Limit{Name: "n", Quota: run.quota, Window: time.Hour})
+	single := func(t *testing.T, dial func(context.Context, string, string) (net.Conn, error)) RedisClient {
+		c := redis.NewClient(&redis.Options{Addr: redistest.Shared(t).Addr, Dialer: dial, ContextTimeoutEnabled: true})
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	clustered := func(t *testing.T, dial func(context.Context, string, string) (net.Conn, error)) RedisClient {
+		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: redistest.SharedCluster(t).Addrs(), Dialer: dial, ContextTimeoutEnabled: true})
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
 	for _, tt := range []struct {
 		name     string
+		client   func(*testing.T, func(context.Context, string, string) (net.Conn, error)) RedisClient
 		fallback bool
 	}{
-		{"Redis alone", false},
-		{"through the Fallback", true},
+		{"Redis alone", single, false},
+		{"through the Fallback", single, true},
+		{"through the Fallback, on a cluster", clustered, true}, // charges in a pipeline per master
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			l := &loser{}
-			client := redis.NewClient(&redis.Options{Addr: srv.Addr, Dialer: l.dial, ContextTimeoutEnabled: true})
-			t.Cleanup(func() { client.Close() })
+			client := tt.client(t, l.dial)
 			prefix := fmt.Sprintf("lost%d:", time.Now().UnixNano())
 			var s ratelimit.Store = newStore(t, client, RedisOptions{Prefix: prefix, Logger: quietLogger})
 			var f *Fallback
@@ -120,8 +131,7 @@ func TestLostAnswersCountedOnce(t *testing.T) {
 			}
 
 			// Redis's count, read through a client that loses nothing.
-			plain := redis.NewClient(&redis.Options{Addr: srv.Addr})
-			t.Cleanup(func() { plain.Close() })
+			plain := tt.client(t, nil)
 			reader := newStore(t, plain, RedisOptions{Prefix: prefix})
 			var counted, madeCalls, answers int64
 			for k, key := range run.keys {
