@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"net"
 	"net/url"
 	"os/exec"
 	"slices"
@@ -142,6 +143,24 @@ func TestSentinel(t *testing.T) {
 	server, out := startWith(t, nil, bin, "-redis-sentinel", u, "-limit", "2", "-window", "1m")
 	limited(t, server)
 	if want := "master " + s.MasterName + " through Sentinel at " + strings.Join(addrs, ","); !strings.Contains(out(), want) {
+		t.Errorf("startup lines:\n%s\nwant %q", out(), want)
+	}
+}
+
+// TestStartsWhileRedisIsDown: a Redis that does not answer at startup
+// is an outage, not a misconfiguration; the example starts, says so, and
+// limits in process.
+func TestStartsWhileRedisIsDown(t *testing.T) {
+	bin := build(t)["net/http"]
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close() // nothing answers there now
+	server, out := startWith(t, nil, bin, "-redis", "redis://"+addr+"/0", "-limit", "2", "-window", "1m")
+	limited(t, server)
+	if want := "does not answer now (ratelimit: redis: Redis cannot decide now (connection refused)"; !strings.Contains(out(), want) {
 		t.Errorf("startup lines:\n%s\nwant %q", out(), want)
 	}
 }

@@ -70,7 +70,9 @@ type Fallback struct {
 	stop        chan struct{} // closed to stop the prober; nil when none runs
 	wg          sync.WaitGroup
 	closed      bool
-	logged      map[string]time.Time // when each misconfiguration was last logged
+	logged      map[string]loggedLine   // what was logged lately, by what it said (see logOnce)
+	untold      atomic.Pointer[failure] // the timeout that sent decisions to memory, for the prober to log with its cause
+	downLogged  atomic.Bool             // this outage's line was logged, not held back as a repeat
 
 	nLocal   atomic.Uint64
 	nFailed  atomic.Uint64
@@ -120,9 +122,11 @@ type FallbackOptions struct {
 	// goroutine that saw the change and must not block.
 	HealthHook func(up bool, err error)
 
-	// Logger receives Redis going down (a warning, with the error) and
-	// coming back (info, with how long it was down); every change is
-	// logged, at most one of each per probe interval. Nil means
+	// Logger receives Redis going down (a warning, with its cause and the
+	// error, or for a misconfiguration an error, with what to fix) and
+	// coming back (info, with how long it was down). An outage with the
+	// cause of one logged less than a minute ago is not logged, nor is its
+	// end; the next line of that cause counts them. Nil means
 	// slog.Default().
 	Logger *slog.Logger
 }
@@ -364,5 +368,8 @@ func (f *Fallback) Close() error {
 	}
 	f.mu.Unlock()
 	f.wg.Wait()
+	if e := f.untold.Swap(nil); e != nil {
+		f.logDown(e.err, nil, time.Now()) // the prober stopped before it could
+	}
 	return nil
 }

@@ -1,6 +1,8 @@
 package store
 
 import (
+	"math/rand/v2"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -30,9 +32,14 @@ type backlogShard struct {
 	keys map[string]*pendingKey
 }
 
-// pendingKey is one key's backlog: an entry per limit state touched.
+// pendingKey is one key's backlog: an entry per limit state touched, and
+// the charge last sent for the key when its answer was lost.
 type pendingKey struct {
 	limits []*pendingLimit
+	// unanswered is a charge Redis may or may not have run: it goes again,
+	// with its identity, before anything else of the key, so that Redis
+	// counts it once either way (see charge.lua).
+	unanswered *backlogCharge
 }
 
 type pendingLimit struct {
@@ -76,6 +83,9 @@ func (sh *backlogShard) get(b *backlog, key string) (p *pendingKey, fresh bool) 
 
 // pending reports whether p holds anything for Redis.
 func (p *pendingKey) pending() bool {
+	if p.unanswered != nil {
+		return true
+	}
 	for _, e := range p.limits {
 		if e.reset || len(e.spent) > 0 {
 			return true
@@ -136,15 +146,20 @@ func horizon(c *compiled) int64 {
 	return c.Window
 }
 
-// takeKey returns what waits for Redis of key and leaves the key seeded,
-// or, when nothing waits, drops the key, which sends its decisions back
-// to Redis, and returns nil.
-func (sh *backlogShard) takeKey(b *backlog, key string) *pendingKey {
+// takeKey returns the next charge of key's backlog: the charge whose
+// answer was lost, if any, as it was; else what waits for Redis, under a
+// new identity, leaving the key seeded. When nothing waits, it drops the
+// key, which sends its decisions back to Redis, and returns nil.
+func (sh *backlogShard) takeKey(b *backlog, key string) *backlogCharge {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	p, ok := sh.keys[key]
 	if !ok {
 		return nil
+	}
+	if c := p.unanswered; c != nil {
+		p.unanswered, c.err = nil, nil
+		return c
 	}
 	if !p.pending() {
 		delete(sh.keys, key)
@@ -157,36 +172,30 @@ func (sh *backlogShard) takeKey(b *backlog, key string) *pendingKey {
 		out.limits = append(out.limits, &o)
 		e.reset, e.spent = false, nil
 	}
-	return out
+	return &backlogCharge{key: key, id: newChargeID(), p: out}
 }
 
-// putBack returns what could not be brought to Redis, before what was
-// recorded since.
-func (b *backlog) putBack(all map[string]*pendingKey) {
-	for key, old := range all {
-		sh := b.shard(key)
-		sh.mu.Lock()
-		if sh.keys == nil {
-			sh.keys = make(map[string]*pendingKey)
-		}
-		p, ok := sh.keys[key]
-		if !ok {
-			sh.keys[key] = old // a merge may pass the bound once
-			b.keys.Add(1)
-			sh.mu.Unlock()
-			continue
-		}
-		for _, o := range old.limits {
-			e := p.of(o.c)
-			if e == nil {
-				p.limits = append(p.limits, o) // a merge may pass the bound once
-				continue
-			}
-			if !e.reset { // a reset since voids what came before it
-				e.reset = o.reset
-				e.spent = append(o.spent, e.spent...)
-			}
-		}
-		sh.mu.Unlock()
+// putBack keeps c, which was sent and whose answer was lost, to be sent
+// again, with its identity, before what was recorded since: Redis counts
+// it once, whether it ran c or not. Only the prober takes and puts back
+// charges, one at a time per key, so the key has no other.
+func (b *backlog) putBack(c *backlogCharge) {
+	sh := b.shard(c.key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if sh.keys == nil {
+		sh.keys = make(map[string]*pendingKey)
 	}
+	p, ok := sh.keys[c.key]
+	if !ok {
+		p = &pendingKey{} // a key put back may pass the bound once
+		sh.keys[c.key] = p
+		b.keys.Add(1)
+	}
+	p.unanswered = c
+}
+
+// newChargeID returns a charge's identity: 64 random bits in hex.
+func newChargeID() string {
+	return strconv.FormatUint(rand.Uint64(), 16)
 }

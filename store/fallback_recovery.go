@@ -30,70 +30,31 @@ func (f *Fallback) markDown(err error) {
 	f.downAt.Store(now)
 	f.movedAt.Store(now)
 	f.nDown.Add(1)
-	if faultOf(context.Background(), err) == misconfig {
-		f.logMisconfig(err)
-	} else {
-		f.logger.LogAttrs(context.Background(), slog.LevelWarn, "ratelimit: Redis unavailable; deciding in process until it answers", slog.String("error", err.Error()))
+	switch {
+	case faultOf(context.Background(), err) == misconfig:
+		f.downLogged.Store(f.logMisconfig(err, time.Now()))
+	case causeOf(err) == "timeout":
+		// Maybe the budget ran out while go-redis waited to dial again
+		// (a refused connection): the prober's first round, which dials
+		// once, says why (see logDown).
+		f.untold.Store(&failure{err: err, at: time.Now()})
+	default:
+		f.logDown(err, nil, time.Now())
 	}
 	if f.hook != nil {
 		f.hook(false, err)
 	}
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.closed || f.stop != nil {
-		return
+	closed := f.closed
+	if !closed && f.stop == nil {
+		f.stop = make(chan struct{})
+		f.wg.Add(1)
+		go f.probe(f.stop)
 	}
-	f.stop = make(chan struct{})
-	f.wg.Add(1)
-	go f.probe(f.stop)
-}
-
-// misconfigLogEvery is how often one misconfiguration is logged again
-// while it lasts.
-const misconfigLogEvery = time.Minute
-
-// maxLoggedProblems bounds the misconfigurations whose last log time is
-// kept.
-const maxLoggedProblems = 64
-
-// logMisconfig logs at ERROR each misconfiguration in err: what is wrong and
-// how to fix it, at once the first time, then once every
-// misconfigLogEvery.
-func (f *Fallback) logMisconfig(err error) {
-	for _, ce := range misconfigurations(err) {
-		now := time.Now()
-		f.mu.Lock()
-		last, seen := f.logged[ce.problem]
-		if seen && now.Sub(last) < misconfigLogEvery {
-			f.mu.Unlock()
-			continue
-		}
-		if f.logged == nil || len(f.logged) >= maxLoggedProblems {
-			f.logged = make(map[string]time.Time)
-		}
-		f.logged[ce.problem] = now
-		f.mu.Unlock()
-		f.logger.LogAttrs(context.Background(), slog.LevelError, "ratelimit: Redis is misconfigured; deciding in process until it is fixed",
-			slog.String("problem", ce.problem), slog.String("fix", ce.fix), slog.String("error", ce.err.Error()))
+	f.mu.Unlock()
+	if e := f.untold.Load(); closed && e != nil && f.untold.CompareAndSwap(e, nil) {
+		f.logDown(e.err, nil, time.Now()) // no prober will
 	}
-}
-
-// misconfigurations returns the misconfigurations in err's tree.
-func misconfigurations(err error) []*misconfiguration {
-	if ce, ok := err.(*misconfiguration); ok {
-		return []*misconfiguration{ce}
-	}
-	switch e := err.(type) {
-	case interface{ Unwrap() error }:
-		return misconfigurations(e.Unwrap())
-	case interface{ Unwrap() []error }:
-		var all []*misconfiguration
-		for _, err := range e.Unwrap() {
-			all = append(all, misconfigurations(err)...)
-		}
-		return all
-	}
-	return nil
 }
 
 // checkAtStart checks Redis once, as the prober does, and sends decisions
@@ -102,9 +63,14 @@ func (f *Fallback) checkAtStart() {
 	defer f.wg.Done()
 	ctx, cancel := context.WithTimeout(context.Background(), f.callTimeout())
 	defer cancel()
-	c, end := probeClient(f.redis.client)
-	defer end()
-	if err := f.redis.checkThrough(ctx, c); faultOf(context.Background(), err) == misconfig {
+	c, end, err := probeClient(ctx, f.redis.client)
+	if err == nil {
+		defer end()
+		err = f.redis.checkThrough(ctx, c)
+	} else {
+		err = misconfigured(err, f.redis.prefix, f.redis.cluster) // a certificate the client rejects
+	}
+	if faultOf(context.Background(), err) == misconfig {
 		f.fail(err)
 	}
 }
@@ -123,16 +89,27 @@ func (f *Fallback) probe(stop chan struct{}) {
 		}
 		start := time.Now()
 		ctx, cancel := context.WithTimeout(context.Background(), f.callTimeout())
-		c, end := probeClient(f.redis.client)
-		err := f.redis.checkThrough(ctx, c)
+		c, end, err := probeClient(ctx, f.redis.client)
 		if err == nil {
-			err = f.measureClock(ctx, c)
+			err = f.redis.checkThrough(ctx, c)
+			if err == nil {
+				err = f.measureClock(ctx, c)
+			}
+			end()
+		} else {
+			err = misconfigured(err, f.redis.prefix, f.redis.cluster) // a certificate the client rejects
 		}
-		end()
 		if err == nil {
 			err = f.redis.warm(ctx)
 		}
-		f.logMisconfig(err)
+		logged := f.logMisconfig(err, time.Now())
+		if e := f.untold.Swap(nil); e != nil {
+			if faultOf(context.Background(), err) == misconfig {
+				f.downLogged.Store(logged) // the ERROR says why
+			} else {
+				f.logDown(e.err, err, time.Now())
+			}
+		}
 		cancel()
 		if err != nil {
 			f.lastErr.Store(&failure{err: err, at: time.Now()})
@@ -166,8 +143,10 @@ func (f *Fallback) markUp() {
 	f.down.Store(false)
 	f.movedAt.Store(time.Now().UnixNano())
 	f.nRevived.Add(1)
-	f.logger.LogAttrs(context.Background(), slog.LevelInfo, "ratelimit: Redis answers again; deciding with Redis",
-		slog.Duration("down_for", time.Duration(time.Now().UnixNano()-f.downAt.Load())))
+	if f.downLogged.Load() { // else this outage repeats one logged lately
+		f.logger.LogAttrs(context.Background(), slog.LevelInfo, "ratelimit: Redis answers again; deciding with Redis",
+			slog.Duration("down_for", time.Duration(time.Now().UnixNano()-f.downAt.Load())))
+	}
 	if f.hook != nil {
 		f.hook(true, nil)
 	}
@@ -216,8 +195,8 @@ func (f *Fallback) handBack(keys []string, offset int64) error {
 		}
 		var charges []*backlogCharge
 		for _, key := range keys {
-			if p := f.backlog.shard(key).takeKey(&f.backlog, key); p != nil {
-				charges = append(charges, &backlogCharge{key: key, p: p})
+			if c := f.backlog.shard(key).takeKey(&f.backlog, key); c != nil {
+				charges = append(charges, c)
 			} // else nothing waits: the key is on Redis now
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), f.callTimeout())
@@ -228,7 +207,9 @@ func (f *Fallback) handBack(keys []string, offset int64) error {
 		for _, c := range charges {
 			switch {
 			case faultOf(context.Background(), c.err) != noFault:
-				f.backlog.putBack(map[string]*pendingKey{c.key: c.p})
+				// Redis may have run it: it goes again as it was, which
+				// Redis recognizes by its identity.
+				f.backlog.putBack(c)
 				failed = c.err
 			case c.err != nil:
 				f.logger.LogAttrs(context.Background(), slog.LevelError, "ratelimit: fallback: what was decided in process for a key could not be brought to Redis", slog.String("error", c.err.Error()))

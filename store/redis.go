@@ -584,9 +584,12 @@ func (s *Redis) Reset(ctx context.Context, key string, limits *ratelimit.Limits)
 }
 
 // A backlogCharge is one key's backlog (see backlog, the Fallback's) on
-// its way to Redis, and, once sent, the error of doing so.
+// its way to Redis, its identity, and, once sent, the error of doing so.
+// charge records the identity with what it counts, so that a charge sent
+// again after its answer was lost counts nothing the second time.
 type backlogCharge struct {
 	key string
+	id  string // random; the same each time this charge is sent
 	p   *pendingKey
 	err error
 }
@@ -606,7 +609,7 @@ func (s *Redis) chargeBacklogs(ctx context.Context, charges []*backlogCharge, of
 		runs := make([]*decision, len(todo))
 		for i, c := range todo {
 			runs[i] = &decision{program: chargeProgram, done: make(chan struct{}, 1)}
-			runs[i].keys, runs[i].args = s.chargeArgs(c.key, c.p, offset)
+			runs[i].keys, runs[i].args = s.chargeArgs(c, offset)
 		}
 		if pipelines {
 			(&batcher{client: s.client, fn: s.fn, pipeline: pl.Pipeline}).execPipeline(ctx, runs)
@@ -644,13 +647,21 @@ func (s *Redis) chargeBacklogs(ctx context.Context, charges []*backlogCharge, of
 	}
 }
 
-// chargeArgs returns the KEYS and ARGV of charge for key's backlog p.
-func (s *Redis) chargeArgs(key string, p *pendingKey, offset int64) ([]string, []any) {
-	keys := make([]string, 0, len(p.limits)+1)
-	var args []any
+// chargeArgs returns the KEYS and ARGV of charge for c: the key that
+// records c's identity, then its limits' keys, and, when it resets, the
+// ban key. The identity lives as long as the longest horizon of c's
+// limits: a resend after that finds admissions too old to count.
+func (s *Redis) chargeArgs(c *backlogCharge, offset int64) ([]string, []any) {
+	keys := make([]string, 0, len(c.p.limits)+2)
+	keys = append(keys, s.prefix+"{"+c.key+"}"+spec.ChargeSuffix+c.id)
+	var longest int64
+	for _, e := range c.p.limits {
+		longest = max(longest, horizon(e.c))
+	}
+	args := []any{max((longest+999)/1000, 1)} // ms
 	reset := false
-	for _, e := range p.limits {
-		keys = append(keys, s.prefix+"{"+key+"}"+e.c.Suffix)
+	for _, e := range c.p.limits {
+		keys = append(keys, s.prefix+"{"+c.key+"}"+e.c.Suffix)
 		flag := "0"
 		if e.reset {
 			flag, reset = "1", true
@@ -662,7 +673,7 @@ func (s *Redis) chargeArgs(key string, p *pendingKey, offset int64) ([]string, [
 		}
 	}
 	if reset {
-		keys = append(keys, s.banKey(key))
+		keys = append(keys, s.banKey(c.key))
 	}
 	return keys, args
 }

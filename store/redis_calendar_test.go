@@ -84,7 +84,7 @@ func TestCalendarPeriodsFollowRedis(t *testing.T) {
 			// the current month.
 			ahead()
 			p := &pendingKey{limits: []*pendingLimit{{c: &set.Limits[0], spent: []spending{{at: time.Now().Add(-time.Second).UnixMicro(), cost: 4}}}}}
-			charge := &backlogCharge{key: "alone", p: p}
+			charge := &backlogCharge{key: "alone", id: newChargeID(), p: p}
 			if s.chargeBacklogs(ctx, []*backlogCharge{charge}, 0); charge.err != nil {
 				t.Fatalf("chargeBacklogs: %v", charge.err)
 			}

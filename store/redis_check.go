@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/ratelimit-go/ratelimit/internal/clusterslot"
 )
@@ -31,15 +34,36 @@ import (
 // Once those pass, where CONFIG GET is permitted, Check also fails when a
 // server's maxmemory-policy lets it evict the store's counters.
 //
-// Call it at startup: it fails where decisions would, with an error that
-// says what to fix (wrapping [ErrMisconfigured], one for each problem,
-// joined), and never holds a password. The keys it writes are under the
-// store's prefix and expire within a minute.
+// Call it at startup: it fails where decisions would, and its error tells
+// two cases apart. One that matches [ErrMisconfigured] (errors.Is) needs
+// a fix: it says what to change, one error for each problem, joined, and
+// never holds a password; exit, or at least log it where it is read. Any
+// other error means that Redis cannot decide now (a refused connection, a
+// timeout, a server loading its data or read-only) and may later, with
+// nothing to change: a [Fallback] decides in process meanwhile and probes
+// Redis until it can, so a service behind one may start and serve. The
+// keys Check writes are under the store's prefix and expire within a
+// minute.
 func (s *Redis) Check(ctx context.Context) error {
-	if err := s.checkThrough(ctx, s.client); err != nil {
+	err := s.check(ctx)
+	if err != nil && !errors.Is(err, ErrMisconfigured) {
+		return fmt.Errorf("ratelimit: redis: Redis cannot decide now (%s), and may later: not a misconfiguration: %w", causeOf(err), err)
+	}
+	return err
+}
+
+// check is Check, through a client of the prober's (see probeClient), so
+// that an unreachable Redis fails it at once with the dial's error.
+func (s *Redis) check(ctx context.Context) error {
+	c, end, err := probeClient(ctx, s.client)
+	if err != nil {
+		return withTLSHint(misconfigured(err, s.prefix, s.cluster), s.client)
+	}
+	defer end()
+	if err := s.checkThrough(ctx, c); err != nil {
 		return withTLSHint(err, s.client)
 	}
-	return evictionError(s.evictingServers(ctx))
+	return evictionError(s.evictingServers(ctx, c))
 }
 
 // checkThrough is Check through c, the store's client or one made like it.
@@ -170,22 +194,48 @@ func (s *Redis) checkCluster(ctx context.Context, cluster *redis.ClusterClient) 
 const warmConns = defaultRuns
 
 // probeClient returns a client made like c, with one connection, one
-// dial and no retries, for one round of the prober, and a func that closes it; c
-// itself, and a func that does nothing, when c is not a single server's
-// client.
-func probeClient(c RedisClient) (RedisClient, func()) {
+// dial and no retries, for one round of the prober, and a func that closes
+// it; c itself, and a func that does nothing, when c is not a single
+// server's client. It dials first, itself, with c's dialer, and returns
+// the dial's own error (a refused connection, a certificate the client
+// rejects) rather than a client: go-redis would log each failed dial of
+// each round, and report the round's deadline rather than its cause.
+func probeClient(ctx context.Context, c RedisClient) (RedisClient, func(), error) {
 	single, ok := c.(*redis.Client)
 	if !ok {
-		return c, func() {}
+		return c, func() {}, nil
 	}
 	o := *single.Options()
+	dial := o.Dialer
+	if dial == nil {
+		dial = redis.NewDialer(&o)
+	}
+	conn, err := dial(ctx, o.Network, o.Addr)
+	if err != nil {
+		return nil, nil, err
+	}
+	var taken atomic.Bool
+	o.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if taken.CompareAndSwap(false, true) {
+			return conn, nil
+		}
+		return dial(ctx, network, addr)
+	}
 	o.PoolSize, o.MinIdleConns, o.MaxIdleConns, o.MaxActiveConns = 1, 0, 1, 0
 	o.MaxRetries = -1
-	// One dial per round, so that a dial's own error (a certificate the
-	// client rejects) comes back, rather than the deadline of retries.
 	o.DialerRetries = 1
+	// c's push processor holds c's handlers for maintenance
+	// notifications: a client made with it fails to register its own, and
+	// go-redis logs that each round. A round has no use for them.
+	o.PushNotificationProcessor = nil
+	o.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 	p := redis.NewClient(&o)
-	return p, func() { p.Close() }
+	return p, func() {
+		p.Close()
+		if taken.CompareAndSwap(false, true) {
+			conn.Close() // never lent to p
+		}
+	}, nil
 }
 
 // warm has the store's client, when it is a single server's, run the

@@ -21,11 +21,17 @@ type configGetter interface {
 }
 
 // checkEviction warns when Redis may evict the store's keys (see
-// evictingServers).
+// evictingServers). An unreachable Redis is left to decisions to find,
+// without a line of go-redis's (see probeClient).
 func (s *Redis) checkEviction() {
 	ctx, cancel := context.WithTimeout(context.Background(), evictionCheckTimeout)
 	defer cancel()
-	for _, e := range s.evictingServers(ctx) {
+	c, end, err := probeClient(ctx, s.client)
+	if err != nil {
+		return
+	}
+	defer end()
+	for _, e := range s.evictingServers(ctx, c) {
 		s.logger.LogAttrs(ctx, slog.LevelWarn, "ratelimit: Redis may evict rate-limit counters under memory pressure, and limits then start afresh without notice; set maxmemory-policy to noeviction (with noeviction, a full Redis refuses writes: a store.Fallback then decides in process)",
 			slog.String("server", e.server), slog.String("maxmemory-policy", e.policy))
 	}
@@ -41,8 +47,8 @@ type evictingServer struct{ server, policy string }
 // evict only keys with one, take the store's first. It asks every server
 // it can (each master of a cluster) once, and leaves out those where
 // CONFIG GET is not permitted, as on many managed services, or that do
-// not answer.
-func (s *Redis) evictingServers(ctx context.Context) []evictingServer {
+// not answer. It asks through client, the store's or one made like it.
+func (s *Redis) evictingServers(ctx context.Context, client RedisClient) []evictingServer {
 	var found []evictingServer
 	var mu sync.Mutex
 	check := func(ctx context.Context, c configGetter, where string) {
@@ -56,7 +62,7 @@ func (s *Redis) evictingServers(ctx context.Context) []evictingServer {
 			mu.Unlock()
 		}
 	}
-	switch c := s.client.(type) {
+	switch c := client.(type) {
 	case *redis.ClusterClient:
 		_ = c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
 			check(ctx, m, m.Options().Addr)

@@ -166,7 +166,9 @@ func notRun(err error) bool {
 
 // settle gives cmd ctx's error when cmd failed on the network after ctx
 // ended or passed its deadline, which set the connection's: the caller's
-// deadline, not the network, cut the call short. It returns cmd.
+// deadline, not the network, cut the call short. A network error that is
+// not a timeout (a refused connection, between dials go-redis spaced
+// until ctx ended) is kept with ctx's, as its cause. It returns cmd.
 func settle(ctx context.Context, cmd *redis.Cmd) *redis.Cmd {
 	err := cmd.Err()
 	if err == nil {
@@ -176,13 +178,24 @@ func settle(ctx context.Context, cmd *redis.Cmd) *redis.Cmd {
 	if !errors.As(err, &ne) {
 		return cmd
 	}
-	if cerr := ctx.Err(); cerr != nil {
+	if cerr := ctx.Err(); cerr != nil && !ne.Timeout() {
+		cmd.SetErr(&cutShort{ctx: cerr, cause: err})
+	} else if cerr != nil {
 		cmd.SetErr(cerr)
 	} else if dl, ok := ctx.Deadline(); ok && ne.Timeout() && !time.Now().Before(dl) {
 		cmd.SetErr(context.DeadlineExceeded)
 	}
 	return cmd
 }
+
+// cutShort is a call that ctx ended after the network failed it.
+type cutShort struct{ ctx, cause error }
+
+func (e *cutShort) Error() string {
+	return e.ctx.Error() + " (after: " + e.cause.Error() + ")"
+}
+
+func (e *cutShort) Unwrap() []error { return []error{e.ctx, e.cause} }
 
 // pause waits before the again-th sending again, as go-redis would: 8ms
 // doubled each time, up to 512ms, with jitter; or until ctx is done.

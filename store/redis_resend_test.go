@@ -5,6 +5,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
+	"math/rand/v2"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -18,18 +20,24 @@ import (
 )
 
 // A loser is a dialer for go-redis whose connections lose answers: while
-// it has losses to make, a connection that sent one of the store's
-// programs reads Redis's reply, which proves Redis ran it, then throws it
-// away and breaks, as a network that failed at that moment would. go-redis
-// sends a command again when its connection breaks; the store's programs
-// must not be.
+// it has losses to make, or at random a fraction of the time, a
+// connection that sent one of the store's programs reads Redis's reply,
+// which proves Redis ran it, then throws it away and breaks, as a network
+// that failed at that moment would. go-redis sends a command again when
+// its connection breaks; the store's programs must not be.
 type loser struct {
-	losses atomic.Int64 // still to make
-	lost   atomic.Int64 // made
+	losses   atomic.Int64  // still to make
+	fraction atomic.Uint64 // math.Float64bits of the fraction of answers to lose; 0: none
+	lost     atomic.Int64  // made
+	charges  atomic.Int64  // made of answers to writes that carried a backlog's charge
 }
 
-// take takes one of the losses still to make, if any.
+// take takes one of the losses still to make, if any, or draws one at
+// the loser's fraction.
 func (l *loser) take() bool {
+	if f := math.Float64frombits(l.fraction.Load()); f > 0 && rand.Float64() < f {
+		return true
+	}
 	for {
 		n := l.losses.Load()
 		if n <= 0 {
@@ -51,8 +59,9 @@ func (l *loser) dial(ctx context.Context, network, addr string) (net.Conn, error
 
 type losingConn struct {
 	net.Conn
-	l     *loser
-	armed atomic.Bool // the last write sent a program
+	l       *loser
+	armed   atomic.Bool // the last write sent a program
+	charged atomic.Bool // the last write sent a backlog's charge
 }
 
 // programs are the commands that run the store's programs.
@@ -65,15 +74,24 @@ func (c *losingConn) Write(p []byte) (int, error) {
 			break
 		}
 	}
+	if bytes.Contains(p, []byte(chargeProgram.function)) || bytes.Contains(p, []byte(chargeProgram.script.Hash())) {
+		c.charged.Store(true)
+	}
 	return c.Conn.Write(p)
 }
 
 func (c *losingConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
-	if n > 0 && c.armed.Swap(false) && c.l.take() {
-		c.l.lost.Add(1)
-		c.Conn.Close()
-		return 0, io.ErrUnexpectedEOF
+	if n > 0 && c.armed.Swap(false) {
+		charged := c.charged.Swap(false)
+		if c.l.take() {
+			c.l.lost.Add(1)
+			if charged {
+				c.l.charges.Add(1)
+			}
+			c.Conn.Close()
+			return 0, io.ErrUnexpectedEOF
+		}
 	}
 	return n, err
 }

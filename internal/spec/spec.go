@@ -236,6 +236,11 @@ func gcd(a, b int64) int64 {
 // ":b": theirs are a letter and a window in ms.
 const BanSuffix = ":b"
 
+// ChargeSuffix, then a charge's identity, ends the key that records that
+// Redis ran the charge of a key's backlog (see charge.lua in package lua).
+// No limit's suffix starts so.
+const ChargeSuffix = ":charge/"
+
 // Ban is a valid ratelimit.Ban in integers. Times are microseconds.
 type Ban struct {
 	After            int64

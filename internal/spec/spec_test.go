@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -105,6 +106,9 @@ func TestBan(t *testing.T) {
 	for _, l := range []Limit{Compile(FixedWindow, 1, time.Millisecond, 0, 0), Compile(SlidingLog, 1, time.Second, 0, 0), Compile(SlidingWindow, 10, time.Second, time.Second, 0), Compile(TokenBucket, 1, time.Second, 0, 1)} {
 		if l.Suffix == BanSuffix {
 			t.Errorf("the limit %+v has the ban's suffix %q", l, BanSuffix)
+		}
+		if strings.HasPrefix(l.Suffix, ChargeSuffix) {
+			t.Errorf("the limit %+v has a suffix starting as a charge's, %q", l, ChargeSuffix)
 		}
 	}
 }

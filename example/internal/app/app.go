@@ -234,13 +234,18 @@ func (a *App) store(r Redis) (ratelimit.Store, error) {
 	// Refuse to start on a Redis that would refuse the limiter: an ACL
 	// user missing a command, a cluster node behind a single server's
 	// client, a TLS mistake, a policy that evicts counters. The error
-	// says what to fix.
+	// says what to fix. A Redis that cannot decide now (down,
+	// unreachable, loading) is the Fallback's to ride out: start.
 	ctx, cancel := context.WithTimeout(context.Background(), startupTimeout)
 	defer cancel()
-	if err := redisStore.Check(ctx); err != nil {
+	switch err := redisStore.Check(ctx); {
+	case errors.Is(err, store.ErrMisconfigured):
 		return nil, conn.checkError(err)
+	case err != nil:
+		a.redisDesc = fmt.Sprintf("%s %s does not answer now (%v); decisions are made in process until it does", conn.flag, conn.where, err)
+	default:
+		a.redisDesc = conn.describe(ctx)
 	}
-	a.redisDesc = conn.describe(ctx)
 	// A real Redis can fail: decide in process meanwhile.
 	f, err := store.NewFallback(redisStore, store.FallbackOptions{Budget: a.Config.FallbackBudget})
 	if err != nil {

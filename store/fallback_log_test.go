@@ -1,0 +1,202 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratelimit-go/ratelimit"
+)
+
+// refusedDial returns a port nothing listens on, and the error of
+// dialing it.
+func refusedDial(t *testing.T) (addr string, err error) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr = l.Addr().String()
+	l.Close()
+	c, err := net.Dial("tcp", addr)
+	if err == nil {
+		c.Close()
+		t.Fatalf("%s answered after its listener closed", addr)
+	}
+	return addr, err
+}
+
+func TestCauseOf(t *testing.T) {
+	_, refused := refusedDial(t)
+	for _, tt := range []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"a refused dial", refused, "connection refused"},
+		{"a refused dial, wrapped", fmt.Errorf("ratelimit: redis: deciding key #1: %w", refused), "connection refused"},
+		{"a deadline after a refused dial", &cutShort{ctx: context.DeadlineExceeded, cause: refused}, "connection refused"},
+		{"a deadline", fmt.Errorf("ratelimit: redis: deciding key #1: %w", context.DeadlineExceeded), "timeout"},
+		{"a reset", &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}, "connection reset by peer"},
+		{"a lost answer", io.ErrUnexpectedEOF, "connection closed"},
+		{"no such host", &net.DNSError{Err: "no such host", Name: "redis.invalid", IsNotFound: true}, "no such host"},
+		{"a closed client", redis.ErrClosed, "connection closed"},
+		{"Redis loading", reply("LOADING Redis is loading the dataset in memory"), "Redis answered LOADING"},
+		{"a wrong password", misconfigured(reply("WRONGPASS invalid username-password pair or user is disabled."), "rl:", false), "Redis rejected the client's username or password"},
+		{"something else", errors.New("ratelimit: redis: a surprise"), "unavailable"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := causeOf(tt.err); got != tt.want {
+				t.Errorf("causeOf(%v) = %q, want %q", tt.err, got, tt.want)
+			}
+		})
+	}
+}
+
+// reply is an error Redis answered.
+type reply string
+
+func (r reply) Error() string { return string(r) }
+func (reply) RedisError()     {}
+
+// TestFallbackLogsOnePerCause drives a Fallback's outage lines on a pinned
+// clock: one line per cause a minute, whatever the number of outages;
+// an outage first seen as a deadline logged with the cause the prober
+// found; the next line of a cause counts those held back.
+func TestFallbackLogsOnePerCause(t *testing.T) {
+	_, refused := refusedDial(t)
+	deadline := fmt.Errorf("ratelimit: redis: deciding key #1: %w", context.DeadlineExceeded)
+	var logs syncBuffer
+	f, _, _ := newFallback(t, FallbackOptions{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	t0 := time.Date(2026, 11, 27, 6, 0, 0, 0, time.UTC)
+	lines := 0
+	for _, step := range []struct {
+		name        string
+		err, probed error
+		at          time.Duration
+		want        string // in the line logged; "" for none
+	}{
+		{"the first outage", refused, nil, 0, `cause="connection refused"`},
+		{"the same cause again", refused, nil, 30 * time.Second, ""},
+		{"a deadline the prober finds refused", deadline, refused, 31 * time.Second, ""},
+		{"a deadline the prober finds a deadline too", deadline, deadline, 32 * time.Second, `cause=timeout`},
+		{"a deadline, Redis back at the next probe", deadline, nil, 40 * time.Second, ""},
+		{"refused, a minute after the first", refused, nil, 61 * time.Second, `cause="connection refused" error="dial tcp`},
+		{"refused, first seen as a deadline", deadline, refused, 130 * time.Second, `first_error="ratelimit: redis: deciding key #1: context deadline exceeded"`},
+	} {
+		f.logDown(step.err, step.probed, t0.Add(step.at))
+		got := strings.Split(strings.TrimSpace(logs.String()), "\n")
+		if logs.String() == "" {
+			got = nil
+		}
+		if step.want != "" {
+			lines++
+		}
+		if len(got) != lines {
+			t.Fatalf("after %s: %d lines, want %d:\n%s", step.name, len(got), lines, logs.String())
+		}
+		if step.want != "" && !strings.Contains(got[lines-1], step.want) {
+			t.Errorf("after %s: got %s, want it to hold %s", step.name, got[lines-1], step.want)
+		}
+		if got := f.downLogged.Load(); got != (step.want != "") {
+			t.Errorf("after %s: downLogged %v, want %v", step.name, f.downLogged.Load(), step.want != "")
+		}
+	}
+	if got := strings.Split(logs.String(), "\n")[2]; !strings.Contains(got, "outages_not_logged=2") {
+		t.Errorf("the line after two held back: got %s, want outages_not_logged=2", got)
+	}
+}
+
+// goRedisLines counts the lines go-redis logs that hold one of its
+// strings.
+type goRedisLines struct {
+	holding []string
+	n       atomic.Int64
+	mu      sync.Mutex
+	lines   []string
+}
+
+func (g *goRedisLines) Printf(ctx context.Context, format string, v ...any) {
+	line := fmt.Sprintf(format, v...)
+	for _, s := range g.holding {
+		if strings.Contains(line, s) {
+			g.n.Add(1)
+			g.mu.Lock()
+			g.lines = append(g.lines, line)
+			g.mu.Unlock()
+			return
+		}
+	}
+}
+
+// TestFallbackQuietWhileRedisUnreachable starts a Fallback on a port
+// nothing listens on, as the README's quick start would be during an
+// outage, and lets it probe for a few rounds: it logs one line, a WARN
+// whose cause is the refused connection, and its probes have go-redis log
+// nothing (before, each round logged a failed dial and a failure to
+// register maintenance-notification handlers).
+func TestFallbackQuietWhileRedisUnreachable(t *testing.T) {
+	addr, _ := refusedDial(t)
+	lines := &goRedisLines{holding: []string{addr, "maintnotifications"}}
+	redis.SetLogger(lines)
+	t.Cleanup(func() { redis.SetLogger(stderrLogger{}) })
+
+	client := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { client.Close() })
+	var logs syncBuffer
+	logger := slog.New(slog.NewTextHandler(&logs, nil))
+	s := newStore(t, client, RedisOptions{Logger: logger})
+	f, err := NewFallback(s, FallbackOptions{ProbeInterval: 10 * time.Millisecond, Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rounds atomic.Int64
+	f.probed = func(time.Time, bool) { rounds.Add(1) }
+	t.Cleanup(func() { f.Close() })
+	// The first decision fails as the quick start's did: through the
+	// store's client, within the budget.
+	if _, err := f.Allow(context.Background(), "k", 1, limitsOf(t, ratelimit.PerMinute(10))); err != nil {
+		t.Fatalf("Allow: %v", err)
+	}
+	const want = 20
+	waitFor(t, fmt.Sprint(want, " probe rounds"), func() bool { return rounds.Load() >= want })
+	f.Close()
+	// The store's client's own dials, for that decision, are go-redis's
+	// to log, five attempts a line; the probes dial once and log none.
+	probes := 0
+	lines.mu.Lock()
+	for _, l := range lines.lines {
+		if !strings.Contains(l, "after 5 attempts") {
+			probes++
+			t.Errorf("go-redis logged for a probe: %s", l)
+		}
+	}
+	lines.mu.Unlock()
+	store := strings.Split(strings.TrimSpace(logs.String()), "\n")
+	t.Logf("%d probe rounds; the store logged %d lines, go-redis %d (%d for the probes):\n%s", rounds.Load(), len(store), lines.n.Load(), probes, logs.String())
+	if len(store) != 1 || !strings.Contains(store[0], "level=WARN") || !strings.Contains(store[0], `cause="connection refused"`) {
+		t.Errorf("the store logged:\n%s\nwant one WARN with cause=\"connection refused\"", logs.String())
+	}
+}
+
+// stderrLogger logs as go-redis does by default.
+type stderrLogger struct{}
+
+var stderrLog = log.New(os.Stderr, "redis: ", log.LstdFlags|log.Lshortfile)
+
+func (stderrLogger) Printf(ctx context.Context, format string, v ...any) {
+	stderrLog.Output(2, fmt.Sprintf(format, v...))
+}
