@@ -247,7 +247,9 @@ func TestFunctionFlushUnderLoad(t *testing.T) {
 func TestFunctionsReloadAfterRestart(t *testing.T) {
 	srv := redistest.Require(t)
 	client, counter := countedClient(t, &redis.Options{Addr: srv.Addr})
-	s := newStore(t, client, RedisOptions{Prefix: uniquePrefix()})
+	// No deny cache: it would keep denying what the restart forgot, as
+	// RedisOptions.DenyCacheSize says; every request must reach Redis.
+	s := newStore(t, client, RedisOptions{Prefix: uniquePrefix(), DenyCacheSize: noDenyCache})
 	limits := limitsOf(t, ratelimit.Limit{Quota: 2, Window: time.Hour})
 	ctx := context.Background()
 	for i, want := range []bool{true, true, false} {

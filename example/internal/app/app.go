@@ -242,7 +242,7 @@ func (a *App) store(r Redis) (ratelimit.Store, error) {
 	case errors.Is(err, store.ErrMisconfigured):
 		return nil, conn.checkError(err)
 	case err != nil:
-		a.redisDesc = fmt.Sprintf("%s %s does not answer now (%v); decisions are made in process until it does", conn.flag, conn.where, err)
+		a.redisDesc = fmt.Sprintf("%s %s does not answer now (%v); decisions are made in process until it does: %s", conn.flag, conn.where, err, conn.advice())
 	default:
 		a.redisDesc = conn.describe(ctx)
 	}

@@ -305,12 +305,8 @@ func (c *connection) describe(ctx context.Context) string {
 }
 
 // checkError is what the startup check found, with the example's own
-// way to fix what the library's message says in client options, or, for
-// a Redis it could not reach, how to start one.
+// way to fix what the library's message says in client options.
 func (c *connection) checkError(err error) error {
-	if err := c.unreachable(err); err != nil {
-		return err
-	}
 	misconfigured := errors.Is(err, store.ErrMisconfigured)
 	if misconfigured && strings.Contains(err.Error(), "tls.Config.RootCAs") {
 		err = fmt.Errorf("%w\n(give the certificate authority with -redis-ca FILE or $REDIS_CA_FILE)", err)
@@ -321,24 +317,12 @@ func (c *connection) checkError(err error) error {
 	return fmt.Errorf("%s %s: %w", c.flag, c.where, err)
 }
 
-// unreachable says that the startup check could not reach Redis, and
-// how to start one or do without: nil when err is not a failure to
-// connect.
-func (c *connection) unreachable(err error) error {
-	var op *net.OpError
-	if !(errors.As(err, &op) && op.Op == "dial") && !errors.Is(err, context.DeadlineExceeded) {
-		return nil
-	}
-	what := "Redis at " + c.where
-	switch c.kind {
-	case "Redis Cluster":
-		what = "the Redis Cluster at " + c.where
-	case "Sentinel":
-		what = "the Sentinels at " + strings.Join(c.sentinels, ",")
-	}
-	fix := "Check that it runs and that this machine can reach it"
-	if host, port, splitErr := net.SplitHostPort(c.where); splitErr == nil && c.kind == "" && isLoopback(host) {
-		fix = "Start one with: redis-server --port " + port
+// advice says what to do about a Redis the startup check could not
+// reach: start one, or leave the flag out for the embedded one.
+func (c *connection) advice() string {
+	fix := "check that it runs and that this machine can reach it"
+	if host, port, err := net.SplitHostPort(c.where); err == nil && c.kind == "" && isLoopback(host) {
+		fix = "start one with: redis-server --port " + port
 	}
 	leave := c.flag
 	for _, f := range redisFlags {
@@ -346,7 +330,7 @@ func (c *connection) unreachable(err error) error {
 			leave += " (and $" + f.env + ")"
 		}
 	}
-	return fmt.Errorf("%s: %s is unreachable: %w\n%s, or leave %s out to use the embedded Redis", c.flag, what, err, fix, leave)
+	return fix + ", or leave " + leave + " out to use the embedded Redis"
 }
 
 // isLoopback reports whether host names this machine.
