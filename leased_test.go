@@ -96,6 +96,6 @@ func TestObserverSeesLeaseRefills(t *testing.T) {
 		}
 	}
 	if lapses > 0 {
-		t.Logf("%d slices lapsed on a slow machine, %v for the %d requests (%v)", lapses, ended[requests-1].Sub(began[0]), requests, leased)
+		t.Logf("slices lapsed on a slow machine: %d, in %v for the %d requests (%v)", lapses, ended[requests-1].Sub(began[0]), requests, leased)
 	}
 }
