@@ -3,6 +3,7 @@ package ratelimit_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"testing"
@@ -192,40 +193,74 @@ func TestWaitInvalid(t *testing.T) {
 // TestWaitOnRedis: on a real Redis and the real clock, Wait is admitted on
 // every algorithm once the time the store gave has passed, and returns
 // when its context is canceled while it sleeps.
+//
+// Its limits are short (300ms), so a loaded machine can be slower than
+// them: the times are measured, not assumed. The request that finds the
+// limit spent must be denied if it ended before the soonest a spent unit
+// can come back (a new key is tried when it was slower); the wait is
+// measured from before that request was sent, so that it covers all of
+// the time Redis gave however late its answer came back.
 func TestWaitOnRedis(t *testing.T) {
 	t.Parallel()
 	c, prefix := sharedRedis(t)
 	s := newRedisStore(t, c, prefix)
-	limits := []ratelimit.Limit{
-		ratelimit.Limit{Quota: 2, Window: 300 * time.Millisecond}.Using(ratelimit.FixedWindow),
-		ratelimit.Limit{Quota: 2, Window: 300 * time.Millisecond}.Using(ratelimit.SlidingLog),
-		{Quota: 2, Window: 300 * time.Millisecond, Precision: 30 * time.Millisecond},
-		ratelimit.Limit{Quota: 2, Window: 300 * time.Millisecond}.Using(ratelimit.TokenBucket),
-	}
-	for _, l := range limits {
+	for _, tt := range []struct {
+		limit ratelimit.Limit
+		// soonest a unit spent by the first request can come back
+		soonest time.Duration
+	}{
+		{ratelimit.Limit{Quota: 2, Window: 300 * time.Millisecond}.Using(ratelimit.FixedWindow), 300 * time.Millisecond},
+		{ratelimit.Limit{Quota: 2, Window: 300 * time.Millisecond}.Using(ratelimit.SlidingLog), 300 * time.Millisecond},
+		// Its units leave with their slot, which may have begun a
+		// precision before the first request.
+		{ratelimit.Limit{Quota: 2, Window: 300 * time.Millisecond, Precision: 30 * time.Millisecond}, 270 * time.Millisecond},
+		// A unit every 150ms.
+		{ratelimit.Limit{Quota: 2, Window: 300 * time.Millisecond}.Using(ratelimit.TokenBucket), 150 * time.Millisecond},
+	} {
+		l := tt.limit
 		set, err := ratelimit.NewLimits(l)
 		if err != nil {
 			t.Fatal(err)
 		}
 		ctx := context.Background()
-		key := "wait:" + l.Algorithm.String()
-		d, _ := s.Allow(ctx, key, 2, set)
-		if !d.Allowed {
-			t.Fatalf("%v: the first request was denied", l)
+		const tries = 5
+		var sent time.Time
+		var key string
+		var first time.Duration
+		for try := 1; ; try++ {
+			key = fmt.Sprintf("wait:%v:%d", l.Algorithm, try)
+			began := time.Now()
+			if d, err := s.Allow(ctx, key, 2, set); err != nil || !d.Allowed {
+				t.Fatalf("%v: the first request: got allowed %v, %v; want allowed", l, d.Allowed, err)
+			}
+			sent = time.Now()
+			d, err := s.Allow(ctx, key, 1, set)
+			if err != nil {
+				t.Fatalf("%v: the second request: %v", l, err)
+			}
+			if !d.Allowed {
+				if first = d.RetryAfter; first <= 0 {
+					t.Fatalf("%v: the second request was denied with RetryAfter %v, want more than 0", l, first)
+				}
+				break
+			}
+			// Less a millisecond or two between Redis's clock and ours.
+			took := time.Since(began)
+			if took < tt.soonest-2*time.Millisecond {
+				t.Fatalf("%v: the spent limit admitted more %v after it was spent, before the %v a unit takes to come back", l, took, tt.soonest)
+			}
+			if try == tries {
+				t.Fatalf("%v: %d times the two requests took longer than the %v a unit takes to come back (the last %v)", l, tries, tt.soonest, took)
+			}
 		}
-		d, _ = s.Allow(ctx, key, 1, set)
-		start, first := time.Now(), d.RetryAfter
-		if d.Allowed || first <= 0 {
-			t.Fatalf("%v: the spent limit admitted more", l)
-		}
-		d, err = ratelimit.Wait(ctx, s, key, 1, set, 5*time.Second)
+		d, err := ratelimit.Wait(ctx, s, key, 1, set, 5*time.Second)
 		if err != nil || !d.Allowed {
 			t.Errorf("%v: Wait = %v, %v; want allowed", l, d.Allowed, err)
 		}
 		// Redis's clock and this process's timer may differ by a
 		// millisecond; the wait is never much shorter than Redis said.
-		if elapsed := time.Since(start); elapsed < first-2*time.Millisecond {
-			t.Errorf("%v: admitted after %v, before the %v Redis gave", l, elapsed, first)
+		if elapsed := time.Since(sent); elapsed < first-2*time.Millisecond {
+			t.Errorf("%v: admitted %v after the request that Redis told to wait %v was sent", l, elapsed, first)
 		}
 	}
 	set, _ := ratelimit.NewLimits(ratelimit.PerMinute(1).Using(ratelimit.FixedWindow))

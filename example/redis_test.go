@@ -60,7 +60,7 @@ func TestTLS(t *testing.T) {
 	tlsURL, plainURL := "rediss://"+srv.TLSAddr+"/0", "redis://"+srv.Addr+"/0"
 	t.Run("the authority by flag", func(t *testing.T) {
 		t.Parallel()
-		server, out := startWith(t, nil, bin, "-redis", tlsURL, "-redis-ca", srv.CAFile, "-limit", "2", "-window", "1m")
+		server, out := startWith(t, nil, bin, "-redis", tlsURL, "-redis-ca", srv.CAFile, "-limit", "2", "-window", "1m", "-fallback-budget", steadyBudget)
 		limited(t, server)
 		if want := "redis: Redis 7."; !strings.Contains(out(), want) || !strings.Contains(out(), "TLS on") {
 			t.Errorf("startup lines:\n%s\nwant %q and TLS on", out(), want)
@@ -69,7 +69,7 @@ func TestTLS(t *testing.T) {
 	t.Run("the authority and a client certificate from the environment", func(t *testing.T) {
 		t.Parallel()
 		env := []string{"REDIS_URL=rediss://" + certOnly.TLSAddr + "/0", "REDIS_CA_FILE=" + certOnly.CAFile, "REDIS_CERT_FILE=" + certOnly.CertFile, "REDIS_KEY_FILE=" + certOnly.KeyFile}
-		server, _ := startWith(t, env, bin, "-limit", "2", "-window", "1m")
+		server, _ := startWith(t, env, bin, "-limit", "2", "-window", "1m", "-fallback-budget", steadyBudget)
 		limited(t, server)
 	})
 	for _, tt := range []struct {
@@ -118,7 +118,7 @@ func TestClusterWithPassword(t *testing.T) {
 	}
 	addrs := c.Addrs()
 	u := "redis://:" + url.QueryEscape(password) + "@" + addrs[0] + "?addr=" + addrs[1] + "&addr=" + addrs[2]
-	server, out := startWith(t, nil, bin, "-redis-cluster", u, "-limit", "2", "-window", "1m")
+	server, out := startWith(t, nil, bin, "-redis-cluster", u, "-limit", "2", "-window", "1m", "-fallback-budget", steadyBudget)
 	limited(t, server)
 	if want := "Redis Cluster of 3 masters"; !strings.Contains(out(), want) {
 		t.Errorf("startup lines:\n%s\nwant %q", out(), want)
@@ -140,7 +140,7 @@ func TestSentinel(t *testing.T) {
 	s := redistest.RequireSentinel(t)
 	addrs := s.SentinelAddrs()
 	u := "redis://" + addrs[0] + "/0?addr=" + addrs[1] + "&addr=" + addrs[2] + "&master_name=" + s.MasterName
-	server, out := startWith(t, nil, bin, "-redis-sentinel", u, "-limit", "2", "-window", "1m")
+	server, out := startWith(t, nil, bin, "-redis-sentinel", u, "-limit", "2", "-window", "1m", "-fallback-budget", steadyBudget)
 	limited(t, server)
 	if want := "master " + s.MasterName + " through Sentinel at " + strings.Join(addrs, ","); !strings.Contains(out(), want) {
 		t.Errorf("startup lines:\n%s\nwant %q", out(), want)
@@ -177,7 +177,7 @@ func TestFlagsWinOverEnvironment(t *testing.T) {
 	bin := build(t)["net/http"]
 	c := redistest.RequireCluster(t, 3)
 	env := []string{"REDIS_URL=redis://127.0.0.1:1/0"}
-	server, out := startWith(t, env, bin, "-redis-cluster", strings.Join(c.Addrs(), ","), "-limit", "2", "-window", "1m")
+	server, out := startWith(t, env, bin, "-redis-cluster", strings.Join(c.Addrs(), ","), "-limit", "2", "-window", "1m", "-fallback-budget", steadyBudget)
 	limited(t, server)
 	if !strings.Contains(out(), "Redis Cluster of 3 masters") {
 		t.Errorf("startup lines:\n%s\nwant the cluster", out())

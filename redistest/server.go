@@ -15,6 +15,7 @@ package redistest
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -200,6 +201,19 @@ func (s *Server) launch() error {
 		default:
 		}
 		if ping(s.Addr) == nil {
+			// On a busy machine another process can take the port before
+			// this server binds it (or again, between a Kill and a
+			// Restart): the server that answers must be this one.
+			pid, err := processID(s.Addr)
+			if err != nil {
+				time.Sleep(10 * time.Millisecond)
+				continue
+			}
+			if pid != cmd.Process.Pid {
+				_ = cmd.Process.Kill()
+				<-exited
+				return fmt.Errorf("redis-server on port %d: another process (pid %d) answers there, not the server started (pid %d)", s.port, pid, cmd.Process.Pid)
+			}
 			s.mu.Lock()
 			s.cmd = cmd
 			s.mu.Unlock()
@@ -209,6 +223,17 @@ func (s *Server) launch() error {
 	}
 	_ = cmd.Process.Kill()
 	return fmt.Errorf("redis-server on port %d did not answer PING within 10s", s.port)
+}
+
+// processID returns the process id of the server answering at addr.
+func processID(addr string) (int, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	pid, err := infoField(ctx, addr, "server", "process_id")
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(strings.TrimSpace(pid))
 }
 
 // ping sends PING over a fresh connection and expects +PONG.

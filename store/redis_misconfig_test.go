@@ -210,10 +210,11 @@ func TestCheckNamesEachMissingCommand(t *testing.T) {
 
 // load decides limits for key from 4 goroutines, 5 ms apart, until stop
 // is closed, and returns how many were admitted and how many were decided
-// on Redis, once stopped.
-func load(t *testing.T, s ratelimit.Store, key string, limits []ratelimit.Limit, stop <-chan struct{}) (wait func() (admitted, onRedis int64)) {
+// on Redis, once stopped; meanwhile progress says how many were decided
+// so far, and how many of them on Redis.
+func load(t *testing.T, s ratelimit.Store, key string, limits []ratelimit.Limit, stop <-chan struct{}) (wait func() (admitted, onRedis int64), progress func() (decided, onRedis int64)) {
 	set := limitsOf(t, limits...) // one set, as a Limiter has
-	var admitted, onRedis atomic.Int64
+	var admitted, onRedis, decided atomic.Int64
 	var wg sync.WaitGroup
 	for range 4 {
 		wg.Go(func() {
@@ -234,13 +235,16 @@ func load(t *testing.T, s ratelimit.Store, key string, limits []ratelimit.Limit,
 				if !d.Fallback {
 					onRedis.Add(1)
 				}
+				decided.Add(1)
 			}
 		})
 	}
-	return func() (int64, int64) {
+	wait = func() (int64, int64) {
 		wg.Wait()
 		return admitted.Load(), onRedis.Load()
 	}
+	progress = func() (int64, int64) { return decided.Load(), onRedis.Load() }
+	return wait, progress
 }
 
 // TestFaultPasswordRotated rotates the store's ACL password under load,
@@ -264,9 +268,14 @@ func TestFaultPasswordRotated(t *testing.T) {
 	// Requests over the limit are denied by the deny cache, without
 	// Redis: a key under a high limit keeps the store calling Redis.
 	stop := make(chan struct{})
-	wait := load(t, f, "k", everyAlgorithm, stop)
-	waitBusy := load(t, f, "busy", []ratelimit.Limit{ratelimit.Limit{Quota: 1_000_000, Window: time.Hour}}, stop)
-	time.Sleep(200 * time.Millisecond)
+	wait, progress := load(t, f, "k", everyAlgorithm, stop)
+	waitBusy, progressBusy := load(t, f, "busy", []ratelimit.Limit{ratelimit.Limit{Quota: 1_000_000, Window: time.Hour}}, stop)
+	// Both on Redis, the limit of "k" spent, before the password changes.
+	waitFor(t, "more requests than the limit decided on Redis", func() bool {
+		_, k := progress()
+		_, busy := progressBusy()
+		return k > 10 && busy > 0
+	})
 
 	setACL(t, srv, "rotated", "a-new-password", ACLRule(prefix))
 	if err := newClient(t, srv.Addr).Do(ctx, "CLIENT", "KILL", "USER", "rotated").Err(); err != nil {
@@ -330,8 +339,11 @@ func TestFaultClusterNodeThroughSingleClient(t *testing.T) {
 	defer f.Close()
 	for i := range 5 {
 		stop := make(chan struct{})
-		wait := load(t, f, fmt.Sprintf("k%d", i), everyAlgorithm, stop)
-		time.Sleep(100 * time.Millisecond)
+		wait, progress := load(t, f, fmt.Sprintf("k%d", i), everyAlgorithm, stop)
+		waitFor(t, "more requests than the limit decided", func() bool {
+			decided, _ := progress()
+			return decided > 10
+		})
 		close(stop)
 		if admitted, _ := wait(); admitted > 10 || admitted == 0 {
 			t.Errorf("key %d: admitted %d under a limit of 10", i, admitted)

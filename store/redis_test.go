@@ -82,6 +82,21 @@ func newClient(t testing.TB, addr string) *redis.Client {
 	return c
 }
 
+// patientClient is a client of addr that waits for Redis's answers as
+// long as a loaded machine makes them take, for the conformance suite,
+// which counts decisions: an error is the client giving up, not the
+// store's answer, and a call it gave up on may still be counted by Redis.
+// The suite's 200 concurrent requests on one miniredis, which runs their
+// scripts one at a time in an interpreter, took up to 2.8s each under
+// -race with .ci/busy's load, the test alone, and longer beside the rest
+// of the package: past go-redis's default read timeout (3s) and pool
+// timeout (4s).
+func patientClient(t testing.TB, addr string) *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: addr, ReadTimeout: time.Minute, WriteTimeout: time.Minute, PoolTimeout: time.Minute})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
 func newStore(t testing.TB, client RedisClient, opts RedisOptions) *Redis {
 	t.Helper()
 	s, err := NewRedis(client, opts)
@@ -134,7 +149,7 @@ func TestMiniredisConformance(t *testing.T) {
 		stores := make([]ratelimit.Store, n)
 		for i := range stores {
 			// The deny cache keeps the machine's time, not the pinned one.
-			s := newStore(t, newClient(t, m.Addr()), RedisOptions{DenyCacheSize: noDenyCache})
+			s := newStore(t, patientClient(t, m.Addr()), RedisOptions{DenyCacheSize: noDenyCache})
 			t.Cleanup(func() {
 				if got := s.fn.path.Load(); got == pathFunctions {
 					t.Errorf("miniredis: the store called functions")
@@ -199,7 +214,7 @@ func TestRedisServerConformance(t *testing.T) {
 				prefix := uniquePrefix()
 				stores := make([]ratelimit.Store, n)
 				for i := range stores {
-					s := newStore(t, newClient(t, srv.Addr), RedisOptions{Prefix: prefix})
+					s := newStore(t, patientClient(t, srv.Addr), RedisOptions{Prefix: prefix})
 					s.fn.pin(path.path)
 					stores[i] = s
 				}
