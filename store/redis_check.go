@@ -258,7 +258,16 @@ func (s *Redis) warm(ctx context.Context) error {
 	var wg sync.WaitGroup
 	for i := range conns {
 		conns[i] = single.Conn()
-		wg.Go(func() { errs[i] = s.fn.run(ctx, conns[i], probeProgram, []string{s.prefix + "{probe}"}).Err() })
+		run := func() { errs[i] = s.fn.run(ctx, conns[i], probeProgram, []string{s.prefix + "{probe}"}).Err() }
+		if i == 0 {
+			// The first connection alone: go-redis v9.22 sets up a
+			// client's first connections with a write to the client's
+			// options that races with another's (its maintenance
+			// notifications, switched off on a server without them).
+			run()
+			continue
+		}
+		wg.Go(run)
 	}
 	wg.Wait()
 	for _, c := range conns {
