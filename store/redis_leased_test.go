@@ -571,8 +571,8 @@ func TestLeasesAreBounded(t *testing.T) {
 func TestLeasedSetAllOrNone(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Require(t)
-	window := ratelimit.Limit{Quota: 300_000, Window: time.Hour, Algorithm: ratelimit.FixedWindow, Leased: true}
-	bucket := ratelimit.Limit{Quota: 5_000, Window: time.Second, Burst: 2_000, Algorithm: ratelimit.TokenBucket, Leased: true}
+	window := ratelimit.Limit{Quota: 30_000, Window: time.Hour, Algorithm: ratelimit.FixedWindow, Leased: true}
+	bucket := ratelimit.Limit{Quota: 1_000, Window: time.Second, Burst: 500, Algorithm: ratelimit.TokenBucket, Leased: true}
 	limits := limitsOf(t, window, bucket)
 	const prefix, key = "allornone:", "hot"
 	var inst []*Redis
@@ -582,14 +582,23 @@ func TestLeasedSetAllOrNone(t *testing.T) {
 		inst = append(inst, newStore(t, c, RedisOptions{Prefix: prefix}))
 	}
 	var admitted, denied, byWindow, failed atomic.Int64
-	stop := time.Now().Add(time.Second)
+	// A second (three in the long run), and on until the bucket has
+	// denied a hundred requests: a loaded machine asks slower, and the
+	// set is tried only where demand exceeds the bucket. At most a
+	// minute.
+	start := time.Now()
+	stop, giveUp := start.Add(time.Second), start.Add(time.Minute)
 	if longRuns() {
-		stop = time.Now().Add(3 * time.Second)
+		stop = start.Add(3 * time.Second)
+	}
+	running := func() bool {
+		now := time.Now()
+		return now.Before(giveUp) && (now.Before(stop) || denied.Load() < 100)
 	}
 	var wg sync.WaitGroup
 	for g := range 16 {
 		wg.Go(func() {
-			for time.Now().Before(stop) {
+			for running() {
 				d, err := inst[g%len(inst)].Allow(context.Background(), key, 1, limits)
 				switch {
 				case err != nil:
@@ -635,29 +644,43 @@ func TestLeasedSetAllOrNone(t *testing.T) {
 }
 
 // slowHook delays every command and pipeline by its delay: a Redis that
-// is slow but healthy, as behind a slow network.
-type slowHook struct{ delay time.Duration }
+// is slow but healthy, as behind a slow network. It counts the calls
+// that ran out of time, however it came: what a Fallback may rightly
+// take for Redis failing.
+type slowHook struct {
+	delay   time.Duration
+	overran *atomic.Int64
+}
+
+func (h slowHook) count(err error) error {
+	if errors.Is(err, context.DeadlineExceeded) || isTimeout(err) {
+		h.overran.Add(1)
+	}
+	return err
+}
 
 func (h slowHook) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (h slowHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		time.Sleep(h.delay)
-		return next(ctx, cmd)
+		return h.count(next(ctx, cmd))
 	}
 }
 func (h slowHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		time.Sleep(h.delay)
-		return next(ctx, cmds)
+		return h.count(next(ctx, cmds))
 	}
 }
 
 // TestLeasedWaitIsNoOutage: a Fallback with a budget of 100ms over a
 // healthy Redis that takes 30ms a call, 32 goroutines spending a leased
 // key to its end, where its last units are decided one by one: requests
-// that wait for another's answer never count as Redis failing. Nothing is
-// decided in process and no failure is counted; a request whose own time
-// ran out after it waited gets an error saying so, which is its own.
+// that wait for another's answer never count as Redis failing. Each
+// failure the Fallback counts is a call of Redis's own that ran out of
+// time (on an idle machine none does, and nothing is decided in
+// process); a request whose own time ran out after it waited gets an
+// error saying so, which is its own.
 func TestLeasedWaitIsNoOutage(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Require(t)
@@ -668,7 +691,8 @@ func TestLeasedWaitIsNoOutage(t *testing.T) {
 	if _, err := r.Allow(context.Background(), "warm", 1, limits); err != nil {
 		t.Fatal(err) // Redis has the store's code now: one call a decision
 	}
-	c.AddHook(slowHook{30 * time.Millisecond})
+	var overran atomic.Int64
+	c.AddHook(slowHook{30 * time.Millisecond, &overran})
 	f, err := NewFallback(r, FallbackOptions{Budget: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -698,15 +722,16 @@ func TestLeasedWaitIsNoOutage(t *testing.T) {
 	}
 	wg.Wait()
 	h := f.Health()
-	t.Logf("admitted %d, denied %d, decided in process %d, errors after a wait %d; failures %d, outages %d",
-		admitted.Load(), denied.Load(), local.Load(), waitErrs.Load(), h.Failures, h.Outages)
-	if local.Load() > 0 || h.Failures > 0 || h.Outages > 0 {
-		t.Errorf("a healthy Redis taken for failing: %d decided in process, %d failures, %d outages (last: %v)", local.Load(), h.Failures, h.Outages, h.LastError)
-	}
-	if admitted.Load() > 500 {
+	t.Logf("admitted %d, denied %d, decided in process %d, errors after a wait %d; failures %d, outages %d; calls that ran out of time %d",
+		admitted.Load(), denied.Load(), local.Load(), waitErrs.Load(), h.Failures, h.Outages, overran.Load())
+	switch {
+	case h.Failures > uint64(overran.Load()):
+		t.Errorf("a healthy Redis taken for failing: %d failures, but only %d calls ran out of time (last: %v)", h.Failures, overran.Load(), h.LastError)
+	case h.Failures == 0 && local.Load() > 0:
+		t.Errorf("%d decided in process with no failure", local.Load())
+	case local.Load() == 0 && admitted.Load() > 500:
 		t.Errorf("admitted %d, over the quota of 500", admitted.Load())
-	}
-	if denied.Load() == 0 {
+	case local.Load() == 0 && denied.Load() == 0:
 		t.Error("nothing denied: the key was not spent, and its last units not tried")
 	}
 }
