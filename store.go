@@ -134,7 +134,7 @@ type Decision struct {
 	// The results, n of them: in one when there is one, in more when
 	// there are several. The common decision, by one limit, so allocates
 	// nothing, which keeps a request on the Memory store at two
-	// allocations (bench_test.go's BenchmarkMiddlewareMemory).
+	// allocations (middleware_bench_test.go's BenchmarkMiddlewareMemory).
 	n    int
 	one  [1]Result
 	more []Result
