@@ -205,6 +205,25 @@ func TestDryRunReports(t *testing.T) {
 	}
 }
 
+// storeFunc is a Store whose function answers Allow and Peek alike, from
+// the context, the key and the limits asked about; it resets and ends
+// nothing.
+type storeFunc func(ctx context.Context, key string, limits *ratelimit.Limits) (ratelimit.Decision, error)
+
+func (f storeFunc) Allow(ctx context.Context, key string, _ int, limits *ratelimit.Limits) (ratelimit.Decision, error) {
+	return f(ctx, key, limits)
+}
+
+func (f storeFunc) Peek(ctx context.Context, key string, _ int, limits *ratelimit.Limits) (ratelimit.Decision, error) {
+	return f(ctx, key, limits)
+}
+
+func (storeFunc) Reset(context.Context, string, *ratelimit.Limits) error { return nil }
+
+func (storeFunc) End(context.Context, string, int, *ratelimit.Limits, ratelimit.Decision) (ratelimit.Decision, error) {
+	return ratelimit.Decision{}, nil
+}
+
 // failing is a store whose error text must never reach a client.
 type failing struct{ err error }
 

@@ -239,9 +239,7 @@ var unauthorized = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request)
 
 // outcomeStore decides by the client key it is given: "allow", "deny",
 // "fallback" (allowed in process), "fail", or the context's error.
-type outcomeStore struct{}
-
-func (outcomeStore) Allow(ctx context.Context, key string, _ int, limits *ratelimit.Limits) (ratelimit.Decision, error) {
+var outcomeStore storeFunc = func(ctx context.Context, key string, limits *ratelimit.Limits) (ratelimit.Decision, error) {
 	if err := ctx.Err(); err != nil {
 		return ratelimit.Decision{}, err
 	}
@@ -258,16 +256,6 @@ func (outcomeStore) Allow(ctx context.Context, key string, _ int, limits *rateli
 	d := ratelimit.MakeDecision(r)
 	d.Fallback = fallback
 	return d, nil
-}
-
-func (s outcomeStore) Peek(ctx context.Context, key string, cost int, limits *ratelimit.Limits) (ratelimit.Decision, error) {
-	return s.Allow(ctx, key, cost, limits)
-}
-
-func (outcomeStore) Reset(context.Context, string, *ratelimit.Limits) error { return nil }
-
-func (outcomeStore) End(context.Context, string, int, *ratelimit.Limits, ratelimit.Decision) (ratelimit.Decision, error) {
-	return ratelimit.Decision{}, nil
 }
 
 // TestObserverCountsOutcomes: an observer sees every request once, by
@@ -289,7 +277,7 @@ func TestObserverCountsOutcomes(t *testing.T) {
 		}
 		return "", ratelimit.ErrInvalid
 	}
-	l := newLimiter(t, outcomeStore{}, "test", ratelimit.WithKey(outcome), ratelimit.WithLimits(ratelimit.PerMinute(10)),
+	l := newLimiter(t, outcomeStore, "test", ratelimit.WithKey(outcome), ratelimit.WithLimits(ratelimit.PerMinute(10)),
 		ratelimit.WithObserver(count), ratelimit.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 	h := l.Handler(http.HandlerFunc(adaptertest.OK))
 	steps := []struct {
