@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -143,21 +144,9 @@ func TestUsageEndsHoweverTheHandlerEnds(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if want := []int{10, 5, 2, 4, 6, 9}; !equalInts(charged, want) { // nothing charged, no event
+	if want := []int{10, 5, 2, 4, 6, 9}; !slices.Equal(charged, want) { // nothing charged, no event
 		t.Errorf("the observer saw charges %v, want %v", charged, want)
 	}
-}
-
-func equalInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // waitUntil polls cond for up to 5s.

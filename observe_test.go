@@ -8,6 +8,7 @@ import (
 	"maps"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -93,7 +94,7 @@ func TestObserverOutcomes(t *testing.T) {
 				})
 			}
 			serve(h, "GET", "/other") // no limits apply: not observed
-			if got := rec.outcomes(); !equalOutcomes(got, tt.want) {
+			if got := rec.outcomes(); !slices.Equal(got, tt.want) {
 				t.Fatalf("got outcomes %v, want %v", got, tt.want)
 			}
 			for i, e := range rec.events {
@@ -138,18 +139,6 @@ func checkDecidedEvent(t *testing.T, i int, e ratelimit.Event) {
 	if allowed := e.Outcome == "allowed"; e.Decision.Allowed != allowed || rs[0].Allowed != allowed {
 		t.Errorf("event %d: outcome %v with decision %+v", i, e.Outcome, e.Decision)
 	}
-}
-
-func equalOutcomes(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func TestObserversInOrder(t *testing.T) {
@@ -223,7 +212,7 @@ func TestObserverThroughFallback(t *testing.T) {
 	// Another client: the first one's denial is in the deny cache.
 	serve(h, "GET", "/", func(r *http.Request) { r.RemoteAddr = "192.0.2.2:1234" })
 	want := []string{"allowed", "allowed", "denied", "allowed"}
-	if got := rec.outcomes(); !equalOutcomes(got, want) {
+	if got := rec.outcomes(); !slices.Equal(got, want) {
 		t.Fatalf("got outcomes %v, want %v", got, want)
 	}
 	for i, e := range rec.events {
