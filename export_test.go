@@ -28,13 +28,12 @@ func SetWaitClock(nowFunc func() time.Time, sleepFunc func(context.Context, time
 // start with prefix, built both ways a Limiter may build it: with the
 // default key, appended in place, and from the zero IPKey's KeyFunc.
 func DefaultStoreKeys(r *http.Request, prefix string) (inPlace string, err1 error, fromKeyFunc string, err2 error) {
-	p := &policy{prefix: prefix}
 	var b strings.Builder
-	inPlace, err1 = (&Limiter{}).storeKey(r, p, &b)
+	inPlace, err1 = storeKey(r, nil, prefix, &b)
 	key, err := IPKey{}.KeyFunc()
 	if err != nil {
 		panic(err)
 	}
-	fromKeyFunc, err2 = (&Limiter{key: key}).storeKey(r, p, &b)
+	fromKeyFunc, err2 = storeKey(r, key, prefix, &b)
 	return inPlace, err1, fromKeyFunc, err2
 }

@@ -180,11 +180,10 @@ type IPKey struct {
 	IPv6Prefix int
 }
 
-// peer keys requests by the address of the connection's peer, IPv6
+// peerKeyer keys requests by the address of the connection's peer, IPv6
 // addresses grouped by /64: the zero IPKey's, a Limiter's default key,
-// which the Limiter appends to the store's key in place (see
-// Limiter.storeKey).
-var peer = &ipKeyer{header: headerXForwardedFor, bits: 64}
+// which storeKey appends to the store's key in place.
+var peerKeyer = &ipKeyer{header: headerXForwardedFor, bits: 64}
 
 // KeyFunc validates c and returns its KeyFunc. The key is "ip:" and the
 // client's address: IPv4 as is (IPv4-mapped IPv6 counts as IPv4), IPv6 as
@@ -421,6 +420,36 @@ func unquote(s string) string {
 // store wraps the key in braces as a Redis Cluster hash tag, and a brace
 // inside, as in the pattern "GET /users/{id}", would cut the tag short and
 // put every client of the route in one slot.
+
+// storeKey returns the key the store sees for r: prefix (the namespace
+// and the route's scope, see policy) and the client's key, from key or,
+// when key is nil, the connection's peer, escaped (see clientKey). It
+// writes the key to b, where the headers that follow are written too, so
+// that a request's keys and header values share one allocation; with the
+// default key, the client's address is appended in place.
+func storeKey(r *http.Request, key KeyFunc, prefix string, b *strings.Builder) (string, error) {
+	if b.Cap() == 0 {
+		b.Grow(192)
+	}
+	start := b.Len()
+	if key == nil {
+		a, err := peerKeyer.client(r)
+		if err != nil {
+			return "", err
+		}
+		var buf [64]byte
+		b.WriteString(prefix)
+		b.Write(peerKeyer.appendKey(buf[:0], a))
+	} else {
+		k, err := key(r)
+		if err != nil {
+			return "", err
+		}
+		b.WriteString(prefix)
+		b.WriteString(clientKey(k))
+	}
+	return b.String()[start:], nil
+}
 
 // maxScope is the longest scope kept as it is; longer ones are hashed.
 const maxScope = 128

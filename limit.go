@@ -463,9 +463,9 @@ func (l Limit) checkCalendar() (field, problem string) {
 	return "", ""
 }
 
-// stateOf keeps the fields that identify a limit's stored state: two
-// limits with equal states would count into the same place.
-func (l Limit) stateOf() Limit {
+// storage keeps the fields that identify where a limit's state is
+// stored: two limits of equal storage would count into the same place.
+func (l Limit) storage() Limit {
 	l = l.withDefaults()
 	if l.Algorithm.calendar() {
 		return Limit{Algorithm: l.Algorithm, Zone: cmp.Or(l.Zone, "UTC"), Weekday: l.Weekday, Usage: l.Usage}
@@ -554,7 +554,7 @@ func checkSet(limits []Limit) string {
 		}
 		for j := range i {
 			o := limits[j]
-			if o.stateOf() == l.stateOf() {
+			if o.storage() == l.storage() {
 				return fmt.Sprintf("limits[%d] (%v) and limits[%d] (%v) would count into one place (same algorithm and window); keep one", j, o, i, l)
 			}
 			if l.Name != "" && o.Name == l.Name {
@@ -627,14 +627,14 @@ func (b Ban) check() (field, problem string) {
 // start of the keys they count under, and what the headers say of them,
 // worked out once.
 type policy struct {
-	limits   *Limits
-	prefix   string     // namespace|scope|, the start of every key
-	names    []string   // each limit's name as an RFC 9651 string, quoted
-	items    []string   // each limit's RateLimit-Policy item, without pk
-	header   []string   // the RateLimit-Policy value: the items, joined
-	capacity [][]string // each limit's X-RateLimit-Limit value
-	usage    bool       // some limit is charged from usage: a request ends with Limiter.End
-	slot     bool       // a limit is Concurrent: a request ends with Limiter.End too
+	set         *Limits
+	prefix      string     // namespace|scope|, the start of every key
+	names       []string   // each limit's name as an RFC 9651 string, quoted
+	items       []string   // each limit's RateLimit-Policy item, without pk
+	policyValue []string   // the RateLimit-Policy value: the items, joined
+	capacity    [][]string // each limit's X-RateLimit-Limit value
+	usage       bool       // some limit is charged from usage: a request ends with Limiter.End
+	slot        bool       // a limit is Concurrent: a request ends with Limiter.End too
 }
 
 // newPolicy checks limits and returns them as the policy of the route
@@ -654,7 +654,7 @@ func newPolicy(namespace, pattern string, limits []Limit, ban Ban, unit string, 
 	}
 	n := len(limits)
 	p := &policy{
-		limits:   &Limits{limits: append([]Limit(nil), limits...), ban: ban},
+		set:      &Limits{limits: append([]Limit(nil), limits...), ban: ban},
 		prefix:   namespace + "|" + scopeOf(pattern) + "|",
 		names:    make([]string, n),
 		items:    make([]string, n),
@@ -667,17 +667,17 @@ func newPolicy(namespace, pattern string, limits []Limit, ban Ban, unit string, 
 			name = policyName(l, limits) + "-" + strconv.Itoa(k)
 		}
 		used[name] = true
-		p.limits.limits[i].Name = name // results, and so Deny and Decisions, name the policy as the headers do
+		p.set.limits[i].Name = name // results, and so Deny and Decisions, name the policy as the headers do
 		if countOnly {
-			p.limits.limits[i].Usage = true // a sliding log too: a count-only charge is at most the cost
+			p.set.limits[i].Usage = true // a sliding log too: a count-only charge is at most the cost
 		}
-		p.usage = p.usage || p.limits.limits[i].Usage
+		p.usage = p.usage || p.set.limits[i].Usage
 		p.slot = p.slot || l.Algorithm == Concurrent
 		p.names[i] = quoteString(name)
 		p.capacity[i] = []string{strconv.Itoa(l.capacity())}
 		p.items[i] = policyItem(p.names[i], l, unit)
 	}
-	p.header = []string{strings.Join(p.items, ", ")}
+	p.policyValue = []string{strings.Join(p.items, ", ")}
 	return p, ""
 }
 
@@ -695,3 +695,60 @@ func policyName(l Limit, all []Limit) string {
 	}
 	return short
 }
+
+// policyItem is the RateLimit-Policy item of l, named name (quoted):
+// its quota, its quota unit unless unit is "" or "requests", and its
+// window.
+func policyItem(name string, l Limit, unit string) string {
+	item := name + ";q=" + strconv.FormatInt(sfInt(int64(l.capacity())), 10)
+	if l.Algorithm == Concurrent {
+		return item + `;qu="concurrent-requests"` // no window: a slot comes back when a request ends
+	}
+	if unit != "" && unit != "requests" {
+		item += ";qu=" + quoteString(unit)
+	}
+	if l.Algorithm.calendar() {
+		return item // a calendar's periods differ in length: t says when this one ends
+	}
+	return item + ";w=" + strconv.FormatInt(sfInt(seconds(policyWindow(l))), 10)
+}
+
+// policyWindow is the w of a limit: its window, or for a token bucket the
+// time to refill a whole burst.
+func policyWindow(l Limit) time.Duration {
+	if l.Algorithm == TokenBucket {
+		l = l.withDefaults()
+		return time.Duration(int64(l.Window) / int64(l.Quota) * int64(l.Burst))
+	}
+	return l.Window
+}
+
+// quoteString writes s, printable ASCII, as an RFC 9651 sf-string.
+func quoteString(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for i := 0; i < len(s); i++ {
+		if s[i] == '"' || s[i] == '\\' {
+			b.WriteByte('\\')
+		}
+		b.WriteByte(s[i])
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+// seconds rounds d up to whole seconds, at least 0. It divides before
+// rounding, so that the longest durations do not overflow.
+func seconds(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	s := int64(d / time.Second)
+	if d%time.Second != 0 {
+		s++
+	}
+	return s
+}
+
+// sfInt clamps n to the largest Integer of RFC 9651, which has 15 digits.
+func sfInt(n int64) int64 { return min(n, 999_999_999_999_999) }

@@ -124,7 +124,7 @@ func TestPolicyHeaders(t *testing.T) {
 			if problem != "" {
 				t.Fatal(problem)
 			}
-			if got := p.header; len(got) != 1 || got[0] != tt.policy {
+			if got := p.policyValue; len(got) != 1 || got[0] != tt.policy {
 				t.Errorf("RateLimit-Policy: got %q, want %q", got, tt.policy)
 			}
 			var capacity []string

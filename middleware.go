@@ -13,11 +13,14 @@ import (
 	"time"
 )
 
-// This file is the request's whole path in the order it runs: Handler,
-// Allow (the limits that apply, the key, the store, the headers, the
-// answer), Finish, End, then Peek and Reset, and the state a request
-// carries. What it calls lives in keyfunc.go (keys), response.go
-// (headers, 429 and error answers) and store.go (what a store answers).
+// This file is the top of the request's path, in the order it runs:
+// Handler, Allow (the limits that apply, the key, the store, the
+// headers, the answer), Finish, End, then Peek and Reset, and the state
+// a request carries. It calls down, and nothing there calls back:
+// routes.go finds the route's limits, keyfunc.go makes the store's key,
+// the Store decides, and response.go writes the headers and the 429 or
+// error answers from the part of the request's state it owns
+// (responseState).
 
 // A Limiter is HTTP middleware that decides, for every request, whether it
 // may pass. It takes the request's key (see [KeyFunc]), asks its [Store]
@@ -32,8 +35,8 @@ import (
 type Limiter struct {
 	store     Store
 	namespace string
-	key       KeyFunc // nil: the connection's peer, appended in place
-	cost      func(*http.Request) int
+	keyFunc   KeyFunc // nil: the connection's peer, appended in place
+	costFunc  func(*http.Request) int
 	skip      func(*http.Request) bool
 	deny      func(http.ResponseWriter, *http.Request, Decision)
 	onError   func(http.ResponseWriter, *http.Request, error) bool
@@ -47,10 +50,8 @@ type Limiter struct {
 	countOnly func(status int) bool // of WithCountOnly; nil: count every request
 	ban       Ban                   // of WithBan; zero: none
 
-	all    *policy          // the limits of WithLimits; nil without
-	routes map[string]route // the table of WithRoutes, by shape (see appendShape); nil without
-	match  *http.ServeMux   // the table's patterns, for requests that have none
-	hosts  bool             // some pattern of the table names a host
+	all    *policy     // the limits of WithLimits; nil without
+	routes *routeTable // the table of WithRoutes; nil without
 
 	limitsFunc func(*http.Request) []Limit // of WithLimitsFunc; nil without
 	setsMu     sync.RWMutex
@@ -75,7 +76,7 @@ func (l *Limiter) Handler(next http.Handler) http.Handler {
 		if !ok {
 			return
 		}
-		if v := stateOf(r.Context()).decidedBy(l); v == nil || !v.ends() {
+		if e, d := stateOf(r.Context()).decidedBy(l); e == nil || !e.ends(d) {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -115,7 +116,7 @@ func (l *Limiter) Allow(w http.ResponseWriter, r *http.Request) (*http.Request, 
 	if p == nil {
 		return r, true
 	}
-	key, err := l.storeKey(r, p, &s.buf)
+	key, err := storeKey(r, l.keyFunc, p.prefix, &s.buf)
 	if err != nil {
 		return r, l.fail(w, r, err, Event{Route: pattern})
 	}
@@ -124,7 +125,7 @@ func (l *Limiter) Allow(w http.ResponseWriter, r *http.Request) (*http.Request, 
 	if l.observe != nil {
 		start = time.Now()
 	}
-	d, err := l.store.Allow(r.Context(), key, cost, p.limits)
+	d, err := l.store.Allow(r.Context(), key, cost, p.set)
 	var latency time.Duration
 	if l.observe != nil {
 		latency = time.Since(start)
@@ -133,13 +134,14 @@ func (l *Limiter) Allow(w http.ResponseWriter, r *http.Request) (*http.Request, 
 		s.undecided = p // for FailClosed's violated-policies
 		return r, l.fail(w, r, err, Event{Route: pattern, Cost: cost, Latency: latency})
 	}
-	s.decided = append(s.decided, decided{limiter: l, policy: p, route: pattern, key: key, cost: cost, decision: d, pk: l.partition.of(key)})
+	s.decisions = append(s.decisions, limiterDecision{policy: p, decision: d, pk: l.partition.of(key)})
+	s.endings = append(s.endings, ending{limiter: l, pattern: pattern, key: key, cost: cost})
 	var retry int64 // the Retry-After of a 429, which caps the t of each limit that denied
 	if !d.Allowed && !l.dryRun {
 		retry = retryAfterSeconds(d)
 	}
-	s.header = w.Header()
-	setHeaders(s.header, l.headers, s, retry)
+	s.responseHeader = w.Header()
+	setHeaders(s.responseHeader, l.headers, &s.responseState, retry)
 	if l.observe != nil {
 		l.observe(r, Event{Namespace: l.namespace, Route: pattern, Outcome: l.outcomeOf(&d), Cost: cost, Latency: latency, Decision: d})
 	}
@@ -150,29 +152,16 @@ func (l *Limiter) Allow(w http.ResponseWriter, r *http.Request) (*http.Request, 
 		l.wouldDeny(r, d)
 		return r, true
 	}
-	setRetryAfter(w, s, retry)
+	setRetryAfter(w, &s.responseState, retry)
 	l.deny(w, r, d)
 	return r, false
 }
 
 // routePolicy returns the policy of r's route and the route table's
-// pattern that matched, or those of WithLimits (nil without) and "". The
-// route is r.Pattern, the one its router matched; when there is none, r
-// is matched against the table's patterns with the rules of ServeMux.
-// Either way the table's entry is the one of the route's shape (see
-// lookup), so that where the Limiter sits and what the parameters are
-// called do not change the answer.
+// pattern that matched (see routeTable.match), or those of WithLimits (nil
+// without) and "".
 func (l *Limiter) routePolicy(r *http.Request) (*policy, string) {
-	if l.routes == nil {
-		return l.all, ""
-	}
-	pattern := r.Pattern
-	if pattern == "" {
-		if _, pattern = l.match.Handler(r); pattern == "" {
-			return l.all, ""
-		}
-	}
-	if rt, ok := l.lookup(r, pattern); ok {
+	if rt, ok := l.routes.match(r); ok {
 		return rt.policy, rt.pattern
 	}
 	return l.all, ""
@@ -232,42 +221,12 @@ type checkedSet struct {
 	problem string
 }
 
-// storeKey returns the key the store sees for r under p: p's prefix (the
-// namespace and the route's scope) and the client's key, escaped (see
-// clientKey). It writes the key to b, where the headers that follow are
-// written too, so that a request's keys and header values share one
-// allocation; with the default key, the client's address is appended in
-// place.
-func (l *Limiter) storeKey(r *http.Request, p *policy, b *strings.Builder) (string, error) {
-	if b.Cap() == 0 {
-		b.Grow(192)
-	}
-	start := b.Len()
-	if l.key == nil {
-		a, err := peer.client(r)
-		if err != nil {
-			return "", err
-		}
-		var buf [64]byte
-		b.WriteString(p.prefix)
-		b.Write(peer.appendKey(buf[:0], a))
-	} else {
-		k, err := l.key(r)
-		if err != nil {
-			return "", err
-		}
-		b.WriteString(p.prefix)
-		b.WriteString(clientKey(k))
-	}
-	return b.String()[start:], nil
-}
-
 // costOf returns r's cost: 1, or what WithCost's function says.
 func (l *Limiter) costOf(r *http.Request) int {
-	if l.cost == nil {
+	if l.costFunc == nil {
 		return 1
 	}
-	return l.cost(r)
+	return l.costFunc(r)
 }
 
 // fail logs err, tells the observer (e holds what is known of the
@@ -353,12 +312,12 @@ func (l *Limiter) Finish(r *http.Request, status int) error {
 		return nil
 	}
 	s := stateOf(r.Context())
-	v := s.decidedBy(l)
-	if v == nil || v.finished || !v.ends() {
+	e, d := s.decidedBy(l)
+	if e == nil || e.finished || !e.ends(d) {
 		return nil
 	}
-	v.finished, v.counts = true, l.countOnly(status)
-	s.expect(v)
+	e.finished, e.counts = true, l.countOnly(status)
+	s.expect(e, d)
 	return nil
 }
 
@@ -376,15 +335,14 @@ func (l *Limiter) Finish(r *http.Request, status int) error {
 // away still used what it used. A failure is logged and returned: the
 // response is done, so no error handler runs.
 func (l *Limiter) End(r *http.Request) error {
-	s := stateOf(r.Context())
-	v := s.decidedBy(l)
-	if v == nil || v.ended || !v.ends() {
+	e, d := stateOf(r.Context()).decidedBy(l)
+	if e == nil || e.ended || !e.ends(d) {
 		return nil
 	}
-	v.ended = true
-	usage, slot := 0, v.store().Lease
-	if v.policy.usage {
-		usage = v.used()
+	e.ended = true
+	usage, slot := 0, e.stored(d).Lease
+	if d.policy.usage {
+		usage = e.used()
 	}
 	if usage == 0 && slot == "" {
 		return nil // nothing to charge or give back
@@ -393,7 +351,7 @@ func (l *Limiter) End(r *http.Request) error {
 	if l.observe != nil {
 		start = time.Now()
 	}
-	d, err := l.store.End(context.WithoutCancel(r.Context()), v.key, usage, v.policy.limits, *v.store())
+	charged, err := l.store.End(context.WithoutCancel(r.Context()), e.key, usage, d.policy.set, *e.stored(d))
 	var latency time.Duration
 	if l.observe != nil {
 		latency = time.Since(start)
@@ -403,11 +361,11 @@ func (l *Limiter) End(r *http.Request) error {
 			l.logger.LogAttrs(r.Context(), slog.LevelError, "ratelimit: store failed charging a response", slog.String("error", err.Error()),
 				slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Int("usage", usage), slog.Int64("suppressed", dropped))
 		}
-		l.observeFailure(r, outcomeStoreError, err, Event{Route: v.route, Cost: usage, Latency: latency})
+		l.observeFailure(r, outcomeStoreError, err, Event{Route: e.pattern, Cost: usage, Latency: latency})
 		return fmt.Errorf("ratelimit: charging the response: %w", err)
 	}
 	if l.observe != nil && usage > 0 {
-		l.observe(r, Event{Namespace: l.namespace, Route: v.route, Outcome: outcomeCharged, Cost: usage, Latency: latency, Decision: d})
+		l.observe(r, Event{Namespace: l.namespace, Route: e.pattern, Outcome: outcomeCharged, Cost: usage, Latency: latency, Decision: charged})
 	}
 	return nil
 }
@@ -433,16 +391,16 @@ func Charge(ctx context.Context, units int) {
 		return
 	}
 	units = max(units, 0)
-	for i := range s.decided {
-		v := &s.decided[i]
-		if v.ended || !v.ends() || !v.policy.usage {
+	for i := range s.endings {
+		e, d := &s.endings[i], &s.decisions[i]
+		if e.ended || !e.ends(d) || !d.policy.usage {
 			continue
 		}
-		if !v.reported {
-			v.reported, v.usage = true, 0
+		if !e.reported {
+			e.reported, e.usage = true, 0
 		}
-		v.usage = min(v.usage+units, maxQuota) // a count a script keeps exact
-		s.expect(v)
+		e.usage = min(e.usage+units, maxQuota) // a count a script keeps exact
+		s.expect(e, d)
 	}
 }
 
@@ -501,11 +459,11 @@ func (l *Limiter) Peek(r *http.Request) (Decision, error) {
 		return Decision{}, err
 	}
 	var b strings.Builder
-	key, err := l.storeKey(r, p, &b)
+	key, err := storeKey(r, l.keyFunc, p.prefix, &b)
 	if err != nil {
 		return Decision{}, err
 	}
-	return l.store.Peek(r.Context(), key, l.costOf(r), p.limits)
+	return l.store.Peek(r.Context(), key, l.costOf(r), p.set)
 }
 
 // Reset forgets the counters of r's key under the limits that apply to r,
@@ -516,11 +474,11 @@ func (l *Limiter) Reset(r *http.Request) error {
 		return err
 	}
 	var b strings.Builder
-	key, err := l.storeKey(r, p, &b)
+	key, err := storeKey(r, l.keyFunc, p.prefix, &b)
 	if err != nil {
 		return err
 	}
-	return l.store.Reset(r.Context(), key, p.limits)
+	return l.store.Reset(r.Context(), key, p.set)
 }
 
 // policyFor returns the limits that apply to r, or nil if none do: those
@@ -533,36 +491,29 @@ func (l *Limiter) policyFor(r *http.Request) (*policy, error) {
 }
 
 // requestState is what the Limiters that see a request keep in its
-// context: every decision, in the order the Limiters ran. It is the
-// request's context itself, and holds the copy of the request that
-// carries it, so that both cost one allocation; the keys and header
-// values its Limiters make share a second one, buf's. The first Limiter
-// puts it there, and the others add to it, before the handler runs.
+// context: what its response is written from (see responseState) and,
+// for each decision there, at the same index, what ends the request
+// for its Limiter. It is the request's context itself, and holds the copy
+// of the request that carries it, so that both cost one allocation; the
+// keys and header values its Limiters make share a second one, the
+// buffer's. The first Limiter puts it there, and the others add to it,
+// before the handler runs.
 type requestState struct {
 	context.Context
-	decided []decided
-	first   [1]decided   // decided's first array: one Limiter's; a second moves it
+	responseState
+	endings []ending     // endings[i] is of decisions[i]
+	one     [1]ending    // endings' first array: one Limiter's; a second moves it
 	req     http.Request // the copy of the request that carries the state
-	header  http.Header  // the response's header, which Finish writes anew
-	// undecided is the policy of the Limiter whose store failed to decide
-	// the request, for FailClosed; nil when none failed.
-	undecided *policy
-	buf       strings.Builder
-	values    [8]string // the []string values of the header fields set
-	nvals     int
 }
 
-// decided is one Limiter's Decision on a request, with what its headers,
-// Finish and End need.
-type decided struct {
+// ending is what a Limiter keeps of a request it decided, to end it:
+// Finish, Charge and End read it.
+type ending struct {
 	limiter  *Limiter
-	policy   *policy
-	route    string // the route table's pattern; "" outside it
+	pattern  string // the route table's pattern; "" outside it
 	key      string // the store's key
 	cost     int
-	decision Decision  // the store's, or, once expect has run, admitted's with the usage taken
-	admitted *Decision // the store's, kept by expect; nil before
-	pk       string    // the pk parameter of Headers.PartitionKey; "" without
+	admitted *Decision // the store's decision, kept by expect; nil before
 
 	// The request's usage, for limits charged from usage.
 	usage    int
@@ -572,79 +523,87 @@ type decided struct {
 	ended    bool // End charged it, or had nothing to charge
 }
 
-// ends reports whether the request ends with a store call: it was
-// admitted under limits charged from usage, or holds a slot.
-func (v *decided) ends() bool { return (v.policy.usage || v.policy.slot) && v.store().Allowed }
+// ends reports whether the request ends with a store call: d, its
+// decision, admitted it under limits charged from usage, or holds a slot.
+func (e *ending) ends(d *limiterDecision) bool {
+	return (d.policy.usage || d.policy.slot) && e.stored(d).Allowed
+}
 
-// store returns the store's decision.
-func (v *decided) store() *Decision {
-	if v.admitted != nil {
-		return v.admitted
+// stored returns the store's decision, of which d is the decision.
+func (e *ending) stored(d *limiterDecision) *Decision {
+	if e.admitted != nil {
+		return e.admitted
 	}
-	return &v.decision
+	return &d.decision
 }
 
 // used returns the usage to charge: what Charge reported, else the cost;
 // with WithCountOnly, nothing when the status (200 until Finish says)
 // does not count.
-func (v *decided) used() int {
-	if count := v.limiter.countOnly; count != nil {
-		if !v.finished && !count(http.StatusOK) || v.finished && !v.counts {
+func (e *ending) used() int {
+	if count := e.limiter.countOnly; count != nil {
+		if !e.finished && !count(http.StatusOK) || e.finished && !e.counts {
 			return 0 // before Finish, as for a handler that has written nothing yet
 		}
 	}
-	if v.reported {
-		return v.usage
+	if e.reported {
+		return e.usage
 	}
-	return v.cost
+	return e.cost
 }
 
-// expect sets v's decision to what the store will hold once v's usage so
-// far is charged: each limit charged from usage has that much less left.
-// Then, while the header is not sent, the rate-limit fields say so.
-func (s *requestState) expect(v *decided) {
-	if v.admitted == nil {
-		d := v.decision
-		v.admitted = &d
+// expect sets d, e's decision, to what the store will hold once e's
+// usage so far is charged: each limit charged from usage has that much
+// less left. Then, while the header is not sent, the rate-limit fields
+// say so.
+func (s *requestState) expect(e *ending, d *limiterDecision) {
+	if e.admitted == nil {
+		stored := d.decision
+		e.admitted = &stored
 	}
-	used := v.used()
+	used := e.used()
 	var buf [4]Result
 	rs := buf[:0]
-	for _, r := range v.admitted.results() {
+	for _, r := range e.admitted.results() {
 		if r.Limit.Usage && used > 0 {
 			r.Remaining = max(r.Remaining-used, 0)
 			r.ResetAfter = max(r.ResetAfter, r.Window) // nothing spent yet: the charge starts it afresh
 		}
 		rs = append(rs, r)
 	}
-	d := MakeDecision(rs...)
-	d.Fallback, d.Banned = v.admitted.Fallback, v.admitted.Banned
-	v.decision = d
-	if s.header != nil {
-		setHeaders(s.header, v.limiter.headers, s, 0)
+	expected := MakeDecision(rs...)
+	expected.Fallback, expected.Banned = e.admitted.Fallback, e.admitted.Banned
+	d.decision = expected
+	if s.responseHeader != nil {
+		setHeaders(s.responseHeader, e.limiter.headers, &s.responseState, 0)
 	}
 }
 
 // stateKey is the context key of a requestState.
 var stateKey = new(int)
 
+// Value answers stateKey with s and responseKey with its responseState.
 func (s *requestState) Value(key any) any {
-	if key == stateKey {
+	switch key {
+	case stateKey:
 		return s
+	case responseKey:
+		return &s.responseState
 	}
 	return s.Context.Value(key)
 }
 
-// decidedBy returns the last decision l took on the request, or nil.
-func (s *requestState) decidedBy(l *Limiter) *decided {
+// decidedBy returns the last decision l took on the request and its
+// ending, or nils.
+func (s *requestState) decidedBy(l *Limiter) (*ending, *limiterDecision) {
 	if s != nil {
-		for i := len(s.decided) - 1; i >= 0; i-- {
-			if s.decided[i].limiter == l {
-				return &s.decided[i]
+		for i := len(s.endings) - 1; i >= 0; i-- {
+			if s.endings[i].limiter == l {
+				return &s.endings[i], &s.decisions[i]
 			}
 		}
 	}
-	return nil
+	return nil, nil
 }
 
 // stateOf returns the requestState of a request's context, or nil.
@@ -667,7 +626,8 @@ func withState(r *http.Request, pattern string) (*http.Request, *requestState) {
 		return r, s
 	}
 	s := &requestState{Context: r.Context()}
-	s.decided = s.first[:0]
+	s.decisions = s.responseState.one[:0]
+	s.endings = s.one[:0]
 	// The copy lives in s, so that the state and the request that carries
 	// it cost one allocation: WithContext's own copy does not escape.
 	s.req = *r.WithContext(s)
@@ -675,17 +635,6 @@ func withState(r *http.Request, pattern string) (*http.Request, *requestState) {
 		s.req.Pattern = pattern
 	}
 	return &s.req, s
-}
-
-// headerValue returns a one-element []string holding v, from s's array
-// while it lasts, for a header field's value.
-func (s *requestState) headerValue(v string) []string {
-	if s == nil || s.nvals == len(s.values) {
-		return []string{v}
-	}
-	s.values[s.nvals] = v
-	s.nvals++
-	return s.values[s.nvals-1 : s.nvals : s.nvals]
 }
 
 // Decisions returns the decisions of the Limiters that decided the
@@ -706,11 +655,11 @@ func (s *requestState) headerValue(v string) []string {
 // carries them. The slice is the caller's.
 func Decisions(ctx context.Context) []Decision {
 	s := stateOf(ctx)
-	if s == nil || len(s.decided) == 0 {
+	if s == nil || len(s.decisions) == 0 {
 		return nil
 	}
-	ds := make([]Decision, len(s.decided))
-	for i, v := range s.decided {
+	ds := make([]Decision, len(s.decisions))
+	for i, v := range s.decisions {
 		ds[i] = v.decision
 	}
 	return ds

@@ -8,9 +8,9 @@ import (
 	"maps"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -94,7 +94,7 @@ func TestObserverOutcomes(t *testing.T) {
 				})
 			}
 			serve(h, "GET", "/other") // no limits apply: not observed
-			if got := rec.outcomes(); !equalOutcomes(got, tt.want) {
+			if got := rec.outcomes(); !slices.Equal(got, tt.want) {
 				t.Fatalf("got outcomes %v, want %v", got, tt.want)
 			}
 			for i, e := range rec.events {
@@ -139,18 +139,6 @@ func checkDecidedEvent(t *testing.T, i int, e ratelimit.Event) {
 	if allowed := e.Outcome == "allowed"; e.Decision.Allowed != allowed || rs[0].Allowed != allowed {
 		t.Errorf("event %d: outcome %v with decision %+v", i, e.Outcome, e.Decision)
 	}
-}
-
-func equalOutcomes(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func TestObserversInOrder(t *testing.T) {
@@ -224,7 +212,7 @@ func TestObserverThroughFallback(t *testing.T) {
 	// Another client: the first one's denial is in the deny cache.
 	serve(h, "GET", "/", func(r *http.Request) { r.RemoteAddr = "192.0.2.2:1234" })
 	want := []string{"allowed", "allowed", "denied", "allowed"}
-	if got := rec.outcomes(); !equalOutcomes(got, want) {
+	if got := rec.outcomes(); !slices.Equal(got, want) {
 		t.Fatalf("got outcomes %v, want %v", got, want)
 	}
 	for i, e := range rec.events {
@@ -238,119 +226,9 @@ func TestObserverThroughFallback(t *testing.T) {
 // unauthorized answers 401, as a failed login does.
 var unauthorized = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusUnauthorized) })
 
-// TestCountOnlyRaceBound: with WithCountOnly, requests in flight together
-// when the quota runs out are all let through, and no more: on a real
-// Redis, W workers sending failures admit at most quota + W of them, the
-// counter holds every one of them (a debt past the quota, never a failure
-// lost), and once it is spent every request is denied.
-func TestCountOnlyRaceBound(t *testing.T) {
-	t.Parallel()
-	const quota, workers, perWorker = 5, 8, 20
-	c, prefix := sharedRedis(t)
-	l := newLimiter(t, newRedisStore(t, c, prefix), "race", ratelimit.WithCountOnly(nil),
-		ratelimit.WithLimits(ratelimit.PerMinute(quota).Using(ratelimit.FixedWindow)))
-	// A request is in flight from the Limiter's check to its charge; each
-	// worker has one at most.
-	var served atomic.Int64
-	h := l.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		served.Add(1)
-		unauthorized(w, r)
-	}))
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for range workers {
-		wg.Go(func() {
-			<-start
-			for range perWorker {
-				w := serve(h, "POST", "/login")
-				if w.Code != http.StatusUnauthorized && w.Code != http.StatusTooManyRequests {
-					t.Errorf("got %d, want 401 or 429", w.Code)
-				}
-			}
-		})
-	}
-	close(start)
-	wg.Wait()
-	if got := served.Load(); got < quota || got > quota+workers {
-		t.Errorf("served %d failures, want from %d to quota + the requests in flight at once (%d)", got, quota, quota+workers)
-	}
-	if count, err := c.Get(t.Context(), prefix+"{race|*|ip:192.0.2.1}:f60000/u").Int(); err != nil || int64(count) != served.Load() {
-		t.Errorf("the counter holds %d (%v), want every failure served, %d", count, err, served.Load())
-	}
-	if w := serve(h, "POST", "/login"); w.Code != http.StatusTooManyRequests {
-		t.Errorf("after the race: got %d, want 429", w.Code)
-	}
-}
-
-// TestCountOnlyWriter: the ResponseWriter a count-only handler gets
-// records the status (200 when none is written), flushes, refuses to
-// hijack a writer that cannot, and unwraps to the server's writer.
-func TestCountOnlyWriter(t *testing.T) {
-	t.Parallel()
-	var counted atomic.Int64
-	l := newLimiter(t, newMemory(t), "writer", ratelimit.WithCountOnly(func(status int) bool {
-		counted.Add(1)
-		return false
-	}), ratelimit.WithLimits(ratelimit.PerMinute(10)))
-	tests := []struct {
-		name    string
-		handler http.HandlerFunc
-		check   func(t *testing.T, w *httptest.ResponseRecorder)
-	}{
-		{"nothing written", func(http.ResponseWriter, *http.Request) {}, nil},
-		{"flush", func(w http.ResponseWriter, _ *http.Request) {
-			w.(http.Flusher).Flush()
-			if err := http.NewResponseController(w).Flush(); err != nil {
-				t.Errorf("ResponseController.Flush: %v", err)
-			}
-		}, func(t *testing.T, w *httptest.ResponseRecorder) {
-			if !w.Flushed {
-				t.Errorf("the server's writer was not flushed")
-			}
-		}},
-		{"hijack", func(w http.ResponseWriter, _ *http.Request) {
-			if _, _, err := w.(http.Hijacker).Hijack(); !errors.Is(err, http.ErrNotSupported) {
-				t.Errorf("Hijack on a recorder: got %v, want ErrNotSupported", err)
-			}
-		}, nil},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			w := httptest.NewRecorder()
-			l.Handler(tt.handler).ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
-			if w.Code != 200 {
-				t.Errorf("got %d, want 200", w.Code)
-			}
-			if tt.check != nil {
-				tt.check(t, w)
-			}
-		})
-	}
-	if counted.Load() != int64(len(tests)) {
-		t.Errorf("the count function saw %d responses, want %d", counted.Load(), len(tests))
-	}
-}
-
-// TestCountOnlyFinishIsANoOpOtherwise: Finish does nothing for a Limiter
-// that counts every request.
-func TestCountOnlyFinishIsANoOpOtherwise(t *testing.T) {
-	t.Parallel()
-	l := newLimiter(t, newMemory(t), "finish", ratelimit.WithLimits(ratelimit.PerMinute(1)))
-	r := httptest.NewRequest("GET", "/", nil)
-	r.RemoteAddr = "192.0.2.1:1234"
-	if err := l.Finish(r, 500); err != nil {
-		t.Fatal(err)
-	}
-	if w := serve(l.Handler(http.HandlerFunc(unauthorized)), "GET", "/"); w.Code != 401 {
-		t.Errorf("got %d, want 401: Finish spent the quota", w.Code)
-	}
-}
-
 // outcomeStore decides by the client key it is given: "allow", "deny",
 // "fallback" (allowed in process), "fail", or the context's error.
-type outcomeStore struct{}
-
-func (outcomeStore) Allow(ctx context.Context, key string, _ int, limits *ratelimit.Limits) (ratelimit.Decision, error) {
+var outcomeStore storeFunc = func(ctx context.Context, key string, limits *ratelimit.Limits) (ratelimit.Decision, error) {
 	if err := ctx.Err(); err != nil {
 		return ratelimit.Decision{}, err
 	}
@@ -367,16 +245,6 @@ func (outcomeStore) Allow(ctx context.Context, key string, _ int, limits *rateli
 	d := ratelimit.MakeDecision(r)
 	d.Fallback = fallback
 	return d, nil
-}
-
-func (s outcomeStore) Peek(ctx context.Context, key string, cost int, limits *ratelimit.Limits) (ratelimit.Decision, error) {
-	return s.Allow(ctx, key, cost, limits)
-}
-
-func (outcomeStore) Reset(context.Context, string, *ratelimit.Limits) error { return nil }
-
-func (outcomeStore) End(context.Context, string, int, *ratelimit.Limits, ratelimit.Decision) (ratelimit.Decision, error) {
-	return ratelimit.Decision{}, nil
 }
 
 // TestObserverCountsOutcomes: an observer sees every request once, by
@@ -398,7 +266,7 @@ func TestObserverCountsOutcomes(t *testing.T) {
 		}
 		return "", ratelimit.ErrInvalid
 	}
-	l := newLimiter(t, outcomeStore{}, "test", ratelimit.WithKey(outcome), ratelimit.WithLimits(ratelimit.PerMinute(10)),
+	l := newLimiter(t, outcomeStore, "test", ratelimit.WithKey(outcome), ratelimit.WithLimits(ratelimit.PerMinute(10)),
 		ratelimit.WithObserver(count), ratelimit.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 	h := l.Handler(http.HandlerFunc(adaptertest.OK))
 	steps := []struct {

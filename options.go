@@ -3,10 +3,7 @@ package ratelimit
 import (
 	"fmt"
 	"log/slog"
-	"maps"
 	"net/http"
-	"slices"
-	"strings"
 )
 
 // New returns a Limiter that keeps its counters in store under namespace.
@@ -57,7 +54,7 @@ func New(store Store, namespace string, opts ...Option) (*Limiter, error) {
 	}
 	if l.given.routes != nil {
 		var err error
-		if l.routes, l.match, l.hosts, err = newRoutes(namespace, l.given.routes, l.ban, l.headers.QuotaUnit, l.countOnly != nil); err != nil {
+		if l.routes, err = newRoutes(namespace, l.given.routes, l.ban, l.headers.QuotaUnit, l.countOnly != nil); err != nil {
 			return nil, err
 		}
 	}
@@ -138,72 +135,6 @@ func WithRoutes(table map[string][]Limit) Option {
 	}
 }
 
-// newRoutes checks the table of WithRoutes and makes its policies, with
-// ban and the quota unit, in namespace: its entries by shape (see
-// appendShape), a ServeMux of its patterns, and whether a pattern names a
-// host.
-func newRoutes(namespace string, table map[string][]Limit, ban Ban, unit string, countOnly bool) (map[string]route, *http.ServeMux, bool, error) {
-	routes := make(map[string]route, len(table))
-	match := http.NewServeMux()
-	hosts := false
-	// In order, so that of two patterns of one shape the error names
-	// the same one first every time.
-	for _, pattern := range slices.Sorted(maps.Keys(table)) {
-		if pattern == "" || strings.ContainsAny(pattern, "|\x00") {
-			return nil, nil, false, fmt.Errorf("%w: WithRoutes: pattern %q is empty or holds '|' or NUL", ErrInvalid, pattern)
-		}
-		if problem := checkServeMuxSyntax(pattern); problem != "" {
-			return nil, nil, false, fmt.Errorf("%w: WithRoutes: pattern %q: %s", ErrInvalid, pattern, problem)
-		}
-		shape := string(appendShape(nil, pattern))
-		if other, dup := routes[shape]; dup {
-			return nil, nil, false, fmt.Errorf("%w: WithRoutes: patterns %q and %q are one route, %s: the names of parameters do not matter, so the table cannot tell them apart", ErrInvalid, other.pattern, pattern, shape)
-		}
-		if err := register(match, pattern); err != nil {
-			return nil, nil, false, fmt.Errorf("%w: WithRoutes: pattern %q: %v", ErrInvalid, pattern, err)
-		}
-		p, problem := newPolicy(namespace, pattern, table[pattern], ban, unit, countOnly)
-		if problem != "" {
-			return nil, nil, false, fmt.Errorf("%w: WithRoutes[%q]: %s", ErrInvalid, pattern, problem)
-		}
-		routes[shape] = route{pattern: pattern, policy: p}
-		_, rest := splitMethod(pattern)
-		hosts = hosts || !strings.HasPrefix(rest, "/")
-	}
-	return routes, match, hosts, nil
-}
-
-// checkServeMuxSyntax says what in a pattern is another router's syntax,
-// which ServeMux would take for literal text, or a method that is not
-// upper case, which no request carries; or it returns "".
-func checkServeMuxSyntax(pattern string) string {
-	if problem := checkMethod(pattern); problem != "" {
-		return problem
-	}
-	_, path := splitMethod(pattern)
-	for seg := range strings.SplitSeq(path, "/") {
-		switch {
-		case strings.HasPrefix(seg, ":"):
-			return fmt.Sprintf("%q is Gin and Echo syntax; ServeMux writes a parameter %q (with Gin or Echo, ginlimit.Routes and echolimit.Routes take their syntax)", seg, "{"+seg[1:]+"}")
-		case strings.HasPrefix(seg, "*"):
-			return fmt.Sprintf("%q is chi, Gin and Echo syntax; ServeMux writes the rest of a path %q (with Gin or Echo, ginlimit.Routes and echolimit.Routes take their syntax)", seg, "{"+strings.TrimPrefix(seg, "*")+"...}")
-		}
-	}
-	return ""
-}
-
-// register adds pattern to mux, turning ServeMux's panic on a bad or
-// conflicting pattern into an error.
-func register(mux *http.ServeMux, pattern string) (err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			err = fmt.Errorf("%v", v)
-		}
-	}()
-	mux.Handle(pattern, http.NotFoundHandler())
-	return nil
-}
-
 // WithLimitsFunc sets limits per request: limits(r) returns the limits r
 // must pass, for example a plan looked up from the caller's API key, in
 // place of those of its route and of [WithLimits]; nil or none keeps
@@ -253,7 +184,7 @@ func WithKey(key KeyFunc) Option {
 		if key == nil {
 			return fmt.Errorf("%w: WithKey: the KeyFunc is nil", ErrInvalid)
 		}
-		l.key = key
+		l.keyFunc = key
 		return nil
 	}
 }
@@ -266,7 +197,7 @@ func WithCost(cost func(r *http.Request) int) Option {
 		if cost == nil {
 			return fmt.Errorf("%w: WithCost: the function is nil", ErrInvalid)
 		}
-		l.cost = cost
+		l.costFunc = cost
 		return nil
 	}
 }

@@ -2,6 +2,7 @@ package ratelimit_test
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -88,5 +89,46 @@ func TestPartitionKeyCopiesTheSecret(t *testing.T) {
 	h.ServeHTTP(after, httptest.NewRequest("GET", "/", nil))
 	if got, want := after.Header().Get("RateLimit-Policy"), before.Header().Get("RateLimit-Policy"); got != want || !strings.Contains(got, ";pk=:") {
 		t.Errorf("got RateLimit-Policy %q, want %q, with a pk", got, want)
+	}
+}
+
+func TestNewReportsBadInput(t *testing.T) {
+	s := adaptertest.NewStore(t)
+	ok := ratelimit.WithLimits(ratelimit.PerMinute(10))
+	tests := []struct {
+		name  string
+		store ratelimit.Store
+		opts  []ratelimit.Option
+		want  string
+	}{
+		{"nil store", nil, []ratelimit.Option{ok}, "New: the store is nil"},
+		{"no limits", s, nil, "New: no limits"},
+		{"nil option", s, []ratelimit.Option{ok, nil}, "New: option 1 is nil"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l, err := ratelimit.New(tt.store, "test", tt.opts...)
+			if !errors.Is(err, ratelimit.ErrInvalid) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("got (%v, %v), want ErrInvalid saying %q", l, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestNewChecksTheNamespace(t *testing.T) {
+	s := adaptertest.NewStore(t)
+	limits := ratelimit.WithLimits(ratelimit.PerMinute(10))
+	for _, ns := range []string{"", strings.Repeat("n", 65), "a|b", "a b", "a:b", "a{b}", "café", "a\x00"} {
+		t.Run(fmt.Sprintf("%q", ns), func(t *testing.T) {
+			l, err := ratelimit.New(s, ns, limits)
+			if want := fmt.Sprintf("namespace %q", ns); !errors.Is(err, ratelimit.ErrInvalid) || !strings.Contains(err.Error(), want) {
+				t.Fatalf("got (%v, %v), want ErrInvalid naming %s", l, err, want)
+			}
+		})
+	}
+	for _, ns := range []string{"a", strings.Repeat("n", 64), "api", "Login-v2.eu_west", "0"} {
+		if _, err := ratelimit.New(s, ns, limits); err != nil {
+			t.Errorf("New with namespace %q: got %v, want nil", ns, err)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"bytes"
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
@@ -18,7 +19,9 @@ import (
 
 // What a Limiter writes on a response: the rate-limit headers of every
 // request it decided, the 429 of a denied one ([Deny]), and the answers
-// to one it could not decide ([FailOpen], [FailClosed]).
+// to one it could not decide ([FailOpen], [FailClosed]), all from the
+// request's responseState. Limiter.Allow calls down into this file;
+// nothing here calls back.
 
 // The response headers a Limiter sets, in canonical form.
 const (
@@ -134,6 +137,54 @@ func (h Headers) check() string {
 	return ""
 }
 
+// responseState is what a request's response is written from, kept in
+// the request's context as part of its requestState, where the Limiters
+// that decide the request put it: the decision of each, in the order
+// they ran, the buffer the request's keys and header values are written to, so
+// that they share one allocation, and an array for the []string values
+// of the header fields set. The answers to a request the Limiters did not
+// let through (Deny, FailClosed), which get only the request, find it
+// with responseOf.
+type responseState struct {
+	decisions      []limiterDecision
+	one            [1]limiterDecision // decisions' first array: one Limiter's; a second moves it
+	responseHeader http.Header        // the response's header, which Finish and Charge write anew
+	// undecided is the policy of the Limiter whose store failed to decide
+	// the request, for FailClosed; nil when none failed.
+	undecided *policy
+	buf       strings.Builder
+	values    [8]string
+	nvals     int
+}
+
+// limiterDecision is one Limiter's decision on a request as its headers
+// tell it: under which policy, and with which pk.
+type limiterDecision struct {
+	policy   *policy
+	decision Decision // the store's; once the request's usage is known, what remains after it
+	pk       string   // the pk parameter of Headers.PartitionKey; "" without
+}
+
+// responseKey is the context key of a responseState.
+var responseKey = new(int)
+
+// responseOf returns the responseState of a request's context, or nil.
+func responseOf(ctx context.Context) *responseState {
+	s, _ := ctx.Value(responseKey).(*responseState)
+	return s
+}
+
+// headerValue returns a one-element []string holding v, from s's array
+// while it lasts, for a header field's value.
+func (s *responseState) headerValue(v string) []string {
+	if s == nil || s.nvals == len(s.values) {
+		return []string{v}
+	}
+	s.values[s.nvals] = v
+	s.nvals++
+	return s.values[s.nvals-1 : s.nvals : s.nvals]
+}
+
 // setHeaders writes the rate-limit headers of every decision taken on
 // the request so far, as h says: RateLimit-Policy and RateLimit list
 // every limit of every Limiter that decided, X-RateLimit-* describe the
@@ -142,13 +193,13 @@ func (h Headers) check() string {
 // when it has none; no denying limit's t exceeds it.
 //
 // The values that change per request are written to the request's
-// buffer, where its keys are (see Limiter.storeKey): the RateLimit value,
+// buffer, where its keys are (see storeKey): the RateLimit value,
 // then X-RateLimit-Reset; X-RateLimit-Remaining is the r of the tightest
 // item. They are substrings of one string, and their []string values
 // come from the state's array, so that the headers allocate nothing
 // more; two more allocations when several Limiters decided or one sets a
 // pk: the RateLimit-Policy value is then made per request.
-func setHeaders(hdr http.Header, h Headers, s *requestState, retryAfter int64) {
+func setHeaders(hdr http.Header, h Headers, s *responseState, retryAfter int64) {
 	if h.NoDraft && h.NoX {
 		return
 	}
@@ -158,8 +209,8 @@ func setHeaders(hdr http.Header, h Headers, s *requestState, retryAfter int64) {
 	var tight Result
 	var tightPolicy *policy
 	tightAt, remStart, remEnd := -1, 0, 0
-	for k := range s.decided {
-		v := &s.decided[k] // not a copy: a Decision holds a Result
+	for k := range s.decisions {
+		v := &s.decisions[k] // not a copy: a Decision holds a Result
 		for i, r := range v.decision.results() {
 			if b.Len() > start {
 				b.WriteString(", ")
@@ -188,7 +239,7 @@ func setHeaders(hdr http.Header, h Headers, s *requestState, retryAfter int64) {
 	b.Write(strconv.AppendInt(num[:0], xReset(tight, retryAfter), 10))
 	all := b.String()
 	if !h.NoDraft {
-		hdr[headerPolicy] = policyHeader(s.decided)
+		hdr[headerPolicy] = policyHeader(s.decisions)
 		hdr[headerRateLimit] = s.headerValue(all[start:fieldEnd])
 	}
 	if !h.NoX {
@@ -251,27 +302,27 @@ func tighter(x, r Result) bool {
 	return x.Remaining < r.Remaining || (x.Remaining == r.Remaining && x.ResetAfter > r.ResetAfter)
 }
 
-// policyHeader returns the RateLimit-Policy value of the Limiters that
-// decided, in order, every item with its Limiter's pk, if any.
-func policyHeader(decided []decided) []string {
-	if len(decided) == 1 && decided[0].pk == "" {
-		return decided[0].policy.header
+// policyHeader returns the RateLimit-Policy value of the Limiters'
+// decisions ds, in order, every item with its Limiter's pk, if any.
+func policyHeader(ds []limiterDecision) []string {
+	if len(ds) == 1 && ds[0].pk == "" {
+		return ds[0].policy.policyValue
 	}
 	n := 0
-	for _, v := range decided {
-		n += len(", ") + len(v.policy.header[0])
+	for _, v := range ds {
+		n += len(", ") + len(v.policy.policyValue[0])
 		if v.pk != "" {
 			n += len(v.policy.items) * (len(";pk=") + len(v.pk))
 		}
 	}
 	var b strings.Builder
 	b.Grow(n)
-	for i, v := range decided {
+	for i, v := range ds {
 		if i > 0 {
 			b.WriteString(", ")
 		}
 		if v.pk == "" {
-			b.WriteString(v.policy.header[0])
+			b.WriteString(v.policy.policyValue[0])
 			continue
 		}
 		for j, item := range v.policy.items {
@@ -291,7 +342,7 @@ func policyHeader(decided []decided) []string {
 func retryAfterSeconds(d Decision) int64 { return max(seconds(d.RetryAfter), 1) }
 
 // setRetryAfter sets Retry-After to secs seconds.
-func setRetryAfter(w http.ResponseWriter, s *requestState, secs int64) {
+func setRetryAfter(w http.ResponseWriter, s *responseState, secs int64) {
 	var v string
 	if secs < 100 {
 		v = strconv.FormatInt(secs, 10) // allocates nothing below 100
@@ -316,16 +367,16 @@ func newPartitionKeys(secret []byte) *partitionKeys {
 	return &partitionKeys{pool: sync.Pool{New: func() any { return hmac.New(sha256.New, secret) }}}
 }
 
-// of returns the pk of the quota counted under storeKey, as an RFC 9651
+// of returns the pk of the quota counted under key, as an RFC 9651
 // Byte Sequence: the first 16 bytes of its HMAC-SHA256, base64 with
 // padding, between colons. It returns "" for a nil k.
-func (k *partitionKeys) of(storeKey string) string {
+func (k *partitionKeys) of(key string) string {
 	if k == nil {
 		return ""
 	}
 	h := k.pool.Get().(hash.Hash)
 	h.Reset()
-	h.Write([]byte(storeKey))
+	h.Write([]byte(key))
 	var sum [sha256.Size]byte
 	h.Sum(sum[:0])
 	k.pool.Put(h)
@@ -334,46 +385,6 @@ func (k *partitionKeys) of(storeKey string) string {
 	b = base64.StdEncoding.AppendEncode(b, sum[:16])
 	return string(append(b, ':'))
 }
-
-// policyWindow is the w of a limit: its window, or for a token bucket the
-// time to refill a whole burst.
-func policyWindow(l Limit) time.Duration {
-	if l.Algorithm == TokenBucket {
-		l = l.withDefaults()
-		return time.Duration(int64(l.Window) / int64(l.Quota) * int64(l.Burst))
-	}
-	return l.Window
-}
-
-// quoteString writes s, printable ASCII, as an RFC 9651 sf-string.
-func quoteString(s string) string {
-	var b strings.Builder
-	b.WriteByte('"')
-	for i := 0; i < len(s); i++ {
-		if s[i] == '"' || s[i] == '\\' {
-			b.WriteByte('\\')
-		}
-		b.WriteByte(s[i])
-	}
-	b.WriteByte('"')
-	return b.String()
-}
-
-// seconds rounds d up to whole seconds, at least 0. It divides before
-// rounding, so that the longest durations do not overflow.
-func seconds(d time.Duration) int64 {
-	if d <= 0 {
-		return 0
-	}
-	s := int64(d / time.Second)
-	if d%time.Second != 0 {
-		s++
-	}
-	return s
-}
-
-// sfInt clamps n to the largest Integer of RFC 9651, which has 15 digits.
-func sfInt(n int64) int64 { return min(n, 999_999_999_999_999) }
 
 // Problem types of draft-ietf-httpapi-ratelimit-headers, section 5, for
 // RFC 9457 problem details.
@@ -395,7 +406,7 @@ const (
 // unnamed limit gets the name a [Limiter] would make up for it (which two
 // near-identical limits may share); one with no denied result gets [].
 func Deny(w http.ResponseWriter, r *http.Request, d Decision) {
-	p := problem{
+	p := problemDetails{
 		status:   http.StatusTooManyRequests,
 		typ:      problemQuotaExceeded,
 		title:    "Quota exceeded",
@@ -436,9 +447,9 @@ func FailClosed(w http.ResponseWriter, r *http.Request, err error) bool {
 		writeProblem(w, r, badRequest(err), nil)
 		return false
 	}
-	s := stateOf(r.Context())
+	s := responseOf(r.Context())
 	w.Header()[headerRetryAfter] = s.headerValue("1")
-	p := problem{
+	p := problemDetails{
 		status:   http.StatusServiceUnavailable,
 		typ:      problemReducedCapacity,
 		title:    "Capacity temporarily reduced",
@@ -447,7 +458,7 @@ func FailClosed(w http.ResponseWriter, r *http.Request, err error) bool {
 		policies: true,
 	}
 	if s != nil && s.undecided != nil {
-		p.names = s.undecided.limits.limits // named by newPolicy
+		p.names = s.undecided.set.limits // named by newPolicy
 	} else {
 		p.names = []Limit{}
 	}
@@ -458,8 +469,8 @@ func FailClosed(w http.ResponseWriter, r *http.Request, err error) bool {
 // badRequest is the answer to a request that cannot be rate limited
 // because of err, which wraps ErrInvalid: what the request lacks when a
 // built-in KeyFunc said so (see requestError), never err's own text.
-func badRequest(err error) problem {
-	p := problem{status: http.StatusBadRequest, typ: "about:blank", title: "Bad Request", detail: "the request cannot be rate limited"}
+func badRequest(err error) problemDetails {
+	p := problemDetails{status: http.StatusBadRequest, typ: "about:blank", title: "Bad Request", detail: "the request cannot be rate limited"}
 	var re *requestError
 	if errors.As(err, &re) {
 		p.detail += ": " + re.detail
@@ -467,9 +478,9 @@ func badRequest(err error) problem {
 	return p
 }
 
-// problem is what writeProblem answers. It holds no request data and no
+// problemDetails is what writeProblem answers: RFC 9457 problem details. It holds no request data and no
 // error text.
-type problem struct {
+type problemDetails struct {
 	status int
 	typ    string // problem type URI
 	title  string // of the type; the plain text says the status instead
@@ -487,8 +498,8 @@ type problem struct {
 // denied limits p.policies names. They are not a field of p: escape
 // analysis treats p's fields as one, p's strings leak, and the Decision
 // holding the results would be moved to the heap.
-func writeProblem(w http.ResponseWriter, r *http.Request, p problem, results []Result) {
-	h, s := w.Header(), stateOf(r.Context())
+func writeProblem(w http.ResponseWriter, r *http.Request, p problemDetails, results []Result) {
+	h, s := w.Header(), responseOf(r.Context())
 	h["X-Content-Type-Options"] = s.headerValue("nosniff")
 	bp := bodies.Get().(*[]byte)
 	b := (*bp)[:0]
@@ -518,7 +529,7 @@ const maxPooledBody = 4 << 10
 
 // appendText appends p as a line of plain text, for example
 // "Too Many Requests: rate limit exceeded; retry in 28 s".
-func (p *problem) appendText(b []byte) []byte {
+func (p *problemDetails) appendText(b []byte) []byte {
 	b = append(b, http.StatusText(p.status)...)
 	b = append(b, ": "...)
 	b = p.appendDetail(b)
@@ -527,7 +538,7 @@ func (p *problem) appendText(b []byte) []byte {
 
 // appendJSON appends p as a JSON object and a newline, naming the denied
 // results when p.policies is set.
-func (p *problem) appendJSON(b []byte, results []Result) []byte {
+func (p *problemDetails) appendJSON(b []byte, results []Result) []byte {
 	b = append(b, `{"type":`...)
 	b = appendJSONString(b, p.typ)
 	b = append(b, `,"title":`...)
@@ -566,12 +577,12 @@ func (p *problem) appendJSON(b []byte, results []Result) []byte {
 }
 
 // appendDetail appends p's detail and, if set, when to retry.
-func (p *problem) appendDetail(b []byte) []byte {
+func (p *problemDetails) appendDetail(b []byte) []byte {
 	return p.appendRetry(append(b, p.detail...))
 }
 
 // appendRetry appends, if set, when to retry.
-func (p *problem) appendRetry(b []byte) []byte {
+func (p *problemDetails) appendRetry(b []byte) []byte {
 	if p.retry > 0 {
 		b = append(b, "; retry in "...)
 		b = strconv.AppendInt(b, p.retry, 10)
@@ -646,21 +657,4 @@ func zeroQ(params string) bool {
 		}
 	}
 	return false
-}
-
-// policyItem is the RateLimit-Policy item of l, named name (quoted):
-// its quota, its quota unit unless unit is "" or "requests", and its
-// window.
-func policyItem(name string, l Limit, unit string) string {
-	item := name + ";q=" + strconv.FormatInt(sfInt(int64(l.capacity())), 10)
-	if l.Algorithm == Concurrent {
-		return item + `;qu="concurrent-requests"` // no window: a slot comes back when a request ends
-	}
-	if unit != "" && unit != "requests" {
-		item += ";qu=" + quoteString(unit)
-	}
-	if l.Algorithm.calendar() {
-		return item // a calendar's periods differ in length: t says when this one ends
-	}
-	return item + ";w=" + strconv.FormatInt(sfInt(seconds(policyWindow(l))), 10)
 }

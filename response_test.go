@@ -24,24 +24,14 @@ import (
 	"github.com/ratelimit-go/ratelimit/adapters/adaptertest"
 )
 
-// fixedStore answers every request with one preset result.
-type fixedStore struct{ r ratelimit.Result }
-
-func (s fixedStore) Allow(_ context.Context, _ string, _ int, limits *ratelimit.Limits) (ratelimit.Decision, error) {
-	r := s.r
-	r.Limit = limits.All()[0]
-	r.Allowed = r.RetryAfter == 0
-	return ratelimit.MakeDecision(r), nil
-}
-
-func (s fixedStore) Peek(ctx context.Context, key string, cost int, limits *ratelimit.Limits) (ratelimit.Decision, error) {
-	return s.Allow(ctx, key, cost, limits)
-}
-
-func (fixedStore) Reset(context.Context, string, *ratelimit.Limits) error { return nil }
-
-func (fixedStore) End(context.Context, string, int, *ratelimit.Limits, ratelimit.Decision) (ratelimit.Decision, error) {
-	return ratelimit.Decision{}, nil
+// fixedStore answers every request with one preset result, for the
+// first limit asked about, allowed when it has no RetryAfter.
+func fixedStore(r ratelimit.Result) storeFunc {
+	return func(_ context.Context, _ string, limits *ratelimit.Limits) (ratelimit.Decision, error) {
+		r.Limit = limits.All()[0]
+		r.Allowed = r.RetryAfter == 0
+		return ratelimit.MakeDecision(r), nil
+	}
 }
 
 // FuzzHeaders formats rate-limit headers for arbitrary limit names and
@@ -75,7 +65,7 @@ func FuzzHeaders(f *testing.F) {
 			hs.PartitionKey = []byte(pkSecret)
 		}
 		options := []ratelimit.Option{ratelimit.WithLimits(l), ratelimit.WithHeaders(hs)}
-		lim, err := ratelimit.New(fixedStore{r}, "fuzz", options...)
+		lim, err := ratelimit.New(fixedStore(r), "fuzz", options...)
 		if err != nil {
 			return // refused when built: never formatted
 		}
@@ -137,26 +127,16 @@ const pkSecret = "a partition key secret, 32 bytes"
 
 // decisionStore answers every request with one preset decision, its
 // results for the limits asked about, in order.
-type decisionStore struct{ d ratelimit.Decision }
-
-func (s decisionStore) Allow(_ context.Context, _ string, _ int, limits *ratelimit.Limits) (ratelimit.Decision, error) {
-	rs := append([]ratelimit.Result(nil), s.d.Results()...)
-	for i := range rs {
-		rs[i].Limit = limits.All()[i]
+func decisionStore(d ratelimit.Decision) storeFunc {
+	return func(_ context.Context, _ string, limits *ratelimit.Limits) (ratelimit.Decision, error) {
+		rs := append([]ratelimit.Result(nil), d.Results()...)
+		for i := range rs {
+			rs[i].Limit = limits.All()[i]
+		}
+		answer := ratelimit.MakeDecision(rs...)
+		answer.Allowed = d.Allowed
+		return answer, nil
 	}
-	d := ratelimit.MakeDecision(rs...)
-	d.Allowed = s.d.Allowed
-	return d, nil
-}
-
-func (s decisionStore) Peek(ctx context.Context, key string, cost int, limits *ratelimit.Limits) (ratelimit.Decision, error) {
-	return s.Allow(ctx, key, cost, limits)
-}
-
-func (decisionStore) Reset(context.Context, string, *ratelimit.Limits) error { return nil }
-
-func (decisionStore) End(context.Context, string, int, *ratelimit.Limits, ratelimit.Decision) (ratelimit.Decision, error) {
-	return ratelimit.Decision{}, nil
 }
 
 // TestHeadersDescribeTheTightest: X-RateLimit-* describe the limit
@@ -218,7 +198,7 @@ func TestHeadersDescribeTheTightest(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			l := newLimiter(t, decisionStore{tt.d}, "test", limits)
+			l := newLimiter(t, decisionStore(tt.d), "test", limits)
 			w := serve(l.Handler(http.HandlerFunc(adaptertest.OK)), "GET", "/")
 			h := w.Header()
 			if w.Code != tt.status || h.Get("X-RateLimit-Reset") != tt.xReset || h.Get("X-RateLimit-Limit") != tt.xLimit || h.Get("Retry-After") != tt.retry {
@@ -257,7 +237,7 @@ func TestResetIsOneInstant(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.algorithm.String()+"/"+tt.window.String(), func(t *testing.T) {
-			s := fixedStore{ratelimit.Result{Remaining: 4, Window: tt.window, ResetAfter: tt.resetAfter}}
+			s := fixedStore(ratelimit.Result{Remaining: 4, Window: tt.window, ResetAfter: tt.resetAfter})
 			l := newLimiter(t, s, "test", ratelimit.WithLimits(ratelimit.Limit{Quota: 5, Window: time.Hour, Name: "api"}.Using(tt.algorithm)))
 			w := serve(l.Handler(http.HandlerFunc(adaptertest.OK)), "GET", "/")
 			h := w.Header()
@@ -297,15 +277,15 @@ func TestRetryAfterBindsOnlyTheDenyingLimits(t *testing.T) {
 		{
 			name: "one Limiter, two limits",
 			handler: func(t *testing.T) http.Handler {
-				return newLimiter(t, decisionStore{deny}, "test", limits).Handler(http.HandlerFunc(adaptertest.OK))
+				return newLimiter(t, decisionStore(deny), "test", limits).Handler(http.HandlerFunc(adaptertest.OK))
 			},
 			status: 429, retry: "2", rateLimit: `"burst";r=0;t=2, "minute";r=7;t=50`,
 		},
 		{
 			name: "stacked: the outer allows, the inner denies",
 			handler: func(t *testing.T) http.Handler {
-				outer := newLimiter(t, decisionStore{allow}, "outer", global)
-				inner := newLimiter(t, decisionStore{deny}, "inner", limits)
+				outer := newLimiter(t, decisionStore(allow), "outer", global)
+				inner := newLimiter(t, decisionStore(deny), "inner", limits)
 				return outer.Handler(inner.Handler(http.HandlerFunc(adaptertest.OK)))
 			},
 			status: 429, retry: "2", rateLimit: `"global";r=90;t=50, "burst";r=0;t=2, "minute";r=7;t=50`,
@@ -313,8 +293,8 @@ func TestRetryAfterBindsOnlyTheDenyingLimits(t *testing.T) {
 		{
 			name: "stacked: both allow, no cap",
 			handler: func(t *testing.T) http.Handler {
-				outer := newLimiter(t, decisionStore{allow}, "outer", global)
-				inner := newLimiter(t, decisionStore{allow}, "inner", ratelimit.WithLimits(ratelimit.PerMinute(100).Named("inner")))
+				outer := newLimiter(t, decisionStore(allow), "outer", global)
+				inner := newLimiter(t, decisionStore(allow), "inner", ratelimit.WithLimits(ratelimit.PerMinute(100).Named("inner")))
 				return outer.Handler(inner.Handler(http.HandlerFunc(adaptertest.OK)))
 			},
 			status: 200, rateLimit: `"global";r=90;t=50, "inner";r=90;t=50`,
@@ -322,9 +302,9 @@ func TestRetryAfterBindsOnlyTheDenyingLimits(t *testing.T) {
 		{
 			name: "stacked: a dry run would deny, the inner denies",
 			handler: func(t *testing.T) http.Handler {
-				outer := newLimiter(t, decisionStore{deny}, "outer", limits, quietLogs(), ratelimit.WithDryRun(nil))
-				inner := newLimiter(t, decisionStore{allow}, "inner", global)
-				inner2 := newLimiter(t, decisionStore{deny}, "inner2", ratelimit.WithLimits(ratelimit.PerSecond(5).Named("b"), ratelimit.PerMinute(5).Named("m")))
+				outer := newLimiter(t, decisionStore(deny), "outer", limits, quietLogs(), ratelimit.WithDryRun(nil))
+				inner := newLimiter(t, decisionStore(allow), "inner", global)
+				inner2 := newLimiter(t, decisionStore(deny), "inner2", ratelimit.WithLimits(ratelimit.PerSecond(5).Named("b"), ratelimit.PerMinute(5).Named("m")))
 				return outer.Handler(inner.Handler(inner2.Handler(http.HandlerFunc(adaptertest.OK))))
 			},
 			status: 429, retry: "2", rateLimit: `"burst";r=0;t=2, "minute";r=7;t=50, "global";r=90;t=50, "b";r=0;t=2, "m";r=7;t=50`,
@@ -332,7 +312,7 @@ func TestRetryAfterBindsOnlyTheDenyingLimits(t *testing.T) {
 		{
 			name: "dry run: served without Retry-After, t uncapped",
 			handler: func(t *testing.T) http.Handler {
-				return newLimiter(t, decisionStore{deny}, "test", limits, quietLogs(), ratelimit.WithDryRun(nil)).Handler(http.HandlerFunc(adaptertest.OK))
+				return newLimiter(t, decisionStore(deny), "test", limits, quietLogs(), ratelimit.WithDryRun(nil)).Handler(http.HandlerFunc(adaptertest.OK))
 			},
 			status: 200, rateLimit: `"burst";r=0;t=2, "minute";r=7;t=50`,
 		},
@@ -1200,7 +1180,7 @@ func TestXRateLimitSkipsTheConcurrentCap(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			l := newLimiter(t, decisionStore{tt.d}, "test", limits)
+			l := newLimiter(t, decisionStore(tt.d), "test", limits)
 			w := serve(l.Handler(http.HandlerFunc(adaptertest.OK)), "GET", "/")
 			h := w.Header()
 			got := []string{strconv.Itoa(w.Code), h.Get("RateLimit"), h.Get("X-RateLimit-Limit"), h.Get("X-RateLimit-Remaining"), h.Get("X-RateLimit-Reset"), h.Get("Retry-After")}

@@ -2,10 +2,102 @@ package ratelimit
 
 import (
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 )
+
+// routeTable is the table of WithRoutes, as a Limiter reads it: its
+// entries by shape (see appendShape), a ServeMux of its patterns, for
+// requests that have none, and whether a pattern names a host. A nil
+// *routeTable has no entries.
+type routeTable struct {
+	entries map[string]route
+	mux     *http.ServeMux
+	hosts   bool
+}
+
+// newRoutes checks the table of WithRoutes and makes its policies, with
+// ban and the quota unit, in namespace.
+func newRoutes(namespace string, table map[string][]Limit, ban Ban, unit string, countOnly bool) (*routeTable, error) {
+	t := &routeTable{entries: make(map[string]route, len(table)), mux: http.NewServeMux()}
+	// In order, so that of two patterns of one shape the error names
+	// the same one first every time.
+	for _, pattern := range slices.Sorted(maps.Keys(table)) {
+		if pattern == "" || strings.ContainsAny(pattern, "|\x00") {
+			return nil, fmt.Errorf("%w: WithRoutes: pattern %q is empty or holds '|' or NUL", ErrInvalid, pattern)
+		}
+		if problem := checkServeMuxSyntax(pattern); problem != "" {
+			return nil, fmt.Errorf("%w: WithRoutes: pattern %q: %s", ErrInvalid, pattern, problem)
+		}
+		shape := string(appendShape(nil, pattern))
+		if other, dup := t.entries[shape]; dup {
+			return nil, fmt.Errorf("%w: WithRoutes: patterns %q and %q are one route, %s: the names of parameters do not matter, so the table cannot tell them apart", ErrInvalid, other.pattern, pattern, shape)
+		}
+		if err := register(t.mux, pattern); err != nil {
+			return nil, fmt.Errorf("%w: WithRoutes: pattern %q: %v", ErrInvalid, pattern, err)
+		}
+		p, problem := newPolicy(namespace, pattern, table[pattern], ban, unit, countOnly)
+		if problem != "" {
+			return nil, fmt.Errorf("%w: WithRoutes[%q]: %s", ErrInvalid, pattern, problem)
+		}
+		t.entries[shape] = route{pattern: pattern, policy: p}
+		_, rest := splitMethod(pattern)
+		t.hosts = t.hosts || !strings.HasPrefix(rest, "/")
+	}
+	return t, nil
+}
+
+// checkServeMuxSyntax says what in a pattern is another router's syntax,
+// which ServeMux would take for literal text, or a method that is not
+// upper case, which no request carries; or it returns "".
+func checkServeMuxSyntax(pattern string) string {
+	if problem := checkMethod(pattern); problem != "" {
+		return problem
+	}
+	_, path := splitMethod(pattern)
+	for seg := range strings.SplitSeq(path, "/") {
+		switch {
+		case strings.HasPrefix(seg, ":"):
+			return fmt.Sprintf("%q is Gin and Echo syntax; ServeMux writes a parameter %q (with Gin or Echo, ginlimit.Routes and echolimit.Routes take their syntax)", seg, "{"+seg[1:]+"}")
+		case strings.HasPrefix(seg, "*"):
+			return fmt.Sprintf("%q is chi, Gin and Echo syntax; ServeMux writes the rest of a path %q (with Gin or Echo, ginlimit.Routes and echolimit.Routes take their syntax)", seg, "{"+strings.TrimPrefix(seg, "*")+"...}")
+		}
+	}
+	return ""
+}
+
+// register adds pattern to mux, turning ServeMux's panic on a bad or
+// conflicting pattern into an error.
+func register(mux *http.ServeMux, pattern string) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("%v", v)
+		}
+	}()
+	mux.Handle(pattern, http.NotFoundHandler())
+	return nil
+}
+
+// match returns the entry of r's route: the route is r.Pattern, the one
+// its router matched; when there is none, r is matched against the
+// table's patterns with the rules of ServeMux. Either way the entry is
+// the one of the route's shape (see lookup), so that where the Limiter
+// sits and what the parameters are called do not change the answer.
+func (t *routeTable) match(r *http.Request) (route, bool) {
+	if t == nil {
+		return route{}, false
+	}
+	pattern := r.Pattern
+	if pattern == "" {
+		if _, pattern = t.mux.Handler(r); pattern == "" {
+			return route{}, false
+		}
+	}
+	return t.lookup(r, pattern)
+}
 
 // route is an entry of the table of WithRoutes: its pattern, as given,
 // and its policy.
@@ -98,13 +190,13 @@ func checkMethod(pattern string) string {
 // none) over one for every method; and a route that ends in "/{$}" gets
 // the entry that ends in "/", which covers it, when the table does not
 // name the route itself.
-func (l *Limiter) lookup(r *http.Request, pattern string) (route, bool) {
+func (t *routeTable) lookup(r *http.Request, pattern string) (route, bool) {
 	method, path := splitMethod(pattern)
 	if method == "" {
 		method = r.Method
 	}
 	var host string // r's host, as ServeMux reads it, when the table has hosts
-	if l.hosts && strings.HasPrefix(path, "/") {
+	if t.hosts && strings.HasPrefix(path, "/") {
 		host = r.Host
 		if strings.Contains(host, ":") {
 			if h, _, err := net.SplitHostPort(host); err == nil {
@@ -137,7 +229,7 @@ func (l *Limiter) lookup(r *http.Request, pattern string) (route, bool) {
 				}
 				b = append(b, h...)
 				b = appendShape(b, p)
-				if rt, ok := l.routes[string(b)]; ok {
+				if rt, ok := t.entries[string(b)]; ok {
 					return rt, true
 				}
 			}

@@ -2,17 +2,9 @@ package ratelimit
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 )
-
-// ErrInvalid is wrapped by every error about input that can never work: a
-// bad [Limit] or option, a request without a key (see [KeyFunc]), an empty
-// store key, a cost below 1 or above a limit's capacity. Such errors are
-// returned before any store is contacted; retrying will not help. Test
-// with errors.Is(err, ratelimit.ErrInvalid).
-var ErrInvalid = errors.New("ratelimit: invalid input")
 
 // Store decides requests against limits and keeps the counters: Allow
 // decides, End charges what a request used once it is done, Peek says
@@ -142,7 +134,7 @@ type Decision struct {
 	// The results, n of them: in one when there is one, in more when
 	// there are several. The common decision, by one limit, so allocates
 	// nothing, which keeps a request on the Memory store at two
-	// allocations (bench_test.go's BenchmarkMiddlewareMemory).
+	// allocations (middleware_bench_test.go's BenchmarkMiddlewareMemory).
 	n    int
 	one  [1]Result
 	more []Result

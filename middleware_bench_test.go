@@ -3,7 +3,6 @@ package ratelimit_test
 import (
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -14,14 +13,6 @@ import (
 	"github.com/ratelimit-go/ratelimit/redistest"
 	"github.com/ratelimit-go/ratelimit/store"
 )
-
-func TestMain(m *testing.M) {
-	if os.Getenv(instanceEnv) != "" {
-		serveInstance() // a child of a test: an instance of a service
-		return
-	}
-	redistest.Main(m)
-}
 
 // BenchmarkMiddleware is the hot path: a request through Limiter.Handler
 // from one of 4,096 returning clients, keyed by client IP, 1,000 a minute
@@ -100,23 +91,6 @@ func countOutcomes() func(*http.Request, ratelimit.Event) {
 	return func(_ *http.Request, e ratelimit.Event) {
 		counts[len(e.Outcome)&15].Add(1) // the outcomes' lengths differ
 		latency.Add(int64(e.Latency))
-	}
-}
-
-// BenchmarkHeader is the cost of keying a request by an API key: the
-// HMAC-SHA256 of the header's value.
-func BenchmarkHeader(b *testing.B) {
-	key, err := ratelimit.HeaderKey("X-API-Key", []byte("0123456789abcdef0123456789abcdef"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	r := httptest.NewRequest("GET", "/", nil)
-	r.Header.Set("X-API-Key", "sk_live_0123456789abcdefghij")
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := key(r); err != nil {
-			b.Fatal(err)
-		}
 	}
 }
 
