@@ -1,0 +1,85 @@
+package framework
+
+import (
+	"strings"
+	"testing"
+)
+
+var (
+	gin  = Syntax{Router: "Gin", Option: "ginlimit.Routes"}
+	echo = Syntax{Router: "Echo", Option: "echolimit.Routes", Rest: "path"}
+)
+
+// TestServeMux: Gin's and Echo's patterns written the ServeMux way, with
+// their shapes, and what ServeMux cannot write, or a method no request
+// carries, refused with the reason.
+func TestServeMux(t *testing.T) {
+	tests := []struct {
+		syntax               Syntax
+		pattern, want, shape string
+		problem              string // a substring of the problem; "" when written
+	}{
+		{gin, "GET /users/:id", "GET /users/{id}", "GET /users/{}", ""},
+		{gin, "GET  /users/:name", "GET  /users/{name}", "GET /users/{}", ""},
+		{gin, "/files/*path", "/files/{path...}", "/files/{...}", ""},
+		{gin, "POST /login", "POST /login", "POST /login", ""},
+		{gin, "GET /", "GET /{$}", "GET /{$}", ""},
+		{gin, "/api/", "/api/{$}", "/api/{$}", ""},
+		{gin, "/a/:x/", "/a/{x}/{$}", "/a/{}/{$}", ""},
+		{gin, "/a/:x/b/:y", "/a/{x}/b/{y}", "/a/{}/b/{}", ""},
+		{gin, "GET /users/{id}", "", "", `"{id}" is ServeMux syntax; Gin writes a parameter ":id"`},
+		{gin, "/files/{path...}", "", "", `Gin writes the rest of a path "*path"`},
+		{gin, "/static/*", "", "", "ServeMux can only write a named parameter that fills a whole segment"},
+		{gin, "/users/:", "", "", "ServeMux can only write a named parameter that fills a whole segment"},
+		{gin, "/a/*rest/b", "", "", "a catch-all must end the path"},
+		{gin, "/a/:x:y", "", "", "fills a whole segment"},
+		{gin, "/v1/things:batchGet", "", "", "fills a whole segment"},
+		{gin, "users", "", "", "the path must start with '/' in Gin's syntax"},
+		{gin, "GET users/:id", "", "", "must start with '/'"},
+		{gin, "post /login", "", "", `the method "post" must be upper case, as requests carry it: "POST /login"`},
+		{gin, "Get /users/:id", "", "", `must be upper case, as requests carry it: "GET /users/:id"`},
+		{gin, "G(T /x", "", "", `the method "G(T" is not an HTTP method token`},
+
+		{echo, "GET /users/:id", "GET /users/{id}", "GET /users/{}", ""},
+		{echo, "GET  /users/:name", "GET  /users/{name}", "GET /users/{}", ""},
+		{echo, "/static/*", "/static/{path...}", "/static/{...}", ""},
+		{echo, "/files/*name", "/files/{name...}", "/files/{...}", ""},
+		{echo, "POST /login", "POST /login", "POST /login", ""},
+		{echo, "GET /", "GET /{$}", "GET /{$}", ""},
+		{echo, "/api/", "/api/{$}", "/api/{$}", ""},
+		{echo, "/a/:x/", "/a/{x}/{$}", "/a/{}/{$}", ""},
+		{echo, "/users/{id}", "", "", `"{id}" is ServeMux syntax; Echo writes a parameter ":id"`},
+		{echo, "/users/:", "", "", `":": the parameter needs a name`},
+		{echo, "/a/*/b", "", "", "a catch-all must end the path"},
+		{echo, "/v1/things:batchGet", "", "", `"things:batchGet": ServeMux can only write a parameter that fills a whole segment`},
+		{echo, "users", "", "", "the path must start with '/' in Echo's syntax"},
+		{echo, "post /login", "", "", `the method "post" must be upper case, as requests carry it: "POST /login"`},
+		{echo, "Get /users/:id", "", "", `must be upper case, as requests carry it: "GET /users/:id"`},
+		{echo, "G(T /x", "", "", `the method "G(T" is not an HTTP method token`},
+	}
+	for _, tt := range tests {
+		got, shape, problem := tt.syntax.serveMux(tt.pattern)
+		if got != tt.want || shape != tt.shape || tt.problem == "" && problem != "" || tt.problem != "" && !strings.Contains(problem, tt.problem) {
+			t.Errorf("%s: serveMux(%q) = %q, %q, %q; want %q, %q, %q", tt.syntax.Router, tt.pattern, got, shape, problem, tt.want, tt.shape, tt.problem)
+		}
+	}
+}
+
+// TestPatterns: a route is written the ServeMux way, and none is had for
+// no route or a route ServeMux cannot write, past the bound too.
+func TestPatterns(t *testing.T) {
+	pattern := gin.Patterns()
+	for range 2 { // worked out, then kept
+		for route, want := range map[string]string{"/users/:id": "/users/{id}", "": "", "/v:version": "", "GET /": "GET /{$}"} {
+			if got, ok := pattern(route); got != want || ok != (want != "") {
+				t.Errorf("pattern(%q) = %q, %t; want %q, %t", route, got, ok, want, want != "")
+			}
+		}
+	}
+	for i := range maxPatterns {
+		pattern("/r" + strings.Repeat("x", i))
+	}
+	if got, ok := pattern("/past/:bound"); got != "/past/{bound}" || !ok {
+		t.Errorf("a route past the bound: got %q, %t; want %q, true", got, ok, "/past/{bound}")
+	}
+}
