@@ -1,8 +1,12 @@
 package framework
 
 import (
+	"errors"
 	"strings"
 	"testing"
+
+	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/store"
 )
 
 var (
@@ -81,5 +85,28 @@ func TestPatterns(t *testing.T) {
 	}
 	if got, ok := pattern("/past/:bound"); got != "/past/{bound}" || !ok {
 		t.Errorf("a route past the bound: got %q, %t; want %q, true", got, ok, "/past/{bound}")
+	}
+}
+
+// TestRoutes: of two patterns of one shape, the error names the later
+// one, in order, and the option.
+func TestRoutes(t *testing.T) {
+	for _, tt := range []struct {
+		syntax Syntax
+		table  []string
+		want   string
+	}{
+		{gin, []string{"GET /users/:id", "GET /users/:name"}, `ratelimit: invalid input: ginlimit.Routes: pattern "GET /users/:name": "GET /users/:id" is the same route, GET /users/{}: the names of parameters do not matter, so the table cannot tell them apart`},
+		{gin, []string{"/files/*path", "/files/*other"}, `ginlimit.Routes: pattern "/files/*path": "/files/*other" is the same route, /files/{...}`},
+		{echo, []string{"/files/*", "/files/*other"}, `echolimit.Routes: pattern "/files/*other": "/files/*" is the same route, /files/{...}`},
+	} {
+		table := map[string][]ratelimit.Limit{tt.table[0]: {ratelimit.PerMinute(1)}, tt.table[1]: {ratelimit.PerMinute(2)}}
+		s, err := store.NewMemory(store.MemoryOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ratelimit.New(s, "test", tt.syntax.Routes(table)); !errors.Is(err, ratelimit.ErrInvalid) || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%q: got %v, want an ErrInvalid saying %q", tt.table, err, tt.want)
+		}
 	}
 }
