@@ -19,52 +19,46 @@ var (
 // carries, refused with the reason.
 func TestServeMux(t *testing.T) {
 	tests := []struct {
-		syntax               Syntax
+		syntaxes             []Syntax // nil: both
 		pattern, want, shape string
 		problem              string // a substring of the problem; "" when written
 	}{
-		{gin, "GET /users/:id", "GET /users/{id}", "GET /users/{}", ""},
-		{gin, "GET  /users/:name", "GET  /users/{name}", "GET /users/{}", ""},
-		{gin, "/files/*path", "/files/{path...}", "/files/{...}", ""},
-		{gin, "POST /login", "POST /login", "POST /login", ""},
-		{gin, "GET /", "GET /{$}", "GET /{$}", ""},
-		{gin, "/api/", "/api/{$}", "/api/{$}", ""},
-		{gin, "/a/:x/", "/a/{x}/{$}", "/a/{}/{$}", ""},
-		{gin, "/a/:x/b/:y", "/a/{x}/b/{y}", "/a/{}/b/{}", ""},
-		{gin, "GET /users/{id}", "", "", `"{id}" is ServeMux syntax; Gin writes a parameter ":id"`},
-		{gin, "/files/{path...}", "", "", `Gin writes the rest of a path "*path"`},
-		{gin, "/static/*", "", "", "ServeMux can only write a named parameter that fills a whole segment"},
-		{gin, "/users/:", "", "", "ServeMux can only write a named parameter that fills a whole segment"},
-		{gin, "/a/*rest/b", "", "", "a catch-all must end the path"},
-		{gin, "/a/:x:y", "", "", "fills a whole segment"},
-		{gin, "/v1/things:batchGet", "", "", "fills a whole segment"},
-		{gin, "users", "", "", "the path must start with '/' in Gin's syntax"},
-		{gin, "GET users/:id", "", "", "must start with '/'"},
-		{gin, "post /login", "", "", `the method "post" must be upper case, as requests carry it: "POST /login"`},
-		{gin, "Get /users/:id", "", "", `must be upper case, as requests carry it: "GET /users/:id"`},
-		{gin, "G(T /x", "", "", `the method "G(T" is not an HTTP method token`},
-
-		{echo, "GET /users/:id", "GET /users/{id}", "GET /users/{}", ""},
-		{echo, "GET  /users/:name", "GET  /users/{name}", "GET /users/{}", ""},
-		{echo, "/static/*", "/static/{path...}", "/static/{...}", ""},
-		{echo, "/files/*name", "/files/{name...}", "/files/{...}", ""},
-		{echo, "POST /login", "POST /login", "POST /login", ""},
-		{echo, "GET /", "GET /{$}", "GET /{$}", ""},
-		{echo, "/api/", "/api/{$}", "/api/{$}", ""},
-		{echo, "/a/:x/", "/a/{x}/{$}", "/a/{}/{$}", ""},
-		{echo, "/users/{id}", "", "", `"{id}" is ServeMux syntax; Echo writes a parameter ":id"`},
-		{echo, "/users/:", "", "", `":": the parameter needs a name`},
-		{echo, "/a/*/b", "", "", "a catch-all must end the path"},
-		{echo, "/v1/things:batchGet", "", "", `"things:batchGet": ServeMux can only write a parameter that fills a whole segment`},
-		{echo, "users", "", "", "the path must start with '/' in Echo's syntax"},
-		{echo, "post /login", "", "", `the method "post" must be upper case, as requests carry it: "POST /login"`},
-		{echo, "Get /users/:id", "", "", `must be upper case, as requests carry it: "GET /users/:id"`},
-		{echo, "G(T /x", "", "", `the method "G(T" is not an HTTP method token`},
+		{nil, "GET /users/:id", "GET /users/{id}", "GET /users/{}", ""},
+		{nil, "GET  /users/:name", "GET  /users/{name}", "GET /users/{}", ""},
+		{nil, "/files/*path", "/files/{path...}", "/files/{...}", ""},
+		{nil, "POST /login", "POST /login", "POST /login", ""},
+		{nil, "GET /", "GET /{$}", "GET /{$}", ""},
+		{nil, "/api/", "/api/{$}", "/api/{$}", ""},
+		{nil, "/a/:x/", "/a/{x}/{$}", "/a/{}/{$}", ""},
+		{nil, "/a/:x/b/:y", "/a/{x}/b/{y}", "/a/{}/b/{}", ""},
+		{nil, "/a/*rest/b", "", "", `"*rest": a catch-all must end the path`},
+		{nil, "/a/:x:y", "", "", "fills a whole segment"},
+		{nil, "GET users/:id", "", "", "must start with '/'"},
+		{nil, "post /login", "", "", `the method "post" must be upper case, as requests carry it: "POST /login"`},
+		{nil, "Get /users/:id", "", "", `must be upper case, as requests carry it: "GET /users/:id"`},
+		{nil, "G(T /x", "", "", `the method "G(T" is not an HTTP method token`},
+		{[]Syntax{gin}, "GET /users/{id}", "", "", `"{id}" is ServeMux syntax; Gin writes a parameter ":id"`},
+		{[]Syntax{gin}, "/files/{path...}", "", "", `"{path...}" is ServeMux syntax; Gin writes the rest of a path "*path"`},
+		{[]Syntax{gin}, "/static/*", "", "", `"*": ServeMux can only write a named parameter that fills a whole segment`},
+		{[]Syntax{gin}, "/users/:", "", "", `":": ServeMux can only write a named parameter that fills a whole segment`},
+		{[]Syntax{gin}, "/v1/things:batchGet", "", "", `"things:batchGet": ServeMux can only write a named parameter that fills a whole segment`},
+		{[]Syntax{gin}, "users", "", "", "the path must start with '/' in Gin's syntax"},
+		{[]Syntax{echo}, "/users/{id}", "", "", `"{id}" is ServeMux syntax; Echo writes a parameter ":id"`},
+		{[]Syntax{echo}, "/static/*", "/static/{path...}", "/static/{...}", ""},
+		{[]Syntax{echo}, "/users/:", "", "", `":": the parameter needs a name`},
+		{[]Syntax{echo}, "/a/*/b", "", "", `"*": a catch-all must end the path`},
+		{[]Syntax{echo}, "/v1/things:batchGet", "", "", `"things:batchGet": ServeMux can only write a parameter that fills a whole segment`},
+		{[]Syntax{echo}, "users", "", "", "the path must start with '/' in Echo's syntax"},
 	}
 	for _, tt := range tests {
-		got, shape, problem := tt.syntax.serveMux(tt.pattern)
-		if got != tt.want || shape != tt.shape || tt.problem == "" && problem != "" || tt.problem != "" && !strings.Contains(problem, tt.problem) {
-			t.Errorf("%s: serveMux(%q) = %q, %q, %q; want %q, %q, %q", tt.syntax.Router, tt.pattern, got, shape, problem, tt.want, tt.shape, tt.problem)
+		if tt.syntaxes == nil {
+			tt.syntaxes = []Syntax{gin, echo}
+		}
+		for _, s := range tt.syntaxes {
+			got, shape, problem := s.serveMux(tt.pattern)
+			if got != tt.want || shape != tt.shape || tt.problem == "" && problem != "" || tt.problem != "" && !strings.Contains(problem, tt.problem) {
+				t.Errorf("%s: serveMux(%q) = %q, %q, %q; want %q, %q, %q", s.Router, tt.pattern, got, shape, problem, tt.want, tt.shape, tt.problem)
+			}
 		}
 	}
 }
