@@ -22,8 +22,8 @@ import (
 // GET /panic charge 10 units of usage (see ratelimit.Charge), then the
 // first fails as the framework's handlers do (Gin's c.AbortWithStatus,
 // Echo's returned echo.HTTPError) with a 401, and the second panics,
-// answered by the framework's recovery middleware, in front of the
-// Limiter's.
+// answered by a recovery in front of the adapter's middleware (Gin's
+// Recovery, or one around the server).
 var AdapterApp = []Route{{"GET", "/"}, {"GET", "/items/:id"}, {"GET", "/fail"}, {"GET", "/panic"}}
 
 // RunAdapter runs what a framework adapter adds to the middleware of
