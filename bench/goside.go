@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 )
@@ -72,24 +73,8 @@ func runGoSide(ctx context.Context, stop context.CancelFunc, cfg *config) int {
 	report := renderGoSide(httpResults, decisionResults) +
 		"\n" + renderHTTPReport(m, cfg, lg.describe(), time.Now(), httpResults) +
 		"\n" + renderReport(m, &dcfg, decisionResults)
-	fmt.Print(report)
-	if cfg.out != "" {
-		if err := os.WriteFile(cfg.out, []byte(report), 0o644); err != nil {
-			fmt.Fprintln(os.Stderr, "bench:", err)
-			return 1
-		}
-	}
-	for _, r := range httpResults {
-		if r.skipped != "" {
-			return 1
-		}
-	}
-	for _, r := range decisionResults {
-		if r.skipped != "" {
-			return 1
-		}
-	}
-	return 0
+	return publish(report, cfg.out, slices.ContainsFunc(httpResults, func(r *httpResult) bool { return r.skipped != "" }) ||
+		slices.ContainsFunc(decisionResults, func(r *cellResult) bool { return r.skipped != "" }))
 }
 
 // renderGoSide writes the table of goSideTargets: each goal, the two

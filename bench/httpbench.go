@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -334,19 +335,7 @@ func runHTTP(ctx context.Context, stop context.CancelFunc, cfg *config) int {
 	}
 
 	report := renderHTTPReport(machineInfo(redisVersion), cfg, lg.describe(), time.Now(), results)
-	fmt.Print(report)
-	if cfg.out != "" {
-		if err := os.WriteFile(cfg.out, []byte(report), 0o644); err != nil {
-			fmt.Fprintln(os.Stderr, "bench:", err)
-			return 1
-		}
-	}
-	for _, r := range results {
-		if r.skipped != "" {
-			return 1
-		}
-	}
-	return 0
+	return publish(report, cfg.out, slices.ContainsFunc(results, func(r *httpResult) bool { return r.skipped != "" }))
 }
 
 // planHTTP returns the HTTP cells whose workload/contender only matches,

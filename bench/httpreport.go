@@ -101,14 +101,8 @@ func renderHTTPReport(m machine, cfg *config, loadgen string, now time.Time, res
 	b.WriteString("- Each cell: FLUSHALL (Redis rows), a fresh middleware (and go-redis client, PoolSize 128) in front of a handler writing 200 `hello`, a fresh `net/http` server on 127.0.0.1, an untimed warm-up by the Go load generator (a tenth of the duration, 50 ms to 500 ms), then the timed load. The server, Redis and the load generator share the machine.\n")
 	b.WriteString("- 200, 429, Other status: the statuses the server wrote during the timed load, counted around the middleware; requests whose client went away before the answer (in flight when the load generator exited) are not counted. Errors: the load generator's connect, read and write errors and timeouts. p50, p99: the load generator's latency of one request. Redis CPU µs/request: the server's `INFO cpu` (used_cpu_sys + used_cpu_user) over the timed load divided by the responses counted. Load generator CPU: its process's user + system time divided by the load's duration.\n")
 	b.WriteString("- vs none: requests/s divided by the bare handler's in the same workload. vs ours: divided by `ratelimit/redis/fixed-window` for Redis rows, `ratelimit/memory/fixed-window` for in-process rows (our other algorithms compared to our fixed window likewise). Above 1 the row is faster.\n")
-	seen := map[string]bool{}
-	for _, r := range results {
-		c := r.contender
-		if seen[c.name] {
-			continue
-		}
-		seen[c.name] = true
-		fmt.Fprintf(&b, "- `%s` (%s): %s\n", c.name, c.family, c.note)
-	}
+	writeNotes(&b, results, func(r *httpResult) (name, family, note string) {
+		return r.contender.name, r.contender.family, r.contender.note
+	})
 	return b.String()
 }

@@ -15,6 +15,7 @@ import (
 	"os/signal"
 	"regexp"
 	"runtime/pprof"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -184,19 +185,7 @@ func run(cfg *config) int {
 	}
 
 	report := renderReport(machineInfo(redisVersion), cfg, results)
-	fmt.Print(report)
-	if cfg.out != "" {
-		if err := os.WriteFile(cfg.out, []byte(report), 0o644); err != nil {
-			fmt.Fprintln(os.Stderr, "bench:", err)
-			return 1
-		}
-	}
-	for _, r := range results {
-		if r.skipped != "" {
-			return 1
-		}
-	}
-	return 0
+	return publish(report, cfg.out, slices.ContainsFunc(results, func(r *cellResult) bool { return r.skipped != "" }))
 }
 
 // planCells returns the cells whose workload/contender only matches, at

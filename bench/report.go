@@ -148,15 +148,9 @@ func renderReport(m machine, cfg *config, results []*cellResult) string {
 	b.WriteString("- Each cell: FLUSHALL (Redis rows), a fresh limiter (and, for Redis rows, a fresh go-redis client), an untimed warm-up of the same loop (a tenth of the duration, 50 ms to 500 ms), then the timed run. Latency is each call's wall time (two `time.Now()` per call, which the in-process rows feel most), kept in a log-linear histogram (≤1.6% bucket error). Allocs/decision is `runtime.MemStats.Mallocs` over the timed run divided by decisions, including go-redis's own goroutines. Redis CPU µs/decision is the server's CPU time over the timed run (`INFO cpu`, used_cpu_sys + used_cpu_user, read just before and just after) divided by decisions; blank for in-process rows.\n")
 	b.WriteString("- Redis rows use `redis.NewClient` with PoolSize 128 against the same server, except go-zero, whose wrapper makes its own client (see below). Errors count returned errors plus errors a library logged instead of returning.\n")
 	b.WriteString("- vs ours: decisions/s divided by that of this library's row of the same family, workload and callers: Redis fixed-window family → `ratelimit/redis/fixed-window`, Redis token-bucket family → `ratelimit/redis/token-bucket`, in-process → `ratelimit/memory/token-bucket`; this library's rows show 1.00. n/a when the baseline row did not run.\n")
-	seen := map[string]bool{}
-	for _, r := range results {
-		c := r.contender
-		if seen[c.name] {
-			continue
-		}
-		seen[c.name] = true
-		fmt.Fprintf(&b, "- `%s` (%s): %s\n", c.name, c.family, c.note)
-	}
+	writeNotes(&b, results, func(r *cellResult) (name, family, note string) {
+		return r.contender.name, r.contender.family, r.contender.note
+	})
 	return b.String()
 }
 
@@ -220,5 +214,36 @@ func sig3(v float64) string {
 		return fmt.Sprintf("%.1f", v)
 	default:
 		return fmt.Sprintf("%.2f", v)
+	}
+}
+
+// publish prints report, writes it to out too when out is set, and
+// returns the exit code: 1 when it cannot be written or a cell was
+// skipped, 0 otherwise.
+func publish(report, out string, skipped bool) int {
+	fmt.Print(report)
+	if out != "" {
+		if err := os.WriteFile(out, []byte(report), 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			return 1
+		}
+	}
+	if skipped {
+		return 1
+	}
+	return 0
+}
+
+// writeNotes writes the note of each contender of results, once, in the
+// order of results: "- `name` (family): note".
+func writeNotes[R any](b *strings.Builder, results []R, contender func(R) (name, family, note string)) {
+	seen := map[string]bool{}
+	for _, r := range results {
+		name, family, note := contender(r)
+		if seen[name] {
+			continue
+		}
+		seen[name] = true
+		fmt.Fprintf(b, "- `%s` (%s): %s\n", name, family, note)
 	}
 }

@@ -1,7 +1,8 @@
 // Package adaptertest is the tables of HTTP cases that the net/http
 // middleware and the Gin and Echo adapters must all pass, so that the
 // three behave the same: Cases, run by Run, and RouteCases, route tables
-// run by RunRoutes wherever a Limiter sits.
+// run by RunRoutes wherever a Limiter sits; and what every adapter must
+// do besides, run by RunAdapter, with its benchmark, Benchmark.
 package adaptertest
 
 import (
@@ -82,6 +83,15 @@ type Framework struct {
 	// Placements are the places a Limiter can sit in the framework's
 	// app, for RunRoutes: before routing and after.
 	Placements []Placement
+
+	// Name is an adapter's package, "ginlimit", whose Routes option's
+	// errors say Name+".Routes"; for RunAdapter.
+	Name string
+	// Middleware, for an adapter, serves AdapterApp through the adapter's
+	// middleware of l, exempting the requests skip says with the
+	// adapter's WithSkipper when skip is not nil; for RunAdapter and
+	// Benchmark.
+	Middleware func(l *ratelimit.Limiter, skip func(*http.Request) bool) http.Handler
 }
 
 // Step is one request and what its response must be.

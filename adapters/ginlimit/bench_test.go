@@ -1,49 +1,10 @@
 package ginlimit_test
 
 import (
-	"net/http"
-	"net/http/httptest"
-	"strconv"
 	"testing"
 
-	"github.com/gin-gonic/gin"
-
-	"github.com/ratelimit-go/ratelimit"
-	"github.com/ratelimit-go/ratelimit/adapters/ginlimit"
-	"github.com/ratelimit-go/ratelimit/store"
+	"github.com/ratelimit-go/ratelimit/adapters/adaptertest"
 )
 
-// BenchmarkNew is the request path through Gin on the Memory store, as
-// the root package's BenchmarkMiddlewareMemory is through net/http:
-// 4,096 returning clients keyed by IP, allowed, on a route with a
-// parameter (whose pattern the adapter writes the ServeMux way).
-func BenchmarkNew(b *testing.B) {
-	s, err := store.NewMemory(store.MemoryOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	l, err := ratelimit.New(s, "bench", ratelimit.WithLimits(ratelimit.PerMinute(1_000_000).Using(ratelimit.FixedWindow)))
-	if err != nil {
-		b.Fatal(err)
-	}
-	router := gin.New()
-	router.Use(ginlimit.New(l))
-	router.GET("/items/:id", func(c *gin.Context) { c.Status(http.StatusOK) })
-	reqs := make([]*http.Request, 4096)
-	for i := range reqs {
-		reqs[i] = httptest.NewRequest("GET", "/items/7", nil)
-		reqs[i].RemoteAddr = "10.0." + strconv.Itoa(i/256) + "." + strconv.Itoa(i%256) + ":1234"
-	}
-	w := httptest.NewRecorder()
-	for _, r := range reqs {
-		router.ServeHTTP(w, r)
-	}
-	b.ReportAllocs()
-	b.ResetTimer()
-	i := 0
-	for b.Loop() {
-		clear(w.Header())
-		router.ServeHTTP(w, reqs[i%len(reqs)])
-		i++
-	}
-}
+// BenchmarkNew is the request path through Gin (see adaptertest.Benchmark).
+func BenchmarkNew(b *testing.B) { adaptertest.Benchmark(b, framework) }

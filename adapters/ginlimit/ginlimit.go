@@ -14,17 +14,12 @@
 package ginlimit
 
 import (
-	"fmt"
-	"maps"
-	"net/http"
-	"slices"
-	"strings"
 	"sync"
-	"sync/atomic"
 
 	"github.com/gin-gonic/gin"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/adapters/framework"
 )
 
 // Routes is [ratelimit.WithRoutes] for a route table in Gin's syntax, the
@@ -39,97 +34,11 @@ import (
 // route's shape, whatever the parameters are called and wherever the
 // middleware sits.
 func Routes(table map[string][]ratelimit.Limit) ratelimit.Option {
-	mux := make(map[string][]ratelimit.Limit, len(table))
-	shapes := make(map[string]string, len(table)) // a shape's pattern
-	// In order, so that of two patterns of one shape the error names
-	// the same one first every time.
-	for _, pattern := range slices.Sorted(maps.Keys(table)) {
-		p, shape, problem := serveMuxPattern(pattern)
-		if other, dup := shapes[shape]; problem == "" && dup {
-			problem = fmt.Sprintf("%q is the same route, %s: the names of parameters do not matter, so the table cannot tell them apart", other, shape)
-		}
-		if problem != "" {
-			return func(*ratelimit.Limiter) error {
-				return fmt.Errorf("%w: ginlimit.Routes: pattern %q: %s", ratelimit.ErrInvalid, pattern, problem)
-			}
-		}
-		shapes[shape] = pattern
-		mux[p] = table[pattern]
-	}
-	return ratelimit.WithRoutes(mux)
+	return syntax.Routes(table)
 }
 
-// serveMuxPattern writes a Gin pattern the way ServeMux does, with its
-// shape (the method, one space, and the path with each parameter's name
-// left out, "{}" and "{...}"), or says why it cannot: ":name" becomes
-// "{name}", a final "*name" "{name...}", and a final "/", which Gin
-// matches alone, "/{$}".
-func serveMuxPattern(pattern string) (muxPattern, shape, problem string) {
-	method, path := "", pattern
-	if i := strings.IndexByte(pattern, ' '); i > 0 && !strings.Contains(pattern[:i], "/") {
-		method, path = pattern[:i], strings.TrimLeft(pattern[i+1:], " ")
-	}
-	if problem := checkMethod(method, path); problem != "" {
-		return "", "", problem
-	}
-	if !strings.HasPrefix(path, "/") {
-		return "", "", "the path must start with '/' in Gin's syntax"
-	}
-	prefix, shapePrefix := pattern[:len(pattern)-len(path)], ""
-	if method != "" {
-		shapePrefix = method + " "
-	}
-	if !strings.ContainsAny(path, ":*{}") && !strings.HasSuffix(path, "/") {
-		return pattern, shapePrefix + path, ""
-	}
-	segments := strings.Split(path, "/")
-	shapes := make([]string, len(segments))
-	for i, seg := range segments {
-		shapes[i] = seg
-		j := strings.IndexAny(seg, ":*")
-		switch {
-		case strings.ContainsAny(seg, "{}"):
-			name := strings.Trim(seg, "{}")
-			if rest, ok := strings.CutSuffix(name, "..."); ok {
-				return "", "", fmt.Sprintf("%q is ServeMux syntax; Gin writes the rest of a path %q", seg, "*"+rest)
-			}
-			return "", "", fmt.Sprintf("%q is ServeMux syntax; Gin writes a parameter %q", seg, ":"+name)
-		case seg == "" && i > 0 && i == len(segments)-1:
-			segments[i], shapes[i] = "{$}", "{$}" // Gin matches "/users/" alone, as ServeMux "/users/{$}"
-		case j < 0:
-		case j > 0 || strings.ContainsAny(seg[1:], ":*") || len(seg) == 1:
-			return "", "", fmt.Sprintf("%q: ServeMux can only write a named parameter that fills a whole segment", seg)
-		case seg[0] == ':':
-			segments[i], shapes[i] = "{"+seg[1:]+"}", "{}"
-		case i != len(segments)-1:
-			return "", "", fmt.Sprintf("%q: a catch-all must end the path", seg)
-		default:
-			segments[i], shapes[i] = "{"+seg[1:]+"...}", "{...}"
-		}
-	}
-	return prefix + strings.Join(segments, "/"), shapePrefix + strings.Join(shapes, "/"), ""
-}
-
-// checkMethod says what is wrong with a pattern's method, or returns "":
-// it must be an HTTP method token, in upper case, as requests carry it;
-// "post" would never match.
-func checkMethod(method, path string) string {
-	lower := false
-	for i := 0; i < len(method); i++ {
-		c := method[i]
-		switch {
-		case 'a' <= c && c <= 'z':
-			lower = true
-		case 'A' <= c && c <= 'Z', '0' <= c && c <= '9', strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
-		default:
-			return fmt.Sprintf("the method %q is not an HTTP method token", method)
-		}
-	}
-	if lower {
-		return fmt.Sprintf("the method %q must be upper case, as requests carry it: %q", method, strings.ToUpper(method)+" "+path)
-	}
-	return ""
-}
+// syntax is Gin's: a catch-all has a name.
+var syntax = framework.Syntax{Router: "Gin", Option: "ginlimit.Routes"}
 
 // An Option configures [New].
 type Option func(*config)
@@ -165,8 +74,8 @@ func New(l *ratelimit.Limiter, opts ...Option) gin.HandlerFunc {
 	for _, opt := range opts {
 		opt(&cfg)
 	}
-	var routes patterns
-	writers := sync.Pool{New: func() any { return new(finishWriter) }}
+	pattern := syntax.Patterns()
+	writers := sync.Pool{New: func() any { return new(statusWriter) }}
 	return func(c *gin.Context) {
 		if cfg.skip != nil && cfg.skip(c) {
 			c.Next()
@@ -174,7 +83,7 @@ func New(l *ratelimit.Limiter, opts ...Option) gin.HandlerFunc {
 		}
 		r := c.Request
 		saved := r.Pattern
-		if p, ok := routes.of(c.FullPath()); ok {
+		if p, ok := pattern(c.FullPath()); ok {
 			r.Pattern = p // what the Limiter copies; c.Request gets its own back below
 		}
 		decided, ok := l.Allow(c.Writer, r)
@@ -185,81 +94,41 @@ func New(l *ratelimit.Limiter, opts ...Option) gin.HandlerFunc {
 		}
 		c.Request = decided  // carries the decision, for ratelimit.Decisions
 		defer l.End(decided) // charges its usage, however the handlers return
-		w := writers.Get().(*finishWriter)
-		*w = finishWriter{ResponseWriter: c.Writer, l: l, r: decided}
+		w := writers.Get().(*statusWriter)
+		*w = statusWriter{ResponseWriter: c.Writer, Finisher: framework.Finisher{Limiter: l, Request: decided}}
 		c.Writer = w
 		c.Next()
-		w.finish() // Gin writes the header of a handler that wrote none after this
+		w.Finish(w.Status()) // Gin writes the header of a handler that wrote none after this
 		c.Writer = w.ResponseWriter
-		*w = finishWriter{}
+		*w = statusWriter{}
 		writers.Put(w)
 	}
 }
 
-// patterns holds the routes of a router written the ServeMux way, each
-// worked out once: a router has few, and they come back on every
-// request. It keeps at most maxPatterns, and works out the others each
-// time. The zero value is ready to use.
-type patterns struct {
-	m sync.Map // route to its ServeMux pattern, "" when it has none
-	n atomic.Int64
-}
-
-// maxPatterns bounds the routes a patterns keeps.
-const maxPatterns = 4096
-
-// of returns route written the ServeMux way, and false when Gin matched no
-// route or ServeMux cannot write it.
-func (p *patterns) of(route string) (string, bool) {
-	if route == "" {
-		return "", false
-	}
-	if v, ok := p.m.Load(route); ok {
-		s := v.(string)
-		return s, s != ""
-	}
-	s, _, problem := serveMuxPattern(route)
-	if problem != "" {
-		s = ""
-	}
-	if p.n.Add(1) <= maxPatterns {
-		p.m.Store(route, s)
-	}
-	return s, s != ""
-}
-
-// finishWriter reports the response's status to the Limiter (see
-// ratelimit.Limiter.Finish), once, as its header is about to be written.
-type finishWriter struct {
+// statusWriter tells the Limiter the response's status (see
+// framework.Finisher) as its header is about to be written: Gin's
+// WriteHeader only sets the status it will write.
+type statusWriter struct {
 	gin.ResponseWriter
-	l    *ratelimit.Limiter
-	r    *http.Request
-	done bool
+	framework.Finisher
 }
 
-func (w *finishWriter) finish() {
-	if !w.done {
-		w.done = true
-		w.l.Finish(w.r, w.ResponseWriter.Status())
-	}
-}
-
-func (w *finishWriter) WriteHeaderNow() {
-	w.finish()
+func (w *statusWriter) WriteHeaderNow() {
+	w.Finish(w.Status())
 	w.ResponseWriter.WriteHeaderNow()
 }
 
-func (w *finishWriter) Write(b []byte) (int, error) {
-	w.finish()
+func (w *statusWriter) Write(b []byte) (int, error) {
+	w.Finish(w.Status())
 	return w.ResponseWriter.Write(b)
 }
 
-func (w *finishWriter) WriteString(s string) (int, error) {
-	w.finish()
+func (w *statusWriter) WriteString(s string) (int, error) {
+	w.Finish(w.Status())
 	return w.ResponseWriter.WriteString(s)
 }
 
-func (w *finishWriter) Flush() {
-	w.finish()
+func (w *statusWriter) Flush() {
+	w.Finish(w.Status())
 	w.ResponseWriter.Flush()
 }

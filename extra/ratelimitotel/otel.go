@@ -36,6 +36,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/bounded"
 	"github.com/ratelimit-go/ratelimit/store"
 )
 
@@ -71,7 +72,7 @@ type Observer struct {
 	refills  metric.Int64Counter
 	latency  metric.Float64Histogram
 
-	sets *seriesMap[labels, options] // attribute sets, made once each
+	sets *bounded.Map[labels, options] // attribute sets, made once each
 }
 
 // options hold an attribute set as the option slices the instruments
@@ -101,7 +102,7 @@ const (
 // package.
 func New(mp metric.MeterProvider) (*Observer, error) {
 	m := mp.Meter(scope)
-	o := &Observer{meter: m, sets: &seriesMap[labels, options]{Max: MaxSeries, Make: makeOptions, Overflow: overflow}}
+	o := &Observer{meter: m, sets: &bounded.Map[labels, options]{Max: MaxSeries, Make: makeOptions, Overflow: overflow}}
 	var err error
 	if o.requests, err = m.Int64Counter("ratelimit.requests", metric.WithUnit("{request}"),
 		metric.WithDescription("Requests a rate limiter decided or could not decide, by namespace, route pattern and outcome.")); err != nil {

@@ -32,6 +32,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/bounded"
 	"github.com/ratelimit-go/ratelimit/store"
 )
 
@@ -64,12 +65,12 @@ type Metrics struct {
 	leases   *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
 
-	reqs      *seriesMap[requestLabels, prometheus.Counter]
-	verdicts  *seriesMap[limitLabels, prometheus.Counter]
-	fellBack  *seriesMap[routeLabels, prometheus.Counter]
-	charged   *seriesMap[routeLabels, prometheus.Counter]
-	refills   *seriesMap[leaseLabels, prometheus.Counter]
-	durations *seriesMap[string, prometheus.Observer]
+	reqs      *bounded.Map[requestLabels, prometheus.Counter]
+	verdicts  *bounded.Map[limitLabels, prometheus.Counter]
+	fellBack  *bounded.Map[routeLabels, prometheus.Counter]
+	charged   *bounded.Map[routeLabels, prometheus.Counter]
+	refills   *bounded.Map[leaseLabels, prometheus.Counter]
+	durations *bounded.Map[string, prometheus.Observer]
 
 	fallbacks   []watched
 	fallbackMu  sync.Mutex
@@ -121,26 +122,26 @@ func New() *Metrics {
 		}, []string{"namespace"}),
 		fallbackSet: newFallbackDescs(),
 	}
-	m.reqs = &seriesMap[requestLabels, prometheus.Counter]{Max: MaxSeries,
+	m.reqs = &bounded.Map[requestLabels, prometheus.Counter]{Max: MaxSeries,
 		Make: func(l requestLabels) prometheus.Counter {
 			return m.requests.WithLabelValues(l.namespace, l.route, l.outcome)
 		},
 		Overflow: func(l requestLabels) requestLabels { l.route = other; return l }}
-	m.verdicts = &seriesMap[limitLabels, prometheus.Counter]{Max: MaxSeries,
+	m.verdicts = &bounded.Map[limitLabels, prometheus.Counter]{Max: MaxSeries,
 		Make: func(l limitLabels) prometheus.Counter {
 			return m.limits.WithLabelValues(l.namespace, l.route, l.limit, l.outcome)
 		},
 		Overflow: func(l limitLabels) limitLabels { l.route, l.limit = other, other; return l }}
-	m.fellBack = &seriesMap[routeLabels, prometheus.Counter]{Max: MaxSeries,
+	m.fellBack = &bounded.Map[routeLabels, prometheus.Counter]{Max: MaxSeries,
 		Make:     func(l routeLabels) prometheus.Counter { return m.local.WithLabelValues(l.namespace, l.route) },
 		Overflow: func(l routeLabels) routeLabels { l.route = other; return l }}
-	m.charged = &seriesMap[routeLabels, prometheus.Counter]{Max: MaxSeries,
+	m.charged = &bounded.Map[routeLabels, prometheus.Counter]{Max: MaxSeries,
 		Make:     func(l routeLabels) prometheus.Counter { return m.usage.WithLabelValues(l.namespace, l.route) },
 		Overflow: func(l routeLabels) routeLabels { l.route = other; return l }}
-	m.refills = &seriesMap[leaseLabels, prometheus.Counter]{Max: MaxSeries,
+	m.refills = &bounded.Map[leaseLabels, prometheus.Counter]{Max: MaxSeries,
 		Make:     func(l leaseLabels) prometheus.Counter { return m.leases.WithLabelValues(l.namespace, l.route, l.limit) },
 		Overflow: func(l leaseLabels) leaseLabels { l.route, l.limit = other, other; return l }}
-	m.durations = &seriesMap[string, prometheus.Observer]{Max: MaxSeries,
+	m.durations = &bounded.Map[string, prometheus.Observer]{Max: MaxSeries,
 		Make:     func(ns string) prometheus.Observer { return m.latency.WithLabelValues(ns) },
 		Overflow: func(string) string { return other }}
 	return m

@@ -1,0 +1,165 @@
+package framework
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/bounded"
+)
+
+// A Syntax is how a router writes its route patterns when it names a
+// parameter ":name" and the rest of a path "*name", as Gin and Echo do,
+// and matches a path that ends in "/" alone. It writes them the way
+// ServeMux does: ":name" as "{name}", a final "*name" as "{name...}", and
+// a final "/" as "/{$}". A Syntax is a plain value, safe for concurrent
+// use.
+type Syntax struct {
+	// Router names the router in what a refused pattern is told: "Gin".
+	Router string
+	// Option names the option that takes a table in this syntax, in its
+	// errors: "ginlimit.Routes".
+	Option string
+	// Rest is the name of the rest of a path written "*" alone, as Echo
+	// writes it ("path" makes it "{path...}"). Empty, the default, a "*"
+	// needs a name, as in Gin.
+	Rest string
+}
+
+// Routes is [ratelimit.WithRoutes] for a route table in s, the patterns
+// with or without a method. It writes them the ServeMux way and passes
+// them to WithRoutes. A pattern that ServeMux cannot write (a parameter
+// inside a segment, such as "/v:version") or that holds braces is refused
+// when the Limiter is built, naming the pattern; so are a method not in
+// upper case ("post /login") and two patterns of one shape ("/users/:id"
+// and "/users/:name").
+func (s Syntax) Routes(table map[string][]ratelimit.Limit) ratelimit.Option {
+	mux := make(map[string][]ratelimit.Limit, len(table))
+	shapes := make(map[string]string, len(table)) // a shape's pattern
+	// In order, so that of two patterns of one shape the error names
+	// the same one first every time.
+	for _, pattern := range slices.Sorted(maps.Keys(table)) {
+		p, shape, problem := s.serveMux(pattern)
+		if other, dup := shapes[shape]; problem == "" && dup {
+			problem = fmt.Sprintf("%q is the same route, %s: the names of parameters do not matter, so the table cannot tell them apart", other, shape)
+		}
+		if problem != "" {
+			return func(*ratelimit.Limiter) error {
+				return fmt.Errorf("%w: %s: pattern %q: %s", ratelimit.ErrInvalid, s.Option, pattern, problem)
+			}
+		}
+		shapes[shape] = pattern
+		mux[p] = table[pattern]
+	}
+	return ratelimit.WithRoutes(mux)
+}
+
+// maxPatterns bounds the routes that the function Patterns returns
+// keeps.
+const maxPatterns = 4096
+
+// Patterns returns a function that writes the route a router matched
+// (Gin's FullPath, Echo's c.Path()) the ServeMux way, as the Pattern of
+// the request a Limiter decides, and returns false when the router
+// matched no route ("") or ServeMux cannot write it. Each route is worked
+// out once: a router has few, and they come back on every request. It
+// keeps up to 4,096 of them, and works out the others each time. The
+// function is safe for concurrent use; each middleware makes its own.
+func (s Syntax) Patterns() func(route string) (pattern string, ok bool) {
+	patterns := &bounded.Map[string, string]{Max: maxPatterns, Make: func(route string) string {
+		p, _, problem := s.serveMux(route)
+		if problem != "" {
+			return "" // a route ServeMux cannot write has none
+		}
+		return p
+	}}
+	return func(route string) (string, bool) {
+		if route == "" {
+			return "", false
+		}
+		p := patterns.Get(route)
+		return p, p != ""
+	}
+}
+
+// serveMux writes a pattern of s the way ServeMux does, with its shape
+// (the method, one space, and the path with each parameter's name left
+// out, "{}" and "{...}"), or says why it cannot.
+func (s Syntax) serveMux(pattern string) (muxPattern, shape, problem string) {
+	method, path := "", pattern
+	if i := strings.IndexByte(pattern, ' '); i > 0 && !strings.Contains(pattern[:i], "/") {
+		method, path = pattern[:i], strings.TrimLeft(pattern[i+1:], " ")
+	}
+	if problem := checkMethod(method, path); problem != "" {
+		return "", "", problem
+	}
+	if !strings.HasPrefix(path, "/") {
+		return "", "", fmt.Sprintf("the path must start with '/' in %s's syntax", s.Router)
+	}
+	prefix, shapePrefix := pattern[:len(pattern)-len(path)], ""
+	if method != "" {
+		shapePrefix = method + " "
+	}
+	if !strings.ContainsAny(path, ":*{}") && !strings.HasSuffix(path, "/") {
+		return pattern, shapePrefix + path, ""
+	}
+	named := "named " // a parameter ServeMux can write, when a "*" needs a name
+	if s.Rest != "" {
+		named = ""
+	}
+	segments := strings.Split(path, "/")
+	shapes := make([]string, len(segments))
+	for i, seg := range segments {
+		shapes[i] = seg
+		j := strings.IndexAny(seg, ":*")
+		switch {
+		case strings.ContainsAny(seg, "{}"):
+			name := strings.Trim(seg, "{}")
+			if rest, ok := strings.CutSuffix(name, "..."); ok {
+				return "", "", fmt.Sprintf("%q is ServeMux syntax; %s writes the rest of a path %q", seg, s.Router, "*"+rest)
+			}
+			return "", "", fmt.Sprintf("%q is ServeMux syntax; %s writes a parameter %q", seg, s.Router, ":"+name)
+		case seg == "" && i > 0 && i == len(segments)-1:
+			segments[i], shapes[i] = "{$}", "{$}" // the router matches "/users/" alone, as ServeMux "/users/{$}"
+		case j < 0:
+		case j > 0 || strings.ContainsAny(seg[1:], ":*") || len(seg) == 1 && s.Rest == "":
+			return "", "", fmt.Sprintf("%q: ServeMux can only write a %sparameter that fills a whole segment", seg, named)
+		case seg == ":":
+			return "", "", fmt.Sprintf("%q: the parameter needs a name", seg)
+		case seg[0] == ':':
+			segments[i], shapes[i] = "{"+seg[1:]+"}", "{}"
+		case i != len(segments)-1:
+			return "", "", fmt.Sprintf("%q: a catch-all must end the path", seg)
+		default:
+			name := seg[1:]
+			if name == "" {
+				name = s.Rest
+			}
+			segments[i], shapes[i] = "{"+name+"...}", "{...}"
+		}
+	}
+	return prefix + strings.Join(segments, "/"), shapePrefix + strings.Join(shapes, "/"), ""
+}
+
+// checkMethod says what is wrong with a pattern's method, or returns "":
+// it must be an HTTP method token, in upper case, as requests carry it;
+// "post" would never match.
+func checkMethod(method, path string) string {
+	lower := false
+	for i := 0; i < len(method); i++ {
+		c := method[i]
+		switch {
+		case 'a' <= c && c <= 'z':
+			lower = true
+		case 'A' <= c && c <= 'Z', '0' <= c && c <= '9', strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return fmt.Sprintf("the method %q is not an HTTP method token", method)
+		}
+	}
+	if lower {
+		return fmt.Sprintf("the method %q must be upper case, as requests carry it: %q", method, strings.ToUpper(method)+" "+path)
+	}
+	return ""
+}
