@@ -1,13 +1,17 @@
 package bounded
 
-import "sync"
+import (
+	"sync"
+	"sync/atomic"
+)
 
 // A Map holds, for each key K, the V that Make made for it, up to Max
 // keys. Past Max, a new key is first replaced by what Overflow makes of
 // it (a route or limit name turned into "other"), whose V is kept like
 // any other; with Overflow nil, the V of a new key is made on each Get
 // and not kept. Make runs at most once for each key kept, with the Map
-// locked.
+// locked; a key kept is read without a lock, as from a sync.Map, since
+// every request reads it.
 //
 // Its zero value is not usable: set Max and Make, and Overflow if a key
 // past Max has one, before the first Get, and change none of them after.
@@ -17,36 +21,32 @@ type Map[K comparable, V any] struct {
 	Make     func(K) V
 	Overflow func(K) K
 
-	mu sync.RWMutex
-	m  map[K]V
+	mu sync.Mutex // held while a value is made and kept
+	m  sync.Map   // K to V
+	n  atomic.Int64
 }
 
 // Get returns the V of k, made on first use.
 func (m *Map[K, V]) Get(k K) V {
-	m.mu.RLock()
-	v, ok := m.m[k]
-	m.mu.RUnlock()
-	if ok {
-		return v
+	if v, ok := m.m.Load(k); ok {
+		return v.(V)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if v, ok := m.m[k]; ok {
-		return v
+	if v, ok := m.m.Load(k); ok {
+		return v.(V)
 	}
-	if m.m == nil {
-		m.m = map[K]V{}
-	}
-	if len(m.m) >= m.Max {
+	if m.n.Load() >= int64(m.Max) {
 		if m.Overflow == nil {
 			return m.Make(k)
 		}
 		k = m.Overflow(k)
-		if v, ok := m.m[k]; ok {
-			return v
+		if v, ok := m.m.Load(k); ok {
+			return v.(V)
 		}
 	}
-	v = m.Make(k)
-	m.m[k] = v
+	v := m.Make(k)
+	m.m.Store(k, v)
+	m.n.Add(1)
 	return v
 }

@@ -30,7 +30,9 @@ func TestMapIsBounded(t *testing.T) {
 				m.Get("k" + strconv.Itoa(i))
 				m.Get("k" + strconv.Itoa(i))
 			}
-			if got := len(m.m); got != tt.kept {
+			kept := 0
+			m.m.Range(func(any, any) bool { kept++; return true })
+			if got := kept; got != tt.kept || int(m.n.Load()) != tt.kept {
 				t.Errorf("got %d keys kept, want %d", got, tt.kept)
 			}
 			if got := m.Get("k9"); got != tt.past {
