@@ -253,8 +253,11 @@ func TestFaultRecoveryUnderLoad(t *testing.T) {
 			break
 		}
 	}
-	t.Logf("Redis holds %d flood keys once, %d more than once", single, more)
-	if more > workers || single < before.Waiting-workers {
-		t.Errorf("Redis holds %d flood keys once and %d more than once; want at most %d more than once, and at least the %d that waited", single, more, workers, before.Waiting)
+	// On a busy machine a call after the recovery may overrun the budget
+	// and start another outage: each may add as much.
+	outages := int64(max(f.Health().Outages, 1))
+	t.Logf("Redis holds %d flood keys once, %d more than once; %d outages", single, more, outages)
+	if more > workers*outages || single < before.Waiting-workers*outages {
+		t.Errorf("Redis holds %d flood keys once and %d more than once; want at most %d more than once (%d per outage), and at least the %d that waited", single, more, workers*outages, workers, before.Waiting)
 	}
 }

@@ -571,7 +571,9 @@ func TestLeasesAreBounded(t *testing.T) {
 func TestLeasedSetAllOrNone(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Require(t)
-	window := ratelimit.Limit{Quota: 30_000, Window: time.Hour, Algorithm: ratelimit.FixedWindow, Leased: true}
+	// The window has room for twice what the bucket admits in the run's
+	// longest minute (60,500), so that it never denies.
+	window := ratelimit.Limit{Quota: 121_000, Window: time.Hour, Algorithm: ratelimit.FixedWindow, Leased: true}
 	bucket := ratelimit.Limit{Quota: 1_000, Window: time.Second, Burst: 500, Algorithm: ratelimit.TokenBucket, Leased: true}
 	limits := limitsOf(t, window, bucket)
 	const prefix, key = "allornone:", "hot"
