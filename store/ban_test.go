@@ -18,6 +18,7 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/redistest"
+	"github.com/ratelimit-go/ratelimit/store/internal/request"
 )
 
 // The tests of bans that look into the stores; the conformance suite
@@ -139,7 +140,7 @@ func TestBanKeyTTL(t *testing.T) {
 				if len(after.fields) == 0 {
 					t.Fatalf("step %d: a denial (%+v) left no ban key", i, d)
 				}
-				ban := compile(sets[k]).Set.Ban
+				ban := request.Compile(sets[k]).Ban
 				var expires int64
 				if field(after, "s") > 0 {
 					expires = field(after, "w") + ban.Within

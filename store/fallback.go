@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/store/internal/request"
 )
 
 // Defaults of FallbackOptions.
@@ -191,7 +192,7 @@ func honorsDeadlines(c RedisClient) bool {
 
 // Allow implements [ratelimit.Store].
 func (f *Fallback) Allow(ctx context.Context, key string, cost int, limits *ratelimit.Limits) (ratelimit.Decision, error) {
-	given, set, err := checkRequest(key, cost, limits)
+	given, set, err := request.Check(key, cost, limits)
 	if err != nil {
 		return ratelimit.Decision{}, err
 	}
@@ -241,7 +242,7 @@ func (f *Fallback) Allow(ctx context.Context, key string, cost int, limits *rate
 // again, as the admissions decided in process are. A charge that reaches
 // Redis after the budget is not made there.
 func (f *Fallback) End(ctx context.Context, key string, usage int, limits *ratelimit.Limits, admitted ratelimit.Decision) (ratelimit.Decision, error) {
-	given, set, err := checkEnd(key, usage, limits)
+	given, set, err := request.CheckEnd(key, usage, limits)
 	if err != nil {
 		return ratelimit.Decision{}, err
 	}
@@ -281,7 +282,7 @@ func (f *Fallback) End(ctx context.Context, key string, usage int, limits *ratel
 // would start from it. A Peek records nothing, for Redis or in process,
 // and is not counted in [Fallback.Health].
 func (f *Fallback) Peek(ctx context.Context, key string, cost int, limits *ratelimit.Limits) (ratelimit.Decision, error) {
-	given, set, err := checkRequest(key, cost, limits)
+	given, set, err := request.Check(key, cost, limits)
 	if err != nil {
 		return ratelimit.Decision{}, err
 	}
@@ -315,7 +316,7 @@ func (f *Fallback) Peek(ctx context.Context, key string, cost int, limits *ratel
 // Redis that is not an outage, or when the backlog is full (see
 // FallbackOptions.MaxBacklog).
 func (f *Fallback) Reset(ctx context.Context, key string, limits *ratelimit.Limits) error {
-	_, set, err := checkRequest(key, 1, limits)
+	_, set, err := request.Check(key, 1, limits)
 	if err != nil {
 		return err
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/internal/spec"
 	"github.com/ratelimit-go/ratelimit/redistest"
+	"github.com/ratelimit-go/ratelimit/store/internal/request"
 )
 
 // TestLostAnswersCountedOnce loses 5% of Redis's answers to the store's
@@ -199,7 +200,7 @@ func TestChargeSentAgainCountsOnce(t *testing.T) {
 		limits = append(limits, l)
 	}
 	given := limitsOf(t, limits...)
-	set := compile(given)
+	set := request.Compile(given)
 	eachBackend(t, func(t *testing.T, client *redis.Client) {
 		s := newStore(t, client, RedisOptions{Prefix: uniquePrefix(), DenyCacheSize: noDenyCache})
 		now, err := client.Time(ctx).Result()

@@ -8,6 +8,7 @@ import (
 	"unsafe"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/store/internal/request"
 )
 
 // TestStoresCopyTheKeysTheyHold: a key the Memory store, the deny cache,
@@ -32,7 +33,7 @@ func TestStoresCopyTheKeysTheyHold(t *testing.T) {
 	}
 
 	c := newDenyCache(100)
-	_, set, err := checkRequest(key, 1, limitsOf(t, ratelimit.PerMinute(5)))
+	_, set, err := request.Check(key, 1, limitsOf(t, ratelimit.PerMinute(5)))
 	if err != nil {
 		t.Fatal(err)
 	}

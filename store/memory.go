@@ -12,6 +12,7 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/internal/spec"
+	"github.com/ratelimit-go/ratelimit/store/internal/request"
 )
 
 // defaultMaxKeys is how many keys a Memory store holds unless
@@ -125,7 +126,7 @@ func (m *memory) now() int64 {
 
 // Allow implements [ratelimit.Store].
 func (m *memory) Allow(ctx context.Context, key string, cost int, limits *ratelimit.Limits) (ratelimit.Decision, error) {
-	given, set, err := checkRequest(key, cost, limits)
+	given, set, err := request.Check(key, cost, limits)
 	if err != nil {
 		return ratelimit.Decision{}, err
 	}
@@ -144,9 +145,9 @@ func (m *memory) decide(key string, cost int, limits []ratelimit.Limit, set *spe
 		ok                              bool
 		remaining, retry, reset, window int64
 	}
-	var obuf [maxInline]outcome
+	var obuf [request.MaxInline]outcome
 	out := obuf[:0]
-	var sbuf [maxInline]*memoryLimit
+	var sbuf [request.MaxInline]*memoryLimit
 	states := sbuf[:0]
 	var id int64 // the lease of the slot the request takes
 	k := m.key(key, now)
@@ -194,7 +195,7 @@ func (m *memory) decide(key string, cost int, limits []ratelimit.Limit, set *spe
 	}
 	k.expires.Store(latest)
 	k.mu.Unlock()
-	var rbuf [maxInline]ratelimit.Result
+	var rbuf [request.MaxInline]ratelimit.Result
 	rs := rbuf[:0]
 	for i, o := range out {
 		rs = append(rs, ratelimit.Result{Limit: limits[i], Allowed: o.ok, Remaining: int(o.remaining), Window: us(o.window), ResetAfter: us(o.reset), RetryAfter: us(o.retry)})
@@ -238,7 +239,7 @@ func (m *memory) take(key string, c64 int64, c *compiled) (ok bool, remaining, w
 // charged from usage, whatever they have left, and answers for each limit
 // as Peek would for a request of 1.
 func (m *memory) End(ctx context.Context, key string, usage int, limits *ratelimit.Limits, d ratelimit.Decision) (ratelimit.Decision, error) {
-	given, set, err := checkEnd(key, usage, limits)
+	given, set, err := request.CheckEnd(key, usage, limits)
 	if err != nil {
 		return ratelimit.Decision{}, err
 	}
@@ -315,7 +316,7 @@ func (m *memory) charge(key string, units int64, set *spec.Set) {
 // Peek implements [ratelimit.Store]. A key the store holds nothing for
 // stays out of it: peeking never evicts a key.
 func (m *memory) Peek(ctx context.Context, key string, cost int, limits *ratelimit.Limits) (ratelimit.Decision, error) {
-	given, set, err := checkRequest(key, cost, limits)
+	given, set, err := request.Check(key, cost, limits)
 	if err != nil {
 		return ratelimit.Decision{}, err
 	}
@@ -340,7 +341,7 @@ func (m *memory) peek(key string, cost int, limits []ratelimit.Limit, set *spec.
 			}
 		}
 	}
-	var buf [maxInline]ratelimit.Result
+	var buf [request.MaxInline]ratelimit.Result
 	rs := buf[:0]
 	for i := range cs {
 		c := &cs[i]
@@ -367,7 +368,7 @@ func (m *memory) peek(key string, cost int, limits []ratelimit.Limit, set *spec.
 
 // Reset implements [ratelimit.Store].
 func (m *memory) Reset(ctx context.Context, key string, limits *ratelimit.Limits) error {
-	_, set, err := checkRequest(key, 1, limits)
+	_, set, err := request.Check(key, 1, limits)
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/store/internal/request"
 	"github.com/ratelimit-go/ratelimit/store/storetest"
 )
 
@@ -357,7 +358,7 @@ func TestMemoryTakeIsTheSteps(t *testing.T) {
 				} else {
 					other.Quota = 1 + rng.IntN(20)
 				}
-				cs := []*compiled{&compile(limitsOf(t, l)).Set.Limits[0], &compile(limitsOf(t, other)).Set.Limits[0]}
+				cs := []*compiled{&request.Compile(limitsOf(t, l)).Limits[0], &request.Compile(limitsOf(t, other)).Limits[0]}
 				if cs[0].Suffix != cs[1].Suffix {
 					t.Fatalf("%v and %v: suffixes %q and %q, want one state", l, other, cs[0].Suffix, cs[1].Suffix)
 				}

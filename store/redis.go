@@ -17,6 +17,7 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/internal/spec"
+	"github.com/ratelimit-go/ratelimit/store/internal/request"
 )
 
 // RedisClient is the part of a go-redis v9 client that [Redis] uses: it
@@ -184,7 +185,7 @@ func NewRedis(client RedisClient, opts RedisOptions) (*Redis, error) {
 
 // Allow implements [ratelimit.Store].
 func (s *Redis) Allow(ctx context.Context, key string, cost int, limits *ratelimit.Limits) (ratelimit.Decision, error) {
-	given, set, err := checkRequest(key, cost, limits)
+	given, set, err := request.Check(key, cost, limits)
 	if err != nil {
 		return ratelimit.Decision{}, err
 	}
@@ -357,7 +358,7 @@ func (s *Redis) banKey(key string) string { return s.prefix + "{" + key + "}" + 
 // retry_after and window, in microseconds), then, when banned is set, the time until
 // the key's ban ends.
 func parseDecision(line string, limits []ratelimit.Limit, banned bool, ask *leaseAsk) (ratelimit.Decision, error) {
-	var buf [maxInline]ratelimit.Result
+	var buf [request.MaxInline]ratelimit.Result
 	rs := buf[:0]
 	for i := range len(limits) {
 		var n [7]int64
@@ -401,7 +402,7 @@ func parseDecision(line string, limits []ratelimit.Limit, banned bool, ask *leas
 // it is). It always asks Redis: the deny cache (see
 // RedisOptions.DenyCacheSize) neither answers a Peek nor learns from one.
 func (s *Redis) Peek(ctx context.Context, key string, cost int, limits *ratelimit.Limits) (ratelimit.Decision, error) {
-	given, set, err := checkRequest(key, cost, limits)
+	given, set, err := request.Check(key, cost, limits)
 	if err != nil {
 		return ratelimit.Decision{}, err
 	}
@@ -441,7 +442,7 @@ func (s *Redis) peek(ctx context.Context, key string, cost int, limits []ratelim
 // from key's limits charged from usage, whatever they have left, and
 // answers for each limit as Peek would for a request of 1.
 func (s *Redis) End(ctx context.Context, key string, usage int, limits *ratelimit.Limits, d ratelimit.Decision) (ratelimit.Decision, error) {
-	given, set, err := checkEnd(key, usage, limits)
+	given, set, err := request.CheckEnd(key, usage, limits)
 	if err != nil {
 		return ratelimit.Decision{}, err
 	}
@@ -561,7 +562,7 @@ func parseInts(s string, dst []int64) (string, error) {
 // state, which every set of limits with a ban counts in.
 func (s *Redis) Reset(ctx context.Context, key string, limits *ratelimit.Limits) error {
 	// A cost of 1 fits every valid limit, so this checks key and limits.
-	given, set, err := checkRequest(key, 1, limits)
+	given, set, err := request.Check(key, 1, limits)
 	if err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/internal/spec"
 	"github.com/ratelimit-go/ratelimit/redistest"
+	"github.com/ratelimit-go/ratelimit/store/internal/request"
 	"github.com/ratelimit-go/ratelimit/store/storetest"
 )
 
@@ -307,7 +308,7 @@ func TestClusterBatchGivesUp(t *testing.T) {
 // checkedSet returns the compiled form of limits, as Allow checks them.
 func checkedSet(t *testing.T, key string, limits *ratelimit.Limits) *spec.Set {
 	t.Helper()
-	_, set, err := checkRequest(key, 1, limits)
+	_, set, err := request.Check(key, 1, limits)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/internal/spec"
+	"github.com/ratelimit-go/ratelimit/store/internal/request"
 )
 
 // denyCache remembers requests Redis denied, so that the same request is
@@ -56,7 +57,7 @@ func newDenyCache(size int) *denyCache {
 }
 
 func (c *denyCache) shard(key string) *denyShard {
-	return &c.shards[keyHash(key)%uint32(len(c.shards))]
+	return &c.shards[request.KeyHash(key)%uint32(len(c.shards))]
 }
 
 // get returns the cached denial of a request under limits, its times
@@ -79,7 +80,7 @@ func (c *denyCache) get(key string, set *spec.Set, cost int, limits []ratelimit.
 	// A request sent after this get read the clock may have stored the
 	// entry: then no time has passed since the denial.
 	elapsed := time.Duration(max(now-d.at, 0)) * time.Microsecond
-	var buf [maxInline]ratelimit.Result
+	var buf [request.MaxInline]ratelimit.Result
 	rs := append(buf[:0], d.results...)
 	banned := d.banned
 	sh.mu.Unlock()
@@ -169,7 +170,7 @@ func (c *denyCache) passed(key string, set *spec.Set, cost int, d ratelimit.Deci
 	if set.Ban != nil || set.Slot >= 0 {
 		return
 	}
-	var buf [maxInline]ratelimit.Result
+	var buf [request.MaxInline]ratelimit.Result
 	next := append(buf[:0], d.Results()...)
 	short := false
 	for i := range next {

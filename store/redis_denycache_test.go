@@ -12,6 +12,7 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/redistest"
+	"github.com/ratelimit-go/ratelimit/store/internal/request"
 )
 
 // pinDenyCache makes s's deny cache read the pinned clock.
@@ -181,7 +182,7 @@ func TestDenyCacheReadBeforePut(t *testing.T) {
 	now := int64(1_000_000)
 	c.now = func() int64 { return now }
 	l := ratelimit.Limit{Quota: 1, Window: time.Hour}.Using(ratelimit.SlidingLog)
-	set := compile(limitsOf(t, l)).Set
+	set := request.Compile(limitsOf(t, l))
 	denied := ratelimit.MakeDecision(ratelimit.Result{Limit: l, Remaining: 0, ResetAfter: time.Hour, RetryAfter: time.Hour})
 	epoch, sent := c.epoch("k")
 	c.put("k", set, 1, denied, epoch, sent)
@@ -203,7 +204,7 @@ func TestDenyCacheWindowFromTheSend(t *testing.T) {
 	now := int64(1_000_000)
 	c.now = func() int64 { return now }
 	l := ratelimit.Limit{Quota: 1, Window: time.Hour}.Using(ratelimit.SlidingLog)
-	set := compile(limitsOf(t, l)).Set
+	set := request.Compile(limitsOf(t, l))
 	denied := ratelimit.MakeDecision(ratelimit.Result{Limit: l, Window: time.Second, ResetAfter: time.Hour, RetryAfter: time.Second})
 	epoch, sent := c.epoch("k")
 	now += 500 // the round trip

@@ -12,6 +12,7 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/internal/spec"
+	"github.com/ratelimit-go/ratelimit/store/internal/request"
 )
 
 // Leased limits (ratelimit.Limit.Leased). A request of a leased set is
@@ -94,7 +95,7 @@ type quotaLease struct {
 }
 
 func (l *quotaLeases) shard(key string) *leaseShard {
-	return &l.shards[keyHash(key)%leaseShards]
+	return &l.shards[request.KeyHash(key)%leaseShards]
 }
 
 // find returns key's lease of c in k, nil when none.
@@ -160,8 +161,8 @@ func (l *quotaLeases) spend(key string, cost int, limits []ratelimit.Limit, set 
 		sh.mu.Unlock()
 		return d, leaseTake, nil
 	}
-	var buf [maxInline]ratelimit.Result
-	rs := resultsFor(limits, &buf)
+	var buf [request.MaxInline]ratelimit.Result
+	rs := request.Results(limits, &buf)
 	for i := range set.Limits {
 		take := set.Limits[i].CostFor(int64(cost))
 		q := k.find(&set.Limits[i])

@@ -21,6 +21,7 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/redistest"
+	"github.com/ratelimit-go/ratelimit/store/internal/request"
 )
 
 // The edges of leased limits, tried the way production meets them: four
@@ -218,7 +219,7 @@ func newEdgePlan(cfg *edgeConfig, client *redis.Client) *edgePlan {
 		if err != nil {
 			panic(err)
 		}
-		_, cs, _ := checkRequest(cfg.Key, 1, set)
+		_, cs, _ := request.Check(cfg.Key, 1, set)
 		p.key = cfg.Prefix + "{" + cfg.Key + "}" + cs.Limits[0].Suffix
 	}
 	return p

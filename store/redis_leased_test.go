@@ -17,6 +17,7 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/redistest"
+	"github.com/ratelimit-go/ratelimit/store/internal/request"
 )
 
 // admission is units admitted at a time, in µs.
@@ -542,7 +543,7 @@ func TestLeasesAreBounded(t *testing.T) {
 	t.Parallel()
 	var l quotaLeases
 	limits := limitsOf(t, ratelimit.Limit{Quota: 100, Window: time.Minute, Leased: true})
-	given, set, err := checkRequest("k", 1, limits)
+	given, set, err := request.Check("k", 1, limits)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -617,7 +618,7 @@ func TestLeasedSetAllOrNone(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	_, set, err := checkRequest(key, 1, limits)
+	_, set, err := request.Check(key, 1, limits)
 	if err != nil {
 		t.Fatal(err)
 	}
