@@ -206,7 +206,7 @@ func TestBanKeyWrongType(t *testing.T) {
 						}
 					}
 					for _, l := range limits {
-						if client.Exists(ctx, redisKey(s, key, l)).Val() != 0 {
+						if client.Exists(ctx, limitKey(s, key, l)).Val() != 0 {
 							t.Errorf("the key of %v was written", l)
 						}
 					}

@@ -240,7 +240,7 @@ func TestChargeSentAgainCountsOnce(t *testing.T) {
 		}
 		longest := time.Duration(horizon(&set.Limits[len(limits)-1])) * time.Microsecond // the monthly one
 		for _, id := range []string{"a1", "b2"} {
-			key := s.prefix + "{k}" + spec.ChargeSuffix + id
+			key := redisKey(s.prefix, "k", spec.ChargeSuffix+id)
 			if ttl := client.PTTL(ctx, key).Val(); ttl > longest || ttl < longest-time.Minute {
 				t.Errorf("%s: TTL %v, want the longest horizon, %v", key, ttl, longest)
 			}

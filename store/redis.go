@@ -283,7 +283,7 @@ func (s *Redis) decideOnce(ctx context.Context, key string, cost int, limits []r
 	}
 	call.args = append(call.args, n, cost, &call.deadline)
 	for i := range cs {
-		call.keys = append(call.keys, s.prefix+"{"+key+"}"+cs[i].Suffix)
+		call.keys = append(call.keys, redisKey(s.prefix, key, cs[i].Suffix))
 		call.args = append(call.args, cs[i].ScriptArgs()...)
 	}
 	if ask != nil {
@@ -334,7 +334,7 @@ func (s *Redis) decideOnce(ctx context.Context, key string, cost int, limits []r
 	}
 	if id != 0 && d.Allowed {
 		d.Lease = strconv.FormatInt(id, 10)
-		s.slots.hold(lease{id: id, key: s.prefix + "{" + key + "}" + cs[set.Slot].Suffix, c: &cs[set.Slot]})
+		s.slots.hold(lease{id: id, key: redisKey(s.prefix, key, cs[set.Slot].Suffix), c: &cs[set.Slot]})
 	}
 	if s.denied != nil {
 		switch {
@@ -350,7 +350,7 @@ func (s *Redis) decideOnce(ctx context.Context, key string, cost int, limits []r
 }
 
 // banKey is where s keeps key's ban state.
-func (s *Redis) banKey(key string) string { return s.prefix + "{" + key + "}" + spec.BanSuffix }
+func (s *Redis) banKey(key string) string { return redisKey(s.prefix, key, spec.BanSuffix) }
 
 // parseDecision reads a script's reply line for a request under limits:
 // five integers per limit (allowed, remaining, then reset_after,
@@ -414,7 +414,7 @@ func (s *Redis) peek(ctx context.Context, key string, cost int, limits []ratelim
 	args := make([]any, 1, 1+4*len(set.Limits))
 	args[0] = cost
 	for i, c := range set.Limits {
-		keys[i] = s.prefix + "{" + key + "}" + c.Suffix
+		keys[i] = redisKey(s.prefix, key, c.Suffix)
 		args = append(args, c.ScriptArgs()...)
 	}
 	if set.Ban != nil {
@@ -456,7 +456,7 @@ func (s *Redis) end(ctx context.Context, key string, usage int, limits []ratelim
 	args := make([]any, 2, 2+4*len(set.Limits))
 	args[0], args[1] = usage, deadline
 	for i, c := range set.Limits {
-		keys[i] = s.prefix + "{" + key + "}" + c.Suffix
+		keys[i] = redisKey(s.prefix, key, c.Suffix)
 		args = append(args, c.ScriptArgs()...)
 	}
 	if id, err := strconv.ParseInt(slot, 10, 64); err == nil && set.Slot >= 0 {
@@ -567,7 +567,7 @@ func (s *Redis) Reset(ctx context.Context, key string, limits *ratelimit.Limits)
 	}
 	keys := make([]string, len(set.Limits), len(set.Limits)+1)
 	for i, c := range set.Limits {
-		keys[i] = s.prefix + "{" + key + "}" + c.Suffix
+		keys[i] = redisKey(s.prefix, key, c.Suffix)
 	}
 	keys = append(keys, s.banKey(key))
 	s.leased.drop(key)
@@ -653,7 +653,7 @@ func (s *Redis) chargeBacklogs(ctx context.Context, charges []*backlogCharge, of
 // limits: a resend after that finds admissions too old to count.
 func (s *Redis) chargeArgs(c *backlogCharge, offset int64) ([]string, []any) {
 	keys := make([]string, 0, len(c.p.limits)+2)
-	keys = append(keys, s.prefix+"{"+c.key+"}"+spec.ChargeSuffix+c.id)
+	keys = append(keys, redisKey(s.prefix, c.key, spec.ChargeSuffix+c.id))
 	var longest int64
 	for _, e := range c.p.limits {
 		longest = max(longest, horizon(e.c))
@@ -661,7 +661,7 @@ func (s *Redis) chargeArgs(c *backlogCharge, offset int64) ([]string, []any) {
 	args := []any{max((longest+999)/1000, 1)} // ms
 	reset := false
 	for _, e := range c.p.limits {
-		keys = append(keys, s.prefix+"{"+c.key+"}"+e.c.Suffix)
+		keys = append(keys, redisKey(s.prefix, c.key, e.c.Suffix))
 		flag := "0"
 		if e.reset {
 			flag, reset = "1", true

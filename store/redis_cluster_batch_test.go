@@ -220,7 +220,7 @@ func TestClusterBatchLoadsScripts(t *testing.T) {
 		t.Errorf("no EVAL was pipelined: the batch did not meet NOSCRIPT (%d pipelines of %d runs)", counter.pipelines.Load(), counter.piped.Load())
 	}
 	for _, key := range keys {
-		if v, err := client.Get(ctx, redisKey(s, key, l[0])).Result(); err != nil || v != "1" {
+		if v, err := client.Get(ctx, limitKey(s, key, l[0])).Result(); err != nil || v != "1" {
 			t.Errorf("key %s: count %q, %v; want 1", key, v, err)
 		}
 	}
@@ -295,11 +295,11 @@ func TestClusterBatchGivesUp(t *testing.T) {
 		t.Error("no pipeline was sent: the waiters were not batched")
 	}
 	for _, key := range append(append(gaveUp, expired...), late...) {
-		if n, err := client.Exists(ctx, redisKey(s, key, l)).Result(); err != nil || n != 0 {
+		if n, err := client.Exists(ctx, limitKey(s, key, l)).Result(); err != nil || n != 0 {
 			t.Errorf("%s was not to be decided, but Redis holds its key (%d, %v)", key, n, err)
 		}
 	}
-	if v, err := client.Get(ctx, redisKey(s, patient, l)).Result(); err != nil || v != "1" {
+	if v, err := client.Get(ctx, limitKey(s, patient, l)).Result(); err != nil || v != "1" {
 		t.Errorf("%s: count %q, %v; want 1", patient, v, err)
 	}
 }

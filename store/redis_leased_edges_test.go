@@ -218,7 +218,7 @@ func newEdgePlan(cfg *edgeConfig, client *redis.Client) *edgePlan {
 			panic(err)
 		}
 		_, cs, _ := checkRequest(cfg.Key, 1, set)
-		p.key = cfg.Prefix + "{" + cfg.Key + "}" + cs.Limits[0].Suffix
+		p.key = redisKey(cfg.Prefix, cfg.Key, cs.Limits[0].Suffix)
 	}
 	return p
 }

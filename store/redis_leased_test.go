@@ -107,7 +107,7 @@ func TestLeasedNeverAboveTheLimit(t *testing.T) {
 			var adm []admission
 			var starts []int64
 			key := "hot"
-			redisKey := "rl:{" + key + "}" + compileLimit(l).Suffix
+			stateKey := redisKey(defaultPrefix, key, compileLimit(l).Suffix)
 			leasedUnits, allowed, denied := 0, 0, 0
 			ms := func(max time.Duration) time.Duration {
 				return time.Duration(rng.IntN(int(max/time.Millisecond)+1)) * time.Millisecond
@@ -131,14 +131,14 @@ func TestLeasedNeverAboveTheLimit(t *testing.T) {
 				case regime > 0 && rng.IntN(20) == 0:
 					clk.Advance(ms(l.Window / 50))
 				}
-				existed := m.Exists(redisKey)
+				existed := m.Exists(stateKey)
 				cost := 1 + rng.IntN(3)
 				d, err := instances[rng.IntN(len(instances))].Allow(ctx, key, cost, limits)
 				if err != nil {
 					t.Fatal(err)
 				}
 				now := clk.Now().Sub(epoch).Microseconds()
-				if !existed && m.Exists(redisKey) {
+				if !existed && m.Exists(stateKey) {
 					starts = append(starts, now)
 				}
 				if d.Allowed {
@@ -621,7 +621,7 @@ func TestLeasedSetAllOrNone(t *testing.T) {
 	}
 	client := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	defer client.Close()
-	counted, err := client.Get(context.Background(), prefix+"{"+key+"}"+set.Limits[0].Suffix).Int64()
+	counted, err := client.Get(context.Background(), redisKey(prefix, key, set.Limits[0].Suffix)).Int64()
 	if err != nil {
 		t.Fatal(err)
 	}
