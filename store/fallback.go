@@ -204,7 +204,7 @@ func (f *Fallback) Allow(ctx context.Context, key string, cost int, limits *rate
 			}
 			t := time.Now()
 			now := f.clock.at(t)
-			d, err := f.redis.decide(ctx, key, cost, given, set, f.deadline(now), t.Add(f.budget))
+			d, err := f.redis.decide(ctx, &request{key: key, cost: cost, limits: given, set: set, deadline: f.deadline(now), until: t.Add(f.budget)})
 			if err == nil {
 				if d.Banned == 0 { // a ban's answer says nothing of the limits
 					f.seen.put(key, set.Limits, d.Results(), now, int64(f.budget/time.Microsecond))
@@ -259,7 +259,7 @@ func (f *Fallback) End(ctx context.Context, key string, usage int, limits *ratel
 			}
 			t := time.Now()
 			rctx, cancel := context.WithTimeout(ctx, f.budget)
-			d, err := f.redis.end(rctx, key, usage, given, set, slot, f.deadline(f.clock.at(t)))
+			d, err := f.redis.end(rctx, &request{key: key, limits: given, set: set, deadline: f.deadline(f.clock.at(t))}, usage, slot)
 			cancel()
 			if err == nil || faultOf(ctx, err) == noFault {
 				return d, err
@@ -293,7 +293,7 @@ func (f *Fallback) Peek(ctx context.Context, key string, cost int, limits *ratel
 				}
 			}
 			rctx, cancel := context.WithTimeout(ctx, f.budget)
-			d, err := f.redis.peek(rctx, key, cost, given, set)
+			d, err := f.redis.peek(rctx, &request{key: key, cost: cost, limits: given, set: set})
 			cancel()
 			if err == nil || faultOf(ctx, err) == noFault {
 				return d, err

@@ -38,7 +38,7 @@ func TestStoresCopyTheKeysTheyHold(t *testing.T) {
 	}
 	d := ratelimit.MakeDecision(ratelimit.Result{Limit: ratelimit.PerMinute(5), RetryAfter: time.Second})
 	for range 2 { // made, then replaced
-		c.put(key, set, 1, d, c.shard(key).resets.Load(), c.now())
+		c.put(&request{key: key, cost: 1, set: set}, d, c.epoch(key))
 		for held := range c.shard(key).m {
 			if in(held) {
 				t.Error("the deny cache holds the caller's buffer as a key")

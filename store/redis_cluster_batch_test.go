@@ -261,7 +261,7 @@ func TestClusterBatchGivesUp(t *testing.T) {
 	}
 	for _, key := range expired {
 		wg.Go(func() {
-			_, err := s.decide(ctx, key, 1, set.All(), checkedSet(t, key, set), 0, time.Now().Add(50*time.Millisecond))
+			_, err := s.decide(ctx, &request{key: key, cost: 1, limits: set.All(), set: checkedSet(t, key, set), until: time.Now().Add(50 * time.Millisecond)})
 			if !errors.Is(err, context.DeadlineExceeded) {
 				t.Errorf("%s, whose until passed: got %v, want its deadline exceeded", key, err)
 			}
@@ -270,7 +270,7 @@ func TestClusterBatchGivesUp(t *testing.T) {
 	for _, key := range late {
 		wg.Go(func() {
 			// A deadline long past on Redis's clock, in microseconds.
-			if _, err := s.decide(ctx, key, 1, set.All(), checkedSet(t, key, set), 1, time.Time{}); !errors.Is(err, errLate) {
+			if _, err := s.decide(ctx, &request{key: key, cost: 1, limits: set.All(), set: checkedSet(t, key, set), deadline: 1}); !errors.Is(err, errLate) {
 				t.Errorf("%s, late: got %v, want errLate", key, err)
 			}
 		})

@@ -118,7 +118,7 @@ const (
 	leasePlain                  // ask Redis for a plain decision, taking no lease
 )
 
-// spend decides a request of key under the leased set from the leases
+// spend decides r, a request of a leased set, from the leases
 // this instance holds: when each has units enough and time left, it takes
 // them and returns the decision. Otherwise it says what to do instead.
 // When no request of the key is asking Redis for leases, this one is to
@@ -129,7 +129,8 @@ const (
 // likely find nothing and queue behind the next asker), so that a
 // request waits for at most one other's call, and one of a spent key
 // meets the deny cache at once.
-func (l *quotaLeases) spend(key string, cost int, limits []ratelimit.Limit, set *spec.Set, waited bool) (d ratelimit.Decision, next leaseMiss, wait <-chan struct{}) {
+func (l *quotaLeases) spend(r *request, waited bool) (d ratelimit.Decision, next leaseMiss, wait <-chan struct{}) {
+	key, cost, set := r.key, r.cost, r.set
 	sh := l.shard(key)
 	now := l.now()
 	sh.mu.Lock()
@@ -161,7 +162,7 @@ func (l *quotaLeases) spend(key string, cost int, limits []ratelimit.Limit, set 
 		return d, leaseTake, nil
 	}
 	var buf [maxInline]ratelimit.Result
-	rs := resultsFor(limits, &buf)
+	rs := resultsFor(r.limits, &buf)
 	for i := range set.Limits {
 		take := set.Limits[i].CostFor(int64(cost))
 		q := k.find(&set.Limits[i])
@@ -232,11 +233,13 @@ func (l *quotaLeases) wants(key string, set *spec.Set, out []int64) []int64 {
 	return out
 }
 
-// granted records the leases Redis granted with decision d, asked for at
-// sent: extra units of each limit lasting life µs, and ends the taking.
+// granted records the leases Redis granted with decision d of r, asked
+// for at sent: extra units of each limit lasting life µs (see leaseAsk),
+// and ends the taking.
 // d's Remaining then counts the units this instance holds, which it may
 // still spend, as a decision in process does.
-func (l *quotaLeases) granted(key string, set *spec.Set, d *ratelimit.Decision, extra, life []int64, sent int64) {
+func (l *quotaLeases) granted(r *request, d *ratelimit.Decision, sent int64) {
+	key, set, extra, life := r.key, r.set, r.ask.extra, r.ask.life
 	sh := l.shard(key)
 	now := l.now()
 	sh.mu.Lock()
@@ -309,7 +312,7 @@ func (l *quotaLeases) drop(key string) {
 // leasedCode is the script code of a leased limit whose request asks for
 // want units beyond its cost, for at most leaseLife.
 func leasedCode(c *compiled, want int64) string {
-	return c.ScriptArgs()[0].(string) + "~" + strconv.FormatInt(want, 10) + "~" + strconv.FormatInt(int64(leaseLife/time.Microsecond), 10)
+	return c.ScriptArgs().Code.(string) + "~" + strconv.FormatInt(want, 10) + "~" + strconv.FormatInt(int64(leaseLife/time.Microsecond), 10)
 }
 
 // errLeaseWait marks the error of a request whose own budget ran out

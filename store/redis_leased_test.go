@@ -548,7 +548,7 @@ func TestLeasesAreBounded(t *testing.T) {
 	}
 	for i := range maxLeasedKeys + maxLeasedKeys/2 {
 		key := fmt.Sprint("key-", i)
-		if _, next, _ := l.spend(key, 1, given, set, false); next != leaseTake {
+		if _, next, _ := l.spend(&request{key: key, cost: 1, limits: given, set: set}, false); next != leaseTake {
 			t.Fatalf("key %d: got %d, want leaseTake: a lease from nothing", i, next)
 		}
 		l.abandon(key, false)
