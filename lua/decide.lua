@@ -48,8 +48,7 @@
 --          none), then for each limit its algorithm code and parameters a,
 --          b, c, then, when the request has a ban, the ban's after,
 --          within, for and max (durations in microseconds). Read only
---          through request_args, limit_args, limit_code, ban_args and
---          request_size.
+--          through request_args, limit_args, limit_code and ban_args.
 -- KEYS     for each request, in order, its keys, one per limit, then its
 --          ban key when it has a ban; the keys of a request share one
 --          {hash tag}.
@@ -112,9 +111,15 @@ end
 -- A request's entries start at ARGV[a]; its limits', at ARGV[first].
 
 -- request_args returns the n, cost and deadline of the request whose
--- entries start at ARGV[a], and where its limits' start.
+-- entries start at ARGV[a], where its limits' entries start, and its
+-- numbers of KEYS and of ARGV entries.
 local function request_args(a)
-  return tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), a + 3
+  local n = tonumber(ARGV[a])
+  local keys, args = n, 3 + 4 * n
+  if n < 0 then
+    keys, args = 1 - n, 7 - 4 * n
+  end
+  return n, tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), a + 3, keys, args
 end
 
 -- limit_code returns the code of limit i of the limits whose entries
@@ -135,16 +140,6 @@ end
 local function ban_args(first, n)
   local j = first + 4 * n
   return tonumber(ARGV[j]), tonumber(ARGV[j + 1]), tonumber(ARGV[j + 2]), tonumber(ARGV[j + 3])
-end
-
--- request_size returns the number of KEYS and of ARGV entries of the
--- request whose entries start at ARGV[a].
-local function request_size(a)
-  local n = tonumber(ARGV[a])
-  if n < 0 then
-    return 1 - n, 7 - 4 * n
-  end
-  return n, 3 + 4 * n
 end
 
 -- int formats an integral number exactly for concatenation; tostring would
@@ -406,12 +401,12 @@ local function decide_ban(k, n, cost, first)
   return table.concat(reply, ' ') .. ' ' .. int(length)
 end
 
--- decide_one decides the request whose keys follow KEYS[k] and whose
--- entries start at ARGV[a], and returns its reply line. A request past its
--- deadline was given up by its caller, who decided it elsewhere: deciding
--- it here too would count it twice.
-local function decide_one(k, a)
-  local n, cost, deadline, first = request_args(a)
+-- decide_one decides the request whose keys follow KEYS[k], whose n,
+-- cost and deadline are n, cost and deadline, and whose limits' entries
+-- start at ARGV[first] (see request_args), and returns its reply line. A
+-- request past its deadline was given up by its caller, who decided it
+-- elsewhere: deciding it here too would count it twice.
+local function decide_one(k, n, cost, deadline, first)
   if deadline > 0 and clock() > deadline then
     return 'X'
   end
@@ -439,13 +434,15 @@ local function decide_one(k, a)
 end
 
 local function decide()
-  if request_size(1) == #KEYS then
+  local n, cost, deadline, first, keys, args = request_args(1)
+  if keys == #KEYS then
     -- One request: its error, if any, is the script's.
-    return decide_one(0, 1)
+    return decide_one(0, n, cost, deadline, first)
   end
   local out, k, a = {}, 0, 1
   while a <= #ARGV do
-    local ok, line = pcall(decide_one, k, a)
+    n, cost, deadline, first, keys, args = request_args(a)
+    local ok, line = pcall(decide_one, k, n, cost, deadline, first)
     if not ok then
       if type(line) == 'table' then
         line = line.err
@@ -455,7 +452,6 @@ local function decide()
       line = 'E ' .. (string.gsub(tostring(line), '[\r\n]', ' '))
     end
     out[#out + 1] = line
-    local keys, args = request_size(a)
     k, a = k + keys, a + args
   end
   return table.concat(out, '\n')
