@@ -21,37 +21,62 @@
 --          limit's key, in order: its algorithm code and parameters a, b,
 --          c; 1 to delete its state first, else 0; m, the number of
 --          admissions; then m pairs: the time admitted (Redis's
---          microseconds) and the units taken.
+--          microseconds) and the units taken. Read only through
+--          charge_args, charge_limit and charge_admission.
 -- Reply    1, or 0 when Redis had run this charge already: nothing
 --          changed.
 
+-- charge_args returns how long the identity is recorded and where the
+-- first limit's entries start, for charge_limit.
+local function charge_args()
+  return ARGV[1], 2
+end
+
+-- charge_limit returns, for the limit whose entries start at ARGV[j],
+-- its code, parameters a, b, c, whether its state is deleted first, its
+-- number of admissions, and where the next limit's entries start, past
+-- #ARGV after the last.
+local function charge_limit(j)
+  local code, pa, pb, pc = limit_args(j, 1)
+  local m = tonumber(ARGV[j + 5])
+  return code, pa, pb, pc, ARGV[j + 4] == '1', m, j + 6 + 2 * m
+end
+
+-- charge_admission returns the time and units of admission i of the
+-- limit whose entries start at ARGV[j].
+local function charge_admission(j, i)
+  return tonumber(ARGV[j + 4 + 2 * i]), tonumber(ARGV[j + 5 + 2 * i])
+end
+
 local function charge()
-  local now, a, k = clock(), 2, 1
+  local now, k = clock(), 1
+  local ttl, first = charge_args()
   -- A calendar whose periods do not hold Redis's time fails before any
   -- write, so that the store may ask again.
-  while a <= #ARGV do
-    if string.lower(kind(ARGV[a])) == 'c' then
-      calendar_period(tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), now)
+  local j = first
+  while j <= #ARGV do
+    local code, _, pb, pc, _, _, following = charge_limit(j)
+    if string.lower(kind(code)) == 'c' then
+      calendar_period(pb, pc, now)
     end
-    a = a + 6 + 2 * tonumber(ARGV[a + 5])
+    j = following
   end
-  if not redis.call('SET', KEYS[1], '1', 'NX', 'PX', ARGV[1]) then
+  if not redis.call('SET', KEYS[1], '1', 'NX', 'PX', ttl) then
     return 0
   end
-  a = 2
-  while a <= #ARGV do
+  j = first
+  while j <= #ARGV do
     k = k + 1
-    local code, pa, pb, pc = ARGV[a], tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
-    local m = tonumber(ARGV[a + 5])
-    if ARGV[a + 4] == '1' then
+    local code, pa, pb, pc, reset, m, following = charge_limit(j)
+    if reset then
       redis.call('DEL', KEYS[k])
     end
     for i = 1, m do
+      local t, units = charge_admission(j, i)
       -- A time measured a little ahead of Redis's clock counts as now.
-      local t = math.min(tonumber(ARGV[a + 4 + 2 * i]), now)
-      algorithm(code)(CHARGE, KEYS[k], tonumber(ARGV[a + 5 + 2 * i]), pa, pb, pc, now, t)
+      algorithm(code)(CHARGE, KEYS[k], units, pa, pb, pc, now, math.min(t, now))
     end
-    a = a + 6 + 2 * m
+    j = following
   end
   if k < #KEYS then
     redis.call('DEL', KEYS[#KEYS])

@@ -47,7 +47,8 @@
 --          request has a ban), cost, deadline (in Redis's microseconds; 0:
 --          none), then for each limit its algorithm code and parameters a,
 --          b, c, then, when the request has a ban, the ban's after,
---          within, for and max (durations in microseconds).
+--          within, for and max (durations in microseconds). Read only
+--          through request_args, limit_args, limit_code and ban_args.
 -- KEYS     for each request, in order, its keys, one per limit, then its
 --          ban key when it has a ban; the keys of a request share one
 --          {hash tag}.
@@ -104,6 +105,41 @@ end
 -- usage reports whether code is that of a limit charged from usage.
 local function usage(code)
   return string.byte(code) < 97
+end
+
+-- The readers of ARGV (see the header): nothing else reads it by place.
+-- A request's entries start at ARGV[a]; its limits', at ARGV[first].
+
+-- request_args returns the n, cost and deadline of the request whose
+-- entries start at ARGV[a], where its limits' entries start, and its
+-- numbers of KEYS and of ARGV entries.
+local function request_args(a)
+  local n = tonumber(ARGV[a])
+  local keys, args = n, 3 + 4 * n
+  if n < 0 then
+    keys, args = 1 - n, 7 - 4 * n
+  end
+  return n, tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), a + 3, keys, args
+end
+
+-- limit_code returns the code of limit i of the limits whose entries
+-- start at ARGV[first]; limit_args its code and parameters a, b, c. Each
+-- limit has four entries, here and in the ARGV of peek.lua, end.lua and
+-- charge.lua.
+local function limit_code(first, i)
+  return ARGV[first + 4 * i - 4]
+end
+
+local function limit_args(first, i)
+  local j = first + 4 * i - 4
+  return ARGV[j], tonumber(ARGV[j + 1]), tonumber(ARGV[j + 2]), tonumber(ARGV[j + 3])
+end
+
+-- ban_args returns the after, within, for and max of the ban that follows
+-- the n limits whose entries start at ARGV[first].
+local function ban_args(first, n)
+  local j = first + 4 * n
+  return tonumber(ARGV[j]), tonumber(ARGV[j + 1]), tonumber(ARGV[j + 2]), tonumber(ARGV[j + 3])
 end
 
 -- int formats an integral number exactly for concatenation; tostring would
@@ -182,16 +218,16 @@ local function lease(code, cost, remaining, pa, pb, pc, now, s1)
 end
 
 -- lease_set fills extra, life, s1 and remaining for the n limits of a
--- request that passed, whose codes are ARGV[a + 2] on: all or none. Each
--- limit gives units for the same number of requests of this cost, the
--- fewest any of them can, for the shortest life any of them allows, so
--- that no limit's units are counted where another's are not. When one
--- can give none, none gives any, and s1 stays as CHECK left it.
-local function lease_set(a, n, costs, remaining, pa, pb, pc, now, s1, extra, life)
+-- request that passed, whose entries start at ARGV[first]: all or none.
+-- Each limit gives units for the same number of requests of this cost,
+-- the fewest any of them can, for the shortest life any of them allows,
+-- so that no limit's units are counted where another's are not. When
+-- one can give none, none gives any, and s1 stays as CHECK left it.
+local function lease_set(first, n, costs, remaining, pa, pb, pc, now, s1, extra, life)
   local requests, shortest, level = math.huge, math.huge, {}
   for i = 1, n do
     local units, l
-    units, l, level[i] = lease(ARGV[a + 4 * i - 2], costs[i], remaining[i], pa[i], pb[i], pc[i], now, s1[i])
+    units, l, level[i] = lease(limit_code(first, i), costs[i], remaining[i], pa[i], pb[i], pc[i], now, s1[i])
     requests = math.min(requests, math.floor(units / math.max(costs[i], 1)))
     shortest = math.min(shortest, l)
   end
@@ -200,29 +236,28 @@ local function lease_set(a, n, costs, remaining, pa, pb, pc, now, s1, extra, lif
   end
   for i = 1, n do
     extra[i], life[i], s1[i] = requests * math.max(costs[i], 1), shortest, level[i]
-    if kind(ARGV[a + 4 * i - 2]) == 't' then
+    if kind(limit_code(first, i)) == 't' then
       remaining[i] = math.floor(s1[i] / pb[i])
     end
   end
 end
 
--- decide_limits decides the request whose n keys follow KEYS[k] and whose
--- cost is ARGV[a], limits ARGV[a + 2] on, at now (0: read TIME if a limit
--- needs it): it checks every limit, then takes cost from all of them or
--- from none. It returns whether the request passed and, per limit,
+-- decide_limits decides the request of cost whose n keys follow KEYS[k]
+-- and whose limits' entries start at ARGV[first], at now (0: read TIME if
+-- a limit needs it): it checks every limit, then takes cost from all of
+-- them or from none. It returns whether the request passed and, per limit,
 -- allowed (1 or 0), remaining (after the decision), reset_after,
 -- retry_after and window.
-local function decide_limits(k, n, a, now)
-  local cost = tonumber(ARGV[a])
+local function decide_limits(k, n, cost, first, now)
   local alg, pa, pb, pc, s1, s2, s3, ok, remaining, reset, retry, window = {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}
   local later, slot, costs = {}, {}, {} -- charged from usage: checked, not taken; a slot: one taken
-  local pass, leases, extra, life = true, leased(ARGV[a + 2]), {}, {} -- a set's limits are leased all or none
+  local pass, leases, extra, life = true, leased(limit_code(first, 1)), {}, {} -- a set's limits are leased all or none
   for i = 1, n do
-    local j = a + 4 * i - 2
-    alg[i], later[i], slot[i], costs[i] = algorithm(ARGV[j]), usage(ARGV[j]), ARGV[j] == 'k', cost_of(ARGV[j], cost)
+    local code
+    code, pa[i], pb[i], pc[i] = limit_args(first, i)
+    alg[i], later[i], slot[i], costs[i] = algorithm(code), usage(code), code == 'k', cost_of(code, cost)
     extra[i], life[i] = 0, 0
-    pa[i], pb[i], pc[i] = tonumber(ARGV[j + 1]), tonumber(ARGV[j + 2]), tonumber(ARGV[j + 3])
-    if now == 0 and not clockless[kind(ARGV[j])] then
+    if now == 0 and not clockless[kind(code)] then
       now = clock()
     end
   end
@@ -231,7 +266,7 @@ local function decide_limits(k, n, a, now)
     pass = pass and ok[i]
   end
   if pass and leases then
-    lease_set(a, n, costs, remaining, pa, pb, pc, now, s1, extra, life)
+    lease_set(first, n, costs, remaining, pa, pb, pc, now, s1, extra, life)
   end
   for i = 1, n do
     if pass and not later[i] then
@@ -252,16 +287,15 @@ end
 
 -- peek_limits appends to reply each limit's PEEK for a request of cost,
 -- as a line's five integers: the limits whose keys are KEYS[1] on and
--- whose codes and parameters are ARGV[a] on, n of them.
-local function peek_limits(reply, n, a, cost)
+-- whose entries start at ARGV[first], n of them.
+local function peek_limits(reply, n, first, cost)
   for i = 1, n do
-    local j = a + 4 * (i - 1)
-    local code, now = ARGV[j], 0
+    local code, pa, pb, pc = limit_args(first, i)
+    local now = 0
     if not clockless[kind(code)] then
       now = clock()
     end
-    local ok, remaining, reset, retry, window = algorithm(code)(PEEK, KEYS[i], cost_of(code, cost),
-      tonumber(ARGV[j + 1]), tonumber(ARGV[j + 2]), tonumber(ARGV[j + 3]), now)
+    local ok, remaining, reset, retry, window = algorithm(code)(PEEK, KEYS[i], cost_of(code, cost), pa, pb, pc, now)
     reply[#reply + 1] = string.format('%d %d %d %d %d', ok, remaining, reset, retry, window)
   end
   return reply
@@ -289,16 +323,17 @@ local function banned_line(n, left)
 end
 
 -- ban_strike counts a denial at now in the ban key `key` holding s, w,
--- u, l, for the ban ARGV[b] to ARGV[b + 3], and returns the length of the
--- ban it starts, or 0. A denial within `within` of the first strike
--- counted adds one; any other starts the count afresh. `after` strikes
--- start a ban and the count again: one level up when the last ban ended
--- less than `max` ago, else at level 1; it lasts `for` doubled once per
--- level above 1, at most `max`. The key expires when nothing in it
--- matters any more: the strikes once `within` has passed since the first,
--- the end of the last ban once `max` has passed since.
-local function ban_strike(key, b, now, s, w, u, l)
-  local after, within, first, longest = tonumber(ARGV[b]), tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3])
+-- u, l, for the ban that follows the n limits whose entries start at
+-- ARGV[first], and returns the length of the ban it starts, or 0. A
+-- denial within `within` of the first strike counted adds one; any other
+-- starts the count afresh. `after` strikes start a ban and the count
+-- again: one level up when the last ban ended less than `max` ago, else
+-- at level 1; it lasts `for` (shortest) doubled once per level above 1,
+-- at most `max` (longest). The key expires when nothing in it matters any
+-- more: the strikes once `within` has passed since the first, the end of
+-- the last ban once `max` has passed since.
+local function ban_strike(key, first, n, now, s, w, u, l)
+  local after, within, shortest, longest = ban_args(first, n)
   if s == 0 or now - w >= within then
     s, w = 1, now
   else
@@ -311,7 +346,7 @@ local function ban_strike(key, b, now, s, w, u, l)
     else
       l = 1
     end
-    length = first
+    length = shortest
     for _ = 2, l do
       if length >= longest then
         break
@@ -333,27 +368,27 @@ local function ban_strike(key, b, now, s, w, u, l)
   return length
 end
 
--- decide_ban is decide_one for a request with a ban and n limits, whose
--- ban key follows its limits' keys and whose ban follows its limits in
--- ARGV.
-local function decide_ban(k, n, a)
+-- decide_ban is decide_one for a request of cost with a ban and n
+-- limits, whose ban key follows its limits' keys and whose ban follows
+-- its limits in ARGV.
+local function decide_ban(k, n, cost, first)
   local now, key = clock(), KEYS[k + n + 1]
   local s, w, u, l = ban_state(key)
   if now < u then
     return banned_line(n, u - now)
   end
   local pass, ok, remaining, reset, retry, window
-  if n == 1 and not usage(ARGV[a + 2]) then
+  local code, pa, pb, pc = limit_args(first, 1)
+  if n == 1 and not usage(code) then
     ok, remaining, reset, retry, window = {}, {}, {}, {}, {}
-    ok[1], remaining[1], reset[1], retry[1], window[1] = algorithm(ARGV[a + 2])(DECIDE, KEYS[k + 1], cost_of(ARGV[a + 2], tonumber(ARGV[a])),
-      tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5]), now)
+    ok[1], remaining[1], reset[1], retry[1], window[1] = algorithm(code)(DECIDE, KEYS[k + 1], cost_of(code, cost), pa, pb, pc, now)
     pass = ok[1] == 1
   else
-    pass, ok, remaining, reset, retry, window = decide_limits(k, n, a, now)
+    pass, ok, remaining, reset, retry, window = decide_limits(k, n, cost, first, now)
   end
   local length = 0
   if not pass then
-    length = ban_strike(key, a + 2 + 4 * n, now, s, w, u, l)
+    length = ban_strike(key, first, n, now, s, w, u, l)
   end
   local reply = {}
   for i = 1, n do
@@ -366,57 +401,48 @@ local function decide_ban(k, n, a)
   return table.concat(reply, ' ') .. ' ' .. int(length)
 end
 
--- decide_one decides the request whose keys follow KEYS[k], whose n is n
--- and whose cost and deadline are ARGV[a] and ARGV[a + 1], and returns its
--- reply line. A request past its deadline was given up by its caller, who
--- decided it elsewhere: deciding it here too would count it twice.
-local function decide_one(k, n, a)
-  local cost, deadline = tonumber(ARGV[a]), tonumber(ARGV[a + 1])
+-- decide_one decides the request whose keys follow KEYS[k], whose n,
+-- cost and deadline are n, cost and deadline, and whose limits' entries
+-- start at ARGV[first] (see request_args), and returns its reply line. A
+-- request past its deadline was given up by its caller, who decided it
+-- elsewhere: deciding it here too would count it twice.
+local function decide_one(k, n, cost, deadline, first)
   if deadline > 0 and clock() > deadline then
     return 'X'
   end
   if n < 0 then
-    return decide_ban(k, -n, a)
+    return decide_ban(k, -n, cost, first)
   end
-  if n == 1 and not usage(ARGV[a + 2]) and not leased(ARGV[a + 2]) then
-    local code, now = ARGV[a + 2], 0
+  local code, pa, pb, pc = limit_args(first, 1)
+  if n == 1 and not usage(code) and not leased(code) then
+    local now = 0
     if not clockless[kind(code)] then
       now = clock()
     end
-    local ok, remaining, reset, retry, window = algorithm(code)(DECIDE, KEYS[k + 1], cost_of(code, cost),
-      tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5]), now)
+    local ok, remaining, reset, retry, window = algorithm(code)(DECIDE, KEYS[k + 1], cost_of(code, cost), pa, pb, pc, now)
     return string.format('%d %d %d %d %d', ok, remaining, reset, retry, window)
   end
-  local _, ok, remaining, reset, retry, window, extra, life = decide_limits(k, n, a, 0)
+  local _, ok, remaining, reset, retry, window, extra, life = decide_limits(k, n, cost, first, 0)
   local reply = {}
   for i = 1, n do
     reply[i] = string.format('%d %d %d %d %d', ok[i], remaining[i], reset[i], retry[i], window[i])
-    if leased(ARGV[a + 4 * i - 2]) then
+    if leased(limit_code(first, i)) then
       reply[i] = reply[i] .. string.format(' %d %d', extra[i], life[i])
     end
   end
   return table.concat(reply, ' ')
 end
 
--- request_size returns the number of KEYS and of ARGV entries of a request
--- whose n is n.
-local function request_size(n)
-  if n < 0 then
-    return 1 - n, 7 - 4 * n
-  end
-  return n, 3 + 4 * n
-end
-
 local function decide()
-  local n = tonumber(ARGV[1])
-  if request_size(n) == #KEYS then
+  local n, cost, deadline, first, keys, args = request_args(1)
+  if keys == #KEYS then
     -- One request: its error, if any, is the script's.
-    return decide_one(0, n, 2)
+    return decide_one(0, n, cost, deadline, first)
   end
   local out, k, a = {}, 0, 1
   while a <= #ARGV do
-    n = tonumber(ARGV[a])
-    local ok, line = pcall(decide_one, k, n, a + 1)
+    n, cost, deadline, first, keys, args = request_args(a)
+    local ok, line = pcall(decide_one, k, n, cost, deadline, first)
     if not ok then
       if type(line) == 'table' then
         line = line.err
@@ -426,7 +452,6 @@ local function decide()
       line = 'E ' .. (string.gsub(tostring(line), '[\r\n]', ' '))
     end
     out[#out + 1] = line
-    local keys, args = request_size(n)
     k, a = k + keys, a + args
   end
   return table.concat(out, '\n')

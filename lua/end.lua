@@ -11,43 +11,51 @@
 --
 -- KEYS     the request's keys, one per limit; they share one {hash tag}.
 -- ARGV     the usage, a deadline (in Redis's microseconds; 0: none), then
---          for each limit its algorithm code and parameters a, b, c.
+--          for each limit its algorithm code and parameters a, b, c. Read
+--          only through end_args and limit_args.
 -- Reply    one line, as peek.lua's for a request of 1 without a ban: five
 --          integers per limit (allowed 1 or 0, remaining, reset_after,
 --          retry_after, window), separated by spaces; or "X" when the
 --          call reached Redis after its deadline and charged nothing: its
 --          caller charged it elsewhere.
 
+-- end_args returns the usage, the deadline, the number of limits and
+-- where their entries start, for limit_args.
+local function end_args()
+  return tonumber(ARGV[1]), tonumber(ARGV[2]), (#ARGV - 2) / 4, 3
+end
+
 local function end_request()
-  local used, deadline, n, reply = tonumber(ARGV[1]), tonumber(ARGV[2]), (#ARGV - 2) / 4, {}
+  local used, deadline, n, first = end_args()
   if deadline > 0 and clock() > deadline then
     return 'X'
   end
   -- A calendar whose periods do not hold Redis's time fails before any
   -- write, so that the store may ask again.
   for i = 1, n do
-    local j = 4 * i - 1
-    if string.lower(kind(ARGV[j])) == 'c' then
-      calendar_period(tonumber(ARGV[j + 2]), tonumber(ARGV[j + 3]), clock())
+    local code, _, pb, pc = limit_args(first, i)
+    if string.lower(kind(code)) == 'c' then
+      calendar_period(pb, pc, clock())
     end
   end
+  local reply = {}
   for i = 1, n do
-    local j = 4 * i - 1
-    if ARGV[j] == 'k' and ARGV[j + 3] ~= '0' then
-      redis.call('ZREM', KEYS[i], ARGV[j + 3]) -- the request's slot, given back
+    local code, pa, pb, pc = limit_args(first, i)
+    if code == 'k' and pc ~= 0 then
+      redis.call('ZREM', KEYS[i], int(pc)) -- the request's slot, given back (see COMMIT)
     end
-    if used > 0 and usage(ARGV[j]) then
+    if used > 0 and usage(code) then
       -- Taken now, as admitted now: CHARGE, whatever is left. A sliding
       -- log (a count-only Limiter's, whose charges are at most a cost)
       -- takes them as a decision does, in members no other run can name.
       local now, at = clock(), nil
       local phase = COMMIT
-      if ARGV[j] ~= 'L' then
+      if code ~= 'L' then
         phase, at = CHARGE, now
       end
-      algorithm(ARGV[j])(phase, KEYS[i], used, tonumber(ARGV[j + 1]), tonumber(ARGV[j + 2]), tonumber(ARGV[j + 3]), now, at)
+      algorithm(code)(phase, KEYS[i], used, pa, pb, pc, now, at)
     end
   end
-  peek_limits(reply, n, 3, 1)
+  peek_limits(reply, n, first, 1)
   return table.concat(reply, ' ')
 end

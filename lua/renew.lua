@@ -3,16 +3,18 @@
 -- expired or was given back is not made again.
 --
 -- KEYS     one key of a Concurrent limit.
--- ARGV     the lease's length in us, then the ids of the leases to renew.
+-- ARGV     the lease's length in us, then the ids of the leases to renew,
+--          which renew names at its top.
 -- Reply    the number of leases renewed.
 
 local function renew()
-  local now, lease, renewed = clock(), tonumber(ARGV[1]), 0
-  for i = 2, #ARGV do
-    renewed = renewed + redis.call('ZADD', KEYS[1], 'XX', 'GT', 'CH', now + lease, ARGV[i])
+  local key, lease, ids = KEYS[1], tonumber(ARGV[1]), 2 -- ids: ARGV[2] on
+  local now, renewed = clock(), 0
+  for i = ids, #ARGV do
+    renewed = renewed + redis.call('ZADD', key, 'XX', 'GT', 'CH', now + lease, ARGV[i])
   end
   if renewed > 0 then
-    redis.call('PEXPIRE', KEYS[1], ceil_div(lease, 1000))
+    redis.call('PEXPIRE', key, ceil_div(lease, 1000))
   end
   return renewed
 end

@@ -18,7 +18,7 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/redistest"
-	"github.com/ratelimit-go/ratelimit/store/internal/request"
+	"github.com/ratelimit-go/ratelimit/store/internal/limitset"
 )
 
 // The tests of bans that look into the stores; the conformance suite
@@ -140,7 +140,7 @@ func TestBanKeyTTL(t *testing.T) {
 				if len(after.fields) == 0 {
 					t.Fatalf("step %d: a denial (%+v) left no ban key", i, d)
 				}
-				ban := request.Compile(sets[k]).Ban
+				ban := limitset.Compile(sets[k]).Ban
 				var expires int64
 				if field(after, "s") > 0 {
 					expires = field(after, "w") + ban.Within
@@ -207,7 +207,7 @@ func TestBanKeyWrongType(t *testing.T) {
 						}
 					}
 					for _, l := range limits {
-						if client.Exists(ctx, redisKey(s, key, l)).Val() != 0 {
+						if client.Exists(ctx, limitKey(s, key, l)).Val() != 0 {
 							t.Errorf("the key of %v was written", l)
 						}
 					}

@@ -13,7 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratelimit-go/ratelimit"
-	"github.com/ratelimit-go/ratelimit/store/internal/request"
+	"github.com/ratelimit-go/ratelimit/store/internal/limitset"
 )
 
 // Defaults of FallbackOptions.
@@ -192,7 +192,7 @@ func honorsDeadlines(c RedisClient) bool {
 
 // Allow implements [ratelimit.Store].
 func (f *Fallback) Allow(ctx context.Context, key string, cost int, limits *ratelimit.Limits) (ratelimit.Decision, error) {
-	given, set, err := request.Check(key, cost, limits)
+	given, set, err := limitset.Check(key, cost, limits)
 	if err != nil {
 		return ratelimit.Decision{}, err
 	}
@@ -205,7 +205,7 @@ func (f *Fallback) Allow(ctx context.Context, key string, cost int, limits *rate
 			}
 			t := time.Now()
 			now := f.clock.at(t)
-			d, err := f.redis.decide(ctx, key, cost, given, set, f.deadline(now), t.Add(f.budget))
+			d, err := f.redis.decide(ctx, &request{key: key, cost: cost, limits: given, set: set, deadline: f.deadline(now), until: t.Add(f.budget)})
 			if err == nil {
 				if d.Banned == 0 { // a ban's answer says nothing of the limits
 					f.seen.put(key, set.Limits, d.Results(), now, int64(f.budget/time.Microsecond))
@@ -242,7 +242,7 @@ func (f *Fallback) Allow(ctx context.Context, key string, cost int, limits *rate
 // again, as the admissions decided in process are. A charge that reaches
 // Redis after the budget is not made there.
 func (f *Fallback) End(ctx context.Context, key string, usage int, limits *ratelimit.Limits, admitted ratelimit.Decision) (ratelimit.Decision, error) {
-	given, set, err := request.CheckEnd(key, usage, limits)
+	given, set, err := limitset.CheckEnd(key, usage, limits)
 	if err != nil {
 		return ratelimit.Decision{}, err
 	}
@@ -260,7 +260,7 @@ func (f *Fallback) End(ctx context.Context, key string, usage int, limits *ratel
 			}
 			t := time.Now()
 			rctx, cancel := context.WithTimeout(ctx, f.budget)
-			d, err := f.redis.end(rctx, key, usage, given, set, slot, f.deadline(f.clock.at(t)))
+			d, err := f.redis.end(rctx, &request{key: key, limits: given, set: set, deadline: f.deadline(f.clock.at(t))}, usage, slot)
 			cancel()
 			if err == nil || faultOf(ctx, err) == noFault {
 				return d, err
@@ -282,7 +282,7 @@ func (f *Fallback) End(ctx context.Context, key string, usage int, limits *ratel
 // would start from it. A Peek records nothing, for Redis or in process,
 // and is not counted in [Fallback.Health].
 func (f *Fallback) Peek(ctx context.Context, key string, cost int, limits *ratelimit.Limits) (ratelimit.Decision, error) {
-	given, set, err := request.Check(key, cost, limits)
+	given, set, err := limitset.Check(key, cost, limits)
 	if err != nil {
 		return ratelimit.Decision{}, err
 	}
@@ -294,7 +294,7 @@ func (f *Fallback) Peek(ctx context.Context, key string, cost int, limits *ratel
 				}
 			}
 			rctx, cancel := context.WithTimeout(ctx, f.budget)
-			d, err := f.redis.peek(rctx, key, cost, given, set)
+			d, err := f.redis.peek(rctx, &request{key: key, cost: cost, limits: given, set: set})
 			cancel()
 			if err == nil || faultOf(ctx, err) == noFault {
 				return d, err
@@ -316,7 +316,7 @@ func (f *Fallback) Peek(ctx context.Context, key string, cost int, limits *ratel
 // Redis that is not an outage, or when the backlog is full (see
 // FallbackOptions.MaxBacklog).
 func (f *Fallback) Reset(ctx context.Context, key string, limits *ratelimit.Limits) error {
-	_, set, err := request.Check(key, 1, limits)
+	_, set, err := limitset.Check(key, 1, limits)
 	if err != nil {
 		return err
 	}

@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 
 	"github.com/ratelimit-go/ratelimit/internal/spec"
-	"github.com/ratelimit-go/ratelimit/store/internal/request"
 )
 
 // defaultMaxBacklog is how many keys a Fallback keeps what it decided in
@@ -60,7 +59,7 @@ type spending struct{ at, cost int64 }
 const spendingsPerHorizon = 16
 
 func (b *backlog) shard(key string) *backlogShard {
-	return &b.shards[request.KeyHash(key)%uint32(len(b.shards))]
+	return &b.shards[spec.KeyHash(key)%uint32(len(b.shards))]
 }
 
 // get returns key's backlog, making it if there is room; fresh reports

@@ -7,7 +7,7 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/internal/spec"
-	"github.com/ratelimit-go/ratelimit/store/internal/request"
+	"github.com/ratelimit-go/ratelimit/store/internal/limitset"
 )
 
 // How a Fallback decides while Redis is down: in process, each limit
@@ -223,8 +223,8 @@ func (f *Fallback) resetLocally(sh *backlogShard, key string, set, local *spec.S
 
 // tooCostly denies a request that no instance's share can hold.
 func tooCostly(cost int, limits []ratelimit.Limit, local *spec.Set) ratelimit.Decision {
-	var buf [request.MaxInline]ratelimit.Result
-	rs := request.Results(limits, &buf)
+	var buf [limitset.MaxInline]ratelimit.Result
+	rs := limitset.Results(limits, &buf)
 	for i := range rs {
 		r := &rs[i]
 		c := &local.Limits[i]

@@ -119,7 +119,7 @@ func outageRun(t *testing.T, fs []*Fallback, limit ratelimit.Limit, fault func()
 func counted(t *testing.T, client *redis.Client, s *Redis, l ratelimit.Limit) int {
 	t.Helper()
 	ctx := context.Background()
-	key := redisKey(s, "k", l)
+	key := limitKey(s, "k", l)
 	switch l.Algorithm {
 	case ratelimit.FixedWindow:
 		n, _ := client.Get(ctx, key).Int()

@@ -18,7 +18,7 @@ import (
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/internal/spec"
 	"github.com/ratelimit-go/ratelimit/redistest"
-	"github.com/ratelimit-go/ratelimit/store/internal/request"
+	"github.com/ratelimit-go/ratelimit/store/internal/limitset"
 )
 
 // TestLostAnswersCountedOnce loses 5% of Redis's answers to the store's
@@ -200,7 +200,7 @@ func TestChargeSentAgainCountsOnce(t *testing.T) {
 		limits = append(limits, l)
 	}
 	given := limitsOf(t, limits...)
-	set := request.Compile(given)
+	set := limitset.Compile(given)
 	eachBackend(t, func(t *testing.T, client *redis.Client) {
 		s := newStore(t, client, RedisOptions{Prefix: uniquePrefix(), DenyCacheSize: noDenyCache})
 		now, err := client.Time(ctx).Result()
@@ -241,7 +241,7 @@ func TestChargeSentAgainCountsOnce(t *testing.T) {
 		}
 		longest := time.Duration(horizon(&set.Limits[len(limits)-1])) * time.Microsecond // the monthly one
 		for _, id := range []string{"a1", "b2"} {
-			key := s.prefix + "{k}" + spec.ChargeSuffix + id
+			key := redisKey(s.prefix, "k", spec.ChargeSuffix+id)
 			if ttl := client.PTTL(ctx, key).Val(); ttl > longest || ttl < longest-time.Minute {
 				t.Errorf("%s: TTL %v, want the longest horizon, %v", key, ttl, longest)
 			}

@@ -200,7 +200,7 @@ func TestFallbackKeepsErrorsThatAreNotOutages(t *testing.T) {
 	if _, err := f.Allow(ctx, "", 1, l); !errors.Is(err, ratelimit.ErrInvalid) {
 		t.Errorf("invalid input: got %v, want ErrInvalid", err)
 	}
-	m.Set("rl:{k}:f60000", "not a number")
+	m.Set(limitKey(f.redis, "k", l.All()[0]), "not a number")
 	if _, err := f.Allow(ctx, "k", 1, l); err == nil {
 		t.Error("a key holding a foreign value: got no error")
 	}

@@ -8,7 +8,7 @@ import (
 	"unsafe"
 
 	"github.com/ratelimit-go/ratelimit"
-	"github.com/ratelimit-go/ratelimit/store/internal/request"
+	"github.com/ratelimit-go/ratelimit/store/internal/limitset"
 )
 
 // TestStoresCopyTheKeysTheyHold: a key the Memory store, the deny cache,
@@ -33,13 +33,13 @@ func TestStoresCopyTheKeysTheyHold(t *testing.T) {
 	}
 
 	c := newDenyCache(100)
-	_, set, err := request.Check(key, 1, limitsOf(t, ratelimit.PerMinute(5)))
+	_, set, err := limitset.Check(key, 1, limitsOf(t, ratelimit.PerMinute(5)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	d := ratelimit.MakeDecision(ratelimit.Result{Limit: ratelimit.PerMinute(5), RetryAfter: time.Second})
 	for range 2 { // made, then replaced
-		c.put(key, set, 1, d, c.shard(key).resets.Load(), c.now())
+		c.put(&request{key: key, cost: 1, set: set}, d, c.epoch(key))
 		for held := range c.shard(key).m {
 			if in(held) {
 				t.Error("the deny cache holds the caller's buffer as a key")

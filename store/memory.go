@@ -12,7 +12,7 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/internal/spec"
-	"github.com/ratelimit-go/ratelimit/store/internal/request"
+	"github.com/ratelimit-go/ratelimit/store/internal/limitset"
 )
 
 // defaultMaxKeys is how many keys a Memory store holds unless
@@ -126,7 +126,7 @@ func (m *memory) now() int64 {
 
 // Allow implements [ratelimit.Store].
 func (m *memory) Allow(ctx context.Context, key string, cost int, limits *ratelimit.Limits) (ratelimit.Decision, error) {
-	given, set, err := request.Check(key, cost, limits)
+	given, set, err := limitset.Check(key, cost, limits)
 	if err != nil {
 		return ratelimit.Decision{}, err
 	}
@@ -145,9 +145,9 @@ func (m *memory) decide(key string, cost int, limits []ratelimit.Limit, set *spe
 		ok                              bool
 		remaining, retry, reset, window int64
 	}
-	var obuf [request.MaxInline]outcome
+	var obuf [limitset.MaxInline]outcome
 	out := obuf[:0]
-	var sbuf [request.MaxInline]*memoryLimit
+	var sbuf [limitset.MaxInline]*memoryLimit
 	states := sbuf[:0]
 	var id int64 // the lease of the slot the request takes
 	k := m.key(key, now)
@@ -195,7 +195,7 @@ func (m *memory) decide(key string, cost int, limits []ratelimit.Limit, set *spe
 	}
 	k.expires.Store(latest)
 	k.mu.Unlock()
-	var rbuf [request.MaxInline]ratelimit.Result
+	var rbuf [limitset.MaxInline]ratelimit.Result
 	rs := rbuf[:0]
 	for i, o := range out {
 		rs = append(rs, ratelimit.Result{Limit: limits[i], Allowed: o.ok, Remaining: int(o.remaining), Window: us(o.window), ResetAfter: us(o.reset), RetryAfter: us(o.retry)})
@@ -239,7 +239,7 @@ func (m *memory) take(key string, c64 int64, c *compiled) (ok bool, remaining, w
 // charged from usage, whatever they have left, and answers for each limit
 // as Peek would for a request of 1.
 func (m *memory) End(ctx context.Context, key string, usage int, limits *ratelimit.Limits, d ratelimit.Decision) (ratelimit.Decision, error) {
-	given, set, err := request.CheckEnd(key, usage, limits)
+	given, set, err := limitset.CheckEnd(key, usage, limits)
 	if err != nil {
 		return ratelimit.Decision{}, err
 	}
@@ -316,7 +316,7 @@ func (m *memory) charge(key string, units int64, set *spec.Set) {
 // Peek implements [ratelimit.Store]. A key the store holds nothing for
 // stays out of it: peeking never evicts a key.
 func (m *memory) Peek(ctx context.Context, key string, cost int, limits *ratelimit.Limits) (ratelimit.Decision, error) {
-	given, set, err := request.Check(key, cost, limits)
+	given, set, err := limitset.Check(key, cost, limits)
 	if err != nil {
 		return ratelimit.Decision{}, err
 	}
@@ -341,7 +341,7 @@ func (m *memory) peek(key string, cost int, limits []ratelimit.Limit, set *spec.
 			}
 		}
 	}
-	var buf [request.MaxInline]ratelimit.Result
+	var buf [limitset.MaxInline]ratelimit.Result
 	rs := buf[:0]
 	for i := range cs {
 		c := &cs[i]
@@ -368,7 +368,7 @@ func (m *memory) peek(key string, cost int, limits []ratelimit.Limit, set *spec.
 
 // Reset implements [ratelimit.Store].
 func (m *memory) Reset(ctx context.Context, key string, limits *ratelimit.Limits) error {
-	_, set, err := request.Check(key, 1, limits)
+	_, set, err := limitset.Check(key, 1, limits)
 	if err != nil {
 		return err
 	}

@@ -3,7 +3,7 @@ package store
 import (
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/internal/spec"
-	"github.com/ratelimit-go/ratelimit/store/internal/request"
+	"github.com/ratelimit-go/ratelimit/store/internal/limitset"
 )
 
 // Bans (see ratelimit.Ban) in the Memory store, step for step as
@@ -71,8 +71,8 @@ func (k *memoryKey) strike(b *spec.Ban, now int64) (length int64) {
 // bannedDecision is the answer to a request of a key banned for left
 // more: denied by every limit, nothing remaining, until the ban ends.
 func bannedDecision(limits []ratelimit.Limit, left int64) ratelimit.Decision {
-	var buf [request.MaxInline]ratelimit.Result
-	rs := request.Results(limits, &buf)
+	var buf [limitset.MaxInline]ratelimit.Result
+	rs := limitset.Results(limits, &buf)
 	for i := range rs {
 		rs[i].Window, rs[i].ResetAfter, rs[i].RetryAfter = us(left), us(left), us(left)
 	}
@@ -86,7 +86,7 @@ func bannedDecision(limits []ratelimit.Limit, left int64) ratelimit.Decision {
 // time is at least the ban's.
 func startBan(d ratelimit.Decision, length int64) ratelimit.Decision {
 	banned := us(length)
-	var buf [request.MaxInline]ratelimit.Result
+	var buf [limitset.MaxInline]ratelimit.Result
 	rs := append(buf[:0], d.Results()...)
 	for i := range rs {
 		r := &rs[i]

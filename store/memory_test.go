@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/ratelimit-go/ratelimit"
-	"github.com/ratelimit-go/ratelimit/store/internal/request"
+	"github.com/ratelimit-go/ratelimit/store/internal/limitset"
 	"github.com/ratelimit-go/ratelimit/store/storetest"
 )
 
@@ -358,7 +358,7 @@ func TestMemoryTakeIsTheSteps(t *testing.T) {
 				} else {
 					other.Quota = 1 + rng.IntN(20)
 				}
-				cs := []*compiled{&request.Compile(limitsOf(t, l)).Limits[0], &request.Compile(limitsOf(t, other)).Limits[0]}
+				cs := []*compiled{&limitset.Compile(limitsOf(t, l)).Limits[0], &limitset.Compile(limitsOf(t, other)).Limits[0]}
 				if cs[0].Suffix != cs[1].Suffix {
 					t.Fatalf("%v and %v: suffixes %q and %q, want one state", l, other, cs[0].Suffix, cs[1].Suffix)
 				}

@@ -17,7 +17,7 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/internal/spec"
-	"github.com/ratelimit-go/ratelimit/store/internal/request"
+	"github.com/ratelimit-go/ratelimit/store/internal/limitset"
 )
 
 // RedisClient is the part of a go-redis v9 client that [Redis] uses: it
@@ -185,29 +185,44 @@ func NewRedis(client RedisClient, opts RedisOptions) (*Redis, error) {
 
 // Allow implements [ratelimit.Store].
 func (s *Redis) Allow(ctx context.Context, key string, cost int, limits *ratelimit.Limits) (ratelimit.Decision, error) {
-	given, set, err := request.Check(key, cost, limits)
+	given, set, err := limitset.Check(key, cost, limits)
 	if err != nil {
 		return ratelimit.Decision{}, err
 	}
-	return s.decide(ctx, key, cost, given, set, 0, time.Time{})
+	return s.decide(ctx, &request{key: key, cost: cost, limits: given, set: set})
+}
+
+// A request is what decide, peek and end take: a key's request, checked,
+// and how long its caller waits for Redis.
+type request struct {
+	key    string
+	cost   int
+	limits []ratelimit.Limit // as given
+	set    *spec.Set         // limits compiled
+	// deadline, when not 0, is when Redis stops deciding the request, on
+	// its clock, in µs: the error is then errLate.
+	deadline int64
+	// until, when not zero, is when the caller stops waiting (or about
+	// then, see batcher), as if ctx ended then, without the cost of a
+	// context of its own.
+	until time.Time
+	// ask is what a request of a leased set asks for beyond its cost,
+	// and, once answered, what it got; nil when it takes no leases.
+	ask *leaseAsk
 }
 
 // errLate is the answer to a request that reached Redis after its
 // deadline: Redis did not decide it.
 var errLate = errors.New("the request reached Redis after its deadline")
 
-// decide is Allow for checked input, cs being the limits compiled. When
-// deadline is not 0, Redis decides nothing once its clock (in
-// microseconds) is past it, and the error is errLate. When until is not
-// zero, the caller waits no later than until (or about that, see batcher),
-// as if ctx ended then, without the cost of a context of its own.
-func (s *Redis) decide(ctx context.Context, key string, cost int, limits []ratelimit.Limit, set *spec.Set, deadline int64, until time.Time) (ratelimit.Decision, error) {
-	if set.Leased {
-		return s.decideLeased(ctx, key, cost, limits, set, deadline, until)
+// decide is Allow for a checked request.
+func (s *Redis) decide(ctx context.Context, r *request) (ratelimit.Decision, error) {
+	if r.set.Leased {
+		return s.decideLeased(ctx, r)
 	}
-	d, err := s.decideOnce(ctx, key, cost, limits, set, deadline, until, nil)
-	if err != nil && calendarMiss(err, set) {
-		return s.decideOnce(ctx, key, cost, limits, set, deadline, until, nil)
+	d, err := s.decideOnce(ctx, r)
+	if err != nil && calendarMiss(err, r.set) {
+		return s.decideOnce(ctx, r)
 	}
 	return d, err
 }
@@ -216,39 +231,40 @@ func (s *Redis) decide(ctx context.Context, key string, cost int, limits []ratel
 // from this instance's leases when they have units enough, else on Redis,
 // taking new leases with the decision when no other request of this
 // instance is taking them.
-func (s *Redis) decideLeased(ctx context.Context, key string, cost int, limits []ratelimit.Limit, set *spec.Set, deadline int64, until time.Time) (ratelimit.Decision, error) {
+func (s *Redis) decideLeased(ctx context.Context, r *request) (ratelimit.Decision, error) {
 	waited := false
 	for {
-		d, next, wait := s.leased.spend(key, cost, limits, set, waited)
+		d, next, wait := s.leased.spend(r, waited)
 		switch next {
 		case leaseSpent:
 			return d, nil
 		case leasePlain:
-			d, err := s.decideOnce(ctx, key, cost, limits, set, deadline, until, nil)
+			d, err := s.decideOnce(ctx, r)
 			if err != nil && waited {
 				err = afterWait(err)
 			}
 			return d, err
 		case leaseWait:
-			if err := waitLease(ctx, wait, until); err != nil {
-				return ratelimit.Decision{}, fmt.Errorf("ratelimit: redis: deciding %s: %w", keyRef(key, limits), err)
+			if err := waitLease(ctx, wait, r.until); err != nil {
+				return ratelimit.Decision{}, fmt.Errorf("ratelimit: redis: deciding %s: %w", keyRef(r.key, r.limits), err)
 			}
 			waited = true
 			continue
 		}
 		break // leaseTake
 	}
-	ask := &leaseAsk{wants: s.leased.wants(key, set, make([]int64, 0, len(set.Limits)))}
+	taking := *r
+	taking.ask = &leaseAsk{wants: s.leased.wants(r.key, r.set, make([]int64, 0, len(r.set.Limits)))}
 	sent := s.leased.now()
-	d, err := s.decideOnce(ctx, key, cost, limits, set, deadline, until, ask)
-	if err != nil || len(ask.extra) != len(set.Limits) { // failed, or denied from the deny cache
-		s.leased.abandon(key, err == nil)
+	d, err := s.decideOnce(ctx, &taking)
+	if err != nil || len(taking.ask.extra) != len(r.set.Limits) { // failed, or denied from the deny cache
+		s.leased.abandon(r.key, err == nil)
 		if err != nil && waited {
 			err = afterWait(err)
 		}
 		return d, err
 	}
-	s.leased.granted(key, set, &d, ask.extra, ask.life, sent)
+	s.leased.granted(&taking, &d, sent)
 	return d, nil
 }
 
@@ -260,51 +276,62 @@ type leaseAsk struct {
 }
 
 // decideOnce is decide, without asking again when Redis's clock lay
-// outside the calendar periods given. A request of a leased set asks for
-// leases as ask says, and gets them in it.
-func (s *Redis) decideOnce(ctx context.Context, key string, cost int, limits []ratelimit.Limit, set *spec.Set, deadline int64, until time.Time, ask *leaseAsk) (ratelimit.Decision, error) {
-	cs := set.Limits
-	var epoch uint64
-	var sent int64
+// outside the calendar periods given. A request with an ask asks for
+// leases as it says, and gets them in it.
+func (s *Redis) decideOnce(ctx context.Context, r *request) (ratelimit.Decision, error) {
+	var epoch denyEpoch
 	if s.denied != nil {
-		if d, ok := s.denied.get(key, set, cost, limits); ok {
+		if d, ok := s.denied.get(r); ok {
 			return d, nil
 		}
-		epoch, sent = s.denied.epoch(key)
-	}
-	call := newDecision()
-	call.program = decideAny
-	if len(cs) == 1 {
-		call.program = decideOne[cs[0].Algorithm]
-	}
-	call.deadline = deadline // sent by reference: boxing it would allocate
-	n := len(cs)
-	if set.Ban != nil {
-		n = -n // a ban follows the limits
-	}
-	call.args = append(call.args, n, cost, &call.deadline)
-	for i := range cs {
-		call.keys = append(call.keys, s.prefix+"{"+key+"}"+cs[i].Suffix)
-		call.args = append(call.args, cs[i].ScriptArgs()...)
-	}
-	if ask != nil {
-		for i := range cs {
-			call.args[3+4*i] = leasedCode(&cs[i], ask.wants[i])
-		}
+		epoch = s.denied.epoch(r.key)
 	}
 	var id int64 // the lease of the slot the request takes
-	if set.Slot >= 0 {
+	var slot string
+	if r.set.Slot >= 0 {
 		id = newLeaseID()
-		call.args[3+4*set.Slot+3] = strconv.FormatInt(id, 10)
+		slot = strconv.FormatInt(id, 10)
 	}
-	if set.Ban != nil {
-		call.keys = append(call.keys, s.banKey(key))
-		call.args = append(call.args, set.Ban.Args[:]...)
+	line, err := s.send(ctx, s.newCall(ctx, r, slot))
+	if err != nil {
+		return ratelimit.Decision{}, fmt.Errorf("ratelimit: redis: deciding %s: %w", keyRef(r.key, r.limits), misconfigured(err, s.prefix, s.cluster))
 	}
-	call.until = until
-	if dl, ok := ctx.Deadline(); ok && (until.IsZero() || dl.Before(until)) {
+	d, err := parseDecision(line, r.limits, r.set.Ban != nil, r.ask)
+	if err != nil {
+		return ratelimit.Decision{}, fmt.Errorf("ratelimit: redis: deciding %s: %w", keyRef(r.key, r.limits), err)
+	}
+	if id != 0 && d.Allowed {
+		c := &r.set.Limits[r.set.Slot]
+		d.Lease = slot
+		s.slots.hold(lease{id: id, key: redisKey(s.prefix, r.key, c.Suffix), c: c})
+	}
+	if s.denied != nil {
+		s.remember(r, d, epoch)
+	}
+	return d, nil
+}
+
+// newCall returns the call of decide.lua for r, which takes the slot of
+// lease id slot when r's set has a Concurrent limit.
+func (s *Redis) newCall(ctx context.Context, r *request, slot string) *decision {
+	call := newDecision()
+	call.program = decideAny
+	if len(r.set.Limits) == 1 {
+		call.program = decideOne[r.set.Limits[0].Algorithm]
+	}
+	call.deadline = r.deadline
+	call.keys = requestKeys(call.keys, s.prefix, r)
+	call.args = decideArgs(call.args, r, &call.deadline, slot)
+	call.until = r.until
+	if dl, ok := ctx.Deadline(); ok && (r.until.IsZero() || dl.Before(r.until)) {
 		call.until = dl
 	}
+	return call
+}
+
+// send has Redis decide call, alone or in a batch, and returns its reply
+// line; call goes back to the pool when its answer came.
+func (s *Redis) send(ctx context.Context, call *decision) (string, error) {
 	var err error
 	switch {
 	case s.batch != nil:
@@ -315,50 +342,43 @@ func (s *Redis) decideOnce(ctx context.Context, key string, cost int, limits []r
 		call.run(ctx, s.fn, s.client)
 	}
 	if err != nil {
-		return ratelimit.Decision{}, fmt.Errorf("ratelimit: redis: deciding %s: %w", keyRef(key, limits), misconfigured(err, s.prefix, s.cluster))
+		return "", err // call may still be in a run
 	}
-	line := call.line
-	err = call.err
+	line, err := call.line, call.err
 	call.release()
-	if err == nil && strings.HasPrefix(line, "E ") {
-		err = scriptError(line[2:])
+	switch {
+	case err != nil:
+		return "", err
+	case strings.HasPrefix(line, "E "):
+		return "", scriptError(line[2:])
+	case line == "X":
+		return "", errLate
 	}
-	if err == nil && line == "X" {
-		err = errLate
+	return line, nil
+}
+
+// remember tells the deny cache of d, Redis's decision of r, asked for
+// at epoch.
+func (s *Redis) remember(r *request, d ratelimit.Decision, epoch denyEpoch) {
+	switch {
+	case d.Allowed:
+		s.denied.passed(r, d, epoch)
+	case r.set.Slot < 0 || d.Results()[r.set.Slot].Allowed:
+		s.denied.put(r, d, epoch)
 	}
-	if err != nil {
-		return ratelimit.Decision{}, fmt.Errorf("ratelimit: redis: deciding %s: %w", keyRef(key, limits), misconfigured(err, s.prefix, s.cluster))
-	}
-	d, err := parseDecision(line, limits, set.Ban != nil, ask)
-	if err != nil {
-		return ratelimit.Decision{}, fmt.Errorf("ratelimit: redis: deciding %s: %w", keyRef(key, limits), err)
-	}
-	if id != 0 && d.Allowed {
-		d.Lease = strconv.FormatInt(id, 10)
-		s.slots.hold(lease{id: id, key: s.prefix + "{" + key + "}" + cs[set.Slot].Suffix, c: &cs[set.Slot]})
-	}
-	if s.denied != nil {
-		switch {
-		case d.Allowed:
-			s.denied.passed(key, set, cost, d, epoch, sent)
-		case set.Slot < 0 || d.Results()[set.Slot].Allowed:
-			s.denied.put(key, set, cost, d, epoch, sent)
-		}
-		// A denial by a Concurrent limit is not kept: a slot frees up when
-		// a request ends, on any instance, which no cache can see.
-	}
-	return d, nil
+	// A denial by a Concurrent limit is not kept: a slot frees up when a
+	// request ends, on any instance, which no cache can see.
 }
 
 // banKey is where s keeps key's ban state.
-func (s *Redis) banKey(key string) string { return s.prefix + "{" + key + "}" + spec.BanSuffix }
+func (s *Redis) banKey(key string) string { return redisKey(s.prefix, key, spec.BanSuffix) }
 
 // parseDecision reads a script's reply line for a request under limits:
 // five integers per limit (allowed, remaining, then reset_after,
 // retry_after and window, in microseconds), then, when banned is set, the time until
 // the key's ban ends.
 func parseDecision(line string, limits []ratelimit.Limit, banned bool, ask *leaseAsk) (ratelimit.Decision, error) {
-	var buf [request.MaxInline]ratelimit.Result
+	var buf [limitset.MaxInline]ratelimit.Result
 	rs := buf[:0]
 	for i := range len(limits) {
 		var n [7]int64
@@ -402,38 +422,28 @@ func parseDecision(line string, limits []ratelimit.Limit, banned bool, ask *leas
 // it is). It always asks Redis: the deny cache (see
 // RedisOptions.DenyCacheSize) neither answers a Peek nor learns from one.
 func (s *Redis) Peek(ctx context.Context, key string, cost int, limits *ratelimit.Limits) (ratelimit.Decision, error) {
-	given, set, err := request.Check(key, cost, limits)
+	given, set, err := limitset.Check(key, cost, limits)
 	if err != nil {
 		return ratelimit.Decision{}, err
 	}
-	return s.peek(ctx, key, cost, given, set)
+	return s.peek(ctx, &request{key: key, cost: cost, limits: given, set: set})
 }
 
-// peek is Peek for checked input, set being limits compiled.
-func (s *Redis) peek(ctx context.Context, key string, cost int, limits []ratelimit.Limit, set *spec.Set) (ratelimit.Decision, error) {
-	keys := make([]string, len(set.Limits), len(set.Limits)+1)
-	args := make([]any, 1, 1+4*len(set.Limits))
-	args[0] = cost
-	for i, c := range set.Limits {
-		keys[i] = s.prefix + "{" + key + "}" + c.Suffix
-		args = append(args, c.ScriptArgs()...)
-	}
-	if set.Ban != nil {
-		keys = append(keys, s.banKey(key))
-	}
+// peek is Peek for a checked request.
+func (s *Redis) peek(ctx context.Context, r *request) (ratelimit.Decision, error) {
+	keys := requestKeys(make([]string, 0, len(r.set.Limits)+1), s.prefix, r)
+	args := peekArgs(make([]any, 0, 1+4*len(r.set.Limits)), r)
 	line, err := s.fn.run(ctx, s.client, peekProgram, keys, args...).Text()
-	if err != nil && calendarMiss(err, set) {
-		for i, c := range set.Limits {
-			copy(args[1+4*i:], c.ScriptArgs())
-		}
+	if err != nil && calendarMiss(err, r.set) {
+		args = peekArgs(args[:0], r)
 		line, err = s.fn.run(ctx, s.client, peekProgram, keys, args...).Text()
 	}
 	if err != nil {
-		return ratelimit.Decision{}, fmt.Errorf("ratelimit: redis: peeking %s: %w", keyRef(key, limits), misconfigured(err, s.prefix, s.cluster))
+		return ratelimit.Decision{}, fmt.Errorf("ratelimit: redis: peeking %s: %w", keyRef(r.key, r.limits), misconfigured(err, s.prefix, s.cluster))
 	}
-	d, err := parseDecision(line, limits, set.Ban != nil, nil)
+	d, err := parseDecision(line, r.limits, r.set.Ban != nil, nil)
 	if err != nil {
-		return ratelimit.Decision{}, fmt.Errorf("ratelimit: redis: peeking %s: %w", keyRef(key, limits), err)
+		return ratelimit.Decision{}, fmt.Errorf("ratelimit: redis: peeking %s: %w", keyRef(r.key, r.limits), err)
 	}
 	return d, nil
 }
@@ -442,47 +452,42 @@ func (s *Redis) peek(ctx context.Context, key string, cost int, limits []ratelim
 // from key's limits charged from usage, whatever they have left, and
 // answers for each limit as Peek would for a request of 1.
 func (s *Redis) End(ctx context.Context, key string, usage int, limits *ratelimit.Limits, d ratelimit.Decision) (ratelimit.Decision, error) {
-	given, set, err := request.CheckEnd(key, usage, limits)
+	given, set, err := limitset.CheckEnd(key, usage, limits)
 	if err != nil {
 		return ratelimit.Decision{}, err
 	}
-	return s.end(ctx, key, usage, given, set, d.Lease, 0)
+	return s.end(ctx, &request{key: key, limits: given, set: set}, usage, d.Lease)
 }
 
-// end is End for checked input. When deadline is not 0, Redis charges
-// nothing once its clock (in microseconds) is past it, and the error is
-// errLate.
-func (s *Redis) end(ctx context.Context, key string, usage int, limits []ratelimit.Limit, set *spec.Set, slot string, deadline int64) (ratelimit.Decision, error) {
-	keys := make([]string, len(set.Limits))
-	args := make([]any, 2, 2+4*len(set.Limits))
-	args[0], args[1] = usage, deadline
-	for i, c := range set.Limits {
-		keys[i] = s.prefix + "{" + key + "}" + c.Suffix
-		args = append(args, c.ScriptArgs()...)
-	}
-	if id, err := strconv.ParseInt(slot, 10, 64); err == nil && set.Slot >= 0 {
+// end is End for a checked request, whose cost is not used: usage is
+// charged, and slot, the lease id of the slot the request took, given
+// back. When r's deadline is not 0, Redis charges nothing once its clock
+// is past it, and the error is errLate.
+func (s *Redis) end(ctx context.Context, r *request, usage int, slot string) (ratelimit.Decision, error) {
+	given := "" // slot, when it is one of r's
+	if id, err := strconv.ParseInt(slot, 10, 64); err == nil && r.set.Slot >= 0 {
 		s.slots.drop(id) // whatever the outcome: a slot not given back expires
-		args[2+4*set.Slot+3] = slot
+		given = slot
 	}
+	keys := limitKeys(make([]string, 0, len(r.set.Limits)), s.prefix, r.key, r.set)
+	args := endArgs(make([]any, 0, 2+4*len(r.set.Limits)), r, usage, given)
 	line, err := s.fn.run(ctx, s.client, endProgram, keys, args...).Text()
-	if err != nil && calendarMiss(err, set) {
-		for i, c := range set.Limits {
-			copy(args[2+4*i:], c.ScriptArgs())
-		}
+	if err != nil && calendarMiss(err, r.set) {
+		args = endArgs(args[:0], r, usage, given)
 		line, err = s.fn.run(ctx, s.client, endProgram, keys, args...).Text()
 	}
 	if err == nil && line == "X" {
 		err = errLate
 	}
 	if s.denied != nil && (usage > 0 || slot != "") {
-		s.denied.forget(key) // its room changed: a cached denial may be too short, or wrong
+		s.denied.forget(r.key) // its room changed: a cached denial may be too short, or wrong
 	}
 	if err != nil {
-		return ratelimit.Decision{}, fmt.Errorf("ratelimit: redis: ending a request of %s: %w", keyRef(key, limits), misconfigured(err, s.prefix, s.cluster))
+		return ratelimit.Decision{}, fmt.Errorf("ratelimit: redis: ending a request of %s: %w", keyRef(r.key, r.limits), misconfigured(err, s.prefix, s.cluster))
 	}
-	d, err := parseDecision(line, limits, false, nil)
+	d, err := parseDecision(line, r.limits, false, nil)
 	if err != nil {
-		return ratelimit.Decision{}, fmt.Errorf("ratelimit: redis: ending a request of %s: %w", keyRef(key, limits), err)
+		return ratelimit.Decision{}, fmt.Errorf("ratelimit: redis: ending a request of %s: %w", keyRef(r.key, r.limits), err)
 	}
 	return d, nil
 }
@@ -499,7 +504,7 @@ func (s *Redis) renewLeases(held []lease) {
 	}
 	for key, ids := range byKey {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Duration(lengths[key])*time.Microsecond/3)
-		s.fn.run(ctx, s.client, renewProgram, []string{key}, append([]any{lengths[key]}, ids...)...)
+		s.fn.run(ctx, s.client, renewProgram, []string{key}, renewArgs(lengths[key], ids)...)
 		cancel()
 	}
 }
@@ -562,14 +567,11 @@ func parseInts(s string, dst []int64) (string, error) {
 // state, which every set of limits with a ban counts in.
 func (s *Redis) Reset(ctx context.Context, key string, limits *ratelimit.Limits) error {
 	// A cost of 1 fits every valid limit, so this checks key and limits.
-	given, set, err := request.Check(key, 1, limits)
+	given, set, err := limitset.Check(key, 1, limits)
 	if err != nil {
 		return err
 	}
-	keys := make([]string, len(set.Limits), len(set.Limits)+1)
-	for i, c := range set.Limits {
-		keys[i] = s.prefix + "{" + key + "}" + c.Suffix
-	}
+	keys := limitKeys(make([]string, 0, len(set.Limits)+1), s.prefix, key, set)
 	keys = append(keys, s.banKey(key))
 	s.leased.drop(key)
 	err = s.fn.run(ctx, s.client, resetProgram, keys).Err()
@@ -610,7 +612,7 @@ func (s *Redis) chargeBacklogs(ctx context.Context, charges []*backlogCharge, of
 		runs := make([]*decision, len(todo))
 		for i, c := range todo {
 			runs[i] = &decision{program: chargeProgram, done: make(chan struct{}, 1)}
-			runs[i].keys, runs[i].args = s.chargeArgs(c, offset)
+			runs[i].keys, runs[i].args = chargeArgs(s.prefix, c, offset)
 		}
 		if pipelines {
 			(&batcher{client: s.client, fn: s.fn, pipeline: pl.Pipeline}).execPipeline(ctx, runs)
@@ -646,35 +648,4 @@ func (s *Redis) chargeBacklogs(ctx context.Context, charges []*backlogCharge, of
 			c.err = fmt.Errorf("ratelimit: redis: bringing to Redis what was decided in process for %s: %w", keyRef(c.key, nil), misconfigured(c.err, s.prefix, s.cluster))
 		}
 	}
-}
-
-// chargeArgs returns the KEYS and ARGV of charge for c: the key that
-// records c's identity, then its limits' keys, and, when it resets, the
-// ban key. The identity lives as long as the longest horizon of c's
-// limits: a resend after that finds admissions too old to count.
-func (s *Redis) chargeArgs(c *backlogCharge, offset int64) ([]string, []any) {
-	keys := make([]string, 0, len(c.p.limits)+2)
-	keys = append(keys, s.prefix+"{"+c.key+"}"+spec.ChargeSuffix+c.id)
-	var longest int64
-	for _, e := range c.p.limits {
-		longest = max(longest, horizon(e.c))
-	}
-	args := []any{max((longest+999)/1000, 1)} // ms
-	reset := false
-	for _, e := range c.p.limits {
-		keys = append(keys, s.prefix+"{"+c.key+"}"+e.c.Suffix)
-		flag := "0"
-		if e.reset {
-			flag, reset = "1", true
-		}
-		args = append(args, e.c.ScriptArgs()...)
-		args = append(args, flag, len(e.spent))
-		for _, sp := range e.spent {
-			args = append(args, strconv.FormatInt(sp.at+offset, 10), sp.cost)
-		}
-	}
-	if reset {
-		keys = append(keys, s.banKey(c.key))
-	}
-	return keys, args
 }

@@ -41,8 +41,8 @@ func TestBatchIsolatesRequests(t *testing.T) {
 	ctx := context.Background()
 	l := ratelimit.Limit{Quota: 10, Window: time.Hour}.Using(ratelimit.FixedWindow)
 	two := []ratelimit.Limit{ratelimit.Limit{Quota: 5, Window: time.Hour}.Using(ratelimit.SlidingLog), ratelimit.Limit{Quota: 7, Window: time.Hour}.Using(ratelimit.TokenBucket)}
-	client.HSet(ctx, redisKey(s, "bad", l), "x", "y")
-	client.Set(ctx, redisKey(s, "bad-two", two[1]), "not a hash", 0)
+	client.HSet(ctx, limitKey(s, "bad", l), "x", "y")
+	client.Set(ctx, limitKey(s, "bad-two", two[1]), "not a hash", 0)
 	one, pair := limitsOf(t, l), limitsOf(t, two...)
 
 	var o outcomes
@@ -159,7 +159,7 @@ func TestBatchBadKeyHarmsNoNeighbour(t *testing.T) {
 	set := limitsOf(t, l)
 	bad := []string{"bad\nkey", "\n", "bad\r\n\nE x\n"}
 	for _, key := range bad {
-		client.HSet(ctx, redisKey(r, key, l), "x", "y\nz")
+		client.HSet(ctx, limitKey(r, key, l), "x", "y\nz")
 	}
 	good := []string{"good", "new\nline", "\x00\xff", "E 1 2 3", "tab\tkey"}
 

@@ -9,7 +9,7 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/redistest"
-	"github.com/ratelimit-go/ratelimit/store/internal/request"
+	"github.com/ratelimit-go/ratelimit/store/internal/limitset"
 )
 
 // TestCalendarPeriodsFollowRedis checks, on a real server, that a calendar
@@ -31,7 +31,7 @@ func TestCalendarPeriodsFollowRedis(t *testing.T) {
 			s.fn.pin(path.path)
 			month := ratelimit.Limit{Algorithm: ratelimit.Monthly, Quota: 10, Zone: "Europe/Paris", Name: "month"}
 			limits := limitsOf(t, month, ratelimit.PerMinute(100))
-			set := request.Compile(limits)
+			set := limitset.Compile(limits)
 			ahead := func() { set.Limits[0].Calendar.Refresh(future) }
 			wantMonth := func(where string, d ratelimit.Decision, remaining int) {
 				t.Helper()

@@ -186,16 +186,16 @@ func TestBatchGivenUpIsNotSent(t *testing.T) {
 	})
 	wg.Wait()
 	waitFor(t, "Redis to resume", func() bool {
-		n, err := client.Exists(ctx, redisKey(s, "sent", l)).Result()
+		n, err := client.Exists(ctx, limitKey(s, "sent", l)).Result()
 		return err == nil && n == 1
 	})
 	for i := range 10 {
-		if n, err := client.Exists(ctx, redisKey(s, fmt.Sprintf("waiter-%d", i), l)).Result(); err != nil || n != 0 {
+		if n, err := client.Exists(ctx, limitKey(s, fmt.Sprintf("waiter-%d", i), l)).Result(); err != nil || n != 0 {
 			t.Errorf("waiter-%d gave up before its batch was sent, but Redis counted it (%d, %v)", i, n, err)
 		}
 	}
 	for _, key := range []string{"sent", "patient"} {
-		if v, err := client.Get(ctx, redisKey(s, key, l)).Result(); err != nil || v != "1" {
+		if v, err := client.Get(ctx, limitKey(s, key, l)).Result(); err != nil || v != "1" {
 			t.Errorf("%s: count %q, %v; want 1", key, v, err)
 		}
 	}

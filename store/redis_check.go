@@ -74,7 +74,7 @@ func (s *Redis) checkThrough(ctx context.Context, c RedisClient) error {
 	if err := s.diagnose(ctx, c, s.checkKeys()); err != nil {
 		return err
 	}
-	return misconfigured(probeScript.Run(ctx, c, []string{s.prefix + "{probe}"}).Err(), s.prefix, s.cluster)
+	return misconfigured(probeScript.Run(ctx, c, []string{redisKey(s.prefix, "probe", "")}).Err(), s.prefix, s.cluster)
 }
 
 // checkSlots are slots spread over the cluster's range: a single
@@ -92,7 +92,7 @@ func (s *Redis) checkKeys() []string {
 
 // checkKey is a key of slot that the check never writes.
 func (s *Redis) checkKey(slot int) string {
-	return s.prefix + "{" + clusterslot.Tag(slot) + "}:check"
+	return redisKey(s.prefix, clusterslot.Tag(slot), ":check")
 }
 
 // diagnose runs check.lua through c with EVAL and returns what it or
@@ -143,7 +143,7 @@ func (s *Redis) diagnose(ctx context.Context, c RedisClient, keys []string) erro
 // time returns Redis's clock in microseconds, read by the probe script
 // through c.
 func (s *Redis) time(ctx context.Context, c RedisClient) (int64, error) {
-	t, err := probeScript.Run(ctx, c, []string{s.prefix + "{probe}"}).StringSlice()
+	t, err := probeScript.Run(ctx, c, []string{redisKey(s.prefix, "probe", "")}).StringSlice()
 	if err != nil {
 		return 0, err
 	}
@@ -170,7 +170,7 @@ func (s *Redis) checkCluster(ctx context.Context, cluster *redis.ClusterClient) 
 		if err := s.diagnose(ctx, cluster, []string{s.checkKey(o.start)}); err != nil {
 			return err
 		}
-		key := s.prefix + "{" + clusterslot.Tag(o.start) + "}probe"
+		key := redisKey(s.prefix, clusterslot.Tag(o.start), "probe")
 		if err := probeScript.Run(ctx, cluster, []string{key}).Err(); err != nil {
 			return fmt.Errorf("slots %d-%d: %w", o.start, o.end, misconfigured(err, s.prefix, s.cluster))
 		}
@@ -258,7 +258,9 @@ func (s *Redis) warm(ctx context.Context) error {
 	var wg sync.WaitGroup
 	for i := range conns {
 		conns[i] = single.Conn()
-		run := func() { errs[i] = s.fn.run(ctx, conns[i], probeProgram, []string{s.prefix + "{probe}"}).Err() }
+		run := func() {
+			errs[i] = s.fn.run(ctx, conns[i], probeProgram, []string{redisKey(s.prefix, "probe", "")}).Err()
+		}
 		if i == 0 {
 			// The first connection alone: go-redis v9.22 sets up a
 			// client's first connections with a write to the client's

@@ -14,7 +14,7 @@ import (
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/internal/spec"
 	"github.com/ratelimit-go/ratelimit/redistest"
-	"github.com/ratelimit-go/ratelimit/store/internal/request"
+	"github.com/ratelimit-go/ratelimit/store/internal/limitset"
 	"github.com/ratelimit-go/ratelimit/store/storetest"
 )
 
@@ -221,7 +221,7 @@ func TestClusterBatchLoadsScripts(t *testing.T) {
 		t.Errorf("no EVAL was pipelined: the batch did not meet NOSCRIPT (%d pipelines of %d runs)", counter.pipelines.Load(), counter.piped.Load())
 	}
 	for _, key := range keys {
-		if v, err := client.Get(ctx, redisKey(s, key, l[0])).Result(); err != nil || v != "1" {
+		if v, err := client.Get(ctx, limitKey(s, key, l[0])).Result(); err != nil || v != "1" {
 			t.Errorf("key %s: count %q, %v; want 1", key, v, err)
 		}
 	}
@@ -262,7 +262,7 @@ func TestClusterBatchGivesUp(t *testing.T) {
 	}
 	for _, key := range expired {
 		wg.Go(func() {
-			_, err := s.decide(ctx, key, 1, set.All(), checkedSet(t, key, set), 0, time.Now().Add(50*time.Millisecond))
+			_, err := s.decide(ctx, &request{key: key, cost: 1, limits: set.All(), set: checkedSet(t, key, set), until: time.Now().Add(50 * time.Millisecond)})
 			if !errors.Is(err, context.DeadlineExceeded) {
 				t.Errorf("%s, whose until passed: got %v, want its deadline exceeded", key, err)
 			}
@@ -271,7 +271,7 @@ func TestClusterBatchGivesUp(t *testing.T) {
 	for _, key := range late {
 		wg.Go(func() {
 			// A deadline long past on Redis's clock, in microseconds.
-			if _, err := s.decide(ctx, key, 1, set.All(), checkedSet(t, key, set), 1, time.Time{}); !errors.Is(err, errLate) {
+			if _, err := s.decide(ctx, &request{key: key, cost: 1, limits: set.All(), set: checkedSet(t, key, set), deadline: 1}); !errors.Is(err, errLate) {
 				t.Errorf("%s, late: got %v, want errLate", key, err)
 			}
 		})
@@ -296,11 +296,11 @@ func TestClusterBatchGivesUp(t *testing.T) {
 		t.Error("no pipeline was sent: the waiters were not batched")
 	}
 	for _, key := range append(append(gaveUp, expired...), late...) {
-		if n, err := client.Exists(ctx, redisKey(s, key, l)).Result(); err != nil || n != 0 {
+		if n, err := client.Exists(ctx, limitKey(s, key, l)).Result(); err != nil || n != 0 {
 			t.Errorf("%s was not to be decided, but Redis holds its key (%d, %v)", key, n, err)
 		}
 	}
-	if v, err := client.Get(ctx, redisKey(s, patient, l)).Result(); err != nil || v != "1" {
+	if v, err := client.Get(ctx, limitKey(s, patient, l)).Result(); err != nil || v != "1" {
 		t.Errorf("%s: count %q, %v; want 1", patient, v, err)
 	}
 }
@@ -308,7 +308,7 @@ func TestClusterBatchGivesUp(t *testing.T) {
 // checkedSet returns the compiled form of limits, as Allow checks them.
 func checkedSet(t *testing.T, key string, limits *ratelimit.Limits) *spec.Set {
 	t.Helper()
-	_, set, err := request.Check(key, 1, limits)
+	_, set, err := limitset.Check(key, 1, limits)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/internal/spec"
-	"github.com/ratelimit-go/ratelimit/store/internal/request"
+	"github.com/ratelimit-go/ratelimit/store/internal/limitset"
 )
 
 // denyCache remembers requests Redis denied, so that the same request is
@@ -57,12 +57,13 @@ func newDenyCache(size int) *denyCache {
 }
 
 func (c *denyCache) shard(key string) *denyShard {
-	return &c.shards[request.KeyHash(key)%uint32(len(c.shards))]
+	return &c.shards[spec.KeyHash(key)%uint32(len(c.shards))]
 }
 
-// get returns the cached denial of a request under limits, its times
-// brought up to now, if the request cannot pass yet.
-func (c *denyCache) get(key string, set *spec.Set, cost int, limits []ratelimit.Limit) (ratelimit.Decision, bool) {
+// get returns the cached denial of r, its times brought up to now, if r
+// cannot pass yet.
+func (c *denyCache) get(r *request) (ratelimit.Decision, bool) {
+	key, set, cost := r.key, r.set, r.cost
 	sh := c.shard(key)
 	now := c.now()
 	sh.mu.Lock()
@@ -80,17 +81,17 @@ func (c *denyCache) get(key string, set *spec.Set, cost int, limits []ratelimit.
 	// A request sent after this get read the clock may have stored the
 	// entry: then no time has passed since the denial.
 	elapsed := time.Duration(max(now-d.at, 0)) * time.Microsecond
-	var buf [request.MaxInline]ratelimit.Result
+	var buf [limitset.MaxInline]ratelimit.Result
 	rs := append(buf[:0], d.results...)
 	banned := d.banned
 	sh.mu.Unlock()
 	for i := range rs {
-		r := &rs[i]
-		r.Limit = limits[i]
-		r.Window, r.ResetAfter = max(r.Window-elapsed, 0), max(r.ResetAfter-elapsed, 0)
-		if !r.Allowed {
-			if r.RetryAfter -= elapsed; r.RetryAfter <= 0 {
-				r.Allowed, r.RetryAfter = true, 0 // this limit would pass; another denies
+		res := &rs[i]
+		res.Limit = r.limits[i]
+		res.Window, res.ResetAfter = max(res.Window-elapsed, 0), max(res.ResetAfter-elapsed, 0)
+		if !res.Allowed {
+			if res.RetryAfter -= elapsed; res.RetryAfter <= 0 {
+				res.Allowed, res.RetryAfter = true, 0 // this limit would pass; another denies
 			}
 		}
 	}
@@ -102,16 +103,24 @@ func (c *denyCache) get(key string, set *spec.Set, cost int, limits []ratelimit.
 	return denied, true
 }
 
-// epoch returns what put needs to know that no Reset of key came after
-// it, and the time: read them before asking Redis.
-func (c *denyCache) epoch(key string) (epoch uint64, sent int64) {
-	return c.shard(key).resets.Load(), c.now()
+// A denyEpoch is what put needs to know of the time a request asked
+// Redis: the count of its key's Resets, to know that none came after it,
+// and the time.
+type denyEpoch struct {
+	resets uint64
+	sent   int64 // µs, on the cache's clock
 }
 
-// put remembers a denial that Redis just made, for a request that read
-// epoch and sent before asking Redis; unless a Reset of a key came since,
-// or set has a ban and the key is not banned.
-func (c *denyCache) put(key string, set *spec.Set, cost int, d ratelimit.Decision, epoch uint64, sent int64) {
+// epoch returns key's epoch now: read it before asking Redis.
+func (c *denyCache) epoch(key string) denyEpoch {
+	return denyEpoch{resets: c.shard(key).resets.Load(), sent: c.now()}
+}
+
+// put remembers d, a denial of r that Redis just made, asked for at
+// epoch; unless a Reset of r's key came since, or r's set has a ban and
+// the key is not banned.
+func (c *denyCache) put(r *request, d ratelimit.Decision, epoch denyEpoch) {
+	key, set, cost, sent := r.key, r.set, r.cost, epoch.sent
 	if set.Ban != nil && d.Banned == 0 {
 		return // its repeat is a strike: Redis must count it
 	}
@@ -132,7 +141,7 @@ func (c *denyCache) put(key string, set *spec.Set, cost int, d ratelimit.Decisio
 	sh := c.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if sh.resets.Load() != epoch {
+	if sh.resets.Load() != epoch.resets {
 		return // a Reset came while Redis decided: the denial may predate it
 	}
 	if sh.m == nil {
@@ -155,37 +164,37 @@ func (c *denyCache) put(key string, set *spec.Set, cost int, d ratelimit.Decisio
 	sh.m[strings.Clone(key)] = append(entries, e) // not the caller's buffer, which may hold more: a map keeps the key it is last given
 }
 
-// passed forgets key's denials, as a request of it passed: its room
+// passed forgets the denials of r's key, as r passed: its room
 // changed. When that request left some limit one unit short of another
 // request of its cost, the next one's denial is kept as if Redis had made
 // it, until a unit comes back to each such limit (its Window, counted
-// from sent, which is then the RetryAfter Redis would give): only time
+// from when r was sent, which is then the RetryAfter Redis would give): only time
 // frees room, so until then Redis would deny it. A spent key
 // that time refills slowly (a token bucket's trickle) is then denied in
 // process between its units, not on Redis. Not for limits with a ban,
 // whose denials are strikes, nor for requests in flight, whose slots
 // any instance frees.
-func (c *denyCache) passed(key string, set *spec.Set, cost int, d ratelimit.Decision, epoch uint64, sent int64) {
-	c.forget(key)
-	if set.Ban != nil || set.Slot >= 0 {
+func (c *denyCache) passed(r *request, d ratelimit.Decision, epoch denyEpoch) {
+	c.forget(r.key)
+	if set := r.set; set.Ban != nil || set.Slot >= 0 {
 		return
 	}
-	var buf [request.MaxInline]ratelimit.Result
+	var buf [limitset.MaxInline]ratelimit.Result
 	next := append(buf[:0], d.Results()...)
 	short := false
 	for i := range next {
-		r := &next[i]
-		switch lack := set.Limits[i].CostFor(int64(cost)) - int64(r.Remaining); {
+		res := &next[i]
+		switch lack := r.set.Limits[i].CostFor(int64(r.cost)) - int64(res.Remaining); {
 		case lack <= 0:
-			r.Allowed, r.RetryAfter = true, 0
-		case lack > 1 || r.Window <= 0:
+			res.Allowed, res.RetryAfter = true, 0
+		case lack > 1 || res.Window <= 0:
 			return // when more than a unit comes back is not known here
 		default:
-			r.Allowed, r.RetryAfter, short = false, r.Window, true
+			res.Allowed, res.RetryAfter, short = false, res.Window, true
 		}
 	}
 	if short {
-		c.put(key, set, cost, ratelimit.MakeDecision(next...), epoch, sent)
+		c.put(r, ratelimit.MakeDecision(next...), epoch)
 	}
 }
 

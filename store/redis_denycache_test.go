@@ -12,7 +12,7 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/redistest"
-	"github.com/ratelimit-go/ratelimit/store/internal/request"
+	"github.com/ratelimit-go/ratelimit/store/internal/limitset"
 )
 
 // pinDenyCache makes s's deny cache read the pinned clock.
@@ -182,12 +182,12 @@ func TestDenyCacheReadBeforePut(t *testing.T) {
 	now := int64(1_000_000)
 	c.now = func() int64 { return now }
 	l := ratelimit.Limit{Quota: 1, Window: time.Hour}.Using(ratelimit.SlidingLog)
-	set := request.Compile(limitsOf(t, l))
+	set := limitset.Compile(limitsOf(t, l))
 	denied := ratelimit.MakeDecision(ratelimit.Result{Limit: l, Remaining: 0, ResetAfter: time.Hour, RetryAfter: time.Hour})
-	epoch, sent := c.epoch("k")
-	c.put("k", set, 1, denied, epoch, sent)
+	r := &request{key: "k", cost: 1, limits: []ratelimit.Limit{l}, set: set}
+	c.put(r, denied, c.epoch("k"))
 	now -= 300 // the get's reading of the clock, taken before the put's
-	d, ok := c.get("k", set, 1, []ratelimit.Limit{l})
+	d, ok := c.get(r)
 	if !ok {
 		t.Fatal("the denial is not cached")
 	}
@@ -204,17 +204,18 @@ func TestDenyCacheWindowFromTheSend(t *testing.T) {
 	now := int64(1_000_000)
 	c.now = func() int64 { return now }
 	l := ratelimit.Limit{Quota: 1, Window: time.Hour}.Using(ratelimit.SlidingLog)
-	set := request.Compile(limitsOf(t, l))
+	set := limitset.Compile(limitsOf(t, l))
 	denied := ratelimit.MakeDecision(ratelimit.Result{Limit: l, Window: time.Second, ResetAfter: time.Hour, RetryAfter: time.Second})
-	epoch, sent := c.epoch("k")
+	r := &request{key: "k", cost: 1, limits: []ratelimit.Limit{l}, set: set}
+	epoch := c.epoch("k")
 	now += 500 // the round trip
-	c.put("k", set, 1, denied, epoch, sent)
+	c.put(r, denied, epoch)
 	for _, step := range []struct {
 		after int64
 		want  time.Duration
 	}{{0, time.Second - 500*time.Microsecond}, {250_000, 750*time.Millisecond - 500*time.Microsecond}} {
 		now += step.after
-		d, ok := c.get("k", set, 1, []ratelimit.Limit{l})
+		d, ok := c.get(r)
 		if !ok {
 			t.Fatal("the denial is not cached")
 		}

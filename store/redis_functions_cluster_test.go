@@ -62,7 +62,7 @@ func TestClusterFunctions(t *testing.T) {
 			t.Errorf("%d FCALL pipelined, want %d: the batch, then again once loaded", n, 2*len(keys))
 		}
 		for _, key := range keys {
-			if v, err := client.Get(ctx, redisKey(s, key, l[0])).Result(); err != nil || v != "1" {
+			if v, err := client.Get(ctx, limitKey(s, key, l[0])).Result(); err != nil || v != "1" {
 				t.Errorf("key %s: count %q, %v; want 1", key, v, err)
 			}
 		}
@@ -141,7 +141,7 @@ func TestClusterFunctions(t *testing.T) {
 				t.Errorf("path %d, want scripts", got)
 			}
 			for _, key := range keys {
-				if v, err := newClient(t, master.Addr).Get(ctx, redisKey(s, key, l[0])).Result(); err != nil || v != "1" {
+				if v, err := newClient(t, master.Addr).Get(ctx, limitKey(s, key, l[0])).Result(); err != nil || v != "1" {
 					t.Errorf("key %s: count %q, %v; want 1", key, v, err)
 				}
 			}

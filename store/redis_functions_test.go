@@ -296,7 +296,7 @@ func TestBatchLoadsLibrary(t *testing.T) {
 		t.Errorf("%d FCALL and %d FUNCTION LOAD; want 4 and 2", f, l)
 	}
 	for _, key := range keys {
-		if v, err := client.Get(ctx, redisKey(s, key, l[0])).Result(); err != nil || v != "1" {
+		if v, err := client.Get(ctx, limitKey(s, key, l[0])).Result(); err != nil || v != "1" {
 			t.Errorf("key %s: count %q, %v; want 1", key, v, err)
 		}
 	}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/internal/spec"
-	"github.com/ratelimit-go/ratelimit/store/internal/request"
+	"github.com/ratelimit-go/ratelimit/store/internal/limitset"
 )
 
 // Leased limits (ratelimit.Limit.Leased). A request of a leased set is
@@ -95,7 +95,7 @@ type quotaLease struct {
 }
 
 func (l *quotaLeases) shard(key string) *leaseShard {
-	return &l.shards[request.KeyHash(key)%leaseShards]
+	return &l.shards[spec.KeyHash(key)%leaseShards]
 }
 
 // find returns key's lease of c in k, nil when none.
@@ -119,7 +119,7 @@ const (
 	leasePlain                  // ask Redis for a plain decision, taking no lease
 )
 
-// spend decides a request of key under the leased set from the leases
+// spend decides r, a request of a leased set, from the leases
 // this instance holds: when each has units enough and time left, it takes
 // them and returns the decision. Otherwise it says what to do instead.
 // When no request of the key is asking Redis for leases, this one is to
@@ -130,7 +130,8 @@ const (
 // likely find nothing and queue behind the next asker), so that a
 // request waits for at most one other's call, and one of a spent key
 // meets the deny cache at once.
-func (l *quotaLeases) spend(key string, cost int, limits []ratelimit.Limit, set *spec.Set, waited bool) (d ratelimit.Decision, next leaseMiss, wait <-chan struct{}) {
+func (l *quotaLeases) spend(r *request, waited bool) (d ratelimit.Decision, next leaseMiss, wait <-chan struct{}) {
+	key, cost, set := r.key, r.cost, r.set
 	sh := l.shard(key)
 	now := l.now()
 	sh.mu.Lock()
@@ -161,8 +162,8 @@ func (l *quotaLeases) spend(key string, cost int, limits []ratelimit.Limit, set 
 		sh.mu.Unlock()
 		return d, leaseTake, nil
 	}
-	var buf [request.MaxInline]ratelimit.Result
-	rs := request.Results(limits, &buf)
+	var buf [limitset.MaxInline]ratelimit.Result
+	rs := limitset.Results(r.limits, &buf)
 	for i := range set.Limits {
 		take := set.Limits[i].CostFor(int64(cost))
 		q := k.find(&set.Limits[i])
@@ -233,11 +234,13 @@ func (l *quotaLeases) wants(key string, set *spec.Set, out []int64) []int64 {
 	return out
 }
 
-// granted records the leases Redis granted with decision d, asked for at
-// sent: extra units of each limit lasting life µs, and ends the taking.
+// granted records the leases Redis granted with decision d of r, asked
+// for at sent: extra units of each limit lasting life µs (see leaseAsk),
+// and ends the taking.
 // d's Remaining then counts the units this instance holds, which it may
 // still spend, as a decision in process does.
-func (l *quotaLeases) granted(key string, set *spec.Set, d *ratelimit.Decision, extra, life []int64, sent int64) {
+func (l *quotaLeases) granted(r *request, d *ratelimit.Decision, sent int64) {
+	key, set, extra, life := r.key, r.set, r.ask.extra, r.ask.life
 	sh := l.shard(key)
 	now := l.now()
 	sh.mu.Lock()
@@ -310,7 +313,7 @@ func (l *quotaLeases) drop(key string) {
 // leasedCode is the script code of a leased limit whose request asks for
 // want units beyond its cost, for at most leaseLife.
 func leasedCode(c *compiled, want int64) string {
-	return c.ScriptArgs()[0].(string) + "~" + strconv.FormatInt(want, 10) + "~" + strconv.FormatInt(int64(leaseLife/time.Microsecond), 10)
+	return c.ScriptArgs().Code.(string) + "~" + strconv.FormatInt(want, 10) + "~" + strconv.FormatInt(int64(leaseLife/time.Microsecond), 10)
 }
 
 // errLeaseWait marks the error of a request whose own budget ran out

@@ -21,7 +21,7 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/redistest"
-	"github.com/ratelimit-go/ratelimit/store/internal/request"
+	"github.com/ratelimit-go/ratelimit/store/internal/limitset"
 )
 
 // The edges of leased limits, tried the way production meets them: four
@@ -87,11 +87,10 @@ func runEdgeInstance() {
 	var s ratelimit.Store = r
 	var fallback *Fallback
 	if cfg.Fallback {
-		// A budget of a second, not 50ms: a call that a loaded machine
+		// A budget of 250ms, not 50ms: a call that a loaded machine
 		// holds up that long is slowness the Fallback rightly takes for
-		// an outage, which is not what this run tries (an oversubscribed
-		// machine held calls up for 1.35s, with 250ms).
-		f, err := NewFallback(r, FallbackOptions{Instances: 4, Budget: time.Second})
+		// an outage, which is not what this run tries.
+		f, err := NewFallback(r, FallbackOptions{Instances: 4, Budget: 250 * time.Millisecond})
 		if err != nil {
 			panic(err)
 		}
@@ -219,8 +218,8 @@ func newEdgePlan(cfg *edgeConfig, client *redis.Client) *edgePlan {
 		if err != nil {
 			panic(err)
 		}
-		_, cs, _ := request.Check(cfg.Key, 1, set)
-		p.key = cfg.Prefix + "{" + cfg.Key + "}" + cs.Limits[0].Suffix
+		_, cs, _ := limitset.Check(cfg.Key, 1, set)
+		p.key = redisKey(cfg.Prefix, cfg.Key, cs.Limits[0].Suffix)
 	}
 	return p
 }

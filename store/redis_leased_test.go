@@ -17,7 +17,7 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/redistest"
-	"github.com/ratelimit-go/ratelimit/store/internal/request"
+	"github.com/ratelimit-go/ratelimit/store/internal/limitset"
 )
 
 // admission is units admitted at a time, in µs.
@@ -108,7 +108,7 @@ func TestLeasedNeverAboveTheLimit(t *testing.T) {
 			var adm []admission
 			var starts []int64
 			key := "hot"
-			redisKey := "rl:{" + key + "}" + compileLimit(l).Suffix
+			stateKey := redisKey(defaultPrefix, key, compileLimit(l).Suffix)
 			leasedUnits, allowed, denied := 0, 0, 0
 			ms := func(max time.Duration) time.Duration {
 				return time.Duration(rng.IntN(int(max/time.Millisecond)+1)) * time.Millisecond
@@ -132,14 +132,14 @@ func TestLeasedNeverAboveTheLimit(t *testing.T) {
 				case regime > 0 && rng.IntN(20) == 0:
 					clk.Advance(ms(l.Window / 50))
 				}
-				existed := m.Exists(redisKey)
+				existed := m.Exists(stateKey)
 				cost := 1 + rng.IntN(3)
 				d, err := instances[rng.IntN(len(instances))].Allow(ctx, key, cost, limits)
 				if err != nil {
 					t.Fatal(err)
 				}
 				now := clk.Now().Sub(epoch).Microseconds()
-				if !existed && m.Exists(redisKey) {
+				if !existed && m.Exists(stateKey) {
 					starts = append(starts, now)
 				}
 				if d.Allowed {
@@ -543,13 +543,13 @@ func TestLeasesAreBounded(t *testing.T) {
 	t.Parallel()
 	var l quotaLeases
 	limits := limitsOf(t, ratelimit.Limit{Quota: 100, Window: time.Minute, Leased: true})
-	given, set, err := request.Check("k", 1, limits)
+	given, set, err := limitset.Check("k", 1, limits)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := range maxLeasedKeys + maxLeasedKeys/2 {
 		key := fmt.Sprint("key-", i)
-		if _, next, _ := l.spend(key, 1, given, set, false); next != leaseTake {
+		if _, next, _ := l.spend(&request{key: key, cost: 1, limits: given, set: set}, false); next != leaseTake {
 			t.Fatalf("key %d: got %d, want leaseTake: a lease from nothing", i, next)
 		}
 		l.abandon(key, false)
@@ -618,13 +618,13 @@ func TestLeasedSetAllOrNone(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	_, set, err := request.Check(key, 1, limits)
+	_, set, err := limitset.Check(key, 1, limits)
 	if err != nil {
 		t.Fatal(err)
 	}
 	client := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	defer client.Close()
-	counted, err := client.Get(context.Background(), prefix+"{"+key+"}"+set.Limits[0].Suffix).Int64()
+	counted, err := client.Get(context.Background(), redisKey(prefix, key, set.Limits[0].Suffix)).Int64()
 	if err != nil {
 		t.Fatal(err)
 	}

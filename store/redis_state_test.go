@@ -47,9 +47,9 @@ func eachBackend(t *testing.T, f func(t *testing.T, client *redis.Client)) {
 	}
 }
 
-// redisKey is where s keeps key's state for l.
-func redisKey(s *Redis, key string, l ratelimit.Limit) string {
-	return s.prefix + "{" + key + "}" + compileLimit(l).Suffix
+// limitKey is where s keeps key's state for l.
+func limitKey(s *Redis, key string, l ratelimit.Limit) string {
+	return redisKey(s.prefix, key, compileLimit(l).Suffix)
 }
 
 var oneOfEach = []ratelimit.Limit{
@@ -80,10 +80,10 @@ func TestWrongType(t *testing.T) {
 				t.Run(bad.Algorithm.String()+"/"+kind, func(t *testing.T) {
 					key := t.Name()
 					good := ratelimit.Limit{Quota: 5, Window: time.Hour}.Using(ratelimit.SlidingLog)
-					if err := put(client, redisKey(s, key, bad)); err != nil {
+					if err := put(client, limitKey(s, key, bad)); err != nil {
 						t.Fatal(err)
 					}
-					before, _ := client.Dump(ctx, redisKey(s, key, bad)).Result()
+					before, _ := client.Dump(ctx, limitKey(s, key, bad)).Result()
 					sum := sha256.Sum256([]byte(key))
 					ref := fmt.Sprintf("key #%x", sum[:4])
 					limits := limitsOf(t, good, bad)
@@ -97,10 +97,10 @@ func TestWrongType(t *testing.T) {
 							t.Errorf("%s: got %q, want a store error naming %s, and not the key %q itself", call, err, ref, key)
 						}
 					}
-					if n := client.Exists(ctx, redisKey(s, key, good)).Val(); n != 0 {
+					if n := client.Exists(ctx, limitKey(s, key, good)).Val(); n != 0 {
 						t.Errorf("the other limit's key was written")
 					}
-					if after, _ := client.Dump(ctx, redisKey(s, key, bad)).Result(); after != before {
+					if after, _ := client.Dump(ctx, limitKey(s, key, bad)).Result(); after != before {
 						t.Errorf("the foreign value changed")
 					}
 				})
@@ -173,7 +173,7 @@ func TestKeysHaveTTL(t *testing.T) {
 					t.Fatal(err)
 				}
 				for _, r := range d.Results() {
-					ttl := client.PTTL(ctx, redisKey(s, key, r.Limit)).Val()
+					ttl := client.PTTL(ctx, limitKey(s, key, r.Limit)).Val()
 					if ttl == -2*time.Nanosecond && r.ResetAfter == 0 {
 						continue // gone, and nothing to remember
 					}
@@ -203,7 +203,7 @@ func TestKeyWithoutTTLGetsOne(t *testing.T) {
 		for _, count := range []string{"1", "5"} {
 			t.Run("count "+count, func(t *testing.T) {
 				key := t.Name()
-				if err := client.Set(ctx, redisKey(s, key, l), count, 0).Err(); err != nil {
+				if err := client.Set(ctx, limitKey(s, key, l), count, 0).Err(); err != nil {
 					t.Fatal(err)
 				}
 				d, err := s.Allow(ctx, key, 1, set)
@@ -213,7 +213,7 @@ func TestKeyWithoutTTLGetsOne(t *testing.T) {
 				if got, want := d.Allowed, count == "1"; got != want {
 					t.Errorf("allowed %v, want %v", got, want)
 				}
-				if ttl := client.PTTL(ctx, redisKey(s, key, l)).Val(); ttl <= 0 || ttl > time.Minute {
+				if ttl := client.PTTL(ctx, limitKey(s, key, l)).Val(); ttl <= 0 || ttl > time.Minute {
 					t.Errorf("TTL after the request: %v, want within (0, 1m]", ttl)
 				}
 			})
@@ -240,7 +240,7 @@ func TestPeekWritesNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 		old := now.Add(-2 * time.Minute).UnixMicro()
-		fixed, log, window, bucket := redisKey(s, "k", oneOfEach[0]), redisKey(s, "k", oneOfEach[1]), redisKey(s, "k", oneOfEach[2]), redisKey(s, "k", oneOfEach[3])
+		fixed, log, window, bucket := limitKey(s, "k", oneOfEach[0]), limitKey(s, "k", oneOfEach[1]), limitKey(s, "k", oneOfEach[2]), limitKey(s, "k", oneOfEach[3])
 		for _, err := range []error{
 			client.ZAdd(ctx, log, redis.Z{Score: float64(old), Member: "old"}).Err(),
 			client.HSet(ctx, window, strconv.FormatInt(old/compileLimit(oneOfEach[2]).Width, 10), 1).Err(),
@@ -420,7 +420,7 @@ func TestKeyLayout(t *testing.T) {
 		{ratelimit.PerMinute(5).Using(ratelimit.TokenBucket), "app:{user:1}:t60000/5"},
 	}
 	for _, tt := range tests {
-		if got := redisKey(s, "user:1", tt.limit); got != tt.want {
+		if got := limitKey(s, "user:1", tt.limit); got != tt.want {
 			t.Errorf("key of %v: got %q, want %q", tt.limit, got, tt.want)
 		}
 	}
@@ -437,7 +437,7 @@ func TestKeyLayout(t *testing.T) {
 			continue
 		}
 		shared := err != nil
-		if same := redisKey(s, "k", a) == redisKey(s, "k", b); same != shared {
+		if same := limitKey(s, "k", a) == limitKey(s, "k", b); same != shared {
 			t.Fatalf("%v and %v: same key %v, but NewLimits says sharing is %v", a, b, same, shared)
 		}
 	}

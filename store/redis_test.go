@@ -16,7 +16,7 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/redistest"
-	"github.com/ratelimit-go/ratelimit/store/internal/request"
+	"github.com/ratelimit-go/ratelimit/store/internal/limitset"
 	"github.com/ratelimit-go/ratelimit/store/storetest"
 )
 
@@ -129,7 +129,7 @@ func compileLimit(l ratelimit.Limit) *compiled {
 	if err != nil {
 		panic(fmt.Sprintf("compileLimit(%v): %v", l, err))
 	}
-	return &request.Compile(set).Limits[0]
+	return &limitset.Compile(set).Limits[0]
 }
 
 // capacity is the most units l holds: a token bucket's burst (its quota

@@ -32,7 +32,7 @@ var debtLimits = []ratelimit.Limit{
 func spent(t *testing.T, client *redis.Client, s *Redis, key string, l ratelimit.Limit) int64 {
 	t.Helper()
 	ctx := context.Background()
-	k := redisKey(s, key, l)
+	k := limitKey(s, key, l)
 	switch l.Algorithm {
 	case ratelimit.FixedWindow:
 		n, _ := client.Get(ctx, k).Int64()
@@ -298,7 +298,7 @@ func TestFaultConcurrentThroughOutage(t *testing.T) {
 			t.Errorf("instance %d held %d slots in process at once, more than its share, 2", i, most[i].Load())
 		}
 	}
-	key := f1.redis.prefix + "{k}:k"
+	key := limitKey(f1.redis, "k", limits.All()[0])
 	waitFor(t, "the slots on Redis to be given back or to expire", func() bool {
 		n, err := client.ZCount(context.Background(), key, "("+strconv.FormatInt(time.Now().UnixMicro(), 10), "+inf").Result()
 		return err == nil && n == 0

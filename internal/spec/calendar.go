@@ -46,7 +46,7 @@ type Calendar struct {
 // arguments that name them.
 type bounds struct {
 	b0, b1, b2 int64
-	args       [4]any
+	args       LimitArgs
 }
 
 // LoadLocation returns the time zone named zone ("" is UTC), from the
@@ -128,23 +128,23 @@ func (c *Calendar) around(now int64) *bounds {
 		code = "C"
 	}
 	code += c.cost
-	b.args = [4]any{code, c.quota, strconv.FormatInt(b.b1, 10), strconv.FormatInt(len0*maxPeriodSeconds+len1, 10)}
+	b.args = LimitArgs{Code: code, A: c.quota, B: strconv.FormatInt(b.b1, 10), C: strconv.FormatInt(len0*maxPeriodSeconds+len1, 10)}
 	c.bounds.Store(b)
 	return b
 }
 
-// Args returns the limit's four ARGV entries for decide.lua: the quota
+// Args returns the limit's entries in its scripts' ARGV: its code, the quota
 // and two consecutive periods, those that held the time last asked about
 // (see Period and Refresh), or, the first time, the application's clock.
 // calendar.lua reads Redis's clock and picks the period that holds it, or,
 // when neither does, fails with CalendarMiss and its time, for the store
 // to Refresh the calendar with it and ask again.
-func (c *Calendar) Args() []any {
+func (c *Calendar) Args() LimitArgs {
 	b := c.bounds.Load()
 	if b == nil {
 		b = c.around(time.Now().UnixMicro())
 	}
-	return b.args[:]
+	return b.args
 }
 
 // Refresh makes Args name the periods around now (µs).

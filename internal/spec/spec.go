@@ -56,9 +56,9 @@ type Limit struct {
 	// ms, then "/" + what else the state's layout depends on. Two limits
 	// of one set never have the same suffix.
 	Suffix string
-	// Args are the limit's four ARGV entries for decide.lua; a calendar
+	// Args are the limit's entries in its scripts' ARGV; a calendar
 	// limit's change with time (see ScriptArgs).
-	Args [4]any
+	Args LimitArgs
 
 	// Calendar is a Daily, Weekly or Monthly limit's calendar; nil for
 	// the others. Such a limit's Window is its longest period.
@@ -78,6 +78,14 @@ type Limit struct {
 	Leased bool
 }
 
+// LimitArgs are a limit's entries in the ARGV of the store's Lua
+// programs (see decide.lua in package lua): its algorithm's code and its
+// parameters a, b and c, as strings, boxed once so that a call boxes
+// nothing. Where in ARGV they go is the store's to say.
+type LimitArgs struct {
+	Code, A, B, C any
+}
+
 // FixedCost makes every request take n units from c (ratelimit.Limit.Cost).
 func (c *Limit) FixedCost(n int64) {
 	c.Cost = n
@@ -85,7 +93,7 @@ func (c *Limit) FixedCost(n int64) {
 		c.Calendar.cost = strconv.FormatInt(n, 10)
 		return
 	}
-	c.Args[0] = c.Args[0].(string) + strconv.FormatInt(n, 10)
+	c.Args.Code = c.Args.Code.(string) + strconv.FormatInt(n, 10)
 }
 
 // CostFor returns what a request of cost takes from c.
@@ -106,7 +114,7 @@ func (c *Limit) ChargedFromUsage() {
 		c.Calendar.usage = true // its Args are made with the time
 		return
 	}
-	c.Args[0] = strings.ToUpper(c.Args[0].(string))
+	c.Args.Code = strings.ToUpper(c.Args.Code.(string))
 }
 
 // CompileConcurrent returns the integers of a valid Concurrent limit of
@@ -125,16 +133,16 @@ func CompileConcurrent(quota int, lease time.Duration) Limit {
 		Capacity:  int64(quota),
 		Suffix:    ":k",
 	}
-	c.Args = [4]any{"k", strconv.FormatInt(c.Quota, 10), strconv.FormatInt(c.Window, 10), "0"}
+	c.Args = LimitArgs{Code: "k", A: strconv.FormatInt(c.Quota, 10), B: strconv.FormatInt(c.Window, 10), C: "0"}
 	return c
 }
 
-// ScriptArgs returns the limit's four ARGV entries for decide.lua.
-func (c *Limit) ScriptArgs() []any {
+// ScriptArgs returns the limit's entries in its scripts' ARGV.
+func (c *Limit) ScriptArgs() LimitArgs {
 	if c.Calendar != nil {
 		return c.Calendar.Args()
 	}
-	return c.Args[:]
+	return c.Args
 }
 
 // longestPeriod is the longest period of each calendar algorithm, an
@@ -205,7 +213,7 @@ func (c *Limit) encode(code, extra string, a, b, d int64) {
 	if extra != "" {
 		c.Suffix += "/" + extra
 	}
-	c.Args = [4]any{code, strconv.FormatInt(a, 10), strconv.FormatInt(b, 10), strconv.FormatInt(d, 10)}
+	c.Args = LimitArgs{Code: code, A: strconv.FormatInt(a, 10), B: strconv.FormatInt(b, 10), C: strconv.FormatInt(d, 10)}
 }
 
 // TokenUnits returns the fixed-point scale of a token bucket refilling
@@ -246,14 +254,20 @@ type Ban struct {
 	After            int64
 	Within, For, Max int64 // Max >= For
 
-	// Args are the ban's ARGV entries for decide.lua.
-	Args [4]any
+	// Args are the ban's entries in decide.lua's ARGV.
+	Args BanArgs
+}
+
+// BanArgs are a ban's entries in decide.lua's ARGV: After, Within, For
+// and Max, as strings, boxed once so that a call boxes nothing.
+type BanArgs struct {
+	After, Within, For, Max any
 }
 
 // NewBan returns the ban of a valid ratelimit.Ban whose Max is filled in.
 func NewBan(after, within, first, max int64) *Ban {
 	b := &Ban{After: after, Within: within, For: first, Max: max}
-	b.Args = [4]any{strconv.FormatInt(after, 10), strconv.FormatInt(within, 10), strconv.FormatInt(first, 10), strconv.FormatInt(max, 10)}
+	b.Args = BanArgs{After: strconv.FormatInt(after, 10), Within: strconv.FormatInt(within, 10), For: strconv.FormatInt(first, 10), Max: strconv.FormatInt(max, 10)}
 	return b
 }
 
@@ -356,4 +370,14 @@ func (s *Set) Share(n int) *Set {
 	set.Ban = s.Ban
 	s.share.Store(&shared{n, set})
 	return set
+}
+
+// KeyHash is FNV-1a of key: it spreads keys over the shards of the
+// stores' tables (the deny cache, the Fallback's backlog).
+func KeyHash(key string) uint32 {
+	var h uint32 = 2166136261
+	for i := 0; i < len(key); i++ {
+		h = (h ^ uint32(key[i])) * 16777619
+	}
+	return h
 }

@@ -11,16 +11,16 @@ func TestCompile(t *testing.T) {
 		name              string
 		got               Limit
 		suffix            string
-		args              [4]any
+		args              LimitArgs
 		capacity          int64
 		width, slots      int64
 		unit, rate, units int64
 	}{
-		{"fixed window", Compile(FixedWindow, 5, time.Minute, 0, 0), ":f60000", [4]any{"f", "5", "60000", "0"}, 5, 0, 0, 0, 0, 0},
-		{"sliding log", Compile(SlidingLog, 5, time.Second, 0, 0), ":l1000", [4]any{"l", "5", "1000000", "1000"}, 5, 0, 0, 0, 0, 0},
-		{"sliding window", Compile(SlidingWindow, 100, time.Minute, 6*time.Second, 0), ":s60000/10", [4]any{"s", "100", "6000000", "10"}, 100, 6_000_000, 10, 0, 0, 0},
+		{"fixed window", Compile(FixedWindow, 5, time.Minute, 0, 0), ":f60000", LimitArgs{"f", "5", "60000", "0"}, 5, 0, 0, 0, 0, 0},
+		{"sliding log", Compile(SlidingLog, 5, time.Second, 0, 0), ":l1000", LimitArgs{"l", "5", "1000000", "1000"}, 5, 0, 0, 0, 0, 0},
+		{"sliding window", Compile(SlidingWindow, 100, time.Minute, 6*time.Second, 0), ":s60000/10", LimitArgs{"s", "100", "6000000", "10"}, 100, 6_000_000, 10, 0, 0, 0},
 		// 3 per second: a token is 1,000,000/3 µs, so units of 1/3 µs.
-		{"token bucket", Compile(TokenBucket, 3, time.Second, 0, 7), ":t1000/3", [4]any{"t", "7000000", "1000000", "3"}, 7, 0, 0, 1_000_000, 3, 7_000_000},
+		{"token bucket", Compile(TokenBucket, 3, time.Second, 0, 7), ":t1000/3", LimitArgs{"t", "7000000", "1000000", "3"}, 7, 0, 0, 1_000_000, 3, 7_000_000},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -87,7 +87,7 @@ func TestShare(t *testing.T) {
 func TestBan(t *testing.T) {
 	minute := int64(time.Minute / time.Microsecond)
 	b := NewBan(3, minute, minute, 4*minute)
-	if want := [4]any{"3", "60000000", "60000000", "240000000"}; b.Args != want {
+	if want := (BanArgs{"3", "60000000", "60000000", "240000000"}); b.Args != want {
 		t.Errorf("Args = %v, want %v", b.Args, want)
 	}
 	for level, want := range map[int64]int64{1: minute, 2: 2 * minute, 3: 4 * minute, 4: 4 * minute, 1 << 40: 4 * minute} {

@@ -1,9 +1,9 @@
-// Package request checks what every store checks of a request before it
+// Package limitset checks what every store checks of a request before it
 // decides (its key, its cost, its limits), compiles each
 // [ratelimit.Limits] once into the integers the stores use (see package
 // spec), and shapes a decision's results. The Redis store, the Memory
 // store and the Fallback each call it first, and alike.
-package request
+package limitset
 
 import (
 	"fmt"
@@ -138,14 +138,4 @@ func Results(limits []ratelimit.Limit, buf *[MaxInline]ratelimit.Result) []ratel
 		rs = append(rs, ratelimit.Result{Limit: l})
 	}
 	return rs
-}
-
-// KeyHash is FNV-1a of key: it spreads keys over the shards of the
-// stores' tables (the deny cache, the Fallback's backlog).
-func KeyHash(key string) uint32 {
-	var h uint32 = 2166136261
-	for i := 0; i < len(key); i++ {
-		h = (h ^ uint32(key[i])) * 16777619
-	}
-	return h
 }

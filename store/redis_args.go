@@ -1,0 +1,139 @@
+package store
+
+import (
+	"strconv"
+
+	"github.com/ratelimit-go/ratelimit/internal/spec"
+)
+
+// The KEYS and ARGV of the store's programs (see redis_scripts.go). Each
+// program's are built here, by one function, in the order its script
+// reads them, which the script's header in package lua states; the
+// script reads them through the names it gives them at its top. Nothing
+// else computes a place in them. reset.lua and probe.lua take no ARGV.
+
+// redisKey is the Redis key of key's state named by suffix: a limit's
+// (spec.Limit.Suffix), the ban's (spec.BanSuffix), a charge's identity
+// (spec.ChargeSuffix and the identity). The braces are a hash tag: all of
+// key's state sits in one Redis Cluster slot.
+func redisKey(prefix, key, suffix string) string {
+	return prefix + "{" + key + "}" + suffix
+}
+
+// limitKeys appends the keys of key's state under each limit of set.
+func limitKeys(keys []string, prefix, key string, set *spec.Set) []string {
+	for i := range set.Limits {
+		keys = append(keys, redisKey(prefix, key, set.Limits[i].Suffix))
+	}
+	return keys
+}
+
+// requestKeys appends the KEYS of a request of decide.lua or peek.lua:
+// its limits', then its ban's when its set has a ban.
+func requestKeys(keys []string, prefix string, r *request) []string {
+	keys = limitKeys(keys, prefix, r.key, r.set)
+	if r.set.Ban != nil {
+		keys = append(keys, redisKey(prefix, r.key, spec.BanSuffix))
+	}
+	return keys
+}
+
+// decideArgs appends the ARGV of a request of decide.lua, in the order of
+// its request_args, limit_args and ban_args: n, the number of limits,
+// negated when a ban follows them; the cost; the deadline, sent by
+// reference, since boxing it would allocate; each limit's code, a, b and
+// c, where the code asks for a lease (see leasedCode) when r.ask is set
+// and a Concurrent limit's c is slot, the lease id of the slot the
+// request takes; then the ban's after, within, for and max.
+func decideArgs(args []any, r *request, deadline *int64, slot string) []any {
+	n := len(r.set.Limits)
+	if r.set.Ban != nil {
+		n = -n
+	}
+	args = append(args, n, r.cost, deadline)
+	for i := range r.set.Limits {
+		c := &r.set.Limits[i]
+		l := c.ScriptArgs()
+		code, last := l.Code, l.C
+		if r.ask != nil {
+			code = leasedCode(c, r.ask.wants[i])
+		}
+		if i == r.set.Slot {
+			last = slot
+		}
+		args = append(args, code, l.A, l.B, last)
+	}
+	if b := r.set.Ban; b != nil {
+		args = append(args, b.Args.After, b.Args.Within, b.Args.For, b.Args.Max)
+	}
+	return args
+}
+
+// peekArgs appends the ARGV of peek.lua, in the order of its peek_args:
+// the cost, then each limit's code, a, b and c.
+func peekArgs(args []any, r *request) []any {
+	args = append(args, r.cost)
+	for i := range r.set.Limits {
+		l := r.set.Limits[i].ScriptArgs()
+		args = append(args, l.Code, l.A, l.B, l.C)
+	}
+	return args
+}
+
+// endArgs appends the ARGV of end.lua, in the order of its end_args: the
+// usage, r's deadline, then each limit's code, a, b and c, where a
+// Concurrent limit's c is slot, the lease id of the slot given back, when
+// it is not "".
+func endArgs(args []any, r *request, usage int, slot string) []any {
+	args = append(args, usage, r.deadline)
+	for i := range r.set.Limits {
+		l := r.set.Limits[i].ScriptArgs()
+		last := l.C
+		if i == r.set.Slot && slot != "" {
+			last = slot
+		}
+		args = append(args, l.Code, l.A, l.B, last)
+	}
+	return args
+}
+
+// chargeArgs returns the KEYS and ARGV of charge.lua for c, in the order
+// of its charge_args and charge_limit: the key that records c's identity,
+// then its limits' keys, and, when it resets, the ban key; how long the
+// identity is recorded, then for each limit its code, a, b and c, whether
+// it resets, the number of its admissions and each admission's time (on
+// Redis's clock: offset is Redis's clock minus the Fallback's, in µs) and
+// units. The identity lives as long as the longest horizon of c's limits:
+// a resend after that finds admissions too old to count.
+func chargeArgs(prefix string, c *backlogCharge, offset int64) ([]string, []any) {
+	keys := make([]string, 0, len(c.p.limits)+2)
+	keys = append(keys, redisKey(prefix, c.key, spec.ChargeSuffix+c.id))
+	var longest int64
+	for _, e := range c.p.limits {
+		longest = max(longest, horizon(e.c))
+	}
+	args := []any{max((longest+999)/1000, 1)} // ms
+	reset := false
+	for _, e := range c.p.limits {
+		keys = append(keys, redisKey(prefix, c.key, e.c.Suffix))
+		resets := "0"
+		if e.reset {
+			resets, reset = "1", true
+		}
+		l := e.c.ScriptArgs()
+		args = append(args, l.Code, l.A, l.B, l.C, resets, len(e.spent))
+		for _, sp := range e.spent {
+			args = append(args, strconv.FormatInt(sp.at+offset, 10), sp.cost)
+		}
+	}
+	if reset {
+		keys = append(keys, redisKey(prefix, c.key, spec.BanSuffix))
+	}
+	return keys, args
+}
+
+// renewArgs returns the ARGV of renew.lua: the leases' length in µs, then
+// the ids of the leases to renew.
+func renewArgs(length int64, ids []any) []any {
+	return append([]any{length}, ids...)
+}
