@@ -13,6 +13,7 @@ import (
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/internal/spec"
 	"github.com/ratelimit-go/ratelimit/store/internal/limitset"
+	"github.com/ratelimit-go/ratelimit/store/internal/slots"
 )
 
 // defaultMaxKeys is how many keys a Memory store holds unless
@@ -31,7 +32,7 @@ type memory struct {
 	startUS int64
 	clock   func() int64 // a pinned clock (MemoryOptions.Clock); nil: start's
 
-	slots leases // of Concurrent limits
+	slots slots.Table // of Concurrent limits
 }
 
 var _ ratelimit.Store = (*memory)(nil)
@@ -89,7 +90,7 @@ func openMemory(opts MemoryOptions) (*memory, error) {
 		start:    start,
 		startUS:  start.UnixMicro(),
 	}
-	m.slots.renew = m.renewLeases
+	m.slots.Renew = m.renewSlots
 	if opts.Clock != nil {
 		var mu sync.Mutex
 		var last int64
@@ -172,7 +173,7 @@ func (m *memory) decide(key string, cost int, limits []ratelimit.Limit, set *spe
 		c := &cs[i]
 		if allowed && !c.Usage { // a limit charged from usage takes nothing now: see End
 			if i == set.Slot {
-				id = newLeaseID()
+				id = slots.NewID()
 				s.state.slots.pending = id
 			}
 			out[i].reset = s.state.of(c).commit(c, now, c.CostFor(c64))
@@ -206,7 +207,7 @@ func (m *memory) decide(key string, cost int, limits []ratelimit.Limit, set *spe
 	}
 	if id != 0 && d.Allowed {
 		d.Lease = strconv.FormatInt(id, 10)
-		m.slots.hold(lease{id: id, key: key, c: &cs[set.Slot]})
+		m.slots.Hold(slots.Slot{ID: id, Key: key, Limit: &cs[set.Slot]})
 	}
 	return d
 }
@@ -255,7 +256,7 @@ func (m *memory) release(key, lease string, set *spec.Set) {
 	if err != nil || set.Slot < 0 {
 		return
 	}
-	m.slots.drop(id)
+	m.slots.Drop(id)
 	k := m.lookup(key)
 	if k == nil {
 		return
@@ -267,19 +268,20 @@ func (m *memory) release(key, lease string, set *spec.Set) {
 	}
 }
 
-// renewLeases renews the leases of held: each until its length from now.
-func (m *memory) renewLeases(held []lease) {
+// renewSlots renews the leases of the slots held: each until its length
+// from now.
+func (m *memory) renewSlots(held []slots.Slot) {
 	now := m.now()
-	for _, l := range held {
-		k := m.lookup(l.key)
+	for _, h := range held {
+		k := m.lookup(h.Key)
 		if k == nil {
 			continue
 		}
 		k.mu.Lock()
-		if st := k.find(l.c, now); st != nil {
-			if _, ok := st.state.slots.leases[l.id]; ok {
-				st.state.slots.leases[l.id] = now + l.c.Window
-				st.expires = max(st.expires, now+l.c.Window)
+		if st := k.find(h.Limit, now); st != nil {
+			if _, ok := st.state.slots.leases[h.ID]; ok {
+				st.state.slots.leases[h.ID] = now + h.Limit.Window
+				st.expires = max(st.expires, now+h.Limit.Window)
 				if st.expires > k.expires.Load() {
 					k.expires.Store(st.expires)
 				}

@@ -18,6 +18,7 @@ import (
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/internal/spec"
 	"github.com/ratelimit-go/ratelimit/store/internal/limitset"
+	"github.com/ratelimit-go/ratelimit/store/internal/slots"
 )
 
 // RedisClient is the part of a go-redis v9 client that [Redis] uses: it
@@ -60,8 +61,8 @@ type Redis struct {
 	logger  *slog.Logger
 	// cluster is set when the client follows MOVED and ASK replies.
 	cluster bool
-	// slots are the leases of Concurrent limits its requests hold.
-	slots leases
+	// slots are the slots of Concurrent limits its requests hold.
+	slots slots.Table
 	// leased are this instance's leases of leased limits.
 	leased quotaLeases
 }
@@ -166,7 +167,7 @@ func NewRedis(client RedisClient, opts RedisOptions) (*Redis, error) {
 	}
 	s := &Redis{client: client, prefix: cmp.Or(opts.Prefix, defaultPrefix), logger: cmp.Or(opts.Logger, slog.Default())}
 	s.fn = newFunctions(client, s.logger)
-	s.slots.renew = s.renewLeases
+	s.slots.Renew = s.renewSlots
 	if opts.DenyCacheSize >= 0 {
 		s.denied = newDenyCache(cmp.Or(opts.DenyCacheSize, defaultDenyCacheSize))
 	}
@@ -289,7 +290,7 @@ func (s *Redis) decideOnce(ctx context.Context, r *request) (ratelimit.Decision,
 	var id int64 // the lease of the slot the request takes
 	var slot string
 	if r.set.Slot >= 0 {
-		id = newLeaseID()
+		id = slots.NewID()
 		slot = strconv.FormatInt(id, 10)
 	}
 	line, err := s.send(ctx, s.newCall(ctx, r, slot))
@@ -303,7 +304,7 @@ func (s *Redis) decideOnce(ctx context.Context, r *request) (ratelimit.Decision,
 	if id != 0 && d.Allowed {
 		c := &r.set.Limits[r.set.Slot]
 		d.Lease = slot
-		s.slots.hold(lease{id: id, key: redisKey(s.prefix, r.key, c.Suffix), c: c})
+		s.slots.Hold(slots.Slot{ID: id, Key: redisKey(s.prefix, r.key, c.Suffix), Limit: c})
 	}
 	if s.denied != nil {
 		s.remember(r, d, epoch)
@@ -466,7 +467,7 @@ func (s *Redis) End(ctx context.Context, key string, usage int, limits *ratelimi
 func (s *Redis) end(ctx context.Context, r *request, usage int, slot string) (ratelimit.Decision, error) {
 	given := "" // slot, when it is one of r's
 	if id, err := strconv.ParseInt(slot, 10, 64); err == nil && r.set.Slot >= 0 {
-		s.slots.drop(id) // whatever the outcome: a slot not given back expires
+		s.slots.Drop(id) // whatever the outcome: a slot not given back expires
 		given = slot
 	}
 	keys := limitKeys(make([]string, 0, len(r.set.Limits)), s.prefix, r.key, r.set)
@@ -492,15 +493,15 @@ func (s *Redis) end(ctx context.Context, r *request, usage int, slot string) (ra
 	return d, nil
 }
 
-// renewLeases renews the leases of held, one run of renew.lua per key,
-// each within a third of its lease. A failure is not reported: a lease
-// not renewed ends by itself, as an instance's that crashed.
-func (s *Redis) renewLeases(held []lease) {
+// renewSlots renews the leases of the slots held, one run of renew.lua
+// per key, each within a third of its lease. A failure is not reported: a
+// lease not renewed ends by itself, as an instance's that crashed.
+func (s *Redis) renewSlots(held []slots.Slot) {
 	byKey := make(map[string][]any)
 	lengths := make(map[string]int64)
-	for _, l := range held {
-		byKey[l.key] = append(byKey[l.key], strconv.FormatInt(l.id, 10))
-		lengths[l.key] = l.c.Window
+	for _, h := range held {
+		byKey[h.Key] = append(byKey[h.Key], strconv.FormatInt(h.ID, 10))
+		lengths[h.Key] = h.Limit.Window
 	}
 	for key, ids := range byKey {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Duration(lengths[key])*time.Microsecond/3)

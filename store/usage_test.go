@@ -320,12 +320,12 @@ func TestLeasesRenewed(t *testing.T) {
 		{"memory", func(t *testing.T) (ratelimit.Store, func(time.Duration), func()) {
 			clock := &fakeClock{pinnedClock{now: epoch}}
 			m := newMemory(t, clock, MemoryOptions{})
-			return m, clock.Advance, func() { m.renewLeases(m.slots.snapshot()) }
+			return m, clock.Advance, func() { m.renewSlots(m.slots.Held()) }
 		}},
 		{"redis", func(t *testing.T) (ratelimit.Store, func(time.Duration), func()) {
 			mr, clock := newMiniredis(t)
 			s := newStore(t, newClient(t, mr.Addr()), RedisOptions{DenyCacheSize: noDenyCache})
-			return s, clock.Advance, func() { s.renewLeases(s.slots.snapshot()) }
+			return s, clock.Advance, func() { s.renewSlots(s.slots.Held()) }
 		}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,0 +1,132 @@
+// Package slots keeps the slots of Concurrent limits that this
+// process's requests hold, for a store to renew: each a lease, renewed
+// every third of its length until its request ends.
+package slots
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ratelimit-go/ratelimit/internal/spec"
+)
+
+// Slot is one slot held: the id of its lease, the key it is held under
+// (the store's key of its client) and its Concurrent limit.
+type Slot struct {
+	ID    int64
+	Key   string
+	Limit *spec.Limit
+}
+
+// MaxHeld bounds the slots a store renews: the requests in flight under
+// Concurrent limits. Past it, a slot is held without renewal, and its
+// lease ends after its length even if its request is still running.
+const MaxHeld = 1 << 20
+
+// Table is a store's table of the slots it renews. Renew is the store's
+// way to renew a batch; it runs on the table's goroutine, which runs while
+// the table holds any. The zero Table, given Renew, is ready to use.
+type Table struct {
+	Renew func(held []Slot)
+
+	mu      sync.Mutex
+	held    map[int64]Slot
+	running bool
+	emptied chan struct{} // told when the table empties, so that the goroutine ends at once
+}
+
+// Hold renews s from now on, until Drop.
+func (t *Table) Hold(s Slot) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.held == nil {
+		t.held = make(map[int64]Slot)
+		t.emptied = make(chan struct{}, 1)
+	}
+	if len(t.held) >= MaxHeld {
+		return
+	}
+	t.held[s.ID] = s
+	if !t.running {
+		t.running = true
+		go t.loop()
+	}
+}
+
+// Drop stops renewing the slot of lease id.
+func (t *Table) Drop(id int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.held, id)
+	if len(t.held) == 0 && t.emptied != nil {
+		select {
+		case t.emptied <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// loop renews the leases held every third of the shortest lease, and
+// ends when none is held.
+func (t *Table) loop() {
+	var batch []Slot
+	for {
+		t.mu.Lock()
+		every := time.Duration(0)
+		for _, s := range t.held {
+			if d := time.Duration(s.Limit.Window) * time.Microsecond / 3; every == 0 || d < every {
+				every = d
+			}
+		}
+		if every == 0 {
+			t.running = false
+			t.mu.Unlock()
+			return
+		}
+		t.mu.Unlock()
+		timer := time.NewTimer(every)
+		select {
+		case <-timer.C:
+		case <-t.emptied:
+			timer.Stop()
+			continue
+		}
+		if batch = t.Held(); len(batch) > 0 {
+			t.Renew(batch)
+		}
+	}
+}
+
+// ids makes the ids of leases: a random 20-bit prefix of this
+// process, then a count, so that ids of several instances do not meet and
+// each fits in the 53 bits a script keeps exact.
+var ids struct {
+	once   sync.Once
+	prefix int64
+	n      atomic.Uint32
+}
+
+// NewID returns a new lease's id, unique among this process's and, most
+// likely, other instances'.
+func NewID() int64 {
+	ids.once.Do(func() {
+		var b [4]byte
+		rand.Read(b[:])
+		ids.prefix = int64(binary.BigEndian.Uint32(b[:])&(1<<20-1)) + 1
+	})
+	return ids.prefix<<32 | int64(ids.n.Add(1))
+}
+
+// Held returns the slots held.
+func (t *Table) Held() []Slot {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	batch := make([]Slot, 0, len(t.held))
+	for _, s := range t.held {
+		batch = append(batch, s)
+	}
+	return batch
+}
