@@ -233,7 +233,7 @@ func TestBanMemoryMatchesRedis(t *testing.T) {
 	mini, _ := newMiniredis(t)
 	clock := &fakeClock{pinnedClock{m: mini, now: epoch}}
 	redisStore := newStore(t, newClient(t, mini.Addr()), RedisOptions{DenyCacheSize: noDenyCache})
-	memory := newMemory(t, clock, MemoryOptions{})
+	mem := newMemory(t, clock, MemoryOptions{})
 	rng := rand.New(rand.NewPCG(31, 32))
 	windows := []time.Duration{20 * time.Millisecond, 100 * time.Millisecond, time.Second}
 	var sets []*ratelimit.Limits // one without a ban, five with
@@ -262,19 +262,19 @@ func TestBanMemoryMatchesRedis(t *testing.T) {
 		case 2:
 			clock.Advance(max(next+time.Duration(rng.IntN(3)-1)*time.Microsecond, 0)) // the Memory store's time never goes back
 		case 3:
-			if at := memoryBanExpires(memory, "k"); at > clock.Now().UnixMicro() {
+			if at := mem.BanExpires("k"); at > clock.Now().UnixMicro() {
 				clock.Advance(time.Duration(at-clock.Now().UnixMicro()+int64(rng.IntN(3)-1)) * time.Microsecond)
 			}
 		}
 		set := sets[rng.IntN(len(sets))]
 		if rng.IntN(4) == 0 {
-			peekMatches(t, redisStore, memory, "k", 1, set)
+			peekMatches(t, redisStore, mem, "k", 1, set)
 		}
 		want, err := redisStore.Allow(ctx, "k", 1, set)
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := memory.Allow(ctx, "k", 1, set)
+		got, err := mem.Allow(ctx, "k", 1, set)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -299,7 +299,7 @@ func TestBanStateExpiresAsOnRedis(t *testing.T) {
 	mini, _ := newMiniredis(t)
 	clock := &fakeClock{pinnedClock{m: mini, now: epoch}}
 	redisStore := newStore(t, newClient(t, mini.Addr()), RedisOptions{DenyCacheSize: noDenyCache})
-	memory := newMemory(t, clock, MemoryOptions{})
+	mem := newMemory(t, clock, MemoryOptions{})
 	l := ratelimit.Limit{Quota: 1, Window: time.Hour}.Using(ratelimit.FixedWindow)
 	short := withBan(t, ratelimit.Ban{After: 3, Within: 10 * time.Millisecond, For: time.Minute}, l)
 	long := withBan(t, ratelimit.Ban{After: 3, Within: time.Hour, For: time.Minute}, l)
@@ -319,60 +319,12 @@ func TestBanStateExpiresAsOnRedis(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := memory.Allow(ctx, "k", 1, st.set)
+		got, err := mem.Allow(ctx, "k", 1, st.set)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !reflect.DeepEqual(got, want) || got.Banned != st.banned {
 			t.Fatalf("request %d: got Banned %v from Memory, %v from Redis, want %v:\nmemory %+v\nredis  %+v", i, got.Banned, want.Banned, st.banned, got, want)
-		}
-	}
-}
-
-// memoryBanExpires returns when key's ban state expires in m, or 0.
-func memoryBanExpires(m *memory, key string) int64 {
-	k := m.lookup(key)
-	if k == nil {
-		return 0
-	}
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if k.ban == nil {
-		return 0
-	}
-	return k.ban.expires
-}
-
-// TestMemoryKeepsBans: a banned key whose limits have expired is kept
-// while its ban matters, ahead of keys that have nothing left to keep; and
-// a flood of banned keys stays within the store's bound.
-func TestMemoryKeepsBans(t *testing.T) {
-	t.Parallel()
-	clock := &fakeClock{pinnedClock{now: epoch}}
-	m := newMemory(t, clock, MemoryOptions{MaxKeys: 64})
-	ctx := context.Background()
-	short := ratelimit.Limit{Quota: 1, Window: 10 * time.Millisecond}.Using(ratelimit.FixedWindow)
-	banned := withBan(t, ratelimit.Ban{After: 1, Within: time.Hour, For: time.Hour}, short)
-	m.Allow(ctx, "banned", 1, banned)
-	if d, _ := m.Allow(ctx, "banned", 1, banned); d.Banned != time.Hour {
-		t.Fatalf("the first denial: got %+v, want a ban of 1h", d)
-	}
-	for i := 0; m.len() < 64 && i < 10_000; i++ {
-		m.Allow(ctx, fmt.Sprintf("short-%d", i), 1, limitsOf(t, short))
-	}
-	clock.Advance(20 * time.Millisecond)
-	for i := range 40 {
-		m.Allow(ctx, fmt.Sprintf("new-%d", i), 1, limitsOf(t, short))
-	}
-	if d, _ := m.Allow(ctx, "banned", 1, banned); d.Banned == 0 {
-		t.Error("the banned key was evicted while expired keys were there to go")
-	}
-	for i := range 5000 {
-		key := fmt.Sprintf("flood-%d", i)
-		m.Allow(ctx, key, 1, banned)
-		m.Allow(ctx, key, 1, banned)
-		if n := m.len(); n > m.maxKeys() {
-			t.Fatalf("after %d banned keys the store holds %d, want at most %d", i+1, n, m.maxKeys())
 		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/redistest"
+	"github.com/ratelimit-go/ratelimit/store/internal/memory"
 )
 
 // The benchmarks run on a real redis-server; the peer comparison lives in
@@ -115,7 +116,7 @@ func BenchmarkMemory(b *testing.B) {
 	}
 	for _, name := range []string{"fixed-window", "sliding-log", "sliding-window", "token-bucket"} {
 		b.Run(name, func(b *testing.B) {
-			m, err := openMemory(MemoryOptions{MaxKeys: 1 << 18})
+			m, err := memory.New(memory.Options{MaxKeys: 1 << 18})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -146,7 +147,7 @@ func BenchmarkMemory(b *testing.B) {
 // BenchmarkMemoryHotKey decides one key over and over, denied: the path a
 // flood from one client takes.
 func BenchmarkMemoryHotKey(b *testing.B) {
-	m, _ := openMemory(MemoryOptions{})
+	m, _ := memory.New(memory.Options{})
 	l := limitsOf(b, ratelimit.Limit{Quota: 1, Window: time.Hour}.Using(ratelimit.TokenBucket))
 	ctx := context.Background()
 	m.Allow(ctx, "hot", 1, l)

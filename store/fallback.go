@@ -14,6 +14,7 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/store/internal/limitset"
+	"github.com/ratelimit-go/ratelimit/store/internal/memory"
 )
 
 // Defaults of FallbackOptions.
@@ -57,7 +58,7 @@ const (
 // is safe for concurrent use. Close stops its goroutines.
 type Fallback struct {
 	redis     *Redis
-	local     *memory
+	local     *memory.Store
 	budget    time.Duration
 	interval  time.Duration
 	instances int
@@ -167,10 +168,10 @@ func NewFallback(r *Redis, opts FallbackOptions) (*Fallback, error) {
 	f.clock.start = time.Now()
 	f.movedAt.Store(f.clock.start.UnixNano())
 	var err error
-	if f.local, err = openMemory(opts.Local); err != nil {
+	if f.local, err = memory.New(opts.Local.internal()); err != nil {
 		return nil, fmt.Errorf("store.NewFallback: FallbackOptions.Local: %w", err)
 	}
-	f.seen = newLastSeen(f.local.maxKeys())
+	f.seen = newLastSeen(f.local.MaxKeys())
 	f.wg.Add(1)
 	go f.checkAtStart()
 	return f, nil
@@ -248,7 +249,7 @@ func (f *Fallback) End(ctx context.Context, key string, usage int, limits *ratel
 	}
 	slot := admitted.Lease // a slot Redis gave: given back there
 	if admitted.Fallback {
-		f.local.release(key, slot, set.Share(f.instances)) // a slot of this instance's share
+		f.local.Release(key, slot, set.Share(f.instances)) // a slot of this instance's share
 		slot = ""
 	}
 	for {
@@ -339,7 +340,7 @@ func (f *Fallback) Reset(ctx context.Context, key string, limits *ratelimit.Limi
 			cancel()
 			if err == nil {
 				f.seen.forget(key, set.Limits)
-				f.local.reset(key, local, true)
+				f.local.Forget(key, local, true)
 				return nil
 			}
 			if faultOf(ctx, err) == noFault {

@@ -38,7 +38,7 @@ func TestLastSeenIsBounded(t *testing.T) {
 // its own answer, concurrent answers keep the lowest remaining, a later
 // one replaces it, a replenished limit and a forgotten one are not known.
 func TestLastSeenKeepsEachLimit(t *testing.T) {
-	s := newLastSeen(defaultMaxKeys)
+	s := newLastSeen(100_000)
 	minute, hour := &compiled{Suffix: ":f60000"}, &compiled{Suffix: ":f3600000"}
 	cs := []compiled{*minute, *hour}
 	const skew = 50_000
@@ -73,7 +73,7 @@ func BenchmarkLastSeenPut(b *testing.B) {
 		keys int
 	}{{"known-keys", 10_000}, {"new-keys", 1_000_000}} {
 		b.Run(bench.name, func(b *testing.B) {
-			s := newLastSeen(defaultMaxKeys)
+			s := newLastSeen(100_000)
 			cs := []compiled{{Suffix: "f60"}}
 			res := []ratelimit.Result{{Remaining: 5, ResetAfter: time.Second}}
 			keys := make([]string, bench.keys)

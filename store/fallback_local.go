@@ -52,7 +52,7 @@ func (f *Fallback) allowLocally(ctx context.Context, key string, cost int, limit
 			entries = append(entries, e)
 		}
 	}
-	d = f.local.decide(key, cost, limits, local)
+	d = f.local.Decide(key, cost, limits, local)
 	if d.Allowed {
 		for _, e := range entries {
 			if !e.c.Usage { // charged once the response is done: see endLocally
@@ -110,8 +110,8 @@ func (f *Fallback) endLocally(key string, usage int, limits []ratelimit.Limit, s
 			e.spend(int64(usage), now)
 		}
 	}
-	f.local.charge(key, int64(usage), local)
-	d = f.local.peek(key, 1, limits, local, nil)
+	f.local.Charge(key, int64(usage), local)
+	d = f.local.PeekFrom(key, 1, limits, local, nil)
 	d.Fallback = true
 	return d, true
 }
@@ -127,10 +127,10 @@ func (f *Fallback) seed(key string, c, local *compiled, now int64) {
 		return
 	}
 	one := spec.NewSet([]spec.Limit{*local})
-	f.local.reset(key, one, false)
+	f.local.Forget(key, one, false)
 	n, capacity := int64(f.instances), local.Capacity
 	if spent := capacity - min(capacity, (remaining+n-1)/n); spent > 0 {
-		f.local.take(key, spent, &one.Limits[0])
+		f.local.Take(key, spent, &one.Limits[0])
 	}
 }
 
@@ -150,7 +150,7 @@ func (f *Fallback) peekLocally(key string, cost int, limits []ratelimit.Limit, s
 	if int64(cost) > local.MinCapacity {
 		return tooCostly(cost, limits, local), true
 	}
-	d = f.local.peek(key, cost, limits, local, f.wouldSeed(p, key, set, local))
+	d = f.local.PeekFrom(key, cost, limits, local, f.wouldSeed(p, key, set, local))
 	d.Fallback = true
 	return d, true
 }
@@ -217,7 +217,7 @@ func (f *Fallback) resetLocally(sh *backlogShard, key string, set, local *spec.S
 		e := p.of(&set.Limits[i])
 		e.reset, e.seeded, e.spent = true, true, nil
 	}
-	f.local.reset(key, local, true)
+	f.local.Forget(key, local, true)
 	return nil
 }
 

@@ -262,7 +262,7 @@ func TestFallbackMemoryIsBounded(t *testing.T) {
 	if got := len(f.backlog.shard("k").keys["k"].limits); got > maxPendingLimits {
 		t.Errorf("%d limits: the backlog keeps %d for one key, want at most %d", n, got, maxPendingLimits)
 	}
-	if got := f.local.len(); got != 1 {
+	if got := f.local.Len(); got != 1 {
 		t.Errorf("%d limits of one key: the Memory store holds %d keys, want 1", n, got)
 	}
 	l := limitsOf(t, ratelimit.PerMinute(10))
@@ -315,7 +315,7 @@ func TestFallbackPeek(t *testing.T) {
 	if s := f.Health(); s.Decisions == "redis" || s.Failures != 1 || s.Local != 0 {
 		t.Errorf("after the Peeks: Health() = %+v; want Redis down after 1 failure, no decision in process", s)
 	}
-	if n, held := f.backlog.keys.Load(), f.local.len(); n != 0 || held != 0 {
+	if n, held := f.backlog.keys.Load(), f.local.Len(); n != 0 || held != 0 {
 		t.Errorf("after the Peeks: %d keys in the backlog, %d in process; want none", n, held)
 	}
 

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/store/internal/memory"
 	"github.com/ratelimit-go/ratelimit/store/storetest"
 )
 
@@ -22,7 +23,7 @@ type fuzzRig struct {
 	m      *miniredis.Miniredis
 	clock  *fakeClock
 	redis  *Redis
-	memory *memory
+	memory *memory.Store
 	runs   int
 }
 
@@ -36,7 +37,7 @@ var theFuzzRig = sync.OnceValue(func() *fuzzRig {
 	m.ClockTTL(true)
 	r.m, r.clock = m, &fakeClock{pinnedClock{m: m, now: epoch}}
 	r.redis, _ = NewRedis(redis.NewClient(&redis.Options{Addr: m.Addr()}), RedisOptions{DenyCacheSize: noDenyCache})
-	r.memory, _ = openMemory(MemoryOptions{Clock: r.clock.Now})
+	r.memory, _ = memory.New(memory.Options{Clock: r.clock.Now})
 	return r
 })
 

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
@@ -10,7 +9,7 @@ import (
 	"time"
 
 	"github.com/ratelimit-go/ratelimit"
-	"github.com/ratelimit-go/ratelimit/store/internal/limitset"
+	"github.com/ratelimit-go/ratelimit/store/internal/memory"
 	"github.com/ratelimit-go/ratelimit/store/storetest"
 )
 
@@ -28,10 +27,10 @@ func (c *fakeClock) Advance(d time.Duration) {
 	}
 }
 
-func newMemory(t testing.TB, clock *fakeClock, opts MemoryOptions) *memory {
+func newMemory(t testing.TB, clock *fakeClock, opts MemoryOptions) *memory.Store {
 	t.Helper()
 	opts.Clock = clock.Now
-	m, err := openMemory(opts)
+	m, err := memory.New(opts.internal())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +64,7 @@ func TestMemoryMatchesRedis(t *testing.T) {
 			clock := &fakeClock{pinnedClock{m: mini, now: epoch}}
 			_ = pinned
 			redisStore := newStore(t, newClient(t, mini.Addr()), RedisOptions{DenyCacheSize: noDenyCache})
-			memory := newMemory(t, clock, MemoryOptions{})
+			mem := newMemory(t, clock, MemoryOptions{})
 			rng := rand.New(rand.NewPCG(7, uint64(len(mix))))
 			peeks := rand.New(rand.NewPCG(8, uint64(len(mix)))) // apart, so the traffic stays the same
 			decisions := 0
@@ -108,13 +107,13 @@ func TestMemoryMatchesRedis(t *testing.T) {
 						cost = 1 + rng.IntN(most)
 					}
 					if peeks.IntN(4) == 0 { // a peek before one decision in four
-						peekMatches(t, redisStore, memory, keys[peeks.IntN(2)], 1+peeks.IntN(most), set)
+						peekMatches(t, redisStore, mem, keys[peeks.IntN(2)], 1+peeks.IntN(most), set)
 					}
 					want, err := redisStore.Allow(context.Background(), key, cost, set)
 					if err != nil {
 						t.Fatal(err)
 					}
-					got, err := memory.Allow(context.Background(), key, cost, set)
+					got, err := mem.Allow(context.Background(), key, cost, set)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -131,13 +130,13 @@ func TestMemoryMatchesRedis(t *testing.T) {
 
 // peekMatches fails t unless the Redis and the Memory stores answer the
 // same Peek alike.
-func peekMatches(t *testing.T, redisStore *Redis, memory *memory, key string, cost int, set *ratelimit.Limits) {
+func peekMatches(t *testing.T, redisStore *Redis, mem *memory.Store, key string, cost int, set *ratelimit.Limits) {
 	t.Helper()
 	want, err := redisStore.Peek(context.Background(), key, cost, set)
 	if err != nil {
 		t.Fatalf("Redis: Peek: %v", err)
 	}
-	got, err := memory.Peek(context.Background(), key, cost, set)
+	got, err := mem.Peek(context.Background(), key, cost, set)
 	if err != nil {
 		t.Fatalf("Memory: Peek: %v", err)
 	}
@@ -160,7 +159,7 @@ func TestMemoryMatchesRedisSharedState(t *testing.T) {
 			mini, _ := newMiniredis(t)
 			clock := &fakeClock{pinnedClock{m: mini, now: epoch}}
 			redisStore := newStore(t, newClient(t, mini.Addr()), RedisOptions{DenyCacheSize: noDenyCache})
-			memory := newMemory(t, clock, MemoryOptions{})
+			mem := newMemory(t, clock, MemoryOptions{})
 			rng := rand.New(rand.NewPCG(21, uint64(a)))
 			peeks := rand.New(rand.NewPCG(22, uint64(a))) // apart, so the traffic stays the same
 			ctx := context.Background()
@@ -190,13 +189,13 @@ func TestMemoryMatchesRedisSharedState(t *testing.T) {
 				// limiting one key alike have.
 				set := limitsOf(t, l)
 				if peeks.IntN(4) == 0 { // a peek before one decision in four
-					peekMatches(t, redisStore, memory, "k", 1+peeks.IntN(capacity(l)), set)
+					peekMatches(t, redisStore, mem, "k", 1+peeks.IntN(capacity(l)), set)
 				}
 				want, err := redisStore.Allow(ctx, "k", cost, set)
 				if err != nil {
 					t.Fatal(err)
 				}
-				got, err := memory.Allow(ctx, "k", cost, set)
+				got, err := mem.Allow(ctx, "k", cost, set)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -232,7 +231,7 @@ func TestMemoryPeekAddsNoKey(t *testing.T) {
 			}
 		}
 	}
-	if n := m.len(); n != 1 {
+	if n := m.Len(); n != 1 {
 		t.Errorf("the store holds %d keys after the Peeks, want 1", n)
 	}
 	if d, err := m.Peek(context.Background(), "held", 1, set); err != nil || d.Results()[0].Remaining != 9 {
@@ -277,7 +276,7 @@ func TestMemoryIsBounded(t *testing.T) {
 		if !d.Allowed {
 			t.Fatalf("new key %d denied: a full store must not deny everyone", i)
 		}
-		if n := m.len(); n > maxKeys {
+		if n := m.Len(); n > maxKeys {
 			t.Fatalf("after %d keys the store holds %d, want at most %d", i+1, n, maxKeys)
 		}
 	}
@@ -293,7 +292,7 @@ func TestMemoryEvictsExpiredFirst(t *testing.T) {
 	long := limitsOf(t, ratelimit.Limit{Quota: 1, Window: time.Hour}.Using(ratelimit.FixedWindow))
 	short := limitsOf(t, ratelimit.Limit{Quota: 1, Window: 10 * time.Millisecond}.Using(ratelimit.FixedWindow))
 	m.Allow(ctx, "keep", 1, long)
-	for i := 0; m.len() < 64 && i < 10_000; i++ {
+	for i := 0; m.Len() < 64 && i < 10_000; i++ {
 		m.Allow(ctx, fmt.Sprintf("short-%d", i), 1, short)
 	}
 	clock.Advance(20 * time.Millisecond)
@@ -302,24 +301,6 @@ func TestMemoryEvictsExpiredFirst(t *testing.T) {
 	}
 	if d, _ := m.Allow(ctx, "keep", 1, long); d.Allowed {
 		t.Error("the long-lived key was evicted while expired keys were there to go")
-	}
-}
-
-func TestMemoryOptions(t *testing.T) {
-	if _, err := NewMemory(MemoryOptions{MaxKeys: -1}); !errors.Is(err, ratelimit.ErrInvalid) {
-		t.Errorf("MaxKeys -1: got %v, want ErrInvalid", err)
-	}
-	// The zero options are every default: the store holds
-	// defaultMaxKeys keys, on the machine's clock.
-	m, err := openMemory(MemoryOptions{})
-	if err != nil {
-		t.Fatalf("MemoryOptions{}: %v", err)
-	}
-	if got := m.maxKeys(); got < defaultMaxKeys-len(m.shards) || got > defaultMaxKeys {
-		t.Errorf("MemoryOptions{}: holds up to %d keys, want about %d", got, defaultMaxKeys)
-	}
-	if now := m.now(); now < time.Now().Add(-time.Minute).UnixMicro() || now > time.Now().Add(time.Minute).UnixMicro() {
-		t.Errorf("MemoryOptions{}: the store's time is %v, want the machine's", time.UnixMicro(now))
 	}
 }
 
@@ -333,157 +314,4 @@ func algorithmNamed(t testing.TB, name string) ratelimit.Algorithm {
 	}
 	t.Fatalf("no algorithm is named %q", name)
 	return 0
-}
-
-// TestMemoryTakeIsTheSteps holds each algorithm's take, the one-limit
-// path, to the steps the multi-limit path takes on the same state: check,
-// then commit when the cost fits or settle when not, then effective. The
-// answers and the states must be the same, through random gaps and
-// costs, on a state shared by two limits whose keys would share it too.
-func TestMemoryTakeIsTheSteps(t *testing.T) {
-	t.Parallel()
-	windows := []time.Duration{time.Millisecond, 20 * time.Millisecond, time.Second, time.Minute}
-	for _, name := range []string{"fixed-window", "sliding-log", "sliding-window", "token-bucket"} {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			rng := rand.New(rand.NewPCG(11, uint64(len(name))))
-			for round := range traffic(200) {
-				l := ratelimit.Limit{Algorithm: algorithmNamed(t, name), Quota: 1 + rng.IntN(20), Window: windows[rng.IntN(len(windows))]}
-				if l.Algorithm == ratelimit.SlidingWindow && rng.IntN(2) == 0 {
-					l.Precision = l.Window / 2
-				}
-				other := l // shares the state: another quota, or a token bucket's burst
-				if other.Algorithm == ratelimit.TokenBucket {
-					l.Burst, other.Burst = 1+rng.IntN(20), 1+rng.IntN(20)
-				} else {
-					other.Quota = 1 + rng.IntN(20)
-				}
-				cs := []*compiled{&limitset.Compile(limitsOf(t, l)).Limits[0], &limitset.Compile(limitsOf(t, other)).Limits[0]}
-				if cs[0].Suffix != cs[1].Suffix {
-					t.Fatalf("%v and %v: suffixes %q and %q, want one state", l, other, cs[0].Suffix, cs[1].Suffix)
-				}
-				var fused, steps state
-				fused.reset(cs[0])
-				steps.reset(cs[0])
-				now := epoch.UnixMicro()
-				for i := range 60 {
-					c := cs[rng.IntN(2)]
-					switch rng.IntN(4) {
-					case 0: // the same µs
-					case 1:
-						now += 1 + rng.Int64N(c.Window/c.Quota+1)
-					case 2:
-						now += 1 + rng.Int64N(c.Window)
-					default:
-						now += 1 + rng.Int64N(3*c.Window)
-					}
-					cost := 1 + rng.Int64N(c.Capacity)
-					var got, want [5]int64 // ok, remaining, reset, retry, window
-					ok, remaining, reset, retry, window := fused.take(c, now, cost)
-					got = [5]int64{b2i(ok), remaining, reset, retry, window}
-					a := steps.of(c)
-					ok, remaining, retry = a.check(c, now, cost)
-					if ok {
-						reset = a.commit(c, now, cost)
-						remaining -= cost
-					} else {
-						reset = a.settle(c, now)
-					}
-					want = [5]int64{b2i(ok), remaining, reset, retry, a.effective(c, now)}
-					if got != want {
-						t.Fatalf("round %d, step %d, %v, cost %d: got [ok remaining reset retry window] %v, want %v", round, i, c.Suffix, cost, got, want)
-					}
-					if !reflect.DeepEqual(fused, steps) {
-						t.Fatalf("round %d, step %d, %v, cost %d: got state %+v, want %+v", round, i, c.Suffix, cost, fused, steps)
-					}
-				}
-			}
-		})
-	}
-}
-
-func b2i(b bool) int64 {
-	if b {
-		return 1
-	}
-	return 0
-}
-
-// TestMemoryKeysShareAHash puts keys of one hash in a shard, as 64-bit
-// hashes that meet would: each keeps its own state, eviction drops each
-// alone, wherever it is in the chain, and the count stays right.
-func TestMemoryKeysShareAHash(t *testing.T) {
-	t.Parallel()
-	var sh memoryShard
-	sh.keys = make(map[uint64]*memoryKey)
-	const h = 42
-	names := []string{"a", "b", "c"}
-	states := map[string]*memoryKey{}
-	for i, name := range names {
-		k := sh.key(h, name, 0, 10)
-		k.expires.Store(int64(10 * (i + 1))) // a at 10, b at 20, c at 30
-		states[name] = k
-	}
-	sh.key(7, "d", 0, 10).expires.Store(100)
-	for _, name := range names {
-		if got := sh.key(h, name, 0, 10); got != states[name] {
-			t.Fatalf("key %q: got another state than the first time", name)
-		}
-	}
-	if sh.n != 4 || len(sh.keys) != 2 {
-		t.Fatalf("got %d keys under %d hashes, want 4 under 2", sh.n, len(sh.keys))
-	}
-	// At 20, a and b have expired: eviction drops them, in the chain's
-	// middle and end, and keeps c and d.
-	sh.evict(20)
-	for name, want := range map[string]bool{"a": false, "b": false, "c": true} {
-		if got := sh.find(h, name) != nil; got != want {
-			t.Errorf("after evicting at 20: key %q held %v, want %v", name, got, want)
-		}
-	}
-	if sh.find(7, "d") == nil || sh.find(7, "a") != nil {
-		t.Errorf("after evicting at 20: got the wrong keys under another hash")
-	}
-	if sh.n != 2 {
-		t.Errorf("after evicting at 20: got %d keys, want 2", sh.n)
-	}
-	// Nothing has expired at 25: the soonest, c, goes.
-	sh.evict(25)
-	if sh.find(h, "c") != nil || sh.find(7, "d") == nil || sh.n != 1 || len(sh.keys) != 1 {
-		t.Errorf("after evicting at 25: got %d keys, c held %v, want d alone", sh.n, sh.find(h, "c") != nil)
-	}
-}
-
-// TestMemoryHashFindsTheKey checks the hash that picks a key's shard finds
-// it there: each decided key is held once, in the shard of its hash, and
-// a later decision and a lookup find the same state.
-func TestMemoryHashFindsTheKey(t *testing.T) {
-	t.Parallel()
-	clock := &fakeClock{pinnedClock{now: epoch}}
-	m := newMemory(t, clock, MemoryOptions{MaxKeys: 1 << 16})
-	l := limitsOf(t, ratelimit.PerMinute(10))
-	ctx := context.Background()
-	for i := range 5000 {
-		key := fmt.Sprint("key-", i)
-		if _, err := m.Allow(ctx, key, 1, l); err != nil {
-			t.Fatal(err)
-		}
-		k := m.lookup(key)
-		if k == nil || k.name != key {
-			t.Fatalf("key %q: lookup found no state after a decision", key)
-		}
-		if got := m.key(key, m.now()); got != k {
-			t.Fatalf("key %q: a decision found another state than the lookup", key)
-		}
-		h := m.hash(key)
-		for j := range m.shards {
-			sh := &m.shards[j]
-			if got := sh.find(h, key) != nil; got != (sh == m.shard(h)) {
-				t.Fatalf("key %q: held in shard %d: %v, want only in its hash's shard", key, j, got)
-			}
-		}
-	}
-	if n := m.len(); n != 5000 {
-		t.Errorf("got %d keys, want 5000", n)
-	}
 }

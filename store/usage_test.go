@@ -320,7 +320,7 @@ func TestLeasesRenewed(t *testing.T) {
 		{"memory", func(t *testing.T) (ratelimit.Store, func(time.Duration), func()) {
 			clock := &fakeClock{pinnedClock{now: epoch}}
 			m := newMemory(t, clock, MemoryOptions{})
-			return m, clock.Advance, func() { m.renewSlots(m.slots.Held()) }
+			return m, clock.Advance, m.RenewSlots
 		}},
 		{"redis", func(t *testing.T) (ratelimit.Store, func(time.Duration), func()) {
 			mr, clock := newMiniredis(t)

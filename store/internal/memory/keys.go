@@ -1,4 +1,4 @@
-package store
+package memory
 
 import (
 	"hash/maphash"
@@ -51,11 +51,11 @@ func (s *memoryLimit) holds(c *compiled) bool {
 	return s.c == c || s.c != nil && s.c.Suffix == c.Suffix
 }
 
-// maxKeys is the most keys the store holds.
-func (m *memory) maxKeys() int { return m.perShard * len(m.shards) }
+// MaxKeys is the most keys the store holds.
+func (m *Store) MaxKeys() int { return m.perShard * len(m.shards) }
 
-// len returns the number of keys held.
-func (m *memory) len() int {
+// Len returns the number of keys held.
+func (m *Store) Len() int {
 	n := 0
 	for i := range m.shards {
 		sh := &m.shards[i]
@@ -67,15 +67,15 @@ func (m *memory) len() int {
 }
 
 // hash returns key's hash, which picks its shard and finds it there.
-func (m *memory) hash(key string) uint64 { return maphash.String(m.seed, key) }
+func (m *Store) hash(key string) uint64 { return maphash.String(m.seed, key) }
 
-func (m *memory) shard(h uint64) *memoryShard {
+func (m *Store) shard(h uint64) *memoryShard {
 	return &m.shards[h&uint64(len(m.shards)-1)]
 }
 
 // key returns key's state, creating it, and making room for it, if need
 // be.
-func (m *memory) key(key string, now int64) *memoryKey {
+func (m *Store) key(key string, now int64) *memoryKey {
 	h := m.hash(key)
 	return m.shard(h).key(h, key, now, m.perShard)
 }
@@ -105,7 +105,7 @@ func (sh *memoryShard) key(h uint64, key string, now int64, capacity int) *memor
 
 // lookup returns key's state, or nil when the store holds none: it adds
 // no key.
-func (m *memory) lookup(key string) *memoryKey {
+func (m *Store) lookup(key string) *memoryKey {
 	h := m.hash(key)
 	sh := m.shard(h)
 	sh.mu.RLock()

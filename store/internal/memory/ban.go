@@ -1,4 +1,4 @@
-package store
+package memory
 
 import (
 	"github.com/ratelimit-go/ratelimit"
@@ -96,4 +96,19 @@ func startBan(d ratelimit.Decision, length int64) ratelimit.Decision {
 	b := ratelimit.MakeDecision(rs...)
 	b.Fallback, b.Banned = d.Fallback, banned
 	return b
+}
+
+// BanExpires returns when key's ban state expires, in µs on the store's
+// clock, or 0 when it holds none: for a test to step a pinned clock to it.
+func (m *Store) BanExpires(key string) int64 {
+	k := m.lookup(key)
+	if k == nil {
+		return 0
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.ban == nil {
+		return 0
+	}
+	return k.ban.expires
 }

@@ -1,0 +1,381 @@
+package memory
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"hash/maphash"
+	"runtime"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/internal/spec"
+	"github.com/ratelimit-go/ratelimit/store/internal/limitset"
+	"github.com/ratelimit-go/ratelimit/store/internal/slots"
+)
+
+// defaultMaxKeys is how many keys a Memory store holds unless
+// Options.MaxKeys says otherwise.
+const defaultMaxKeys = 100_000
+
+// Store is the Memory store (store.NewMemory's): see its documentation
+// there. Beside the [ratelimit.Store] contract, it decides for a
+// Fallback (package fallback) under compiled limits, which may be a share
+// of a set's (see [spec.Set.Share]): Decide, Take, Charge, Release,
+// PeekFrom and Forget, each documented below, and MaxKeys.
+type Store struct {
+	shards   []memoryShard
+	perShard int
+	seed     maphash.Seed
+
+	// The time is start's wall clock plus the monotonic time since:
+	// time.Since reads only the monotonic clock, half of time.Now.
+	start   time.Time
+	startUS int64
+	clock   func() int64 // a pinned clock (Options.Clock); nil: start's
+
+	slots slots.Table // of Concurrent limits
+}
+
+var _ ratelimit.Store = (*Store)(nil)
+
+// Options configures [New], as store.MemoryOptions does store.NewMemory.
+type Options struct {
+	MaxKeys int              // zero means 100,000
+	Clock   func() time.Time // for tests; nil: the system's monotonic clock
+}
+
+// New returns an empty Memory store.
+func New(opts Options) (*Store, error) {
+	if opts.MaxKeys < 0 {
+		return nil, fmt.Errorf("%w: store.MemoryOptions.MaxKeys %d: must be 0 (the default) or more", ratelimit.ErrInvalid, opts.MaxKeys)
+	}
+	start := time.Now()
+	m := &Store{
+		perShard: cmp.Or(opts.MaxKeys, defaultMaxKeys),
+		seed:     maphash.MakeSeed(),
+		start:    start,
+		startUS:  start.UnixMicro(),
+	}
+	m.slots.Renew = m.renewSlots
+	if opts.Clock != nil {
+		var mu sync.Mutex
+		var last int64
+		m.clock = func() int64 {
+			t := opts.Clock().UnixMicro()
+			mu.Lock()
+			defer mu.Unlock()
+			last = max(last, t)
+			return last
+		}
+	}
+	// Shards of at least 64 keys, so that eviction's sample is drawn from
+	// a real crowd; up to 8 per core.
+	n := 1
+	for n*2 <= 8*runtime.GOMAXPROCS(0) && n*2 <= m.perShard/64 {
+		n *= 2
+	}
+	maxKeys := m.perShard
+	m.shards = make([]memoryShard, n)
+	m.perShard = max(maxKeys/n, 1)
+	for i := range m.shards {
+		m.shards[i].keys = make(map[uint64]*memoryKey)
+	}
+	return m, nil
+}
+
+// now returns the store's time in µs, which never goes back.
+func (m *Store) now() int64 {
+	if m.clock != nil {
+		return m.clock()
+	}
+	return m.startUS + int64(time.Since(m.start)/time.Microsecond)
+}
+
+// Allow implements [ratelimit.Store].
+func (m *Store) Allow(ctx context.Context, key string, cost int, limits *ratelimit.Limits) (ratelimit.Decision, error) {
+	given, set, err := limitset.Check(key, cost, limits)
+	if err != nil {
+		return ratelimit.Decision{}, err
+	}
+	return m.Decide(key, cost, given, set), nil
+}
+
+// Decide is Allow for checked input: limits' results, counted under set,
+// which is limits' own or a Fallback's share of it.
+func (m *Store) Decide(key string, cost int, limits []ratelimit.Limit, set *spec.Set) ratelimit.Decision {
+	cs := set.Limits
+	if len(cs) == 1 && set.Ban == nil && !cs[0].Usage && set.Slot < 0 {
+		return m.decideOne(key, cost, limits, &cs[0])
+	}
+	now, c64, allowed := m.now(), int64(cost), true
+	type outcome struct {
+		ok                              bool
+		remaining, retry, reset, window int64
+	}
+	var obuf [limitset.MaxInline]outcome
+	out := obuf[:0]
+	var sbuf [limitset.MaxInline]*memoryLimit
+	states := sbuf[:0]
+	var id int64 // the lease of the slot the request takes
+	k := m.key(key, now)
+	k.mu.Lock()
+	if set.Ban != nil {
+		if left := k.banned(now); left > 0 {
+			k.mu.Unlock()
+			return bannedDecision(limits, left) // the limits are not even read
+		}
+	}
+	for i := range cs {
+		c := &cs[i]
+		s := k.limit(c, now)
+		states = append(states, s)
+		var o outcome
+		o.ok, o.remaining, o.retry = s.state.of(c).check(c, now, c.CostFor(c64))
+		out = append(out, o)
+		allowed = allowed && o.ok
+	}
+	latest := k.expires.Load()
+	for i, s := range states {
+		c := &cs[i]
+		if allowed && !c.Usage { // a limit charged from usage takes nothing now: see End
+			if i == set.Slot {
+				id = slots.NewID()
+				s.state.slots.pending = id
+			}
+			out[i].reset = s.state.of(c).commit(c, now, c.CostFor(c64))
+			if i == set.Slot {
+				out[i].remaining-- // one slot, whatever the cost
+			} else {
+				out[i].remaining -= c.CostFor(c64)
+			}
+			s.expires = now + keyTTL(c, out[i].reset)
+			latest = max(latest, s.expires)
+		} else {
+			out[i].reset = s.state.of(c).settle(c, now)
+		}
+		out[i].window = s.state.of(c).effective(c, now)
+	}
+	var ban int64
+	if !allowed && set.Ban != nil {
+		ban = k.strike(set.Ban, now)
+		latest = max(latest, k.ban.expires)
+	}
+	k.expires.Store(latest)
+	k.mu.Unlock()
+	var rbuf [limitset.MaxInline]ratelimit.Result
+	rs := rbuf[:0]
+	for i, o := range out {
+		rs = append(rs, ratelimit.Result{Limit: limits[i], Allowed: o.ok, Remaining: int(o.remaining), Window: us(o.window), ResetAfter: us(o.reset), RetryAfter: us(o.retry)})
+	}
+	d := ratelimit.MakeDecision(rs...)
+	if ban > 0 {
+		d = startBan(d, ban)
+	}
+	if id != 0 && d.Allowed {
+		d.Lease = strconv.FormatInt(id, 10)
+		m.slots.Hold(slots.Slot{ID: id, Key: key, Limit: &cs[set.Slot]})
+	}
+	return d
+}
+
+// decideOne is decide for the common request with one limit, in fewer
+// steps.
+func (m *Store) decideOne(key string, cost int, limits []ratelimit.Limit, c *compiled) ratelimit.Decision {
+	ok, remaining, window, reset, retry := m.Take(key, c.CostFor(int64(cost)), c)
+	return ratelimit.MakeDecision(ratelimit.Result{Limit: limits[0], Allowed: ok, Remaining: int(remaining), Window: us(window), ResetAfter: us(reset), RetryAfter: us(retry)})
+}
+
+// Take decides a request costing c64 for key under the one limit c.
+func (m *Store) Take(key string, c64 int64, c *compiled) (ok bool, remaining, window, reset, retry int64) {
+	now := m.now()
+	k := m.key(key, now)
+	k.mu.Lock()
+	s := k.limit(c, now)
+	ok, remaining, reset, retry, window = s.state.take(c, now, c64)
+	if ok {
+		s.expires = now + keyTTL(c, reset)
+		if s.expires > k.expires.Load() {
+			k.expires.Store(s.expires)
+		}
+	}
+	k.mu.Unlock()
+	return ok, remaining, window, reset, retry
+}
+
+// End implements [ratelimit.Store]: it takes usage from key's limits
+// charged from usage, whatever they have left, and answers for each limit
+// as Peek would for a request of 1.
+func (m *Store) End(ctx context.Context, key string, usage int, limits *ratelimit.Limits, d ratelimit.Decision) (ratelimit.Decision, error) {
+	given, set, err := limitset.CheckEnd(key, usage, limits)
+	if err != nil {
+		return ratelimit.Decision{}, err
+	}
+	m.Release(key, d.Lease, set)
+	m.Charge(key, int64(usage), set)
+	return m.PeekFrom(key, 1, given, set, nil), nil
+}
+
+// Release gives back the slot lease (empty: none) of key under set's
+// Concurrent limit.
+func (m *Store) Release(key, lease string, set *spec.Set) {
+	id, err := strconv.ParseInt(lease, 10, 64)
+	if err != nil || set.Slot < 0 {
+		return
+	}
+	m.slots.Drop(id)
+	k := m.lookup(key)
+	if k == nil {
+		return
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if st := k.find(&set.Limits[set.Slot], m.now()); st != nil {
+		delete(st.state.slots.leases, id)
+	}
+}
+
+// RenewSlots renews the leases of the slots held now, as the store's
+// own goroutine does every third of a lease: for a test on a pinned
+// clock, on which those renewals never come.
+func (m *Store) RenewSlots() { m.renewSlots(m.slots.Held()) }
+
+// renewSlots renews the leases of the slots held: each until its length
+// from now.
+func (m *Store) renewSlots(held []slots.Slot) {
+	now := m.now()
+	for _, h := range held {
+		k := m.lookup(h.Key)
+		if k == nil {
+			continue
+		}
+		k.mu.Lock()
+		if st := k.find(h.Limit, now); st != nil {
+			if _, ok := st.state.slots.leases[h.ID]; ok {
+				st.state.slots.leases[h.ID] = now + h.Limit.Window
+				st.expires = max(st.expires, now+h.Limit.Window)
+				if st.expires > k.expires.Load() {
+					k.expires.Store(st.expires)
+				}
+			}
+		}
+		k.mu.Unlock()
+	}
+}
+
+// Charge takes units from key's limits charged from usage under set,
+// whatever they have left.
+func (m *Store) Charge(key string, units int64, set *spec.Set) {
+	if units == 0 {
+		return
+	}
+	now := m.now()
+	k := m.key(key, now)
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	latest := k.expires.Load()
+	for i := range set.Limits {
+		c := &set.Limits[i]
+		if !c.Usage {
+			continue
+		}
+		s := k.limit(c, now)
+		reset := s.state.of(c).commit(c, now, units)
+		s.expires = max(s.expires, now+keyTTL(c, reset))
+		latest = max(latest, s.expires)
+	}
+	k.expires.Store(latest)
+}
+
+// Peek implements [ratelimit.Store]. A key the store holds nothing for
+// stays out of it: peeking never evicts a key.
+func (m *Store) Peek(ctx context.Context, key string, cost int, limits *ratelimit.Limits) (ratelimit.Decision, error) {
+	given, set, err := limitset.Check(key, cost, limits)
+	if err != nil {
+		return ratelimit.Decision{}, err
+	}
+	return m.PeekFrom(key, cost, given, set, nil), nil
+}
+
+// PeekFrom is Peek for checked input, counted under set (limits' own or a
+// Fallback's share of it). When spent is not nil, each limit i with
+// spent[i] >= 0 is answered as if its state had started afresh now and
+// spent[i] units had been taken: as a Fallback's first decision of the
+// key in an outage will find it (see the Fallback's seed).
+func (m *Store) PeekFrom(key string, cost int, limits []ratelimit.Limit, set *spec.Set, spent []int64) ratelimit.Decision {
+	cs := set.Limits
+	now, c64 := m.now(), int64(cost)
+	k := m.lookup(key)
+	if k != nil {
+		k.mu.Lock()
+		defer k.mu.Unlock()
+		if set.Ban != nil {
+			if left := k.banned(now); left > 0 {
+				return bannedDecision(limits, left)
+			}
+		}
+	}
+	var buf [limitset.MaxInline]ratelimit.Result
+	rs := buf[:0]
+	for i := range cs {
+		c := &cs[i]
+		// A state that is missing or has expired is empty: all is left.
+		var a algorithmState
+		if spent != nil && spent[i] >= 0 {
+			var s state
+			s.reset(c)
+			if a = s.of(c); spent[i] > 0 {
+				a.commit(c, now, spent[i])
+			}
+		} else if s := k.find(c, now); s != nil {
+			a = s.state.of(c)
+		}
+		ok, remaining, reset, retry, window := true, c.Capacity, int64(0), int64(0), freshWindow(c, now)
+		if a != nil {
+			ok, remaining, reset, retry = a.peek(c, now, c.CostFor(c64))
+			window = a.effective(c, now)
+		}
+		rs = append(rs, ratelimit.Result{Limit: limits[i], Allowed: ok, Remaining: int(remaining), Window: us(window), ResetAfter: us(reset), RetryAfter: us(retry)})
+	}
+	return ratelimit.MakeDecision(rs...)
+}
+
+// Reset implements [ratelimit.Store].
+func (m *Store) Reset(ctx context.Context, key string, limits *ratelimit.Limits) error {
+	_, set, err := limitset.Check(key, 1, limits)
+	if err != nil {
+		return err
+	}
+	m.Forget(key, set, true)
+	return nil
+}
+
+// Forget forgets key's state under set and, when ban is set, key's ban
+// state (which Reset forgets whether set has a ban or not: every set with
+// a ban counts in it).
+func (m *Store) Forget(key string, set *spec.Set, ban bool) {
+	k := m.lookup(key)
+	if k == nil {
+		return
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if ban {
+		k.ban = nil
+	}
+	for i := range set.Limits {
+		for s := &k.first; s != nil; s = s.next {
+			if s.holds(&set.Limits[i]) {
+				s.expires = 0 // empty from now on
+			}
+		}
+	}
+}
+
+func us(n int64) time.Duration { return time.Duration(n) * time.Microsecond }
+
+// compiled is what the store needs of one limit, worked out when its
+// ratelimit.Limits was built.
+type compiled = spec.Limit

@@ -1,0 +1,102 @@
+package memory
+
+import (
+	"errors"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/redistest"
+)
+
+// epoch is the pinned clocks' start.
+var epoch = time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// fakeClock is a pinned clock.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+func newMemory(t testing.TB, clock *fakeClock, opts Options) *Store {
+	t.Helper()
+	opts.Clock = clock.Now
+	m, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func limitsOf(t testing.TB, limits ...ratelimit.Limit) *ratelimit.Limits {
+	t.Helper()
+	set, err := ratelimit.NewLimits(limits...)
+	if err != nil {
+		t.Fatalf("NewLimits(%v): %v", limits, err)
+	}
+	return set
+}
+
+func TestMemoryOptions(t *testing.T) {
+	if _, err := New(Options{MaxKeys: -1}); !errors.Is(err, ratelimit.ErrInvalid) {
+		t.Errorf("MaxKeys -1: got %v, want ErrInvalid", err)
+	}
+	// The zero options are every default: the store holds
+	// defaultMaxKeys keys, on the machine's clock.
+	m, err := New(Options{})
+	if err != nil {
+		t.Fatalf("Options{}: %v", err)
+	}
+	if got := m.MaxKeys(); got < defaultMaxKeys-len(m.shards) || got > defaultMaxKeys {
+		t.Errorf("Options{}: holds up to %d keys, want about %d", got, defaultMaxKeys)
+	}
+	if now := m.now(); now < time.Now().Add(-time.Minute).UnixMicro() || now > time.Now().Add(time.Minute).UnixMicro() {
+		t.Errorf("Options{}: the store's time is %v, want the machine's", time.UnixMicro(now))
+	}
+}
+
+// withBan returns limits as a set with ban b, failing t if either is
+// invalid.
+func withBan(t testing.TB, b ratelimit.Ban, limits ...ratelimit.Limit) *ratelimit.Limits {
+	t.Helper()
+	set, err := limitsOf(t, limits...).WithBan(b)
+	if err != nil {
+		t.Fatalf("WithBan(%v): %v", b, err)
+	}
+	return set
+}
+
+// traffic is n, the full size of some random traffic, with
+// RATELIMIT_FAULTS=1, and a third of it otherwise.
+func traffic(n int) int {
+	if os.Getenv(redistest.FaultsEnv) == "1" {
+		return n
+	}
+	return max(1, n/3)
+}
+
+// algorithmNamed returns the algorithm whose String is name.
+func algorithmNamed(t testing.TB, name string) ratelimit.Algorithm {
+	t.Helper()
+	for a := range 4 {
+		if ratelimit.Algorithm(a).String() == name {
+			return ratelimit.Algorithm(a)
+		}
+	}
+	t.Fatalf("no algorithm is named %q", name)
+	return 0
+}
