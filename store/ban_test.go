@@ -90,9 +90,12 @@ func TestBanKeyTTL(t *testing.T) {
 				return time.Duration(after.end-before.now) * time.Microsecond
 			}
 			// expired reports whether before's key may have expired of
-			// itself by after: its TTL ran out within the time passed.
+			// itself by after: its TTL ran out within the time passed. A
+			// TTL of 0 is a key within its last millisecond, and none
+			// (-2) beside its fields one that expired between the two
+			// reads of the look.
 			expired := func(before, after look) bool {
-				return len(after.fields) == 0 && after.ttl == -2 && before.ttl > 0 && before.ttl <= passed(before, after)+time.Millisecond
+				return len(after.fields) == 0 && after.ttl == -2 && (before.ttl == -2 || before.ttl >= 0 && before.ttl <= passed(before, after)+time.Millisecond)
 			}
 			field := func(l look, name string) int64 {
 				t.Helper()
