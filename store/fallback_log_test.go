@@ -5,10 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log"
 	"log/slog"
 	"net"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -151,8 +149,8 @@ func (g *goRedisLines) Printf(ctx context.Context, format string, v ...any) {
 func TestFallbackQuietWhileRedisUnreachable(t *testing.T) {
 	addr, _ := refusedDial(t)
 	lines := &goRedisLines{holding: []string{addr, "maintnotifications"}}
-	redis.SetLogger(lines)
-	t.Cleanup(func() { redis.SetLogger(stderrLogger{}) })
+	goRedisLog.sink.Store(lines)
+	t.Cleanup(func() { goRedisLog.sink.Store(nil) })
 
 	client := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { client.Close() })
@@ -190,13 +188,4 @@ func TestFallbackQuietWhileRedisUnreachable(t *testing.T) {
 	if len(store) != 1 || !strings.Contains(store[0], "level=WARN") || !strings.Contains(store[0], `cause="connection refused"`) {
 		t.Errorf("the store logged:\n%s\nwant one WARN with cause=\"connection refused\"", logs.String())
 	}
-}
-
-// stderrLogger logs as go-redis does by default.
-type stderrLogger struct{}
-
-var stderrLog = log.New(os.Stderr, "redis: ", log.LstdFlags|log.Lshortfile)
-
-func (stderrLogger) Printf(ctx context.Context, format string, v ...any) {
-	stderrLog.Output(2, fmt.Sprintf(format, v...))
 }

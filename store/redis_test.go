@@ -25,14 +25,28 @@ func TestMain(m *testing.M) {
 		runEdgeInstance()
 		return
 	}
-	// The fault tests make go-redis log every failed dial; those are expected.
-	redis.SetLogger(silentLog{})
+	// The fault tests make go-redis log every failed dial; those are
+	// expected. go-redis's logger is a global that its clients read
+	// without a lock, from goroutines that may outlive a test: it is set
+	// once, here, and a test that reads what go-redis logs switches
+	// where the lines go (see goRedisLog).
+	redis.SetLogger(&goRedisLog)
 	os.Exit(redistest.Main(m))
 }
 
-type silentLog struct{}
+// goRedisLog is go-redis's logger in these tests: it drops every line
+// but while a test has set sink.
+var goRedisLog switchedLog
 
-func (silentLog) Printf(context.Context, string, ...any) {}
+type switchedLog struct {
+	sink atomic.Pointer[goRedisLines]
+}
+
+func (l *switchedLog) Printf(ctx context.Context, format string, v ...any) {
+	if g := l.sink.Load(); g != nil {
+		g.Printf(ctx, format, v...)
+	}
+}
 
 // Every go-redis client kind the docs promise.
 var (
