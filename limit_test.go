@@ -374,7 +374,7 @@ func TestBanWithCountOnly(t *testing.T) {
 func TestBanEscalatesOnRealRedis(t *testing.T) {
 	t.Parallel()
 	c, prefix := sharedRedis(t)
-	fallback, err := store.NewFallback(newRedisStore(t, c, prefix), store.FallbackOptions{Logger: discardLogger})
+	fallback, err := store.NewFallback(newRedisStore(t, c, prefix), steadyFallback)
 	if err != nil {
 		t.Fatal(err)
 	}

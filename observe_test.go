@@ -197,7 +197,7 @@ func TestObserverThroughFallback(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Require(t)
 	c := newClient(t, srv.Addr)
-	fallback, err := store.NewFallback(newRedisStore(t, c, "obs:"), store.FallbackOptions{Logger: discardLogger})
+	fallback, err := store.NewFallback(newRedisStore(t, c, "obs:"), steadyFallback)
 	if err != nil {
 		t.Fatal(err)
 	}
