@@ -131,7 +131,13 @@ func TestUsageEndsHoweverTheHandlerEnds(t *testing.T) {
 			w = serve(h, "GET", "/")
 		}
 		if tt.name == "a hijacked connection" {
-			waitUntil(t, "the hijacking handler to end", func() bool { return left() != before })
+			// The handler ends after the client has read: the charge, and
+			// then its event, come when it does.
+			waitUntil(t, "the hijacking handler to end", func() bool {
+				mu.Lock()
+				defer mu.Unlock()
+				return left() != before && slices.Contains(charged, 9)
+			})
 		}
 		if got := before - left(); got != tt.charge {
 			t.Errorf("%s: %d charged, want %d", tt.name, got, tt.charge)
