@@ -321,6 +321,7 @@ func checkedSet(t *testing.T, key string, limits *ratelimit.Limits) *spec.Set {
 // fall back to scripts). Like TestClusterConformance it is a long test:
 // on a real clock, a loaded machine makes its steps late.
 func TestClusterBatchConformance(t *testing.T) {
+	t.Parallel()
 	redistest.RequireFaults(t)
 	cluster := redistest.RequireCluster(t, 3)
 	storetest.Run(t, storetest.Harness{New: func(t *testing.T, n int) ([]ratelimit.Store, storetest.Clock) {

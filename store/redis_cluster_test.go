@@ -18,6 +18,7 @@ import (
 // must stay in one slot (no CROSSSLOT), and keys must spread over all
 // masters.
 func TestClusterConformance(t *testing.T) {
+	t.Parallel()
 	redistest.RequireFaults(t)
 	cluster := redistest.RequireCluster(t, 3)
 	newCluster := func(t *testing.T) *redis.ClusterClient {

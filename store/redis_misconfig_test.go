@@ -85,6 +85,7 @@ func TestStoreCommandsAreTheScripts(t *testing.T) {
 // two minutes of waiting for windows to pass, so it is one of the long
 // tests.
 func TestACLRuleConformance(t *testing.T) {
+	t.Parallel()
 	redistest.RequireFaults(t)
 	srv := redistest.Shared(t)
 	var users atomic.Int64

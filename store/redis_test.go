@@ -219,6 +219,7 @@ func uniquePrefix() string { return fmt.Sprintf("t%d:", prefixes.Add(1)) }
 // deny cache on, as by default, on each path: Redis Functions and scripts
 // (see functions), each pinned, so that neither falls back to the other.
 func TestRedisServerConformance(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Shared(t)
 	for _, path := range []struct {
 		name string
