@@ -544,7 +544,7 @@ func TestFallbackBans(t *testing.T) {
 	if err := m.Restart(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the probe to find Redis back and bring it the backlog", func() bool { return f.Health().Decisions == "redis" && !f.reconciling.Load() })
+	waitFor(t, "the probe to find Redis back and bring it the backlog", func() bool { return f.Health().Decisions == "redis" && !f.impl.Reconciling() })
 	// Redis knows of the 2 admitted, not of the ban: 2 left.
 	if d := decide("local"); d.Fallback || !d.Allowed || d.Banned != 0 || d.Results()[0].Remaining != 1 {
 		t.Errorf("Redis back: got %+v, want Redis to allow with 1 left", d)

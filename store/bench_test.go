@@ -224,7 +224,7 @@ func BenchmarkGoSide(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer f.Close()
-	f.clock.measured.Store(f.clock.now()) // the client has no clock to read
+	f.impl.AssumeClock() // the client has no clock to read
 	for _, s := range []struct {
 		name string
 		s    ratelimit.Store

@@ -1,26 +1,15 @@
 package store
 
 import (
-	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratelimit-go/ratelimit"
-	"github.com/ratelimit-go/ratelimit/store/internal/limitset"
-	"github.com/ratelimit-go/ratelimit/store/internal/memory"
-)
-
-// Defaults of FallbackOptions.
-const (
-	defaultBudget        = 50 * time.Millisecond
-	defaultProbeInterval = 500 * time.Millisecond
+	"github.com/ratelimit-go/ratelimit/store/internal/fallback"
 )
 
 // Fallback is a [ratelimit.Store] that decides with Redis and, when Redis
@@ -57,38 +46,8 @@ const (
 // Build it with [NewFallback]; the zero Fallback is not usable. Fallback
 // is safe for concurrent use. Close stops its goroutines.
 type Fallback struct {
-	redis     *Redis
-	local     *memory.Store
-	budget    time.Duration
-	interval  time.Duration
-	instances int
-	hook      func(up bool, err error)
-	logger    *slog.Logger
-	probed    func(start time.Time, ok bool) // tests: after each probe
-
-	down        atomic.Bool
-	reconciling atomic.Bool // some keys' backlogs still wait for Redis
-	mu          sync.Mutex
-	stop        chan struct{} // closed to stop the prober; nil when none runs
-	wg          sync.WaitGroup
-	closed      bool
-	logged      map[string]loggedLine   // what was logged lately, by what it said (see logOnce)
-	untold      atomic.Pointer[failure] // the timeout that sent decisions to memory, for the prober to log with its cause
-	downLogged  atomic.Bool             // this outage's line was logged, not held back as a repeat
-
-	nLocal   atomic.Uint64
-	nFailed  atomic.Uint64
-	nConfig  atomic.Uint64
-	nRevived atomic.Uint64
-	nCharged atomic.Uint64
-	nDown    atomic.Uint64
-	downAt   atomic.Int64 // unix ns when Redis was last marked down
-	movedAt  atomic.Int64 // unix ns when decisions last moved (to memory or back), or the Fallback was made
-	lastErr  atomic.Pointer[failure]
-
-	seen    *lastSeen // what Redis last said of recent keys
-	backlog backlog   // what was decided in process, for Redis
-	clock   clock     // the Fallback's clock, and Redis's against it
+	redis *Redis
+	impl  *fallback.Fallback
 }
 
 var _ ratelimit.Store = (*Fallback)(nil)
@@ -156,25 +115,19 @@ func NewFallback(r *Redis, opts FallbackOptions) (*Fallback, error) {
 			return nil, fmt.Errorf("%w: store.FallbackOptions.%s is negative; zero means the default", ratelimit.ErrInvalid, o.field)
 		}
 	}
-	f := &Fallback{
-		redis:     r,
-		budget:    cmp.Or(opts.Budget, defaultBudget),
-		interval:  cmp.Or(opts.ProbeInterval, defaultProbeInterval),
-		instances: cmp.Or(opts.Instances, 1),
-		hook:      opts.HealthHook,
-		logger:    cmp.Or(opts.Logger, slog.Default()),
+	impl, err := fallback.New(primary{r}, fallback.Options{
+		Budget:        opts.Budget,
+		ProbeInterval: opts.ProbeInterval,
+		Instances:     opts.Instances,
+		Local:         opts.Local.internal(),
+		MaxBacklog:    opts.MaxBacklog,
+		HealthHook:    opts.HealthHook,
+		Logger:        opts.Logger,
+	})
+	if err != nil {
+		return nil, err
 	}
-	f.backlog.max = int64(cmp.Or(opts.MaxBacklog, defaultMaxBacklog))
-	f.clock.start = time.Now()
-	f.movedAt.Store(f.clock.start.UnixNano())
-	var err error
-	if f.local, err = memory.New(opts.Local.internal()); err != nil {
-		return nil, fmt.Errorf("store.NewFallback: FallbackOptions.Local: %w", err)
-	}
-	f.seen = newLastSeen(f.local.MaxKeys())
-	f.wg.Add(1)
-	go f.checkAtStart()
-	return f, nil
+	return &Fallback{redis: r, impl: impl}, nil
 }
 
 // honorsDeadlines reports whether a go-redis client applies context
@@ -193,47 +146,7 @@ func honorsDeadlines(c RedisClient) bool {
 
 // Allow implements [ratelimit.Store].
 func (f *Fallback) Allow(ctx context.Context, key string, cost int, limits *ratelimit.Limits) (ratelimit.Decision, error) {
-	given, set, err := limitset.Check(key, cost, limits)
-	if err != nil {
-		return ratelimit.Decision{}, err
-	}
-	for {
-		if !f.down.Load() {
-			if f.reconciling.Load() {
-				if d, err, decided := f.allowLocally(ctx, key, cost, given, set, true); decided {
-					return d, err
-				}
-			}
-			t := time.Now()
-			now := f.clock.at(t)
-			d, err := f.redis.decide(ctx, &request{key: key, cost: cost, limits: given, set: set, deadline: f.deadline(now), until: t.Add(f.budget)})
-			if err == nil {
-				if d.Banned == 0 { // a ban's answer says nothing of the limits
-					f.seen.put(key, set.Limits, d.Results(), now, int64(f.budget/time.Microsecond))
-				}
-				if !f.down.Load() {
-					return d, nil
-				}
-				// Redis was marked down while this decision was under
-				// way (another overran the budget, or a check found
-				// Redis misconfigured): decisions in process may have
-				// started from a count older than this answer. So it
-				// is decided in process too, after the answer was
-				// recorded: what Redis admitted counts twice, which
-				// may deny early but never admits too many.
-			} else if faultOf(ctx, err) == noFault {
-				if errors.Is(err, errLeaseWait) && ctx.Err() == nil && f.down.Load() {
-					continue // the request it waited on found Redis failing: decide in process
-				}
-				return d, err
-			} else {
-				f.fail(err)
-			}
-		}
-		if d, err, decided := f.allowLocally(ctx, key, cost, given, set, false); decided {
-			return d, err
-		}
-	}
+	return f.impl.Allow(ctx, key, cost, limits)
 }
 
 // End implements [ratelimit.Store]. It charges Redis, within the budget,
@@ -243,35 +156,7 @@ func (f *Fallback) Allow(ctx context.Context, key string, cost int, limits *rate
 // again, as the admissions decided in process are. A charge that reaches
 // Redis after the budget is not made there.
 func (f *Fallback) End(ctx context.Context, key string, usage int, limits *ratelimit.Limits, admitted ratelimit.Decision) (ratelimit.Decision, error) {
-	given, set, err := limitset.CheckEnd(key, usage, limits)
-	if err != nil {
-		return ratelimit.Decision{}, err
-	}
-	slot := admitted.Lease // a slot Redis gave: given back there
-	if admitted.Fallback {
-		f.local.Release(key, slot, set.Share(f.instances)) // a slot of this instance's share
-		slot = ""
-	}
-	for {
-		if !f.down.Load() {
-			if f.reconciling.Load() {
-				if d, ended := f.endLocally(key, usage, given, set, true); ended {
-					return d, nil
-				}
-			}
-			t := time.Now()
-			rctx, cancel := context.WithTimeout(ctx, f.budget)
-			d, err := f.redis.end(rctx, &request{key: key, limits: given, set: set, deadline: f.deadline(f.clock.at(t))}, usage, slot)
-			cancel()
-			if err == nil || faultOf(ctx, err) == noFault {
-				return d, err
-			}
-			f.fail(err)
-		}
-		if d, ended := f.endLocally(key, usage, given, set, false); ended {
-			return d, nil
-		}
-	}
+	return f.impl.End(ctx, key, usage, limits, admitted)
 }
 
 // Peek implements [ratelimit.Store]. It asks Redis, within the budget,
@@ -283,29 +168,7 @@ func (f *Fallback) End(ctx context.Context, key string, usage int, limits *ratel
 // would start from it. A Peek records nothing, for Redis or in process,
 // and is not counted in [Fallback.Health].
 func (f *Fallback) Peek(ctx context.Context, key string, cost int, limits *ratelimit.Limits) (ratelimit.Decision, error) {
-	given, set, err := limitset.Check(key, cost, limits)
-	if err != nil {
-		return ratelimit.Decision{}, err
-	}
-	for {
-		if !f.down.Load() {
-			if f.reconciling.Load() {
-				if d, peeked := f.peekLocally(key, cost, given, set, true); peeked {
-					return d, nil
-				}
-			}
-			rctx, cancel := context.WithTimeout(ctx, f.budget)
-			d, err := f.redis.peek(rctx, &request{key: key, cost: cost, limits: given, set: set})
-			cancel()
-			if err == nil || faultOf(ctx, err) == noFault {
-				return d, err
-			}
-			f.fail(err)
-		}
-		if d, peeked := f.peekLocally(key, cost, given, set, false); peeked {
-			return d, nil
-		}
-	}
+	return f.impl.Peek(ctx, key, cost, limits)
 }
 
 // Reset implements [ratelimit.Store]. It forgets key's state for limits
@@ -317,61 +180,84 @@ func (f *Fallback) Peek(ctx context.Context, key string, cost int, limits *ratel
 // Redis that is not an outage, or when the backlog is full (see
 // FallbackOptions.MaxBacklog).
 func (f *Fallback) Reset(ctx context.Context, key string, limits *ratelimit.Limits) error {
-	_, set, err := limitset.Check(key, 1, limits)
-	if err != nil {
-		return err
-	}
-	local := set.Share(f.instances)
-	for {
-		if !f.down.Load() && f.reconciling.Load() {
-			// A key whose backlog waits for Redis is reset there with it.
-			sh := f.backlog.shard(key)
-			sh.mu.Lock()
-			if sh.keys[key] != nil && !f.down.Load() {
-				err := f.resetLocally(sh, key, set, local)
-				sh.mu.Unlock()
-				return err
-			}
-			sh.mu.Unlock()
-		}
-		if !f.down.Load() {
-			rctx, cancel := context.WithTimeout(ctx, f.budget)
-			err := f.redis.Reset(rctx, key, limits)
-			cancel()
-			if err == nil {
-				f.seen.forget(key, set.Limits)
-				f.local.Forget(key, local, true)
-				return nil
-			}
-			if faultOf(ctx, err) == noFault {
-				return err
-			}
-			f.fail(err)
-		}
-		sh := f.backlog.shard(key)
-		sh.mu.Lock()
-		if f.down.Load() {
-			err := f.resetLocally(sh, key, set, local)
-			sh.mu.Unlock()
-			return err
-		}
-		sh.mu.Unlock() // Redis came back meanwhile: reset it there
-	}
+	return f.impl.Reset(ctx, key, limits)
 }
 
 // Close stops the probing goroutine and waits for it. Decisions still
 // work afterwards, but a down Redis is no longer probed.
 func (f *Fallback) Close() error {
-	f.mu.Lock()
-	f.closed = true
-	if f.stop != nil {
-		close(f.stop)
-		f.stop = nil
-	}
-	f.mu.Unlock()
-	f.wg.Wait()
-	if e := f.untold.Swap(nil); e != nil {
-		f.logDown(e.err, nil, time.Now()) // the prober stopped before it could
-	}
-	return nil
+	return f.impl.Close()
 }
+
+// FallbackHealth is a snapshot of a [Fallback]: where its decisions are
+// made, since when, its last Redis failure, and what it has counted since
+// it was made. See [Fallback.Health].
+//
+// It marshals with encoding/json to what a status page or an operator
+// needs, and never to the error's own text, which may hold an address or a
+// key:
+//
+//	{"decisions":"in_process","since":"2026-11-24T20:31:07.5Z","last_error":"unavailable","last_error_at":"2026-11-24T20:31:07.5Z",
+//	 "waiting":9,"local":12,"failures":1,"misconfigured":0,"outages":1,"recoveries":0,"reconciled":0}
+//
+// So a health handler is
+//
+//	func(w http.ResponseWriter, r *http.Request) {
+//		w.Header().Set("Content-Type", "application/json")
+//		json.NewEncoder(w).Encode(f.Health())
+//	}
+//
+// Serve it on an internal port for operators and dashboards, and let it
+// answer 200 while decisions are made in process: a readiness probe must
+// not take instances out of service because Redis is down, since deciding
+// in process is what the Fallback is for, and failing readiness on every
+// instance at once would turn a Redis outage into an outage of the
+// service. Alert on the Fallback's metrics or on this body instead.
+type FallbackHealth struct {
+	// Decisions is where decisions are made now: "redis", or "in_process"
+	// while Redis is down.
+	Decisions string `json:"decisions"`
+
+	// Since is when decisions last moved to where they are now, or, when
+	// they never moved, when the Fallback was made.
+	Since time.Time `json:"since"`
+
+	// LastError is the last failure of a call to Redis (a decision, or a
+	// check while Redis was down), nil when none failed yet. It stays
+	// after Redis recovers. Its text may name an address or a key: log
+	// it, do not serve it; it is never marshaled.
+	LastError error `json:"-"`
+
+	// LastErrorKind names LastError in words safe to serve: "" (none
+	// yet), "timeout" (a call overran the budget), "unavailable" (Redis
+	// could not be reached or answered an error that passes: a restart, a
+	// failover, a full or read-only server) or "misconfigured: " and what
+	// is wrong (see [ErrMisconfigured]; it names neither a password nor a
+	// key).
+	LastErrorKind string `json:"last_error"`
+
+	// LastErrorAt is when LastError happened; zero, and left out of the
+	// JSON, while none has.
+	LastErrorAt time.Time `json:"last_error_at,omitzero"`
+
+	// Waiting is how many keys are decided in process, now, because what
+	// was decided for them in process has yet to reach Redis: while Redis
+	// is down, every key decided since it failed (at most
+	// FallbackOptions.MaxBacklog); once it is back, those not handed back
+	// yet. It falls to 0 when every key is back on Redis.
+	Waiting int64 `json:"waiting"`
+
+	// The counts since the Fallback was made.
+	Local         uint64 `json:"local"`         // decisions made in process
+	Failures      uint64 `json:"failures"`      // Redis calls that failed or overran the budget
+	Misconfigured uint64 `json:"misconfigured"` // of those, the ones that failed for a misconfiguration (see ErrMisconfigured)
+	Outages       uint64 `json:"outages"`       // times decisions went in process because Redis failed
+	Recoveries    uint64 `json:"recoveries"`    // times Redis came back
+	Reconciled    uint64 `json:"reconciled"`    // keys whose in-process resets and admissions were brought to Redis
+}
+
+// Health returns where decisions are made now, since when, the last Redis
+// failure, and the counts so far. Each is read on its own, at once: under
+// load, one count may include an event another does not yet. It is safe
+// to call at any time. A Peek is not counted.
+func (f *Fallback) Health() FallbackHealth { return FallbackHealth(f.impl.Health()) }

@@ -105,7 +105,7 @@ func newFailoverFallback(t *testing.T, client RedisClient, run *failoverRun) *Fa
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.probed = run.health.probed
+	f.impl.OnProbe(run.health.probed)
 	t.Cleanup(func() { f.Close() })
 	return f
 }

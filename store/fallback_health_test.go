@@ -110,7 +110,7 @@ func checkHealthBody(t *testing.T, f *Fallback, decisions, lastError string) str
 	return w.Body.String()
 }
 
-func TestDescribeFailure(t *testing.T) {
+func TestFailureKind(t *testing.T) {
 	for _, tt := range []struct {
 		err  error
 		want string
@@ -121,8 +121,8 @@ func TestDescribeFailure(t *testing.T) {
 		{&misconfiguration{problem: "the ACL user may not run EVALSHA", fix: "grant it", err: errors.New("NOPERM user rl has no permissions (key rl:{secret})")}, "misconfigured: the ACL user may not run EVALSHA"},
 		{fmt.Errorf("ratelimit: redis: deciding: %w", errors.Join(&misconfiguration{problem: "the ACL user may not run time", fix: "grant it", err: errors.New("NOPERM")})), "misconfigured: the ACL user may not run time"},
 	} {
-		if got := describeFailure(tt.err); got != tt.want {
-			t.Errorf("describeFailure(%v) = %q, want %q", tt.err, got, tt.want)
+		if got := (primary{}).Explain(context.Background(), tt.err).Kind(); got != tt.want {
+			t.Errorf("the kind of %v: got %q, want %q", tt.err, got, tt.want)
 		}
 	}
 }

@@ -70,54 +70,6 @@ type reply string
 func (r reply) Error() string { return string(r) }
 func (reply) RedisError()     {}
 
-// TestFallbackLogsOnePerCause drives a Fallback's outage lines on a pinned
-// clock: one line per cause a minute, whatever the number of outages;
-// an outage first seen as a deadline logged with the cause the prober
-// found; the next line of a cause counts those held back.
-func TestFallbackLogsOnePerCause(t *testing.T) {
-	_, refused := refusedDial(t)
-	deadline := fmt.Errorf("ratelimit: redis: deciding key #1: %w", context.DeadlineExceeded)
-	var logs syncBuffer
-	f, _, _ := newFallback(t, FallbackOptions{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-	t0 := time.Date(2026, 11, 27, 6, 0, 0, 0, time.UTC)
-	lines := 0
-	for _, step := range []struct {
-		name        string
-		err, probed error
-		at          time.Duration
-		want        string // in the line logged; "" for none
-	}{
-		{"the first outage", refused, nil, 0, `cause="connection refused"`},
-		{"the same cause again", refused, nil, 30 * time.Second, ""},
-		{"a deadline the prober finds refused", deadline, refused, 31 * time.Second, ""},
-		{"a deadline the prober finds a deadline too", deadline, deadline, 32 * time.Second, `cause=timeout`},
-		{"a deadline, Redis back at the next probe", deadline, nil, 40 * time.Second, ""},
-		{"refused, a minute after the first", refused, nil, 61 * time.Second, `cause="connection refused" error="dial tcp`},
-		{"refused, first seen as a deadline", deadline, refused, 130 * time.Second, `first_error="ratelimit: redis: deciding key #1: context deadline exceeded"`},
-	} {
-		f.logDown(step.err, step.probed, t0.Add(step.at))
-		got := strings.Split(strings.TrimSpace(logs.String()), "\n")
-		if logs.String() == "" {
-			got = nil
-		}
-		if step.want != "" {
-			lines++
-		}
-		if len(got) != lines {
-			t.Fatalf("after %s: %d lines, want %d:\n%s", step.name, len(got), lines, logs.String())
-		}
-		if step.want != "" && !strings.Contains(got[lines-1], step.want) {
-			t.Errorf("after %s: got %s, want it to hold %s", step.name, got[lines-1], step.want)
-		}
-		if got := f.downLogged.Load(); got != (step.want != "") {
-			t.Errorf("after %s: downLogged %v, want %v", step.name, f.downLogged.Load(), step.want != "")
-		}
-	}
-	if got := strings.Split(logs.String(), "\n")[2]; !strings.Contains(got, "outages_not_logged=2") {
-		t.Errorf("the line after two held back: got %s, want outages_not_logged=2", got)
-	}
-}
-
 // goRedisLines counts the lines go-redis logs that hold one of its
 // strings.
 type goRedisLines struct {
@@ -162,7 +114,7 @@ func TestFallbackQuietWhileRedisUnreachable(t *testing.T) {
 		t.Fatal(err)
 	}
 	var rounds atomic.Int64
-	f.probed = func(time.Time, bool) { rounds.Add(1) }
+	f.impl.OnProbe(func(time.Time, bool) { rounds.Add(1) })
 	t.Cleanup(func() { f.Close() })
 	// The first decision fails as the quick start's did: through the
 	// store's client, within the budget.

@@ -70,7 +70,7 @@ func outageRun(t *testing.T, fs []*Fallback, limit ratelimit.Limit, fault func()
 	}
 	recovered := make([]uint64, len(fs))
 	for i, f := range fs {
-		waitFor(t, "decisions on Redis before the fault", func() bool { return f.Health().Decisions == "redis" && !f.reconciling.Load() })
+		waitFor(t, "decisions on Redis before the fault", func() bool { return f.Health().Decisions == "redis" && !f.impl.Reconciling() })
 		recovered[i] = f.Health().Recoveries
 	}
 	// The requests start with the fault: before it, they would spend the
@@ -169,7 +169,7 @@ func newOutageFallback(t *testing.T, srv *redistest.Server, prefix string, insta
 	warm := limitsOf(t, ratelimit.Limit{Quota: 1000, Window: time.Hour})
 	waitFor(t, "the Fallback to read Redis's clock", func() bool {
 		f.Allow(context.Background(), "warm", 1, warm)
-		return f.clock.measured.Load() != 0
+		return f.impl.ClockRead()
 	})
 	return f, client
 }
@@ -233,7 +233,7 @@ func TestFaultOutageTwoInstances(t *testing.T) {
 				var shares []int
 				admitted := outageRun(t, []*Fallback{f1, f2}, l, func() {
 					for _, f := range []*Fallback{f1, f2} {
-						heard, _ := f.seen.get("k", compileLimit(l), f.clock.now())
+						heard, _ := f.impl.Seen("k", compileLimit(l), f.impl.Now())
 						shares = append(shares, min((outageQuota+n-1)/n, int(heard+n-1)/n))
 					}
 					fault.inject(t, srv)

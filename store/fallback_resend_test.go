@@ -18,6 +18,7 @@ import (
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/internal/spec"
 	"github.com/ratelimit-go/ratelimit/redistest"
+	"github.com/ratelimit-go/ratelimit/store/internal/fallback"
 	"github.com/ratelimit-go/ratelimit/store/internal/limitset"
 )
 
@@ -208,13 +209,13 @@ func TestChargeSentAgainCountsOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 		at := now.Add(-time.Second).UnixMicro()
-		charge := func(id string) *backlogCharge {
+		charge := func(id string) *fallback.Charge {
 			at++ // a sliding log's members differ on a pinned clock too
-			p := &pendingKey{}
+			c := &fallback.Charge{Key: "k", ID: id}
 			for i := range set.Limits {
-				p.limits = append(p.limits, &pendingLimit{c: &set.Limits[i], spent: []spending{{at: at, cost: 2}}})
+				c.Limits = append(c.Limits, fallback.ChargedLimit{Limit: &set.Limits[i], Spent: []fallback.Spending{{At: at, Cost: 2}}})
 			}
-			return &backlogCharge{key: "k", id: id, p: p}
+			return c
 		}
 		for _, step := range []struct {
 			name string
@@ -226,8 +227,8 @@ func TestChargeSentAgainCountsOnce(t *testing.T) {
 			{"another charge", "b2", 4},
 		} {
 			c := charge(step.id)
-			if s.chargeBacklogs(ctx, []*backlogCharge{c}, 0); c.err != nil {
-				t.Fatalf("%s: chargeBacklogs: %v", step.name, c.err)
+			if (primary{s}).Charge(ctx, []*fallback.Charge{c}, 0); c.Err != nil {
+				t.Fatalf("%s: Charge: %v", step.name, c.Err)
 			}
 			d, err := s.Peek(ctx, "k", 1, given)
 			if err != nil {
@@ -239,7 +240,7 @@ func TestChargeSentAgainCountsOnce(t *testing.T) {
 				}
 			}
 		}
-		longest := time.Duration(horizon(&set.Limits[len(limits)-1])) * time.Microsecond // the monthly one
+		longest := time.Duration(charge("").Horizon()) * time.Microsecond // the monthly one
 		for _, id := range []string{"a1", "b2"} {
 			key := redisKey(s.prefix, "k", spec.ChargeSuffix+id)
 			if ttl := client.PTTL(ctx, key).Val(); ttl > longest || ttl < longest-time.Minute {

@@ -107,7 +107,7 @@ func TestFallbackLocalConformance(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { f.Close() })
-		f.fail(errors.New("the test's Redis is down"))
+		f.impl.Fail(errors.New("the test's Redis is down"))
 		stores := make([]ratelimit.Store, n)
 		for i := range stores {
 			stores[i] = f
@@ -145,7 +145,7 @@ func TestFallbackDownAndBack(t *testing.T) {
 	if err := m.Restart(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the probe to find Redis back and bring it the backlog", func() bool { return f.Health().Decisions == "redis" && !f.reconciling.Load() })
+	waitFor(t, "the probe to find Redis back and bring it the backlog", func() bool { return f.Health().Decisions == "redis" && !f.impl.Reconciling() })
 	d, err = f.Allow(ctx, "k", 1, l)
 	if err != nil || d.Fallback {
 		t.Fatalf("Redis back: got %+v, %v; want a Redis decision", d, err)
@@ -238,9 +238,11 @@ func TestNewFallbackChecksDeadlines(t *testing.T) {
 		t.Fatalf("FallbackOptions{}: %v", err)
 	}
 	defer f.Close()
-	if f.budget != defaultBudget || f.interval != defaultProbeInterval || f.instances != 1 || f.local == nil || f.backlog.max != defaultMaxBacklog || f.logger == nil {
-		t.Errorf("FallbackOptions{}: budget %v, probe interval %v, instances %d, local store %v, backlog %d, logger %v; want the defaults",
-			f.budget, f.interval, f.instances, f.local != nil, f.backlog.max, f.logger != nil)
+	// The defaults FallbackOptions documents.
+	budget, interval, instances := f.impl.Settings()
+	_, maxBacklog, _, _ := f.impl.Sizes("k")
+	if budget != 50*time.Millisecond || interval != 500*time.Millisecond || instances != 1 || maxBacklog != 100_000 {
+		t.Errorf("FallbackOptions{}: budget %v, probe interval %v, instances %d, backlog %d; want 50ms, 500ms, 1, 100000", budget, interval, instances, maxBacklog)
 	}
 }
 
@@ -259,10 +261,11 @@ func TestFallbackMemoryIsBounded(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got := len(f.backlog.shard("k").keys["k"].limits); got > maxPendingLimits {
+	const maxPendingLimits = 16 // the limit states a Fallback keeps per key
+	if _, _, got, _ := f.impl.Sizes("k"); got > maxPendingLimits {
 		t.Errorf("%d limits: the backlog keeps %d for one key, want at most %d", n, got, maxPendingLimits)
 	}
-	if got := f.local.Len(); got != 1 {
+	if _, _, _, got := f.impl.Sizes("k"); got != 1 {
 		t.Errorf("%d limits of one key: the Memory store holds %d keys, want 1", n, got)
 	}
 	l := limitsOf(t, ratelimit.PerMinute(10))
@@ -277,7 +280,7 @@ func TestFallbackMemoryIsBounded(t *testing.T) {
 	if err := f.Reset(ctx, "k7", l); err != nil {
 		t.Errorf("a second reset of a waiting key: %v", err)
 	}
-	if got := f.backlog.keys.Load(); got != 1000 {
+	if got, _, _, _ := f.impl.Sizes(""); got != 1000 {
 		t.Errorf("the backlog holds %d keys, want 1000", got)
 	}
 }
@@ -315,7 +318,7 @@ func TestFallbackPeek(t *testing.T) {
 	if s := f.Health(); s.Decisions == "redis" || s.Failures != 1 || s.Local != 0 {
 		t.Errorf("after the Peeks: Health() = %+v; want Redis down after 1 failure, no decision in process", s)
 	}
-	if n, held := f.backlog.keys.Load(), f.local.Len(); n != 0 || held != 0 {
+	if n, _, _, held := f.impl.Sizes("k"); n != 0 || held != 0 {
 		t.Errorf("after the Peeks: %d keys in the backlog, %d in process; want none", n, held)
 	}
 

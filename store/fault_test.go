@@ -150,7 +150,7 @@ func newFaultRigWith(t *testing.T, clientOpts redis.Options, withFallback bool, 
 		if err != nil {
 			t.Fatal(err)
 		}
-		f.probed = r.health.probed
+		f.impl.OnProbe(r.health.probed)
 		t.Cleanup(func() { f.Close() })
 		r.fallback, s = f, f
 	}

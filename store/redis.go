@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -585,68 +584,4 @@ func (s *Redis) Reset(ctx context.Context, key string, limits *ratelimit.Limits)
 		return fmt.Errorf("ratelimit: redis: resetting %s: %w", keyRef(key, given), misconfigured(err, s.prefix, s.cluster))
 	}
 	return nil
-}
-
-// A backlogCharge is one key's backlog (see backlog, the Fallback's) on
-// its way to Redis, its identity, and, once sent, the error of doing so.
-// charge records the identity with what it counts, so that a charge sent
-// again after its answer was lost counts nothing the second time.
-type backlogCharge struct {
-	key string
-	id  string // random; the same each time this charge is sent
-	p   *pendingKey
-	err error
-}
-
-// chargeBacklogs brings keys' backlogs to Redis, each in one run of
-// charge: resets first, then the admissions since, at their times on
-// Redis's clock (offset is Redis's clock minus the Fallback's, in µs). A
-// reset deletes the key's ban on Redis too, as a Reset does; strikes and
-// bans decided in process stay there. Where the client pipelines (a
-// single server, a Redis Cluster, a Ring), the runs go together, one
-// pipeline for all (the client splits it by master); else one by one.
-// Each charge gets its own error.
-func (s *Redis) chargeBacklogs(ctx context.Context, charges []*backlogCharge, offset int64) {
-	pl, pipelines := s.client.(interface{ Pipeline() redis.Pipeliner })
-	todo := charges
-	for range 2 { // again for those whose calendar periods did not hold Redis's clock
-		runs := make([]*decision, len(todo))
-		for i, c := range todo {
-			runs[i] = &decision{program: chargeProgram, done: make(chan struct{}, 1)}
-			runs[i].keys, runs[i].args = chargeArgs(s.prefix, c, offset)
-		}
-		if pipelines {
-			(&batcher{client: s.client, fn: s.fn, pipeline: pl.Pipeline}).execPipeline(ctx, runs)
-		} else {
-			for _, d := range runs {
-				d.err = s.fn.run(ctx, s.client, chargeProgram, d.keys, d.args...).Err()
-			}
-		}
-		var missed []*backlogCharge
-		for i, c := range todo {
-			c.err = runs[i].err
-			if c.err == nil {
-				continue
-			}
-			if now, miss := calendarTime(c.err); miss {
-				for _, e := range c.p.limits {
-					if e.c.Calendar != nil {
-						e.c.Calendar.Refresh(now)
-					}
-				}
-				missed = append(missed, c)
-			}
-		}
-		if todo = missed; len(todo) == 0 {
-			break
-		}
-	}
-	for _, c := range charges {
-		if s.denied != nil && slices.ContainsFunc(c.p.limits, func(e *pendingLimit) bool { return e.reset }) {
-			s.denied.reset(c.key)
-		}
-		if c.err != nil {
-			c.err = fmt.Errorf("ratelimit: redis: bringing to Redis what was decided in process for %s: %w", keyRef(c.key, nil), misconfigured(c.err, s.prefix, s.cluster))
-		}
-	}
 }

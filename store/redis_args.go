@@ -4,6 +4,7 @@ import (
 	"strconv"
 
 	"github.com/ratelimit-go/ratelimit/internal/spec"
+	"github.com/ratelimit-go/ratelimit/store/internal/fallback"
 )
 
 // The KEYS and ARGV of the store's programs (see redis_scripts.go). Each
@@ -105,29 +106,25 @@ func endArgs(args []any, r *request, usage int, slot string) []any {
 // Redis's clock: offset is Redis's clock minus the Fallback's, in µs) and
 // units. The identity lives as long as the longest horizon of c's limits:
 // a resend after that finds admissions too old to count.
-func chargeArgs(prefix string, c *backlogCharge, offset int64) ([]string, []any) {
-	keys := make([]string, 0, len(c.p.limits)+2)
-	keys = append(keys, redisKey(prefix, c.key, spec.ChargeSuffix+c.id))
-	var longest int64
-	for _, e := range c.p.limits {
-		longest = max(longest, horizon(e.c))
-	}
-	args := []any{max((longest+999)/1000, 1)} // ms
+func chargeArgs(prefix string, c *fallback.Charge, offset int64) ([]string, []any) {
+	keys := make([]string, 0, len(c.Limits)+2)
+	keys = append(keys, redisKey(prefix, c.Key, spec.ChargeSuffix+c.ID))
+	args := []any{max((c.Horizon()+999)/1000, 1)} // ms
 	reset := false
-	for _, e := range c.p.limits {
-		keys = append(keys, redisKey(prefix, c.key, e.c.Suffix))
+	for _, e := range c.Limits {
+		keys = append(keys, redisKey(prefix, c.Key, e.Limit.Suffix))
 		resets := "0"
-		if e.reset {
+		if e.Reset {
 			resets, reset = "1", true
 		}
-		l := e.c.ScriptArgs()
-		args = append(args, l.Code, l.A, l.B, l.C, resets, len(e.spent))
-		for _, sp := range e.spent {
-			args = append(args, strconv.FormatInt(sp.at+offset, 10), sp.cost)
+		l := e.Limit.ScriptArgs()
+		args = append(args, l.Code, l.A, l.B, l.C, resets, len(e.Spent))
+		for _, sp := range e.Spent {
+			args = append(args, strconv.FormatInt(sp.At+offset, 10), sp.Cost)
 		}
 	}
 	if reset {
-		keys = append(keys, redisKey(prefix, c.key, spec.BanSuffix))
+		keys = append(keys, redisKey(prefix, c.Key, spec.BanSuffix))
 	}
 	return keys, args
 }

@@ -3,12 +3,14 @@ package store
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/redistest"
+	"github.com/ratelimit-go/ratelimit/store/internal/fallback"
 	"github.com/ratelimit-go/ratelimit/store/internal/limitset"
 )
 
@@ -84,10 +86,9 @@ func TestCalendarPeriodsFollowRedis(t *testing.T) {
 			// A backlog: units admitted in process a second ago, charged to
 			// the current month.
 			ahead()
-			p := &pendingKey{limits: []*pendingLimit{{c: &set.Limits[0], spent: []spending{{at: time.Now().Add(-time.Second).UnixMicro(), cost: 4}}}}}
-			charge := &backlogCharge{key: "alone", id: newChargeID(), p: p}
-			if s.chargeBacklogs(ctx, []*backlogCharge{charge}, 0); charge.err != nil {
-				t.Fatalf("chargeBacklogs: %v", charge.err)
+			charge := &fallback.Charge{Key: "alone", ID: strconv.FormatInt(time.Now().UnixNano(), 16), Limits: []fallback.ChargedLimit{{Limit: &set.Limits[0], Spent: []fallback.Spending{{At: time.Now().Add(-time.Second).UnixMicro(), Cost: 4}}}}}
+			if (primary{s}).Charge(ctx, []*fallback.Charge{charge}, 0); charge.Err != nil {
+				t.Fatalf("Charge: %v", charge.Err)
 			}
 			if d, err = s.Peek(ctx, "alone", 1, limits); err != nil {
 				t.Fatalf("Peek after the backlog: %v", err)

@@ -3,9 +3,14 @@ package store
 import (
 	"context"
 	"errors"
+	"io"
+	"net"
 	"strings"
+	"syscall"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/ratelimit-go/ratelimit/store/internal/fallback"
 )
 
 // What an error from Redis means. An outage passes: the network, a
@@ -66,22 +71,13 @@ func ACLRule(prefix string) string {
 	return b.String()
 }
 
-// fault is what an error means to the Fallback.
-type fault int
-
-const (
-	noFault   fault = iota // the request's own error, or none
-	outage                 // Redis cannot decide now
-	misconfig              // Redis will not decide until its setup changes
-)
-
 // faultOf classifies err, returned for a request whose context is ctx.
 // This is the one list of what the Fallback takes for Redis failing
 // (docs/production.md repeats it for operators):
 //
-//   - misconfig: any [ErrMisconfigured] (auth, ACL, a disabled command, a
+//   - Misconfigured: any [ErrMisconfigured] (auth, ACL, a disabled command, a
 //     cluster node reached by a single server's client, TLS);
-//   - outage: an error that is not a reply of Redis's (the network, a
+//   - Outage: an error that is not a reply of Redis's (the network, a
 //     refused or reset connection, a timeout, a call that overran the
 //     budget, a request that reached Redis after its deadline, a closed
 //     client), or a reply starting with one of outageReplies;
@@ -89,31 +85,32 @@ const (
 // and nothing else: not an error once the caller's context has ended,
 // not a request whose own time ran out after it waited for the answer
 // another request of its instance was getting for the key's leases
-// (errLeaseWait: that request, with its whole budget, judges Redis), and
+// (errLeaseWait, Waited: that request, with its whole budget, judges
+// Redis), and
 // not any other reply of Redis's (WRONGTYPE, a script's own error), which
 // are the request's.
-func faultOf(ctx context.Context, err error) fault {
+func faultOf(ctx context.Context, err error) fallback.Fault {
 	switch {
 	case err == nil:
-		return noFault
+		return fallback.None
 	case errors.Is(err, ErrMisconfigured):
-		return misconfig
+		return fallback.Misconfigured
 	case ctx.Err() != nil:
-		return noFault // the caller gave up; Redis may be fine
+		return fallback.None // the caller gave up; Redis may be fine
 	case errors.Is(err, errLeaseWait):
-		return noFault // waiting on another request is no fault of Redis's
+		return fallback.Waited // waiting on another request is no fault of Redis's
 	}
 	var reply redis.Error
 	if !errors.As(err, &reply) {
-		return outage // the network, a timeout, a closed client
+		return fallback.Outage // the network, a timeout, a closed client
 	}
 	msg := reply.Error()
 	for _, prefix := range outageReplies {
 		if strings.HasPrefix(msg, prefix) {
-			return outage
+			return fallback.Outage
 		}
 	}
-	return noFault
+	return fallback.None
 }
 
 // outageReplies start the replies of a Redis that cannot decide now but
@@ -192,4 +189,56 @@ func quoted(msg string) (string, bool) {
 	}
 	name, _, ok := strings.Cut(rest, "'")
 	return name, ok && name != ""
+}
+
+// causeOf names in a few words why a call to Redis failed with err: what
+// the network said ("connection refused", "connection reset by peer", "no
+// such host", "connection closed"), "timeout", the first word of Redis's
+// answer ("LOADING", "READONLY"), or the problem of a misconfiguration
+// (see [ErrMisconfigured]). It holds no address, key or password.
+func causeOf(err error) string {
+	var (
+		m     *misconfiguration
+		reply redis.Error
+		errno syscall.Errno
+		dns   *net.DNSError
+		ne    net.Error
+	)
+	switch {
+	case errors.As(err, &m):
+		return m.problem
+	case errors.As(err, &reply):
+		word, _, _ := strings.Cut(reply.Error(), " ")
+		return "Redis answered " + word
+	case errors.As(err, &errno):
+		return errno.Error()
+	case errors.As(err, &dns):
+		if dns.IsNotFound {
+			return "no such host"
+		}
+		return "DNS failed"
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+		return "timeout"
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed), errors.Is(err, redis.ErrClosed):
+		return "connection closed"
+	}
+	return "unavailable"
+}
+
+// misconfigurations returns the misconfigurations in err's tree.
+func misconfigurations(err error) []*misconfiguration {
+	if ce, ok := err.(*misconfiguration); ok {
+		return []*misconfiguration{ce}
+	}
+	switch e := err.(type) {
+	case interface{ Unwrap() error }:
+		return misconfigurations(e.Unwrap())
+	case interface{ Unwrap() []error }:
+		var all []*misconfiguration
+		for _, err := range e.Unwrap() {
+			all = append(all, misconfigurations(err)...)
+		}
+		return all
+	}
+	return nil
 }

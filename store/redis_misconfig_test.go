@@ -23,6 +23,7 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/redistest"
+	"github.com/ratelimit-go/ratelimit/store/internal/fallback"
 	"github.com/ratelimit-go/ratelimit/store/storetest"
 )
 
@@ -375,55 +376,55 @@ func TestFaultOf(t *testing.T) {
 		err     error
 		cluster bool
 		ctx     context.Context
-		want    fault
+		want    fallback.Fault
 		problem string // of the misconfiguration, when misconfig
 	}{
-		{err: nil, want: noFault},
-		{err: errors.New("dial tcp 127.0.0.1:1: connect: connection refused"), want: outage},
-		{err: context.DeadlineExceeded, want: outage},
-		{err: context.Canceled, ctx: canceled, want: noFault},
-		{err: io.EOF, want: outage},
-		{err: net.ErrClosed, want: outage},
-		{err: redis.ErrClosed, want: outage},
-		{err: errLate, want: outage},
-		{err: &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}, want: outage},
-		{err: errLeaseWait, want: noFault},
-		{err: afterWait(context.DeadlineExceeded), want: noFault},
-		{err: afterWait(errLate), want: noFault},
-		{err: afterWait(&net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}), want: noFault},
-		{err: afterWait(errors.New("dial tcp 127.0.0.1:1: connect: connection refused")), want: outage},
-		{err: context.DeadlineExceeded, ctx: canceled, want: noFault},
-		{err: scriptError("LOADING Redis is loading the dataset in memory"), want: outage},
-		{err: scriptError("READONLY You can't write against a read only replica."), want: outage},
-		{err: scriptError("MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'."), want: outage},
-		{err: scriptError("CLUSTERDOWN The cluster is down"), want: outage},
-		{err: scriptError("TRYAGAIN Multiple keys request during rehashing of slot"), want: outage},
-		{err: scriptError("BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSCRIPT."), want: outage},
-		{err: scriptError("OOM command not allowed when used memory > 'maxmemory'."), want: outage},
-		{err: scriptError("MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist to disk."), want: outage},
-		{err: scriptError("NOREPLICAS Not enough good replicas to write."), want: outage},
-		{err: scriptError("ERR max number of clients reached"), want: outage},
-		{err: scriptError("MOVED 3999 127.0.0.1:6381"), cluster: true, want: outage},
-		{err: scriptError("ASK 3999 127.0.0.1:6381"), cluster: true, want: outage},
-		{err: scriptError("WRONGTYPE Operation against a key holding the wrong kind of value"), want: noFault},
-		{err: scriptError("ERR user_script:12: ratelimit: the key of a fixed-window limit does not hold its counter"), want: noFault},
-		{err: scriptError("ERR value is not an integer or out of range"), want: noFault},
-		{err: scriptError("NOSCRIPT No matching script."), want: noFault},
-		{err: scriptError("MOVED 3999 127.0.0.1:6381"), want: misconfig, problem: "Redis Cluster node"},
-		{err: scriptError("CROSSSLOT Keys in request don't hash to the same slot"), want: misconfig, problem: "Redis Cluster node"},
-		{err: scriptError("NOAUTH Authentication required."), want: misconfig, problem: "requires a password"},
-		{err: scriptError("ERR Protocol error: unauthenticated multibulk length"), want: misconfig, problem: "requires a password"},
-		{err: &tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}}, want: misconfig, problem: "authority the client does not trust"},
-		{err: tls.RecordHeaderError{Msg: "first record does not look like a TLS handshake"}, want: misconfig, problem: "in plain text"},
-		{err: scriptError("WRONGPASS invalid username-password pair or user is disabled."), want: misconfig, problem: "rejected the client's username or password"},
-		{err: scriptError("NOPERM this user has no permissions to run the 'evalsha' command"), want: misconfig, problem: "may not run evalsha"},
-		{err: scriptError("NOPERM User u has no permissions to run the 'time' command"), want: misconfig, problem: "may not run time"},
-		{err: scriptError("NOPERM this user has no permissions to access one of the keys used as arguments"), want: misconfig, problem: "may not use the store's keys"},
-		{err: scriptError("ERR The user executing the script can't run this command or subcommand script: 802b49d9, on @user_script:147."), want: misconfig, problem: "a command the store's scripts call"},
-		{err: scriptError("ERR unknown command 'EVALSHA', with args beginning with: "), want: misconfig, problem: "renamed or disabled evalsha"},
-		{err: scriptError("ERR Unknown Redis command called from script script: 104ae65d, on @user_script:1."), want: misconfig, problem: "a command the store's scripts call"},
+		{err: nil, want: fallback.None},
+		{err: errors.New("dial tcp 127.0.0.1:1: connect: connection refused"), want: fallback.Outage},
+		{err: context.DeadlineExceeded, want: fallback.Outage},
+		{err: context.Canceled, ctx: canceled, want: fallback.None},
+		{err: io.EOF, want: fallback.Outage},
+		{err: net.ErrClosed, want: fallback.Outage},
+		{err: redis.ErrClosed, want: fallback.Outage},
+		{err: errLate, want: fallback.Outage},
+		{err: &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}, want: fallback.Outage},
+		{err: errLeaseWait, want: fallback.Waited},
+		{err: afterWait(context.DeadlineExceeded), want: fallback.Waited},
+		{err: afterWait(errLate), want: fallback.Waited},
+		{err: afterWait(&net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}), want: fallback.Waited},
+		{err: afterWait(errors.New("dial tcp 127.0.0.1:1: connect: connection refused")), want: fallback.Outage},
+		{err: context.DeadlineExceeded, ctx: canceled, want: fallback.None},
+		{err: scriptError("LOADING Redis is loading the dataset in memory"), want: fallback.Outage},
+		{err: scriptError("READONLY You can't write against a read only replica."), want: fallback.Outage},
+		{err: scriptError("MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'."), want: fallback.Outage},
+		{err: scriptError("CLUSTERDOWN The cluster is down"), want: fallback.Outage},
+		{err: scriptError("TRYAGAIN Multiple keys request during rehashing of slot"), want: fallback.Outage},
+		{err: scriptError("BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSCRIPT."), want: fallback.Outage},
+		{err: scriptError("OOM command not allowed when used memory > 'maxmemory'."), want: fallback.Outage},
+		{err: scriptError("MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist to disk."), want: fallback.Outage},
+		{err: scriptError("NOREPLICAS Not enough good replicas to write."), want: fallback.Outage},
+		{err: scriptError("ERR max number of clients reached"), want: fallback.Outage},
+		{err: scriptError("MOVED 3999 127.0.0.1:6381"), cluster: true, want: fallback.Outage},
+		{err: scriptError("ASK 3999 127.0.0.1:6381"), cluster: true, want: fallback.Outage},
+		{err: scriptError("WRONGTYPE Operation against a key holding the wrong kind of value"), want: fallback.None},
+		{err: scriptError("ERR user_script:12: ratelimit: the key of a fixed-window limit does not hold its counter"), want: fallback.None},
+		{err: scriptError("ERR value is not an integer or out of range"), want: fallback.None},
+		{err: scriptError("NOSCRIPT No matching script."), want: fallback.None},
+		{err: scriptError("MOVED 3999 127.0.0.1:6381"), want: fallback.Misconfigured, problem: "Redis Cluster node"},
+		{err: scriptError("CROSSSLOT Keys in request don't hash to the same slot"), want: fallback.Misconfigured, problem: "Redis Cluster node"},
+		{err: scriptError("NOAUTH Authentication required."), want: fallback.Misconfigured, problem: "requires a password"},
+		{err: scriptError("ERR Protocol error: unauthenticated multibulk length"), want: fallback.Misconfigured, problem: "requires a password"},
+		{err: &tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}}, want: fallback.Misconfigured, problem: "authority the client does not trust"},
+		{err: tls.RecordHeaderError{Msg: "first record does not look like a TLS handshake"}, want: fallback.Misconfigured, problem: "in plain text"},
+		{err: scriptError("WRONGPASS invalid username-password pair or user is disabled."), want: fallback.Misconfigured, problem: "rejected the client's username or password"},
+		{err: scriptError("NOPERM this user has no permissions to run the 'evalsha' command"), want: fallback.Misconfigured, problem: "may not run evalsha"},
+		{err: scriptError("NOPERM User u has no permissions to run the 'time' command"), want: fallback.Misconfigured, problem: "may not run time"},
+		{err: scriptError("NOPERM this user has no permissions to access one of the keys used as arguments"), want: fallback.Misconfigured, problem: "may not use the store's keys"},
+		{err: scriptError("ERR The user executing the script can't run this command or subcommand script: 802b49d9, on @user_script:147."), want: fallback.Misconfigured, problem: "a command the store's scripts call"},
+		{err: scriptError("ERR unknown command 'EVALSHA', with args beginning with: "), want: fallback.Misconfigured, problem: "renamed or disabled evalsha"},
+		{err: scriptError("ERR Unknown Redis command called from script script: 104ae65d, on @user_script:1."), want: fallback.Misconfigured, problem: "a command the store's scripts call"},
 	} {
-		if tt.want == outage && tt.err != nil {
+		if tt.want == fallback.Outage && tt.err != nil {
 			for _, prefix := range outageReplies {
 				if strings.HasPrefix(tt.err.Error(), prefix) {
 					tested[prefix] = true

@@ -191,7 +191,7 @@ func TestFaultUsageThroughOutage(t *testing.T) {
 			srv.Resume()
 			waitFor(t, "decisions to return to Redis", func() bool {
 				h := f.Health()
-				return h.Decisions == "redis" && h.Recoveries > recovered && !f.reconciling.Load()
+				return h.Decisions == "redis" && h.Recoveries > recovered && !f.impl.Reconciling()
 			})
 			time.Sleep(200 * time.Millisecond)
 			close(stop)
@@ -200,7 +200,7 @@ func TestFaultUsageThroughOutage(t *testing.T) {
 			// detector) starts another outage: wait for its backlog too.
 			waitFor(t, "the backlog to reach Redis", func() bool {
 				h := f.Health()
-				return h.Decisions == "redis" && h.Waiting == 0 && !f.reconciling.Load()
+				return h.Decisions == "redis" && h.Waiting == 0 && !f.impl.Reconciling()
 			})
 			got, want := spent(t, client, f.redis, "k", l), sum.Load()
 			t.Logf("%v: %d units charged, %d of them in process; Redis holds %d; %+v", l.Algorithm, want, local.Load(), got, f.Health())

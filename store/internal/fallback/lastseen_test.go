@@ -1,4 +1,4 @@
-package store
+package fallback
 
 import (
 	"strconv"
@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/internal/spec"
 )
 
 // TestLastSeenIsBounded puts many more keys than lastSeen holds: it keeps
@@ -13,11 +14,11 @@ import (
 func TestLastSeenIsBounded(t *testing.T) {
 	const maxKeys = 6400 // one limit per key: as many states
 	s := newLastSeen(maxKeys)
-	c := &compiled{Suffix: "f60"}
+	c := &spec.Limit{Suffix: "f60"}
 	res := []ratelimit.Result{{Remaining: 7, ResetAfter: time.Hour}}
 	n := 100 * maxKeys
 	for i := range n {
-		s.put("k"+strconv.Itoa(i), []compiled{*c}, res, 1, 50_000)
+		s.put("k"+strconv.Itoa(i), []spec.Limit{*c}, res, 1, 50_000)
 		if got := s.len(); got > maxKeys {
 			t.Fatalf("after %d keys, %d are kept, want at most %d", i+1, got, maxKeys)
 		}
@@ -39,12 +40,12 @@ func TestLastSeenIsBounded(t *testing.T) {
 // one replaces it, a replenished limit and a forgotten one are not known.
 func TestLastSeenKeepsEachLimit(t *testing.T) {
 	s := newLastSeen(100_000)
-	minute, hour := &compiled{Suffix: ":f60000"}, &compiled{Suffix: ":f3600000"}
-	cs := []compiled{*minute, *hour}
+	minute, hour := &spec.Limit{Suffix: ":f60000"}, &spec.Limit{Suffix: ":f3600000"}
+	cs := []spec.Limit{*minute, *hour}
 	const skew = 50_000
 	s.put("k", cs, []ratelimit.Result{{Remaining: 5, ResetAfter: time.Minute}, {Remaining: 50, ResetAfter: time.Hour}}, 1000, skew)
 	s.put("k", cs, []ratelimit.Result{{Remaining: 7, ResetAfter: time.Minute}, {Remaining: 40, ResetAfter: time.Hour}}, 2000, skew)
-	check := func(when string, c *compiled, now, want int64, wantOK bool) {
+	check := func(when string, c *spec.Limit, now, want int64, wantOK bool) {
 		t.Helper()
 		if got, ok := s.get("k", c, now); got != want || ok != wantOK {
 			t.Errorf("%s: got %d, %v; want %d, %v", when, got, ok, want, wantOK)
@@ -74,7 +75,7 @@ func BenchmarkLastSeenPut(b *testing.B) {
 	}{{"known-keys", 10_000}, {"new-keys", 1_000_000}} {
 		b.Run(bench.name, func(b *testing.B) {
 			s := newLastSeen(100_000)
-			cs := []compiled{{Suffix: "f60"}}
+			cs := []spec.Limit{{Suffix: "f60"}}
 			res := []ratelimit.Result{{Remaining: 5, ResetAfter: time.Second}}
 			keys := make([]string, bench.keys)
 			for i := range keys {

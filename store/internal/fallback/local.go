@@ -1,4 +1,4 @@
-package store
+package fallback
 
 import (
 	"context"
@@ -121,7 +121,7 @@ func (f *Fallback) endLocally(key string, usage int, limits []ratelimit.Limit, s
 // this instance may spend its share. When Redis said nothing of it since
 // the last outage, the state in process, which has counted everything
 // since, stays as it is.
-func (f *Fallback) seed(key string, c, local *compiled, now int64) {
+func (f *Fallback) seed(key string, c, local *spec.Limit, now int64) {
 	remaining, ok := f.seen.get(key, c, now)
 	if !ok {
 		return

@@ -1,4 +1,4 @@
-package store
+package fallback
 
 import (
 	"hash/maphash"
@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/internal/spec"
 )
 
 // lastSeen remembers, for the keys a Fallback decided on Redis lately, what
@@ -48,7 +49,7 @@ func newLastSeen(maxStates int) *lastSeen {
 }
 
 // locate returns the hash and shard of key's state under c.
-func (s *lastSeen) locate(key string, c *compiled) (uint64, *seenShard) {
+func (s *lastSeen) locate(key string, c *spec.Limit) (uint64, *seenShard) {
 	// Limits with the same state suffix share their state.
 	h := maphash.String(s.seed, key) ^ maphash.String(s.seed, c.Suffix)*0x9e3779b97f4a7c15
 	return h, &s.shards[h%uint64(len(s.shards))]
@@ -60,7 +61,7 @@ func (s *lastSeen) locate(key string, c *compiled) (uint64, *seenShard) {
 // Fallback's budget, also bounds its wait for the answer to two budgets at
 // worst (see batcher.do): the limit is held full again no earlier than
 // Redis said, counted from the latest the answer can have been made.
-func (s *lastSeen) put(key string, cs []compiled, results []ratelimit.Result, now, skew int64) {
+func (s *lastSeen) put(key string, cs []spec.Limit, results []ratelimit.Result, now, skew int64) {
 	for i := range cs {
 		c, r := &cs[i], &results[i]
 		e := seenState{remaining: int64(r.Remaining), at: now, until: now + 2*skew + int64(r.ResetAfter/time.Microsecond)}
@@ -85,7 +86,7 @@ func (s *lastSeen) put(key string, cs []compiled, results []ratelimit.Result, no
 
 // get returns what Redis last said of key under c, if the limit has not
 // replenished since.
-func (s *lastSeen) get(key string, c *compiled, now int64) (remaining int64, ok bool) {
+func (s *lastSeen) get(key string, c *spec.Limit, now int64) (remaining int64, ok bool) {
 	h, sh := s.locate(key, c)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -100,7 +101,7 @@ func (s *lastSeen) get(key string, c *compiled, now int64) (remaining int64, ok 
 }
 
 // forget drops what is known of key under cs.
-func (s *lastSeen) forget(key string, cs []compiled) {
+func (s *lastSeen) forget(key string, cs []spec.Limit) {
 	for i := range cs {
 		h, sh := s.locate(key, &cs[i])
 		sh.mu.Lock()

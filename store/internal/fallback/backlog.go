@@ -1,4 +1,4 @@
-package store
+package fallback
 
 import (
 	"math/rand/v2"
@@ -11,15 +11,15 @@ import (
 )
 
 // defaultMaxBacklog is how many keys a Fallback keeps what it decided in
-// process for while Redis is down, unless FallbackOptions.MaxBacklog says
+// process for while the primary is down, unless FallbackOptions.MaxBacklog says
 // otherwise.
 const defaultMaxBacklog = 100_000
 
-// backlog holds, per key, what a Fallback did in process while Redis was
-// down and must bring to Redis: the resets, and the units admitted since,
+// backlog holds, per key, what a Fallback did in process while the primary was
+// down and must bring to the primary: the resets, and the units admitted since,
 // with their times. A key with a backlog is decided in process until its
-// backlog has reached Redis; a local decision holds the key's shard from
-// deciding to recording, and the key goes back to Redis only when its
+// backlog has reached the primary; a local decision holds the key's shard from
+// deciding to recording, and the key goes back to the primary only when its
 // backlog is found empty under that lock, so no admission is left behind.
 type backlog struct {
 	shards [16]backlogShard
@@ -36,23 +36,52 @@ type backlogShard struct {
 // the charge last sent for the key when its answer was lost.
 type pendingKey struct {
 	limits []*pendingLimit
-	// unanswered is a charge Redis may or may not have run: it goes again,
-	// with its identity, before anything else of the key, so that Redis
-	// counts it once either way (see charge.lua).
-	unanswered *backlogCharge
+	// unanswered is a charge the primary may or may not have run: it goes
+	// again, with its identity, before anything else of the key, so that
+	// the primary counts it once either way (see charge.lua).
+	unanswered *Charge
 }
 
 type pendingLimit struct {
-	c      *compiled
-	seeded bool       // the state in process started from Redis's
-	reset  bool       // delete the state on Redis first
-	spent  []spending // admitted in process since, oldest first
+	c      *spec.Limit
+	seeded bool       // the state in process started from the primary's
+	reset  bool       // delete the state on the primary first
+	spent  []Spending // admitted in process since, oldest first
 }
 
-// spending is units admitted in process at a time on the Fallback's clock
+// Spending is units admitted in process at a time on the Fallback's clock
 // (µs). Admissions close together share one, at the latest of their
 // times: counted later, they only count longer.
-type spending struct{ at, cost int64 }
+type Spending struct{ At, Cost int64 }
+
+// A Charge is one key's backlog on its way to the primary, in one run,
+// with an identity the primary records with what it counts, so that a
+// charge sent again after its answer was lost counts nothing the second
+// time; once sent, Err is the error of sending it.
+type Charge struct {
+	Key    string
+	ID     string // random; the same each time this charge is sent
+	Limits []ChargedLimit
+	Err    error
+}
+
+// ChargedLimit is what a Charge brings to one limit's state: delete it
+// first (Reset), then count what was admitted in process since (Spent,
+// oldest first).
+type ChargedLimit struct {
+	Limit *spec.Limit
+	Reset bool
+	Spent []Spending
+}
+
+// Horizon is how long the longest-lived of c's admissions counts, in µs.
+func (c *Charge) Horizon() int64 {
+	var longest int64
+	for _, e := range c.Limits {
+		longest = max(longest, horizon(e.Limit))
+	}
+	return longest
+}
 
 // spendings kept per limit and horizon: a new one starts when the last is
 // older than horizon/spendingsPerHorizon.
@@ -81,7 +110,7 @@ func (sh *backlogShard) get(b *backlog, key string) (p *pendingKey, fresh bool) 
 	return p, true
 }
 
-// pending reports whether p holds anything for Redis.
+// pending reports whether p holds anything for the primary.
 func (p *pendingKey) pending() bool {
 	if p.unanswered != nil {
 		return true
@@ -98,7 +127,7 @@ func (p *pendingKey) pending() bool {
 const maxPendingLimits = 16
 
 // find returns the entry of c's state, or nil.
-func (p *pendingKey) find(c *compiled) *pendingLimit {
+func (p *pendingKey) find(c *spec.Limit) *pendingLimit {
 	for _, e := range p.limits {
 		if e.c == c || e.c.Suffix == c.Suffix {
 			return e
@@ -109,7 +138,7 @@ func (p *pendingKey) find(c *compiled) *pendingLimit {
 
 // of returns the entry of c's state, making it; nil when the key has
 // maxPendingLimits already.
-func (p *pendingKey) of(c *compiled) *pendingLimit {
+func (p *pendingKey) of(c *spec.Limit) *pendingLimit {
 	if e := p.find(c); e != nil {
 		return e
 	}
@@ -126,20 +155,20 @@ func (p *pendingKey) of(c *compiled) *pendingLimit {
 func (e *pendingLimit) spend(cost, now int64) {
 	h := horizon(e.c)
 	drop := 0
-	for drop < len(e.spent) && e.spent[drop].at <= now-h {
+	for drop < len(e.spent) && e.spent[drop].At <= now-h {
 		drop++
 	}
 	e.spent = append(e.spent[:0], e.spent[drop:]...)
-	if n := len(e.spent); n > 0 && now-e.spent[n-1].at < h/spendingsPerHorizon {
-		e.spent[n-1] = spending{at: now, cost: e.spent[n-1].cost + cost}
+	if n := len(e.spent); n > 0 && now-e.spent[n-1].At < h/spendingsPerHorizon {
+		e.spent[n-1] = Spending{At: now, Cost: e.spent[n-1].Cost + cost}
 		return
 	}
-	e.spent = append(e.spent, spending{at: now, cost: cost})
+	e.spent = append(e.spent, Spending{At: now, Cost: cost})
 }
 
 // horizon is how long after an admission it still counts, in µs: a window,
 // or the time a token bucket takes to refill from empty.
-func horizon(c *compiled) int64 {
+func horizon(c *spec.Limit) int64 {
 	if c.Algorithm == spec.TokenBucket {
 		return (c.Units + c.Rate - 1) / c.Rate
 	}
@@ -147,10 +176,10 @@ func horizon(c *compiled) int64 {
 }
 
 // takeKey returns the next charge of key's backlog: the charge whose
-// answer was lost, if any, as it was; else what waits for Redis, under a
+// answer was lost, if any, as it was; else what waits for the primary, under a
 // new identity, leaving the key seeded. When nothing waits, it drops the
-// key, which sends its decisions back to Redis, and returns nil.
-func (sh *backlogShard) takeKey(b *backlog, key string) *backlogCharge {
+// key, which sends its decisions back to the primary, and returns nil.
+func (sh *backlogShard) takeKey(b *backlog, key string) *Charge {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	p, ok := sh.keys[key]
@@ -158,7 +187,7 @@ func (sh *backlogShard) takeKey(b *backlog, key string) *backlogCharge {
 		return nil
 	}
 	if c := p.unanswered; c != nil {
-		p.unanswered, c.err = nil, nil
+		p.unanswered, c.Err = nil, nil
 		return c
 	}
 	if !p.pending() {
@@ -166,30 +195,29 @@ func (sh *backlogShard) takeKey(b *backlog, key string) *backlogCharge {
 		b.keys.Add(-1)
 		return nil
 	}
-	out := &pendingKey{}
-	for _, e := range p.limits {
-		o := *e
-		out.limits = append(out.limits, &o)
+	c := &Charge{Key: key, ID: newChargeID(), Limits: make([]ChargedLimit, len(p.limits))}
+	for i, e := range p.limits {
+		c.Limits[i] = ChargedLimit{Limit: e.c, Reset: e.reset, Spent: e.spent}
 		e.reset, e.spent = false, nil
 	}
-	return &backlogCharge{key: key, id: newChargeID(), p: out}
+	return c
 }
 
 // putBack keeps c, which was sent and whose answer was lost, to be sent
-// again, with its identity, before what was recorded since: Redis counts
+// again, with its identity, before what was recorded since: the primary counts
 // it once, whether it ran c or not. Only the prober takes and puts back
 // charges, one at a time per key, so the key has no other.
-func (b *backlog) putBack(c *backlogCharge) {
-	sh := b.shard(c.key)
+func (b *backlog) putBack(c *Charge) {
+	sh := b.shard(c.Key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if sh.keys == nil {
 		sh.keys = make(map[string]*pendingKey)
 	}
-	p, ok := sh.keys[c.key]
+	p, ok := sh.keys[c.Key]
 	if !ok {
 		p = &pendingKey{} // a key put back may pass the bound once
-		sh.keys[c.key] = p
+		sh.keys[c.Key] = p
 		b.keys.Add(1)
 	}
 	p.unanswered = c

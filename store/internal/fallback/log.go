@@ -1,16 +1,9 @@
-package store
+package fallback
 
 import (
 	"context"
-	"errors"
-	"io"
 	"log/slog"
-	"net"
-	"strings"
-	"syscall"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // What a Fallback logs: Redis going down, with the cause, at WARN, or a
@@ -56,11 +49,12 @@ func (f *Fallback) logOnce(what string, now time.Time) (ok bool, held int) {
 // is what the prober's first round met: when err only says that a
 // deadline passed, probed may say why.
 func (f *Fallback) logDown(err, probed error, now time.Time) {
-	shown := err
-	if probed != nil && causeOf(err) == "timeout" && causeOf(probed) != "timeout" {
-		shown = probed
+	shown, cause := err, f.primary.Explain(context.Background(), err).Cause
+	if probed != nil && cause == "timeout" {
+		if c := f.primary.Explain(context.Background(), probed).Cause; c != "timeout" {
+			shown, cause = probed, c
+		}
 	}
-	cause := causeOf(shown)
 	ok, held := f.logOnce("unavailable: "+cause, now)
 	f.downLogged.Store(ok)
 	if !ok {
@@ -76,70 +70,21 @@ func (f *Fallback) logDown(err, probed error, now time.Time) {
 	f.logger.LogAttrs(context.Background(), slog.LevelWarn, "ratelimit: Redis unavailable; deciding in process until it answers", attrs...)
 }
 
-// causeOf names in a few words why a call to Redis failed with err: what
-// the network said ("connection refused", "connection reset by peer", "no
-// such host", "connection closed"), "timeout", the first word of Redis's
-// answer ("LOADING", "READONLY"), or the problem of a misconfiguration
-// (see [ErrMisconfigured]). It holds no address, key or password.
-func causeOf(err error) string {
-	var (
-		m     *misconfiguration
-		reply redis.Error
-		errno syscall.Errno
-		dns   *net.DNSError
-		ne    net.Error
-	)
-	switch {
-	case errors.As(err, &m):
-		return m.problem
-	case errors.As(err, &reply):
-		word, _, _ := strings.Cut(reply.Error(), " ")
-		return "Redis answered " + word
-	case errors.As(err, &errno):
-		return errno.Error()
-	case errors.As(err, &dns):
-		if dns.IsNotFound {
-			return "no such host"
-		}
-		return "DNS failed"
-	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
-		return "timeout"
-	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed), errors.Is(err, redis.ErrClosed):
-		return "connection closed"
-	}
-	return "unavailable"
-}
-
 // logMisconfig logs at ERROR each misconfiguration in err: what is wrong
 // and how to fix it, at once the first time, then once every logEvery
 // while it lasts. It reports whether it logged one.
 func (f *Fallback) logMisconfig(err error, now time.Time) bool {
 	logged := false
-	for _, ce := range misconfigurations(err) {
-		if ok, _ := f.logOnce("misconfigured: "+ce.problem, now); !ok {
+	if err == nil {
+		return false
+	}
+	for _, p := range f.primary.Explain(context.Background(), err).Problems {
+		if ok, _ := f.logOnce("misconfigured: "+p.What, now); !ok {
 			continue
 		}
 		logged = true
 		f.logger.LogAttrs(context.Background(), slog.LevelError, "ratelimit: Redis is misconfigured; deciding in process until it is fixed",
-			slog.String("problem", ce.problem), slog.String("fix", ce.fix), slog.String("error", ce.err.Error()))
+			slog.String("problem", p.What), slog.String("fix", p.Fix), slog.String("error", p.Err.Error()))
 	}
 	return logged
-}
-
-// misconfigurations returns the misconfigurations in err's tree.
-func misconfigurations(err error) []*misconfiguration {
-	if ce, ok := err.(*misconfiguration); ok {
-		return []*misconfiguration{ce}
-	}
-	switch e := err.(type) {
-	case interface{ Unwrap() error }:
-		return misconfigurations(e.Unwrap())
-	case interface{ Unwrap() []error }:
-		var all []*misconfiguration
-		for _, err := range e.Unwrap() {
-			all = append(all, misconfigurations(err)...)
-		}
-		return all
-	}
-	return nil
 }

@@ -1,4 +1,4 @@
-package store
+package fallback
 
 import (
 	"context"
@@ -24,17 +24,11 @@ func (c *clock) at(t time.Time) int64 { return int64(t.Sub(c.start)/time.Microse
 // clockAge is how long a measure of Redis's clock is trusted.
 const clockAge = int64(time.Minute / time.Microsecond)
 
-// measureClock reads Redis's clock through c.
-func (f *Fallback) measureClock(ctx context.Context, c RedisClient) error {
-	before := f.clock.now()
-	redisNow, err := f.redis.time(ctx, c)
-	after := f.clock.now()
-	if err != nil {
-		return err
-	}
-	f.clock.offset.Store(redisNow - (before+after)/2)
-	f.clock.measured.Store(after)
-	return nil
+// measured records the primary's clock read now as offset (see
+// Primary.Probe).
+func (c *clock) measuredAs(offset int64) {
+	c.offset.Store(offset)
+	c.measured.Store(c.now())
 }
 
 // deadline returns the time on Redis's clock after which a decision sent
@@ -55,7 +49,9 @@ func (f *Fallback) deadline(now int64) int64 {
 				defer f.clock.measuring.Store(false)
 				ctx, cancel := context.WithTimeout(context.Background(), f.callTimeout())
 				defer cancel()
-				_ = f.measureClock(ctx, f.redis.client)
+				if offset, err := f.primary.Probe(ctx, ReadClock, f.clock.now); err == nil {
+					f.clock.measuredAs(offset)
+				}
 			}()
 		}
 		f.mu.Unlock()

@@ -1,10 +1,12 @@
-package store
+package fallback
 
 import (
 	"context"
 	"errors"
 	"log/slog"
 	"time"
+
+	"github.com/ratelimit-go/ratelimit/internal/spec"
 )
 
 // A Fallback's way down and back: markDown starts a prober; the prober
@@ -16,7 +18,7 @@ import (
 func (f *Fallback) fail(err error) {
 	f.nFailed.Add(1)
 	f.lastErr.Store(&failure{err: err, at: time.Now()})
-	if faultOf(context.Background(), err) == misconfig {
+	if f.fault(context.Background(), err) == Misconfigured {
 		f.nConfig.Add(1)
 	}
 	f.markDown(err)
@@ -30,10 +32,10 @@ func (f *Fallback) markDown(err error) {
 	f.downAt.Store(now)
 	f.movedAt.Store(now)
 	f.nDown.Add(1)
-	switch {
-	case faultOf(context.Background(), err) == misconfig:
+	switch why := f.primary.Explain(context.Background(), err); {
+	case why.Fault == Misconfigured:
 		f.downLogged.Store(f.logMisconfig(err, time.Now()))
-	case causeOf(err) == "timeout":
+	case why.Cause == "timeout":
 		// Maybe the budget ran out while go-redis waited to dial again
 		// (a refused connection): the prober's first round, which dials
 		// once, says why (see logDown).
@@ -63,14 +65,7 @@ func (f *Fallback) checkAtStart() {
 	defer f.wg.Done()
 	ctx, cancel := context.WithTimeout(context.Background(), f.callTimeout())
 	defer cancel()
-	c, end, err := probeClient(ctx, f.redis.client)
-	if err == nil {
-		defer end()
-		err = f.redis.checkThrough(ctx, c)
-	} else {
-		err = misconfigured(err, f.redis.prefix, f.redis.cluster) // a certificate the client rejects
-	}
-	if faultOf(context.Background(), err) == misconfig {
+	if _, err := f.primary.Probe(ctx, Check, f.clock.now); f.fault(context.Background(), err) == Misconfigured {
 		f.fail(err)
 	}
 }
@@ -89,22 +84,13 @@ func (f *Fallback) probe(stop chan struct{}) {
 		}
 		start := time.Now()
 		ctx, cancel := context.WithTimeout(context.Background(), f.callTimeout())
-		c, end, err := probeClient(ctx, f.redis.client)
+		offset, err := f.primary.Probe(ctx, Recover, f.clock.now)
 		if err == nil {
-			err = f.redis.checkThrough(ctx, c)
-			if err == nil {
-				err = f.measureClock(ctx, c)
-			}
-			end()
-		} else {
-			err = misconfigured(err, f.redis.prefix, f.redis.cluster) // a certificate the client rejects
-		}
-		if err == nil {
-			err = f.redis.warm(ctx)
+			f.clock.measuredAs(offset)
 		}
 		logged := f.logMisconfig(err, time.Now())
 		if e := f.untold.Swap(nil); e != nil {
-			if faultOf(context.Background(), err) == misconfig {
+			if f.fault(context.Background(), err) == Misconfigured {
 				f.downLogged.Store(logged) // the ERROR says why
 			} else {
 				f.logDown(e.err, err, time.Now())
@@ -114,8 +100,8 @@ func (f *Fallback) probe(stop chan struct{}) {
 		if err != nil {
 			f.lastErr.Store(&failure{err: err, at: time.Now()})
 		}
-		if f.probed != nil {
-			f.probed(start, err == nil)
+		if probed := f.probed.Load(); probed != nil {
+			(*probed)(start, err == nil)
 		}
 		if err == nil {
 			f.markUp()
@@ -153,7 +139,7 @@ func (f *Fallback) markUp() {
 }
 
 // reconcile brings the backlog to Redis, reconcileBatch keys a round
-// trip (see Redis.chargeBacklogs); each key goes back to Redis once its
+// trip (see Primary.Charge); each key goes back to Redis once its
 // backlog is empty, checked under its shard's lock, so that a key under
 // steady load still gets there. A key Redis refuses for a reason other
 // than an outage (it holds a foreign value) is dropped and logged, since
@@ -193,34 +179,34 @@ func (f *Fallback) handBack(keys []string, offset int64) error {
 		if f.down.Load() {
 			return errors.New("ratelimit: fallback: Redis failed again")
 		}
-		var charges []*backlogCharge
+		var charges []*Charge
 		for _, key := range keys {
 			if c := f.backlog.shard(key).takeKey(&f.backlog, key); c != nil {
 				charges = append(charges, c)
 			} // else nothing waits: the key is on Redis now
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), f.callTimeout())
-		f.redis.chargeBacklogs(ctx, charges, offset)
+		f.primary.Charge(ctx, charges, offset)
 		cancel()
 		keys = keys[:0]
 		var failed error
 		for _, c := range charges {
 			switch {
-			case faultOf(context.Background(), c.err) != noFault:
+			case f.fault(context.Background(), c.Err).failing():
 				// Redis may have run it: it goes again as it was, which
 				// Redis recognizes by its identity.
 				f.backlog.putBack(c)
-				failed = c.err
-			case c.err != nil:
-				f.logger.LogAttrs(context.Background(), slog.LevelError, "ratelimit: fallback: what was decided in process for a key could not be brought to Redis", slog.String("error", c.err.Error()))
+				failed = c.Err
+			case c.Err != nil:
+				f.logger.LogAttrs(context.Background(), slog.LevelError, "ratelimit: fallback: what was decided in process for a key could not be brought to Redis", slog.String("error", c.Err.Error()))
 			default:
 				f.nCharged.Add(1)
 			}
-			for _, e := range c.p.limits {
+			for _, e := range c.Limits {
 				// Redis's answers from before the outage are stale.
-				f.seen.forget(c.key, []compiled{*e.c})
+				f.seen.forget(c.Key, []spec.Limit{*e.Limit})
 			}
-			keys = append(keys, c.key) // to take what came meanwhile
+			keys = append(keys, c.Key) // to take what came meanwhile
 		}
 		if failed != nil {
 			f.fail(failed)

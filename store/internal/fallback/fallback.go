@@ -1,0 +1,284 @@
+// Package fallback is the Fallback store's engine: it decides with a
+// primary store (the Redis store) and, while the primary fails, is slow or
+// is misconfigured, in process (with the Memory store), bringing what it
+// decided in process to the primary when it answers again.
+//
+// The store package documents the Fallback for users (store.Fallback,
+// store.FallbackOptions, store.FallbackHealth) and gives it the Redis
+// store as a [Primary]; this package knows the primary only through that
+// interface, and the Memory store only through what package memory
+// exports.
+//
+// The words of this package: the primary decides while it is up; a
+// decision in process is local, under this instance's share of each
+// limit; the backlog is what was decided in process, per key, on its way
+// to the primary; a charge is one key's backlog sent in one run, with an
+// identity the primary records so that a charge sent again counts once;
+// the prober checks a down primary every interval and hands decisions
+// back once the backlog has reached it (reconciling).
+package fallback
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/store/internal/limitset"
+	"github.com/ratelimit-go/ratelimit/store/internal/memory"
+)
+
+// Defaults of Options.
+const (
+	defaultBudget        = 50 * time.Millisecond
+	defaultProbeInterval = 500 * time.Millisecond
+)
+
+// Options configures [New]; store.FallbackOptions documents each, and a
+// zero value means its default.
+type Options struct {
+	Budget        time.Duration
+	ProbeInterval time.Duration
+	Instances     int
+	Local         memory.Options
+	MaxBacklog    int
+	HealthHook    func(up bool, err error)
+	Logger        *slog.Logger
+}
+
+// Fallback decides with its primary and, while the primary is down, in
+// process. store.Fallback documents what it does. It is safe for
+// concurrent use; Close stops its goroutines.
+type Fallback struct {
+	primary   Primary
+	local     *memory.Store
+	budget    time.Duration
+	interval  time.Duration
+	instances int
+	hook      func(up bool, err error)
+	logger    *slog.Logger
+	probed    atomic.Pointer[func(start time.Time, ok bool)] // tests: after each probe
+
+	down        atomic.Bool
+	reconciling atomic.Bool // some keys' backlogs still wait for the primary
+	mu          sync.Mutex
+	stop        chan struct{} // closed to stop the prober; nil when none runs
+	wg          sync.WaitGroup
+	closed      bool
+	logged      map[string]loggedLine   // what was logged lately, by what it said (see logOnce)
+	untold      atomic.Pointer[failure] // the timeout that sent decisions to memory, for the prober to log with its cause
+	downLogged  atomic.Bool             // this outage's line was logged, not held back as a repeat
+
+	nLocal   atomic.Uint64
+	nFailed  atomic.Uint64
+	nConfig  atomic.Uint64
+	nRevived atomic.Uint64
+	nCharged atomic.Uint64
+	nDown    atomic.Uint64
+	downAt   atomic.Int64 // unix ns when the primary was last marked down
+	movedAt  atomic.Int64 // unix ns when decisions last moved (to memory or back), or the Fallback was made
+	lastErr  atomic.Pointer[failure]
+
+	seen    *lastSeen // what the primary last said of recent keys
+	backlog backlog   // what was decided in process, for the primary
+	clock   clock     // the Fallback's clock, and the primary's against it
+}
+
+var _ ratelimit.Store = (*Fallback)(nil)
+
+// New returns a Fallback deciding with p, and starts checking p once, in
+// the background (see Probe). Options are taken as valid: store.NewFallback
+// checks them.
+func New(p Primary, opts Options) (*Fallback, error) {
+	f := &Fallback{
+		primary:   p,
+		budget:    cmp.Or(opts.Budget, defaultBudget),
+		interval:  cmp.Or(opts.ProbeInterval, defaultProbeInterval),
+		instances: cmp.Or(opts.Instances, 1),
+		hook:      opts.HealthHook,
+		logger:    cmp.Or(opts.Logger, slog.Default()),
+	}
+	f.backlog.max = int64(cmp.Or(opts.MaxBacklog, defaultMaxBacklog))
+	f.clock.start = time.Now()
+	f.movedAt.Store(f.clock.start.UnixNano())
+	var err error
+	if f.local, err = memory.New(opts.Local); err != nil {
+		return nil, fmt.Errorf("store.NewFallback: FallbackOptions.Local: %w", err)
+	}
+	f.seen = newLastSeen(f.local.MaxKeys())
+	f.wg.Add(1)
+	go f.checkAtStart()
+	return f, nil
+}
+
+// Allow decides with the primary, or in process while it is down or
+// while key's backlog waits for it.
+func (f *Fallback) Allow(ctx context.Context, key string, cost int, limits *ratelimit.Limits) (ratelimit.Decision, error) {
+	given, set, err := limitset.Check(key, cost, limits)
+	if err != nil {
+		return ratelimit.Decision{}, err
+	}
+	for {
+		if !f.down.Load() {
+			if f.reconciling.Load() {
+				if d, err, decided := f.allowLocally(ctx, key, cost, given, set, true); decided {
+					return d, err
+				}
+			}
+			t := time.Now()
+			now := f.clock.at(t)
+			d, err := f.primary.Decide(ctx, &Call{Key: key, Cost: cost, Limits: given, Set: set, Deadline: f.deadline(now), Until: t.Add(f.budget)})
+			if err == nil {
+				if d.Banned == 0 { // a ban's answer says nothing of the limits
+					f.seen.put(key, set.Limits, d.Results(), now, int64(f.budget/time.Microsecond))
+				}
+				if !f.down.Load() {
+					return d, nil
+				}
+				// Redis was marked down while this decision was under
+				// way (another overran the budget, or a check found
+				// Redis misconfigured): decisions in process may have
+				// started from a count older than this answer. So it
+				// is decided in process too, after the answer was
+				// recorded: what Redis admitted counts twice, which
+				// may deny early but never admits too many.
+			} else if fault := f.fault(ctx, err); !fault.failing() {
+				if fault == Waited && f.down.Load() {
+					continue // the request it waited on found Redis failing: decide in process
+				}
+				return d, err
+			} else {
+				f.fail(err)
+			}
+		}
+		if d, err, decided := f.allowLocally(ctx, key, cost, given, set, false); decided {
+			return d, err
+		}
+	}
+}
+
+// End charges usage on the primary, or in process as Allow decides.
+func (f *Fallback) End(ctx context.Context, key string, usage int, limits *ratelimit.Limits, admitted ratelimit.Decision) (ratelimit.Decision, error) {
+	given, set, err := limitset.CheckEnd(key, usage, limits)
+	if err != nil {
+		return ratelimit.Decision{}, err
+	}
+	slot := admitted.Lease // a slot Redis gave: given back there
+	if admitted.Fallback {
+		f.local.Release(key, slot, set.Share(f.instances)) // a slot of this instance's share
+		slot = ""
+	}
+	for {
+		if !f.down.Load() {
+			if f.reconciling.Load() {
+				if d, ended := f.endLocally(key, usage, given, set, true); ended {
+					return d, nil
+				}
+			}
+			t := time.Now()
+			rctx, cancel := context.WithTimeout(ctx, f.budget)
+			d, err := f.primary.End(rctx, &Call{Key: key, Limits: given, Set: set, Deadline: f.deadline(f.clock.at(t))}, usage, slot)
+			cancel()
+			if err == nil || !f.fault(ctx, err).failing() {
+				return d, err
+			}
+			f.fail(err)
+		}
+		if d, ended := f.endLocally(key, usage, given, set, false); ended {
+			return d, nil
+		}
+	}
+}
+
+// Peek answers as the next Allow would, on the primary or in process,
+// and records nothing.
+func (f *Fallback) Peek(ctx context.Context, key string, cost int, limits *ratelimit.Limits) (ratelimit.Decision, error) {
+	given, set, err := limitset.Check(key, cost, limits)
+	if err != nil {
+		return ratelimit.Decision{}, err
+	}
+	for {
+		if !f.down.Load() {
+			if f.reconciling.Load() {
+				if d, peeked := f.peekLocally(key, cost, given, set, true); peeked {
+					return d, nil
+				}
+			}
+			rctx, cancel := context.WithTimeout(ctx, f.budget)
+			d, err := f.primary.Peek(rctx, &Call{Key: key, Cost: cost, Limits: given, Set: set})
+			cancel()
+			if err == nil || !f.fault(ctx, err).failing() {
+				return d, err
+			}
+			f.fail(err)
+		}
+		if d, peeked := f.peekLocally(key, cost, given, set, false); peeked {
+			return d, nil
+		}
+	}
+}
+
+// Reset forgets key's state in process and on the primary; while the
+// primary is down, the reset waits in the backlog.
+func (f *Fallback) Reset(ctx context.Context, key string, limits *ratelimit.Limits) error {
+	_, set, err := limitset.Check(key, 1, limits)
+	if err != nil {
+		return err
+	}
+	local := set.Share(f.instances)
+	for {
+		if !f.down.Load() && f.reconciling.Load() {
+			// A key whose backlog waits for Redis is reset there with it.
+			sh := f.backlog.shard(key)
+			sh.mu.Lock()
+			if sh.keys[key] != nil && !f.down.Load() {
+				err := f.resetLocally(sh, key, set, local)
+				sh.mu.Unlock()
+				return err
+			}
+			sh.mu.Unlock()
+		}
+		if !f.down.Load() {
+			rctx, cancel := context.WithTimeout(ctx, f.budget)
+			err := f.primary.Reset(rctx, key, limits)
+			cancel()
+			if err == nil {
+				f.seen.forget(key, set.Limits)
+				f.local.Forget(key, local, true)
+				return nil
+			}
+			if !f.fault(ctx, err).failing() {
+				return err
+			}
+			f.fail(err)
+		}
+		sh := f.backlog.shard(key)
+		sh.mu.Lock()
+		if f.down.Load() {
+			err := f.resetLocally(sh, key, set, local)
+			sh.mu.Unlock()
+			return err
+		}
+		sh.mu.Unlock() // Redis came back meanwhile: reset it there
+	}
+}
+
+// Close stops the prober and waits for the Fallback's goroutines.
+func (f *Fallback) Close() error {
+	f.mu.Lock()
+	f.closed = true
+	if f.stop != nil {
+		close(f.stop)
+		f.stop = nil
+	}
+	f.mu.Unlock()
+	f.wg.Wait()
+	if e := f.untold.Swap(nil); e != nil {
+		f.logDown(e.err, nil, time.Now()) // the prober stopped before it could
+	}
+	return nil
+}

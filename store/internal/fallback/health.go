@@ -1,0 +1,61 @@
+package fallback
+
+import (
+	"context"
+	"time"
+)
+
+// Health is a snapshot of a Fallback: store.FallbackHealth, which it
+// converts to, documents each field.
+type Health struct {
+	Decisions                                                       string
+	Since                                                           time.Time
+	LastError                                                       error
+	LastErrorKind                                                   string
+	LastErrorAt                                                     time.Time
+	Waiting                                                         int64
+	Local, Failures, Misconfigured, Outages, Recoveries, Reconciled uint64
+}
+
+// failure is a Redis call's error and when it happened.
+type failure struct {
+	err error
+	at  time.Time
+}
+
+// Health returns where decisions are made now, since when, the last Redis
+// failure, and the counts so far. Each is read on its own, at once: under
+// load, one count may include an event another does not yet. It is safe
+// to call at any time. A Peek is not counted.
+func (f *Fallback) Health() Health {
+	h := Health{
+		Decisions:     "redis",
+		Since:         time.Unix(0, f.movedAt.Load()).UTC(),
+		Waiting:       f.backlog.keys.Load(),
+		Local:         f.nLocal.Load(),
+		Failures:      f.nFailed.Load(),
+		Misconfigured: f.nConfig.Load(),
+		Outages:       f.nDown.Load(),
+		Recoveries:    f.nRevived.Load(),
+		Reconciled:    f.nCharged.Load(),
+	}
+	if f.down.Load() {
+		h.Decisions = "in_process"
+	}
+	if e := f.lastErr.Load(); e != nil {
+		h.LastError, h.LastErrorAt, h.LastErrorKind = e.err, e.at.UTC(), f.primary.Explain(context.Background(), e.err).Kind()
+	}
+	return h
+}
+
+// Kind names what kind of failure w is, in words safe to serve (see
+// store.FallbackHealth.LastErrorKind): never the error's own text.
+func (w Failure) Kind() string {
+	switch {
+	case w.Fault == Misconfigured && len(w.Problems) > 0:
+		return "misconfigured: " + w.Problems[0].What
+	case w.Cause == "timeout":
+		return "timeout"
+	}
+	return "unavailable"
+}

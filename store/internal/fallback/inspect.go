@@ -1,0 +1,58 @@
+package fallback
+
+import (
+	"time"
+
+	"github.com/ratelimit-go/ratelimit/internal/spec"
+)
+
+// What the store package's tests read of a Fallback, and the hooks they
+// set: they drive a Fallback over a real Redis, which only the store
+// package can give it. Nothing else calls these.
+
+// Reconciling reports whether some keys' backlogs still wait for the
+// primary after it came back.
+func (f *Fallback) Reconciling() bool { return f.reconciling.Load() }
+
+// OnProbe has fn called after each round of the prober, with when the
+// round started and whether it found the primary able to decide.
+func (f *Fallback) OnProbe(fn func(start time.Time, ok bool)) { f.probed.Store(&fn) }
+
+// ClockRead reports whether the primary's clock has been read.
+func (f *Fallback) ClockRead() bool { return f.clock.measured.Load() != 0 }
+
+// AssumeClock takes the primary's clock as read, equal to the Fallback's:
+// for a primary that has none to read.
+func (f *Fallback) AssumeClock() { f.clock.measuredAs(0) }
+
+// Now returns the time on the Fallback's clock (µs).
+func (f *Fallback) Now() int64 { return f.clock.now() }
+
+// Seen returns what the primary last said of key under c: the units it
+// had left, if it said anything that still holds at now.
+func (f *Fallback) Seen(key string, c *spec.Limit, now int64) (remaining int64, ok bool) {
+	return f.seen.get(key, c, now)
+}
+
+// Sizes returns how many keys have a backlog, its bound, how many limit
+// states key's backlog holds, and how many keys the in-process store
+// holds.
+func (f *Fallback) Sizes(key string) (backlogKeys, maxBacklog int64, keyLimits, localKeys int) {
+	sh := f.backlog.shard(key)
+	sh.mu.Lock()
+	if p := sh.keys[key]; p != nil {
+		keyLimits = len(p.limits)
+	}
+	sh.mu.Unlock()
+	return f.backlog.keys.Load(), f.backlog.max, keyLimits, f.local.Len()
+}
+
+// Settings returns the budget, the probe interval and the instances the
+// Fallback works with, its options' defaults applied.
+func (f *Fallback) Settings() (budget, interval time.Duration, instances int) {
+	return f.budget, f.interval, f.instances
+}
+
+// Fail sends decisions in process as a call to the primary failing with
+// err would.
+func (f *Fallback) Fail(err error) { f.fail(err) }
