@@ -7,7 +7,7 @@ import (
 	"github.com/ratelimit-go/ratelimit/store/internal/fallback"
 )
 
-// The KEYS and ARGV of the store's programs (see redis_scripts.go). Each
+// The KEYS and ARGV of the store's programs (see scripts.go). Each
 // program's are built here, by one function, in the order its script
 // reads them, which the script's header in package lua states; the
 // script reads them through the names it gives them at its top. Nothing
