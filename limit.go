@@ -19,7 +19,7 @@ const (
 	maxQuota           = spec.MaxQuota
 	maxNameLength      = 64
 	maxSlots           = 10_000 // of a Concurrent limit
-	minLease           = 300 * time.Millisecond
+	minSlotLife        = 300 * time.Millisecond
 )
 
 // Algorithm selects how a [Limit] counts requests. The zero value is
@@ -68,7 +68,7 @@ const (
 	// Concurrent caps the requests in flight: at most Quota at once per
 	// key, across every instance. A request admitted takes one slot,
 	// whatever its cost, and gives it back when it ends, however it ends
-	// (see [Limiter.End]). A slot is a lease of Window (zero means 30s)
+	// (see [Limiter.End]). A slot is held for Window (zero means 30s)
 	// that its instance renews every third of it while the request runs,
 	// so a long response keeps its slot and the slots of an instance that
 	// crashed come back within Window. Quota is at most 10,000.
@@ -174,7 +174,7 @@ type Limit struct {
 	// for a hot key, one that every request shares, which would
 	// otherwise cost the store a round trip per request. Units are counted
 	// in the store when taken, so the limit holds across every instance;
-	// what leasing costs is units taken and not spent before their lease
+	// what leasing costs is units taken and not spent before their slice
 	// ends, which slices sized from each instance's traffic keep small.
 	// Slices shrink to one unit, a plain decision, as the quota runs
 	// out. Fixed window, sliding window and token bucket limits can be
@@ -217,8 +217,8 @@ func (l Limit) String() string {
 	}
 	b.WriteString(strconv.Itoa(l.Quota))
 	if l.Algorithm == Concurrent {
-		b.WriteString(" in flight, leases of ")
-		b.WriteString(formatDuration(cmp.Or(l.Window, spec.DefaultLease)))
+		b.WriteString(" in flight, slots of ")
+		b.WriteString(formatDuration(cmp.Or(l.Window, spec.DefaultSlotLife)))
 		return b.String()
 	}
 	if l.Algorithm.calendar() {
@@ -390,7 +390,7 @@ func (l Limit) check() (field, problem string) {
 // A slice is at most an eighth of what the limit has left beyond the
 // request's cost, ends a millisecond before its window or slot ends, and
 // a token bucket's is taken only from what the bucket holds beyond the
-// refill of a slice's life (spec.LeaseLife).
+// refill of a slice's life (spec.SliceLife).
 func (l Limit) checkLeased() (field, problem string) {
 	unit := max(l.Cost, 1)
 	switch l.Algorithm {
@@ -404,9 +404,9 @@ func (l Limit) checkLeased() (field, problem string) {
 		}
 	case TokenBucket:
 		burst := l.capacity()
-		refill := float64(l.Quota) * float64(spec.LeaseLife) / float64(l.Window)
+		refill := float64(l.Quota) * float64(spec.SliceLife) / float64(l.Window)
 		if float64(burst)-refill < float64(9*unit) {
-			return "Burst", fmt.Sprintf("%d is too small to lease: a slice is taken only from what the bucket holds beyond its refill in %v (%.0f), and at most an eighth of it, so it would never take one; raise Burst to at least %d, or do not lease the limit", burst, spec.LeaseLife, refill, int(math.Ceil(refill))+9*unit)
+			return "Burst", fmt.Sprintf("%d is too small to lease: a slice is taken only from what the bucket holds beyond its refill in %v (%.0f), and at most an eighth of it, so it would never take one; raise Burst to at least %d, or do not lease the limit", burst, spec.SliceLife, refill, int(math.Ceil(refill))+9*unit)
 		}
 		return "", ""
 	}
@@ -421,8 +421,8 @@ func (l Limit) checkConcurrent() (field, problem string) {
 	switch {
 	case l.Quota > maxSlots:
 		return "Quota", fmt.Sprintf("must be at most %d requests in flight, got %d", maxSlots, l.Quota)
-	case l.Window != 0 && l.Window < minLease:
-		return "Window", fmt.Sprintf("is a concurrent limit's lease: at least %v, or zero for 30s; got %v", minLease, l.Window)
+	case l.Window != 0 && l.Window < minSlotLife:
+		return "Window", fmt.Sprintf("is a concurrent limit's slot life: at least %v, or zero for 30s; got %v", minSlotLife, l.Window)
 	case l.Window%time.Millisecond != 0:
 		return "Window", fmt.Sprintf("must be a whole number of milliseconds, got %v", l.Window)
 	case l.Burst != 0:
@@ -648,7 +648,7 @@ func newPolicy(namespace, pattern string, limits []Limit, ban Ban, unit string, 
 	}
 	switch {
 	case limits[0].Leased && ban != Ban{}:
-		return nil, "the limits are leased, decided in process where the strikes of a ban cannot be counted: drop the ban or the leases"
+		return nil, "the limits are leased, decided in process where the strikes of a ban cannot be counted: drop the ban or Leased"
 	case limits[0].Leased && countOnly:
 		return nil, "the limits are leased, taken before the requests, and WithCountOnly charges them after: drop one"
 	}

@@ -39,7 +39,7 @@ func TestLimitString(t *testing.T) {
 		{Limit{Algorithm: Monthly, Quota: 1_000_000, Name: "gen-month"}, "gen-month: 1000000 per calendar month in UTC"},
 		{Limit{Algorithm: Monthly, Quota: 1_000_000, Usage: true}, "1000000 per calendar month in UTC, charged from usage"},
 		{Limit{Quota: 40_000, Window: time.Minute, Usage: true}, "40000 per 1m, sliding-window, charged from usage"},
-		{Limit{Algorithm: Concurrent, Quota: 4, Name: "gen-concurrent"}, "gen-concurrent: 4 in flight, leases of 30s"},
+		{Limit{Algorithm: Concurrent, Quota: 4, Name: "gen-concurrent"}, "gen-concurrent: 4 in flight, slots of 30s"},
 		{Limit{Algorithm: Daily, Quota: 50, Zone: "Europe/Paris"}, "50 per calendar day in Europe/Paris"},
 		{Limit{Algorithm: Weekly, Quota: 9, Zone: "America/New_York", Weekday: time.Monday}, "9 per calendar week from Monday in America/New_York"},
 	}

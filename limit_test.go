@@ -463,7 +463,7 @@ func TestLeasedRefusesBansAndCountOnly(t *testing.T) {
 	}
 	ban := ratelimit.Ban{After: 3, Within: time.Minute, For: time.Minute}
 	if _, err := limits.WithBan(ban); !errors.Is(err, ratelimit.ErrInvalid) || !strings.Contains(err.Error(), "leased") {
-		t.Errorf("Limits.WithBan of leased limits: got %v, want ErrInvalid naming the leases", err)
+		t.Errorf("Limits.WithBan of leased limits: got %v, want ErrInvalid naming Leased", err)
 	}
 	s, err := store.NewMemory(store.MemoryOptions{})
 	if err != nil {
@@ -471,7 +471,7 @@ func TestLeasedRefusesBansAndCountOnly(t *testing.T) {
 	}
 	for name, opt := range map[string]ratelimit.Option{"WithBan": ratelimit.WithBan(ban), "WithCountOnly": ratelimit.WithCountOnly(func(status int) bool { return status >= 400 })} {
 		if _, err := ratelimit.New(s, "api", ratelimit.WithLimits(leased), opt); !errors.Is(err, ratelimit.ErrInvalid) || !strings.Contains(err.Error(), "leased") {
-			t.Errorf("New with leased limits and %s: got %v, want ErrInvalid naming the leases", name, err)
+			t.Errorf("New with leased limits and %s: got %v, want ErrInvalid naming Leased", name, err)
 		}
 	}
 }

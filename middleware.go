@@ -340,7 +340,7 @@ func (l *Limiter) End(r *http.Request) error {
 		return nil
 	}
 	e.ended = true
-	usage, slot := 0, e.stored(d).Lease
+	usage, slot := 0, e.stored(d).Slot
 	if d.policy.usage {
 		usage = e.used()
 	}

@@ -26,7 +26,7 @@ import (
 )
 
 // instanceEnv, when set, makes the test binary an instance of a service
-// (see serveInstance): "redis address,key prefix,slots,lease".
+// (see serveInstance): "redis address,key prefix,slots,slot".
 const instanceEnv = "RATELIMIT_TEST_INSTANCE"
 
 // inFlight counts, in Redis, the requests the instances' handlers are
@@ -46,7 +46,7 @@ return n`)
 func serveInstance() {
 	f := strings.Split(os.Getenv(instanceEnv), ",")
 	slots, _ := strconv.Atoi(f[2])
-	lease, _ := time.ParseDuration(f[3])
+	slot, _ := time.ParseDuration(f[3])
 	c := redis.NewClient(&redis.Options{Addr: f[0], PoolSize: 64})
 	s, err := store.NewRedis(c, store.RedisOptions{Prefix: f[1]})
 	if err != nil {
@@ -54,7 +54,7 @@ func serveInstance() {
 	}
 	key, _ := ratelimit.HeaderKey("X-API-Key", []byte("a test secret, 32 bytes at least"))
 	l, err := ratelimit.New(s, "gen", ratelimit.WithKey(key),
-		ratelimit.WithLimits(ratelimit.Limit{Algorithm: ratelimit.Concurrent, Quota: slots, Window: lease, Name: "gen-concurrent"}))
+		ratelimit.WithLimits(ratelimit.Limit{Algorithm: ratelimit.Concurrent, Quota: slots, Window: slot, Name: "gen-concurrent"}))
 	if err != nil {
 		panic(err)
 	}
@@ -81,11 +81,11 @@ type instance struct {
 }
 
 // startInstance starts an instance on the redis-server at addr, under
-// prefix, with a limit of slots requests in flight and leases of lease.
-func startInstance(t *testing.T, addr, prefix string, slots int, lease time.Duration) *instance {
+// prefix, with a limit of slots requests in flight and slots of slot.
+func startInstance(t *testing.T, addr, prefix string, slots int, slot time.Duration) *instance {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s,%s,%d,%s", instanceEnv, addr, prefix, slots, lease))
+	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s,%s,%d,%s", instanceEnv, addr, prefix, slots, slot))
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -163,14 +163,14 @@ func TestConcurrentAcrossInstances(t *testing.T) {
 
 // TestConcurrentSlotsOfAKilledInstance: an instance holds every slot with
 // long requests and is killed with SIGKILL; another instance gets slots
-// again within a lease (1s here; the bound is the limit's Window) of the
-// kill, and not before the leases could have ended.
+// again within a slot (1s here; the bound is the limit's Window) of the
+// kill, and not before the slots could have ended.
 func TestConcurrentSlotsOfAKilledInstance(t *testing.T) {
 	redistest.RequireFaults(t)
 	srv := redistest.Require(t)
-	const slots, lease = 4, time.Second
-	a := startInstance(t, srv.Addr, "killed:", slots, lease)
-	b := startInstance(t, srv.Addr, "killed:", slots, lease)
+	const slots, slot = 4, time.Second
+	a := startInstance(t, srv.Addr, "killed:", slots, slot)
+	b := startInstance(t, srv.Addr, "killed:", slots, slot)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
 	for range slots {
 		go func() { // ends with the kill, in an error
@@ -197,7 +197,7 @@ func TestConcurrentSlotsOfAKilledInstance(t *testing.T) {
 	// A renewal the instance sent before it died may still be waiting in
 	// Redis's socket. Redis answers a command sent now only after the
 	// events it reads with it, so once it has answered every renewal is
-	// counted, and the leases end at most a lease later.
+	// counted, and the slots end at most a slot later.
 	if err := rc.Ping(context.Background()).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -209,29 +209,29 @@ func TestConcurrentSlotsOfAKilledInstance(t *testing.T) {
 			back = time.Since(killed)
 			break
 		}
-		// Denied: it was decided after it began, so a lease was left then.
+		// Denied: it was decided after it began, so a slot was left then.
 		// A millisecond or two between Redis's clock and ours.
-		if late := began.Sub(counted); late > lease+2*time.Millisecond {
-			t.Errorf("a request sent %v after Redis had every renewal of the killed instance was denied, later than the lease %v", late, lease)
+		if late := began.Sub(counted); late > slot+2*time.Millisecond {
+			t.Errorf("a request sent %v after Redis had every renewal of the killed instance was denied, later than the slot %v", late, slot)
 		}
-		if time.Since(killed) > 5*lease {
-			t.Fatalf("no slot came back %v after the kill; the bound is the lease, %v", time.Since(killed), lease)
+		if time.Since(killed) > 5*slot {
+			t.Fatalf("no slot came back %v after the kill; the bound is the slot, %v", time.Since(killed), slot)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	t.Logf("slots back %v after the kill (lease %v, renewed every %v)", back.Round(time.Millisecond), lease, lease/3)
+	t.Logf("slots back %v after the kill (slot %v, renewed every %v)", back.Round(time.Millisecond), slot, slot/3)
 }
 
-// TestConcurrentLongResponseKeepsItsSlot: a request held for 3.5 leases
-// keeps the only slot all along (its instance renews the lease), and
+// TestConcurrentLongResponseKeepsItsSlot: a request held for 3.5 slots
+// keeps the only slot all along (its instance renews the slot), and
 // gives it back when it ends.
 func TestConcurrentLongResponseKeepsItsSlot(t *testing.T) {
 	redistest.RequireFaults(t) // seconds of waiting
 	t.Parallel()
 	c, prefix := sharedRedis(t)
-	const lease = time.Second
+	const slot = time.Second
 	l := newLimiter(t, newRedisStore(t, c, prefix), "long", ratelimit.WithKey(func(*http.Request) (string, error) { return "k", nil }),
-		ratelimit.WithLimits(ratelimit.Limit{Algorithm: ratelimit.Concurrent, Quota: 1, Window: lease}))
+		ratelimit.WithLimits(ratelimit.Limit{Algorithm: ratelimit.Concurrent, Quota: 1, Window: slot}))
 	release := make(chan struct{})
 	started := make(chan struct{})
 	long := l.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -255,9 +255,9 @@ func TestConcurrentLongResponseKeepsItsSlot(t *testing.T) {
 	short := l.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	start := time.Now()
 	tries := 0
-	for time.Since(start) < 3*lease+lease/2 {
+	for time.Since(start) < 3*slot+slot/2 {
 		if w := serve(short, "GET", "/"); w.Code != http.StatusTooManyRequests {
-			t.Fatalf("%v into a response of 3.5 leases: got %d, want 429: the long response lost its slot", time.Since(start), w.Code)
+			t.Fatalf("%v into a response of 3.5 slots: got %d, want 429: the long response lost its slot", time.Since(start), w.Code)
 		}
 		tries++
 		time.Sleep(50 * time.Millisecond)

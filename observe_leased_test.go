@@ -19,15 +19,15 @@ import (
 // cost (Result.Leased), the next 16 are decided from it in process
 // (Leased 0), and the one after takes a new slice.
 //
-// A slice lasts spec.LeaseLife, 100ms, from when its request was sent: a
+// A slice lasts spec.SliceLife, 100ms, from when its request was sent: a
 // loaded machine can take longer than that over the 18 requests, and then
 // the slice lapses and the next request takes a new one. Each request's
 // start and end are measured, and a request is held to what those times
 // allow: decided from the slice while its units last, unless the slice
-// may have lapsed (the request ended LeaseLife or more after the one that
+// may have lapsed (the request ended SliceLife or more after the one that
 // took it started); taking a new one only when the units are out or the
 // slice may have lapsed, and never from a slice that had certainly lapsed
-// (the request started LeaseLife or more after the taking one ended). On
+// (the request started SliceLife or more after the taking one ended). On
 // an idle machine the 18 requests take a few milliseconds, and that is the
 // whole check above.
 func TestObserverSeesLeaseRefills(t *testing.T) {
@@ -76,8 +76,8 @@ func TestObserverSeesLeaseRefills(t *testing.T) {
 	}
 	units, taker, lapses := leased[0], 0, 0
 	for i := 1; i < requests; i++ {
-		alive := ended[i].Sub(began[taker]) < spec.LeaseLife   // the slice certainly had time left
-		lapsed := began[i].Sub(ended[taker]) >= spec.LeaseLife // it certainly had none
+		alive := ended[i].Sub(began[taker]) < spec.SliceLife   // the slice certainly had time left
+		lapsed := began[i].Sub(ended[taker]) >= spec.SliceLife // it certainly had none
 		switch {
 		case leased[i] > 0 && units > 0 && alive:
 			t.Errorf("request %d: Leased %d, want 0: %d units of the slice request %d took %v before were left (%v)", i, leased[i], units, taker, ended[i].Sub(began[taker]), leased)

@@ -46,7 +46,7 @@ type Store interface {
 
 	// End ends a request that Allow admitted as d, once its response is
 	// done: it gives back the slot d holds of a [Concurrent] limit (see
-	// Decision.Lease) and takes usage units (0 or more) from each of
+	// Decision.Slot) and takes usage units (0 or more) from each of
 	// limits' limits charged from usage (see [Limit].Usage), whatever they
 	// have left, atomically, and leaves the other limits alone. It answers
 	// for each limit as Peek would for a request of 1: what the key has
@@ -126,10 +126,10 @@ type Decision struct {
 	// Banned. The request whose denial starts a ban sees it too.
 	Banned time.Duration
 
-	// Lease names the slot a request admitted under a [Concurrent] limit
+	// Slot names the slot a request admitted under a [Concurrent] limit
 	// holds, for [Store.End] to give back; empty otherwise. The store
-	// that made the Decision sets it, and renews the lease until End.
-	Lease string
+	// that made the Decision sets it, and keeps the slot held until End.
+	Slot string
 
 	// The results, n of them: in one when there is one, in more when
 	// there are several. The common decision, by one limit, so allocates
@@ -193,7 +193,7 @@ func (d *Decision) results() []Result {
 //
 // Limits with a ban (see [Limits.WithBan]) count every denial Wait meets
 // towards it, as they would a client's; a ban's RetryAfter is its end. A
-// decision that holds a slot of a [Concurrent] limit (Decision.Lease) is
+// decision that holds a slot of a [Concurrent] limit (Decision.Slot) is
 // the caller's to end with [Store].End when its work is done.
 func Wait(ctx context.Context, s Store, key string, cost int, limits *Limits, maxWait time.Duration) (Decision, error) {
 	if maxWait < 0 {

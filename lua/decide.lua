@@ -54,9 +54,9 @@
 --          {hash tag}.
 -- Reply    one line per request, joined by newlines: five integers per
 --          limit (allowed 1 or 0, remaining, reset_after, retry_after,
---          window; a leased limit asking for a lease adds two, the
+--          window; a leased limit asking for a slice adds two, the
 --          units it took for the instance beyond the cost and how long
---          they last, see lease),
+--          they last, see slice),
 --          then, when the request has a ban, banned (the time until the
 --          ban ends; 0: not banned), separated by spaces; or "E " and an
 --          error with its newlines turned into spaces, or "X" for a
@@ -94,10 +94,10 @@ local function cost_of(code, cost)
   return units and tonumber(units) or cost
 end
 
--- A leased limit (ratelimit.Limit.Leased) whose request asks for a lease
+-- A leased limit (ratelimit.Limit.Leased) whose request asks for a slice
 -- has "~want~life" after its code: besides its cost, it takes up to want
 -- more units for the instance to spend in process, for at most life
--- microseconds (see lease).
+-- microseconds (see slice).
 local function leased(code)
   return #code > 1 and string.find(code, '~', 2, true) ~= nil
 end
@@ -173,24 +173,24 @@ end
 -- network; the margin covers the clocks' rates and rounding.
 local lease_margin = 1000
 
--- lease returns the units a request that passed may take beyond its cost
+-- slice returns the units a request that passed may take beyond its cost
 -- from the leased limit of code, the algorithm's parameters pa, pb, pc and
 -- CHECK's remaining and s1 (a fixed window's PTTL, a token bucket's
 -- level) at now, how long they last, and the s1 to COMMIT with. It gives
 -- what the instance wants, up to an eighth of what is left after the
 -- cost, so that slices shrink as the quota runs out and its last units
 -- are decided one by one, in plain decisions, and up to 1/512 of the
--- quota, so that units left unspent when a window ends stay few. A lease
+-- quota, so that units left unspent when a window ends stay few. A slice
 -- may last only while every unit of it would count as it does now if
 -- spent then: a fixed window's units until lease_margin before the
 -- earliest time its key may expire (its PTTL, which rounds down), a
 -- sliding window's until lease_margin before the slot they are counted
 -- in ends. A token bucket's last life: the bucket keeps, for the time of
--- the lease, room for the refill of that time (rate * life), taken as if
--- the lease's units left it at the lease's end, so that no span of time
+-- the slice, room for the refill of that time (rate * life), taken as if
+-- the slice's units left it at the slice's end, so that no span of time
 -- admits more than the bucket would, whenever within its life the units
 -- are spent.
-local function lease(code, cost, remaining, pa, pb, pc, now, s1)
+local function slice(code, cost, remaining, pa, pb, pc, now, s1)
   local want, life = string.match(code, '~(%d+)~(%d+)$')
   want, life = tonumber(want), tonumber(life)
   local k, quota = kind(code), pa
@@ -227,7 +227,7 @@ local function lease_set(first, n, costs, remaining, pa, pb, pc, now, s1, extra,
   local requests, shortest, level = math.huge, math.huge, {}
   for i = 1, n do
     local units, l
-    units, l, level[i] = lease(limit_code(first, i), costs[i], remaining[i], pa[i], pb[i], pc[i], now, s1[i])
+    units, l, level[i] = slice(limit_code(first, i), costs[i], remaining[i], pa[i], pb[i], pc[i], now, s1[i])
     requests = math.min(requests, math.floor(units / math.max(costs[i], 1)))
     shortest = math.min(shortest, l)
   end
@@ -251,7 +251,7 @@ end
 local function decide_limits(k, n, cost, first, now)
   local alg, pa, pb, pc, s1, s2, s3, ok, remaining, reset, retry, window = {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}
   local later, slot, costs = {}, {}, {} -- charged from usage: checked, not taken; a slot: one taken
-  local pass, leases, extra, life = true, leased(limit_code(first, 1)), {}, {} -- a set's limits are leased all or none
+  local pass, slices, extra, life = true, leased(limit_code(first, 1)), {}, {} -- a set's limits are leased all or none
   for i = 1, n do
     local code
     code, pa[i], pb[i], pc[i] = limit_args(first, i)
@@ -265,7 +265,7 @@ local function decide_limits(k, n, cost, first, now)
     ok[i], remaining[i], retry[i], s1[i], s2[i], s3[i] = alg[i](CHECK, KEYS[k + i], costs[i], pa[i], pb[i], pc[i], now)
     pass = pass and ok[i]
   end
-  if pass and leases then
+  if pass and slices then
     lease_set(first, n, costs, remaining, pa, pb, pc, now, s1, extra, life)
   end
   for i = 1, n do

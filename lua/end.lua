@@ -1,6 +1,6 @@
 -- end.lua: ends a request that decide.lua admitted, once its response is
 -- done: it gives back the request's slot of a Concurrent limit (the
--- lease whose id is that limit's parameter c), and its usage is taken
+-- slot whose id is that limit's parameter c), and its usage is taken
 -- from each of its limits charged from usage
 -- (their codes are in upper case, see decide.lua), whatever they have
 -- left. A limit used past its quota is in debt, and denies until time

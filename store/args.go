@@ -43,8 +43,8 @@ func requestKeys(keys []string, prefix string, r *request) []string {
 // its request_args, limit_args and ban_args: n, the number of limits,
 // negated when a ban follows them; the cost; the deadline, sent by
 // reference, since boxing it would allocate; each limit's code, a, b and
-// c, where the code asks for a lease (see leasedCode) when r.ask is set
-// and a Concurrent limit's c is slot, the lease id of the slot the
+// c, where the code asks for a slice (see leasedCode) when r.ask is set
+// and a Concurrent limit's c is slot, the id of the slot the
 // request takes; then the ban's after, within, for and max.
 func decideArgs(args []any, r *request, deadline *int64, slot string) []any {
 	n := len(r.set.Limits)
@@ -83,7 +83,7 @@ func peekArgs(args []any, r *request) []any {
 
 // endArgs appends the ARGV of end.lua, in the order of its end_args: the
 // usage, r's deadline, then each limit's code, a, b and c, where a
-// Concurrent limit's c is slot, the lease id of the slot given back, when
+// Concurrent limit's c is slot, the id of the slot given back, when
 // it is not "".
 func endArgs(args []any, r *request, usage int, slot string) []any {
 	args = append(args, usage, r.deadline)
@@ -129,8 +129,8 @@ func chargeArgs(prefix string, c *fallback.Charge, offset int64) ([]string, []an
 	return keys, args
 }
 
-// renewArgs returns the ARGV of renew.lua: the leases' length in µs, then
-// the ids of the leases to renew.
+// renewArgs returns the ARGV of renew.lua: the slots' life in µs, then
+// the ids of the slots to renew.
 func renewArgs(length int64, ids []any) []any {
 	return append([]any{length}, ids...)
 }

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -106,9 +107,19 @@ func ExampleNewFallback() {
 	if err != nil {
 		panic(err)
 	}
+	ctx := context.Background()
+	// At start, a misconfigured Redis needs a fix; an unreachable one
+	// does not stop the service, which the Fallback serves meanwhile.
+	if err := shared.Check(ctx); errors.Is(err, store.ErrMisconfigured) {
+		panic(err)
+	}
 	s, err := store.NewFallback(shared, store.FallbackOptions{
 		Instances: 2, // while Redis is down, each of 2 instances allows half
-		Logger:    slog.New(slog.DiscardHandler),
+		// The default, 50ms, suits Redis; miniredis, which runs this
+		// example, runs one command at a time and compiles each script
+		// it runs, so a check can hold a decision past 50ms.
+		Budget: time.Second,
+		Logger: slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
 		panic(err)
@@ -116,7 +127,6 @@ func ExampleNewFallback() {
 	defer s.Close()
 
 	limits, _ := ratelimit.NewLimits(ratelimit.PerMinute(10).Using(ratelimit.FixedWindow))
-	ctx := context.Background()
 	d, _ := s.Allow(ctx, "user:42", 1, limits)
 	fmt.Println("on Redis:", d.Allowed, d.Results()[0].Remaining, d.Fallback)
 

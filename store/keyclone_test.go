@@ -10,7 +10,7 @@ import (
 	"github.com/ratelimit-go/ratelimit/store/internal/limitset"
 )
 
-// TestStoresCopyTheKeysTheyHold: a key the deny cache and the leases
+// TestStoresCopyTheKeysTheyHold: a key the deny cache and the slices
 // keep (the Memory store and the Fallback's backlog: see their
 // TestMemoryCopiesTheKeysItHolds and TestBacklogCopiesItsKeys) is a copy, not a substring of
 // the caller's buffer, which through a Limiter holds the request's
@@ -39,12 +39,12 @@ func TestStoresCopyTheKeysTheyHold(t *testing.T) {
 		}
 	}
 
-	var q quotaLeases
+	var q sliceTable
 	q.shard(key).add(key, 0)
 	for i := range q.shards {
 		for held := range q.shards[i].keys {
 			if in(held) {
-				t.Error("the leases hold the caller's buffer as a key")
+				t.Error("the slices hold the caller's buffer as a key")
 			}
 		}
 	}

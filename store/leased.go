@@ -17,89 +17,89 @@ import (
 
 // Leased limits (ratelimit.Limit.Leased). A request of a leased set is
 // decided in process when this instance holds, for each of its limits, a
-// lease with units enough and time left; the units are counted on Redis
-// already, when the lease was taken, so spending them needs no call. When
+// slice with units enough and time left; the units are counted on Redis
+// already, when the slice was taken, so spending them needs no call. When
 // one lacks, the request goes to Redis as any other, asking besides for a
-// lease of each limit: units beyond its cost, which Redis takes with it
-// (decide.lua's lease says how many, and for how long). One request per
-// key goes to Redis for leases at a time: the others wait for its answer
+// slice of each limit: units beyond its cost, which Redis takes with it
+// (decide.lua's slice says how many, and for how long). One request per
+// key goes to Redis for slices at a time: the others wait for its answer
 // and spend from what it brought, so that a hot key running out of its
-// lease sends one call, not one per request in flight.
+// slice sends one call, not one per request in flight.
 //
-// A lease is sized to last about leaseTarget at the rate its key spent
-// the last one, at most four times that one plus leaseStart, so that a
+// A slice is sized to last about sliceTarget at the rate its key spent
+// the last one, at most four times that one plus sliceStart, so that a
 // key warms up in a few calls and a burst does not take more than it
-// can spend. It lasts at most leaseLife: a Reset on another instance
-// reaches this one's leases within it, and a token bucket keeps room for
+// can spend. It lasts at most sliceLife: a Reset on another instance
+// reaches this one's slices within it, and a token bucket keeps room for
 // the refill of that time (see decide.lua).
 
 const (
-	leaseTarget = 20 * time.Millisecond
-	leaseLife   = spec.LeaseLife
-	leaseStart  = 16
-	// maxLeasedKeys bounds the keys holding leases; past it, a key
-	// takes the place of one whose leases are over, or of any.
+	sliceTarget = 20 * time.Millisecond
+	sliceLife   = spec.SliceLife
+	sliceStart  = 16
+	// maxLeasedKeys bounds the keys holding slices; past it, a key
+	// takes the place of one whose slices are over, or of any.
 	maxLeasedKeys = 1 << 16
-	leaseShards   = 64
+	sliceShards   = 64
 )
 
-// leaseEpoch starts the monotonic clock of leases.
-var leaseEpoch = time.Now()
+// sliceEpoch starts the monotonic clock of slices.
+var sliceEpoch = time.Now()
 
-// leaseNow is the time on the clock of leases, in ns.
-func leaseNow() int64 { return int64(time.Since(leaseEpoch)) }
+// sliceNow is the time on the clock of slices, in ns.
+func sliceNow() int64 { return int64(time.Since(sliceEpoch)) }
 
-// quotaLeases are a store's leases, by key.
-type quotaLeases struct {
-	shards [leaseShards]leaseShard
-	// clock, when set, replaces leaseNow: tests pin it with Redis's.
+// sliceTable are a store's slices, by key.
+type sliceTable struct {
+	shards [sliceShards]sliceShard
+	// clock, when set, replaces sliceNow: tests pin it with Redis's.
 	clock func() int64
 }
 
 // now is the time on l's clock, in ns.
-func (l *quotaLeases) now() int64 {
+func (l *sliceTable) now() int64 {
 	if l.clock != nil {
 		return l.clock()
 	}
-	return leaseNow()
+	return sliceNow()
 }
 
-type leaseShard struct {
+type sliceShard struct {
 	mu   sync.Mutex
-	keys map[string]*leasedKey
+	keys map[string]*keySlices
 }
 
-// leasedKey is one key's leases, one per limit of the set that took them,
+// keySlices is one key's slices, one per limit of the set that took them,
 // and the request that is taking new ones, if any.
-type leasedKey struct {
-	limits []quotaLease
-	// taking, while a request asks Redis for leases of the key, is closed
+type keySlices struct {
+	limits []slice
+	// taking, while a request asks Redis for slices of the key, is closed
 	// when it has its answer.
 	taking chan struct{}
 	// short is set when the key's last answer from Redis brought no
-	// leases: a denial, or too little left to lease.
+	// slices: a denial, or too little left to slice.
 	short bool
 }
 
-// quotaLease is an instance's lease of one limit of a key: units it may
+// slice is an instance's slice of one limit of a key: units it may
 // spend until expires, and what Redis said of the limit with it.
-type quotaLease struct {
+type slice struct {
 	suffix    string // the limit's
 	units     int64  // left to spend
-	expires   int64  // leaseNow's
-	remaining int64  // what Redis had left once it granted the lease
-	resets    int64  // leaseNow's time the limit resets, as Redis said
+	expires   int64  // sliceNow's
+	remaining int64  // what Redis had left once it granted the slice
+	resets    int64  // sliceNow's time the limit resets, as Redis said
 	window    time.Duration
-	since     int64 // when the lease was granted
+	since     int64 // when the slice was granted
 	spent     int64 // units spent since
 }
 
-func (l *quotaLeases) shard(key string) *leaseShard {
-	return &l.shards[spec.KeyHash(key)%leaseShards]
+func (l *sliceTable) shard(key string) *sliceShard {
+	return &l.shards[spec.KeyHash(key)%sliceShards]
 }
 
-// find returns key's lease of c in k, nil when none.
-func (k *leasedKey) find(c *compiled) *quotaLease {
+// find returns key's slice of c in k, nil when none.
+func (k *keySlices) find(c *compiled) *slice {
 	for i := range k.limits {
 		if k.limits[i].suffix == c.Suffix {
 			return &k.limits[i]
@@ -108,29 +108,29 @@ func (k *leasedKey) find(c *compiled) *quotaLease {
 	return nil
 }
 
-// What a request of a leased set that its instance's leases could not
+// What a request of a leased set that its instance's slices could not
 // decide does next (see spend).
-type leaseMiss uint8
+type sliceMiss uint8
 
 const (
-	leaseSpent leaseMiss = iota // decided from the leases
-	leaseWait                   // wait for the request asking for the key's leases, then spend again
-	leaseTake                   // ask Redis, taking leases with the decision: then call granted or abandon
-	leasePlain                  // ask Redis for a plain decision, taking no lease
+	fromSlices sliceMiss = iota // decided from the slices
+	waitSlices                  // wait for the request asking for the key's slices, then spend again
+	takeSlices                  // ask Redis, taking slices with the decision: then call granted or abandon
+	noSlices                    // ask Redis for a plain decision, taking no slice
 )
 
-// spend decides r, a request of a leased set, from the leases
+// spend decides r, a request of a leased set, from the slices
 // this instance holds: when each has units enough and time left, it takes
 // them and returns the decision. Otherwise it says what to do instead.
-// When no request of the key is asking Redis for leases, this one is to
-// (leaseTake). When one is, this one waits for its answer (leaseWait) if
-// it has not waited yet and the key's last answer brought leases; it
-// asks Redis on its own (leasePlain) if it has waited already or the
+// When no request of the key is asking Redis for slices, this one is to
+// (takeSlices). When one is, this one waits for its answer (waitSlices) if
+// it has not waited yet and the key's last answer brought slices; it
+// asks Redis on its own (noSlices) if it has waited already or the
 // last answer brought none (the key is short: a waiting request would
 // likely find nothing and queue behind the next asker), so that a
 // request waits for at most one other's call, and one of a spent key
 // meets the deny cache at once.
-func (l *quotaLeases) spend(r *request, waited bool) (d ratelimit.Decision, next leaseMiss, wait <-chan struct{}) {
+func (l *sliceTable) spend(r *request, waited bool) (d ratelimit.Decision, next sliceMiss, wait <-chan struct{}) {
 	key, cost, set := r.key, r.cost, r.set
 	sh := l.shard(key)
 	now := l.now()
@@ -152,15 +152,15 @@ func (l *quotaLeases) spend(r *request, waited bool) (d ratelimit.Decision, next
 			k = sh.add(key, now)
 		case k.taking != nil && (waited || k.short):
 			sh.mu.Unlock()
-			return d, leasePlain, nil
+			return d, noSlices, nil
 		case k.taking != nil:
 			wait = k.taking
 			sh.mu.Unlock()
-			return d, leaseWait, wait
+			return d, waitSlices, wait
 		}
 		k.taking = make(chan struct{})
 		sh.mu.Unlock()
-		return d, leaseTake, nil
+		return d, takeSlices, nil
 	}
 	var buf [limitset.MaxInline]ratelimit.Result
 	rs := limitset.Results(r.limits, &buf)
@@ -175,22 +175,22 @@ func (l *quotaLeases) spend(r *request, waited bool) (d ratelimit.Decision, next
 		rs[i].Window = q.window
 	}
 	sh.mu.Unlock()
-	return ratelimit.MakeDecision(rs...), leaseSpent, nil
+	return ratelimit.MakeDecision(rs...), fromSlices, nil
 }
 
 // add makes key's entry, in room made if need be. The shard is locked.
-func (sh *leaseShard) add(key string, now int64) *leasedKey {
+func (sh *sliceShard) add(key string, now int64) *keySlices {
 	if sh.keys == nil {
-		sh.keys = make(map[string]*leasedKey)
+		sh.keys = make(map[string]*keySlices)
 	}
-	if len(sh.keys) >= maxLeasedKeys/leaseShards {
+	if len(sh.keys) >= maxLeasedKeys/sliceShards {
 		for other, k := range sh.keys {
 			if k.taking == nil && k.over(now) {
 				delete(sh.keys, other)
 			}
 		}
 		for other, k := range sh.keys {
-			if len(sh.keys) < maxLeasedKeys/leaseShards {
+			if len(sh.keys) < maxLeasedKeys/sliceShards {
 				break
 			}
 			if k.taking == nil {
@@ -198,13 +198,13 @@ func (sh *leaseShard) add(key string, now int64) *leasedKey {
 			}
 		}
 	}
-	k := &leasedKey{}
+	k := &keySlices{}
 	sh.keys[strings.Clone(key)] = k // not the caller's buffer, which may hold more
 	return k
 }
 
-// over reports whether every lease of k has ended.
-func (k *leasedKey) over(now int64) bool {
+// over reports whether every slice of k has ended.
+func (k *keySlices) over(now int64) bool {
 	for i := range k.limits {
 		if k.limits[i].expires > now {
 			return false
@@ -214,19 +214,19 @@ func (k *leasedKey) over(now int64) bool {
 }
 
 // wants returns, per limit of set, how many units beyond the cost the
-// request asking Redis for key's leases asks for.
-func (l *quotaLeases) wants(key string, set *spec.Set, out []int64) []int64 {
+// request asking Redis for key's slices asks for.
+func (l *sliceTable) wants(key string, set *spec.Set, out []int64) []int64 {
 	sh := l.shard(key)
 	now := l.now()
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	k := sh.keys[key]
 	for i := range set.Limits {
-		want := int64(leaseStart)
+		want := int64(sliceStart)
 		if k != nil {
 			if q := k.find(&set.Limits[i]); q != nil && q.spent > 0 && now > q.since {
 				rate := float64(q.spent) / float64(now-q.since)
-				want = min(int64(rate*float64(leaseTarget)), 4*q.spent+leaseStart)
+				want = min(int64(rate*float64(sliceTarget)), 4*q.spent+sliceStart)
 			}
 		}
 		out = append(out, max(want, 1))
@@ -234,12 +234,12 @@ func (l *quotaLeases) wants(key string, set *spec.Set, out []int64) []int64 {
 	return out
 }
 
-// granted records the leases Redis granted with decision d of r, asked
-// for at sent: extra units of each limit lasting life µs (see leaseAsk),
+// granted records the slices Redis granted with decision d of r, asked
+// for at sent: extra units of each limit lasting life µs (see sliceAsk),
 // and ends the taking.
 // d's Remaining then counts the units this instance holds, which it may
 // still spend, as a decision in process does.
-func (l *quotaLeases) granted(r *request, d *ratelimit.Decision, sent int64) {
+func (l *sliceTable) granted(r *request, d *ratelimit.Decision, sent int64) {
 	key, set, extra, life := r.key, r.set, r.ask.extra, r.ask.life
 	sh := l.shard(key)
 	now := l.now()
@@ -254,7 +254,7 @@ func (l *quotaLeases) granted(r *request, d *ratelimit.Decision, sent int64) {
 	for i := range set.Limits {
 		q := k.find(&set.Limits[i])
 		if q == nil {
-			k.limits = append(k.limits, quotaLease{suffix: set.Limits[i].Suffix})
+			k.limits = append(k.limits, slice{suffix: set.Limits[i].Suffix})
 			q = &k.limits[len(k.limits)-1]
 		}
 		r := &rs[i]
@@ -262,7 +262,7 @@ func (l *quotaLeases) granted(r *request, d *ratelimit.Decision, sent int64) {
 		q.resets = sent + int64(r.ResetAfter)
 		q.window = r.Window
 		if extra[i] == 0 {
-			continue // a plain decision: what was left of the lease stays
+			continue // a plain decision: what was left of the slice stays
 		}
 		expires := sent + life[i]*int64(time.Microsecond)
 		if q.expires > now && q.units > 0 {
@@ -278,9 +278,9 @@ func (l *quotaLeases) granted(r *request, d *ratelimit.Decision, sent int64) {
 	l.done(k)
 }
 
-// abandon ends the taking of key's leases without a grant: the request
+// abandon ends the taking of key's slices without a grant: the request
 // failed, or was denied from the deny cache, which makes the key short.
-func (l *quotaLeases) abandon(key string, short bool) {
+func (l *sliceTable) abandon(key string, short bool) {
 	sh := l.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -291,16 +291,16 @@ func (l *quotaLeases) abandon(key string, short bool) {
 }
 
 // done ends k's taking. The shard is locked.
-func (l *quotaLeases) done(k *leasedKey) {
+func (l *sliceTable) done(k *keySlices) {
 	if k.taking != nil {
 		close(k.taking)
 		k.taking = nil
 	}
 }
 
-// drop forgets key's leases (a Reset): their units, counted on Redis
+// drop forgets key's slices (a Reset): their units, counted on Redis
 // before the reset, are not spent.
-func (l *quotaLeases) drop(key string) {
+func (l *sliceTable) drop(key string) {
 	sh := l.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -311,25 +311,25 @@ func (l *quotaLeases) drop(key string) {
 }
 
 // leasedCode is the script code of a leased limit whose request asks for
-// want units beyond its cost, for at most leaseLife.
+// want units beyond its cost, for at most sliceLife.
 func leasedCode(c *compiled, want int64) string {
-	return c.ScriptArgs().Code.(string) + "~" + strconv.FormatInt(want, 10) + "~" + strconv.FormatInt(int64(leaseLife/time.Microsecond), 10)
+	return c.ScriptArgs().Code.(string) + "~" + strconv.FormatInt(want, 10) + "~" + strconv.FormatInt(int64(sliceLife/time.Microsecond), 10)
 }
 
-// errLeaseWait marks the error of a request whose own budget ran out
+// errSliceWait marks the error of a request whose own budget ran out
 // after it waited for the answer another request of its instance was
-// getting from Redis for the key's leases: waiting, or a call of its own
+// getting from Redis for the key's slices: waiting, or a call of its own
 // left with the rest of its budget. It says nothing of Redis, which the
 // other request's call, with its whole budget, judges: the Fallback does
 // not take it for an outage (see faultOf).
-var errLeaseWait = errors.New("the request's time ran out after it waited for the answer another request of this instance was getting from Redis")
+var errSliceWait = errors.New("the request's time ran out after it waited for the answer another request of this instance was getting from Redis")
 
-// afterWait returns err marked with errLeaseWait when the request, which
+// afterWait returns err marked with errSliceWait when the request, which
 // waited for another's answer, ran out of time: its time was partly
 // spent waiting.
 func afterWait(err error) error {
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, errLate) || isTimeout(err) {
-		return fmt.Errorf("%w (%w)", err, errLeaseWait)
+		return fmt.Errorf("%w (%w)", err, errSliceWait)
 	}
 	return err
 }
@@ -340,9 +340,9 @@ func isTimeout(err error) bool {
 	return errors.As(err, &ne) && ne.Timeout()
 }
 
-// waitLease waits for the request under way for a key's leases, until
+// waitForSlices waits for the request under way for a key's slices, until
 // ctx ends or until, when set.
-func waitLease(ctx context.Context, wait <-chan struct{}, until time.Time) error {
+func waitForSlices(ctx context.Context, wait <-chan struct{}, until time.Time) error {
 	var late <-chan time.Time // never, without until
 	if !until.IsZero() {
 		t := time.NewTimer(time.Until(until))
@@ -355,6 +355,6 @@ func waitLease(ctx context.Context, wait <-chan struct{}, until time.Time) error
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-late:
-		return fmt.Errorf("%w (%w)", context.DeadlineExceeded, errLeaseWait)
+		return fmt.Errorf("%w (%w)", context.DeadlineExceeded, errSliceWait)
 	}
 }

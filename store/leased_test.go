@@ -87,8 +87,8 @@ func checkAdmissions(t *testing.T, l ratelimit.Limit, adm []admission, starts []
 }
 
 // TestLeasedNeverAboveTheLimit runs random traffic of random costs from
-// four instances (four stores, each with its own client and leases) on one
-// miniredis whose clock, pinned, the leases follow too, across many
+// four instances (four stores, each with its own client and slices) on one
+// miniredis whose clock, pinned, the slices follow too, across many
 // window ends, and checks every admission against the limit's
 // definition: leased units are spent in process, and never more than the
 // limit allows.
@@ -119,7 +119,7 @@ func TestLeasedNeverAboveTheLimit(t *testing.T) {
 			}
 			for round := range rounds {
 				// Traffic comes light, heavy, or heavy after a pause that
-				// leaves leases out while the limit refills or its window
+				// leaves slices out while the limit refills or its window
 				// ends.
 				if round%100 == 0 {
 					if regime = rng.IntN(3); regime == 2 {
@@ -168,7 +168,7 @@ func TestLeasedNeverAboveTheLimit(t *testing.T) {
 }
 
 // leasedInstances returns n stores, each with its own client, on one
-// miniredis whose pinned clock their leases follow.
+// miniredis whose pinned clock their slices follow.
 func leasedInstances(t *testing.T, n int) (*miniredis.Miniredis, *pinnedClock, []*Redis) {
 	m, clk := newMiniredis(t)
 	var instances []*Redis
@@ -180,11 +180,11 @@ func leasedInstances(t *testing.T, n int) (*miniredis.Miniredis, *pinnedClock, [
 	return m, clk, instances
 }
 
-// TestLeasedWindowEnds: a lease taken just before its units would count
+// TestLeasedWindowEnds: a slice taken just before its units would count
 // elsewhere ends there. Instance a holds units leased before a window
 // ends (a fixed window's), before their slot ends (a sliding window's),
 // or while a token bucket was full; then b spends all the limit allows,
-// and a spends what it holds. Without the bounds on a lease's life, a's
+// and a spends what it holds. Without the bounds on a slice's life, a's
 // units would come on top of b's.
 func TestLeasedWindowEnds(t *testing.T) {
 	t.Parallel()
@@ -242,9 +242,9 @@ func TestLeasedWindowEnds(t *testing.T) {
 // limit is spent; a window of an hour, so that the run is one window.
 // Every unit admitted was leased or decided on Redis: the instances admit
 // no more than the limit, and Redis counts what they admitted plus what
-// they hold unspent. Then a Reset while leases are out: after it, the
+// they hold unspent. Then a Reset while slices are out: after it, the
 // instances admit at most the limit and what they held before it. Under
-// RATELIMIT_FAULTS, Redis also hangs (SIGSTOP) while leases are out: the
+// RATELIMIT_FAULTS, Redis also hangs (SIGSTOP) while slices are out: the
 // instances go on spending them, then fail, and the limit holds.
 func TestLeasedOnRedisServer(t *testing.T) {
 	t.Parallel()
@@ -313,8 +313,8 @@ func TestLeasedOnRedisServer(t *testing.T) {
 			untilSpent := func(int64) bool { return denied.Load() > 0 }
 			spentOnce := func(key string) {
 				// A goroutine stops the run once Redis has had nothing
-				// left for longer than a lease lasts: the instances have
-				// spent their leases, or the leases have ended.
+				// left for longer than a slice lasts: the instances have
+				// spent their slices, or the slices have ended.
 				go func() {
 					var since time.Time
 					for {
@@ -322,7 +322,7 @@ func TestLeasedOnRedisServer(t *testing.T) {
 							if since.IsZero() {
 								since = time.Now()
 							}
-							if time.Since(since) > leaseLife+50*time.Millisecond {
+							if time.Since(since) > sliceLife+50*time.Millisecond {
 								denied.Add(1)
 								return
 							}
@@ -344,7 +344,7 @@ func TestLeasedOnRedisServer(t *testing.T) {
 				t.Errorf("%d admitted of %d (Redis counts %d), %d calls failed", admitted, l.Quota, counted, failed)
 			}
 
-			// A Reset while leases are out.
+			// A Reset while slices are out.
 			half := int64(l.Quota / 2)
 			before, _ := run("b", func(a int64) bool { return a >= half })
 			countedBefore := used("b")
@@ -362,7 +362,7 @@ func TestLeasedOnRedisServer(t *testing.T) {
 			if os.Getenv(redistest.FaultsEnv) != "1" {
 				return
 			}
-			// Redis hung while leases are out, under paced traffic.
+			// Redis hung while slices are out, under paced traffic.
 			var pausedAt, resumedAt atomic.Int64
 			var fault sync.WaitGroup
 			denied.Store(0)
@@ -395,12 +395,12 @@ func TestLeasedOnRedisServer(t *testing.T) {
 // TestLeasedThroughEveryWrapper: a leased limit spent from two instances
 // of each store: Memory (which decides in process anyway), Redis on a
 // server, a Fallback around it, and Redis on a 3-master cluster. Each
-// admits at most the limit, and, with traffic going on until the leases
+// admits at most the limit, and, with traffic going on until the slices
 // are spent, all of it but what slices lapsed unspent: a slice taken just
 // before its slot ends (the sliding window's slots are 6 minutes, aligned
 // on the clock) ends before it is spent, at most a slice per instance
 // and slot end; and a slice lapses when its instance is slower than its
-// life (leaseLife) to spend it, which a loaded machine can make any slice
+// life (sliceLife) to spend it, which a loaded machine can make any slice
 // do: a call to Redis or a goroutine late by 100ms. Those are measured
 // (see mayLapse), not assumed away; on an idle machine they are each
 // instance's last slice.
@@ -428,7 +428,7 @@ func TestLeasedThroughEveryWrapper(t *testing.T) {
 			c := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true})
 			t.Cleanup(func() { c.Close() })
 			// A budget long enough for a loaded machine: the test is of
-			// leases through the Fallback, on Redis.
+			// slices through the Fallback, on Redis.
 			f, err := NewFallback(newStore(t, c, RedisOptions{Prefix: prefix}), FallbackOptions{Instances: 2, Budget: 2 * time.Second, Logger: quietLogger})
 			if err != nil {
 				t.Fatal(err)
@@ -480,8 +480,8 @@ func TestLeasedThroughEveryWrapper(t *testing.T) {
 						} else {
 							denials.Add(1)
 						}
-						// Until nothing was admitted for longer than a lease lasts.
-						if denials.Load() > 0 && time.Since(start)-time.Duration(lastAllowed.Load()) > leaseLife+50*time.Millisecond {
+						// Until nothing was admitted for longer than a slice lasts.
+						if denials.Load() > 0 && time.Since(start)-time.Duration(lastAllowed.Load()) > sliceLife+50*time.Millisecond {
 							return
 						}
 					}
@@ -523,25 +523,25 @@ type sliceTake struct {
 // mayLapse reports whether r's slice may have lapsed with units unspent,
 // given ts, all the slices its instance took. It was spent when the
 // instance took another after r ended, so after r's slice was granted,
-// and before r began plus leaseLife, so before the slice could end, but
+// and before r began plus sliceLife, so before the slice could end, but
 // for a slot end: an instance takes a slice only when its last is spent
 // or over, one request at a time. Otherwise it may have lapsed: nothing
 // was taken after it (the instance's last), or not soon enough (a slow
 // call to Redis, a goroutine not run).
 func mayLapse(r sliceTake, ts []sliceTake) bool {
 	for _, next := range ts {
-		if next.began >= r.ended && next.ended < r.began+leaseLife {
+		if next.began >= r.ended && next.ended < r.began+sliceLife {
 			return false
 		}
 	}
 	return true
 }
 
-// TestLeasesAreBounded: an instance keeps leases for at most
+// TestLeasesAreBounded: an instance keeps slices for at most
 // maxLeasedKeys keys, however many keys come.
 func TestLeasesAreBounded(t *testing.T) {
 	t.Parallel()
-	var l quotaLeases
+	var l sliceTable
 	limits := limitsOf(t, ratelimit.Limit{Quota: 100, Window: time.Minute, Leased: true})
 	given, set, err := limitset.Check("k", 1, limits)
 	if err != nil {
@@ -549,8 +549,8 @@ func TestLeasesAreBounded(t *testing.T) {
 	}
 	for i := range maxLeasedKeys + maxLeasedKeys/2 {
 		key := fmt.Sprint("key-", i)
-		if _, next, _ := l.spend(&request{key: key, cost: 1, limits: given, set: set}, false); next != leaseTake {
-			t.Fatalf("key %d: got %d, want leaseTake: a lease from nothing", i, next)
+		if _, next, _ := l.spend(&request{key: key, cost: 1, limits: given, set: set}, false); next != takeSlices {
+			t.Fatalf("key %d: got %d, want takeSlices: a slice from nothing", i, next)
 		}
 		l.abandon(key, false)
 	}
@@ -559,7 +559,7 @@ func TestLeasesAreBounded(t *testing.T) {
 		n += len(l.shards[i].keys)
 	}
 	if n > maxLeasedKeys {
-		t.Errorf("%d keys hold leases, want at most %d", n, maxLeasedKeys)
+		t.Errorf("%d keys hold slices, want at most %d", n, maxLeasedKeys)
 	}
 }
 
@@ -708,7 +708,7 @@ func TestLeasedWaitIsNoOutage(t *testing.T) {
 			for range 40 {
 				d, err := f.Allow(context.Background(), "hot", 1, limits)
 				switch {
-				case errors.Is(err, errLeaseWait):
+				case errors.Is(err, errSliceWait):
 					waitErrs.Add(1)
 				case err != nil:
 					t.Errorf("goroutine %d: %v", g, err)

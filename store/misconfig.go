@@ -84,8 +84,8 @@ func ACLRule(prefix string) string {
 //
 // and nothing else: not an error once the caller's context has ended,
 // not a request whose own time ran out after it waited for the answer
-// another request of its instance was getting for the key's leases
-// (errLeaseWait, Waited: that request, with its whole budget, judges
+// another request of its instance was getting for the key's slices
+// (errSliceWait, Waited: that request, with its whole budget, judges
 // Redis), and
 // not any other reply of Redis's (WRONGTYPE, a script's own error), which
 // are the request's.
@@ -97,7 +97,7 @@ func faultOf(ctx context.Context, err error) fallback.Fault {
 		return fallback.Misconfigured
 	case ctx.Err() != nil:
 		return fallback.None // the caller gave up; Redis may be fine
-	case errors.Is(err, errLeaseWait):
+	case errors.Is(err, errSliceWait):
 		return fallback.Waited // waiting on another request is no fault of Redis's
 	}
 	var reply redis.Error

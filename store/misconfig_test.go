@@ -388,7 +388,7 @@ func TestFaultOf(t *testing.T) {
 		{err: redis.ErrClosed, want: fallback.Outage},
 		{err: errLate, want: fallback.Outage},
 		{err: &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}, want: fallback.Outage},
-		{err: errLeaseWait, want: fallback.Waited},
+		{err: errSliceWait, want: fallback.Waited},
 		{err: afterWait(context.DeadlineExceeded), want: fallback.Waited},
 		{err: afterWait(errLate), want: fallback.Waited},
 		{err: afterWait(&net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}), want: fallback.Waited},

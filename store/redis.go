@@ -62,8 +62,8 @@ type Redis struct {
 	cluster bool
 	// slots are the slots of Concurrent limits its requests hold.
 	slots slots.Table
-	// leased are this instance's leases of leased limits.
-	leased quotaLeases
+	// leased are this instance's slices of leased limits.
+	leased sliceTable
 }
 
 var _ ratelimit.Store = (*Redis)(nil)
@@ -207,8 +207,8 @@ type request struct {
 	// context of its own.
 	until time.Time
 	// ask is what a request of a leased set asks for beyond its cost,
-	// and, once answered, what it got; nil when it takes no leases.
-	ask *leaseAsk
+	// and, once answered, what it got; nil when it takes no slices.
+	ask *sliceAsk
 }
 
 // errLate is the answer to a request that reached Redis after its
@@ -227,34 +227,34 @@ func (s *Redis) decide(ctx context.Context, r *request) (ratelimit.Decision, err
 	return d, err
 }
 
-// decideLeased is decide for a leased set (see quotaLeases): in process
-// from this instance's leases when they have units enough, else on Redis,
-// taking new leases with the decision when no other request of this
+// decideLeased is decide for a leased set (see sliceTable): in process
+// from this instance's slices when they have units enough, else on Redis,
+// taking new slices with the decision when no other request of this
 // instance is taking them.
 func (s *Redis) decideLeased(ctx context.Context, r *request) (ratelimit.Decision, error) {
 	waited := false
 	for {
 		d, next, wait := s.leased.spend(r, waited)
 		switch next {
-		case leaseSpent:
+		case fromSlices:
 			return d, nil
-		case leasePlain:
+		case noSlices:
 			d, err := s.decideOnce(ctx, r)
 			if err != nil && waited {
 				err = afterWait(err)
 			}
 			return d, err
-		case leaseWait:
-			if err := waitLease(ctx, wait, r.until); err != nil {
+		case waitSlices:
+			if err := waitForSlices(ctx, wait, r.until); err != nil {
 				return ratelimit.Decision{}, fmt.Errorf("ratelimit: redis: deciding %s: %w", keyRef(r.key, r.limits), err)
 			}
 			waited = true
 			continue
 		}
-		break // leaseTake
+		break // takeSlices
 	}
 	taking := *r
-	taking.ask = &leaseAsk{wants: s.leased.wants(r.key, r.set, make([]int64, 0, len(r.set.Limits)))}
+	taking.ask = &sliceAsk{wants: s.leased.wants(r.key, r.set, make([]int64, 0, len(r.set.Limits)))}
 	sent := s.leased.now()
 	d, err := s.decideOnce(ctx, &taking)
 	if err != nil || len(taking.ask.extra) != len(r.set.Limits) { // failed, or denied from the deny cache
@@ -268,16 +268,16 @@ func (s *Redis) decideLeased(ctx context.Context, r *request) (ratelimit.Decisio
 	return d, nil
 }
 
-// A leaseAsk is what a request of a leased set asks of Redis beyond its
+// A sliceAsk is what a request of a leased set asks of Redis beyond its
 // cost, per limit, and, once answered, what Redis granted: units and
 // their life in µs.
-type leaseAsk struct {
+type sliceAsk struct {
 	wants, extra, life []int64
 }
 
 // decideOnce is decide, without asking again when Redis's clock lay
 // outside the calendar periods given. A request with an ask asks for
-// leases as it says, and gets them in it.
+// slices as it says, and gets them in it.
 func (s *Redis) decideOnce(ctx context.Context, r *request) (ratelimit.Decision, error) {
 	var epoch denyEpoch
 	if s.denied != nil {
@@ -286,7 +286,7 @@ func (s *Redis) decideOnce(ctx context.Context, r *request) (ratelimit.Decision,
 		}
 		epoch = s.denied.epoch(r.key)
 	}
-	var id int64 // the lease of the slot the request takes
+	var id int64 // the slot the request takes
 	var slot string
 	if r.set.Slot >= 0 {
 		id = slots.NewID()
@@ -302,7 +302,7 @@ func (s *Redis) decideOnce(ctx context.Context, r *request) (ratelimit.Decision,
 	}
 	if id != 0 && d.Allowed {
 		c := &r.set.Limits[r.set.Slot]
-		d.Lease = slot
+		d.Slot = slot
 		s.slots.Hold(slots.Slot{ID: id, Key: redisKey(s.prefix, r.key, c.Suffix), Limit: c})
 	}
 	if s.denied != nil {
@@ -312,7 +312,7 @@ func (s *Redis) decideOnce(ctx context.Context, r *request) (ratelimit.Decision,
 }
 
 // newCall returns the call of decide.lua for r, which takes the slot of
-// lease id slot when r's set has a Concurrent limit.
+// slot when r's set has a Concurrent limit.
 func (s *Redis) newCall(ctx context.Context, r *request, slot string) *decision {
 	call := newDecision()
 	call.program = decideAny
@@ -377,7 +377,7 @@ func (s *Redis) banKey(key string) string { return redisKey(s.prefix, key, spec.
 // five integers per limit (allowed, remaining, then reset_after,
 // retry_after and window, in microseconds), then, when banned is set, the time until
 // the key's ban ends.
-func parseDecision(line string, limits []ratelimit.Limit, banned bool, ask *leaseAsk) (ratelimit.Decision, error) {
+func parseDecision(line string, limits []ratelimit.Limit, banned bool, ask *sliceAsk) (ratelimit.Decision, error) {
 	var buf [limitset.MaxInline]ratelimit.Result
 	rs := buf[:0]
 	for i := range len(limits) {
@@ -456,11 +456,11 @@ func (s *Redis) End(ctx context.Context, key string, usage int, limits *ratelimi
 	if err != nil {
 		return ratelimit.Decision{}, err
 	}
-	return s.end(ctx, &request{key: key, limits: given, set: set}, usage, d.Lease)
+	return s.end(ctx, &request{key: key, limits: given, set: set}, usage, d.Slot)
 }
 
 // end is End for a checked request, whose cost is not used: usage is
-// charged, and slot, the lease id of the slot the request took, given
+// charged, and slot, the id of the slot the request took, given
 // back. When r's deadline is not 0, Redis charges nothing once its clock
 // is past it, and the error is errLate.
 func (s *Redis) end(ctx context.Context, r *request, usage int, slot string) (ratelimit.Decision, error) {
@@ -492,9 +492,9 @@ func (s *Redis) end(ctx context.Context, r *request, usage int, slot string) (ra
 	return d, nil
 }
 
-// renewSlots renews the leases of the slots held, one run of renew.lua
-// per key, each within a third of its lease. A failure is not reported: a
-// lease not renewed ends by itself, as an instance's that crashed.
+// renewSlots renews the slots held, one run of renew.lua
+// per key, each within a third of its life. A failure is not reported: a
+// slot not renewed ends by itself, as an instance's that crashed.
 func (s *Redis) renewSlots(held []slots.Slot) {
 	byKey := make(map[string][]any)
 	lengths := make(map[string]int64)

@@ -225,14 +225,14 @@ func TestFaultUsageThroughOutage(t *testing.T) {
 // a second. While Redis is down each instance holds at most its share, 2,
 // of the slots it decides in process; slots Redis gave are given back
 // there, or, for requests that ended during the outage, expire within a
-// lease; and once everything has ended Redis holds no slot.
+// slot; and once everything has ended Redis holds no slot.
 func TestFaultConcurrentThroughOutage(t *testing.T) {
 	redistest.RequireFaults(t)
 	srv := persistent(t)
-	const slots, lease = 4, time.Second
+	const slots, slot = 4, time.Second
 	f1, client := newOutageFallback(t, srv, "c:", 2)
 	f2, _ := newOutageFallback(t, srv, "c:", 2)
-	limits := limitsOf(t, ratelimit.Limit{Algorithm: ratelimit.Concurrent, Quota: slots, Window: lease})
+	limits := limitsOf(t, ratelimit.Limit{Algorithm: ratelimit.Concurrent, Quota: slots, Window: slot})
 	var most [2]atomic.Int64 // the most slots each held in process at once
 	var held [2]atomic.Int64
 	var local, onRedis atomic.Int64
@@ -305,12 +305,12 @@ func TestFaultConcurrentThroughOutage(t *testing.T) {
 	})
 }
 
-// TestLeasesRenewed renews the lease of a slot by hand, as the store's
-// renewing goroutine does every third of a lease, on a pinned clock: the
-// slot outlives its first lease, and comes back a lease after the last
+// TestLeasesRenewed renews a slot by hand, as the store's
+// renewing goroutine does every third of a slot's life, on a pinned clock: the
+// slot outlives its first life, and comes back a slot's life after the last
 // renewal; a slot given back is not renewed into life again.
 func TestLeasesRenewed(t *testing.T) {
-	// Leases of 30s: the store's own renewals, every 10s of real time, never
+	// Slots of 30s: the store's own renewals, every 10s of real time, never
 	// come while the test runs on its pinned clock.
 	l := ratelimit.Limit{Algorithm: ratelimit.Concurrent, Quota: 1, Window: 30 * time.Second}
 	for _, tt := range []struct {
@@ -345,17 +345,17 @@ func TestLeasesRenewed(t *testing.T) {
 			}
 			advance(30*time.Second - time.Microsecond)
 			if d, _ := s.Allow(ctx, "k", 1, limits); d.Allowed {
-				t.Fatalf("1µs before the last renewal's lease ends: allowed")
+				t.Fatalf("1µs before the last renewal's slot ends: allowed")
 			}
 			advance(time.Microsecond)
 			e, err := s.Allow(ctx, "k", 1, limits)
 			if err != nil || !e.Allowed {
-				t.Fatalf("a lease after the last renewal: got %+v, %v; want the slot back", e, err)
+				t.Fatalf("a slot's life after the last renewal: got %+v, %v; want the slot back", e, err)
 			}
 			if _, err := s.End(ctx, "k", 0, limits, e); err != nil {
 				t.Fatal(err)
 			}
-			renew() // e's lease was dropped: nothing to renew
+			renew() // e's slot was dropped: nothing to renew
 			if d, _ := s.Allow(ctx, "k", 1, limits); !d.Allowed {
 				t.Fatalf("after End: the slot is still held")
 			}

@@ -158,7 +158,7 @@ var Cases = []Case{
 	{
 		// One key for every client: the route's. The store leases units
 		// of it, and the requests spend them in process; the headers
-		// count down as they would without leases.
+		// count down as they would without leasing.
 		Name: "a leased hot key shared by every client",
 		Options: func(Framework) []ratelimit.Option {
 			return []ratelimit.Option{ratelimit.WithKey(ratelimit.Route), ratelimit.WithLimits(

@@ -21,11 +21,11 @@ const (
 // Concurrent is ratelimit.Concurrent's code, after the calendars'.
 const Concurrent uint8 = 7
 
-// DefaultLease is a Concurrent limit's lease when its Window is zero.
-const DefaultLease = 30 * time.Second
+// DefaultSlotLife is a Concurrent limit's slot life when its Window is zero.
+const DefaultSlotLife = 30 * time.Second
 
-// LeaseLife is the longest a slice of a leased limit lasts.
-const LeaseLife = 100 * time.Millisecond
+// SliceLife is the longest a slice of a leased limit lasts.
+const SliceLife = 100 * time.Millisecond
 
 // MinLeasedSpan is the shortest window (fixed) or slot (sliding) a
 // leased limit may have: a slice ends a millisecond before its window or
@@ -118,18 +118,18 @@ func (c *Limit) ChargedFromUsage() {
 }
 
 // CompileConcurrent returns the integers of a valid Concurrent limit of
-// quota slots whose leases last lease (zero: DefaultLease). A request
+// quota slots held at most life (zero: DefaultSlotLife). A request
 // takes one slot whatever its cost: its Capacity, quota, bounds no cost
 // (see Set.MinCapacity).
-func CompileConcurrent(quota int, lease time.Duration) Limit {
-	if lease == 0 {
-		lease = DefaultLease
+func CompileConcurrent(quota int, life time.Duration) Limit {
+	if life == 0 {
+		life = DefaultSlotLife
 	}
 	c := Limit{
 		Algorithm: Concurrent,
 		Quota:     int64(quota),
-		Window:    int64(lease / time.Microsecond),
-		WindowMS:  int64(lease / time.Millisecond),
+		Window:    int64(life / time.Microsecond),
+		WindowMS:  int64(life / time.Millisecond),
 		Capacity:  int64(quota),
 		Suffix:    ":k",
 	}

@@ -13,8 +13,8 @@ import (
 // request of cost 5 (a slot is one whatever the cost); the third request
 // is denied, with a RetryAfter of at most a second, and Peek agrees; End
 // gives a slot back, which the next request takes; Reset frees them all.
-// On a pinned clock, slots whose leases were not renewed come back when
-// the leases end.
+// On a pinned clock, slots whose slots were not renewed come back when
+// the slots end.
 func testConcurrentSlots(t *testing.T, h Harness) {
 	s, c := h.one(t)
 	key := uniqueKey(t, "k")
@@ -22,19 +22,19 @@ func testConcurrentSlots(t *testing.T, h Harness) {
 	first := allow(t, s, key, 5, limits...)
 	second := allow(t, s, key, 1, limits...)
 	for i, d := range []ratelimit.Decision{first, second} {
-		if r := d.Results()[0]; !d.Allowed || r.Remaining != 1-i || d.Lease == "" {
-			t.Fatalf("request %d: got %+v, lease %q; want allowed with %d slots left and a lease", i, d.Results(), d.Lease, 1-i)
+		if r := d.Results()[0]; !d.Allowed || r.Remaining != 1-i || d.Slot == "" {
+			t.Fatalf("request %d: got %+v, slot %q; want allowed with %d slots left and a slot", i, d.Results(), d.Slot, 1-i)
 		}
 	}
-	if first.Lease == second.Lease {
-		t.Fatalf("two requests got the same lease %q", first.Lease)
+	if first.Slot == second.Slot {
+		t.Fatalf("two requests got the same slot %q", first.Slot)
 	}
 	if got := first.Results()[1].Remaining; got != 95 {
 		t.Fatalf("the other limit: got %d left, want 95: the cost is taken there", got)
 	}
 	d := allow(t, s, key, 1, limits...)
-	if r := d.Results()[0]; d.Allowed || r.Remaining != 0 || r.RetryAfter <= 0 || r.RetryAfter > time.Second || d.Lease != "" {
-		t.Fatalf("a third request: got %+v, lease %q; want denied with 0 left, retry within a second, no lease", d.Results(), d.Lease)
+	if r := d.Results()[0]; d.Allowed || r.Remaining != 0 || r.RetryAfter <= 0 || r.RetryAfter > time.Second || d.Slot != "" {
+		t.Fatalf("a third request: got %+v, slot %q; want denied with 0 left, retry within a second, no slot", d.Results(), d.Slot)
 	}
 	if p := peek(t, s, key, 1, limits...); p.Allowed || p.Results()[0].Remaining != 0 {
 		t.Fatalf("Peek with every slot taken: got %+v, want a denial", p.Results())
@@ -62,30 +62,30 @@ func testConcurrentSlots(t *testing.T, h Harness) {
 	}
 	c.Advance(30*time.Second - time.Microsecond)
 	if allow(t, s, key, 1, limits...).Allowed {
-		t.Fatalf("1µs before the leases end: allowed, want denied")
+		t.Fatalf("1µs before the slots end: allowed, want denied")
 	}
 	c.Advance(time.Microsecond)
 	if d := allow(t, s, key, 1, limits...); !d.Allowed || d.Results()[0].Remaining != 1 {
-		t.Fatalf("when the leases end: got %+v, want their slots back", d.Results())
+		t.Fatalf("when the slots end: got %+v, want their slots back", d.Results())
 	}
 }
 
 // testConcurrentMatchesModel replays random requests that take slots of
 // a Concurrent limit, beside another limit, and end in a random order,
-// some never (their leases run out), and wants the Model's answers to
+// some never (their slots run out), and wants the Model's answers to
 // Allow and End: exactly on a pinned clock, whose steps reach past a
-// lease now and then, and within a second on a real one.
+// slot now and then, and within a second on a real one.
 func testConcurrentMatchesModel(t *testing.T, h Harness) {
 	s, c := h.one(t)
 	rng := newRand(t)
 	_, rounds, steps, tolerance := modelTraffic(c)
-	// Leases of 30s: a store renews its leases every third of one, in
+	// Slots of 30s: a store renews its slots every third of one, in
 	// real time, which the Model does not; on a pinned clock no renewal
 	// comes while the test runs.
-	const lease = 30 * time.Second
+	const slot = 30 * time.Second
 	var m Model
 	for round := range rounds {
-		limits := []ratelimit.Limit{{Algorithm: ratelimit.Concurrent, Quota: 1 + rng.IntN(4), Window: lease}}
+		limits := []ratelimit.Limit{{Algorithm: ratelimit.Concurrent, Quota: 1 + rng.IntN(4), Window: slot}}
 		if rng.IntN(2) == 0 {
 			limits = append(limits, ratelimit.Limit{Quota: 5 + rng.IntN(10), Window: time.Hour, Usage: rng.IntN(2) == 0})
 		}
@@ -94,7 +94,7 @@ func testConcurrentMatchesModel(t *testing.T, h Harness) {
 		var flight []open
 		for step := range steps {
 			if c.Pinned() && rng.IntN(4) == 0 {
-				c.Advance(time.Duration(rng.Int64N(int64(lease * 3 / 2))).Truncate(time.Microsecond))
+				c.Advance(time.Duration(rng.Int64N(int64(slot * 3 / 2))).Truncate(time.Microsecond))
 			}
 			if len(flight) > 0 && rng.IntN(2) == 0 {
 				i := rng.IntN(len(flight))

@@ -30,7 +30,7 @@ import (
 // The zero Model is empty, bans nobody, and is ready to use. It is not
 // safe for concurrent use.
 type Model struct {
-	leases int // the ids of the slots of Concurrent limits given so far
+	slots  int // the ids of the slots of Concurrent limits given so far
 	states map[modelKey]modelState
 	ban    ratelimit.Ban // zero: none
 	bans   map[string]*modelBan
@@ -87,14 +87,14 @@ func (m *Model) Allow(now int64, key string, cost int, limits ...ratelimit.Limit
 		rs[i] = ratelimit.Result{Limit: l, Allowed: ok, Remaining: remaining, RetryAfter: us(retry)}
 		allowed = allowed && ok
 	}
-	var lease string
+	var slot string
 	for i, s := range states {
 		r := &rs[i]
 		if allowed && !limits[i].Usage { // charged from usage: see End
 			if sl, ok := s.(*slots); ok {
-				m.leases++
-				lease = strconv.Itoa(m.leases)
-				sl.next = lease
+				m.slots++
+				slot = strconv.Itoa(m.slots)
+				sl.next = slot
 				r.Remaining-- // one slot, whatever the cost
 			} else {
 				r.Remaining -= costOf(limits[i], cost)
@@ -118,7 +118,7 @@ func (m *Model) Allow(now int64, key string, cost int, limits ...ratelimit.Limit
 	d := ratelimit.MakeDecision(rs...)
 	d.Banned = banned
 	if d.Allowed {
-		d.Lease = lease
+		d.Slot = slot
 	}
 	return d
 }
@@ -140,7 +140,7 @@ func (m *Model) state(key string, l ratelimit.Limit) modelState {
 }
 
 // End ends a request at time now like [ratelimit.Store.End]: the slot
-// admitted holds (its Lease, one the Model gave) is given back, usage is
+// admitted holds (its Slot, one the Model gave) is given back, usage is
 // taken from each limit charged from usage ([ratelimit.Limit.Usage]),
 // whatever it has left, and the answer is Peek's for a request of 1. A
 // Model allows every algorithm to be charged so, the sliding log too, as
@@ -148,7 +148,7 @@ func (m *Model) state(key string, l ratelimit.Limit) modelState {
 func (m *Model) End(now int64, key string, usage int, admitted ratelimit.Decision, limits ...ratelimit.Limit) ratelimit.Decision {
 	for _, l := range limits {
 		if l.Algorithm == ratelimit.Concurrent {
-			delete(m.state(key, l).(*slots).held, admitted.Lease)
+			delete(m.state(key, l).(*slots).held, admitted.Slot)
 		}
 		if l.Usage && usage > 0 {
 			m.state(key, l).commit(now, usage)
@@ -254,11 +254,11 @@ func newModelState(l ratelimit.Limit) modelState {
 	case ratelimit.Daily, ratelimit.Weekly, ratelimit.Monthly:
 		return newCalendar(l)
 	case ratelimit.Concurrent:
-		lease := int64(30 * time.Second / time.Microsecond)
+		slot := int64(30 * time.Second / time.Microsecond)
 		if l.Window != 0 {
-			lease = w
+			slot = w
 		}
-		return &slots{quota: l.Quota, lease: lease, held: map[string]int64{}}
+		return &slots{quota: l.Quota, slot: slot, held: map[string]int64{}}
 	case ratelimit.FixedWindow:
 		return &fixedWindow{quota: l.Quota, window: w}
 	case ratelimit.SlidingLog:
@@ -616,17 +616,17 @@ func (s *calendar) effective(now int64) int64 {
 	return end - now
 }
 
-// slots: the requests in flight, each holding a lease that expires a
-// lease's length after it was taken (the Model renews nothing); a request
+// slots: the requests in flight, each holding a slot that expires a
+// slot's length after it was taken (the Model renews nothing); a request
 // passes while fewer than quota are live, and takes one whatever its
-// cost. A denial says to retry in a second, or when the soonest lease
+// cost. A denial says to retry in a second, or when the soonest slot
 // expires if sooner; nothing is promised for any time (the effective
-// window is 0); the limit is whole again when the latest lease expires.
+// window is 0); the limit is whole again when the latest slot expires.
 type slots struct {
 	quota int
-	lease int64
-	held  map[string]int64 // lease to expiry
-	next  string           // the lease commit takes
+	slot  int64
+	held  map[string]int64 // slot to expiry
+	next  string           // the slot commit takes
 }
 
 func (s *slots) clone() modelState {
@@ -657,7 +657,7 @@ func (s *slots) check(now int64, _ int) (bool, int, int64) {
 }
 
 func (s *slots) commit(now int64, _ int) int64 {
-	s.held[s.next] = now + s.lease
+	s.held[s.next] = now + s.slot
 	_, _, last := s.live(now)
 	return last - now
 }

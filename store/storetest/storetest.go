@@ -268,7 +268,7 @@ func isCalendar(l ratelimit.Limit) bool {
 // bucket charged from usage has no bound: its debt may be any size.
 func maxReset(l ratelimit.Limit) time.Duration {
 	if l.Algorithm == ratelimit.Concurrent {
-		return cmp.Or(l.Window, 30*time.Second) // the lease
+		return cmp.Or(l.Window, 30*time.Second) // the slot
 	}
 	if l.Usage && l.Algorithm == ratelimit.TokenBucket {
 		return time.Duration(math.MaxInt64)

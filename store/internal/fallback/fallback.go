@@ -167,7 +167,7 @@ func (f *Fallback) End(ctx context.Context, key string, usage int, limits *ratel
 	if err != nil {
 		return ratelimit.Decision{}, err
 	}
-	slot := admitted.Lease // a slot Redis gave: given back there
+	slot := admitted.Slot // a slot Redis gave: given back there
 	if admitted.Fallback {
 		f.local.Release(key, slot, set.Share(f.instances)) // a slot of this instance's share
 		slot = ""

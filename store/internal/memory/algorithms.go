@@ -95,7 +95,7 @@ func (s *state) reset(c *compiled) {
 	}
 	switch c.Algorithm {
 	case spec.Concurrent:
-		s.slots = &slotState{leases: make(map[int64]int64)}
+		s.slots = &slotState{slots: make(map[int64]int64)}
 	case spec.FixedWindow:
 		s.fixed = fixedWindowState{}
 	case spec.TokenBucket:
@@ -188,17 +188,17 @@ func (s *fixedWindowState) peek(c *compiled, now, cost int64) (bool, int64, int6
 	return ok, remaining, v.settle(c, now), retry
 }
 
-// slotState mirrors concurrent.lua: the leases of the requests in
+// slotState mirrors concurrent.lua: the slots of the requests in
 // flight, by id, with when each expires.
 type slotState struct {
-	leases  map[int64]int64
-	pending int64 // the lease the next commit takes
+	slots   map[int64]int64
+	pending int64 // the slot the next commit takes
 }
 
-// live returns how many leases are live at now, and when the soonest
+// live returns how many slots are live at now, and when the soonest
 // and the latest expire (0 when none is).
 func (s *slotState) live(now int64) (n, soonest, last int64) {
-	for _, exp := range s.leases {
+	for _, exp := range s.slots {
 		if exp > now {
 			n++
 			if soonest == 0 || exp < soonest {
@@ -210,7 +210,7 @@ func (s *slotState) live(now int64) (n, soonest, last int64) {
 	return n, soonest, last
 }
 
-// slotRetry is concurrent_retry: a second, or sooner when a lease
+// slotRetry is concurrent_retry: a second, or sooner when a slot
 // expires sooner.
 func slotRetry(soonest, now int64) int64 { return max(min(1_000_000, soonest-now), 1) }
 
@@ -223,12 +223,12 @@ func (s *slotState) check(c *compiled, now, _ int64) (bool, int64, int64) {
 }
 
 func (s *slotState) commit(c *compiled, now, _ int64) int64 {
-	for id, exp := range s.leases {
+	for id, exp := range s.slots {
 		if exp <= now {
-			delete(s.leases, id)
+			delete(s.slots, id)
 		}
 	}
-	s.leases[s.pending] = now + c.Window
+	s.slots[s.pending] = now + c.Window
 	s.pending = 0
 	_, _, last := s.live(now)
 	return last - now

@@ -119,7 +119,7 @@ func (m *Store) Decide(key string, cost int, limits []ratelimit.Limit, set *spec
 	out := obuf[:0]
 	var sbuf [limitset.MaxInline]*memoryLimit
 	states := sbuf[:0]
-	var id int64 // the lease of the slot the request takes
+	var id int64 // the slot the request takes
 	k := m.key(key, now)
 	k.mu.Lock()
 	if set.Ban != nil {
@@ -175,7 +175,7 @@ func (m *Store) Decide(key string, cost int, limits []ratelimit.Limit, set *spec
 		d = startBan(d, ban)
 	}
 	if id != 0 && d.Allowed {
-		d.Lease = strconv.FormatInt(id, 10)
+		d.Slot = strconv.FormatInt(id, 10)
 		m.slots.Hold(slots.Slot{ID: id, Key: key, Limit: &cs[set.Slot]})
 	}
 	return d
@@ -213,15 +213,15 @@ func (m *Store) End(ctx context.Context, key string, usage int, limits *ratelimi
 	if err != nil {
 		return ratelimit.Decision{}, err
 	}
-	m.Release(key, d.Lease, set)
+	m.Release(key, d.Slot, set)
 	m.Charge(key, int64(usage), set)
 	return m.PeekFrom(key, 1, given, set, nil), nil
 }
 
-// Release gives back the slot lease (empty: none) of key under set's
+// Release gives back the slot (empty: none) of key under set's
 // Concurrent limit.
-func (m *Store) Release(key, lease string, set *spec.Set) {
-	id, err := strconv.ParseInt(lease, 10, 64)
+func (m *Store) Release(key, slot string, set *spec.Set) {
+	id, err := strconv.ParseInt(slot, 10, 64)
 	if err != nil || set.Slot < 0 {
 		return
 	}
@@ -233,16 +233,16 @@ func (m *Store) Release(key, lease string, set *spec.Set) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if st := k.find(&set.Limits[set.Slot], m.now()); st != nil {
-		delete(st.state.slots.leases, id)
+		delete(st.state.slots.slots, id)
 	}
 }
 
-// RenewSlots renews the leases of the slots held now, as the store's
-// own goroutine does every third of a lease: for a test on a pinned
+// RenewSlots renews the slots held now, as the store's
+// own goroutine does every third of a slot's life: for a test on a pinned
 // clock, on which those renewals never come.
 func (m *Store) RenewSlots() { m.renewSlots(m.slots.Held()) }
 
-// renewSlots renews the leases of the slots held: each until its length
+// renewSlots renews the slots held: each until its length
 // from now.
 func (m *Store) renewSlots(held []slots.Slot) {
 	now := m.now()
@@ -253,8 +253,8 @@ func (m *Store) renewSlots(held []slots.Slot) {
 		}
 		k.mu.Lock()
 		if st := k.find(h.Limit, now); st != nil {
-			if _, ok := st.state.slots.leases[h.ID]; ok {
-				st.state.slots.leases[h.ID] = now + h.Limit.Window
+			if _, ok := st.state.slots.slots[h.ID]; ok {
+				st.state.slots.slots[h.ID] = now + h.Limit.Window
 				st.expires = max(st.expires, now+h.Limit.Window)
 				if st.expires > k.expires.Load() {
 					k.expires.Store(st.expires)

@@ -1,5 +1,5 @@
 // Package slots keeps the slots of Concurrent limits that this
-// process's requests hold, for a store to renew: each a lease, renewed
+// process's requests hold, for a store to renew: each renewed
 // every third of its length until its request ends.
 package slots
 
@@ -13,7 +13,7 @@ import (
 	"github.com/ratelimit-go/ratelimit/internal/spec"
 )
 
-// Slot is one slot held: the id of its lease, the key it is held under
+// Slot is one slot held: its id, the key it is held under
 // (the store's key of its client) and its Concurrent limit.
 type Slot struct {
 	ID    int64
@@ -23,7 +23,7 @@ type Slot struct {
 
 // MaxHeld bounds the slots a store renews: the requests in flight under
 // Concurrent limits. Past it, a slot is held without renewal, and its
-// lease ends after its length even if its request is still running.
+// slot ends after its life even if its request is still running.
 const MaxHeld = 1 << 20
 
 // Table is a store's table of the slots it renews. Renew is the store's
@@ -56,7 +56,7 @@ func (t *Table) Hold(s Slot) {
 	}
 }
 
-// Drop stops renewing the slot of lease id.
+// Drop stops renewing slot id.
 func (t *Table) Drop(id int64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -69,7 +69,7 @@ func (t *Table) Drop(id int64) {
 	}
 }
 
-// loop renews the leases held every third of the shortest lease, and
+// loop renews the slots held every third of the shortest slot's life, and
 // ends when none is held.
 func (t *Table) loop() {
 	var batch []Slot
@@ -100,7 +100,7 @@ func (t *Table) loop() {
 	}
 }
 
-// ids makes the ids of leases: a random 20-bit prefix of this
+// ids makes the ids of slots: a random 20-bit prefix of this
 // process, then a count, so that ids of several instances do not meet and
 // each fits in the 53 bits a script keeps exact.
 var ids struct {
@@ -109,7 +109,7 @@ var ids struct {
 	n      atomic.Uint32
 }
 
-// NewID returns a new lease's id, unique among this process's and, most
+// NewID returns a new slot's id, unique among this process's and, most
 // likely, other instances'.
 func NewID() int64 {
 	ids.once.Do(func() {
