@@ -125,14 +125,8 @@ func CompileConcurrent(quota int, lease time.Duration) Limit {
 	if lease == 0 {
 		lease = DefaultLease
 	}
-	c := Limit{
-		Algorithm: Concurrent,
-		Quota:     int64(quota),
-		Window:    int64(lease / time.Microsecond),
-		WindowMS:  int64(lease / time.Millisecond),
-		Capacity:  int64(quota),
-		Suffix:    ":k",
-	}
+	c := newLimit(Concurrent, quota, lease)
+	c.Suffix = ":k"
 	c.Args = LimitArgs{Code: "k", A: strconv.FormatInt(c.Quota, 10), B: strconv.FormatInt(c.Window, 10), C: "0"}
 	return c
 }
@@ -156,15 +150,8 @@ var longestPeriod = map[uint8]time.Duration{
 // CompileCalendar returns the integers of a valid Daily, Weekly or Monthly
 // limit in zone loc (its name is zone), whose weeks start on weekday.
 func CompileCalendar(algorithm uint8, quota int, zone string, loc *time.Location, weekday time.Weekday) Limit {
-	longest := longestPeriod[algorithm]
-	c := Limit{
-		Algorithm: algorithm,
-		Quota:     int64(quota),
-		Window:    int64(longest / time.Microsecond),
-		WindowMS:  int64(longest / time.Millisecond),
-		Capacity:  int64(quota),
-		Calendar:  NewCalendar(algorithm, int64(quota), loc, weekday),
-	}
+	c := newLimit(algorithm, quota, longestPeriod[algorithm])
+	c.Calendar = NewCalendar(algorithm, c.Quota, loc, weekday)
 	if zone == "" {
 		zone = "UTC"
 	}
@@ -184,13 +171,7 @@ func Compile(algorithm uint8, quota int, window, precision time.Duration, burst 
 	if precision == 0 {
 		precision = window / DefaultSlots
 	}
-	c := Limit{
-		Algorithm: algorithm,
-		Quota:     int64(quota),
-		Window:    int64(window / time.Microsecond),
-		WindowMS:  int64(window / time.Millisecond),
-		Capacity:  int64(quota),
-	}
+	c := newLimit(algorithm, quota, window)
 	switch algorithm {
 	case FixedWindow:
 		c.encode("f", "", c.Quota, c.WindowMS, 0)
@@ -206,6 +187,19 @@ func Compile(algorithm uint8, quota int, window, precision time.Duration, burst 
 		c.encode("s", strconv.FormatInt(c.Slots, 10), c.Quota, c.Width, c.Slots)
 	}
 	return c
+}
+
+// newLimit returns the integers every limit has: its quota, which is
+// also its capacity until a burst says otherwise, and its window in µs
+// and ms.
+func newLimit(algorithm uint8, quota int, window time.Duration) Limit {
+	return Limit{
+		Algorithm: algorithm,
+		Quota:     int64(quota),
+		Window:    int64(window / time.Microsecond),
+		WindowMS:  int64(window / time.Millisecond),
+		Capacity:  int64(quota),
+	}
 }
 
 func (c *Limit) encode(code, extra string, a, b, d int64) {
