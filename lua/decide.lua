@@ -149,6 +149,19 @@ local function int(x)
   return string.format('%d', x)
 end
 
+-- int_pair returns the two integers of v, a key's value that holds two
+-- integers separated by a space, as the token bucket and the calendar
+-- quotas keep theirs; a value that does not raises err, before any write.
+local function int_pair(v, err)
+  local sp = string.find(v, ' ', 1, true)
+  local a = sp and tonumber(string.sub(v, 1, sp - 1))
+  local b = sp and tonumber(string.sub(v, sp + 1))
+  if not a or not b then
+    error(err)
+  end
+  return a, b
+end
+
 -- ceil_div returns ceil(a / b) for 0 <= a <= 2^53 and b >= 1, exactly.
 local function ceil_div(a, b)
   local q = math.floor(a / b)
