@@ -297,13 +297,7 @@ func newGoPackage(importPath string, files []*ast.File) *goPackage {
 						}
 					case *ast.TypeSpec:
 						p.top[s.Name.Name] = true
-						var fields *ast.FieldList
-						switch t := s.Type.(type) {
-						case *ast.StructType:
-							fields = t.Fields
-						case *ast.InterfaceType:
-							fields = t.Methods
-						}
+						fields := typeFields(s.Type)
 						if fields == nil {
 							continue
 						}
@@ -324,6 +318,18 @@ func newGoPackage(importPath string, files []*ast.File) *goPackage {
 		}
 	}
 	return p
+}
+
+// typeFields returns the fields of a struct type or the methods of an
+// interface type, or nil for any other type.
+func typeFields(t ast.Expr) *ast.FieldList {
+	switch t := t.(type) {
+	case *ast.StructType:
+		return t.Fields
+	case *ast.InterfaceType:
+		return t.Methods
+	}
+	return nil
 }
 
 // typeName returns the name of a receiver's or embedded field's type:
@@ -583,14 +589,7 @@ func docComments(files []*ast.File) []*ast.CommentGroup {
 						add(s.Doc, s.Comment)
 					case *ast.TypeSpec:
 						add(s.Doc, s.Comment)
-						var fields *ast.FieldList
-						switch t := s.Type.(type) {
-						case *ast.StructType:
-							fields = t.Fields
-						case *ast.InterfaceType:
-							fields = t.Methods
-						}
-						if fields != nil {
+						if fields := typeFields(s.Type); fields != nil {
 							for _, fl := range fields.List {
 								add(fl.Doc, fl.Comment)
 							}
