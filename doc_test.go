@@ -297,13 +297,7 @@ func newGoPackage(importPath string, files []*ast.File) *goPackage {
 						}
 					case *ast.TypeSpec:
 						p.top[s.Name.Name] = true
-						var fields *ast.FieldList
-						switch t := s.Type.(type) {
-						case *ast.StructType:
-							fields = t.Fields
-						case *ast.InterfaceType:
-							fields = t.Methods
-						}
+						fields := typeFields(s.Type)
 						if fields == nil {
 							continue
 						}
@@ -324,6 +318,18 @@ func newGoPackage(importPath string, files []*ast.File) *goPackage {
 		}
 	}
 	return p
+}
+
+// typeFields returns the fields of a struct type or the methods of an
+// interface type, or nil for any other type.
+func typeFields(t ast.Expr) *ast.FieldList {
+	switch t := t.(type) {
+	case *ast.StructType:
+		return t.Fields
+	case *ast.InterfaceType:
+		return t.Methods
+	}
+	return nil
 }
 
 // typeName returns the name of a receiver's or embedded field's type:
@@ -583,14 +589,7 @@ func docComments(files []*ast.File) []*ast.CommentGroup {
 						add(s.Doc, s.Comment)
 					case *ast.TypeSpec:
 						add(s.Doc, s.Comment)
-						var fields *ast.FieldList
-						switch t := s.Type.(type) {
-						case *ast.StructType:
-							fields = t.Fields
-						case *ast.InterfaceType:
-							fields = t.Methods
-						}
-						if fields != nil {
+						if fields := typeFields(s.Type); fields != nil {
 							for _, fl := range fields.List {
 								add(fl.Doc, fl.Comment)
 							}
@@ -664,15 +663,7 @@ func linkPos(g *ast.CommentGroup, text string) token.Pos {
 // TestReadmeQuickStartBuilds: the README's quick start is a program that
 // builds against the module as it is (go vet compiles it).
 func TestReadmeQuickStartBuilds(t *testing.T) {
-	readme, err := os.ReadFile("README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, after, ok := strings.Cut(string(readme), "\n## Quick start\n")
-	if !ok {
-		t.Fatal(`README.md has no "## Quick start" section`)
-	}
-	_, code, ok := strings.Cut(after, "```go\n")
+	_, code, ok := strings.Cut(markdownSection(t, "README.md", "Quick start"), "```go\n")
 	if ok {
 		code, _, ok = strings.Cut(code, "\n```")
 	}
@@ -692,6 +683,22 @@ func TestReadmeQuickStartBuilds(t *testing.T) {
 	}
 }
 
+// markdownSection returns the text of file's section "## heading", up to
+// the next section of that level, and fails t when file has none.
+func markdownSection(t *testing.T, file, heading string) string {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(b), "\n## "+heading+"\n")
+	if !ok {
+		t.Fatalf("%s has no %q section", file, "## "+heading)
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	return section
+}
+
 // TestReleaseStepsRequireATaggedRoot: CONTRIBUTING.md's release steps
 // leave every nested module requiring the root's tag with no replace of
 // it, after the root is tagged and before the module is; and each nested
@@ -699,15 +706,7 @@ func TestReadmeQuickStartBuilds(t *testing.T) {
 // a replace) or after (a tag, no replace). The steps with a part removed
 // must fail the check.
 func TestReleaseStepsRequireATaggedRoot(t *testing.T) {
-	b, err := os.ReadFile("CONTRIBUTING.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, releases, ok := strings.Cut(string(b), "\n## Releases\n")
-	if !ok {
-		t.Fatal(`CONTRIBUTING.md has no "## Releases" section`)
-	}
-	releases, _, _ = strings.Cut(releases, "\n## ")
+	releases := markdownSection(t, "CONTRIBUTING.md", "Releases")
 	if problem := releaseStepsProblem(releases); problem != "" {
 		t.Errorf("CONTRIBUTING.md's release steps: %s", problem)
 	}

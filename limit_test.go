@@ -152,7 +152,7 @@ func TestNewLimitsReportsTheField(t *testing.T) {
 		{"a leased window too short", []ratelimit.Limit{{Algorithm: ratelimit.FixedWindow, Quota: 1000, Window: 9 * time.Millisecond, Leased: true}}, "limits[0].Window 9ms is too short to lease"},
 		{"leased slots too fine", []ratelimit.Limit{{Quota: 1000, Window: time.Second, Precision: 5 * time.Millisecond, Leased: true}}, "limits[0].Precision 5ms is too fine to lease"},
 		{"too many slots", []ratelimit.Limit{{Algorithm: ratelimit.Concurrent, Quota: 10_001}}, "limits[0].Quota"},
-		{"a lease too short", []ratelimit.Limit{{Algorithm: ratelimit.Concurrent, Quota: 5, Window: 100 * time.Millisecond}}, "limits[0].Window"},
+		{"a slot life too short", []ratelimit.Limit{{Algorithm: ratelimit.Concurrent, Quota: 5, Window: 100 * time.Millisecond}}, "limits[0].Window"},
 		{"two concurrent limits", []ratelimit.Limit{{Algorithm: ratelimit.Concurrent, Quota: 5}, {Algorithm: ratelimit.Concurrent, Quota: 2, Window: time.Second}}, "would count into one place"},
 		{"two calendars of one zone", []ratelimit.Limit{{Algorithm: ratelimit.Monthly, Quota: 1}, {Algorithm: ratelimit.Monthly, Quota: 2, Zone: "UTC"}}, "would count into one place"},
 		{"quota too large", []ratelimit.Limit{ratelimit.Limit{Quota: maxQuota + 1, Window: time.Hour}.Using(ratelimit.FixedWindow)}, "limits[0].Quota"},

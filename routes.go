@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+
+	"github.com/ratelimit-go/ratelimit/internal/httpmethod"
 )
 
 // routeTable is the table of WithRoutes, as a Limiter reads it: its
@@ -164,22 +166,7 @@ func appendShape(b []byte, pattern string) []byte {
 // "": it must be an HTTP method token, in upper case, as a router writes
 // it and a request carries it; "post" would never match.
 func checkMethod(pattern string) string {
-	method, rest := splitMethod(pattern)
-	lower := false
-	for i := 0; i < len(method); i++ {
-		c := method[i]
-		switch {
-		case 'a' <= c && c <= 'z':
-			lower = true
-		case 'A' <= c && c <= 'Z', '0' <= c && c <= '9', strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
-		default:
-			return fmt.Sprintf("the method %q is not an HTTP method token", method)
-		}
-	}
-	if lower {
-		return fmt.Sprintf("the method %q must be upper case, as requests carry it: %q", method, strings.ToUpper(method)+" "+rest)
-	}
-	return ""
+	return httpmethod.Problem(splitMethod(pattern))
 }
 
 // lookup returns the table's entry for the route a router matched,

@@ -54,27 +54,21 @@ func runGoSide(ctx context.Context, stop context.CancelFunc, cfg *config) int {
 	dcfg := *cfg
 	dcfg.callers = goSideCallers
 	decisionPlan, _ := planCells(&dcfg, goSideDecisions)
-	e, redisVersion, closeEnv, code := newEnv(ctx, stop, cfg, true)
-	if code != 0 {
-		return code
-	}
-	defer closeEnv()
-
-	httpResults := runHTTPRounds(ctx, e, httpPlan, lg, cfg)
-	var decisionResults []*cellResult
-	if httpResults != nil {
-		decisionResults = runRounds(ctx, e, decisionPlan, &dcfg)
-	}
-	if decisionResults == nil {
-		fmt.Fprintln(os.Stderr, "bench: interrupted; no report")
-		return 130
-	}
-	m := machineInfo(redisVersion)
-	report := renderGoSide(httpResults, decisionResults) +
-		"\n" + renderHTTPReport(m, cfg, lg.describe(), time.Now(), httpResults) +
-		"\n" + renderReport(m, &dcfg, decisionResults)
-	return publish(report, cfg.out, slices.ContainsFunc(httpResults, func(r *httpResult) bool { return r.skipped != "" }) ||
-		slices.ContainsFunc(decisionResults, func(r *cellResult) bool { return r.skipped != "" }))
+	return runReport(ctx, stop, cfg, true, func(e *env, m machine) (string, bool, bool) {
+		httpResults := runHTTPRounds(ctx, e, httpPlan, lg, cfg)
+		var decisionResults []*cellResult
+		if httpResults != nil {
+			decisionResults = runRounds(ctx, e, decisionPlan, &dcfg)
+		}
+		if decisionResults == nil {
+			return "", false, false
+		}
+		report := renderGoSide(httpResults, decisionResults) +
+			"\n" + renderHTTPReport(m, cfg, lg.describe(), time.Now(), httpResults) +
+			"\n" + renderReport(m, &dcfg, decisionResults)
+		return report, slices.ContainsFunc(httpResults, func(r *httpResult) bool { return r.skipped != "" }) ||
+			slices.ContainsFunc(decisionResults, func(r *cellResult) bool { return r.skipped != "" }), true
+	})
 }
 
 // renderGoSide writes the table of goSideTargets: each goal, the two

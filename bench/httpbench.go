@@ -318,24 +318,15 @@ func runHTTP(ctx context.Context, stop context.CancelFunc, cfg *config) int {
 	}
 	plan, needRedis := planHTTP(cfg.only)
 	if len(plan) == 0 {
-		ws, cs := httpWorkloads(), httpContenders()
-		fmt.Fprintf(os.Stderr, "bench: -only %q matches no row; rows are named workload/contender, for example %s/%s\n", cfg.only, ws[0].id, cs[1].name)
-		return 2
+		return noRowMatches(cfg.only, httpWorkloads()[0].id+"/"+httpContenders()[1].name)
 	}
-	e, redisVersion, closeEnv, code := newEnv(ctx, stop, cfg, needRedis)
-	if code != 0 {
-		return code
-	}
-	defer closeEnv()
-
-	results := runHTTPRounds(ctx, e, plan, lg, cfg)
-	if results == nil {
-		fmt.Fprintln(os.Stderr, "bench: interrupted; no report")
-		return 130
-	}
-
-	report := renderHTTPReport(machineInfo(redisVersion), cfg, lg.describe(), time.Now(), results)
-	return publish(report, cfg.out, slices.ContainsFunc(results, func(r *httpResult) bool { return r.skipped != "" }))
+	return runReport(ctx, stop, cfg, needRedis, func(e *env, m machine) (string, bool, bool) {
+		results := runHTTPRounds(ctx, e, plan, lg, cfg)
+		if results == nil {
+			return "", false, false
+		}
+		return renderHTTPReport(m, cfg, lg.describe(), time.Now(), results), slices.ContainsFunc(results, func(r *httpResult) bool { return r.skipped != "" }), true
+	})
 }
 
 // planHTTP returns the HTTP cells whose workload/contender only matches,

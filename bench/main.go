@@ -167,25 +167,40 @@ func run(cfg *config) int {
 
 	plan, needRedis := planCells(cfg, cfg.only)
 	if len(plan) == 0 {
-		ws, cs := workloads(), contenders()
-		fmt.Fprintf(os.Stderr, "bench: -only %q matches no row; rows are named workload/contender, for example %s/%s\n", cfg.only, ws[0].id, cs[0].name)
-		return 2
+		return noRowMatches(cfg.only, workloads()[0].id+"/"+contenders()[0].name)
 	}
+	return runReport(ctx, stop, cfg, needRedis, func(e *env, m machine) (string, bool, bool) {
+		results := runRounds(ctx, e, plan, cfg)
+		if results == nil {
+			return "", false, false
+		}
+		return renderReport(m, cfg, results), slices.ContainsFunc(results, func(r *cellResult) bool { return r.skipped != "" }), true
+	})
+}
 
+// noRowMatches says that -only selects no row of a table, of which
+// example names one, and returns the exit status.
+func noRowMatches(only *regexp.Regexp, example string) int {
+	fmt.Fprintf(os.Stderr, "bench: -only %q matches no row; rows are named workload/contender, for example %s\n", only, example)
+	return 2
+}
+
+// runReport starts the environment (see newEnv), runs the rows with run
+// in it, and publishes the report run returns, with whether a row was
+// skipped; run returns ok false when it was interrupted, and then there
+// is no report. It returns the exit status.
+func runReport(ctx context.Context, stop context.CancelFunc, cfg *config, needRedis bool, run func(e *env, m machine) (report string, skipped, ok bool)) int {
 	e, redisVersion, closeEnv, code := newEnv(ctx, stop, cfg, needRedis)
 	if code != 0 {
 		return code
 	}
 	defer closeEnv()
-
-	results := runRounds(ctx, e, plan, cfg)
-	if results == nil {
+	report, skipped, ok := run(e, machineInfo(redisVersion))
+	if !ok {
 		fmt.Fprintln(os.Stderr, "bench: interrupted; no report")
 		return 130
 	}
-
-	report := renderReport(machineInfo(redisVersion), cfg, results)
-	return publish(report, cfg.out, slices.ContainsFunc(results, func(r *cellResult) bool { return r.skipped != "" }))
+	return publish(report, cfg.out, skipped)
 }
 
 // planCells returns the cells whose workload/contender only matches, at

@@ -169,6 +169,26 @@ func send(t *testing.T, method, u string, header map[string]string, form url.Val
 	return resp
 }
 
+// frameworks are the example servers, one for each framework it runs
+// on, as build names them.
+var frameworks = []string{"net/http", "gin", "echo"}
+
+// forEachServer runs test, in parallel subtests, for the example server
+// of every framework on every backend, with the server's binary and the
+// backend's arguments and client (see backend).
+func forEachServer(t *testing.T, test func(t *testing.T, framework, bin string, args []string, client *redis.Client)) {
+	bins := build(t)
+	for _, framework := range frameworks {
+		for _, b := range backends {
+			t.Run(framework+"/"+b, func(t *testing.T) {
+				t.Parallel()
+				args, client := backend(t, b)
+				test(t, framework, bins[framework], args, client)
+			})
+		}
+	}
+}
+
 // backends are where an example server under test keeps its limits:
 // "embedded", a miniredis inside the server, what it runs on without
 // -redis; and "redis", a real redis-server behind store.Fallback, the
@@ -298,178 +318,171 @@ func TestRedisCluster(t *testing.T) {
 // decisions, and the reset of a login, were made there rather than in the
 // fallback's memory.
 func TestEveryFramework(t *testing.T) {
-	bins := build(t)
-	for _, framework := range []string{"net/http", "gin", "echo"} {
-		for _, b := range backends {
-			t.Run(framework+"/"+b, func(t *testing.T) {
-				t.Parallel()
-				args, client := backend(t, b)
-				server := start(t, bins[framework], append(args, "-limit", "3", "-window", "1m", "-algorithm", "fixed-window")...)
+	forEachServer(t, func(t *testing.T, framework, bin string, args []string, client *redis.Client) {
+		server := start(t, bin, append(args, "-limit", "3", "-window", "1m", "-algorithm", "fixed-window")...)
 
-				// GET /quota shows GET /'s quota without spending it.
-				quota := func(when string, remaining int) {
-					t.Helper()
-					for range 2 {
-						resp, err := http.Get(server + "/quota")
-						if err != nil {
-							t.Fatal(err)
-						}
-						var q struct {
-							Limit, Remaining int
-							ResetMS          int64 `json:"reset_ms"`
-						}
-						err = json.NewDecoder(resp.Body).Decode(&q)
-						resp.Body.Close()
-						if err != nil || resp.StatusCode != 200 {
-							t.Fatalf("GET /quota %s: %d, %v", when, resp.StatusCode, err)
-						}
-						if q.Limit != 3 || q.Remaining != remaining || q.ResetMS < 0 || q.ResetMS > 60_000 {
-							t.Errorf("GET /quota %s: %+v, want limit 3, remaining %d, reset within a minute", when, q, remaining)
-						}
-					}
+		// GET /quota shows GET /'s quota without spending it.
+		quota := func(when string, remaining int) {
+			t.Helper()
+			for range 2 {
+				resp, err := http.Get(server + "/quota")
+				if err != nil {
+					t.Fatal(err)
 				}
-				quota("before any request", 3)
-				send(t, "GET", server+"/", nil, nil)
-				quota("after one request", 2)
-
-				for i, want := range []int{200, 200, 429, 429} {
-					resp := send(t, "GET", server+"/", nil, nil)
-					if resp.StatusCode != want {
-						t.Fatalf("GET / #%d: got %d, want %d", i, resp.StatusCode, want)
-					}
-					if got := resp.Header.Get("RateLimit-Policy"); got != `"home";q=3;w=60` {
-						t.Errorf("GET / #%d: RateLimit-Policy %q", i, got)
-					}
-					if want == 429 && resp.Header.Get("Retry-After") != "60" {
-						t.Errorf("GET / denied: Retry-After %q, want 60", resp.Header.Get("Retry-After"))
-					}
+				var q struct {
+					Limit, Remaining int
+					ResetMS          int64 `json:"reset_ms"`
 				}
-				if client != nil {
-					if k := keys(t, client, homeKeys); len(k) != 1 {
-						t.Errorf("GET /: Redis holds keys %q, want the client IP's one", k)
-					}
+				err = json.NewDecoder(resp.Body).Decode(&q)
+				resp.Body.Close()
+				if err != nil || resp.StatusCode != 200 {
+					t.Fatalf("GET /quota %s: %d, %v", when, resp.StatusCode, err)
 				}
-
-				wrong, right := url.Values{"password": {"guess"}}, url.Values{"password": {"letmein"}}
-				steps := []struct {
-					form      url.Values
-					want      int
-					remaining string // X-RateLimit-Remaining
-					banned    bool   // denied by a ban, which the body says
-				}{
-					// Only failures count; a counted failure's headers say
-					// what is left after it, an uncounted success's what was
-					// left before it.
-					{wrong, 401, "4", false}, {wrong, 401, "3", false}, {right, 200, "3", false}, // a success never counts, and clears the failures
-					{right, 200, "5", false},
-					{wrong, 401, "4", false}, {wrong, 401, "3", false}, {wrong, 401, "2", false}, {wrong, 401, "1", false}, {wrong, 401, "0", false},
-					{right, 429, "0", false}, // five failures within the minute: even the right password waits
-					{wrong, 429, "0", false},
-					{wrong, 429, "0", true}, // the third denial within the minute bans the client for a minute
-					{right, 429, "0", true},
+				if q.Limit != 3 || q.Remaining != remaining || q.ResetMS < 0 || q.ResetMS > 60_000 {
+					t.Errorf("GET /quota %s: %+v, want limit 3, remaining %d, reset within a minute", when, q, remaining)
 				}
-				for i, st := range steps {
-					resp := send(t, "POST", server+"/login", nil, st.form)
-					if resp.StatusCode != st.want {
-						t.Fatalf("POST /login #%d: got %d, want %d", i, resp.StatusCode, st.want)
-					}
-					if got := resp.Header.Get("RateLimit-Policy"); got != `"login";q=5;w=60` {
-						t.Errorf("POST /login #%d: RateLimit-Policy %q", i, got)
-					}
-					if got := resp.Header.Get("X-RateLimit-Remaining"); got != st.remaining {
-						t.Errorf("POST /login #%d: X-RateLimit-Remaining %q, want %q", i, got, st.remaining)
-					}
-					body, _ := io.ReadAll(resp.Body)
-					if banned := strings.Contains(string(body), "banned"); banned != st.banned {
-						t.Errorf("POST /login #%d: body %q, want banned %v", i, body, st.banned)
-					}
-					if st.banned && resp.Header.Get("Retry-After") != "60" {
-						t.Errorf("POST /login #%d: banned with Retry-After %q, want 60, the ban's minute", i, resp.Header.Get("Retry-After"))
-					}
-					if client != nil {
-						want := 1 // the failures' log
-						switch {
-						case st.want == 200:
-							want = 0 // the reset deleted the attempts on Redis
-						case st.want == 429:
-							want = 2 // and the denials' ban state
-						}
-						if k := keys(t, client, loginKeys); len(k) != want {
-							t.Errorf("POST /login #%d: Redis holds login keys %q, want %d", i, k, want)
-						}
-						if st.banned {
-							ttl, err := client.PTTL(context.Background(), k0(keys(t, client, `example:{login|\*|ip:*}:b`))).Result()
-							if err != nil || ttl <= 0 {
-								t.Errorf("POST /login #%d: the ban state's TTL is %v, %v; want one", i, ttl, err)
-							}
-						}
-					}
-				}
-
-				if resp := send(t, "GET", server+"/api/things", nil, nil); resp.StatusCode != 400 {
-					t.Errorf("GET /api/ without a key: got %d, want 400", resp.StatusCode)
-				}
-				// The bucket holds 10: the first 10 pass at once, and 20 quick
-				// requests cannot all pass at 10 per second.
-				codes := map[int]int{}
-				for i := range 20 {
-					resp := send(t, "GET", server+"/api/things", map[string]string{"X-API-Key": "k-" + framework}, nil)
-					if i < 10 && resp.StatusCode != 200 {
-						t.Fatalf("GET /api/ #%d: got %d, want 200", i, resp.StatusCode)
-					}
-					codes[resp.StatusCode]++
-				}
-				if codes[429] == 0 {
-					t.Errorf("20 quick API requests: %v, want some 429", codes)
-				}
-				if resp := send(t, "GET", server+"/api/things", map[string]string{"X-API-Key": "other"}, nil); resp.StatusCode != 200 {
-					t.Errorf("another API key: got %d, want 200", resp.StatusCode)
-				}
-				// A "pro-" key has the pro plan, from the same Limiter: a
-				// bucket of 100, so 20 quick requests all pass. The handler
-				// reads what is left from the decision in the request.
-				for i := range 20 {
-					resp := send(t, "GET", server+"/api/things", map[string]string{"X-API-Key": "pro-" + framework}, nil)
-					if resp.StatusCode != 200 {
-						t.Fatalf("GET /api/ with a pro key #%d: got %d, want 200", i, resp.StatusCode)
-					}
-					var body struct {
-						Left []struct {
-							Limit     string
-							Remaining int
-						}
-					}
-					if err := json.NewDecoder(resp.Body).Decode(&body); err != nil || len(body.Left) != 2 ||
-						body.Left[0].Limit != "pro-second" || body.Left[1].Limit != "pro-hour" || body.Left[1].Remaining != 10_000-1-i {
-						t.Fatalf("GET /api/ with a pro key #%d: body %+v, %v; want what pro-second and pro-hour have left, %d of the hour", i, body, err, 10_000-1-i)
-					}
-					if got := resp.Header.Get("X-RateLimit-Remaining"); got != strconv.Itoa(body.Left[0].Remaining) {
-						t.Fatalf("GET /api/ with a pro key #%d: X-RateLimit-Remaining %q, the body says pro-second has %d", i, got, body.Left[0].Remaining)
-					}
-					if got, want := resp.Header.Get("RateLimit-Policy"), `"pro-second";q=100;w=1, "pro-hour";q=10000;w=3600`; got != want {
-						t.Fatalf("GET /api/ with a pro key: RateLimit-Policy %q, want %q", got, want)
-					}
-				}
-				if client != nil {
-					// Two limits for each of the three keys: the hour's
-					// window for each, and its bucket unless the bucket
-					// has refilled and so expired (10 a second refills
-					// "other"'s one request in 100ms, which a busy
-					// machine may take before this reads the keys).
-					k := keys(t, client, apiKeys)
-					hours := 0
-					for _, key := range k {
-						if strings.HasSuffix(key, ":s3600000/10") {
-							hours++
-						}
-					}
-					if hours != 3 || len(k) > 6 {
-						t.Errorf("GET /api/: Redis holds keys %q, want 2 limits for each of 3 API keys (an hour's window each, and its bucket until it refills)", k)
-					}
-				}
-			})
+			}
 		}
-	}
+		quota("before any request", 3)
+		send(t, "GET", server+"/", nil, nil)
+		quota("after one request", 2)
+
+		for i, want := range []int{200, 200, 429, 429} {
+			resp := send(t, "GET", server+"/", nil, nil)
+			if resp.StatusCode != want {
+				t.Fatalf("GET / #%d: got %d, want %d", i, resp.StatusCode, want)
+			}
+			if got := resp.Header.Get("RateLimit-Policy"); got != `"home";q=3;w=60` {
+				t.Errorf("GET / #%d: RateLimit-Policy %q", i, got)
+			}
+			if want == 429 && resp.Header.Get("Retry-After") != "60" {
+				t.Errorf("GET / denied: Retry-After %q, want 60", resp.Header.Get("Retry-After"))
+			}
+		}
+		if client != nil {
+			if k := keys(t, client, homeKeys); len(k) != 1 {
+				t.Errorf("GET /: Redis holds keys %q, want the client IP's one", k)
+			}
+		}
+
+		wrong, right := url.Values{"password": {"guess"}}, url.Values{"password": {"letmein"}}
+		steps := []struct {
+			form      url.Values
+			want      int
+			remaining string // X-RateLimit-Remaining
+			banned    bool   // denied by a ban, which the body says
+		}{
+			// Only failures count; a counted failure's headers say
+			// what is left after it, an uncounted success's what was
+			// left before it.
+			{wrong, 401, "4", false}, {wrong, 401, "3", false}, {right, 200, "3", false}, // a success never counts, and clears the failures
+			{right, 200, "5", false},
+			{wrong, 401, "4", false}, {wrong, 401, "3", false}, {wrong, 401, "2", false}, {wrong, 401, "1", false}, {wrong, 401, "0", false},
+			{right, 429, "0", false}, // five failures within the minute: even the right password waits
+			{wrong, 429, "0", false},
+			{wrong, 429, "0", true}, // the third denial within the minute bans the client for a minute
+			{right, 429, "0", true},
+		}
+		for i, st := range steps {
+			resp := send(t, "POST", server+"/login", nil, st.form)
+			if resp.StatusCode != st.want {
+				t.Fatalf("POST /login #%d: got %d, want %d", i, resp.StatusCode, st.want)
+			}
+			if got := resp.Header.Get("RateLimit-Policy"); got != `"login";q=5;w=60` {
+				t.Errorf("POST /login #%d: RateLimit-Policy %q", i, got)
+			}
+			if got := resp.Header.Get("X-RateLimit-Remaining"); got != st.remaining {
+				t.Errorf("POST /login #%d: X-RateLimit-Remaining %q, want %q", i, got, st.remaining)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			if banned := strings.Contains(string(body), "banned"); banned != st.banned {
+				t.Errorf("POST /login #%d: body %q, want banned %v", i, body, st.banned)
+			}
+			if st.banned && resp.Header.Get("Retry-After") != "60" {
+				t.Errorf("POST /login #%d: banned with Retry-After %q, want 60, the ban's minute", i, resp.Header.Get("Retry-After"))
+			}
+			if client != nil {
+				want := 1 // the failures' log
+				switch {
+				case st.want == 200:
+					want = 0 // the reset deleted the attempts on Redis
+				case st.want == 429:
+					want = 2 // and the denials' ban state
+				}
+				if k := keys(t, client, loginKeys); len(k) != want {
+					t.Errorf("POST /login #%d: Redis holds login keys %q, want %d", i, k, want)
+				}
+				if st.banned {
+					ttl, err := client.PTTL(context.Background(), k0(keys(t, client, `example:{login|\*|ip:*}:b`))).Result()
+					if err != nil || ttl <= 0 {
+						t.Errorf("POST /login #%d: the ban state's TTL is %v, %v; want one", i, ttl, err)
+					}
+				}
+			}
+		}
+
+		if resp := send(t, "GET", server+"/api/things", nil, nil); resp.StatusCode != 400 {
+			t.Errorf("GET /api/ without a key: got %d, want 400", resp.StatusCode)
+		}
+		// The bucket holds 10: the first 10 pass at once, and 20 quick
+		// requests cannot all pass at 10 per second.
+		codes := map[int]int{}
+		for i := range 20 {
+			resp := send(t, "GET", server+"/api/things", map[string]string{"X-API-Key": "k-" + framework}, nil)
+			if i < 10 && resp.StatusCode != 200 {
+				t.Fatalf("GET /api/ #%d: got %d, want 200", i, resp.StatusCode)
+			}
+			codes[resp.StatusCode]++
+		}
+		if codes[429] == 0 {
+			t.Errorf("20 quick API requests: %v, want some 429", codes)
+		}
+		if resp := send(t, "GET", server+"/api/things", map[string]string{"X-API-Key": "other"}, nil); resp.StatusCode != 200 {
+			t.Errorf("another API key: got %d, want 200", resp.StatusCode)
+		}
+		// A "pro-" key has the pro plan, from the same Limiter: a
+		// bucket of 100, so 20 quick requests all pass. The handler
+		// reads what is left from the decision in the request.
+		for i := range 20 {
+			resp := send(t, "GET", server+"/api/things", map[string]string{"X-API-Key": "pro-" + framework}, nil)
+			if resp.StatusCode != 200 {
+				t.Fatalf("GET /api/ with a pro key #%d: got %d, want 200", i, resp.StatusCode)
+			}
+			var body struct {
+				Left []struct {
+					Limit     string
+					Remaining int
+				}
+			}
+			if err := json.NewDecoder(resp.Body).Decode(&body); err != nil || len(body.Left) != 2 ||
+				body.Left[0].Limit != "pro-second" || body.Left[1].Limit != "pro-hour" || body.Left[1].Remaining != 10_000-1-i {
+				t.Fatalf("GET /api/ with a pro key #%d: body %+v, %v; want what pro-second and pro-hour have left, %d of the hour", i, body, err, 10_000-1-i)
+			}
+			if got := resp.Header.Get("X-RateLimit-Remaining"); got != strconv.Itoa(body.Left[0].Remaining) {
+				t.Fatalf("GET /api/ with a pro key #%d: X-RateLimit-Remaining %q, the body says pro-second has %d", i, got, body.Left[0].Remaining)
+			}
+			if got, want := resp.Header.Get("RateLimit-Policy"), `"pro-second";q=100;w=1, "pro-hour";q=10000;w=3600`; got != want {
+				t.Fatalf("GET /api/ with a pro key: RateLimit-Policy %q, want %q", got, want)
+			}
+		}
+		if client != nil {
+			// Two limits for each of the three keys: the hour's
+			// window for each, and its bucket unless the bucket
+			// has refilled and so expired (10 a second refills
+			// "other"'s one request in 100ms, which a busy
+			// machine may take before this reads the keys).
+			k := keys(t, client, apiKeys)
+			hours := 0
+			for _, key := range k {
+				if strings.HasSuffix(key, ":s3600000/10") {
+					hours++
+				}
+			}
+			if hours != 3 || len(k) > 6 {
+				t.Errorf("GET /api/: Redis holds keys %q, want 2 limits for each of 3 API keys (an hour's window each, and its bucket until it refills)", k)
+			}
+		}
+	})
 }
 
 // k0 returns the first of keys, or "" when there is none.

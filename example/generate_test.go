@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // quotaOf is one policy of GET /v1/quota's answer.
@@ -56,96 +58,89 @@ func rateLimitItem(field, policy string) string {
 // response past gen-tpm's quota is charged whole, and the key is denied
 // until the debt is paid; GET /v1/quota spends nothing.
 func TestModelAPI(t *testing.T) {
-	bins := build(t)
-	for _, framework := range []string{"net/http", "gin", "echo"} {
-		for _, b := range backends {
-			t.Run(framework+"/"+b, func(t *testing.T) {
-				t.Parallel()
-				args, _ := backend(t, b)
-				server := start(t, bins[framework], args...)
-				key := map[string]string{"X-API-Key": "k-" + framework}
-				generate := func(tokens, hold int) *http.Response {
-					return send(t, "POST", fmt.Sprintf("%s/v1/generate?tokens=%d&hold_ms=%d", server, tokens, hold), key, nil)
-				}
+	forEachServer(t, func(t *testing.T, framework, bin string, args []string, _ *redis.Client) {
+		server := start(t, bin, args...)
+		key := map[string]string{"X-API-Key": "k-" + framework}
+		generate := func(tokens, hold int) *http.Response {
+			return send(t, "POST", fmt.Sprintf("%s/v1/generate?tokens=%d&hold_ms=%d", server, tokens, hold), key, nil)
+		}
 
-				for _, bad := range []string{"tokens=-1&hold_ms=0", "tokens=100001&hold_ms=0", "tokens=5&hold_ms=10001", "tokens=x&hold_ms=0", "hold_ms=0"} {
-					if resp := send(t, "POST", server+"/v1/generate?"+bad, key, nil); resp.StatusCode != 400 {
-						t.Errorf("POST /v1/generate?%s: got %d, want 400", bad, resp.StatusCode)
+		for _, bad := range []string{"tokens=-1&hold_ms=0", "tokens=100001&hold_ms=0", "tokens=5&hold_ms=10001", "tokens=x&hold_ms=0", "hold_ms=0"} {
+			if resp := send(t, "POST", server+"/v1/generate?"+bad, key, nil); resp.StatusCode != 400 {
+				t.Errorf("POST /v1/generate?%s: got %d, want 400", bad, resp.StatusCode)
+			}
+		}
+		q := genQuota(t, server, key["X-API-Key"])
+		for name, want := range map[string]int{"gen-rpm": 20, "gen-tpm": 40_000, "gen-concurrent": 4, "gen-month": 1_000_000} {
+			if q[name].Limit != want || q[name].Remaining != want {
+				t.Errorf("after bad requests: %s %+v, want %d of %d left: nothing counted", name, q[name], want, want)
+			}
+		}
+
+		resp := generate(1200, 0)
+		var body struct{ Tokens int }
+		if err := json.NewDecoder(resp.Body).Decode(&body); err != nil || resp.StatusCode != 200 || body.Tokens != 1200 {
+			t.Fatalf("POST /v1/generate: %d, %+v, %v", resp.StatusCode, body, err)
+		}
+		if got, want := resp.Header.Get("RateLimit-Policy"), `"gen-rpm";q=20;w=60, "gen-tpm";q=40000;w=60, "gen-concurrent";q=4;qu="concurrent-requests", "gen-month";q=1000000`; got != want {
+			t.Errorf("RateLimit-Policy %q, want %q", got, want)
+		}
+		field := resp.Header.Get("RateLimit")
+		for policy, prefix := range map[string]string{"gen-rpm": `"gen-rpm";r=19;t=`, "gen-tpm": `"gen-tpm";r=38800;t=`, "gen-concurrent": `"gen-concurrent";r=3;t=0`, "gen-month": `"gen-month";r=998800;t=`} {
+			if item := rateLimitItem(field, policy); !strings.HasPrefix(item, prefix) {
+				t.Errorf("RateLimit %q: %s is %q, want %s...", field, policy, item, prefix)
+			}
+		}
+		q = genQuota(t, server, key["X-API-Key"])
+		if q["gen-tpm"].Remaining != 38_800 || q["gen-month"].Remaining != 998_800 || q["gen-rpm"].Remaining != 19 || q["gen-concurrent"].Remaining != 4 {
+			t.Errorf("GET /v1/quota after 1,200 tokens: %+v", q)
+		}
+		if r := q["gen-month"].ResetMS; r <= 0 || r > 31*24*3600*1000 {
+			t.Errorf("gen-month resets in %dms, want within a month", r)
+		}
+
+		// Six at once, each holding its slot 1.5s: four get one.
+		var mu sync.Mutex
+		codes := map[int]int{}
+		retry := ""
+		var wg sync.WaitGroup
+		for range 6 {
+			wg.Go(func() {
+				resp := generate(0, 1500)
+				mu.Lock()
+				defer mu.Unlock()
+				codes[resp.StatusCode]++
+				if resp.StatusCode == 429 {
+					retry = resp.Header.Get("Retry-After")
+					if item := rateLimitItem(resp.Header.Get("RateLimit"), "gen-concurrent"); item != `"gen-concurrent";r=0;t=0` {
+						t.Errorf("denied: gen-concurrent is %q, want r=0;t=0", item)
 					}
-				}
-				q := genQuota(t, server, key["X-API-Key"])
-				for name, want := range map[string]int{"gen-rpm": 20, "gen-tpm": 40_000, "gen-concurrent": 4, "gen-month": 1_000_000} {
-					if q[name].Limit != want || q[name].Remaining != want {
-						t.Errorf("after bad requests: %s %+v, want %d of %d left: nothing counted", name, q[name], want, want)
-					}
-				}
-
-				resp := generate(1200, 0)
-				var body struct{ Tokens int }
-				if err := json.NewDecoder(resp.Body).Decode(&body); err != nil || resp.StatusCode != 200 || body.Tokens != 1200 {
-					t.Fatalf("POST /v1/generate: %d, %+v, %v", resp.StatusCode, body, err)
-				}
-				if got, want := resp.Header.Get("RateLimit-Policy"), `"gen-rpm";q=20;w=60, "gen-tpm";q=40000;w=60, "gen-concurrent";q=4;qu="concurrent-requests", "gen-month";q=1000000`; got != want {
-					t.Errorf("RateLimit-Policy %q, want %q", got, want)
-				}
-				field := resp.Header.Get("RateLimit")
-				for policy, prefix := range map[string]string{"gen-rpm": `"gen-rpm";r=19;t=`, "gen-tpm": `"gen-tpm";r=38800;t=`, "gen-concurrent": `"gen-concurrent";r=3;t=0`, "gen-month": `"gen-month";r=998800;t=`} {
-					if item := rateLimitItem(field, policy); !strings.HasPrefix(item, prefix) {
-						t.Errorf("RateLimit %q: %s is %q, want %s...", field, policy, item, prefix)
-					}
-				}
-				q = genQuota(t, server, key["X-API-Key"])
-				if q["gen-tpm"].Remaining != 38_800 || q["gen-month"].Remaining != 998_800 || q["gen-rpm"].Remaining != 19 || q["gen-concurrent"].Remaining != 4 {
-					t.Errorf("GET /v1/quota after 1,200 tokens: %+v", q)
-				}
-				if r := q["gen-month"].ResetMS; r <= 0 || r > 31*24*3600*1000 {
-					t.Errorf("gen-month resets in %dms, want within a month", r)
-				}
-
-				// Six at once, each holding its slot 1.5s: four get one.
-				var mu sync.Mutex
-				codes := map[int]int{}
-				retry := ""
-				var wg sync.WaitGroup
-				for range 6 {
-					wg.Go(func() {
-						resp := generate(0, 1500)
-						mu.Lock()
-						defer mu.Unlock()
-						codes[resp.StatusCode]++
-						if resp.StatusCode == 429 {
-							retry = resp.Header.Get("Retry-After")
-							if item := rateLimitItem(resp.Header.Get("RateLimit"), "gen-concurrent"); item != `"gen-concurrent";r=0;t=0` {
-								t.Errorf("denied: gen-concurrent is %q, want r=0;t=0", item)
-							}
-						}
-					})
-				}
-				wg.Wait()
-				if codes[200] != 4 || codes[429] != 2 || retry != "1" {
-					t.Errorf("six requests at once: %v, Retry-After %q; want four 200 and two 429 with Retry-After 1", codes, retry)
-				}
-				if q = genQuota(t, server, key["X-API-Key"]); q["gen-concurrent"].Remaining != 4 {
-					t.Errorf("after the six: %d slots left, want every one given back", q["gen-concurrent"].Remaining)
-				}
-
-				// Past gen-tpm's 38,800 left: charged whole, a debt.
-				resp = generate(45_000, 0)
-				if item := rateLimitItem(resp.Header.Get("RateLimit"), "gen-tpm"); resp.StatusCode != 200 || !strings.HasPrefix(item, `"gen-tpm";r=0;`) {
-					t.Fatalf("45,000 tokens: %d, gen-tpm %q; want 200 and nothing left", resp.StatusCode, item)
-				}
-				resp = generate(1, 0)
-				if resp.StatusCode != 429 {
-					t.Fatalf("in debt: got %d, want 429", resp.StatusCode)
-				}
-				q = genQuota(t, server, key["X-API-Key"])
-				if q["gen-tpm"].Remaining != 0 || q["gen-month"].Remaining != 1_000_000-1_200-45_000 {
-					t.Errorf("after the debt: %+v; want gen-tpm spent and gen-month %d", q, 1_000_000-1_200-45_000)
-				}
-				if other := genQuota(t, server, "another-key"); other["gen-tpm"].Remaining != 40_000 {
-					t.Errorf("another key: %+v, want its own quota", other["gen-tpm"])
 				}
 			})
 		}
-	}
+		wg.Wait()
+		if codes[200] != 4 || codes[429] != 2 || retry != "1" {
+			t.Errorf("six requests at once: %v, Retry-After %q; want four 200 and two 429 with Retry-After 1", codes, retry)
+		}
+		if q = genQuota(t, server, key["X-API-Key"]); q["gen-concurrent"].Remaining != 4 {
+			t.Errorf("after the six: %d slots left, want every one given back", q["gen-concurrent"].Remaining)
+		}
+
+		// Past gen-tpm's 38,800 left: charged whole, a debt.
+		resp = generate(45_000, 0)
+		if item := rateLimitItem(resp.Header.Get("RateLimit"), "gen-tpm"); resp.StatusCode != 200 || !strings.HasPrefix(item, `"gen-tpm";r=0;`) {
+			t.Fatalf("45,000 tokens: %d, gen-tpm %q; want 200 and nothing left", resp.StatusCode, item)
+		}
+		resp = generate(1, 0)
+		if resp.StatusCode != 429 {
+			t.Fatalf("in debt: got %d, want 429", resp.StatusCode)
+		}
+		q = genQuota(t, server, key["X-API-Key"])
+		if q["gen-tpm"].Remaining != 0 || q["gen-month"].Remaining != 1_000_000-1_200-45_000 {
+			t.Errorf("after the debt: %+v; want gen-tpm spent and gen-month %d", q, 1_000_000-1_200-45_000)
+		}
+		if other := genQuota(t, server, "another-key"); other["gen-tpm"].Remaining != 40_000 {
+			t.Errorf("another key: %+v, want its own quota", other["gen-tpm"])
+		}
+	})
 }

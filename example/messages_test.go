@@ -104,7 +104,7 @@ func TestStartupLineDescribesTheBan(t *testing.T) {
 // every framework; not a 503, as if Redis were down.
 func TestQuotaWithoutKey(t *testing.T) {
 	bins := build(t)
-	for _, framework := range []string{"net/http", "gin", "echo"} {
+	for _, framework := range frameworks {
 		t.Run(framework, func(t *testing.T) {
 			t.Parallel()
 			server := start(t, bins[framework])

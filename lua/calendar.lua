@@ -39,12 +39,7 @@ local function calendar_count(key, e)
   if not v then
     return 0
   end
-  local sp = string.find(v, ' ', 1, true)
-  local ends = sp and tonumber(string.sub(v, 1, sp - 1))
-  local count = sp and tonumber(string.sub(v, sp + 1))
-  if not ends or not count then
-    error('ratelimit: the key of a calendar limit does not hold its count')
-  end
+  local ends, count = int_pair(v, 'ratelimit: the key of a calendar limit does not hold its count')
   if ends < e then
     return 0
   end

@@ -149,6 +149,19 @@ local function int(x)
   return string.format('%d', x)
 end
 
+-- int_pair returns the two integers of v, a key's value that holds two
+-- integers separated by a space, as the token bucket and the calendar
+-- quotas keep theirs; a value that does not raises err, before any write.
+local function int_pair(v, err)
+  local sp = string.find(v, ' ', 1, true)
+  local a = sp and tonumber(string.sub(v, 1, sp - 1))
+  local b = sp and tonumber(string.sub(v, sp + 1))
+  if not a or not b then
+    error(err)
+  end
+  return a, b
+end
+
 -- ceil_div returns ceil(a / b) for 0 <= a <= 2^53 and b >= 1, exactly.
 local function ceil_div(a, b)
   local q = math.floor(a / b)
@@ -167,11 +180,11 @@ local function clock()
   return now_us
 end
 
--- lease_margin is how long before the earliest end Redis may give a
+-- slice_margin is how long before the earliest end Redis may give a
 -- window or a slot a slice of it ends (us): the slice's life is counted
 -- on the instance from before the request was sent, which covers the
 -- network; the margin covers the clocks' rates and rounding.
-local lease_margin = 1000
+local slice_margin = 1000
 
 -- slice returns the units a request that passed may take beyond its cost
 -- from the leased limit of code, the algorithm's parameters pa, pb, pc and
@@ -182,9 +195,9 @@ local lease_margin = 1000
 -- are decided one by one, in plain decisions, and up to 1/512 of the
 -- quota, so that units left unspent when a window ends stay few. A slice
 -- may last only while every unit of it would count as it does now if
--- spent then: a fixed window's units until lease_margin before the
+-- spent then: a fixed window's units until slice_margin before the
 -- earliest time its key may expire (its PTTL, which rounds down), a
--- sliding window's until lease_margin before the slot they are counted
+-- sliding window's until slice_margin before the slot they are counted
 -- in ends. A token bucket's last life: the bucket keeps, for the time of
 -- the slice, room for the refill of that time (rate * life), taken as if
 -- the slice's units left it at the slice's end, so that no span of time
@@ -202,13 +215,13 @@ local function slice(code, cost, remaining, pa, pb, pc, now, s1)
     end
     remaining, s1 = math.floor(level / pb), level
   elseif k == 's' then
-    life = math.min(life, (math.floor(now / pb) + 1) * pb - now - lease_margin)
+    life = math.min(life, (math.floor(now / pb) + 1) * pb - now - slice_margin)
   else
     local left = pb * 1000 -- a new window
     if s1 >= 0 then
       left = math.min(s1, pb) * 1000
     end
-    life = math.min(life, left - lease_margin)
+    life = math.min(life, left - slice_margin)
   end
   local extra = math.min(want, math.floor((remaining - cost) / 8), math.max(1, math.floor(quota / 512)))
   if extra < 1 or life <= 0 then
@@ -217,13 +230,13 @@ local function slice(code, cost, remaining, pa, pb, pc, now, s1)
   return extra, life, s1
 end
 
--- lease_set fills extra, life, s1 and remaining for the n limits of a
+-- slice_set fills extra, life, s1 and remaining for the n limits of a
 -- request that passed, whose entries start at ARGV[first]: all or none.
 -- Each limit gives units for the same number of requests of this cost,
 -- the fewest any of them can, for the shortest life any of them allows,
 -- so that no limit's units are counted where another's are not. When
 -- one can give none, none gives any, and s1 stays as CHECK left it.
-local function lease_set(first, n, costs, remaining, pa, pb, pc, now, s1, extra, life)
+local function slice_set(first, n, costs, remaining, pa, pb, pc, now, s1, extra, life)
   local requests, shortest, level = math.huge, math.huge, {}
   for i = 1, n do
     local units, l
@@ -266,7 +279,7 @@ local function decide_limits(k, n, cost, first, now)
     pass = pass and ok[i]
   end
   if pass and slices then
-    lease_set(first, n, costs, remaining, pa, pb, pc, now, s1, extra, life)
+    slice_set(first, n, costs, remaining, pa, pb, pc, now, s1, extra, life)
   end
   for i = 1, n do
     if pass and not later[i] then

@@ -23,12 +23,7 @@ local function token_bucket_at(key, capacity, rate, t)
   if not v then
     return capacity, t
   end
-  local sp = string.find(v, ' ', 1, true)
-  local level = sp and tonumber(string.sub(v, 1, sp - 1))
-  local last = sp and tonumber(string.sub(v, sp + 1))
-  if not level or not last then
-    error('ratelimit: the key of a token-bucket limit does not hold its bucket')
-  end
+  local level, last = int_pair(v, 'ratelimit: the key of a token-bucket limit does not hold its bucket')
   if t > last then
     if (t - last) * rate < capacity - level then
       level = level + (t - last) * rate

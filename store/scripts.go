@@ -108,7 +108,7 @@ type functionLibrary struct {
 // top-level local of the files.
 var (
 	libraryPerCall   = []string{"now_us", "charged"}
-	libraryConstants = []string{"algorithms", "clockless", "CHECK", "COMMIT", "SETTLE", "DECIDE", "CHARGE", "PEEK", "lease_margin"}
+	libraryConstants = []string{"algorithms", "clockless", "CHECK", "COMMIT", "SETTLE", "DECIDE", "CHARGE", "PEEK", "slice_margin"}
 )
 
 // libraryFiles are the files of the library, in order. reset.lua and

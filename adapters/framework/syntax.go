@@ -8,6 +8,7 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/bounded"
+	"github.com/ratelimit-go/ratelimit/internal/httpmethod"
 )
 
 // A Syntax is how a router writes its route patterns when it names a
@@ -92,7 +93,7 @@ func (s Syntax) serveMux(pattern string) (muxPattern, shape, problem string) {
 	if i := strings.IndexByte(pattern, ' '); i > 0 && !strings.Contains(pattern[:i], "/") {
 		method, path = pattern[:i], strings.TrimLeft(pattern[i+1:], " ")
 	}
-	if problem := checkMethod(method, path); problem != "" {
+	if problem := httpmethod.Problem(method, path); problem != "" {
 		return "", "", problem
 	}
 	if !strings.HasPrefix(path, "/") {
@@ -141,25 +142,4 @@ func (s Syntax) serveMux(pattern string) (muxPattern, shape, problem string) {
 		}
 	}
 	return prefix + strings.Join(segments, "/"), shapePrefix + strings.Join(shapes, "/"), ""
-}
-
-// checkMethod says what is wrong with a pattern's method, or returns "":
-// it must be an HTTP method token, in upper case, as requests carry it;
-// "post" would never match.
-func checkMethod(method, path string) string {
-	lower := false
-	for i := 0; i < len(method); i++ {
-		c := method[i]
-		switch {
-		case 'a' <= c && c <= 'z':
-			lower = true
-		case 'A' <= c && c <= 'Z', '0' <= c && c <= '9', strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
-		default:
-			return fmt.Sprintf("the method %q is not an HTTP method token", method)
-		}
-	}
-	if lower {
-		return fmt.Sprintf("the method %q must be upper case, as requests carry it: %q", method, strings.ToUpper(method)+" "+path)
-	}
-	return ""
 }

@@ -95,7 +95,7 @@ const (
 	limitKind
 	routeKind
 	namespaceKind
-	leaseKind
+	refillKind
 )
 
 // New returns an Observer whose instruments come from mp's meter for this
@@ -157,7 +157,7 @@ func (o *Observer) Observe(r *http.Request, e ratelimit.Event) {
 		}
 		o.limits.Add(ctx, 1, o.sets.Get(labels{kind: limitKind, namespace: e.Namespace, route: e.Route, limit: res.Limit.Name, outcome: out}).add...)
 		if res.Leased > 0 {
-			o.refills.Add(ctx, 1, o.sets.Get(labels{kind: leaseKind, namespace: e.Namespace, route: e.Route, limit: res.Limit.Name}).add...)
+			o.refills.Add(ctx, 1, o.sets.Get(labels{kind: refillKind, namespace: e.Namespace, route: e.Route, limit: res.Limit.Name}).add...)
 		}
 	}
 	switch e.Outcome {
@@ -206,7 +206,7 @@ func makeOptions(l labels) options {
 		attrs = append(attrs, keyRoute.String(l.route), keyOutcome.String(l.outcome))
 	case limitKind:
 		attrs = append(attrs, keyRoute.String(l.route), keyLimit.String(l.limit), keyOutcome.String(l.outcome))
-	case leaseKind:
+	case refillKind:
 		attrs = append(attrs, keyRoute.String(l.route), keyLimit.String(l.limit))
 	case routeKind:
 		attrs = append(attrs, keyRoute.String(l.route))

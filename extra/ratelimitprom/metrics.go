@@ -58,18 +58,18 @@ var latencyBuckets = []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.
 // number of Limiters; they are told apart by namespace. It is safe for
 // concurrent use.
 type Metrics struct {
-	requests *prometheus.CounterVec
-	limits   *prometheus.CounterVec
-	local    *prometheus.CounterVec
-	usage    *prometheus.CounterVec
-	leases   *prometheus.CounterVec
-	latency  *prometheus.HistogramVec
+	requests   *prometheus.CounterVec
+	limits     *prometheus.CounterVec
+	local      *prometheus.CounterVec
+	usage      *prometheus.CounterVec
+	refillsVec *prometheus.CounterVec
+	latency    *prometheus.HistogramVec
 
 	reqs      *bounded.Map[requestLabels, prometheus.Counter]
 	verdicts  *bounded.Map[limitLabels, prometheus.Counter]
 	fellBack  *bounded.Map[routeLabels, prometheus.Counter]
 	charged   *bounded.Map[routeLabels, prometheus.Counter]
-	refills   *bounded.Map[leaseLabels, prometheus.Counter]
+	refills   *bounded.Map[refillLabels, prometheus.Counter]
 	durations *bounded.Map[string, prometheus.Observer]
 
 	fallbacks   []watched
@@ -89,7 +89,7 @@ type limitLabels struct {
 
 type routeLabels struct{ namespace, route string }
 
-type leaseLabels struct{ namespace, route, limit string }
+type refillLabels struct{ namespace, route, limit string }
 
 // New returns Metrics with no series yet: each appears with the first
 // request it counts.
@@ -111,7 +111,7 @@ func New() *Metrics {
 			Name: "ratelimit_usage_charged_total",
 			Help: "Units of usage charged to limits charged from usage once responses were done, by namespace and route pattern.",
 		}, []string{"namespace", "route"}),
-		leases: prometheus.NewCounterVec(prometheus.CounterOpts{
+		refillsVec: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ratelimit_lease_refills_total",
 			Help: "Slices of leased limits this instance took from the store, by namespace, route pattern and limit name.",
 		}, []string{"namespace", "route", "limit"}),
@@ -138,9 +138,11 @@ func New() *Metrics {
 	m.charged = &bounded.Map[routeLabels, prometheus.Counter]{Max: MaxSeries,
 		Make:     func(l routeLabels) prometheus.Counter { return m.usage.WithLabelValues(l.namespace, l.route) },
 		Overflow: func(l routeLabels) routeLabels { l.route = other; return l }}
-	m.refills = &bounded.Map[leaseLabels, prometheus.Counter]{Max: MaxSeries,
-		Make:     func(l leaseLabels) prometheus.Counter { return m.leases.WithLabelValues(l.namespace, l.route, l.limit) },
-		Overflow: func(l leaseLabels) leaseLabels { l.route, l.limit = other, other; return l }}
+	m.refills = &bounded.Map[refillLabels, prometheus.Counter]{Max: MaxSeries,
+		Make: func(l refillLabels) prometheus.Counter {
+			return m.refillsVec.WithLabelValues(l.namespace, l.route, l.limit)
+		},
+		Overflow: func(l refillLabels) refillLabels { l.route, l.limit = other, other; return l }}
 	m.durations = &bounded.Map[string, prometheus.Observer]{Max: MaxSeries,
 		Make:     func(ns string) prometheus.Observer { return m.latency.WithLabelValues(ns) },
 		Overflow: func(string) string { return other }}
@@ -170,7 +172,7 @@ func (m *Metrics) Observe(_ *http.Request, e ratelimit.Event) {
 		}
 		m.verdicts.Get(limitLabels{e.Namespace, e.Route, res.Limit.Name, o}).Inc()
 		if res.Leased > 0 {
-			m.refills.Get(leaseLabels{e.Namespace, e.Route, res.Limit.Name}).Inc()
+			m.refills.Get(refillLabels{e.Namespace, e.Route, res.Limit.Name}).Inc()
 		}
 	}
 }
@@ -181,7 +183,7 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	m.limits.Describe(ch)
 	m.local.Describe(ch)
 	m.usage.Describe(ch)
-	m.leases.Describe(ch)
+	m.refillsVec.Describe(ch)
 	m.latency.Describe(ch)
 	m.fallbackSet.describe(ch)
 }
@@ -192,7 +194,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	m.limits.Collect(ch)
 	m.local.Collect(ch)
 	m.usage.Collect(ch)
-	m.leases.Collect(ch)
+	m.refillsVec.Collect(ch)
 	m.latency.Collect(ch)
 	m.fallbackMu.Lock()
 	watched := append([]watched(nil), m.fallbacks...)

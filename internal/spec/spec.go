@@ -72,9 +72,9 @@ type Limit struct {
 	// whatever its own cost: its script code is followed by it.
 	Cost int64
 
-	// Leased marks a limit that instances decide in process from leases
+	// Leased marks a limit that instances decide in process from slices
 	// (ratelimit.Limit.Leased); a request that asks for one has
-	// "~want~life" after its script code (see decide.lua's lease).
+	// "~want~life" after its script code (see decide.lua's slice).
 	Leased bool
 }
 
@@ -125,14 +125,8 @@ func CompileConcurrent(quota int, life time.Duration) Limit {
 	if life == 0 {
 		life = DefaultSlotLife
 	}
-	c := Limit{
-		Algorithm: Concurrent,
-		Quota:     int64(quota),
-		Window:    int64(life / time.Microsecond),
-		WindowMS:  int64(life / time.Millisecond),
-		Capacity:  int64(quota),
-		Suffix:    ":k",
-	}
+	c := newLimit(Concurrent, quota, life)
+	c.Suffix = ":k"
 	c.Args = LimitArgs{Code: "k", A: strconv.FormatInt(c.Quota, 10), B: strconv.FormatInt(c.Window, 10), C: "0"}
 	return c
 }
@@ -156,15 +150,8 @@ var longestPeriod = map[uint8]time.Duration{
 // CompileCalendar returns the integers of a valid Daily, Weekly or Monthly
 // limit in zone loc (its name is zone), whose weeks start on weekday.
 func CompileCalendar(algorithm uint8, quota int, zone string, loc *time.Location, weekday time.Weekday) Limit {
-	longest := longestPeriod[algorithm]
-	c := Limit{
-		Algorithm: algorithm,
-		Quota:     int64(quota),
-		Window:    int64(longest / time.Microsecond),
-		WindowMS:  int64(longest / time.Millisecond),
-		Capacity:  int64(quota),
-		Calendar:  NewCalendar(algorithm, int64(quota), loc, weekday),
-	}
+	c := newLimit(algorithm, quota, longestPeriod[algorithm])
+	c.Calendar = NewCalendar(algorithm, c.Quota, loc, weekday)
 	if zone == "" {
 		zone = "UTC"
 	}
@@ -184,13 +171,7 @@ func Compile(algorithm uint8, quota int, window, precision time.Duration, burst 
 	if precision == 0 {
 		precision = window / DefaultSlots
 	}
-	c := Limit{
-		Algorithm: algorithm,
-		Quota:     int64(quota),
-		Window:    int64(window / time.Microsecond),
-		WindowMS:  int64(window / time.Millisecond),
-		Capacity:  int64(quota),
-	}
+	c := newLimit(algorithm, quota, window)
 	switch algorithm {
 	case FixedWindow:
 		c.encode("f", "", c.Quota, c.WindowMS, 0)
@@ -206,6 +187,19 @@ func Compile(algorithm uint8, quota int, window, precision time.Duration, burst 
 		c.encode("s", strconv.FormatInt(c.Slots, 10), c.Quota, c.Width, c.Slots)
 	}
 	return c
+}
+
+// newLimit returns the integers every limit has: its quota, which is
+// also its capacity until a burst says otherwise, and its window in µs
+// and ms.
+func newLimit(algorithm uint8, quota int, window time.Duration) Limit {
+	return Limit{
+		Algorithm: algorithm,
+		Quota:     int64(quota),
+		Window:    int64(window / time.Microsecond),
+		WindowMS:  int64(window / time.Millisecond),
+		Capacity:  int64(quota),
+	}
 }
 
 func (c *Limit) encode(code, extra string, a, b, d int64) {
