@@ -1,5 +1,29 @@
 // Package store implements [ratelimit.Store] three ways.
 //
+// Its words, each with one meaning:
+//
+//   - key: whom a request is counted against, as the Limiter gives it;
+//     on Redis, all of a key's state sits under one hash tag, {key}.
+//   - set: the limits one request is decided against, all or nothing (a
+//     [ratelimit.Limits], compiled once).
+//   - program: the Lua script, or the function of the library loaded in
+//     Redis, that makes one decision in one atomic run.
+//   - batch: decisions sent together, in one round trip per master.
+//   - deny cache: denials this instance remembers until they end, to
+//     answer a repeat without asking Redis.
+//   - slice: units of a leased limit ([ratelimit.Limit] Leased) that this
+//     instance took ahead and spends in process; it ends before the
+//     window that counted them.
+//   - slot: a request's place under a Concurrent limit, held until End,
+//     renewed meanwhile.
+//   - ban: a key denied outright for a time that grows with its strikes
+//     (see [ratelimit.Ban]).
+//   - fault: what makes a Fallback decide in process: an outage, which
+//     passes, or a misconfiguration ([ErrMisconfigured]), which needs a
+//     fix.
+//   - backlog: what a Fallback decided in process, per key, on its way to
+//     Redis once Redis answers again.
+//
 // [Redis] keeps the counters in Redis, so that every instance of a
 // service shares one limit. Each decision is one atomic run of the Lua
 // scripts of the package lua, which read the time from Redis; every key it
