@@ -292,8 +292,8 @@ func TestAPIKeySecret(t *testing.T) {
 		apiKey = "QZXapikey-raw-4f2a9c"
 	)
 	redisURL := "redis://" + srv.Addr + "/0"
-	byFlag, outFlag := startWith(t, nil, bin, "-redis", redisURL, "-key-secret", secret)
-	byEnv, outEnv := startWith(t, []string{"RATELIMIT_KEY_SECRET=" + secret}, bin, "-redis", redisURL)
+	byFlag, outFlag := startWith(t, nil, bin, "-redis", redisURL, "-key-secret", secret, "-fallback-budget", steadyBudget)
+	byEnv, outEnv := startWith(t, []string{"RATELIMIT_KEY_SECRET=" + secret}, bin, "-redis", redisURL, "-fallback-budget", steadyBudget)
 	for _, lines := range []func() string{outFlag, outEnv} {
 		waitLog(t, lines, "per X-API-Key", 1) // the last startup line
 		out := lines()

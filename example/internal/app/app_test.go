@@ -47,10 +47,25 @@ func TestEmbeddedKeysExpire(t *testing.T) {
 	for _, algorithm := range algorithms {
 		t.Run(algorithm.String(), func(t *testing.T) {
 			t.Parallel()
-			a := newApp(t, Config{Algorithm: algorithm, Limit: 2, Window: time.Second})
+			// A budget no loaded machine overruns: the keys are to be on
+			// the embedded Redis, not decided in process.
+			a := newApp(t, Config{Algorithm: algorithm, Limit: 2, Window: time.Second, FallbackBudget: 10 * time.Second})
 			h := a.IP.Handler(http.HandlerFunc(Home))
+			// The soonest a unit can come back: a window, or the token
+			// bucket's half second per unit.
+			back := time.Second
+			if algorithm == ratelimit.TokenBucket {
+				back = time.Second / 2
+			}
+			start := time.Now()
 			for i, want := range []int{200, 200, 429} {
-				if got := get(h); got != want {
+				got := get(h)
+				if got == 200 && want == 429 && time.Since(start) >= back {
+					// The requests took that long: a unit may be back.
+					t.Logf("GET / #%d: 200 after %v", i, time.Since(start))
+					continue
+				}
+				if got != want {
 					t.Fatalf("GET / #%d: got %d, want %d", i, got, want)
 				}
 			}
