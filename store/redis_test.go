@@ -358,25 +358,33 @@ func TestRedisAllowAllocations(t *testing.T) {
 	args := []any{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}
 	// AllocsPerRun counts the whole process's allocations: goroutines
 	// other tests left behind (a Fallback's prober, renewals) can add to
-	// one measure, never take from it. So each side is measured up to
-	// five times, and its fewest counts.
-	ours, theirs := math.Inf(1), math.Inf(1)
+	// one measure, never take from it, and the more the longer it runs.
+	// So each side is measured up to five times, and so is what the rest
+	// of the process allocates while nothing runs for as long as a
+	// decision takes; a decision may allocate that much more.
+	ours, theirs, rest := math.Inf(1), math.Inf(1), math.Inf(1)
 	for range 5 {
+		start := time.Now()
 		ours = min(ours, testing.AllocsPerRun(200, func() {
 			if _, err := s.Allow(ctx, key, 1, limits); err != nil {
 				t.Fatal(err)
 			}
 		}))
+		took := time.Since(start) / 201 // AllocsPerRun runs it once more, first
 		theirs = min(theirs, testing.AllocsPerRun(200, func() {
 			// Any answer will do, an error included: the call is what counts.
 			_ = c.FCall(ctx, function, []string{redisKey}, args...).Err()
 		}))
-		if ours <= theirs {
+		rest = min(rest, testing.AllocsPerRun(200, func() {
+			for t0 := time.Now(); time.Since(t0) < took; {
+			}
+		}))
+		if ours <= theirs+rest {
 			break
 		}
 	}
-	if ours > theirs {
-		t.Errorf("a decision allocates %v times, go-redis's own FCall %v: no more is wanted", ours, theirs)
+	if ours > theirs+rest {
+		t.Errorf("a decision allocates %v times, go-redis's own FCall %v, the rest of the process %v meanwhile: no more is wanted", ours, theirs, rest)
 	}
-	t.Logf("a decision allocates %v times, go-redis's own FCall %v", ours, theirs)
+	t.Logf("a decision allocates %v times, go-redis's own FCall %v, the rest of the process %v meanwhile", ours, theirs, rest)
 }
