@@ -349,7 +349,8 @@ func testBanMatchesModel(t *testing.T, h Harness) {
 	if c.Pinned() {
 		lengths, rounds, steps = windows[:3], 10, 60
 	}
-	var m Model
+	r := replay{t, c, new(Model), tolerance}
+	m := r.m
 	for round := range rounds {
 		limits := randomLimits(rng, windows)
 		ban := randomBan(rng, lengths, windows)
@@ -375,17 +376,14 @@ func testBanMatchesModel(t *testing.T, h Harness) {
 			}
 			if rng.IntN(3) == 0 {
 				cost := randomCost(rng, limits)
-				got := peekSet(t, s, key, cost, set)
-				if want := m.Peek(c.Now().UnixMicro(), key, cost, limits...); !sameDecision(got, want, tolerance) {
-					t.Fatalf("round %d step %d: %v, %v: Peek cost %d:\ngot  %+v\nwant %+v", round, step, limits, ban, cost, got, want)
-				}
+				r.step(fmt.Sprintf("round %d step %d: %v, %v: Peek cost %d", round, step, limits, ban, cost),
+					func() ratelimit.Decision { return peekSet(t, s, key, cost, set) },
+					func(m *Model, now int64) ratelimit.Decision { return m.Peek(now, key, cost, limits...) })
 			}
 			cost := randomCost(rng, limits)
-			got := allowSet(t, s, key, cost, set)
-			want := m.Allow(c.Now().UnixMicro(), key, cost, limits...)
-			if !sameDecision(got, want, tolerance) {
-				t.Fatalf("round %d step %d: %v, %v: cost %d:\ngot  %+v\nwant %+v", round, step, limits, ban, cost, got, want)
-			}
+			r.step(fmt.Sprintf("round %d step %d: %v, %v: cost %d", round, step, limits, ban, cost),
+				func() ratelimit.Decision { return allowSet(t, s, key, cost, set) },
+				func(m *Model, now int64) ratelimit.Decision { return m.Allow(now, key, cost, limits...) })
 		}
 	}
 }

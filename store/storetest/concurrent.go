@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"testing"
 	"time"
@@ -83,7 +84,7 @@ func testConcurrentMatchesModel(t *testing.T, h Harness) {
 	// real time, which the Model does not; on a pinned clock no renewal
 	// comes while the test runs.
 	const slot = 30 * time.Second
-	var m Model
+	r := replay{t, c, new(Model), tolerance}
 	for round := range rounds {
 		limits := []ratelimit.Limit{{Algorithm: ratelimit.Concurrent, Quota: 1 + rng.IntN(4), Window: slot}}
 		if rng.IntN(2) == 0 {
@@ -101,19 +102,15 @@ func testConcurrentMatchesModel(t *testing.T, h Harness) {
 				o := flight[i]
 				flight = append(flight[:i], flight[i+1:]...)
 				usage := rng.IntN(3)
-				got := end(t, s, key, usage, o.got, limits...)
-				want := m.End(c.Now().UnixMicro(), key, usage, o.want, limits...)
-				if !sameDecision(got, want, tolerance) {
-					t.Fatalf("round %d step %d: %v End(%d):\ngot  %+v\nwant %+v", round, step, limits, usage, got.Results(), want.Results())
-				}
+				r.step(fmt.Sprintf("round %d step %d: %v End(%d)", round, step, limits, usage),
+					func() ratelimit.Decision { return end(t, s, key, usage, o.got, limits...) },
+					func(m *Model, now int64) ratelimit.Decision { return m.End(now, key, usage, o.want, limits...) })
 				continue
 			}
 			cost := 1 + rng.IntN(3)
-			got := allow(t, s, key, cost, limits...)
-			want := m.Allow(c.Now().UnixMicro(), key, cost, limits...)
-			if !sameDecision(got, want, tolerance) {
-				t.Fatalf("round %d step %d: %v cost %d:\ngot  %+v\nwant %+v", round, step, limits, cost, got.Results(), want.Results())
-			}
+			got, want, _ := r.step(fmt.Sprintf("round %d step %d: %v cost %d", round, step, limits, cost),
+				func() ratelimit.Decision { return allow(t, s, key, cost, limits...) },
+				func(m *Model, now int64) ratelimit.Decision { return m.Allow(now, key, cost, limits...) })
 			if got.Allowed {
 				flight = append(flight, open{got, want})
 			}

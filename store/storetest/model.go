@@ -183,6 +183,21 @@ func (m *Model) Peek(now int64, key string, cost int, limits ...ratelimit.Limit)
 	return ratelimit.MakeDecision(rs...)
 }
 
+// clone returns a copy of m that shares no state with it.
+func (m *Model) clone() *Model {
+	c := *m
+	c.states = make(map[modelKey]modelState, len(m.states))
+	for k, s := range m.states {
+		c.states[k] = s.clone()
+	}
+	c.bans = make(map[string]*modelBan, len(m.bans))
+	for k, b := range m.bans {
+		copied := *b
+		c.bans[k] = &copied
+	}
+	return &c
+}
+
 // modelBan is a key's ban state: the strikes counted since the first of
 // them, and the end and level of its last ban.
 type modelBan struct {

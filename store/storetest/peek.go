@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -35,7 +36,7 @@ func testPeekChangesNothing(t *testing.T, h Harness) {
 	rng := newRand(t)
 	windows, rounds, steps, tolerance := modelTraffic(c)
 	rounds /= 2 // half of MatchesModel's traffic: the peeks add as many calls again
-	var m, peeked Model
+	r, peeked := replay{t, c, new(Model), tolerance}, new(Model)
 	for round := range rounds {
 		limits := randomLimits(rng, windows)
 		keys := []string{uniqueKey(t, string(rune('a'+round%26))+"1"), uniqueKey(t, string(rune('a'+round%26))+"2")}
@@ -49,12 +50,9 @@ func testPeekChangesNothing(t *testing.T, h Harness) {
 				peeked.Peek(c.Now().UnixMicro(), key, cost, limits...)
 			}
 			key, cost := keys[rng.IntN(len(keys))], randomCost(rng, limits)
-			got := allow(t, s, key, cost, limits...)
-			now := c.Now().UnixMicro()
-			want := m.Allow(now, key, cost, limits...)
-			if !sameDecision(got, want, tolerance) {
-				t.Fatalf("round %d step %d: %v cost %d: after Peeks:\ngot  %+v\nwant %+v", round, step, limits, cost, got, want)
-			}
+			_, want, now := r.step(fmt.Sprintf("round %d step %d: %v cost %d: after Peeks", round, step, limits, cost),
+				func() ratelimit.Decision { return allow(t, s, key, cost, limits...) },
+				func(m *Model, now int64) ratelimit.Decision { return m.Allow(now, key, cost, limits...) })
 			if model := peeked.Allow(now, key, cost, limits...); !sameDecision(model, want, 0) {
 				t.Fatalf("round %d step %d: %v cost %d: a Model that answered the Peeks decides\n%+v\nwant %+v", round, step, limits, cost, model, want)
 			}
@@ -70,7 +68,7 @@ func testPeekMatchesModel(t *testing.T, h Harness) {
 	rng := newRand(t)
 	windows, rounds, steps, tolerance := modelTraffic(c)
 	rounds /= 2 // half of MatchesModel's traffic: the peeks add as many calls again
-	var m Model
+	r := replay{t, c, new(Model), tolerance}
 	for round := range rounds {
 		limits := randomLimits(rng, windows)
 		keys := []string{uniqueKey(t, string(rune('a'+round%26))+"1"), uniqueKey(t, string(rune('a'+round%26))+"2")}
@@ -79,15 +77,13 @@ func testPeekMatchesModel(t *testing.T, h Harness) {
 				c.Advance(randomAdvance(rng, limits))
 			}
 			key, cost := keys[rng.IntN(len(keys))], randomCost(rng, limits)
-			got := peek(t, s, key, cost, limits...)
-			if want := m.Peek(c.Now().UnixMicro(), key, cost, limits...); !sameDecision(got, want, tolerance) {
-				t.Fatalf("round %d step %d: %v Peek cost %d:\ngot  %+v\nwant %+v", round, step, limits, cost, got, want)
-			}
+			r.step(fmt.Sprintf("round %d step %d: %v Peek cost %d", round, step, limits, cost),
+				func() ratelimit.Decision { return peek(t, s, key, cost, limits...) },
+				func(m *Model, now int64) ratelimit.Decision { return m.Peek(now, key, cost, limits...) })
 			key, cost = keys[rng.IntN(len(keys))], randomCost(rng, limits)
-			got = allow(t, s, key, cost, limits...)
-			if want := m.Allow(c.Now().UnixMicro(), key, cost, limits...); !sameDecision(got, want, tolerance) {
-				t.Fatalf("round %d step %d: %v cost %d:\ngot  %+v\nwant %+v", round, step, limits, cost, got, want)
-			}
+			r.step(fmt.Sprintf("round %d step %d: %v cost %d", round, step, limits, cost),
+				func() ratelimit.Decision { return allow(t, s, key, cost, limits...) },
+				func(m *Model, now int64) ratelimit.Decision { return m.Allow(now, key, cost, limits...) })
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
 	"reflect"
@@ -158,7 +159,7 @@ func testMatchesModel(t *testing.T, h Harness) {
 	s, c := h.one(t)
 	rng := newRand(t)
 	windows, rounds, steps, tolerance := modelTraffic(c)
-	var m Model
+	r := replay{t, c, new(Model), tolerance}
 	for round := range rounds {
 		limits := withFixedCosts(rng, randomLimits(rng, windows))
 		keys := []string{uniqueKey(t, string(rune('a'+round%26))+"1"), uniqueKey(t, string(rune('a'+round%26))+"2")}
@@ -167,11 +168,9 @@ func testMatchesModel(t *testing.T, h Harness) {
 				c.Advance(randomAdvance(rng, limits))
 			}
 			key, cost := keys[rng.IntN(len(keys))], randomCost(rng, limits)
-			got := allow(t, s, key, cost, limits...)
-			want := m.Allow(c.Now().UnixMicro(), key, cost, limits...)
-			if !sameDecision(got, want, tolerance) {
-				t.Fatalf("round %d step %d: %v cost %d:\ngot  %+v\nwant %+v", round, step, limits, cost, got, want)
-			}
+			r.step(fmt.Sprintf("round %d step %d: %v cost %d", round, step, limits, cost),
+				func() ratelimit.Decision { return allow(t, s, key, cost, limits...) },
+				func(m *Model, now int64) ratelimit.Decision { return m.Allow(now, key, cost, limits...) })
 		}
 	}
 }
@@ -186,6 +185,51 @@ func modelTraffic(c Clock) (windows []time.Duration, rounds, steps int, toleranc
 		return []time.Duration{24 * time.Hour, 48 * time.Hour}, traffic(20), 40, time.Second
 	}
 	return []time.Duration{20 * time.Millisecond, 100 * time.Millisecond, time.Second, 3 * time.Second, time.Minute}, traffic(60), 120, 0
+}
+
+// A replay holds a store's answers to a [Model]'s, call by call (see
+// [replay.step]).
+type replay struct {
+	t         *testing.T
+	c         Clock
+	m         *Model
+	tolerance time.Duration // of durations, as modelTraffic gives it
+}
+
+// step makes one call to the store and the same call to the Model, and
+// fails the test, naming the call as what, unless they answer alike. On a
+// pinned clock the Model answers at the clock's time. On a real one the
+// store decided at some instant between the times read before and after
+// its call, and a window or slot may end in between: the Model answers at
+// after or, failing that, at before, keeps the state of whichever answer
+// matches, and durations may differ by the tolerance plus the time the
+// call took. step returns both answers and the time the Model's is for.
+func (r replay) step(what string, store func() ratelimit.Decision, model func(m *Model, now int64) ratelimit.Decision) (got, want ratelimit.Decision, now int64) {
+	r.t.Helper()
+	before := r.c.Now()
+	got = store()
+	if r.c.Pinned() {
+		now = before.UnixMicro()
+		if want = model(r.m, now); !sameDecision(got, want, r.tolerance) {
+			r.t.Fatalf("%s:\ngot  %+v\nwant %+v", what, got, want)
+		}
+		return got, want, now
+	}
+	after := r.c.Now()
+	tolerance := r.tolerance + after.Sub(before)
+	var first ratelimit.Decision
+	for i, at := range []time.Time{after, before} {
+		m := r.m.clone()
+		if want = model(m, at.UnixMicro()); sameDecision(got, want, tolerance) {
+			*r.m = *m
+			return got, want, at.UnixMicro()
+		}
+		if i == 0 {
+			first = want
+		}
+	}
+	r.t.Fatalf("%s, between %v and %v:\ngot  %+v\nwant %+v (at the end)\nor   %+v (at the start)", what, before, after, got, first, want)
+	return got, want, 0
 }
 
 // sameDecision compares decisions, durations within tolerance.

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"testing"
 	"time"
@@ -101,7 +102,7 @@ func testUsageMatchesModel(t *testing.T, h Harness) {
 	s, c := h.one(t)
 	rng := newRand(t)
 	windows, rounds, steps, tolerance := modelTraffic(c)
-	var m Model
+	r := replay{t, c, new(Model), tolerance}
 	for round := range rounds {
 		limits := withFixedCosts(rng, randomLimits(rng, windows))
 		for i := range limits {
@@ -115,20 +116,16 @@ func testUsageMatchesModel(t *testing.T, h Harness) {
 				c.Advance(randomAdvance(rng, limits))
 			}
 			cost := randomCost(rng, limits)
-			got := allow(t, s, key, cost, limits...)
-			want := m.Allow(c.Now().UnixMicro(), key, cost, limits...)
-			if !sameDecision(got, want, tolerance) {
-				t.Fatalf("round %d step %d: %v cost %d:\ngot  %+v\nwant %+v", round, step, limits, cost, got.Results(), want.Results())
-			}
+			got, want, _ := r.step(fmt.Sprintf("round %d step %d: %v cost %d", round, step, limits, cost),
+				func() ratelimit.Decision { return allow(t, s, key, cost, limits...) },
+				func(m *Model, now int64) ratelimit.Decision { return m.Allow(now, key, cost, limits...) })
 			if !got.Allowed {
 				continue
 			}
 			usage := rng.IntN(2*capacity(limits[0]) + 1)
-			got = end(t, s, key, usage, got, limits...)
-			want = m.End(c.Now().UnixMicro(), key, usage, want, limits...)
-			if !sameDecision(got, want, tolerance) {
-				t.Fatalf("round %d step %d: %v End(%d):\ngot  %+v\nwant %+v", round, step, limits, usage, got.Results(), want.Results())
-			}
+			r.step(fmt.Sprintf("round %d step %d: %v End(%d)", round, step, limits, usage),
+				func() ratelimit.Decision { return end(t, s, key, usage, got, limits...) },
+				func(m *Model, now int64) ratelimit.Decision { return m.End(now, key, usage, want, limits...) })
 		}
 	}
 }

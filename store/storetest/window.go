@@ -122,19 +122,6 @@ func nextUnit(t *testing.T, m *Model, now int64, key string, remaining int, l ra
 	return us(lo)
 }
 
-// clone returns a copy of m that shares nothing Allow changes.
-func (m *Model) clone() *Model {
-	c := &Model{ban: m.ban, states: make(map[modelKey]modelState, len(m.states)), bans: make(map[string]*modelBan, len(m.bans))}
-	for k, s := range m.states {
-		c.states[k] = s.clone()
-	}
-	for k, b := range m.bans {
-		v := *b
-		c.bans[k] = &v
-	}
-	return c
-}
-
 // testEffectiveWindowLive is testEffectiveWindow on a real clock.
 func testEffectiveWindowLive(t *testing.T, s ratelimit.Store, c Clock, rng *rand.Rand) {
 	windows := []time.Duration{100 * time.Millisecond, 300 * time.Millisecond, time.Second, 2 * time.Second}
