@@ -1,16 +1,16 @@
 package ratelimit
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/ratelimit-go/ratelimit/internal/finish"
 )
 
 // This file is the top of the request's path, in the order it runs:
@@ -85,9 +85,9 @@ func (l *Limiter) Handler(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		sw := &statusWriter{ResponseWriter: w, l: l, r: r}
+		sw := &finish.Writer{ResponseWriter: w, Finisher: finish.Finisher{Limiter: l, Request: r}}
 		next.ServeHTTP(sw, r)
-		sw.finish(http.StatusOK) // a handler that wrote nothing answers 200
+		sw.Finish(http.StatusOK) // a handler that wrote nothing answers 200
 	})
 }
 
@@ -403,49 +403,6 @@ func Charge(ctx context.Context, units int) {
 		s.expect(e, d)
 	}
 }
-
-// statusWriter reports the status a handler writes to Finish, once, as
-// the header is about to be written, for WithCountOnly.
-type statusWriter struct {
-	http.ResponseWriter
-	l    *Limiter
-	r    *http.Request
-	done bool
-}
-
-// finish reports status to Finish, the first time.
-func (w *statusWriter) finish(status int) {
-	if !w.done {
-		w.done = true
-		w.l.Finish(w.r, status)
-	}
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	if code >= 200 { // not an informational answer
-		w.finish(code)
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *statusWriter) Write(b []byte) (int, error) {
-	w.finish(http.StatusOK)
-	return w.ResponseWriter.Write(b)
-}
-
-// Flush flushes the server's writer, when it can.
-func (w *statusWriter) Flush() {
-	w.finish(http.StatusOK)
-	http.NewResponseController(w.ResponseWriter).Flush()
-}
-
-// Hijack hijacks the server's writer's connection, when it can.
-func (w *statusWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
-	return http.NewResponseController(w.ResponseWriter).Hijack()
-}
-
-// Unwrap returns the server's writer, for http.ResponseController.
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // Peek returns the decision the store would make now for r's key under
 // the limits that apply to r, at r's cost ([WithCost], or 1), without

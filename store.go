@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/ratelimit-go/ratelimit/internal/wait"
 )
 
 // Store decides requests against limits and keeps the counters: Allow
@@ -224,14 +226,5 @@ func Wait(ctx context.Context, s Store, key string, cost int, limits *Limits, ma
 // now and sleep are Wait's clock, replaced in tests.
 var (
 	now   = time.Now
-	sleep = func(ctx context.Context, d time.Duration) error {
-		t := time.NewTimer(d)
-		defer t.Stop()
-		select {
-		case <-t.C:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
+	sleep = wait.For
 )

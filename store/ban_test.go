@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimit-go/ratelimit/internal/testkit"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratelimit-go/ratelimit"
@@ -26,14 +28,7 @@ import (
 
 // withBan returns limits as a set with ban b, failing t if either is
 // invalid.
-func withBan(t testing.TB, b ratelimit.Ban, limits ...ratelimit.Limit) *ratelimit.Limits {
-	t.Helper()
-	set, err := limitsOf(t, limits...).WithBan(b)
-	if err != nil {
-		t.Fatalf("WithBan(%v): %v", b, err)
-	}
-	return set
-}
+var withBan = testkit.WithBan
 
 // TestBanKeyTTL replays random traffic under two bans, one whose strikes
 // outlive its bans (Within long) and one the other way round, and reads
@@ -234,7 +229,7 @@ func TestBanKeyWrongType(t *testing.T) {
 func TestBanMemoryMatchesRedis(t *testing.T) {
 	t.Parallel() // a pinned clock: nothing here depends on the machine's speed
 	mini, _ := newMiniredis(t)
-	clock := &fakeClock{pinnedClock{m: mini, now: epoch}}
+	clock := testkit.NewClock(epoch, mini.SetTime)
 	redisStore := newStore(t, newClient(t, mini.Addr()), RedisOptions{DenyCacheSize: noDenyCache})
 	mem := newMemory(t, clock, MemoryOptions{})
 	rng := rand.New(rand.NewPCG(31, 32))
@@ -300,7 +295,7 @@ func TestBanMemoryMatchesRedis(t *testing.T) {
 func TestBanStateExpiresAsOnRedis(t *testing.T) {
 	t.Parallel()
 	mini, _ := newMiniredis(t)
-	clock := &fakeClock{pinnedClock{m: mini, now: epoch}}
+	clock := testkit.NewClock(epoch, mini.SetTime)
 	redisStore := newStore(t, newClient(t, mini.Addr()), RedisOptions{DenyCacheSize: noDenyCache})
 	mem := newMemory(t, clock, MemoryOptions{})
 	l := ratelimit.Limit{Quota: 1, Window: time.Hour}.Using(ratelimit.FixedWindow)

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimit-go/ratelimit/internal/testkit"
+
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
@@ -97,7 +99,7 @@ func TestFallbackLocalConformance(t *testing.T) {
 		m.Close() // nothing answers at its address
 		client := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1})
 		t.Cleanup(func() { client.Close() })
-		clock := &fakeClock{pinnedClock{now: epoch}}
+		clock := testkit.NewClock(epoch, nil)
 		f, err := NewFallback(newStore(t, client, RedisOptions{Logger: quietLogger}), FallbackOptions{
 			Local:         MemoryOptions{Clock: clock.Now},
 			ProbeInterval: time.Hour,

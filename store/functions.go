@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/ratelimit-go/ratelimit/internal/wait"
 )
 
 // Redis runs a script's whole chunk on every EVALSHA, creating its
@@ -201,15 +203,7 @@ func (e *cutShort) Unwrap() []error { return []error{e.ctx, e.cause} }
 // doubled each time, up to 512ms, with jitter; or until ctx is done.
 func pause(ctx context.Context, again int) error {
 	d := 8 * time.Millisecond << again
-	d = min(d/2+rand.N(d/2+1), 512*time.Millisecond)
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return wait.For(ctx, min(d/2+rand.N(d/2+1), 512*time.Millisecond))
 }
 
 // A verb is how a program is run: FCALL of its function, EVALSHA of its

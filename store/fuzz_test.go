@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimit-go/ratelimit/internal/testkit"
+
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
@@ -35,7 +37,7 @@ var theFuzzRig = sync.OnceValue(func() *fuzzRig {
 	}
 	m.SetTime(epoch)
 	m.ClockTTL(true)
-	r.m, r.clock = m, &fakeClock{pinnedClock{m: m, now: epoch}}
+	r.m, r.clock = m, testkit.NewClock(epoch, m.SetTime)
 	r.redis, _ = NewRedis(redis.NewClient(&redis.Options{Addr: m.Addr()}), RedisOptions{DenyCacheSize: noDenyCache})
 	r.memory, _ = memory.New(memory.Options{Clock: r.clock.Now})
 	return r

@@ -8,24 +8,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimit-go/ratelimit/internal/testkit"
+
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/store/internal/memory"
 	"github.com/ratelimit-go/ratelimit/store/storetest"
 )
 
 // fakeClock is a pinned clock for Memory stores.
-type fakeClock struct {
-	pinnedClock // its miniredis may be nil
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-	if c.m != nil {
-		c.m.SetTime(c.now)
-	}
-}
+type fakeClock = testkit.Clock
 
 func newMemory(t testing.TB, clock *fakeClock, opts MemoryOptions) *memory.Store {
 	t.Helper()
@@ -40,7 +31,7 @@ func newMemory(t testing.TB, clock *fakeClock, opts MemoryOptions) *memory.Store
 func TestMemoryConformance(t *testing.T) {
 	t.Parallel() // a pinned clock: nothing here depends on the machine's speed
 	storetest.Run(t, storetest.Harness{New: func(t *testing.T, n int) ([]ratelimit.Store, storetest.Clock) {
-		clock := &fakeClock{pinnedClock{now: epoch}}
+		clock := testkit.NewClock(epoch, nil)
 		m := newMemory(t, clock, MemoryOptions{})
 		stores := make([]ratelimit.Store, n)
 		for i := range stores {
@@ -61,7 +52,7 @@ func TestMemoryMatchesRedis(t *testing.T) {
 		t.Run(mix, func(t *testing.T) {
 			t.Parallel()
 			mini, pinned := newMiniredis(t)
-			clock := &fakeClock{pinnedClock{m: mini, now: epoch}}
+			clock := testkit.NewClock(epoch, mini.SetTime)
 			_ = pinned
 			redisStore := newStore(t, newClient(t, mini.Addr()), RedisOptions{DenyCacheSize: noDenyCache})
 			mem := newMemory(t, clock, MemoryOptions{})
@@ -157,7 +148,7 @@ func TestMemoryMatchesRedisSharedState(t *testing.T) {
 		t.Run(algorithm.String(), func(t *testing.T) {
 			t.Parallel()
 			mini, _ := newMiniredis(t)
-			clock := &fakeClock{pinnedClock{m: mini, now: epoch}}
+			clock := testkit.NewClock(epoch, mini.SetTime)
 			redisStore := newStore(t, newClient(t, mini.Addr()), RedisOptions{DenyCacheSize: noDenyCache})
 			mem := newMemory(t, clock, MemoryOptions{})
 			rng := rand.New(rand.NewPCG(21, uint64(a)))
@@ -214,7 +205,7 @@ func TestMemoryMatchesRedisSharedState(t *testing.T) {
 // all of every limit left, and none is added, so that peeking can never
 // evict a key.
 func TestMemoryPeekAddsNoKey(t *testing.T) {
-	clock := &fakeClock{pinnedClock{now: epoch}}
+	clock := testkit.NewClock(epoch, nil)
 	m := newMemory(t, clock, MemoryOptions{MaxKeys: 10})
 	set := limitsOf(t, everyAlgorithm...)
 	if _, err := m.Allow(context.Background(), "held", 1, set); err != nil {
@@ -246,7 +237,7 @@ func TestMemoryOneLimitAllocatesNothing(t *testing.T) {
 	ctx := context.Background()
 	for _, l := range everyAlgorithm {
 		t.Run(l.String(), func(t *testing.T) {
-			m := newMemory(t, &fakeClock{pinnedClock{now: epoch}}, MemoryOptions{})
+			m := newMemory(t, testkit.NewClock(epoch, nil), MemoryOptions{})
 			set := limitsOf(t, l)
 			m.Allow(ctx, "k", 1, set) // the key's state is made once
 			allocs := testing.AllocsPerRun(100, func() {
@@ -264,7 +255,7 @@ func TestMemoryOneLimitAllocatesNothing(t *testing.T) {
 // TestMemoryIsBounded floods a small store with new keys: it never holds
 // more than its maximum, and every new key's first request passes.
 func TestMemoryIsBounded(t *testing.T) {
-	clock := &fakeClock{pinnedClock{now: epoch}}
+	clock := testkit.NewClock(epoch, nil)
 	const maxKeys = 200
 	m := newMemory(t, clock, MemoryOptions{MaxKeys: maxKeys})
 	l := limitsOf(t, ratelimit.Limit{Quota: 1, Window: time.Hour}.Using(ratelimit.FixedWindow))
@@ -286,7 +277,7 @@ func TestMemoryIsBounded(t *testing.T) {
 // long-lived key; once the short ones expire, new keys replace them and
 // the long-lived key keeps its count.
 func TestMemoryEvictsExpiredFirst(t *testing.T) {
-	clock := &fakeClock{pinnedClock{now: epoch}}
+	clock := testkit.NewClock(epoch, nil)
 	m := newMemory(t, clock, MemoryOptions{MaxKeys: 64})
 	ctx := context.Background()
 	long := limitsOf(t, ratelimit.Limit{Quota: 1, Window: time.Hour}.Using(ratelimit.FixedWindow))
@@ -304,14 +295,4 @@ func TestMemoryEvictsExpiredFirst(t *testing.T) {
 	}
 }
 
-// algorithmNamed returns the algorithm whose String is name.
-func algorithmNamed(t testing.TB, name string) ratelimit.Algorithm {
-	t.Helper()
-	for a := range 4 {
-		if ratelimit.Algorithm(a).String() == name {
-			return ratelimit.Algorithm(a)
-		}
-	}
-	t.Fatalf("no algorithm is named %q", name)
-	return 0
-}
+var algorithmNamed = testkit.AlgorithmNamed

@@ -1,7 +1,6 @@
 package store
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimit-go/ratelimit/internal/testkit"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratelimit-go/ratelimit"
@@ -21,22 +22,7 @@ import (
 )
 
 // syncBuffer is a log destination safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = testkit.Buffer
 
 // pauseAll stalls every command of srv for d, as a slow Redis would.
 func pauseAll(t *testing.T, srv *redistest.Server, d time.Duration) {

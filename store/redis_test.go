@@ -6,10 +6,11 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/ratelimit-go/ratelimit/internal/testkit"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
@@ -61,34 +62,16 @@ var (
 // aligned to every slot width the suite uses.
 var epoch = time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC)
 
-// pinnedClock drives a miniredis: TIME and key expiry follow SetTime.
-type pinnedClock struct {
-	mu  sync.Mutex
-	m   *miniredis.Miniredis
-	now time.Time
-}
-
-func (c *pinnedClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *pinnedClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-	c.m.SetTime(c.now)
-}
-
-func (c *pinnedClock) Pinned() bool { return true }
+// pinnedClock is a pinned clock; one that drives a miniredis moves its
+// TIME and key expiry with it.
+type pinnedClock = testkit.Clock
 
 // newMiniredis starts a miniredis whose clock is pinned at epoch.
 func newMiniredis(t testing.TB) (*miniredis.Miniredis, *pinnedClock) {
 	m := miniredis.RunT(t)
 	m.SetTime(epoch)
 	m.ClockTTL(true)
-	return m, &pinnedClock{m: m, now: epoch}
+	return m, testkit.NewClock(epoch, m.SetTime)
 }
 
 func newClient(t testing.TB, addr string) *redis.Client {
@@ -124,17 +107,8 @@ func newStore(t testing.TB, client RedisClient, opts RedisOptions) *Redis {
 // noDenyCache turns a Redis store's deny cache off.
 const noDenyCache = -1
 
-// limitsOf returns limits as a set, failing t if they are invalid. A
-// test builds the set once and reuses it, as a Limiter does: the Redis
-// store's deny cache knows a request's limits by their set.
-func limitsOf(t testing.TB, limits ...ratelimit.Limit) *ratelimit.Limits {
-	t.Helper()
-	set, err := ratelimit.NewLimits(limits...)
-	if err != nil {
-		t.Fatalf("NewLimits(%v): %v", limits, err)
-	}
-	return set
-}
+// limitsOf returns limits as a set, failing t if they are invalid.
+var limitsOf = testkit.LimitsOf
 
 // compileLimit returns the integers the stores work with for the valid
 // limit l.

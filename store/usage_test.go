@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimit-go/ratelimit/internal/testkit"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratelimit-go/ratelimit"
@@ -318,7 +320,7 @@ func TestLeasesRenewed(t *testing.T) {
 		make func(t *testing.T) (ratelimit.Store, func(time.Duration), func())
 	}{
 		{"memory", func(t *testing.T) (ratelimit.Store, func(time.Duration), func()) {
-			clock := &fakeClock{pinnedClock{now: epoch}}
+			clock := testkit.NewClock(epoch, nil)
 			m := newMemory(t, clock, MemoryOptions{})
 			return m, clock.Advance, m.RenewSlots
 		}},

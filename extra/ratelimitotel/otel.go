@@ -103,27 +103,23 @@ const (
 func New(mp metric.MeterProvider) (*Observer, error) {
 	m := mp.Meter(scope)
 	o := &Observer{meter: m, sets: &bounded.Map[labels, options]{Max: MaxSeries, Make: makeOptions, Overflow: overflow}}
+	for _, c := range []struct {
+		counter                 *metric.Int64Counter
+		name, unit, description string
+	}{
+		{&o.requests, "ratelimit.requests", "{request}", "Requests a rate limiter decided or could not decide, by namespace, route pattern and outcome."},
+		{&o.limits, "ratelimit.limit.decisions", "{decision}", "Each limit's verdict on the requests it applied to: allowed, denied, would_deny (dry run) or banned."},
+		{&o.local, "ratelimit.fallback.decisions", "{request}", "Requests decided in process by a Fallback while Redis was unavailable."},
+		{&o.usage, "ratelimit.usage.charged", "{unit}", "Units of usage charged to limits charged from usage once responses were done, by namespace and route pattern."},
+		{&o.refills, "ratelimit.lease.refills", "{refill}", "Slices of leased limits an instance took from the store, by namespace, route pattern and limit name."},
+	} {
+		counter, err := m.Int64Counter(c.name, metric.WithUnit(c.unit), metric.WithDescription(c.description))
+		if err != nil {
+			return nil, err
+		}
+		*c.counter = counter
+	}
 	var err error
-	if o.requests, err = m.Int64Counter("ratelimit.requests", metric.WithUnit("{request}"),
-		metric.WithDescription("Requests a rate limiter decided or could not decide, by namespace, route pattern and outcome.")); err != nil {
-		return nil, err
-	}
-	if o.limits, err = m.Int64Counter("ratelimit.limit.decisions", metric.WithUnit("{decision}"),
-		metric.WithDescription("Each limit's verdict on the requests it applied to: allowed, denied, would_deny (dry run) or banned.")); err != nil {
-		return nil, err
-	}
-	if o.local, err = m.Int64Counter("ratelimit.fallback.decisions", metric.WithUnit("{request}"),
-		metric.WithDescription("Requests decided in process by a Fallback while Redis was unavailable.")); err != nil {
-		return nil, err
-	}
-	if o.usage, err = m.Int64Counter("ratelimit.usage.charged", metric.WithUnit("{unit}"),
-		metric.WithDescription("Units of usage charged to limits charged from usage once responses were done, by namespace and route pattern.")); err != nil {
-		return nil, err
-	}
-	if o.refills, err = m.Int64Counter("ratelimit.lease.refills", metric.WithUnit("{refill}"),
-		metric.WithDescription("Slices of leased limits an instance took from the store, by namespace, route pattern and limit name.")); err != nil {
-		return nil, err
-	}
 	if o.latency, err = m.Float64Histogram("ratelimit.store.duration", metric.WithUnit("s"),
 		metric.WithDescription("How long the store took to decide a request, or to fail."),
 		metric.WithExplicitBucketBoundaries(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1)); err != nil {

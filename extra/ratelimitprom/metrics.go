@@ -91,30 +91,30 @@ type routeLabels struct{ namespace, route string }
 
 type refillLabels struct{ namespace, route, limit string }
 
+// counterVec returns a counter vector of the labels named.
+func counterVec(name, help string, labels ...string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+}
+
 // New returns Metrics with no series yet: each appears with the first
 // request it counts.
 func New() *Metrics {
 	m := &Metrics{
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "ratelimit_requests_total",
-			Help: "Requests a rate limiter decided or could not decide, by namespace, route pattern and outcome.",
-		}, []string{"namespace", "route", "outcome"}),
-		limits: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "ratelimit_limit_decisions_total",
-			Help: "Each limit's verdict on the requests it applied to, by namespace, route pattern, limit name and outcome (allowed, denied, would_deny in dry-run mode, banned).",
-		}, []string{"namespace", "route", "limit", "outcome"}),
-		local: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "ratelimit_fallback_decisions_total",
-			Help: "Requests decided in process by a Fallback while Redis was unavailable, by namespace and route pattern.",
-		}, []string{"namespace", "route"}),
-		usage: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "ratelimit_usage_charged_total",
-			Help: "Units of usage charged to limits charged from usage once responses were done, by namespace and route pattern.",
-		}, []string{"namespace", "route"}),
-		refillsVec: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "ratelimit_lease_refills_total",
-			Help: "Slices of leased limits this instance took from the store, by namespace, route pattern and limit name.",
-		}, []string{"namespace", "route", "limit"}),
+		requests: counterVec("ratelimit_requests_total",
+			"Requests a rate limiter decided or could not decide, by namespace, route pattern and outcome.",
+			"namespace", "route", "outcome"),
+		limits: counterVec("ratelimit_limit_decisions_total",
+			"Each limit's verdict on the requests it applied to, by namespace, route pattern, limit name and outcome (allowed, denied, would_deny in dry-run mode, banned).",
+			"namespace", "route", "limit", "outcome"),
+		local: counterVec("ratelimit_fallback_decisions_total",
+			"Requests decided in process by a Fallback while Redis was unavailable, by namespace and route pattern.",
+			"namespace", "route"),
+		usage: counterVec("ratelimit_usage_charged_total",
+			"Units of usage charged to limits charged from usage once responses were done, by namespace and route pattern.",
+			"namespace", "route"),
+		refillsVec: counterVec("ratelimit_lease_refills_total",
+			"Slices of leased limits this instance took from the store, by namespace, route pattern and limit name.",
+			"namespace", "route", "limit"),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "ratelimit_store_duration_seconds",
 			Help:    "How long the store took to decide a request, or to fail, by namespace.",

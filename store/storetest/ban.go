@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimit-go/ratelimit/internal/testkit"
+
 	"github.com/ratelimit-go/ratelimit"
 )
 
@@ -18,14 +20,7 @@ import (
 
 // withBan returns limits as a set with ban b, failing t if either is
 // invalid.
-func withBan(t testing.TB, b ratelimit.Ban, limits ...ratelimit.Limit) *ratelimit.Limits {
-	t.Helper()
-	set, err := limitsOf(t, limits...).WithBan(b)
-	if err != nil {
-		t.Fatalf("WithBan(%v): %v", b, err)
-	}
-	return set
-}
+var withBan = testkit.WithBan
 
 // limitsIn returns the limits of set, in order.
 func limitsIn(set *ratelimit.Limits) []ratelimit.Limit { return set.All() }
@@ -349,7 +344,7 @@ func testBanMatchesModel(t *testing.T, h Harness) {
 	if c.Pinned() {
 		lengths, rounds, steps = windows[:3], 10, 60
 	}
-	r := replay{t, c, new(Model), tolerance}
+	r := &replay{t: t, c: c, m: new(Model), tolerance: tolerance}
 	m := r.m
 	for round := range rounds {
 		limits := randomLimits(rng, windows)

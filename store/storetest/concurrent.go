@@ -84,7 +84,7 @@ func testConcurrentMatchesModel(t *testing.T, h Harness) {
 	// real time, which the Model does not; on a pinned clock no renewal
 	// comes while the test runs.
 	const slot = 30 * time.Second
-	r := replay{t, c, new(Model), tolerance}
+	r := &replay{t: t, c: c, m: new(Model), tolerance: tolerance}
 	for round := range rounds {
 		limits := []ratelimit.Limit{{Algorithm: ratelimit.Concurrent, Quota: 1 + rng.IntN(4), Window: slot}}
 		if rng.IntN(2) == 0 {

@@ -32,18 +32,13 @@ func peek(t *testing.T, s ratelimit.Store, key string, cost int, limits ...ratel
 // Model.Peek changes nothing either. The clock and the windows are as in
 // testMatchesModel.
 func testPeekChangesNothing(t *testing.T, h Harness) {
-	s, c := h.one(t)
-	rng := newRand(t)
-	windows, rounds, steps, tolerance := modelTraffic(c)
-	rounds /= 2 // half of MatchesModel's traffic: the peeks add as many calls again
-	r, peeked := replay{t, c, new(Model), tolerance}, new(Model)
-	for round := range rounds {
-		limits := randomLimits(rng, windows)
-		keys := []string{uniqueKey(t, string(rune('a'+round%26))+"1"), uniqueKey(t, string(rune('a'+round%26))+"2")}
-		for step := range steps {
-			if c.Pinned() {
-				c.Advance(randomAdvance(rng, limits))
-			}
+	s, r := newReplay(t, h)
+	rng, peeked, c := r.rng, new(Model), r.c
+	for round := range r.rounds / 2 { // half of MatchesModel's traffic: the peeks add as many calls again
+		limits := randomLimits(rng, r.windows)
+		keys := r.keys(round)
+		for step := range r.steps {
+			r.advance(limits)
 			for range rng.IntN(3) {
 				key, cost := keys[rng.IntN(len(keys))], randomCost(rng, limits)
 				peek(t, s, key, cost, limits...)
@@ -64,18 +59,13 @@ func testPeekChangesNothing(t *testing.T, h Harness) {
 // Allow at each step, and wants every Peek to answer as [Model.Peek]
 // does. The clock and the windows are as in testMatchesModel.
 func testPeekMatchesModel(t *testing.T, h Harness) {
-	s, c := h.one(t)
-	rng := newRand(t)
-	windows, rounds, steps, tolerance := modelTraffic(c)
-	rounds /= 2 // half of MatchesModel's traffic: the peeks add as many calls again
-	r := replay{t, c, new(Model), tolerance}
-	for round := range rounds {
-		limits := randomLimits(rng, windows)
-		keys := []string{uniqueKey(t, string(rune('a'+round%26))+"1"), uniqueKey(t, string(rune('a'+round%26))+"2")}
-		for step := range steps {
-			if c.Pinned() {
-				c.Advance(randomAdvance(rng, limits))
-			}
+	s, r := newReplay(t, h)
+	rng := r.rng
+	for round := range r.rounds / 2 { // half of MatchesModel's traffic: the peeks add as many calls again
+		limits := randomLimits(rng, r.windows)
+		keys := r.keys(round)
+		for step := range r.steps {
+			r.advance(limits)
 			key, cost := keys[rng.IntN(len(keys))], randomCost(rng, limits)
 			r.step(fmt.Sprintf("round %d step %d: %v Peek cost %d", round, step, limits, cost),
 				func() ratelimit.Decision { return peek(t, s, key, cost, limits...) },

@@ -156,17 +156,13 @@ func testInvariants(t *testing.T, h Harness) {
 // so that the few milliseconds between the store's clock and the model's
 // change no count; only the durations may differ, by under a second.
 func testMatchesModel(t *testing.T, h Harness) {
-	s, c := h.one(t)
-	rng := newRand(t)
-	windows, rounds, steps, tolerance := modelTraffic(c)
-	r := replay{t, c, new(Model), tolerance}
-	for round := range rounds {
-		limits := withFixedCosts(rng, randomLimits(rng, windows))
-		keys := []string{uniqueKey(t, string(rune('a'+round%26))+"1"), uniqueKey(t, string(rune('a'+round%26))+"2")}
-		for step := range steps {
-			if c.Pinned() {
-				c.Advance(randomAdvance(rng, limits))
-			}
+	s, r := newReplay(t, h)
+	rng := r.rng
+	for round := range r.rounds {
+		limits := withFixedCosts(rng, randomLimits(rng, r.windows))
+		keys := r.keys(round)
+		for step := range r.steps {
+			r.advance(limits)
 			key, cost := keys[rng.IntN(len(keys))], randomCost(rng, limits)
 			r.step(fmt.Sprintf("round %d step %d: %v cost %d", round, step, limits, cost),
 				func() ratelimit.Decision { return allow(t, s, key, cost, limits...) },
@@ -188,12 +184,37 @@ func modelTraffic(c Clock) (windows []time.Duration, rounds, steps int, toleranc
 }
 
 // A replay holds a store's answers to a [Model]'s, call by call (see
-// [replay.step]).
+// [replay.step]), over randomized traffic: rounds of steps, each round
+// under random limits of the windows modelTraffic gives.
 type replay struct {
-	t         *testing.T
-	c         Clock
-	m         *Model
-	tolerance time.Duration // of durations, as modelTraffic gives it
+	t             *testing.T
+	c             Clock
+	m             *Model
+	tolerance     time.Duration // of durations, as modelTraffic gives it
+	rng           *rand.Rand
+	windows       []time.Duration
+	rounds, steps int
+}
+
+// newReplay returns one of h's stores and a replay of traffic through it.
+func newReplay(t *testing.T, h Harness) (ratelimit.Store, *replay) {
+	s, c := h.one(t)
+	windows, rounds, steps, tolerance := modelTraffic(c)
+	return s, &replay{t: t, c: c, m: new(Model), tolerance: tolerance, rng: newRand(t), windows: windows, rounds: rounds, steps: steps}
+}
+
+// keys returns the two keys of a round.
+func (r *replay) keys(round int) []string {
+	name := string(rune('a' + round%26))
+	return []string{uniqueKey(r.t, name+"1"), uniqueKey(r.t, name+"2")}
+}
+
+// advance moves a pinned clock on by a random step for limits; a real
+// clock moves by itself.
+func (r *replay) advance(limits []ratelimit.Limit) {
+	if r.c.Pinned() {
+		r.c.Advance(randomAdvance(r.rng, limits))
+	}
 }
 
 // step makes one call to the store and the same call to the Model, and
@@ -204,7 +225,7 @@ type replay struct {
 // after or, failing that, at before, keeps the state of whichever answer
 // matches, and durations may differ by the tolerance plus the time the
 // call took. step returns both answers and the time the Model's is for.
-func (r replay) step(what string, store func() ratelimit.Decision, model func(m *Model, now int64) ratelimit.Decision) (got, want ratelimit.Decision, now int64) {
+func (r *replay) step(what string, store func() ratelimit.Decision, model func(m *Model, now int64) ratelimit.Decision) (got, want ratelimit.Decision, now int64) {
 	r.t.Helper()
 	before := r.c.Now()
 	got = store()

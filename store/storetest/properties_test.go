@@ -27,7 +27,7 @@ func TestReplayAcrossAnEdge(t *testing.T) {
 		var store Model // the store: a Model at the instant it decided
 		store.Allow(start.UnixMicro(), key, 1, l)
 		c := &readings{edge.Add(-time.Millisecond), edge.Add(time.Millisecond)}
-		r := replay{t, c, new(Model), 0}
+		r := replay{t: t, c: c, m: new(Model)}
 		r.m.Allow(start.UnixMicro(), key, 1, l)
 
 		got, _, now := r.step("across the edge",

@@ -26,6 +26,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimit-go/ratelimit/internal/testkit"
+
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/redistest"
 )
@@ -118,14 +120,7 @@ func allow(t *testing.T, s ratelimit.Store, key string, cost int, limits ...rate
 }
 
 // limitsOf returns limits as a set, failing t if they are invalid.
-func limitsOf(t testing.TB, limits ...ratelimit.Limit) *ratelimit.Limits {
-	t.Helper()
-	set, err := ratelimit.NewLimits(limits...)
-	if err != nil {
-		t.Fatalf("NewLimits(%v): %v", limits, err)
-	}
-	return set
-}
+var limitsOf = testkit.LimitsOf
 
 // capacity is the most units l holds: a token bucket's burst, else its
 // quota.

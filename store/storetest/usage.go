@@ -99,22 +99,18 @@ func testUsageDebt(t *testing.T, h Harness) {
 // Model's answers to both: exactly on a pinned clock, within a second on a
 // real one (whose windows are days long).
 func testUsageMatchesModel(t *testing.T, h Harness) {
-	s, c := h.one(t)
-	rng := newRand(t)
-	windows, rounds, steps, tolerance := modelTraffic(c)
-	r := replay{t, c, new(Model), tolerance}
-	for round := range rounds {
-		limits := withFixedCosts(rng, randomLimits(rng, windows))
+	s, r := newReplay(t, h)
+	rng := r.rng
+	for round := range r.rounds {
+		limits := withFixedCosts(rng, randomLimits(rng, r.windows))
 		for i := range limits {
 			if limits[i].Algorithm != ratelimit.SlidingLog && limits[i].Cost == 0 && rng.IntN(2) == 0 {
 				limits[i].Usage = true
 			}
 		}
 		key := uniqueKey(t, strconv.Itoa(round)+"u")
-		for step := range steps {
-			if c.Pinned() {
-				c.Advance(randomAdvance(rng, limits))
-			}
+		for step := range r.steps {
+			r.advance(limits)
 			cost := randomCost(rng, limits)
 			got, want, _ := r.step(fmt.Sprintf("round %d step %d: %v cost %d", round, step, limits, cost),
 				func() ratelimit.Decision { return allow(t, s, key, cost, limits...) },

@@ -41,15 +41,9 @@ func (f *Fallback) allowLocally(ctx context.Context, key string, cost int, limit
 			if i == set.Slot {
 				continue // slots are this instance's own: nothing to seed or bring back
 			}
-			e := p.of(&set.Limits[i])
-			if e == nil {
-				continue // too many limit states for one key
+			if e := f.entry(p, key, &set.Limits[i], &local.Limits[i], now); e != nil {
+				entries = append(entries, e)
 			}
-			if !e.seeded {
-				f.seed(key, &set.Limits[i], &local.Limits[i], now)
-				e.seeded = true
-			}
-			entries = append(entries, e)
 		}
 	}
 	d = f.local.Decide(key, cost, limits, local)
@@ -98,15 +92,7 @@ func (f *Fallback) endLocally(key string, usage int, limits []ratelimit.Limit, s
 		if !set.Limits[i].Usage || p == nil {
 			continue
 		}
-		e := p.of(&set.Limits[i])
-		if e == nil {
-			continue // too many limit states for one key
-		}
-		if !e.seeded {
-			f.seed(key, &set.Limits[i], &local.Limits[i], now)
-			e.seeded = true
-		}
-		if usage > 0 {
+		if e := f.entry(p, key, &set.Limits[i], &local.Limits[i], now); e != nil && usage > 0 {
 			e.spend(int64(usage), now)
 		}
 	}
@@ -114,6 +100,18 @@ func (f *Fallback) endLocally(key string, usage int, limits []ratelimit.Limit, s
 	d = f.local.PeekFrom(key, 1, limits, local, nil)
 	d.Fallback = true
 	return d, true
+}
+
+// entry returns the backlog p's entry for key's limit c, counted under
+// its share local, seeding the state in process the first time; nil when
+// p holds as many limit states as a key may.
+func (f *Fallback) entry(p *pendingKey, key string, c, local *spec.Limit, now int64) *pendingLimit {
+	e := p.of(c)
+	if e != nil && !e.seeded {
+		f.seed(key, c, local, now)
+		e.seeded = true
+	}
+	return e
 }
 
 // seed starts key's state under c in process, counted under its share

@@ -1,7 +1,6 @@
 package fallback
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,10 +8,11 @@ import (
 	"net"
 	"os"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ratelimit-go/ratelimit/internal/testkit"
 
 	"github.com/ratelimit-go/ratelimit"
 )
@@ -47,23 +47,8 @@ func (explained) Explain(_ context.Context, err error) Failure {
 	return Failure{Fault: Outage, Cause: "connection refused"}
 }
 
-// syncBuffer is a bytes.Buffer safe for a logger's concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer is a log destination safe for concurrent writes.
+type syncBuffer = testkit.Buffer
 
 // TestFallbackLogsOnePerCause drives a Fallback's outage lines on a pinned
 // clock: one line per cause a minute, whatever the number of outages;

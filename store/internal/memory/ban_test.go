@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimit-go/ratelimit/internal/testkit"
+
 	"github.com/ratelimit-go/ratelimit"
 )
 
@@ -14,7 +16,7 @@ import (
 // a flood of banned keys stays within the store's bound.
 func TestMemoryKeepsBans(t *testing.T) {
 	t.Parallel()
-	clock := &fakeClock{now: epoch}
+	clock := testkit.NewClock(epoch, nil)
 	m := newMemory(t, clock, Options{MaxKeys: 64})
 	ctx := context.Background()
 	short := ratelimit.Limit{Quota: 1, Window: 10 * time.Millisecond}.Using(ratelimit.FixedWindow)

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/ratelimit-go/ratelimit/internal/testkit"
+
 	"github.com/ratelimit-go/ratelimit"
 )
 
@@ -60,7 +62,7 @@ func TestMemoryKeysShareAHash(t *testing.T) {
 // a later decision and a lookup find the same state.
 func TestMemoryHashFindsTheKey(t *testing.T) {
 	t.Parallel()
-	clock := &fakeClock{now: epoch}
+	clock := testkit.NewClock(epoch, nil)
 	m := newMemory(t, clock, Options{MaxKeys: 1 << 16})
 	l := limitsOf(t, ratelimit.PerMinute(10))
 	ctx := context.Background()
@@ -96,7 +98,7 @@ func TestMemoryHashFindsTheKey(t *testing.T) {
 func TestMemoryCopiesTheKeysItHolds(t *testing.T) {
 	buf := strings.Repeat("x", 200) + "held-key" + strings.Repeat("y", 200)
 	key := buf[200:208]
-	m := newMemory(t, &fakeClock{now: epoch}, Options{})
+	m := newMemory(t, testkit.NewClock(epoch, nil), Options{})
 	if _, err := m.Allow(context.Background(), key, 1, limitsOf(t, ratelimit.PerMinute(5))); err != nil {
 		t.Fatal(err)
 	}

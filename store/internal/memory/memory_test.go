@@ -3,9 +3,10 @@ package memory
 import (
 	"errors"
 	"os"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/ratelimit-go/ratelimit/internal/testkit"
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/redistest"
@@ -15,22 +16,7 @@ import (
 var epoch = time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // fakeClock is a pinned clock.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
+type fakeClock = testkit.Clock
 
 func newMemory(t testing.TB, clock *fakeClock, opts Options) *Store {
 	t.Helper()
@@ -42,14 +28,7 @@ func newMemory(t testing.TB, clock *fakeClock, opts Options) *Store {
 	return m
 }
 
-func limitsOf(t testing.TB, limits ...ratelimit.Limit) *ratelimit.Limits {
-	t.Helper()
-	set, err := ratelimit.NewLimits(limits...)
-	if err != nil {
-		t.Fatalf("NewLimits(%v): %v", limits, err)
-	}
-	return set
-}
+var limitsOf = testkit.LimitsOf
 
 func TestMemoryOptions(t *testing.T) {
 	if _, err := New(Options{MaxKeys: -1}); !errors.Is(err, ratelimit.ErrInvalid) {
@@ -69,16 +48,7 @@ func TestMemoryOptions(t *testing.T) {
 	}
 }
 
-// withBan returns limits as a set with ban b, failing t if either is
-// invalid.
-func withBan(t testing.TB, b ratelimit.Ban, limits ...ratelimit.Limit) *ratelimit.Limits {
-	t.Helper()
-	set, err := limitsOf(t, limits...).WithBan(b)
-	if err != nil {
-		t.Fatalf("WithBan(%v): %v", b, err)
-	}
-	return set
-}
+var withBan = testkit.WithBan
 
 // traffic is n, the full size of some random traffic, with
 // RATELIMIT_FAULTS=1, and a third of it otherwise.
@@ -89,14 +59,4 @@ func traffic(n int) int {
 	return max(1, n/3)
 }
 
-// algorithmNamed returns the algorithm whose String is name.
-func algorithmNamed(t testing.TB, name string) ratelimit.Algorithm {
-	t.Helper()
-	for a := range 4 {
-		if ratelimit.Algorithm(a).String() == name {
-			return ratelimit.Algorithm(a)
-		}
-	}
-	t.Fatalf("no algorithm is named %q", name)
-	return 0
-}
+var algorithmNamed = testkit.AlgorithmNamed
