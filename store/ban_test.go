@@ -14,11 +14,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ratelimit-go/ratelimit/internal/testkit"
-
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/internal/testkit"
 	"github.com/ratelimit-go/ratelimit/redistest"
 	"github.com/ratelimit-go/ratelimit/store/internal/limitset"
 )
@@ -333,12 +332,7 @@ func TestBanStateExpiresAsOnRedis(t *testing.T) {
 // left, until the ban ends, and not a moment longer.
 func TestDenyCacheBans(t *testing.T) {
 	t.Parallel()
-	m, clock := newMiniredis(t)
-	client := newClient(t, m.Addr())
-	hook := &countingHook{}
-	client.AddHook(hook)
-	s := newStore(t, client, RedisOptions{})
-	pinDenyCache(s, clock)
+	s, clock, hook := cachedStore(t)
 	ctx := context.Background()
 	set := withBan(t, ratelimit.Ban{After: 3, Within: time.Hour, For: time.Minute}, ratelimit.Limit{Quota: 2, Window: time.Hour}.Using(ratelimit.FixedWindow))
 	allow := func(cost int) ratelimit.Decision {

@@ -94,12 +94,7 @@ func TestDenyCacheKeepsVerdicts(t *testing.T) {
 // TestDenyCacheSavesRedis checks that repeated denials stay in process,
 // end when they should, and that a Reset forgets them.
 func TestDenyCacheSavesRedis(t *testing.T) {
-	m, clock := newMiniredis(t)
-	client := newClient(t, m.Addr())
-	hook := &countingHook{}
-	client.AddHook(hook)
-	s := newStore(t, client, RedisOptions{})
-	pinDenyCache(s, clock)
+	s, clock, hook := cachedStore(t)
 	ctx := context.Background()
 	l := limitsOf(t, ratelimit.Limit{Quota: 3, Window: 10 * time.Second}.Using(ratelimit.FixedWindow))
 	for range 3 {
@@ -137,6 +132,19 @@ func TestDenyCacheSavesRedis(t *testing.T) {
 	if d, _ := s.Allow(ctx, "k", 1, l); !d.Allowed || hook.n == calls {
 		t.Errorf("after RetryAfter: got %+v, want Redis to allow", d)
 	}
+}
+
+// cachedStore returns a Redis store on a miniredis pinned at epoch, with
+// its deny cache on the same clock, and a hook counting the commands the
+// store sends.
+func cachedStore(t *testing.T) (*Redis, *pinnedClock, *countingHook) {
+	m, clock := newMiniredis(t)
+	client := newClient(t, m.Addr())
+	hook := &countingHook{}
+	client.AddHook(hook)
+	s := newStore(t, client, RedisOptions{})
+	pinDenyCache(s, clock)
+	return s, clock, hook
 }
 
 func TestDenyCacheIsBounded(t *testing.T) {

@@ -2,8 +2,6 @@ package store
 
 import (
 	"context"
-	"fmt"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -86,22 +84,11 @@ func outageRun(t *testing.T, fs []*Fallback, limit ratelimit.Limit, fault func()
 	for _, f := range fs {
 		for range 4 {
 			wg.Go(func() {
-				for {
-					select {
-					case <-stop:
-						return
-					default:
-					}
-					d, err := f.Allow(ctx, "k", 1, l)
-					if err != nil {
-						t.Errorf("a request failed: %v", err)
-						return
-					}
-					if d.Allowed {
-						admitted.Add(1)
-					}
+				allowUntil(t, stop, f, "k", l, func(ratelimit.Decision) bool {
+					admitted.Add(1)
 					time.Sleep(time.Millisecond)
-				}
+					return true
+				})
 			})
 		}
 	}
@@ -115,43 +102,16 @@ func outageRun(t *testing.T, fs []*Fallback, limit ratelimit.Limit, fault func()
 	return int(admitted.Load())
 }
 
-// counted returns how many units Redis holds as spent for key under l.
+// counted returns how many units Redis holds as spent for key "k" under
+// l: for a token bucket, the tokens it misses, a token begun counted whole.
 func counted(t *testing.T, client *redis.Client, s *Redis, l ratelimit.Limit) int {
 	t.Helper()
-	ctx := context.Background()
-	key := limitKey(s, "k", l)
-	switch l.Algorithm {
-	case ratelimit.FixedWindow:
-		n, _ := client.Get(ctx, key).Int()
-		return n
-	case ratelimit.SlidingLog:
-		return int(client.ZCard(ctx, key).Val())
-	case ratelimit.SlidingWindow:
-		n := 0
-		for _, v := range client.HVals(ctx, key).Val() {
-			c, _ := strconv.Atoi(v)
-			n += c
-		}
-		return n
-	case ratelimit.Monthly:
-		var end, n int64
-		if v, err := client.Get(ctx, key).Result(); err == nil {
-			if _, err := fmt.Sscan(v, &end, &n); err != nil {
-				t.Fatalf("the calendar's key holds %q: %v", v, err)
-			}
-		}
-		return int(n)
+	n := spent(t, client, s, "k", l)
+	if l.Algorithm == ratelimit.TokenBucket {
+		unit := compileLimit(l).Unit
+		n = (n + unit - 1) / unit
 	}
-	c := compileLimit(l)
-	v, err := client.Get(ctx, key).Result()
-	if err != nil {
-		return 0 // a missing bucket is full
-	}
-	var level, last int64
-	if _, err := fmt.Sscan(v, &level, &last); err != nil {
-		t.Fatalf("the bucket holds %q: %v", v, err)
-	}
-	return int(c.Capacity - level/c.Unit)
+	return int(n)
 }
 
 // newOutageFallback returns a Fallback over srv with the fault tests'

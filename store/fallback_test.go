@@ -11,13 +11,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ratelimit-go/ratelimit/internal/testkit"
-
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/internal/testkit"
 	"github.com/ratelimit-go/ratelimit/store/storetest"
 )
 
@@ -66,6 +65,31 @@ func newFallback(t *testing.T, opts FallbackOptions) (*Fallback, *miniredis.Mini
 }
 
 // waitFor polls cond for up to 5s.
+// allowUntil asks s to admit requests of cost 1 for key, one after the
+// other, until stop is closed or next returns false; a denied one, then
+// next waits a millisecond. It returns at the first error, which fails t.
+func allowUntil(t *testing.T, stop <-chan struct{}, s ratelimit.Store, key string, limits *ratelimit.Limits, next func(d ratelimit.Decision) bool) {
+	for {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		d, err := s.Allow(context.Background(), key, 1, limits)
+		if err != nil {
+			t.Errorf("Allow: %v", err)
+			return
+		}
+		if !d.Allowed {
+			time.Sleep(time.Millisecond)
+			continue
+		}
+		if !next(d) {
+			return
+		}
+	}
+}
+
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	for deadline := time.Now().Add(5 * time.Second); !cond(); {

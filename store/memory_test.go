@@ -8,9 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ratelimit-go/ratelimit/internal/testkit"
-
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/internal/testkit"
 	"github.com/ratelimit-go/ratelimit/store/internal/memory"
 	"github.com/ratelimit-go/ratelimit/store/storetest"
 )

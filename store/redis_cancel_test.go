@@ -13,11 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ratelimit-go/ratelimit/internal/testkit"
-
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/internal/testkit"
 	"github.com/ratelimit-go/ratelimit/redistest"
 )
 

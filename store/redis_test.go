@@ -10,12 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ratelimit-go/ratelimit/internal/testkit"
-
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/internal/testkit"
 	"github.com/ratelimit-go/ratelimit/redistest"
 	"github.com/ratelimit-go/ratelimit/store/internal/limitset"
 	"github.com/ratelimit-go/ratelimit/store/storetest"

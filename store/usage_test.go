@@ -10,11 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ratelimit-go/ratelimit/internal/testkit"
-
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/internal/testkit"
 	"github.com/ratelimit-go/ratelimit/redistest"
 )
 
@@ -39,6 +38,8 @@ func spent(t *testing.T, client *redis.Client, s *Redis, key string, l ratelimit
 	case ratelimit.FixedWindow:
 		n, _ := client.Get(ctx, k).Int64()
 		return n
+	case ratelimit.SlidingLog:
+		return client.ZCard(ctx, k).Val()
 	case ratelimit.SlidingWindow:
 		var n int64
 		for _, v := range client.HVals(ctx, k).Val() {
@@ -157,33 +158,20 @@ func TestFaultUsageThroughOutage(t *testing.T) {
 			for g := range goroutines {
 				wg.Go(func() {
 					rng := rand.New(rand.NewPCG(uint64(g), 11))
-					for {
-						select {
-						case <-stop:
-							return
-						default:
-						}
-						d, err := f.Allow(context.Background(), "k", 1, limits)
-						if err != nil {
-							t.Errorf("Allow: %v", err)
-							return
-						}
-						if !d.Allowed {
-							time.Sleep(time.Millisecond)
-							continue
-						}
+					allowUntil(t, stop, f, "k", limits, func(d ratelimit.Decision) bool {
 						time.Sleep(time.Duration(rng.IntN(3000)) * time.Microsecond)
 						u := rng.IntN(most + 1)
 						e, err := f.End(context.Background(), "k", u, limits, d)
 						if err != nil {
 							t.Errorf("End(%d): %v", u, err)
-							return
+							return false
 						}
 						if e.Fallback {
 							local.Add(int64(u))
 						}
 						sum.Add(int64(u))
-					}
+						return true
+					})
 				})
 			}
 			time.Sleep(100 * time.Millisecond)
@@ -244,21 +232,7 @@ func TestFaultConcurrentThroughOutage(t *testing.T) {
 		for g := range 4 {
 			wg.Go(func() {
 				rng := rand.New(rand.NewPCG(uint64(i), uint64(g)))
-				for {
-					select {
-					case <-stop:
-						return
-					default:
-					}
-					d, err := f.Allow(context.Background(), "k", 1, limits)
-					if err != nil {
-						t.Errorf("Allow: %v", err)
-						return
-					}
-					if !d.Allowed {
-						time.Sleep(time.Millisecond)
-						continue
-					}
+				allowUntil(t, stop, f, "k", limits, func(d ratelimit.Decision) bool {
 					if d.Fallback {
 						local.Add(1)
 						n := held[i].Add(1)
@@ -273,9 +247,10 @@ func TestFaultConcurrentThroughOutage(t *testing.T) {
 					}
 					if _, err := f.End(context.Background(), "k", 0, limits, d); err != nil {
 						t.Errorf("End: %v", err)
-						return
+						return false
 					}
-				}
+					return true
+				})
 			})
 		}
 	}

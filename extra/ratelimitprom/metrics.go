@@ -177,25 +177,24 @@ func (m *Metrics) Observe(_ *http.Request, e ratelimit.Event) {
 	}
 }
 
+// collectors returns the vectors of m's series.
+func (m *Metrics) collectors() [6]prometheus.Collector {
+	return [...]prometheus.Collector{m.requests, m.limits, m.local, m.usage, m.refillsVec, m.latency}
+}
+
 // Describe implements [prometheus.Collector].
 func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
-	m.requests.Describe(ch)
-	m.limits.Describe(ch)
-	m.local.Describe(ch)
-	m.usage.Describe(ch)
-	m.refillsVec.Describe(ch)
-	m.latency.Describe(ch)
+	for _, c := range m.collectors() {
+		c.Describe(ch)
+	}
 	m.fallbackSet.describe(ch)
 }
 
 // Collect implements [prometheus.Collector].
 func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
-	m.requests.Collect(ch)
-	m.limits.Collect(ch)
-	m.local.Collect(ch)
-	m.usage.Collect(ch)
-	m.refillsVec.Collect(ch)
-	m.latency.Collect(ch)
+	for _, c := range m.collectors() {
+		c.Collect(ch)
+	}
 	m.fallbackMu.Lock()
 	watched := append([]watched(nil), m.fallbacks...)
 	m.fallbackMu.Unlock()

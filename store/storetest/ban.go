@@ -8,9 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ratelimit-go/ratelimit/internal/testkit"
-
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/internal/testkit"
 )
 
 // The tests of bans (see ratelimit.Ban). Each builds its set of limits

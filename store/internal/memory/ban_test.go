@@ -6,9 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ratelimit-go/ratelimit/internal/testkit"
-
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/internal/testkit"
 )
 
 // TestMemoryKeepsBans: a banned key whose limits have expired is kept

@@ -7,9 +7,8 @@ import (
 	"testing"
 	"unsafe"
 
-	"github.com/ratelimit-go/ratelimit/internal/testkit"
-
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/internal/testkit"
 )
 
 // TestMemoryKeysShareAHash puts keys of one hash in a shard, as 64-bit
