@@ -61,11 +61,7 @@ func RequireClusterWithReplicas(t testing.TB, masters, replicasPerMaster int) *C
 
 func requireCluster(t testing.TB, masters, replicasPerMaster int, nodeTimeout time.Duration) *Cluster {
 	t.Helper()
-	skipUnlessInstalled(t)
-	c, err := startCluster(masters, replicasPerMaster, nodeTimeout)
-	if err != nil {
-		t.Fatalf("redistest: %v", err)
-	}
+	c := started(t, func() (*Cluster, error) { return startCluster(masters, replicasPerMaster, nodeTimeout) })
 	t.Cleanup(c.Close)
 	return c
 }
@@ -79,17 +75,7 @@ func requireCluster(t testing.TB, masters, replicasPerMaster int, nodeTimeout ti
 // unchanged; flushing its scripts or functions is fine.
 func SharedCluster(t testing.TB) *Cluster {
 	t.Helper()
-	skipUnlessInstalled(t)
-	sharedClusterMu.Lock()
-	defer sharedClusterMu.Unlock()
-	if sharedCluster == nil {
-		c, err := startCluster(3, 0, clusterNodeTimeout)
-		if err != nil {
-			t.Fatalf("redistest: %v", err)
-		}
-		sharedCluster = c
-	}
-	return sharedCluster
+	return once(t, &sharedClusterMu, &sharedCluster, func() (*Cluster, error) { return startCluster(3, 0, clusterNodeTimeout) })
 }
 
 var (

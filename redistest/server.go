@@ -74,11 +74,7 @@ func Main(m *testing.M) int {
 // arguments go to redis-server's command line, for example "--cluster-enabled", "yes".
 func Require(t testing.TB, args ...string) *Server {
 	t.Helper()
-	skipUnlessInstalled(t)
-	s, err := Start(args...)
-	if err != nil {
-		t.Fatalf("redistest: %v", err)
-	}
+	s := started(t, func() (*Server, error) { return Start(args...) })
 	t.Cleanup(s.Kill)
 	return s
 }
@@ -87,17 +83,31 @@ func Require(t testing.TB, args ...string) *Server {
 // first use and stopped by [Main]. Tests sharing it must use distinct keys.
 func Shared(t testing.TB) *Server {
 	t.Helper()
+	return once(t, &mu, &shared, func() (*Server, error) { return start(nil, "") })
+}
+
+// started returns what start starts, skipping or failing t as [Require]
+// does.
+func started[T any](t testing.TB, start func() (T, error)) T {
+	t.Helper()
 	skipUnlessInstalled(t)
+	v, err := start()
+	if err != nil {
+		t.Fatalf("redistest: %v", err)
+	}
+	return v
+}
+
+// once returns *v, which start starts, under mu, the first time.
+func once[T comparable](t testing.TB, mu *sync.Mutex, v *T, start func() (T, error)) T {
+	t.Helper()
+	var zero T
 	mu.Lock()
 	defer mu.Unlock()
-	if shared == nil {
-		s, err := start(nil, "")
-		if err != nil {
-			t.Fatalf("redistest: %v", err)
-		}
-		shared = s
+	if *v == zero {
+		*v = started(t, start)
 	}
-	return shared
+	return *v
 }
 
 func skipUnlessInstalled(t testing.TB) {
