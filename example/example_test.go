@@ -21,7 +21,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/ratelimit-go/ratelimit/internal/testkit"
 	"github.com/ratelimit-go/ratelimit/redistest"
 )
 
@@ -122,7 +121,22 @@ func testEnv() []string {
 }
 
 // lockedBuffer is a buffer safe for concurrent use.
-type lockedBuffer = testkit.Buffer
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
 
 // send makes a request and returns the response, whose body it has read
 // into a buffer (closing it is not needed).
