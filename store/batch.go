@@ -14,19 +14,17 @@ import (
 // A decision is one request's part of a run of decide: its KEYS and ARGV,
 // and, once the run is over, its reply line or the run's error.
 type decision struct {
-	program  *program // to run it alone
-	keys     []string
-	args     []any
-	deadline int64 // its ARGV entry, by reference
-	line     string
-	err      error
-	done     chan struct{}   // receives once the line or error is set
-	until    time.Time       // when the caller stops waiting; zero: never
-	gone     <-chan struct{} // closed when the caller gives up; nil: never
+	programRun       // the run of it alone
+	deadline   int64 // its ARGV entry, by reference
+	line       string
+	err        error
+	done       chan struct{}   // receives once the line or error is set
+	until      time.Time       // when the caller stops waiting; zero: never
+	gone       <-chan struct{} // closed when the caller gives up; nil: never
 }
 
 var decisions = sync.Pool{New: func() any {
-	return &decision{keys: make([]string, 0, 4), args: make([]any, 0, 18), done: make(chan struct{}, 1)}
+	return &decision{programRun: programRun{keys: make([]string, 0, 4), args: make([]any, 0, 18)}, done: make(chan struct{}, 1)}
 }}
 
 func newDecision() *decision { return decisions.Get().(*decision) }
@@ -79,7 +77,7 @@ func (d *decision) run(ctx context.Context, fn *functions, c RedisClient) {
 			ctx = rc
 		}
 	}
-	d.line, d.err = fn.run(ctx, c, d.program, d.keys, d.args...).Text()
+	d.line, d.err = fn.run(ctx, c, d.programRun).Text()
 }
 
 // do has d decided and returns when its line or error is set, or ctx is
@@ -201,7 +199,7 @@ func (b *batcher) exec(batch []*decision) {
 		keys = append(keys, d.keys...)
 		args = append(args, d.args...)
 	}
-	reply, err := b.fn.run(ctx, b.client, decideAny, keys, args...).Text()
+	reply, err := b.fn.run(ctx, b.client, programRun{decideAny, keys, args}).Text()
 	lines := strings.Split(reply, "\n")
 	if err == nil && len(lines) != len(batch) {
 		err = fmt.Errorf("got %d reply lines for %d requests", len(lines), len(batch))

@@ -259,7 +259,7 @@ func (s *Redis) warm(ctx context.Context) error {
 	for i := range conns {
 		conns[i] = single.Conn()
 		run := func() {
-			errs[i] = s.fn.run(ctx, conns[i], probeProgram, []string{redisKey(s.prefix, "probe", "")}).Err()
+			errs[i] = s.fn.run(ctx, conns[i], programRun{program: probeProgram, keys: []string{redisKey(s.prefix, "probe", "")}}).Err()
 		}
 		if i == 0 {
 			// The first connection alone: go-redis v9.22 sets up a

@@ -128,7 +128,7 @@ func (b *batcher) pipelineOnce(ctx context.Context, batch []*decision) []*redis.
 		pipe := b.pipeline()
 		for _, i := range scripts {
 			d := batch[i]
-			cmds[i] = evalSha(ctx, pipe, d.program, d.keys, d.args)
+			cmds[i] = evalSha(ctx, pipe, d.programRun)
 		}
 		pipe.Exec(ctx) // each command holds its own reply or error
 		var missing []int
@@ -141,7 +141,7 @@ func (b *batcher) pipelineOnce(ctx context.Context, batch []*decision) []*redis.
 			pipe = b.pipeline()
 			for _, i := range missing {
 				d := batch[i]
-				cmds[i] = eval(ctx, pipe, d.program, d.keys, d.args)
+				cmds[i] = eval(ctx, pipe, d.programRun)
 			}
 			pipe.Exec(ctx)
 		}
@@ -157,7 +157,7 @@ func (b *batcher) pipelineOnce(ctx context.Context, batch []*decision) []*redis.
 func (b *batcher) fcallPipeline(ctx context.Context, batch []*decision, cmds []*redis.Cmd) []int {
 	pipe := b.pipeline()
 	for i, d := range batch {
-		cmds[i] = fcall(ctx, pipe, d.program, d.keys, d.args)
+		cmds[i] = fcall(ctx, pipe, d.programRun)
 	}
 	pipe.Exec(ctx)
 	var missing, scripts []int
@@ -171,7 +171,7 @@ func (b *batcher) fcallPipeline(ctx context.Context, batch []*decision, cmds []*
 			pipe = b.pipeline()
 			for _, i := range missing {
 				d := batch[i]
-				cmds[i] = fcall(ctx, pipe, d.program, d.keys, d.args)
+				cmds[i] = fcall(ctx, pipe, d.programRun)
 			}
 			pipe.Exec(ctx)
 		}

@@ -91,38 +91,38 @@ func (f *functions) pin(path int32) {
 // useFunctions reports whether programs go as functions.
 func (f *functions) useFunctions() bool { return f.path.Load() != pathScripts }
 
-// run runs p with keys and args through c: as a function while f says
-// so, else as a script. A call that finds the library missing did not
-// run: the library is loaded and p called once more; if the load fails,
-// or the library is missing again (flushed again meanwhile), p runs as a
-// script, this once. p is sent at most once, but again, up to
+// run runs r's program with its keys and args through c: as a function
+// while f says so, else as a script. A call that finds the library
+// missing did not run: the library is loaded and the program called once
+// more; if the load fails, or the library is missing again (flushed again
+// meanwhile), it runs as a script, this once. It is sent at most once, but again, up to
 // maxSendAgain times, when Redis's answer proves that it did not run (see
 // notRun).
-func (f *functions) run(ctx context.Context, c RedisClient, p *program, keys []string, args ...any) *redis.Cmd {
+func (f *functions) run(ctx context.Context, c RedisClient, r programRun) *redis.Cmd {
 	for again := 0; ; again++ {
-		cmd := f.runOnce(ctx, c, p, keys, args)
+		cmd := f.runOnce(ctx, c, r)
 		if again == maxSendAgain || !notRun(cmd.Err()) || pause(ctx, again) != nil {
 			return settle(ctx, cmd)
 		}
 	}
 }
 
-func (f *functions) runOnce(ctx context.Context, c RedisClient, p *program, keys []string, args []any) *redis.Cmd {
+func (f *functions) runOnce(ctx context.Context, c RedisClient, r programRun) *redis.Cmd {
 	fc, ok := c.(functionCaller)
 	if !ok || !f.useFunctions() {
-		return runScript(ctx, c, p, keys, args)
+		return runScript(ctx, c, r)
 	}
-	cmd := fcall(ctx, c, p, keys, args)
+	cmd := fcall(ctx, c, r)
 	if functionMissing(cmd.Err()) {
 		if _, err := f.loadShared(ctx, c); err != nil {
-			return runScript(ctx, c, p, keys, args)
+			return runScript(ctx, c, r)
 		}
-		if cmd = fcall(ctx, fc, p, keys, args); functionMissing(cmd.Err()) {
-			return runScript(ctx, c, p, keys, args)
+		if cmd = fcall(ctx, fc, r); functionMissing(cmd.Err()) {
+			return runScript(ctx, c, r)
 		}
 	}
 	if f.refuse(cmd.Err()) {
-		return runScript(ctx, c, p, keys, args) // p did not run
+		return runScript(ctx, c, r) // p did not run
 	}
 	if cmd.Err() == nil {
 		f.worked()
@@ -220,12 +220,13 @@ const (
 // verbNames are the verbs' commands, boxed once.
 var verbNames = [verbs]any{fcallVerb: "fcall", evalShaVerb: "evalsha", evalVerb: "eval"}
 
-// send sends p with keys and args as v says (FCALL, EVALSHA or EVAL)
+// send sends r's program p with its keys and args as v says (FCALL, EVALSHA or EVAL)
 // through c, a client or a pipeline, at most once, and returns the
 // command; through a pipeline, it goes when the pipeline does. A client
 // without Process gets it through its own method, which retries as it
 // does.
-func send(ctx context.Context, c any, v verb, p *program, keys []string, args []any) *redis.Cmd {
+func send(ctx context.Context, c any, v verb, r programRun) *redis.Cmd {
+	p, keys, args := r.program, r.keys, r.args
 	pc, ok := c.(processor)
 	if !ok {
 		switch s, _ := c.(redis.Scripter); v {
@@ -250,26 +251,26 @@ func send(ctx context.Context, c any, v verb, p *program, keys []string, args []
 	return cmd
 }
 
-// fcall calls p's function through c.
-func fcall(ctx context.Context, c any, p *program, keys []string, args []any) *redis.Cmd {
-	return send(ctx, c, fcallVerb, p, keys, args)
+// fcall calls r's program's function through c.
+func fcall(ctx context.Context, c any, r programRun) *redis.Cmd {
+	return send(ctx, c, fcallVerb, r)
 }
 
-// evalSha and eval run p as a script through c, a client or a pipeline.
-func evalSha(ctx context.Context, c any, p *program, keys []string, args []any) *redis.Cmd {
-	return send(ctx, c, evalShaVerb, p, keys, args)
+// evalSha and eval run r's program as a script through c, a client or a pipeline.
+func evalSha(ctx context.Context, c any, r programRun) *redis.Cmd {
+	return send(ctx, c, evalShaVerb, r)
 }
 
-func eval(ctx context.Context, c any, p *program, keys []string, args []any) *redis.Cmd {
-	return send(ctx, c, evalVerb, p, keys, args)
+func eval(ctx context.Context, c any, r programRun) *redis.Cmd {
+	return send(ctx, c, evalVerb, r)
 }
 
-// runScript runs p as a script through c: EVALSHA, then EVAL when Redis
+// runScript runs r's program as a script through c: EVALSHA, then EVAL when Redis
 // lacks the script.
-func runScript(ctx context.Context, c RedisClient, p *program, keys []string, args []any) *redis.Cmd {
-	cmd := evalSha(ctx, c, p, keys, args)
+func runScript(ctx context.Context, c RedisClient, r programRun) *redis.Cmd {
+	cmd := evalSha(ctx, c, r)
 	if noScript(cmd.Err()) {
-		return eval(ctx, c, p, keys, args)
+		return eval(ctx, c, r)
 	}
 	return cmd
 }

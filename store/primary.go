@@ -89,14 +89,14 @@ func (p primary) Charge(ctx context.Context, charges []*fallback.Charge, offset 
 	for range 2 { // again for those whose calendar periods did not hold Redis's clock
 		runs := make([]*decision, len(todo))
 		for i, c := range todo {
-			runs[i] = &decision{program: chargeProgram, done: make(chan struct{}, 1)}
-			runs[i].keys, runs[i].args = chargeArgs(p.r.prefix, c, offset)
+			keys, args := chargeArgs(p.r.prefix, c, offset)
+			runs[i] = &decision{programRun: programRun{chargeProgram, keys, args}, done: make(chan struct{}, 1)}
 		}
 		if pipelines {
 			(&batcher{client: p.r.client, fn: p.r.fn, pipeline: pl.Pipeline}).execPipeline(ctx, runs)
 		} else {
 			for _, d := range runs {
-				d.err = p.r.fn.run(ctx, p.r.client, chargeProgram, d.keys, d.args...).Err()
+				d.err = p.r.fn.run(ctx, p.r.client, d.programRun).Err()
 			}
 		}
 		var missed []*fallback.Charge

@@ -433,10 +433,10 @@ func (s *Redis) Peek(ctx context.Context, key string, cost int, limits *ratelimi
 func (s *Redis) peek(ctx context.Context, r *request) (ratelimit.Decision, error) {
 	keys := requestKeys(make([]string, 0, len(r.set.Limits)+1), s.prefix, r)
 	args := peekArgs(make([]any, 0, 1+4*len(r.set.Limits)), r)
-	line, err := s.fn.run(ctx, s.client, peekProgram, keys, args...).Text()
+	line, err := s.fn.run(ctx, s.client, programRun{peekProgram, keys, args}).Text()
 	if err != nil && calendarMiss(err, r.set) {
 		args = peekArgs(args[:0], r)
-		line, err = s.fn.run(ctx, s.client, peekProgram, keys, args...).Text()
+		line, err = s.fn.run(ctx, s.client, programRun{peekProgram, keys, args}).Text()
 	}
 	if err != nil {
 		return ratelimit.Decision{}, fmt.Errorf("ratelimit: redis: peeking %s: %w", keyRef(r.key, r.limits), misconfigured(err, s.prefix, s.cluster))
@@ -471,10 +471,10 @@ func (s *Redis) end(ctx context.Context, r *request, usage int, slot string) (ra
 	}
 	keys := limitKeys(make([]string, 0, len(r.set.Limits)), s.prefix, r.key, r.set)
 	args := endArgs(make([]any, 0, 2+4*len(r.set.Limits)), r, usage, given)
-	line, err := s.fn.run(ctx, s.client, endProgram, keys, args...).Text()
+	line, err := s.fn.run(ctx, s.client, programRun{endProgram, keys, args}).Text()
 	if err != nil && calendarMiss(err, r.set) {
 		args = endArgs(args[:0], r, usage, given)
-		line, err = s.fn.run(ctx, s.client, endProgram, keys, args...).Text()
+		line, err = s.fn.run(ctx, s.client, programRun{endProgram, keys, args}).Text()
 	}
 	if err == nil && line == "X" {
 		err = errLate
@@ -504,7 +504,7 @@ func (s *Redis) renewSlots(held []slots.Slot) {
 	}
 	for key, ids := range byKey {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Duration(lengths[key])*time.Microsecond/3)
-		s.fn.run(ctx, s.client, renewProgram, []string{key}, renewArgs(lengths[key], ids)...)
+		s.fn.run(ctx, s.client, programRun{renewProgram, []string{key}, renewArgs(lengths[key], ids)})
 		cancel()
 	}
 }
@@ -574,7 +574,7 @@ func (s *Redis) Reset(ctx context.Context, key string, limits *ratelimit.Limits)
 	keys := limitKeys(make([]string, 0, len(set.Limits)+1), s.prefix, key, set)
 	keys = append(keys, s.banKey(key))
 	s.leased.drop(key)
-	err = s.fn.run(ctx, s.client, resetProgram, keys).Err()
+	err = s.fn.run(ctx, s.client, programRun{program: resetProgram, keys: keys}).Err()
 	if s.denied != nil {
 		// After the DEL, whatever its outcome: a denial cached before it,
 		// or by a request Redis decided before it, must not outlive it.

@@ -24,6 +24,14 @@ type program struct {
 	targets [verbs]any
 }
 
+// A programRun is one run of a program: the program and its KEYS and
+// ARGV, as args.go builds them.
+type programRun struct {
+	program *program
+	keys    []string
+	args    []any
+}
+
 // The programs the Redis store runs, from the package lua.
 var (
 	// decideAny decides requests whose limits use any algorithms;

@@ -109,7 +109,7 @@ func New(p Primary, opts Options) (*Fallback, error) {
 	if f.local, err = memory.New(opts.Local); err != nil {
 		return nil, fmt.Errorf("store.NewFallback: FallbackOptions.Local: %w", err)
 	}
-	f.seen = newLastSeen(f.local.MaxKeys())
+	f.seen = newLastSeen(f.local.MaxKeys(), int64(f.budget/time.Microsecond))
 	f.wg.Add(1)
 	go f.checkAtStart()
 	return f, nil
@@ -122,11 +122,12 @@ func (f *Fallback) Allow(ctx context.Context, key string, cost int, limits *rate
 	if err != nil {
 		return ratelimit.Decision{}, err
 	}
+	c := Call{Key: key, Cost: cost, Limits: given, Set: set}
 	for {
 		if !f.down.Load() {
 			if f.reconciling.Load() {
-				if d, err, decided := f.allowLocally(ctx, key, cost, given, set, true); decided {
-					return d, err
+				if d, decided := f.allowLocally(&c, true); decided {
+					return d, nil
 				}
 			}
 			t := time.Now()
@@ -134,7 +135,7 @@ func (f *Fallback) Allow(ctx context.Context, key string, cost int, limits *rate
 			d, err := f.primary.Decide(ctx, &Call{Key: key, Cost: cost, Limits: given, Set: set, Deadline: f.deadline(now), Until: t.Add(f.budget)})
 			if err == nil {
 				if d.Banned == 0 { // a ban's answer says nothing of the limits
-					f.seen.put(key, set.Limits, d.Results(), now, int64(f.budget/time.Microsecond))
+					f.seen.put(key, set.Limits, d.Results(), now)
 				}
 				if !f.down.Load() {
 					return d, nil
@@ -155,8 +156,8 @@ func (f *Fallback) Allow(ctx context.Context, key string, cost int, limits *rate
 				f.fail(err)
 			}
 		}
-		if d, err, decided := f.allowLocally(ctx, key, cost, given, set, false); decided {
-			return d, err
+		if d, decided := f.allowLocally(&c, false); decided {
+			return d, nil
 		}
 	}
 }
@@ -167,6 +168,7 @@ func (f *Fallback) End(ctx context.Context, key string, usage int, limits *ratel
 	if err != nil {
 		return ratelimit.Decision{}, err
 	}
+	c := Call{Key: key, Limits: given, Set: set}
 	slot := admitted.Slot // a slot Redis gave: given back there
 	if admitted.Fallback {
 		f.local.Release(key, slot, set.Share(f.instances)) // a slot of this instance's share
@@ -175,7 +177,7 @@ func (f *Fallback) End(ctx context.Context, key string, usage int, limits *ratel
 	for {
 		if !f.down.Load() {
 			if f.reconciling.Load() {
-				if d, ended := f.endLocally(key, usage, given, set, true); ended {
+				if d, ended := f.endLocally(&c, usage, true); ended {
 					return d, nil
 				}
 			}
@@ -188,7 +190,7 @@ func (f *Fallback) End(ctx context.Context, key string, usage int, limits *ratel
 			}
 			f.fail(err)
 		}
-		if d, ended := f.endLocally(key, usage, given, set, false); ended {
+		if d, ended := f.endLocally(&c, usage, false); ended {
 			return d, nil
 		}
 	}
@@ -201,22 +203,24 @@ func (f *Fallback) Peek(ctx context.Context, key string, cost int, limits *ratel
 	if err != nil {
 		return ratelimit.Decision{}, err
 	}
+	c := Call{Key: key, Cost: cost, Limits: given, Set: set}
 	for {
 		if !f.down.Load() {
 			if f.reconciling.Load() {
-				if d, peeked := f.peekLocally(key, cost, given, set, true); peeked {
+				if d, peeked := f.peekLocally(&c, true); peeked {
 					return d, nil
 				}
 			}
 			rctx, cancel := context.WithTimeout(ctx, f.budget)
-			d, err := f.primary.Peek(rctx, &Call{Key: key, Cost: cost, Limits: given, Set: set})
+			call := c // escapes: a copy, so that c does not move to the heap
+			d, err := f.primary.Peek(rctx, &call)
 			cancel()
 			if err == nil || !f.fault(ctx, err).failing() {
 				return d, err
 			}
 			f.fail(err)
 		}
-		if d, peeked := f.peekLocally(key, cost, given, set, false); peeked {
+		if d, peeked := f.peekLocally(&c, false); peeked {
 			return d, nil
 		}
 	}

@@ -30,7 +30,8 @@ import (
 type lastSeen struct {
 	seed   maphash.Seed
 	shards [32]seenShard
-	perGen int // states per generation of a shard
+	perGen int   // states per generation of a shard
+	skew   int64 // the Fallback's budget, µs: see put
 }
 
 type seenShard struct {
@@ -44,8 +45,10 @@ type seenState struct {
 	until     int64 // when the limit is full again
 }
 
-func newLastSeen(maxStates int) *lastSeen {
-	return &lastSeen{seed: maphash.MakeSeed(), perGen: max(maxStates/64, 1)}
+// newLastSeen returns a lastSeen of about maxStates states, for a
+// Fallback whose budget is skew µs.
+func newLastSeen(maxStates int, skew int64) *lastSeen {
+	return &lastSeen{seed: maphash.MakeSeed(), perGen: max(maxStates/64, 1), skew: skew}
 }
 
 // locate returns the hash and shard of key's state under c.
@@ -56,12 +59,13 @@ func (s *lastSeen) locate(key string, c *spec.Limit) (uint64, *seenShard) {
 }
 
 // put records Redis's answer for key under cs. Answers to concurrent
-// requests arrive in any order: within skew of each other, the lowest
-// remaining is kept. now is when the request was sent, and skew, the
+// requests arrive in any order: within s.skew of each other, the lowest
+// remaining is kept. now is when the request was sent, and the skew, the
 // Fallback's budget, also bounds its wait for the answer to two budgets at
 // worst (see batcher.do): the limit is held full again no earlier than
 // Redis said, counted from the latest the answer can have been made.
-func (s *lastSeen) put(key string, cs []spec.Limit, results []ratelimit.Result, now, skew int64) {
+func (s *lastSeen) put(key string, cs []spec.Limit, results []ratelimit.Result, now int64) {
+	skew := s.skew
 	for i := range cs {
 		c, r := &cs[i], &results[i]
 		e := seenState{remaining: int64(r.Remaining), at: now, until: now + 2*skew + int64(r.ResetAfter/time.Microsecond)}

@@ -13,12 +13,12 @@ import (
 // at most its bound, and still knows the keys put last.
 func TestLastSeenIsBounded(t *testing.T) {
 	const maxKeys = 6400 // one limit per key: as many states
-	s := newLastSeen(maxKeys)
+	s := newLastSeen(maxKeys, 50_000)
 	c := &spec.Limit{Suffix: "f60"}
 	res := []ratelimit.Result{{Remaining: 7, ResetAfter: time.Hour}}
 	n := 100 * maxKeys
 	for i := range n {
-		s.put("k"+strconv.Itoa(i), []spec.Limit{*c}, res, 1, 50_000)
+		s.put("k"+strconv.Itoa(i), []spec.Limit{*c}, res, 1)
 		if got := s.len(); got > maxKeys {
 			t.Fatalf("after %d keys, %d are kept, want at most %d", i+1, got, maxKeys)
 		}
@@ -39,12 +39,12 @@ func TestLastSeenIsBounded(t *testing.T) {
 // its own answer, concurrent answers keep the lowest remaining, a later
 // one replaces it, a replenished limit and a forgotten one are not known.
 func TestLastSeenKeepsEachLimit(t *testing.T) {
-	s := newLastSeen(100_000)
+	const skew = 50_000
+	s := newLastSeen(100_000, skew)
 	minute, hour := &spec.Limit{Suffix: ":f60000"}, &spec.Limit{Suffix: ":f3600000"}
 	cs := []spec.Limit{*minute, *hour}
-	const skew = 50_000
-	s.put("k", cs, []ratelimit.Result{{Remaining: 5, ResetAfter: time.Minute}, {Remaining: 50, ResetAfter: time.Hour}}, 1000, skew)
-	s.put("k", cs, []ratelimit.Result{{Remaining: 7, ResetAfter: time.Minute}, {Remaining: 40, ResetAfter: time.Hour}}, 2000, skew)
+	s.put("k", cs, []ratelimit.Result{{Remaining: 5, ResetAfter: time.Minute}, {Remaining: 50, ResetAfter: time.Hour}}, 1000)
+	s.put("k", cs, []ratelimit.Result{{Remaining: 7, ResetAfter: time.Minute}, {Remaining: 40, ResetAfter: time.Hour}}, 2000)
 	check := func(when string, c *spec.Limit, now, want int64, wantOK bool) {
 		t.Helper()
 		if got, ok := s.get("k", c, now); got != want || ok != wantOK {
@@ -57,7 +57,7 @@ func TestLastSeenKeepsEachLimit(t *testing.T) {
 		t.Error("a key never put is known")
 	}
 	const later = 2000 + skew // more than skew after the last answer
-	s.put("k", cs[:1], []ratelimit.Result{{Remaining: 9, ResetAfter: time.Minute}}, later, skew)
+	s.put("k", cs[:1], []ratelimit.Result{{Remaining: 9, ResetAfter: time.Minute}}, later)
 	check("minute, a later answer", minute, later, 9, true)
 	check("minute, held until two budgets past its reset", minute, later+2*skew+60_000_000-1, 9, true)
 	check("minute, replenished", minute, later+2*skew+60_000_000, 0, false)
@@ -74,7 +74,7 @@ func BenchmarkLastSeenPut(b *testing.B) {
 		keys int
 	}{{"known-keys", 10_000}, {"new-keys", 1_000_000}} {
 		b.Run(bench.name, func(b *testing.B) {
-			s := newLastSeen(100_000)
+			s := newLastSeen(100_000, 50_000)
 			cs := []spec.Limit{{Suffix: "f60"}}
 			res := []ratelimit.Result{{Remaining: 5, ResetAfter: time.Second}}
 			keys := make([]string, bench.keys)
@@ -84,7 +84,7 @@ func BenchmarkLastSeenPut(b *testing.B) {
 			b.ReportAllocs()
 			i := 0
 			for b.Loop() {
-				s.put(keys[i%len(keys)], cs, res, int64(i), 50_000)
+				s.put(keys[i%len(keys)], cs, res, int64(i))
 				i++
 			}
 		})

@@ -1,7 +1,6 @@
 package fallback
 
 import (
-	"context"
 	"fmt"
 	"time"
 
@@ -14,39 +13,40 @@ import (
 // divided among the instances, starting from what Redis last said, and
 // recording for Redis what it admits and resets.
 
-// allowLocally decides in process, with the limits divided among the
+// allowLocally decides c in process, with the limits divided among the
 // instances, while Redis is down; or, with waiting set, while some
-// backlogs still wait for Redis, if key's does. Otherwise it decides
+// backlogs still wait for Redis, if c's key's does. Otherwise it decides
 // nothing (decided false): Redis is to decide. A key's first decision in
 // an outage starts from what Redis last said of it; what it admits is
 // recorded for Redis.
-func (f *Fallback) allowLocally(ctx context.Context, key string, cost int, limits []ratelimit.Limit, set *spec.Set, waiting bool) (d ratelimit.Decision, err error, decided bool) {
-	sh := f.backlog.shard(key)
+func (f *Fallback) allowLocally(c *Call, waiting bool) (d ratelimit.Decision, decided bool) {
+	sh := f.backlog.shard(c.Key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	p, here := f.backlogOf(sh, key, waiting)
+	p, here := f.backlogOf(sh, c.Key, waiting)
 	if !here {
-		return d, nil, false
+		return d, false
 	}
 	f.nLocal.Add(1)
-	local := set.Share(f.instances)
-	if int64(cost) > local.MinCapacity {
-		return tooCostly(cost, limits, local), nil, true
+	local := c.Set.Share(f.instances)
+	if int64(c.Cost) > local.MinCapacity {
+		return tooCostly(c.Cost, c.Limits, local), true
 	}
-	now := f.clock.now()
+	at := backlogAt{p, c.Key, f.clock.now()}
 	var ebuf [4]*pendingLimit
 	entries := ebuf[:0]
 	if p != nil {
-		for i := range set.Limits {
-			if i == set.Slot {
+		for i := range c.Set.Limits {
+			if i == c.Set.Slot {
 				continue // slots are this instance's own: nothing to seed or bring back
 			}
-			if e := f.entry(p, key, &set.Limits[i], &local.Limits[i], now); e != nil {
+			if e := f.entry(at, &c.Set.Limits[i], &local.Limits[i]); e != nil {
 				entries = append(entries, e)
 			}
 		}
 	}
-	d = f.local.Decide(key, cost, limits, local)
+	cost, now := c.Cost, at.now
+	d = f.local.Decide(c.Key, cost, c.Limits, local)
 	if d.Allowed {
 		for _, e := range entries {
 			if !e.c.Usage { // charged once the response is done: see endLocally
@@ -55,7 +55,7 @@ func (f *Fallback) allowLocally(ctx context.Context, key string, cost int, limit
 		}
 	}
 	d.Fallback = true
-	return d, nil, true
+	return d, true
 }
 
 // backlogOf returns key's backlog, in its locked shard sh, and whether
@@ -74,41 +74,49 @@ func (f *Fallback) backlogOf(sh *backlogShard, key string, waiting bool) (p *pen
 	return p, true
 }
 
-// endLocally is allowLocally's End: it charges usage to key's limits
+// endLocally is allowLocally's End: it charges usage to the limits of c
 // charged from usage in process, under this instance's share, and records
 // the charge for Redis. ended is false when Redis is to charge it.
-func (f *Fallback) endLocally(key string, usage int, limits []ratelimit.Limit, set *spec.Set, waiting bool) (d ratelimit.Decision, ended bool) {
-	sh := f.backlog.shard(key)
+func (f *Fallback) endLocally(c *Call, usage int, waiting bool) (d ratelimit.Decision, ended bool) {
+	sh := f.backlog.shard(c.Key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	p, here := f.backlogOf(sh, key, waiting)
+	p, here := f.backlogOf(sh, c.Key, waiting)
 	if !here {
 		return d, false
 	}
 	f.nLocal.Add(1)
-	local := set.Share(f.instances)
-	now := f.clock.now()
-	for i := range set.Limits {
-		if !set.Limits[i].Usage || p == nil {
+	local := c.Set.Share(f.instances)
+	at := backlogAt{p, c.Key, f.clock.now()}
+	for i := range c.Set.Limits {
+		if !c.Set.Limits[i].Usage || p == nil {
 			continue
 		}
-		if e := f.entry(p, key, &set.Limits[i], &local.Limits[i], now); e != nil && usage > 0 {
-			e.spend(int64(usage), now)
+		if e := f.entry(at, &c.Set.Limits[i], &local.Limits[i]); e != nil && usage > 0 {
+			e.spend(int64(usage), at.now)
 		}
 	}
-	f.local.Charge(key, int64(usage), local)
-	d = f.local.PeekFrom(key, 1, limits, local, nil)
+	f.local.Charge(c.Key, int64(usage), local)
+	d = f.local.PeekFrom(c.Key, 1, c.Limits, local, nil)
 	d.Fallback = true
 	return d, true
 }
 
-// entry returns the backlog p's entry for key's limit c, counted under
+// A backlogAt is a key's backlog, while the key is decided in process at
+// now.
+type backlogAt struct {
+	p   *pendingKey
+	key string
+	now int64
+}
+
+// entry returns the backlog's entry for the key's limit c, counted under
 // its share local, seeding the state in process the first time; nil when
-// p holds as many limit states as a key may.
-func (f *Fallback) entry(p *pendingKey, key string, c, local *spec.Limit, now int64) *pendingLimit {
-	e := p.of(c)
+// the backlog holds as many limit states as a key may.
+func (f *Fallback) entry(at backlogAt, c, local *spec.Limit) *pendingLimit {
+	e := at.p.of(c)
 	if e != nil && !e.seeded {
-		f.seed(key, c, local, now)
+		f.seed(at.key, c, local, at.now)
 		e.seeded = true
 	}
 	return e
@@ -136,19 +144,19 @@ func (f *Fallback) seed(key string, c, local *spec.Limit, now int64) {
 // decide, as its decision would find the state, and changes nothing: no
 // backlog is made, no state seeded. peeked is false when Redis is to
 // answer.
-func (f *Fallback) peekLocally(key string, cost int, limits []ratelimit.Limit, set *spec.Set, waiting bool) (d ratelimit.Decision, peeked bool) {
-	sh := f.backlog.shard(key)
+func (f *Fallback) peekLocally(c *Call, waiting bool) (d ratelimit.Decision, peeked bool) {
+	sh := f.backlog.shard(c.Key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	p := sh.keys[key]
+	p := sh.keys[c.Key]
 	if waiting && (p == nil || f.down.Load()) || !waiting && !f.down.Load() {
 		return d, false
 	}
-	local := set.Share(f.instances)
-	if int64(cost) > local.MinCapacity {
-		return tooCostly(cost, limits, local), true
+	local := c.Set.Share(f.instances)
+	if int64(c.Cost) > local.MinCapacity {
+		return tooCostly(c.Cost, c.Limits, local), true
 	}
-	d = f.local.PeekFrom(key, cost, limits, local, f.wouldSeed(p, key, set, local))
+	d = f.local.PeekFrom(c.Key, c.Cost, c.Limits, local, f.wouldSeed(p, c.Key, c.Set, local))
 	d.Fallback = true
 	return d, true
 }

@@ -111,14 +111,9 @@ func (m *Store) Decide(key string, cost int, limits []ratelimit.Limit, set *spec
 		return m.decideOne(key, cost, limits, &cs[0])
 	}
 	now, c64, allowed := m.now(), int64(cost), true
-	type outcome struct {
-		ok                              bool
-		remaining, retry, reset, window int64
-	}
 	var obuf [limitset.MaxInline]outcome
-	out := obuf[:0]
 	var sbuf [limitset.MaxInline]*memoryLimit
-	states := sbuf[:0]
+	out, states := obuf[:0], sbuf[:0]
 	var id int64 // the slot the request takes
 	k := m.key(key, now)
 	k.mu.Lock()
@@ -141,16 +136,13 @@ func (m *Store) Decide(key string, cost int, limits []ratelimit.Limit, set *spec
 	for i, s := range states {
 		c := &cs[i]
 		if allowed && !c.Usage { // a limit charged from usage takes nothing now: see End
+			taken := c.CostFor(c64)
 			if i == set.Slot {
 				id = slots.NewID()
-				s.state.slots.pending = id
+				s.state.slots.pending, taken = id, 1 // one slot, whatever the cost
 			}
 			out[i].reset = s.state.of(c).commit(c, now, c.CostFor(c64))
-			if i == set.Slot {
-				out[i].remaining-- // one slot, whatever the cost
-			} else {
-				out[i].remaining -= c.CostFor(c64)
-			}
+			out[i].remaining -= taken
 			s.expires = now + keyTTL(c, out[i].reset)
 			latest = max(latest, s.expires)
 		} else {
@@ -165,6 +157,23 @@ func (m *Store) Decide(key string, cost int, limits []ratelimit.Limit, set *spec
 	}
 	k.expires.Store(latest)
 	k.mu.Unlock()
+	d := decisionOf(limits, out, ban)
+	if id != 0 && d.Allowed {
+		d.Slot = strconv.FormatInt(id, 10)
+		m.slots.Hold(slots.Slot{ID: id, Key: key, Limit: &cs[set.Slot]})
+	}
+	return d
+}
+
+// An outcome is one limit's part of a decision; durations in µs.
+type outcome struct {
+	ok                              bool
+	remaining, retry, reset, window int64
+}
+
+// decisionOf returns the Decision of limits' outcomes, banned for ban µs
+// when ban is not 0.
+func decisionOf(limits []ratelimit.Limit, out []outcome, ban int64) ratelimit.Decision {
 	var rbuf [limitset.MaxInline]ratelimit.Result
 	rs := rbuf[:0]
 	for i, o := range out {
@@ -173,10 +182,6 @@ func (m *Store) Decide(key string, cost int, limits []ratelimit.Limit, set *spec
 	d := ratelimit.MakeDecision(rs...)
 	if ban > 0 {
 		d = startBan(d, ban)
-	}
-	if id != 0 && d.Allowed {
-		d.Slot = strconv.FormatInt(id, 10)
-		m.slots.Hold(slots.Slot{ID: id, Key: key, Limit: &cs[set.Slot]})
 	}
 	return d
 }
