@@ -64,7 +64,6 @@ func BenchmarkFallback(b *testing.B) {
 // more than either.
 func benchManyKeys(b *testing.B, s ratelimit.Store, limit ratelimit.Limit, client *redis.Client) {
 	l := limitsOf(b, limit) // built once, as a Limiter does
-	var n atomic.Int64
 	b.ReportAllocs()
 	goCPU, redisCPU := cpuTime(b, nil), cpuTime(b, client)
 	defer func() {
@@ -74,6 +73,13 @@ func benchManyKeys(b *testing.B, s ratelimit.Store, limit ratelimit.Limit, clien
 		}
 	}()
 	b.SetParallelism(32)
+	allowInTurn(b, s, l)
+}
+
+// allowInTurn has b's parallel callers ask s to admit requests for 10,000
+// keys in turn, under l.
+func allowInTurn(b *testing.B, s ratelimit.Store, l *ratelimit.Limits) {
+	var n atomic.Int64
 	b.RunParallel(func(pb *testing.PB) {
 		ctx := context.Background()
 		for pb.Next() {

@@ -1,10 +1,8 @@
 package store
 
 import (
-	"context"
 	"runtime"
 	"strconv"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -62,20 +60,11 @@ func benchCallers(b *testing.B, s ratelimit.Store, servers []*redis.Client) {
 		}
 		return sum
 	}
-	var n atomic.Int64
 	b.ReportAllocs()
 	b.SetParallelism((64 + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
 	before := redisCPU()
 	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		ctx := context.Background()
-		for pb.Next() {
-			key := "k" + strconv.FormatInt(n.Add(1)%10_000, 10)
-			if _, err := s.Allow(ctx, key, 1, l); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
+	allowInTurn(b, s, l)
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
 	b.ReportMetric(float64(redisCPU()-before)/float64(time.Microsecond)/float64(b.N), "redis-cpu-µs/op")

@@ -182,19 +182,25 @@ func TestDenyCacheIsBounded(t *testing.T) {
 	}
 }
 
-// TestDenyCacheReadBeforePut is a get that read the clock just before a
-// concurrent put stored its denial: it must not report times later than
-// the ones Redis gave.
-func TestDenyCacheReadBeforePut(t *testing.T) {
+// pinnedDenyCache returns a deny cache whose clock reads *now, from 1s,
+// and a request for key "k" under a sliding log of 1 an hour.
+func pinnedDenyCache(t *testing.T) (*denyCache, *int64, *request) {
 	c := newDenyCache(64)
 	now := int64(1_000_000)
 	c.now = func() int64 { return now }
 	l := ratelimit.Limit{Quota: 1, Window: time.Hour}.Using(ratelimit.SlidingLog)
-	set := limitset.Compile(limitsOf(t, l))
+	return c, &now, &request{key: "k", cost: 1, limits: []ratelimit.Limit{l}, set: limitset.Compile(limitsOf(t, l))}
+}
+
+// TestDenyCacheReadBeforePut is a get that read the clock just before a
+// concurrent put stored its denial: it must not report times later than
+// the ones Redis gave.
+func TestDenyCacheReadBeforePut(t *testing.T) {
+	c, now, r := pinnedDenyCache(t)
+	l := r.limits[0]
 	denied := ratelimit.MakeDecision(ratelimit.Result{Limit: l, Remaining: 0, ResetAfter: time.Hour, RetryAfter: time.Hour})
-	r := &request{key: "k", cost: 1, limits: []ratelimit.Limit{l}, set: set}
 	c.put(r, denied, c.epoch("k"))
-	now -= 300 // the get's reading of the clock, taken before the put's
+	*now -= 300 // the get's reading of the clock, taken before the put's
 	d, ok := c.get(r)
 	if !ok {
 		t.Fatal("the denial is not cached")
@@ -208,27 +214,23 @@ func TestDenyCacheReadBeforePut(t *testing.T) {
 // come back: Redis may have decided as the request left, so the effective
 // window it serves counts from then, and never promises past its end.
 func TestDenyCacheWindowFromTheSend(t *testing.T) {
-	c := newDenyCache(64)
-	now := int64(1_000_000)
-	c.now = func() int64 { return now }
-	l := ratelimit.Limit{Quota: 1, Window: time.Hour}.Using(ratelimit.SlidingLog)
-	set := limitset.Compile(limitsOf(t, l))
+	c, now, r := pinnedDenyCache(t)
+	l := r.limits[0]
 	denied := ratelimit.MakeDecision(ratelimit.Result{Limit: l, Window: time.Second, ResetAfter: time.Hour, RetryAfter: time.Second})
-	r := &request{key: "k", cost: 1, limits: []ratelimit.Limit{l}, set: set}
 	epoch := c.epoch("k")
-	now += 500 // the round trip
+	*now += 500 // the round trip
 	c.put(r, denied, epoch)
 	for _, step := range []struct {
 		after int64
 		want  time.Duration
 	}{{0, time.Second - 500*time.Microsecond}, {250_000, 750*time.Millisecond - 500*time.Microsecond}} {
-		now += step.after
+		*now += step.after
 		d, ok := c.get(r)
 		if !ok {
 			t.Fatal("the denial is not cached")
 		}
 		if got := d.Results()[0].Window; got != step.want {
-			t.Errorf("%dµs after the answer: Window %v, want %v", now-1_000_500, got, step.want)
+			t.Errorf("%dµs after the answer: Window %v, want %v", *now-1_000_500, got, step.want)
 		}
 	}
 }

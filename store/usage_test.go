@@ -68,6 +68,22 @@ func spent(t *testing.T, client *redis.Client, s *Redis, key string, l ratelimit
 	return c.Units - level
 }
 
+// pausedForASecond pauses srv for a second while traffic runs through f,
+// and returns once f decides on Redis again, its backlogs charged, and
+// 200ms more have passed.
+func pausedForASecond(t *testing.T, srv *redistest.Server, f *Fallback) {
+	time.Sleep(100 * time.Millisecond)
+	recovered := f.Health().Recoveries
+	srv.Pause()
+	time.Sleep(time.Second)
+	srv.Resume()
+	waitFor(t, "decisions to return to Redis", func() bool {
+		h := f.Health()
+		return h.Decisions == "redis" && h.Recoveries > recovered && !f.impl.Reconciling()
+	})
+	time.Sleep(200 * time.Millisecond)
+}
+
 // TestUsageChargesAddUp sends random concurrent traffic through a real
 // server: 8 goroutines, each request decided, then, if admitted, ended
 // with a random usage of 0 to 40 units, past the quota of 2,000 into a
@@ -174,16 +190,7 @@ func TestFaultUsageThroughOutage(t *testing.T) {
 					})
 				})
 			}
-			time.Sleep(100 * time.Millisecond)
-			recovered := f.Health().Recoveries
-			srv.Pause()
-			time.Sleep(time.Second)
-			srv.Resume()
-			waitFor(t, "decisions to return to Redis", func() bool {
-				h := f.Health()
-				return h.Decisions == "redis" && h.Recoveries > recovered && !f.impl.Reconciling()
-			})
-			time.Sleep(200 * time.Millisecond)
+			pausedForASecond(t, srv, f)
 			close(stop)
 			wg.Wait()
 			// A timeout after the recovery (a loaded machine, the race
@@ -254,16 +261,7 @@ func TestFaultConcurrentThroughOutage(t *testing.T) {
 			})
 		}
 	}
-	time.Sleep(100 * time.Millisecond)
-	recovered := f1.Health().Recoveries
-	srv.Pause()
-	time.Sleep(time.Second)
-	srv.Resume()
-	waitFor(t, "decisions to return to Redis", func() bool {
-		h := f1.Health()
-		return h.Decisions == "redis" && h.Recoveries > recovered
-	})
-	time.Sleep(200 * time.Millisecond)
+	pausedForASecond(t, srv, f1)
 	close(stop)
 	wg.Wait()
 	t.Logf("%d slots taken on Redis, %d in process; in process, at most %d and %d at once", onRedis.Load(), local.Load(), most[0].Load(), most[1].Load())

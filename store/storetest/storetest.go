@@ -258,44 +258,31 @@ func isCalendar(l ratelimit.Limit) bool {
 	return l.Algorithm == ratelimit.Daily || l.Algorithm == ratelimit.Weekly || l.Algorithm == ratelimit.Monthly
 }
 
-// maxReset is the longest a limit can take to replenish fully. A token
-// bucket charged from usage has no bound: its debt may be any size.
-func maxReset(l ratelimit.Limit) time.Duration {
-	if l.Algorithm == ratelimit.Concurrent {
-		return cmp.Or(l.Window, 30*time.Second) // the slot
-	}
-	if l.Usage && l.Algorithm == ratelimit.TokenBucket {
-		return time.Duration(math.MaxInt64)
-	}
-	if isCalendar(l) {
-		return longestPeriod(l.Algorithm)
-	}
-	if l.Algorithm == ratelimit.TokenBucket {
-		l = withDefaults(l)
-		return time.Duration(int64(l.Window) / int64(l.Quota) * int64(l.Burst+1))
-	}
-	return l.Window
-}
+// maxReset is the longest a limit can take to replenish fully, and
+// maxWindow its longest effective window (see maxTimes).
+func maxReset(l ratelimit.Limit) time.Duration  { reset, _ := maxTimes(l); return reset }
+func maxWindow(l ratelimit.Limit) time.Duration { _, window := maxTimes(l); return window }
 
-// maxWindow is the longest effective window of a limit: its window, or a
-// token bucket's time to refill one token (without bound for one charged
-// from usage, whose debt must be paid first).
-func maxWindow(l ratelimit.Limit) time.Duration {
-	if l.Algorithm == ratelimit.Concurrent {
-		return 0 // nothing is promised for any time
-	}
-	if l.Usage && l.Algorithm == ratelimit.TokenBucket {
-		return time.Duration(math.MaxInt64)
-	}
-	if isCalendar(l) {
-		return longestPeriod(l.Algorithm)
-	}
-	if l.Algorithm == ratelimit.TokenBucket {
+// maxTimes returns the longest a limit can take to replenish fully, and
+// its longest effective window: its window, or a token bucket's time to
+// refill one token. A token bucket charged from usage has no bound for
+// either: its debt may be any size, and is paid first. A Concurrent limit
+// replenishes within a slot and promises nothing for any time.
+func maxTimes(l ratelimit.Limit) (reset, window time.Duration) {
+	switch {
+	case l.Algorithm == ratelimit.Concurrent:
+		return cmp.Or(l.Window, 30*time.Second), 0
+	case l.Usage && l.Algorithm == ratelimit.TokenBucket:
+		return time.Duration(math.MaxInt64), time.Duration(math.MaxInt64)
+	case isCalendar(l):
+		return longestPeriod(l.Algorithm), longestPeriod(l.Algorithm)
+	case l.Algorithm == ratelimit.TokenBucket:
 		l = withDefaults(l)
-		us := int64(l.Window / time.Microsecond)
-		return time.Duration((us+int64(l.Quota)-1)/int64(l.Quota)) * time.Microsecond // stores round up to the microsecond
+		us, quota := int64(l.Window/time.Microsecond), int64(l.Quota)
+		token := time.Duration((us+quota-1)/quota) * time.Microsecond // stores round up to the microsecond
+		return time.Duration(int64(l.Window) / quota * int64(l.Burst+1)), token
 	}
-	return l.Window
+	return l.Window, l.Window
 }
 
 // traffic is n, the full size of some random traffic, with

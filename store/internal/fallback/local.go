@@ -20,15 +20,11 @@ import (
 // an outage starts from what Redis last said of it; what it admits is
 // recorded for Redis.
 func (f *Fallback) allowLocally(c *Call, waiting bool) (d ratelimit.Decision, decided bool) {
-	sh := f.backlog.shard(c.Key)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	p, here := f.backlogOf(sh, c.Key, waiting)
+	sh, p, local, here := f.inProcess(c, waiting)
 	if !here {
 		return d, false
 	}
-	f.nLocal.Add(1)
-	local := c.Set.Share(f.instances)
+	defer sh.mu.Unlock()
 	if int64(c.Cost) > local.MinCapacity {
 		return tooCostly(c.Cost, c.Limits, local), true
 	}
@@ -58,6 +54,21 @@ func (f *Fallback) allowLocally(c *Call, waiting bool) (d ratelimit.Decision, de
 	return d, true
 }
 
+// inProcess tells whether c is decided in process (see backlogOf): then
+// it counts the decision, and returns the locked shard of c's key, which
+// the caller unlocks, the key's backlog and the share of c's limits this
+// instance decides under; else it leaves the shard unlocked.
+func (f *Fallback) inProcess(c *Call, waiting bool) (sh *backlogShard, p *pendingKey, local *spec.Set, here bool) {
+	sh = f.backlog.shard(c.Key)
+	sh.mu.Lock()
+	if p, here = f.backlogOf(sh, c.Key, waiting); !here {
+		sh.mu.Unlock()
+		return nil, nil, nil, false
+	}
+	f.nLocal.Add(1)
+	return sh, p, c.Set.Share(f.instances), true
+}
+
 // backlogOf returns key's backlog, in its locked shard sh, and whether
 // key is to be decided in process: while Redis is down (then the backlog
 // is made, unless it is full: nil), or, with waiting set, while key's
@@ -78,15 +89,11 @@ func (f *Fallback) backlogOf(sh *backlogShard, key string, waiting bool) (p *pen
 // charged from usage in process, under this instance's share, and records
 // the charge for Redis. ended is false when Redis is to charge it.
 func (f *Fallback) endLocally(c *Call, usage int, waiting bool) (d ratelimit.Decision, ended bool) {
-	sh := f.backlog.shard(c.Key)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	p, here := f.backlogOf(sh, c.Key, waiting)
+	sh, p, local, here := f.inProcess(c, waiting)
 	if !here {
 		return d, false
 	}
-	f.nLocal.Add(1)
-	local := c.Set.Share(f.instances)
+	defer sh.mu.Unlock()
 	at := backlogAt{p, c.Key, f.clock.now()}
 	for i := range c.Set.Limits {
 		if !c.Set.Limits[i].Usage || p == nil {
