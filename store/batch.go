@@ -60,6 +60,11 @@ type batcher struct {
 	mu    sync.Mutex
 	runs  int
 	queue []*decision
+
+	// late counts the decisions left out of a batch because their until
+	// had passed when it started: they waited for the runs under way, and
+	// their time ran out before they reached Redis.
+	late atomic.Int64
 }
 
 // run runs d alone through c, as fn says, cut short at d.until. When d.until comes
@@ -163,6 +168,7 @@ func (b *batcher) exec(batch []*decision) {
 			d.done <- struct{}{}
 		default:
 			if !d.until.IsZero() && !now.Before(d.until) {
+				b.late.Add(1)
 				d.err = context.DeadlineExceeded
 				d.done <- struct{}{}
 				continue

@@ -56,8 +56,9 @@ type edgeConfig struct {
 // edgeReport is what an edge instance prints when it is done.
 type edgeReport struct {
 	Allowed, Denied, InProcess, Errors int64
-	// Calls to Redis that ran out of time, and the failures a Fallback
-	// counted: each failure must be such a call.
+	// Calls to Redis that ran out of time (those whose time ran out while
+	// they waited for the runs under way to be sent too), and the
+	// failures a Fallback counted: each failure must be such a call.
 	Overran, Failures int64
 	// Denials' latencies, µs: the slowest, the 99th percentile, and how
 	// many took over 100ms.
@@ -167,7 +168,7 @@ func runEdgeInstance() {
 	}
 	wg.Wait()
 	stop()
-	rep.Overran = overran.Load()
+	rep.Overran = overran.Load() + r.batch.late.Load()
 	if fallback != nil {
 		rep.Failures = int64(fallback.Health().Failures)
 	}
