@@ -153,6 +153,21 @@ func (b *batcher) take() []*decision {
 	return b.dequeue()
 }
 
+// latestUntil returns the latest until of the decisions of batch, zero
+// when one of them has none.
+func latestUntil(batch []*decision) time.Time {
+	var until time.Time
+	for _, d := range batch {
+		if d.until.IsZero() {
+			return time.Time{}
+		}
+		if d.until.After(until) {
+			until = d.until
+		}
+	}
+	return until
+}
+
 // exec runs a batch, as one run or one pipeline, and hands each
 // decision its line. Decisions whose callers gave up while they waited, or
 // whose until has passed, are left out: nothing of theirs reaches Redis.
@@ -180,17 +195,7 @@ func (b *batcher) exec(batch []*decision) {
 		return
 	}
 	ctx := context.Background()
-	var until time.Time
-	for _, d := range batch {
-		if d.until.IsZero() {
-			until = time.Time{}
-			break
-		}
-		if d.until.After(until) {
-			until = d.until
-		}
-	}
-	if !until.IsZero() {
+	if until := latestUntil(batch); !until.IsZero() {
 		rc := newRunCtx(ctx, until)
 		defer rc.release()
 		ctx = rc
