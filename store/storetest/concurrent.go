@@ -107,10 +107,7 @@ func testConcurrentMatchesModel(t *testing.T, h Harness) {
 					func(m *Model, now int64) ratelimit.Decision { return m.End(now, key, usage, o.want, limits...) })
 				continue
 			}
-			cost := 1 + rng.IntN(3)
-			got, want, _ := r.step(fmt.Sprintf("round %d step %d: %v cost %d", round, step, limits, cost),
-				func() ratelimit.Decision { return allow(t, s, key, cost, limits...) },
-				func(m *Model, now int64) ratelimit.Decision { return m.Allow(now, key, cost, limits...) })
+			got, want, _ := r.allow(fmt.Sprintf("round %d step %d", round, step), s, key, 1+rng.IntN(3), limits)
 			if got.Allowed {
 				flight = append(flight, open{got, want})
 			}

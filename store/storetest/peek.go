@@ -45,9 +45,7 @@ func testPeekChangesNothing(t *testing.T, h Harness) {
 				peeked.Peek(c.Now().UnixMicro(), key, cost, limits...)
 			}
 			key, cost := keys[rng.IntN(len(keys))], randomCost(rng, limits)
-			_, want, now := r.step(fmt.Sprintf("round %d step %d: %v cost %d: after Peeks", round, step, limits, cost),
-				func() ratelimit.Decision { return allow(t, s, key, cost, limits...) },
-				func(m *Model, now int64) ratelimit.Decision { return m.Allow(now, key, cost, limits...) })
+			_, want, now := r.allow(fmt.Sprintf("round %d step %d, after Peeks", round, step), s, key, cost, limits)
 			if model := peeked.Allow(now, key, cost, limits...); !sameDecision(model, want, 0) {
 				t.Fatalf("round %d step %d: %v cost %d: a Model that answered the Peeks decides\n%+v\nwant %+v", round, step, limits, cost, model, want)
 			}
@@ -70,10 +68,7 @@ func testPeekMatchesModel(t *testing.T, h Harness) {
 			r.step(fmt.Sprintf("round %d step %d: %v Peek cost %d", round, step, limits, cost),
 				func() ratelimit.Decision { return peek(t, s, key, cost, limits...) },
 				func(m *Model, now int64) ratelimit.Decision { return m.Peek(now, key, cost, limits...) })
-			key, cost = keys[rng.IntN(len(keys))], randomCost(rng, limits)
-			r.step(fmt.Sprintf("round %d step %d: %v cost %d", round, step, limits, cost),
-				func() ratelimit.Decision { return allow(t, s, key, cost, limits...) },
-				func(m *Model, now int64) ratelimit.Decision { return m.Allow(now, key, cost, limits...) })
+			r.allow(fmt.Sprintf("round %d step %d", round, step), s, keys[rng.IntN(len(keys))], randomCost(rng, limits), limits)
 		}
 	}
 }

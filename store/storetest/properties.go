@@ -163,10 +163,7 @@ func testMatchesModel(t *testing.T, h Harness) {
 		keys := r.keys(round)
 		for step := range r.steps {
 			r.advance(limits)
-			key, cost := keys[rng.IntN(len(keys))], randomCost(rng, limits)
-			r.step(fmt.Sprintf("round %d step %d: %v cost %d", round, step, limits, cost),
-				func() ratelimit.Decision { return allow(t, s, key, cost, limits...) },
-				func(m *Model, now int64) ratelimit.Decision { return m.Allow(now, key, cost, limits...) })
+			r.allow(fmt.Sprintf("round %d step %d", round, step), s, keys[rng.IntN(len(keys))], randomCost(rng, limits), limits)
 		}
 	}
 }
@@ -207,6 +204,14 @@ func newReplay(t *testing.T, h Harness) (ratelimit.Store, *replay) {
 func (r *replay) keys(round int) []string {
 	name := string(rune('a' + round%26))
 	return []string{uniqueKey(r.t, name+"1"), uniqueKey(r.t, name+"2")}
+}
+
+// allow replays an Allow of key at cost under limits through s and the
+// Model, as step does; what says where in the traffic it is.
+func (r *replay) allow(what string, s ratelimit.Store, key string, cost int, limits []ratelimit.Limit) (got, want ratelimit.Decision, now int64) {
+	return r.step(fmt.Sprintf("%s: %v cost %d", what, limits, cost),
+		func() ratelimit.Decision { return allow(r.t, s, key, cost, limits...) },
+		func(m *Model, now int64) ratelimit.Decision { return m.Allow(now, key, cost, limits...) })
 }
 
 // advance moves a pinned clock on by a random step for limits; a real

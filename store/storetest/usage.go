@@ -111,10 +111,7 @@ func testUsageMatchesModel(t *testing.T, h Harness) {
 		key := uniqueKey(t, strconv.Itoa(round)+"u")
 		for step := range r.steps {
 			r.advance(limits)
-			cost := randomCost(rng, limits)
-			got, want, _ := r.step(fmt.Sprintf("round %d step %d: %v cost %d", round, step, limits, cost),
-				func() ratelimit.Decision { return allow(t, s, key, cost, limits...) },
-				func(m *Model, now int64) ratelimit.Decision { return m.Allow(now, key, cost, limits...) })
+			got, want, _ := r.allow(fmt.Sprintf("round %d step %d", round, step), s, key, randomCost(rng, limits), limits)
 			if !got.Allowed {
 				continue
 			}

@@ -7,6 +7,7 @@ import (
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/internal/spec"
 	"github.com/ratelimit-go/ratelimit/store/internal/limitset"
+	"github.com/ratelimit-go/ratelimit/store/internal/memory"
 )
 
 // How a Fallback decides while Redis is down: in process, each limit
@@ -104,7 +105,7 @@ func (f *Fallback) endLocally(c *Call, usage int, waiting bool) (d ratelimit.Dec
 		}
 	}
 	f.local.Charge(c.Key, int64(usage), local)
-	d = f.local.PeekFrom(c.Key, 1, c.Limits, local, nil)
+	d = f.local.PeekFrom(memory.Peek{Key: c.Key, Cost: 1, Limits: c.Limits, Set: local})
 	d.Fallback = true
 	return d, true
 }
@@ -163,7 +164,7 @@ func (f *Fallback) peekLocally(c *Call, waiting bool) (d ratelimit.Decision, pee
 	if int64(c.Cost) > local.MinCapacity {
 		return tooCostly(c.Cost, c.Limits, local), true
 	}
-	d = f.local.PeekFrom(c.Key, c.Cost, c.Limits, local, f.wouldSeed(p, c.Key, c.Set, local))
+	d = f.local.PeekFrom(memory.Peek{Key: c.Key, Cost: c.Cost, Limits: c.Limits, Set: local, Spent: f.wouldSeed(p, c.Key, c.Set, local)})
 	d.Fallback = true
 	return d, true
 }

@@ -220,7 +220,7 @@ func (m *Store) End(ctx context.Context, key string, usage int, limits *ratelimi
 	}
 	m.Release(key, d.Slot, set)
 	m.Charge(key, int64(usage), set)
-	return m.PeekFrom(key, 1, given, set, nil), nil
+	return m.PeekFrom(Peek{Key: key, Cost: 1, Limits: given, Set: set}), nil
 }
 
 // Release gives back the slot (empty: none) of key under set's
@@ -301,22 +301,31 @@ func (m *Store) Peek(ctx context.Context, key string, cost int, limits *ratelimi
 	if err != nil {
 		return ratelimit.Decision{}, err
 	}
-	return m.PeekFrom(key, cost, given, set, nil), nil
+	return m.PeekFrom(Peek{Key: key, Cost: cost, Limits: given, Set: set}), nil
 }
 
-// PeekFrom is Peek for checked input, counted under set (limits' own or a
-// Fallback's share of it). When spent is not nil, each limit i with
-// spent[i] >= 0 is answered as if its state had started afresh now and
-// spent[i] units had been taken: as a Fallback's first decision of the
-// key in an outage will find it (see the Fallback's seed).
-func (m *Store) PeekFrom(key string, cost int, limits []ratelimit.Limit, set *spec.Set, spent []int64) ratelimit.Decision {
-	cs := set.Limits
-	now, c64 := m.now(), int64(cost)
-	k := m.lookup(key)
+// A Peek is the checked input of a Peek, as PeekFrom takes it.
+type Peek struct {
+	Key    string
+	Cost   int
+	Limits []ratelimit.Limit // as given
+	Set    *spec.Set         // what Limits are counted under: their own set or a Fallback's share of it
+	// Spent, when not nil, answers each limit i with Spent[i] >= 0 as if
+	// its state had started afresh now and Spent[i] units had been taken:
+	// as a Fallback's first decision of the key in an outage will find it
+	// (see the Fallback's seed).
+	Spent []int64
+}
+
+// PeekFrom is Peek for checked input.
+func (m *Store) PeekFrom(p Peek) ratelimit.Decision {
+	cs, limits, spent := p.Set.Limits, p.Limits, p.Spent
+	now, c64 := m.now(), int64(p.Cost)
+	k := m.lookup(p.Key)
 	if k != nil {
 		k.mu.Lock()
 		defer k.mu.Unlock()
-		if set.Ban != nil {
+		if p.Set.Ban != nil {
 			if left := k.banned(now); left > 0 {
 				return bannedDecision(limits, left)
 			}
