@@ -126,7 +126,7 @@ func TestPolicyStoreKey(t *testing.T) {
 		{"GET /users/{id}", "user:{x}|y", "api|GET /users/%7Bid%7D|user:%7Bx%7D|y"},
 	}
 	for _, tt := range tests {
-		p, problem := newPolicy("api", tt.pattern, limits, Ban{}, "", false)
+		p, problem := policyBase{namespace: "api"}.newPolicy(tt.pattern, limits)
 		if problem != "" {
 			t.Fatal(problem)
 		}
@@ -140,7 +140,7 @@ func TestPolicyStoreKey(t *testing.T) {
 // braces land in many Redis Cluster slots, not in the one a brace in the
 // hash tag would give them all.
 func TestStoreKeysSpreadOverSlots(t *testing.T) {
-	p, problem := newPolicy("api", "GET /users/{id}", []Limit{PerMinute(1)}, Ban{}, "", false)
+	p, problem := policyBase{namespace: "api"}.newPolicy("GET /users/{id}", []Limit{PerMinute(1)})
 	if problem != "" {
 		t.Fatal(problem)
 	}

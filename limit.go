@@ -637,25 +637,30 @@ type policy struct {
 	slot        bool       // a limit is Concurrent: a request ends with Limiter.End too
 }
 
+// A policyBase is what every policy of a Limiter takes from its options.
+type policyBase struct {
+	namespace string
+	ban       Ban    // of WithBan; zero: none
+	unit      string // the quota unit of the headers; "": none
+	countOnly bool   // every limit is charged from usage (see WithCountOnly)
+}
+
 // newPolicy checks limits and returns them as the policy of the route
-// pattern (or, for "", of WithLimits) in namespace, with ban (zero: none)
-// and the quota unit of the headers ("": none), every limit charged from
-// usage when countOnly (see WithCountOnly); or it says what is wrong with
-// them.
-func newPolicy(namespace, pattern string, limits []Limit, ban Ban, unit string, countOnly bool) (*policy, string) {
+// pattern (or, for "", of WithLimits); or it says what is wrong with them.
+func (b policyBase) newPolicy(pattern string, limits []Limit) (*policy, string) {
 	if problem := checkSet(limits); problem != "" {
 		return nil, problem
 	}
 	switch {
-	case limits[0].Leased && ban != Ban{}:
+	case limits[0].Leased && b.ban != Ban{}:
 		return nil, "the limits are leased, decided in process where the strikes of a ban cannot be counted: drop the ban or Leased"
-	case limits[0].Leased && countOnly:
+	case limits[0].Leased && b.countOnly:
 		return nil, "the limits are leased, taken before the requests, and WithCountOnly charges them after: drop one"
 	}
 	n := len(limits)
 	p := &policy{
-		set:      &Limits{limits: append([]Limit(nil), limits...), ban: ban},
-		prefix:   namespace + "|" + scopeOf(pattern) + "|",
+		set:      &Limits{limits: append([]Limit(nil), limits...), ban: b.ban},
+		prefix:   b.namespace + "|" + scopeOf(pattern) + "|",
 		names:    make([]string, n),
 		items:    make([]string, n),
 		capacity: make([][]string, n),
@@ -668,14 +673,14 @@ func newPolicy(namespace, pattern string, limits []Limit, ban Ban, unit string, 
 		}
 		used[name] = true
 		p.set.limits[i].Name = name // results, and so Deny and Decisions, name the policy as the headers do
-		if countOnly {
+		if b.countOnly {
 			p.set.limits[i].Usage = true // a sliding log too: a count-only charge is at most the cost
 		}
 		p.usage = p.usage || p.set.limits[i].Usage
 		p.slot = p.slot || l.Algorithm == Concurrent
 		p.names[i] = quoteString(name)
 		p.capacity[i] = []string{strconv.Itoa(l.capacity())}
-		p.items[i] = policyItem(p.names[i], l, unit)
+		p.items[i] = policyItem(p.names[i], l, b.unit)
 	}
 	p.policyValue = []string{strings.Join(p.items, ", ")}
 	return p, ""

@@ -120,7 +120,7 @@ func TestPolicyHeaders(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p, problem := newPolicy("api", "", tt.limits, Ban{}, "", false)
+			p, problem := policyBase{namespace: "api"}.newPolicy("", tt.limits)
 			if problem != "" {
 				t.Fatal(problem)
 			}

@@ -48,7 +48,7 @@ type Limiter struct {
 	logger    *slog.Logger
 	logs      logThrottle
 	countOnly func(status int) bool // of WithCountOnly; nil: count every request
-	ban       Ban                   // of WithBan; zero: none
+	base      policyBase            // what every policy takes from the options (WithBan's ban)
 
 	all    *policy     // the limits of WithLimits; nil without
 	routes *routeTable // the table of WithRoutes; nil without
@@ -187,7 +187,7 @@ func (l *Limiter) funcPolicy(r *http.Request, p *policy, pattern string) (*polic
 	c, ok := l.sets[k]
 	l.setsMu.RUnlock()
 	if !ok {
-		c.p, c.problem = newPolicy(l.namespace, pattern, limits, l.ban, l.headers.QuotaUnit, l.countOnly != nil)
+		c.p, c.problem = l.base.newPolicy(pattern, limits)
 		l.setsMu.Lock()
 		if l.sets == nil || len(l.sets) >= maxSets {
 			l.sets = make(map[setKey]checkedSet) // full: start afresh

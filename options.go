@@ -46,15 +46,16 @@ func New(store Store, namespace string, opts ...Option) (*Limiter, error) {
 	if l.given.limits == nil && l.given.routes == nil && l.limitsFunc == nil {
 		return nil, fmt.Errorf("%w: New: no limits; use WithLimits, WithRoutes, WithLimitsFunc, or several", ErrInvalid)
 	}
+	l.base.namespace, l.base.unit, l.base.countOnly = namespace, l.headers.QuotaUnit, l.countOnly != nil
 	if l.given.limits != nil {
 		var problem string
-		if l.all, problem = newPolicy(namespace, "", l.given.limits, l.ban, l.headers.QuotaUnit, l.countOnly != nil); problem != "" {
+		if l.all, problem = l.base.newPolicy("", l.given.limits); problem != "" {
 			return nil, fmt.Errorf("%w: WithLimits: %s", ErrInvalid, problem)
 		}
 	}
 	if l.given.routes != nil {
 		var err error
-		if l.routes, err = newRoutes(namespace, l.given.routes, l.ban, l.headers.QuotaUnit, l.countOnly != nil); err != nil {
+		if l.routes, err = newRoutes(l.base, l.given.routes); err != nil {
 			return nil, err
 		}
 	}
@@ -171,7 +172,7 @@ func WithBan(ban Ban) Option {
 		if field, problem := ban.check(); field != "" {
 			return fmt.Errorf("%w: WithBan: Ban.%s %s", ErrInvalid, field, problem)
 		}
-		l.ban = ban
+		l.base.ban = ban
 		return nil
 	}
 }

@@ -21,9 +21,9 @@ type routeTable struct {
 	hosts   bool
 }
 
-// newRoutes checks the table of WithRoutes and makes its policies, with
-// ban and the quota unit, in namespace.
-func newRoutes(namespace string, table map[string][]Limit, ban Ban, unit string, countOnly bool) (*routeTable, error) {
+// newRoutes checks the table of WithRoutes and makes its policies from
+// base.
+func newRoutes(base policyBase, table map[string][]Limit) (*routeTable, error) {
 	t := &routeTable{entries: make(map[string]route, len(table)), mux: http.NewServeMux()}
 	// In order, so that of two patterns of one shape the error names
 	// the same one first every time.
@@ -41,7 +41,7 @@ func newRoutes(namespace string, table map[string][]Limit, ban Ban, unit string,
 		if err := register(t.mux, pattern); err != nil {
 			return nil, fmt.Errorf("%w: WithRoutes: pattern %q: %v", ErrInvalid, pattern, err)
 		}
-		p, problem := newPolicy(namespace, pattern, table[pattern], ban, unit, countOnly)
+		p, problem := base.newPolicy(pattern, table[pattern])
 		if problem != "" {
 			return nil, fmt.Errorf("%w: WithRoutes[%q]: %s", ErrInvalid, pattern, problem)
 		}
