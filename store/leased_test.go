@@ -572,10 +572,13 @@ func TestLeasesAreBounded(t *testing.T) {
 func TestLeasedSetAllOrNone(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Require(t)
-	// The window has room for twice what the bucket admits in the run's
-	// longest minute (60,500), so that it never denies.
-	window := ratelimit.Limit{Quota: 121_000, Window: time.Hour, Algorithm: ratelimit.FixedWindow, Leased: true}
-	bucket := ratelimit.Limit{Quota: 1_000, Window: time.Second, Burst: 500, Algorithm: ratelimit.TokenBucket, Leased: true}
+	// The bucket admits 100 a second: less than two instances ask on a
+	// machine busy enough to run the race detector beside eight busy
+	// loops on two cores (about 400 a second, where a bucket of 1,000
+	// never denied). The window has room for twice what the bucket admits
+	// in the run's longest minute (6,100), so that it never denies.
+	window := ratelimit.Limit{Quota: 12_200, Window: time.Hour, Algorithm: ratelimit.FixedWindow, Leased: true}
+	bucket := ratelimit.Limit{Quota: 100, Window: time.Second, Burst: 100, Algorithm: ratelimit.TokenBucket, Leased: true}
 	limits := limitsOf(t, window, bucket)
 	const prefix, key = "allornone:", "hot"
 	var inst []*Redis
@@ -584,7 +587,7 @@ func TestLeasedSetAllOrNone(t *testing.T) {
 		t.Cleanup(func() { c.Close() })
 		inst = append(inst, newStore(t, c, RedisOptions{Prefix: prefix}))
 	}
-	var admitted, denied, byWindow, failed atomic.Int64
+	var admitted, denied, byWindow, failed, refills atomic.Int64
 	// A second (three in the long run), and on until the bucket has
 	// denied a hundred requests: a loaded machine asks slower, and the
 	// set is tried only where demand exceeds the bucket. At most a
@@ -608,6 +611,9 @@ func TestLeasedSetAllOrNone(t *testing.T) {
 					failed.Add(1)
 				case d.Allowed:
 					admitted.Add(1)
+					if d.Results()[0].Leased > 0 {
+						refills.Add(1)
+					}
 				default:
 					denied.Add(1)
 					if !d.Results()[0].Allowed {
@@ -629,13 +635,15 @@ func TestLeasedSetAllOrNone(t *testing.T) {
 		t.Fatal(err)
 	}
 	unspent := counted - admitted.Load()
-	t.Logf("admitted %d, denied %d; the window counted %d: %d counted and not spent (%.3f%% of its quota)",
-		admitted.Load(), denied.Load(), counted, unspent, 100*float64(unspent)/float64(window.Quota))
+	t.Logf("admitted %d (%d took slices), denied %d; the window counted %d: %d counted and not spent (%.3f%% of its quota)",
+		admitted.Load(), refills.Load(), denied.Load(), counted, unspent, 100*float64(unspent)/float64(window.Quota))
 	switch {
 	case failed.Load() > 0:
 		t.Errorf("%d calls failed", failed.Load())
 	case denied.Load() == 0:
 		t.Error("nothing denied: the bucket never held the pace, and the set was not tried")
+	case refills.Load() == 0:
+		t.Error("no request took slices: the set was never leased")
 	case unspent < 0:
 		t.Errorf("admitted %d, more than the window counted (%d)", admitted.Load(), counted)
 	case unspent > int64(window.Quota/100):
