@@ -24,16 +24,16 @@ func (primary) request(c *fallback.Call) *request {
 	return &request{key: c.Key, cost: c.Cost, limits: c.Limits, set: c.Set, deadline: c.Deadline, until: c.Until}
 }
 
-func (p primary) Decide(ctx context.Context, c *fallback.Call) (ratelimit.Decision, error) {
-	return p.r.decide(ctx, p.request(c))
+func (p primary) Decide(ctx context.Context, c fallback.Call) (ratelimit.Decision, error) {
+	return p.r.decide(ctx, p.request(&c))
 }
 
-func (p primary) End(ctx context.Context, c *fallback.Call, usage int, slot string) (ratelimit.Decision, error) {
-	return p.r.end(ctx, p.request(c), usage, slot)
+func (p primary) End(ctx context.Context, c fallback.Call, usage int, slot string) (ratelimit.Decision, error) {
+	return p.r.end(ctx, p.request(&c), usage, slot)
 }
 
-func (p primary) Peek(ctx context.Context, c *fallback.Call) (ratelimit.Decision, error) {
-	return p.r.peek(ctx, p.request(c))
+func (p primary) Peek(ctx context.Context, c fallback.Call) (ratelimit.Decision, error) {
+	return p.r.peek(ctx, p.request(&c))
 }
 
 func (p primary) Reset(ctx context.Context, key string, limits *ratelimit.Limits) error {

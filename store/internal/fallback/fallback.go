@@ -132,7 +132,7 @@ func (f *Fallback) Allow(ctx context.Context, key string, cost int, limits *rate
 			}
 			t := time.Now()
 			now := f.clock.at(t)
-			d, err := f.primary.Decide(ctx, &Call{Key: key, Cost: cost, Limits: given, Set: set, Deadline: f.deadline(now), Until: t.Add(f.budget)})
+			d, err := f.primary.Decide(ctx, Call{Key: key, Cost: cost, Limits: given, Set: set, Deadline: f.deadline(now), Until: t.Add(f.budget)})
 			if err == nil {
 				if d.Banned == 0 { // a ban's answer says nothing of the limits
 					f.seen.put(key, set.Limits, d.Results(), now)
@@ -183,7 +183,7 @@ func (f *Fallback) End(ctx context.Context, key string, usage int, limits *ratel
 			}
 			t := time.Now()
 			rctx, cancel := context.WithTimeout(ctx, f.budget)
-			d, err := f.primary.End(rctx, &Call{Key: key, Limits: given, Set: set, Deadline: f.deadline(f.clock.at(t))}, usage, slot)
+			d, err := f.primary.End(rctx, Call{Key: key, Limits: given, Set: set, Deadline: f.deadline(f.clock.at(t))}, usage, slot)
 			cancel()
 			if err == nil || !f.fault(ctx, err).failing() {
 				return d, err
@@ -212,8 +212,7 @@ func (f *Fallback) Peek(ctx context.Context, key string, cost int, limits *ratel
 				}
 			}
 			rctx, cancel := context.WithTimeout(ctx, f.budget)
-			call := c // escapes: a copy, so that c does not move to the heap
-			d, err := f.primary.Peek(rctx, &call)
+			d, err := f.primary.Peek(rctx, c)
 			cancel()
 			if err == nil || !f.fault(ctx, err).failing() {
 				return d, err

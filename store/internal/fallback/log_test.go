@@ -21,15 +21,15 @@ import (
 // refused connection.
 type explained struct{}
 
-func (explained) Decide(context.Context, *Call) (ratelimit.Decision, error) {
+func (explained) Decide(context.Context, Call) (ratelimit.Decision, error) {
 	return ratelimit.Decision{}, errors.ErrUnsupported
 }
 
-func (explained) End(context.Context, *Call, int, string) (ratelimit.Decision, error) {
+func (explained) End(context.Context, Call, int, string) (ratelimit.Decision, error) {
 	return ratelimit.Decision{}, errors.ErrUnsupported
 }
 
-func (explained) Peek(context.Context, *Call) (ratelimit.Decision, error) {
+func (explained) Peek(context.Context, Call) (ratelimit.Decision, error) {
 	return ratelimit.Decision{}, errors.ErrUnsupported
 }
 

@@ -14,10 +14,11 @@ import (
 type Primary interface {
 	// Decide, End and Peek are the primary's Allow, End and Peek of c.
 	// End gives back slot, a slot the primary lent on admission ("" for
-	// none).
-	Decide(ctx context.Context, c *Call) (ratelimit.Decision, error)
-	End(ctx context.Context, c *Call, usage int, slot string) (ratelimit.Decision, error)
-	Peek(ctx context.Context, c *Call) (ratelimit.Decision, error)
+	// none). c is passed by value: a pointer passed through an interface
+	// would move each call's Call to the heap.
+	Decide(ctx context.Context, c Call) (ratelimit.Decision, error)
+	End(ctx context.Context, c Call, usage int, slot string) (ratelimit.Decision, error)
+	Peek(ctx context.Context, c Call) (ratelimit.Decision, error)
 
 	// Reset is the primary's Reset.
 	Reset(ctx context.Context, key string, limits *ratelimit.Limits) error
