@@ -313,10 +313,18 @@ func TestParseDecisionAllocations(t *testing.T) {
 // to it: boxing the verb and the target anew, or an error target made
 // on every call, did. A Fallback over the store, on a healthy Redis,
 // allocates no more than the store alone: a Call passed by pointer to
-// its primary moved to the heap on every decision, and did. (Not under
-// the race detector: the Fallback's calls end at its budget through a
-// pooled context, which sync.Pool then drops one time in four.)
+// its primary moved to the heap on every decision, and did.
+//
+// The counts are the program's only without the race detector, under
+// which sync.Pool drops one value in four that is put back: the store's
+// pooled decisions and the Fallback's pooled contexts are then made anew,
+// and a decision read 10 allocations against FCall's 9 on an idle
+// machine. So the test runs in the default run, CI's included, not in
+// the race run.
 func TestRedisAllowAllocations(t *testing.T) {
+	if raceDetector {
+		t.Skip("allocation counts under the race detector include sync.Pool's random drops; the run without -race checks them")
+	}
 	srv := redistest.Shared(t)
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { c.Close() })
@@ -330,14 +338,11 @@ func TestRedisAllowAllocations(t *testing.T) {
 	if s.fn.path.Load() != pathFunctions {
 		t.Fatal("the store runs scripts on a redis-server that has functions")
 	}
-	var f *Fallback
-	if !raceDetector {
-		var err error
-		if f, err = NewFallback(s, FallbackOptions{Budget: time.Minute, Logger: quietLogger}); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { f.Close() })
+	f, err := NewFallback(s, FallbackOptions{Budget: time.Minute, Logger: quietLogger})
+	if err != nil {
+		t.Fatal(err)
 	}
+	t.Cleanup(func() { f.Close() })
 	function := decideOne[ratelimit.FixedWindow].function
 	redisKey := "allocs-baseline-key"
 	args := []any{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}
@@ -356,13 +361,11 @@ func TestRedisAllowAllocations(t *testing.T) {
 			}
 		}))
 		took := time.Since(start) / 201 // AllocsPerRun runs it once more, first
-		if f != nil {
-			fallback = min(fallback, testing.AllocsPerRun(200, func() {
-				if d, err := f.Allow(ctx, key, 1, limits); err != nil || d.Fallback {
-					t.Fatalf("a Fallback over a healthy Redis: %+v, %v", d, err)
-				}
-			}))
-		}
+		fallback = min(fallback, testing.AllocsPerRun(200, func() {
+			if d, err := f.Allow(ctx, key, 1, limits); err != nil || d.Fallback {
+				t.Fatalf("a Fallback over a healthy Redis: %+v, %v", d, err)
+			}
+		}))
 		theirs = min(theirs, testing.AllocsPerRun(200, func() {
 			// Any answer will do, an error included: the call is what counts.
 			_ = c.FCall(ctx, function, []string{redisKey}, args...).Err()
@@ -371,19 +374,15 @@ func TestRedisAllowAllocations(t *testing.T) {
 			for t0 := time.Now(); time.Since(t0) < took; {
 			}
 		}))
-		if ours <= theirs+rest && (f == nil || fallback <= ours+rest) {
+		if ours <= theirs+rest && fallback <= ours+rest {
 			break
 		}
 	}
 	if ours > theirs+rest {
 		t.Errorf("a decision allocates %v times, go-redis's own FCall %v, the rest of the process %v meanwhile: no more is wanted", ours, theirs, rest)
 	}
-	if f != nil && fallback > ours+rest {
+	if fallback > ours+rest {
 		t.Errorf("a decision through a Fallback allocates %v times, the store's own %v, the rest of the process %v meanwhile: no more is wanted", fallback, ours, rest)
 	}
-	through := "not measured under the race detector"
-	if f != nil {
-		through = fmt.Sprint(fallback)
-	}
-	t.Logf("a decision allocates %v times (through a Fallback: %s), go-redis's own FCall %v, the rest of the process %v meanwhile", ours, through, theirs, rest)
+	t.Logf("a decision allocates %v times (through a Fallback: %v), go-redis's own FCall %v, the rest of the process %v meanwhile", ours, fallback, theirs, rest)
 }
