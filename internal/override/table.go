@@ -1,0 +1,213 @@
+// Package override holds a namespace's runtime overrides of its limits
+// as an immutable table that a decision reads without locking: for a
+// policy (a limit's name) and a key in the store's form, the override
+// that applies, found in time independent of how many are set.
+package override
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// An Override replaces, for some keys of one policy, the policy's limit.
+type Override struct {
+	// Policy is the name of the limit overridden (see ratelimit.Limit's
+	// Name).
+	Policy string
+
+	// Key is which of the policy's keys it applies to, in the form the
+	// store is given (after the key function, hashed where it hashes):
+	// one key; every key that starts with what comes before a final "*";
+	// or, empty, every key of the policy. An exact key beats a prefix, a
+	// longer prefix a shorter one, and any of them the whole policy.
+	Key string
+
+	// Quota is the quota in place of the limit's, above 0; or Unlimited,
+	// or Blocked.
+	Quota int
+
+	// Window, when not zero, is the window in place of the limit's.
+	Window time.Duration
+
+	// Shadow decides and counts the limit but never denies on it.
+	Shadow bool
+}
+
+// Quotas that are not numbers of units.
+const (
+	Unlimited = -1 // the limit does not apply
+	Blocked   = -2 // every request is denied
+)
+
+// MaxOverrides is how many overrides a namespace holds at most.
+const MaxOverrides = 10_000
+
+// maxKey is the longest key an override names, as the store refuses a
+// longer one.
+const maxKey = 1024
+
+// ErrInvalid is wrapped by every error for an override that cannot be
+// set.
+var ErrInvalid = errors.New("override: invalid")
+
+// Check returns what is wrong with o, or nil: every field is named with
+// the reason.
+func (o Override) Check() error {
+	switch {
+	case o.Policy == "":
+		return fmt.Errorf("%w: Policy is empty: name the limit to override", ErrInvalid)
+	case len(o.Policy) > 64:
+		return fmt.Errorf("%w: Policy is %d bytes; a limit's name is at most 64", ErrInvalid, len(o.Policy))
+	case len(o.Key) > maxKey:
+		return fmt.Errorf("%w: Key is %d bytes; the store takes keys of at most %d", ErrInvalid, len(o.Key), maxKey)
+	case strings.Contains(strings.TrimSuffix(o.Key, "*"), "*"):
+		return fmt.Errorf("%w: Key %q has a \"*\" before its end: only a final one makes a prefix", ErrInvalid, o.Key)
+	case o.Quota == 0 || o.Quota < Blocked:
+		return fmt.Errorf("%w: Quota is %d: want a quota above 0, Unlimited (%d) or Blocked (%d)", ErrInvalid, o.Quota, Unlimited, Blocked)
+	case o.Window < 0 || o.Window%time.Millisecond != 0:
+		return fmt.Errorf("%w: Window is %v: want zero (the limit's) or whole milliseconds", ErrInvalid, o.Window)
+	case o.Window != 0 && o.Quota < 0:
+		return fmt.Errorf("%w: Window is %v with Quota %d: an unlimited or blocked key has no window", ErrInvalid, o.Window, o.Quota)
+	}
+	return nil
+}
+
+// A Table is a set of overrides, at most one per policy and key. It is
+// immutable and safe for concurrent use; the zero Table holds none.
+type Table struct {
+	policies map[string]*policyTable
+	n        int
+}
+
+// policyTable is one policy's overrides.
+type policyTable struct {
+	whole    *Override
+	exact    map[string]*Override
+	prefixes map[string]*Override // by the prefix, without its "*"
+	lengths  []int                // of the prefixes, longest first
+}
+
+// NewTable returns a table of list, or the first override that is wrong,
+// named by its index; a later override of the same policy and key
+// replaces an earlier one.
+func NewTable(list []Override) (*Table, error) {
+	t := &Table{policies: make(map[string]*policyTable)}
+	for i := range list {
+		o := list[i]
+		if err := o.Check(); err != nil {
+			return nil, fmt.Errorf("override %d: %w", i, err)
+		}
+		p := t.policies[o.Policy]
+		if p == nil {
+			p = &policyTable{exact: make(map[string]*Override), prefixes: make(map[string]*Override)}
+			t.policies[o.Policy] = p
+		}
+		if p.put(&o) {
+			t.n++
+		}
+	}
+	if t.n > MaxOverrides {
+		return nil, fmt.Errorf("%w: %d overrides; a namespace holds at most %d", ErrInvalid, t.n, MaxOverrides)
+	}
+	for _, p := range t.policies {
+		slices.Sort(p.lengths)
+		slices.Reverse(p.lengths)
+		p.lengths = slices.Compact(p.lengths)
+	}
+	return t, nil
+}
+
+// put adds o, and reports whether it was new rather than a replacement.
+func (p *policyTable) put(o *Override) bool {
+	switch prefix, ok := strings.CutSuffix(o.Key, "*"); {
+	case o.Key == "":
+		isNew := p.whole == nil
+		p.whole = o
+		return isNew
+	case ok:
+		_, had := p.prefixes[prefix]
+		p.prefixes[prefix] = o
+		if !had {
+			p.lengths = append(p.lengths, len(prefix))
+		}
+		return !had
+	default:
+		_, had := p.exact[o.Key]
+		p.exact[o.Key] = o
+		return !had
+	}
+}
+
+// Len returns how many overrides t holds.
+func (t *Table) Len() int {
+	if t == nil {
+		return 0
+	}
+	return t.n
+}
+
+// Has reports whether t holds an override of policy, for any key.
+func (t *Table) Has(policy string) bool {
+	if t == nil {
+		return false
+	}
+	_, ok := t.policies[policy]
+	return ok
+}
+
+// Lookup returns the override of policy that applies to key: its own,
+// else the longest prefix of it, else the policy's. It looks up at most
+// one key and one prefix per distinct prefix length.
+func (t *Table) Lookup(policy, key string) (Override, bool) {
+	if t == nil {
+		return Override{}, false
+	}
+	p := t.policies[policy]
+	if p == nil {
+		return Override{}, false
+	}
+	if o := p.exact[key]; o != nil {
+		return *o, true
+	}
+	for _, n := range p.lengths {
+		if n > len(key) {
+			continue
+		}
+		if o := p.prefixes[key[:n]]; o != nil {
+			return *o, true
+		}
+	}
+	if p.whole != nil {
+		return *p.whole, true
+	}
+	return Override{}, false
+}
+
+// All returns t's overrides, by policy, then key.
+func (t *Table) All() []Override {
+	if t == nil {
+		return nil
+	}
+	all := make([]Override, 0, t.n)
+	for _, p := range t.policies {
+		if p.whole != nil {
+			all = append(all, *p.whole)
+		}
+		for _, o := range p.exact {
+			all = append(all, *o)
+		}
+		for _, o := range p.prefixes {
+			all = append(all, *o)
+		}
+	}
+	slices.SortFunc(all, func(a, b Override) int {
+		if c := strings.Compare(a.Policy, b.Policy); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Key, b.Key)
+	})
+	return all
+}
