@@ -14,7 +14,8 @@
 // library's chunk runs once, at load. peek.lua answers as a decision
 // would, writing nothing; charge.lua brings to Redis what a fallback
 // decided in process; probe.lua and check.lua test a server; reset.lua
-// forgets keys. Each file's header states its KEYS, ARGV and reply.
+// forgets keys. override.lua reads and changes a namespace's overrides of
+// its limits, for the package internal/override. Each file's header states its KEYS, ARGV and reply.
 package lua
 
 import (

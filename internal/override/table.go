@@ -61,6 +61,8 @@ func (o Override) Check() error {
 		return fmt.Errorf("%w: Policy is empty: name the limit to override", ErrInvalid)
 	case len(o.Policy) > 64:
 		return fmt.Errorf("%w: Policy is %d bytes; a limit's name is at most 64", ErrInvalid, len(o.Policy))
+	case strings.IndexFunc(o.Policy, func(r rune) bool { return r < ' ' || r > '~' }) >= 0:
+		return fmt.Errorf("%w: Policy %q is not printable ASCII, as a limit's name is", ErrInvalid, o.Policy)
 	case len(o.Key) > maxKey:
 		return fmt.Errorf("%w: Key is %d bytes; the store takes keys of at most %d", ErrInvalid, len(o.Key), maxKey)
 	case strings.Contains(strings.TrimSuffix(o.Key, "*"), "*"):

@@ -22,6 +22,7 @@ func TestCheck(t *testing.T) {
 		{Override{Policy: "api", Key: "k", Quota: 5, Window: time.Minute, Shadow: true}, ""},
 		{Override{Key: "k1", Quota: 10}, "Policy is empty"},
 		{Override{Policy: strings.Repeat("p", 65), Quota: 10}, "Policy is 65 bytes"},
+		{Override{Policy: "api\nx", Quota: 10}, `Policy "api\nx" is not printable ASCII`},
 		{Override{Policy: "api", Key: strings.Repeat("k", 1025), Quota: 10}, "Key is 1025 bytes"},
 		{Override{Policy: "api", Key: "a*b", Quota: 10}, `Key "a*b" has a "*" before its end`},
 		{Override{Policy: "api", Key: "k1"}, "Quota is 0"},

@@ -1,0 +1,69 @@
+-- override.lua: a namespace's overrides of its limits, read or changed in
+-- one run (see internal/override).
+--
+-- KEYS[1]  the overrides: a hash with a field per override, its policy and
+--          key joined by a newline, holding the override; and the field
+--          "v", the version, which every change raises.
+-- ARGV     the operation, then its arguments:
+--            "read", the version known, the life in ms;
+--            "set", the field, the override, the life, the most overrides;
+--            "del", the field, the life.
+--          Each renews the hash's life: a read when less than half of it
+--          is left, a change always.
+-- Reply    read: the version, then, when it is not the one known, every
+--          field and value but the version's. set and del: the version
+--          after the change (a del of nothing changes nothing). A set of
+--          a new field in a hash that holds the most fails with
+--          "ratelimit: overrides full".
+
+local key, op = KEYS[1], ARGV[1]
+
+local function renew(life)
+  redis.call('PEXPIRE', key, life)
+end
+
+if op == 'read' then
+  local known, life = ARGV[2], tonumber(ARGV[3])
+  local version = redis.call('HGET', key, 'v') or '0'
+  local ttl = redis.call('PTTL', key)
+  if ttl >= 0 and ttl < life / 2 then
+    renew(life)
+  end
+  if version == known then
+    return { version }
+  end
+  local reply = { version }
+  local all = redis.call('HGETALL', key)
+  for i = 1, #all, 2 do
+    if all[i] ~= 'v' then
+      reply[#reply + 1] = all[i]
+      reply[#reply + 1] = all[i + 1]
+    end
+  end
+  return reply
+end
+
+local field, version = ARGV[2], nil
+if op == 'set' then
+  local value, life, most = ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
+  if redis.call('HEXISTS', key, field) == 0 then
+    local held = redis.call('HLEN', key) - redis.call('HEXISTS', key, 'v')
+    if held >= most then
+      return redis.error_reply('ratelimit: overrides full')
+    end
+  end
+  redis.call('HSET', key, field, value)
+  version = redis.call('HINCRBY', key, 'v', 1)
+  renew(life)
+elseif op == 'del' then
+  local life = tonumber(ARGV[3])
+  if redis.call('HDEL', key, field) == 1 then
+    version = redis.call('HINCRBY', key, 'v', 1)
+    renew(life)
+  else
+    version = tonumber(redis.call('HGET', key, 'v') or '0')
+  end
+else
+  return redis.error_reply('ratelimit: override.lua: unknown operation ' .. tostring(op))
+end
+return version
