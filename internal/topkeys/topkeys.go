@@ -1,0 +1,191 @@
+// Package topkeys counts the keys seen most in a stream of bounded memory:
+// the Space-Saving sketch (Metwally, Agrawal and El Abbadi, 2005), which
+// keeps k counters whatever the number of keys, and sums of sketches, so
+// that the counts of several instances, or of several minutes, merge.
+//
+// The bound: over a stream of N units, a sketch of k counters reports for
+// each key it holds a count between the key's true count and the true
+// count plus N/k, and holds every key whose true count is above N/k.
+// Merged sketches keep it, N being the units of all of them: each key's
+// true count lies within [Count.Low, Count.High], at most N/k apart.
+package topkeys
+
+import (
+	"cmp"
+	"container/heap"
+	"slices"
+	"time"
+)
+
+// A Count is a key's estimated count and the range its true count lies in.
+type Count struct {
+	Key string
+	// N is the estimate: the sum of the counters that hold the key.
+	N int64
+	// Low and High bound the true count.
+	Low, High int64
+}
+
+// A Sketch counts a stream's keys in k counters. It is not safe for
+// concurrent use; the zero Sketch is not usable: build one with New.
+type Sketch struct {
+	k     int
+	total int64
+	byKey map[string]*counter
+	mins  minHeap // the counters, least first
+}
+
+type counter struct {
+	key   string
+	n     int64 // what the counter holds
+	err   int64 // what it held before it took this key: the most it overcounts
+	index int   // in the heap
+}
+
+// New returns a sketch of k counters, at least 1.
+func New(k int) *Sketch {
+	k = max(k, 1)
+	return &Sketch{k: k, byKey: make(map[string]*counter, k)}
+}
+
+// Add counts n units (at least 1) of key. A key not held takes a free
+// counter, or else the least counter, which it then holds with that
+// counter's count as its error.
+func (s *Sketch) Add(key string, n int64) {
+	if n < 1 {
+		return
+	}
+	s.total += n
+	if c := s.byKey[key]; c != nil {
+		c.n += n
+		heap.Fix(&s.mins, c.index)
+		return
+	}
+	if len(s.mins) < s.k {
+		c := &counter{key: key, n: n}
+		s.byKey[key] = c
+		heap.Push(&s.mins, c)
+		return
+	}
+	c := s.mins[0]
+	delete(s.byKey, c.key)
+	c.key, c.err, c.n = key, c.n, c.n+n
+	s.byKey[key] = c
+	heap.Fix(&s.mins, 0)
+}
+
+// Total returns the units counted.
+func (s *Sketch) Total() int64 { return s.total }
+
+// floor is the most a key the sketch does not hold may have had: the
+// least counter when every counter is taken, else 0.
+func (s *Sketch) floor() int64 {
+	if len(s.mins) < s.k {
+		return 0
+	}
+	return s.mins[0].n
+}
+
+// Top returns the n keys of the sum of sketches counted most, most first
+// (by estimate, then key), each with the range of its true count.
+func Top(n int, sketches ...*Sketch) []Count {
+	all := make(map[string]*Count)
+	var floors int64
+	for _, s := range sketches {
+		floors += s.floor()
+	}
+	for _, s := range sketches {
+		for key, c := range s.byKey {
+			e := all[key]
+			if e == nil {
+				// A sketch that does not hold the key may have seen as
+				// much as its floor of it; one that does, nothing more.
+				e = &Count{Key: key, High: floors}
+				all[key] = e
+			}
+			e.N += c.n
+			e.Low += c.n - c.err
+			e.High += c.n - s.floor()
+		}
+	}
+	counts := make([]Count, 0, len(all))
+	for _, c := range all {
+		counts = append(counts, *c)
+	}
+	slices.SortFunc(counts, func(a, b Count) int {
+		if c := cmp.Compare(b.N, a.N); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Key, b.Key)
+	})
+	return counts[:min(n, len(counts))]
+}
+
+type minHeap []*counter
+
+func (h minHeap) Len() int           { return len(h) }
+func (h minHeap) Less(i, j int) bool { return h[i].n < h[j].n }
+func (h minHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].index, h[j].index = i, j
+}
+func (h *minHeap) Push(x any) {
+	c := x.(*counter)
+	c.index = len(*h)
+	*h = append(*h, c)
+}
+func (h *minHeap) Pop() any {
+	old := *h
+	c := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return c
+}
+
+// A Window counts keys over the last n slots of a width: a ring of
+// sketches, each of k counters, one per slot, a slot's sketch started
+// afresh when its time comes round again. Time is a parameter. It is not
+// safe for concurrent use; build one with NewWindow.
+type Window struct {
+	k     int
+	width int64 // ns
+	ring  []slot
+}
+
+type slot struct {
+	index  int64 // time / width of what it counts; -1 none
+	sketch *Sketch
+}
+
+// NewWindow returns a window of n slots (at least 1) of width (at least
+// 1ns), each counted in k counters: for example 60 slots of a minute, an
+// hour, in 60k counters at most.
+func NewWindow(k int, width time.Duration, n int) *Window {
+	w := &Window{k: k, width: max(int64(width), 1), ring: make([]slot, max(n, 1))}
+	for i := range w.ring {
+		w.ring[i].index = -1
+	}
+	return w
+}
+
+// Add counts units of key at now.
+func (w *Window) Add(now time.Time, key string, units int64) {
+	i := now.UnixNano() / w.width
+	s := &w.ring[i%int64(len(w.ring))]
+	if s.index != i {
+		s.index, s.sketch = i, New(w.k)
+	}
+	s.sketch.Add(key, units)
+}
+
+// Sketches returns the sketches of the window that ends at now: the slot
+// now falls in and the n-1 before it.
+func (w *Window) Sketches(now time.Time) []*Sketch {
+	i := now.UnixNano() / w.width
+	var in []*Sketch
+	for _, s := range w.ring {
+		if s.index >= 0 && s.index <= i && s.index > i-int64(len(w.ring)) {
+			in = append(in, s.sketch)
+		}
+	}
+	return in
+}
