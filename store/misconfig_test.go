@@ -59,8 +59,14 @@ func TestStoreCommandsAreTheScripts(t *testing.T) {
 	called := map[string]bool{"ping": true}
 	re := regexp.MustCompile(`redis\.p?call\('([A-Za-z]+)'`)
 	for _, f := range files {
-		if filepath.Base(f) == "check.lua" {
+		switch filepath.Base(f) {
+		case "check.lua":
 			continue // it calls what it is given
+		case "override.lua":
+			// The overrides' script (internal/override), which no store
+			// runs yet: when the Limiter runs it with the store's client,
+			// its commands (hexists, hget, hlen) join storeCommands.
+			continue
 		}
 		src, err := os.ReadFile(f)
 		if err != nil {
