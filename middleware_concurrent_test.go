@@ -1,7 +1,6 @@
 package ratelimit_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -21,6 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/internal/testkit"
 	"github.com/ratelimit-go/ratelimit/redistest"
 	"github.com/ratelimit-go/ratelimit/store"
 )
@@ -84,24 +84,8 @@ type instance struct {
 // prefix, with a limit of slots requests in flight and slots of slot.
 func startInstance(t *testing.T, addr, prefix string, slots int, slot time.Duration) *instance {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s,%s,%d,%s", instanceEnv, addr, prefix, slots, slot))
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-	})
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil {
-		t.Fatalf("the instance said nothing: %v", err)
-	}
-	return &instance{cmd: cmd, addr: strings.TrimSpace(line)}
+	cmd, addr := testkit.StartChild(t, fmt.Sprintf("%s=%s,%s,%d,%s", instanceEnv, addr, prefix, slots, slot))
+	return &instance{cmd: cmd, addr: addr}
 }
 
 // get asks i for /?hold_ms=hold with API key k and returns the status.
