@@ -635,6 +635,7 @@ type policy struct {
 	capacity    [][]string // each limit's X-RateLimit-Limit value
 	usage       bool       // some limit is charged from usage: a request ends with Limiter.End
 	slot        bool       // a limit is Concurrent: a request ends with Limiter.End too
+	blocked     bool       // an override blocks the keys of these limits: deny without the store
 }
 
 // A policyBase is what every policy of a Limiter takes from its options.

@@ -57,6 +57,9 @@ type Limiter struct {
 	setsMu     sync.RWMutex
 	sets       map[setKey]checkedSet // the sets limitsFunc returned, checked
 
+	overrides      Overrides // of WithOverrides; nil without
+	overriddenMemo overriddenPolicies
+
 	// What the options gave, until New turns it into policies.
 	given struct {
 		limits []Limit
@@ -120,12 +123,22 @@ func (l *Limiter) Allow(w http.ResponseWriter, r *http.Request) (*http.Request, 
 	if err != nil {
 		return r, l.fail(w, r, err, Event{Route: pattern})
 	}
+	if l.overrides != nil {
+		if p = l.overridden(r.Context(), p, key); p == nil {
+			return r, true // unlimited
+		}
+	}
 	cost := l.costOf(r)
 	var start time.Time
 	if l.observe != nil {
 		start = time.Now()
 	}
-	d, err := l.store.Allow(r.Context(), key, cost, p.set)
+	var d Decision
+	if p.blocked {
+		d = blockedDecision(p)
+	} else {
+		d, err = l.store.Allow(r.Context(), key, cost, p.set)
+	}
 	var latency time.Duration
 	if l.observe != nil {
 		latency = time.Since(start)
@@ -420,6 +433,13 @@ func (l *Limiter) Peek(r *http.Request) (Decision, error) {
 	if err != nil {
 		return Decision{}, err
 	}
+	if l.overrides != nil {
+		if p = l.overridden(r.Context(), p, key); p == nil {
+			return Decision{}, nil // unlimited
+		} else if p.blocked {
+			return blockedDecision(p), nil
+		}
+	}
 	return l.store.Peek(r.Context(), key, l.costOf(r), p.set)
 }
 
@@ -434,6 +454,15 @@ func (l *Limiter) Reset(r *http.Request) error {
 	key, err := storeKey(r, l.keyFunc, p.prefix, &b)
 	if err != nil {
 		return err
+	}
+	if l.overrides != nil {
+		// The state of the limits in force too, where an override's window
+		// keeps it apart.
+		if q := l.overridden(r.Context(), p, key); q != nil && q != p && !q.blocked {
+			if err := l.store.Reset(r.Context(), key, q.set); err != nil {
+				return err
+			}
+		}
 	}
 	return l.store.Reset(r.Context(), key, p.set)
 }

@@ -76,6 +76,7 @@ const (
 	logStoreError = iota
 	logRequestError
 	logDryRun
+	logOverride
 	logKinds
 )
 

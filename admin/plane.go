@@ -1,10 +1,12 @@
-package override
+package admin
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -12,91 +14,337 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/internal/override"
 	"github.com/ratelimit-go/ratelimit/lua"
 )
 
-// A Store keeps a namespace's overrides in Redis, where every instance
-// reads them, and the table it read last in process, where each decision
-// finds its override without a call to Redis. A change is one script run
-// that also raises the hash's version; an instance reads the overrides
-// again, all of them in one run, when it sees the version move, and
-// replaces its table whole: a decision sees the old overrides or the new.
-// The table stays while Redis fails; an instance that has read nothing
-// yet has no table (Table returns nil).
-type Store struct {
+// An Override replaces, for some keys of one policy, the policy's limit:
+// its quota, its window, or both; or it makes the keys unlimited, or
+// blocks them. The zero Override is not valid: name a policy, and change
+// something.
+type Override struct {
+	// Policy is the name of the limit overridden, as the RateLimit-Policy
+	// header gives it (see ratelimit.Limit's Name).
+	Policy string
+
+	// Key is which of the policy's keys the override applies to, in the
+	// form the store is given, after the key function (hashed where it
+	// hashes, as ratelimit.APIKey does): for example "ip:192.0.2.1". It is
+	// one key; or every key that starts with what comes before a final
+	// "*"; or, empty, every key of the policy. The override of a key's own
+	// beats that of a prefix, a longer prefix a shorter one, and any of
+	// them the whole policy's.
+	Key string
+
+	// Quota is the quota in place of the limit's, from 1 up to what the
+	// limit's algorithm takes (see ratelimit.Limit's Quota); zero keeps
+	// the limit's. For a token bucket it is the rate, and a Burst that was
+	// set scales with it.
+	Quota int
+
+	// Window, when not zero, is the window in place of the limit's, in
+	// whole milliseconds, as ratelimit.Limit's Window. A calendar or
+	// Concurrent limit keeps its own.
+	Window time.Duration
+
+	// Unlimited takes the keys out of the limit: it counts nothing for
+	// them. Blocked denies every request of the keys, without asking the
+	// store. Each goes without a Quota or Window.
+	Unlimited, Blocked bool
+}
+
+// internal returns o as the table holds it.
+func (o Override) internal() (override.Override, error) {
+	v := override.Override{Policy: o.Policy, Key: o.Key, Quota: o.Quota, Window: o.Window}
+	switch {
+	case o.Unlimited && o.Blocked:
+		return v, fmt.Errorf("%w: Unlimited and Blocked are both set: choose one", ErrInvalid)
+	case (o.Unlimited || o.Blocked) && (o.Quota != 0 || o.Window != 0):
+		return v, fmt.Errorf("%w: Unlimited or Blocked goes without a Quota or Window, got Quota %d, Window %v", ErrInvalid, o.Quota, o.Window)
+	case o.Quota < 0:
+		return v, fmt.Errorf("%w: Quota is %d: want a quota above 0, or 0 to keep the limit's", ErrInvalid, o.Quota)
+	case o.Unlimited:
+		v.Quota = override.Unlimited
+	case o.Blocked:
+		v.Quota = override.Blocked
+	}
+	if err := v.Check(); err != nil {
+		return v, fmt.Errorf("%w: %s", ErrInvalid, strings.TrimPrefix(err.Error(), override.ErrInvalid.Error()+": "))
+	}
+	return v, nil
+}
+
+// external returns the Override of v.
+func external(v override.Override) Override {
+	o := Override{Policy: v.Policy, Key: v.Key, Window: v.Window}
+	switch v.Quota {
+	case override.Unlimited:
+		o.Unlimited = true
+	case override.Blocked:
+		o.Blocked = true
+	default:
+		o.Quota = v.Quota
+	}
+	return o
+}
+
+// ErrInvalid is wrapped by every error for an override that cannot be
+// set, which names the field at fault. It wraps ratelimit.ErrInvalid.
+var ErrInvalid = fmt.Errorf("%w: admin", ratelimit.ErrInvalid)
+
+// Options configures [New]. The zero value means every default.
+type Options struct {
+	// Prefix starts the key of the overrides in Redis: Prefix +
+	// "overrides:{" + namespace + "}". Give it the store's
+	// (store.RedisOptions' Prefix), so that one prefix holds all of an
+	// application's keys. Empty means "rl:", the store's default.
+	Prefix string
+
+	// Logger receives the Plane's warnings: Redis not answering its reads
+	// (once as it starts failing, once as it answers again). Nil means
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+// A Plane holds a namespace's overrides in Redis, where every instance
+// of the service reads them, and the overrides it read last in process,
+// where each decision of a Limiter given the Plane (see
+// ratelimit.WithOverrides) finds its override with no call to Redis.
+//
+// Every instance's Plane reads the overrides every 250ms, one script
+// run, which carries them all only when they changed, so a change made
+// on one instance applies on every other within that period and a read:
+// about 250ms, see docs/overrides.md for what was measured. A change is
+// applied whole: a decision sees the overrides before it or after it.
+// While Redis fails, an instance keeps deciding with the overrides it
+// read last; one that has read none yet applies none, and says so
+// (List reports false), until Redis answers.
+//
+// Build it with [New], and Close it when done; the zero Plane is not
+// usable. A Plane is safe for concurrent use.
+type Plane struct {
 	client redis.Scripter
 	key    string
 	life   time.Duration
 	most   int
+	logger *slog.Logger
 
 	mu      sync.Mutex // one read at a time
 	version string     // of table; "" before the first read
-	table   atomic.Pointer[Table]
+	table   atomic.Pointer[override.Table]
+	failing atomic.Bool // the last read failed, and it was logged
+
+	checksMu sync.Mutex
+	checks   []func(override.Override) (bool, error)
+
+	stop context.CancelFunc
+	done chan struct{}
 }
 
-// Life is how long the overrides stay in Redis after the last change or
+// overridesLife is how long the overrides stay in Redis after the last change or
 // the last read that renewed them (a read renews them once half of it has
 // passed): as long as any instance runs, and that long after.
-const Life = 30 * 24 * time.Hour
+const overridesLife = 30 * 24 * time.Hour
 
-// NewStore returns the store of namespace's overrides, at
-// prefix + "overrides:{" + namespace + "}".
-func NewStore(client redis.Scripter, prefix, namespace string) *Store {
-	return &Store{client: client, key: prefix + "overrides:{" + namespace + "}", life: Life, most: MaxOverrides}
+// syncEvery is how often a Plane reads the overrides.
+const syncEvery = 250 * time.Millisecond
+
+// readTimeout bounds each read of the overrides.
+const readTimeout = time.Second
+
+// New returns the Plane of namespace's overrides, kept in Redis through
+// client (a *redis.Client, a *redis.ClusterClient, or a failover
+// client), and starts reading them every 250ms until Close. It reads
+// them once before it returns; when Redis does not answer that read, it
+// logs so and returns a Plane that has read none yet. Give it the
+// namespace of the Limiters it serves (see ratelimit.New).
+func New(client redis.Scripter, namespace string, opts Options) (*Plane, error) {
+	switch {
+	case client == nil:
+		return nil, fmt.Errorf("%w: New: the client is nil", ErrInvalid)
+	case namespace == "" || len(namespace) > 64 || strings.ContainsAny(namespace, "{}"):
+		return nil, fmt.Errorf("%w: New: namespace %q: want 1 to 64 bytes, without '{' or '}', as the Limiter's", ErrInvalid, namespace)
+	case strings.ContainsAny(opts.Prefix, "{}"):
+		return nil, fmt.Errorf("%w: Options.Prefix %q may not contain '{' or '}', which would change the hash tag", ErrInvalid, opts.Prefix)
+	}
+	p := &Plane{
+		client: client,
+		key:    cmp.Or(opts.Prefix, "rl:") + "overrides:{" + namespace + "}",
+		life:   overridesLife,
+		most:   override.MaxOverrides,
+		logger: cmp.Or(opts.Logger, slog.Default()),
+		done:   make(chan struct{}),
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	p.stop = stop
+	p.read(ctx)
+	go p.run(ctx)
+	return p, nil
+}
+
+// Close stops the Plane's reads. A Limiter given it keeps the overrides
+// read last.
+func (p *Plane) Close() error {
+	p.stop()
+	<-p.done
+	return nil
+}
+
+// run reads the overrides every syncEvery until ctx ends.
+func (p *Plane) run(ctx context.Context) {
+	defer close(p.done)
+	t := time.NewTicker(syncEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			p.read(ctx)
+		}
+	}
+}
+
+// read syncs once, within readTimeout, and logs a change between failing
+// and not.
+func (p *Plane) read(ctx context.Context) {
+	readCtx, cancel := context.WithTimeout(ctx, readTimeout)
+	err := p.sync(readCtx)
+	cancel()
+	switch {
+	case ctx.Err() != nil: // closed
+	case err != nil && !p.failing.Swap(true):
+		msg := "admin: reading the overrides failed; deciding with the ones read last"
+		if p.table.Load() == nil {
+			msg = "admin: reading the overrides failed; none are known yet, so none apply"
+		}
+		p.logger.Warn(msg, slog.String("key", p.key), slog.String("error", err.Error()))
+	case err == nil && p.failing.Swap(false):
+		p.logger.Info("admin: reading the overrides again", slog.String("key", p.key))
+	}
+}
+
+// Table returns the overrides read last, nil before the first read. It
+// is how a Limiter reads them (see ratelimit.Overrides).
+func (p *Plane) Table() *override.Table { return p.table.Load() }
+
+// Attach adds a Limiter's check of an override, which Set runs before
+// writing one: ratelimit.New calls it (see ratelimit.Overrides).
+func (p *Plane) Attach(check func(override.Override) (bool, error)) {
+	p.checksMu.Lock()
+	defer p.checksMu.Unlock()
+	p.checks = append(p.checks, check)
+}
+
+// List returns the overrides this instance applies, by policy, then key,
+// and whether it has read them from Redis yet.
+func (p *Plane) List() ([]Override, bool) {
+	t := p.table.Load()
+	if t == nil {
+		return nil, false
+	}
+	all := t.All()
+	list := make([]Override, len(all))
+	for i, v := range all {
+		list[i] = external(v)
+	}
+	return list, true
 }
 
 var script = redis.NewScript(lua.Source("override.lua"))
 
-// Table returns the overrides read last, nil before the first read.
-func (s *Store) Table() *Table { return s.table.Load() }
+// aclCommands are the commands the script calls beyond those of the
+// store's ACL rule (store.ACLRule).
+const aclCommands = "+hexists +hget +hlen"
 
-// Set stores o, checked first, in place of the override of its policy
-// and key, then reads the overrides, so that this instance applies it at
-// once.
-func (s *Store) Set(ctx context.Context, o Override) error {
-	if err := o.Check(); err != nil {
-		return err
-	}
-	value, err := json.Marshal(stored{Quota: o.Quota, WindowMS: o.Window.Milliseconds(), Shadow: o.Shadow})
+// Set stores o in place of the override of its policy and key, for
+// every instance, then reads the overrides, so that this instance
+// applies it at once. It checks o first, and refuses it, before
+// anything is written, with an error wrapping ErrInvalid that names the
+// field: a field out of range, a policy that no Limiter given the Plane
+// has (when any is), a quota or window the policy's limit cannot take
+// (as ratelimit.NewLimits would say), or a new override past the most a
+// namespace holds (10,000).
+func (p *Plane) Set(ctx context.Context, o Override) error {
+	v, err := o.internal()
 	if err != nil {
 		return err
 	}
-	err = script.Run(ctx, s.client, []string{s.key}, "set", field(o.Policy, o.Key), value, s.life.Milliseconds(), s.most).Err()
+	if err := p.check(v); err != nil {
+		return err
+	}
+	value, err := json.Marshal(stored{Quota: v.Quota, WindowMS: v.Window.Milliseconds(), Shadow: v.Shadow})
+	if err != nil {
+		return err
+	}
+	err = script.Run(ctx, p.client, []string{p.key}, "set", field(v.Policy, v.Key), value, p.life.Milliseconds(), p.most).Err()
 	if err != nil && strings.Contains(err.Error(), "overrides full") {
-		return fmt.Errorf("%w: %d overrides are set, the most a namespace holds: delete one first", ErrInvalid, s.most)
+		return fmt.Errorf("%w: %d overrides are set, the most a namespace holds: delete one first", ErrInvalid, p.most)
 	}
 	if err != nil {
-		return fmt.Errorf("override: setting %s: %w", o.Policy, err)
+		return fmt.Errorf("admin: setting an override of %s: %w", v.Policy, aclHint(err))
 	}
-	return s.Sync(ctx)
+	return p.sync(ctx)
 }
 
-// Delete removes the override of policy and key, if any, then reads the
-// overrides.
-func (s *Store) Delete(ctx context.Context, policy, key string) error {
-	if err := script.Run(ctx, s.client, []string{s.key}, "del", field(policy, key), s.life.Milliseconds()).Err(); err != nil {
-		return fmt.Errorf("override: deleting from %s: %w", policy, err)
+// aclHint adds to an error of an ACL user that may not run a command of
+// the script what its rule needs.
+func aclHint(err error) error {
+	if strings.Contains(err.Error(), "can't run this command") {
+		return fmt.Errorf("%w; the overrides need the store's ACL rule (store.ACLRule) and %s", err, aclCommands)
 	}
-	return s.Sync(ctx)
+	return err
 }
 
-// Sync reads the overrides when their version is not the one read last:
+// check runs the Limiters' checks of v.
+func (p *Plane) check(v override.Override) error {
+	p.checksMu.Lock()
+	checks := p.checks
+	p.checksMu.Unlock()
+	known := len(checks) == 0
+	for _, check := range checks {
+		ok, err := check(v)
+		if err != nil {
+			return fmt.Errorf("%w: %s", ErrInvalid, strings.TrimPrefix(err.Error(), override.ErrInvalid.Error()+": "))
+		}
+		known = known || ok
+	}
+	if !known {
+		return fmt.Errorf("%w: Policy %q is the name of no limit of the Limiters given this Plane", ErrInvalid, v.Policy)
+	}
+	return nil
+}
+
+// Delete removes the override of policy and key, if any, for every
+// instance, then reads the overrides.
+func (p *Plane) Delete(ctx context.Context, policy, key string) error {
+	if policy == "" {
+		return fmt.Errorf("%w: Delete: the policy is empty", ErrInvalid)
+	}
+	if err := script.Run(ctx, p.client, []string{p.key}, "del", field(policy, key), p.life.Milliseconds()).Err(); err != nil {
+		return fmt.Errorf("admin: deleting an override of %s: %w", policy, aclHint(err))
+	}
+	return p.sync(ctx)
+}
+
+// sync reads the overrides when their version is not the one read last:
 // one script run, which carries them all when it moved. On an error the
 // table read last stays.
-func (s *Store) Sync(ctx context.Context) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	reply, err := script.Run(ctx, s.client, []string{s.key}, "read", s.version, s.life.Milliseconds()).StringSlice()
+func (p *Plane) sync(ctx context.Context) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	reply, err := script.Run(ctx, p.client, []string{p.key}, "read", p.version, p.life.Milliseconds()).StringSlice()
 	if err != nil {
-		return fmt.Errorf("override: reading: %w", err)
+		return fmt.Errorf("admin: reading the overrides: %w", aclHint(err))
 	}
 	if len(reply) == 0 || len(reply)%2 != 1 {
-		return errors.New("override: reading: a reply of the wrong shape")
+		return errors.New("admin: reading the overrides: a reply of the wrong shape")
 	}
-	if reply[0] == s.version {
+	if reply[0] == p.version {
 		return nil
 	}
-	list := make([]Override, 0, len(reply)/2)
+	list := make([]override.Override, 0, len(reply)/2)
 	for i := 1; i < len(reply); i += 2 {
 		o, err := parse(reply[i], reply[i+1])
 		if err != nil {
@@ -104,30 +352,13 @@ func (s *Store) Sync(ctx context.Context) error {
 		}
 		list = append(list, o)
 	}
-	t, err := NewTable(list)
+	t, err := override.NewTable(list)
 	if err != nil {
-		return fmt.Errorf("override: the overrides in Redis: %w", err)
+		return fmt.Errorf("admin: the overrides in Redis: %w", err)
 	}
-	s.table.Store(t)
-	s.version = reply[0]
+	p.table.Store(t)
+	p.version = reply[0]
 	return nil
-}
-
-// Run calls Sync every period until ctx ends, and reports each error to
-// failed (nil: none); a table read stays through errors.
-func (s *Store) Run(ctx context.Context, every time.Duration, failed func(error)) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		if err := s.Sync(ctx); err != nil && failed != nil && ctx.Err() == nil {
-			failed(err)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
 }
 
 // stored is an override's value in Redis.
@@ -142,11 +373,12 @@ type stored struct {
 func field(policy, key string) string { return policy + "\n" + key }
 
 // parse returns the override of a hash field and its value.
-func parse(f, value string) (Override, error) {
+func parse(f, value string) (override.Override, error) {
 	policy, key, ok := strings.Cut(f, "\n")
 	var v stored
 	if !ok || json.Unmarshal([]byte(value), &v) != nil {
-		return Override{}, fmt.Errorf("override: the overrides in Redis hold a field that is not one: %q", f)
+		// Not the field itself: its key may be a client's.
+		return override.Override{}, fmt.Errorf("admin: the overrides in Redis hold a field of %d bytes that is not an override", len(f))
 	}
-	return Override{Policy: policy, Key: key, Quota: v.Quota, Window: time.Duration(v.WindowMS) * time.Millisecond, Shadow: v.Shadow}, nil
+	return override.Override{Policy: policy, Key: key, Quota: v.Quota, Window: time.Duration(v.WindowMS) * time.Millisecond, Shadow: v.Shadow}, nil
 }

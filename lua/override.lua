@@ -1,9 +1,11 @@
 -- override.lua: a namespace's overrides of its limits, read or changed in
--- one run (see internal/override).
+-- one run (see the package admin).
 --
 -- KEYS[1]  the overrides: a hash with a field per override, its policy and
 --          key joined by a newline, holding the override; and the field
---          "v", the version, which every change raises.
+--          "v", the version, which every change raises, and which starts
+--          from Redis's time in microseconds, so that a hash made anew
+--          (after a restart that lost it) never has a version read before.
 -- ARGV     the operation, then its arguments:
 --            "read", the version known, the life in ms;
 --            "set", the field, the override, the life, the most overrides;
@@ -20,6 +22,14 @@ local key, op = KEYS[1], ARGV[1]
 
 local function renew(life)
   redis.call('PEXPIRE', key, life)
+end
+
+local function bump()
+  if redis.call('HEXISTS', key, 'v') == 0 then
+    local t = redis.call('TIME')
+    redis.call('HSET', key, 'v', t[1] .. string.format('%06d', tonumber(t[2])))
+  end
+  return redis.call('HINCRBY', key, 'v', 1)
 end
 
 if op == 'read' then
@@ -53,12 +63,12 @@ if op == 'set' then
     end
   end
   redis.call('HSET', key, field, value)
-  version = redis.call('HINCRBY', key, 'v', 1)
+  version = bump()
   renew(life)
 elseif op == 'del' then
   local life = tonumber(ARGV[3])
   if redis.call('HDEL', key, field) == 1 then
-    version = redis.call('HINCRBY', key, 'v', 1)
+    version = bump()
     renew(life)
   else
     version = tonumber(redis.call('HGET', key, 'v') or '0')

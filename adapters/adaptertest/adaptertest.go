@@ -25,6 +25,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/internal/override"
 	"github.com/ratelimit-go/ratelimit/store"
 )
 
@@ -155,8 +156,56 @@ var quiet = ratelimit.WithLogger(slog.New(slog.DiscardHandler))
 // apiKey keys requests by their X-API-Key header.
 var apiKey, _ = ratelimit.HeaderKey("X-API-Key", []byte("a test secret, 32 bytes at least"))
 
+// keyOf returns the key apiKey makes of an API key.
+func keyOf(k string) string {
+	r := httptest.NewRequest("GET", "/", nil)
+	r.Header.Set("X-API-Key", k)
+	key, err := apiKey(r)
+	if err != nil {
+		panic(err)
+	}
+	return key
+}
+
+// overrides are fixed overrides (see ratelimit.Overrides), as the
+// package admin's Plane would have read them.
+type overrides struct{ t *override.Table }
+
+func (o overrides) Table() *override.Table                     { return o.t }
+func (overrides) Attach(func(override.Override) (bool, error)) {}
+
+// fixedOverrides returns the option of overrides of list.
+func fixedOverrides(list ...override.Override) ratelimit.Option {
+	t, err := override.NewTable(list)
+	if err != nil {
+		panic(err)
+	}
+	return ratelimit.WithOverrides(overrides{t})
+}
+
 // Cases is the table every framework runs.
 var Cases = []Case{
+	{
+		Name: "overrides: a key's quota raised, a key blocked, a prefix unlimited",
+		Options: func(Framework) []ratelimit.Option {
+			return []ratelimit.Option{ratelimit.WithKey(apiKey), ratelimit.WithLimits(ratelimit.PerMinute(2).Using(ratelimit.FixedWindow).Named("api")),
+				fixedOverrides(
+					override.Override{Policy: "api", Key: keyOf("k1"), Quota: 3},
+					override.Override{Policy: "api", Key: keyOf("bad"), Quota: override.Blocked},
+					override.Override{Policy: "api", Key: "header:X-Api-Key:*", Quota: override.Unlimited},
+					override.Override{Policy: "api", Key: keyOf("k2"), Quota: 2, Window: 2 * time.Minute},
+				)}
+		},
+		Steps: []Step{
+			{Method: "GET", Path: "/", Header: map[string]string{"X-API-Key": "k1"}, Status: 200, Want: map[string]string{"RateLimit-Policy": `"api";q=3;w=60`, "RateLimit": `"api";r=2;t=60`}},
+			{Method: "GET", Path: "/", Header: map[string]string{"X-API-Key": "k1"}, Status: 200, Want: map[string]string{"RateLimit": `"api";r=1;t=60`}},
+			{Method: "GET", Path: "/", Header: map[string]string{"X-API-Key": "k1"}, Status: 200, Want: map[string]string{"RateLimit": `"api";r=0;t=60`}},
+			{Method: "GET", Path: "/", Header: map[string]string{"X-API-Key": "k1"}, Status: 429, Want: map[string]string{"RateLimit": `"api";r=0;t=60`}},
+			{Method: "GET", Path: "/", Header: map[string]string{"X-API-Key": "bad"}, Status: 429, Want: map[string]string{"RateLimit-Policy": `"api";q=0;w=60`, "RateLimit": `"api";r=0;t=60`, "Retry-After": "60"}},
+			{Method: "GET", Path: "/", Header: map[string]string{"X-API-Key": "k2"}, Status: 200, Want: map[string]string{"RateLimit-Policy": `"api";q=2;w=120`, "RateLimit": `"api";r=1;t=120`}},
+			{Method: "GET", Path: "/", Header: map[string]string{"X-API-Key": "k3"}, Status: 200, Want: map[string]string{"RateLimit-Policy": "", "RateLimit": ""}},
+		},
+	},
 	{
 		// One key for every client: the route's. The store leases units
 		// of it, and the requests spend them in process; the headers

@@ -1,7 +1,8 @@
 // Package override holds a namespace's runtime overrides of its limits
 // as an immutable table that a decision reads without locking: for a
 // policy (a limit's name) and a key in the store's form, the override
-// that applies, found in time independent of how many are set.
+// that applies, found in time independent of how many are set. The
+// package admin keeps them in Redis; the root package applies them.
 package override
 
 import (
@@ -26,7 +27,8 @@ type Override struct {
 	Key string
 
 	// Quota is the quota in place of the limit's, above 0; or Unlimited,
-	// or Blocked.
+	// or Blocked; or 0, the limit's own, for an override of its window or
+	// shadow alone.
 	Quota int
 
 	// Window, when not zero, is the window in place of the limit's.
@@ -67,8 +69,10 @@ func (o Override) Check() error {
 		return fmt.Errorf("%w: Key is %d bytes; the store takes keys of at most %d", ErrInvalid, len(o.Key), maxKey)
 	case strings.Contains(strings.TrimSuffix(o.Key, "*"), "*"):
 		return fmt.Errorf("%w: Key %q has a \"*\" before its end: only a final one makes a prefix", ErrInvalid, o.Key)
-	case o.Quota == 0 || o.Quota < Blocked:
+	case o.Quota < Blocked:
 		return fmt.Errorf("%w: Quota is %d: want a quota above 0, Unlimited (%d) or Blocked (%d)", ErrInvalid, o.Quota, Unlimited, Blocked)
+	case o.Quota == 0 && o.Window == 0 && !o.Shadow:
+		return fmt.Errorf("%w: Quota, Window and Shadow are all the limit's own: the override changes nothing (delete it instead)", ErrInvalid)
 	case o.Window < 0 || o.Window%time.Millisecond != 0:
 		return fmt.Errorf("%w: Window is %v: want zero (the limit's) or whole milliseconds", ErrInvalid, o.Window)
 	case o.Window != 0 && o.Quota < 0:

@@ -1,0 +1,254 @@
+package ratelimit
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ratelimit-go/ratelimit/internal/override"
+)
+
+// Overrides are limits that operators change while the service runs: for
+// one policy (a limit's name, see [Limit].Name), another quota or window,
+// unlimited, or blocked, for one key, the keys of a prefix, or every key.
+// The package admin holds them in Redis, where every instance reads them;
+// give its Plane to each Limiter of the namespace with [WithOverrides].
+// Only that package implements Overrides: its methods name types internal
+// to this module.
+type Overrides interface {
+	// Table returns the overrides in force, nil while none are known.
+	Table() *override.Table
+
+	// Attach is called by New with the Limiter's check of an override,
+	// which reports whether the Limiter knows the override's policy and
+	// what is wrong with the override for it; an implementation refuses
+	// an override that any Limiter attached finds wrong.
+	Attach(check func(override.Override) (known bool, err error))
+}
+
+// WithOverrides makes the Limiter apply the overrides o holds (see
+// [Overrides] and the package admin): for each limit of a request, the
+// override of its policy that matches the request's key, in the same
+// store call as the limits it keeps. A quota override keeps what the
+// window counted so far (the new quota applies to what remains), but
+// for a token bucket, whose state is kept per rate, where a new bucket
+// starts full; a window override starts the limit's count afresh. A
+// blocked key is denied without asking the store; an unlimited one is
+// not counted against that limit. The headers name the policy as before,
+// with the quota in force. See docs/overrides.md.
+func WithOverrides(o Overrides) Option {
+	return func(l *Limiter) error {
+		if o == nil {
+			return fmt.Errorf("%w: WithOverrides: the overrides are nil", ErrInvalid)
+		}
+		l.overrides = o
+		return nil
+	}
+}
+
+// effect is what an override does to one limit of a policy.
+type effect struct {
+	quota  int // override.Unlimited, override.Blocked, or a quota
+	window time.Duration
+	set    bool
+}
+
+// overrideKey names a policy under the effects of its overrides: what
+// the Limiter keeps its policy in force for.
+type overrideKey struct {
+	p       *policy
+	effects [maxSetLimits]effect
+}
+
+// The policies in force under overrides, made once for each distinct
+// set of effects on a policy; at most maxOverridden are kept, and past
+// that the memo starts afresh.
+const maxOverridden = 4096
+
+type overriddenPolicies struct {
+	mu sync.RWMutex
+	m  map[overrideKey]checkedSet
+}
+
+// overridden returns the policy in force for key, the store's key made
+// under p, under the Limiter's overrides: p when none applies, nil when
+// an override makes every limit unlimited. A policy that blocks is
+// marked so (policy.blocked): its request is denied without the store.
+func (l *Limiter) overridden(ctx context.Context, p *policy, key string) *policy {
+	t := l.overrides.Table()
+	if t.Len() == 0 {
+		return p
+	}
+	client := key[len(p.prefix):]
+	k := overrideKey{p: p}
+	found := false
+	for i := range p.set.limits {
+		if o, ok := t.Lookup(p.set.limits[i].Name, client); ok {
+			k.effects[i] = effect{quota: o.Quota, window: o.Window, set: true}
+			found = true
+		}
+	}
+	if !found {
+		return p
+	}
+	l.overriddenMemo.mu.RLock()
+	c, ok := l.overriddenMemo.m[k]
+	l.overriddenMemo.mu.RUnlock()
+	if !ok {
+		c.p, c.problem = l.base.applyOverrides(p, &k.effects)
+		l.overriddenMemo.mu.Lock()
+		if l.overriddenMemo.m == nil || len(l.overriddenMemo.m) >= maxOverridden {
+			l.overriddenMemo.m = make(map[overrideKey]checkedSet)
+		}
+		l.overriddenMemo.m[k] = c
+		l.overriddenMemo.mu.Unlock()
+	}
+	if c.problem != "" {
+		// An override checked against another Limiter's limits, or against
+		// none (WithLimitsFunc's): the limits stay as they are.
+		if ok, dropped := l.logs.allow(logOverride); ok {
+			l.logger.LogAttrs(ctx, slog.LevelWarn, "ratelimit: an override does not apply to these limits, which stay",
+				slog.String("problem", c.problem), slog.Int64("suppressed", dropped))
+		}
+		return p
+	}
+	return c.p
+}
+
+// applyOverrides returns p under effects: its limits with their quotas
+// and windows replaced, the unlimited ones left out (nil when that is
+// every one), or, when any is blocked, a policy of the blocked ones
+// alone, which denies. Or it says why the limits cannot be so.
+func (b policyBase) applyOverrides(p *policy, effects *[maxSetLimits]effect) (*policy, string) {
+	var kept, blocked []Limit
+	for i, lim := range p.set.limits {
+		e := effects[i]
+		switch {
+		case !e.set:
+			kept = append(kept, lim)
+		case e.quota == override.Unlimited:
+		case e.quota == override.Blocked:
+			blocked = append(blocked, lim)
+		default:
+			kept = append(kept, withOverride(lim, e))
+		}
+	}
+	if len(blocked) > 0 {
+		q, problem := b.newPolicy("", blocked)
+		if problem != "" {
+			return nil, problem
+		}
+		q.prefix, q.blocked = p.prefix, true
+		for i, lim := range q.set.limits {
+			q.capacity[i] = []string{"0"}
+			q.items[i] = policyItemOf(q.names[i], lim, b.unit, 0)
+		}
+		q.policyValue = []string{strings.Join(q.items, ", ")}
+		return q, ""
+	}
+	if len(kept) == 0 {
+		return nil, ""
+	}
+	q, problem := b.newPolicy("", kept)
+	if problem != "" {
+		return nil, problem
+	}
+	q.prefix = p.prefix
+	return q, ""
+}
+
+// withOverride returns lim with e's quota and window. A token bucket's
+// Burst, when set, scales with its quota.
+func withOverride(lim Limit, e effect) Limit {
+	if e.quota == 0 {
+		e.quota = lim.Quota // the limit's own
+	}
+	if lim.Algorithm == TokenBucket && lim.Burst != 0 && e.quota != lim.Quota {
+		burst := math.Round(float64(lim.Burst) * float64(e.quota) / float64(lim.Quota))
+		lim.Burst = int(min(max(burst, 1), maxQuota))
+	}
+	lim.Quota = e.quota
+	if e.window != 0 {
+		lim.Window = e.window
+	}
+	return lim
+}
+
+// blockedDecision is the denial of a blocked policy: nothing left, and
+// a retry after the limits' windows, or a day for a calendar's.
+func blockedDecision(p *policy) Decision {
+	rs := make([]Result, len(p.set.limits))
+	for i, lim := range p.set.limits {
+		w := policyWindow(lim)
+		if lim.Algorithm.calendar() {
+			w = 24 * time.Hour
+		}
+		w = max(w, time.Second)
+		rs[i] = Result{Limit: lim, Window: w, ResetAfter: w, RetryAfter: w}
+	}
+	return MakeDecision(rs...)
+}
+
+// checkOverride reports whether the Limiter may have a limit of o's
+// policy, and what is wrong with o for such a limit (the first): a quota
+// or window that limit cannot take, as NewLimits would say.
+func (l *Limiter) checkOverride(o override.Override) (known bool, err error) {
+	if err := o.Check(); err != nil {
+		return false, err
+	}
+	var policies []*policy
+	if l.all != nil {
+		policies = append(policies, l.all)
+	}
+	if l.routes != nil {
+		for _, rt := range l.routes.entries {
+			policies = append(policies, rt.policy)
+		}
+	}
+	for _, p := range policies {
+		for i, lim := range p.set.limits {
+			if lim.Name != o.Policy {
+				continue
+			}
+			known = true
+			if o.Quota < 0 {
+				continue // unlimited or blocked: any limit can be
+			}
+			switch {
+			case o.Window != 0 && (lim.Algorithm.calendar() || lim.Algorithm == Concurrent):
+				return true, fmt.Errorf("%w: Window: %q is a %s limit, whose window is not a quota's", override.ErrInvalid, o.Policy, lim.Algorithm)
+			}
+			var e [maxSetLimits]effect
+			e[i] = effect{quota: o.Quota, window: o.Window, set: true}
+			if _, problem := l.base.applyOverrides(p, &e); problem != "" {
+				return true, fmt.Errorf("%w: %s: the limit %q would be invalid: %s", override.ErrInvalid, overriddenFields(o), o.Policy, problem)
+			}
+		}
+	}
+	// WithLimitsFunc's sets are made per request: they may have the
+	// policy, and an override wrong for them is ignored there (and logged).
+	return known || l.limitsFunc != nil, nil
+}
+
+// policyItemOf is policyItem with the quota q in place of the limit's.
+func policyItemOf(name string, l Limit, unit string, q int) string {
+	item := policyItem(name, l, unit)
+	full := ";q=" + strconv.FormatInt(sfInt(int64(l.capacity())), 10)
+	return name + ";q=" + strconv.Itoa(q) + item[len(name)+len(full):]
+}
+
+// overriddenFields names the fields of o that change a limit's numbers.
+func overriddenFields(o override.Override) string {
+	switch {
+	case o.Quota != 0 && o.Window != 0:
+		return "Quota and Window"
+	case o.Window != 0:
+		return "Window"
+	}
+	return "Quota"
+}
