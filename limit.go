@@ -186,6 +186,17 @@ type Limit struct {
 	// anyway and ignores it.
 	Leased bool
 
+	// Shadow makes the limit one that is decided and counted but never
+	// denies: a request it alone would deny is served and reported as a
+	// would-be denial (to [WithDryRun]'s report or the log, and to an
+	// observer as the outcome "would_deny"), to try a new or stricter
+	// limit on live traffic. Beside limits that are not shadow, such a
+	// request is then decided by those alone, in a second store call, and
+	// its headers describe them. An override sets a limit to shadow or
+	// back at runtime (see [WithOverrides]); [WithDryRun] makes every
+	// limit shadow.
+	Shadow bool
+
 	// Name names the limit in RateLimit-Policy headers, logs and errors:
 	// printable ASCII, at most 64 bytes. Empty means a name made of the
 	// other fields. A name is a label only: renaming a limit keeps its
@@ -636,6 +647,8 @@ type policy struct {
 	usage       bool       // some limit is charged from usage: a request ends with Limiter.End
 	slot        bool       // a limit is Concurrent: a request ends with Limiter.End too
 	blocked     bool       // an override blocks the keys of these limits: deny without the store
+	shadows     bool       // some limit is Shadow
+	enforced    *policy    // when some limits are Shadow and some not, those that are not
 }
 
 // A policyBase is what every policy of a Limiter takes from its options.
@@ -644,6 +657,7 @@ type policyBase struct {
 	ban       Ban    // of WithBan; zero: none
 	unit      string // the quota unit of the headers; "": none
 	countOnly bool   // every limit is charged from usage (see WithCountOnly)
+	shadow    bool   // every limit is Shadow (see WithDryRun)
 }
 
 // newPolicy checks limits and returns them as the policy of the route
@@ -677,6 +691,10 @@ func (b policyBase) newPolicy(pattern string, limits []Limit) (*policy, string) 
 		if b.countOnly {
 			p.set.limits[i].Usage = true // a sliding log too: a count-only charge is at most the cost
 		}
+		if b.shadow {
+			p.set.limits[i].Shadow = true
+		}
+		p.shadows = p.shadows || p.set.limits[i].Shadow
 		p.usage = p.usage || p.set.limits[i].Usage
 		p.slot = p.slot || l.Algorithm == Concurrent
 		p.names[i] = quoteString(name)
@@ -684,6 +702,22 @@ func (b policyBase) newPolicy(pattern string, limits []Limit) (*policy, string) 
 		p.items[i] = policyItem(p.names[i], l, b.unit)
 	}
 	p.policyValue = []string{strings.Join(p.items, ", ")}
+	if p.shadows {
+		var enforced []Limit
+		for _, l := range p.set.limits {
+			if !l.Shadow {
+				enforced = append(enforced, l)
+			}
+		}
+		if len(enforced) > 0 && b.ban != (Ban{}) {
+			return nil, "some limits are Shadow and some not, with a ban: the ban would count a shadow limit's would-be denials as strikes and ban for real; shadow every limit or none, or drop the ban"
+		}
+		if len(enforced) > 0 {
+			b.shadow = false
+			p.enforced, _ = b.newPolicy(pattern, enforced) // a subset of a valid set
+			p.enforced.prefix = p.prefix
+		}
+	}
 	return p, ""
 }
 

@@ -41,8 +41,7 @@ type Limiter struct {
 	deny      func(http.ResponseWriter, *http.Request, Decision)
 	onError   func(http.ResponseWriter, *http.Request, error) bool
 	headers   Headers
-	partition *partitionKeys // of Headers.PartitionKey; nil: no pk
-	dryRun    bool
+	partition *partitionKeys                // of Headers.PartitionKey; nil: no pk
 	report    func(*http.Request, Decision) // of WithDryRun; nil: log
 	observe   func(*http.Request, Event)    // of WithObserver; nil without
 	logger    *slog.Logger
@@ -133,12 +132,20 @@ func (l *Limiter) Allow(w http.ResponseWriter, r *http.Request) (*http.Request, 
 	if l.observe != nil {
 		start = time.Now()
 	}
-	var d Decision
+	var d, shadowed Decision // shadowed: a denial by Shadow limits alone
 	if p.blocked {
 		d = blockedDecision(p)
 	} else {
 		d, err = l.store.Allow(r.Context(), key, cost, p.set)
+		if err == nil && p.shadows && shadowOnly(p, &d) {
+			shadowed = d
+			if p.enforced != nil { // decided again by the enforced limits alone
+				p = p.enforced
+				d, err = l.store.Allow(r.Context(), key, cost, p.set)
+			}
+		}
 	}
+	wouldDeny := shadowed.n > 0 && (d.Allowed || p.shadows)
 	var latency time.Duration
 	if l.observe != nil {
 		latency = time.Since(start)
@@ -150,19 +157,23 @@ func (l *Limiter) Allow(w http.ResponseWriter, r *http.Request) (*http.Request, 
 	s.decisions = append(s.decisions, limiterDecision{policy: p, decision: d, pk: l.partition.of(key)})
 	s.endings = append(s.endings, ending{limiter: l, pattern: pattern, key: key, cost: cost})
 	var retry int64 // the Retry-After of a 429, which caps the t of each limit that denied
-	if !d.Allowed && !l.dryRun {
+	if !d.Allowed && !wouldDeny {
 		retry = retryAfterSeconds(d)
 	}
 	s.responseHeader = w.Header()
 	setHeaders(s.responseHeader, l.headers, &s.responseState, retry)
 	if l.observe != nil {
-		l.observe(r, Event{Namespace: l.namespace, Route: pattern, Outcome: l.outcomeOf(&d), Cost: cost, Latency: latency, Decision: d})
+		e := Event{Namespace: l.namespace, Route: pattern, Outcome: outcomeOf(&d, wouldDeny), Cost: cost, Latency: latency, Decision: d}
+		if wouldDeny {
+			e.Decision = shadowed
+		}
+		l.observe(r, e)
 	}
-	if d.Allowed {
+	if wouldDeny {
+		l.wouldDeny(w, r, shadowed)
 		return r, true
 	}
-	if l.dryRun {
-		l.wouldDeny(r, d)
+	if d.Allowed {
 		return r, true
 	}
 	setRetryAfter(w, &s.responseState, retry)
@@ -273,27 +284,57 @@ func (l *Limiter) observeFailure(r *http.Request, outcome string, err error, e E
 	}
 }
 
-// outcomeOf returns the outcome of a decision d the store made.
-func (l *Limiter) outcomeOf(d *Decision) string {
+// outcomeOf returns the outcome of a decision d the store made, which
+// Shadow limits alone would have denied when wouldDeny.
+func outcomeOf(d *Decision, wouldDeny bool) string {
 	switch {
+	case wouldDeny:
+		return outcomeWouldDeny
 	case d.Allowed:
 		return outcomeAllowed
-	case l.dryRun:
-		return outcomeWouldDeny
 	case d.Banned > 0:
 		return outcomeBanned
 	}
 	return outcomeDenied
 }
 
-// wouldDeny reports a request a dry run lets through.
-func (l *Limiter) wouldDeny(r *http.Request, d Decision) {
+// shadowOnly reports whether d, a decision under p, denied and only
+// Shadow limits denied it; or, when every limit of p is Shadow, whether
+// d denied at all (a ban's denial too).
+func shadowOnly(p *policy, d *Decision) bool {
+	if d.Allowed {
+		return false
+	}
+	if p.enforced == nil {
+		return true
+	}
+	for _, res := range d.results() {
+		if !res.Allowed && !res.Limit.Shadow {
+			return false
+		}
+	}
+	return d.Banned == 0
+}
+
+// wouldDeny reports a request that Shadow limits alone would have
+// denied (d says which), and that is served: to WithDryRun's report, or
+// to the log; and, with Headers.Shadow, in the response's header.
+func (l *Limiter) wouldDeny(w http.ResponseWriter, r *http.Request, d Decision) {
+	if l.headers.Shadow {
+		var names []string
+		for _, res := range d.results() {
+			if !res.Allowed {
+				names = append(names, quoteString(res.Limit.Name))
+			}
+		}
+		w.Header()[headerShadow] = []string{strings.Join(names, ", ")}
+	}
 	if l.report != nil {
 		l.report(r, d)
 		return
 	}
 	if ok, dropped := l.logs.allow(logDryRun); ok {
-		l.logger.LogAttrs(r.Context(), slog.LevelInfo, "ratelimit: dry run: would deny",
+		l.logger.LogAttrs(r.Context(), slog.LevelInfo, "ratelimit: a shadow limit would deny",
 			slog.String("limit", deniedBy(d).Limit.String()), slog.String("method", r.Method),
 			slog.String("path", r.URL.Path), slog.Duration("retry_after", d.RetryAfter), slog.Int64("suppressed", dropped))
 	}

@@ -25,7 +25,9 @@ type Event struct {
 	//	"allowed"      every limit let the request through
 	//	"denied"       a limit denied it: 429, or the deny handler's answer
 	//	"banned"       the key is banned (see [Ban]), or this denial started a ban
-	//	"would_deny"   a dry run ([WithDryRun]) served a request it would deny
+	//	"would_deny"   Shadow limits alone would deny it, and it was served
+	//	               (see [Limit]'s Shadow, [WithDryRun]); the Decision is
+	//	               the one they would have denied it by
 	//	"store_error"  the store failed; the error handler answered
 	//	"canceled"     the request's context ended before the store decided
 	//	"bad_request"  no key, or an invalid cost or limits ([ErrInvalid])

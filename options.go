@@ -292,15 +292,18 @@ func WithHeaders(h Headers) Option {
 	}
 }
 
-// WithDryRun makes the Limiter decide and set headers as usual but never
-// block: a request that would be denied is passed on to report, or, when
-// report is nil, logged; then it is served. Use it to try limits on live
-// traffic. Such a request gets no Retry-After, so the t of its RateLimit
-// items is not capped by one (see [Headers]): each is its limit's
-// effective window, as on any served request.
+// WithDryRun makes every limit of the Limiter Shadow (see [Limit]): it
+// decides and sets headers as usual but never blocks. A request that
+// would be denied is passed on to report, or, when report is nil,
+// logged; then it is served. Use it to try limits on live traffic; an
+// override can enforce one of them at runtime (see [WithOverrides]).
+// Such a request gets no Retry-After, so the t of its RateLimit items is
+// not capped by one (see [Headers]): each is its limit's effective
+// window, as on any served request. Without WithDryRun, report is where
+// the would-be denials of Shadow limits go too.
 func WithDryRun(report func(r *http.Request, d Decision)) Option {
 	return func(l *Limiter) error {
-		l.dryRun = true
+		l.base.shadow = true
 		l.report = report
 		return nil
 	}

@@ -53,9 +53,22 @@ func WithOverrides(o Overrides) Option {
 
 // effect is what an override does to one limit of a policy.
 type effect struct {
-	quota  int // override.Unlimited, override.Blocked, or a quota
+	quota  int // override.Unlimited, override.Blocked, a quota, or 0: the limit's
 	window time.Duration
+	shadow int8 // 1: shadow, -1: enforced, 0: the limit's
 	set    bool
+}
+
+// effectOf returns the effect of o.
+func effectOf(o override.Override) effect {
+	e := effect{quota: o.Quota, window: o.Window, set: true}
+	switch {
+	case o.Shadow:
+		e.shadow = 1
+	case o.Enforce:
+		e.shadow = -1
+	}
+	return e
 }
 
 // overrideKey names a policy under the effects of its overrides: what
@@ -89,7 +102,7 @@ func (l *Limiter) overridden(ctx context.Context, p *policy, key string) *policy
 	found := false
 	for i := range p.set.limits {
 		if o, ok := t.Lookup(p.set.limits[i].Name, client); ok {
-			k.effects[i] = effect{quota: o.Quota, window: o.Window, set: true}
+			k.effects[i] = effectOf(o)
 			found = true
 		}
 	}
@@ -125,6 +138,7 @@ func (l *Limiter) overridden(ctx context.Context, p *policy, key string) *policy
 // every one), or, when any is blocked, a policy of the blocked ones
 // alone, which denies. Or it says why the limits cannot be so.
 func (b policyBase) applyOverrides(p *policy, effects *[maxSetLimits]effect) (*policy, string) {
+	b.shadow = false // the limits say which are
 	var kept, blocked []Limit
 	for i, lim := range p.set.limits {
 		e := effects[i]
@@ -133,6 +147,7 @@ func (b policyBase) applyOverrides(p *policy, effects *[maxSetLimits]effect) (*p
 			kept = append(kept, lim)
 		case e.quota == override.Unlimited:
 		case e.quota == override.Blocked:
+			lim.Shadow = false // a block is always enforced
 			blocked = append(blocked, lim)
 		default:
 			kept = append(kept, withOverride(lim, e))
@@ -143,7 +158,7 @@ func (b policyBase) applyOverrides(p *policy, effects *[maxSetLimits]effect) (*p
 		if problem != "" {
 			return nil, problem
 		}
-		q.prefix, q.blocked = p.prefix, true
+		q.prefix, q.blocked = p.prefix, true // never shadow: no enforced part
 		for i, lim := range q.set.limits {
 			q.capacity[i] = []string{"0"}
 			q.items[i] = policyItemOf(q.names[i], lim, b.unit, 0)
@@ -159,6 +174,9 @@ func (b policyBase) applyOverrides(p *policy, effects *[maxSetLimits]effect) (*p
 		return nil, problem
 	}
 	q.prefix = p.prefix
+	if q.enforced != nil {
+		q.enforced.prefix = p.prefix
+	}
 	return q, ""
 }
 
@@ -175,6 +193,9 @@ func withOverride(lim Limit, e effect) Limit {
 	lim.Quota = e.quota
 	if e.window != 0 {
 		lim.Window = e.window
+	}
+	if e.shadow != 0 {
+		lim.Shadow = e.shadow > 0
 	}
 	return lim
 }
@@ -224,7 +245,7 @@ func (l *Limiter) checkOverride(o override.Override) (known bool, err error) {
 				return true, fmt.Errorf("%w: Window: %q is a %s limit, whose window is not a quota's", override.ErrInvalid, o.Policy, lim.Algorithm)
 			}
 			var e [maxSetLimits]effect
-			e[i] = effect{quota: o.Quota, window: o.Window, set: true}
+			e[i] = effectOf(o)
 			if _, problem := l.base.applyOverrides(p, &e); problem != "" {
 				return true, fmt.Errorf("%w: %s: the limit %q would be invalid: %s", override.ErrInvalid, overriddenFields(o), o.Policy, problem)
 			}

@@ -31,6 +31,7 @@ const (
 	headerXRemaining = "X-Ratelimit-Remaining"
 	headerXReset     = "X-Ratelimit-Reset"
 	headerRetryAfter = "Retry-After"
+	headerShadow     = "X-Ratelimit-Shadow"
 )
 
 // Headers selects the rate-limit headers a [Limiter] sets on every
@@ -122,6 +123,13 @@ type Headers struct {
 	// the default, sends no pk and costs nothing; set, it costs an HMAC
 	// per request, and the RateLimit-Policy value is made per request.
 	PartitionKey []byte
+
+	// Shadow adds X-RateLimit-Shadow to a response that Shadow limits
+	// alone would have denied (see [Limit]'s Shadow), naming them as
+	// RateLimit-Policy does: X-RateLimit-Shadow: "login-strict". It tells
+	// an operator, or a test client, what a shadow limit would do; off by
+	// default, so that clients see nothing of limits that do not apply.
+	Shadow bool
 }
 
 // check says what is wrong with h, naming the field, or returns "".

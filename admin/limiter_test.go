@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -505,4 +506,101 @@ func TestOverridesThroughOutage(t *testing.T) {
 		}
 	}
 	expect(t, lateH, "k", 200, `"p";r=`, `"p";q=50;`)
+}
+
+// TestShadowFlip: through every wrapper, a policy put in shadow at
+// runtime is decided and counted but denies nothing: each of its
+// would-be denials reaches the observer exactly once, as "would_deny",
+// the response names it in X-RateLimit-Shadow, and the headers describe
+// the enforced limit that decided the request. Put back, it denies at
+// once on what it counted. A key's own shadow override does the same for
+// that key alone.
+func TestShadowFlip(t *testing.T) {
+	t.Parallel()
+	for _, w := range wrappers() {
+		t.Run(w.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			st, client := w.build(t)
+			ns := fmt.Sprintf("ov%d", namespaces.Add(1))
+			plane, err := admin.New(client, ns, admin.Options{Prefix: "rltest:"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { plane.Close() })
+			var outcomes sync.Map // "outcome limit" to *atomic.Int64
+			count := func(s string) {
+				n, _ := outcomes.LoadOrStore(s, new(atomic.Int64))
+				n.(*atomic.Int64).Add(1)
+			}
+			counted := func(s string) int64 {
+				if n, ok := outcomes.Load(s); ok {
+					return n.(*atomic.Int64).Load()
+				}
+				return 0
+			}
+			l, err := ratelimit.New(st, ns, ratelimit.WithKey(clientKey), ratelimit.WithOverrides(plane),
+				ratelimit.WithHeaders(ratelimit.Headers{Shadow: true}),
+				ratelimit.WithDryRun(func(*http.Request, ratelimit.Decision) { count("reported") }),
+				ratelimit.WithObserver(func(_ *http.Request, e ratelimit.Event) {
+					for _, res := range e.Decision.Results() {
+						if !res.Allowed {
+							count(e.Outcome + " " + res.Limit.Name)
+						}
+					}
+				}),
+				ratelimit.WithLimits(
+					ratelimit.Limit{Algorithm: ratelimit.FixedWindow, Quota: 5, Window: time.Hour, Name: "new"},
+					ratelimit.Limit{Quota: 100, Window: time.Hour, Name: "api"}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := l.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+			// WithDryRun made both shadow: enforce them, then put "new" in
+			// shadow.
+			for _, p := range []string{"new", "api"} {
+				if err := plane.SetShadow(ctx, p, false); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := plane.SetShadow(ctx, "new", true); err != nil {
+				t.Fatal(err)
+			}
+			for i := range 20 {
+				r := expect(t, h, "k", 200, `"api";r=`, `"api";q=100;`)
+				shadow := r.Header.Get("X-RateLimit-Shadow")
+				switch {
+				case i < 5 && (shadow != "" || !strings.Contains(r.Header.Get("RateLimit"), `"new";r=`)):
+					t.Errorf("request %d, within the shadow limit: X-RateLimit-Shadow %q, RateLimit %q; want none, and both limits", i, shadow, r.Header.Get("RateLimit"))
+				case i >= 5 && (shadow != `"new"` || strings.Contains(r.Header.Get("RateLimit"), `"new"`)):
+					t.Errorf("request %d, past the shadow limit: X-RateLimit-Shadow %q, RateLimit %q; want \"new\", and api's alone", i, shadow, r.Header.Get("RateLimit"))
+				}
+			}
+			if n, r := counted("would_deny new"), counted("reported"); n != 15 || r != 15 {
+				t.Errorf("would-be denials: the observer saw %d, the report %d; want 15 each", n, r)
+			}
+			expect(t, h, "k", 200, `"api";r=79;`, `"api";q=100;`) // api counted each of the 21; "new" would deny a 16th
+			if err := plane.SetShadow(ctx, "new", false); err != nil {
+				t.Fatal(err)
+			}
+			expect(t, h, "k", 429, `"new";r=0;`, `"new";q=5;`)
+			if n := counted("denied new"); n != 1 {
+				t.Errorf("enforced again, the observer saw %d denials, want 1", n)
+			}
+			if list, _ := plane.List(); len(list) != 2 || !list[0].Enforced || !list[1].Enforced {
+				t.Errorf("the overrides are %+v, want both policies enforced", list)
+			}
+
+			// A key's own shadow override.
+			if err := plane.Set(ctx, admin.Override{Policy: "new", Key: "c:k2", Quota: 1, Shadow: true}); err != nil {
+				t.Fatal(err)
+			}
+			for range 3 {
+				expect(t, h, "k2", 200, `"api";r=`, `"api";q=100;`)
+			}
+			if n := counted("would_deny new"); n != 18 {
+				t.Errorf("would-be denials after k2's: %d, want 18 (16 of k, 2 of k2)", n)
+			}
+		})
+	}
 }

@@ -50,13 +50,22 @@ type Override struct {
 
 	// Unlimited takes the keys out of the limit: it counts nothing for
 	// them. Blocked denies every request of the keys, without asking the
-	// store. Each goes without a Quota or Window.
+	// store, whatever Shadow says. Each goes without a Quota or Window.
 	Unlimited, Blocked bool
+
+	// Shadow makes the limit, for the keys, decided and counted but never
+	// denying (see ratelimit.Limit's Shadow); Enforced makes it deny for
+	// them when it is shadow by itself (Limit.Shadow, or
+	// ratelimit.WithDryRun). Neither leaves it as it is. A key's override
+	// that leaves a field as the limit's takes it from the whole policy's
+	// override, when there is one: SetShadow puts a whole policy in
+	// shadow, or back, for every key.
+	Shadow, Enforced bool
 }
 
 // internal returns o as the table holds it.
 func (o Override) internal() (override.Override, error) {
-	v := override.Override{Policy: o.Policy, Key: o.Key, Quota: o.Quota, Window: o.Window}
+	v := override.Override{Policy: o.Policy, Key: o.Key, Quota: o.Quota, Window: o.Window, Shadow: o.Shadow, Enforce: o.Enforced}
 	switch {
 	case o.Unlimited && o.Blocked:
 		return v, fmt.Errorf("%w: Unlimited and Blocked are both set: choose one", ErrInvalid)
@@ -77,7 +86,7 @@ func (o Override) internal() (override.Override, error) {
 
 // external returns the Override of v.
 func external(v override.Override) Override {
-	o := Override{Policy: v.Policy, Key: v.Key, Window: v.Window}
+	o := Override{Policy: v.Policy, Key: v.Key, Window: v.Window, Shadow: v.Shadow, Enforced: v.Enforce}
 	switch v.Quota {
 	case override.Unlimited:
 		o.Unlimited = true
@@ -274,7 +283,7 @@ func (p *Plane) Set(ctx context.Context, o Override) error {
 	if err := p.check(v); err != nil {
 		return err
 	}
-	value, err := json.Marshal(stored{Quota: v.Quota, WindowMS: v.Window.Milliseconds(), Shadow: v.Shadow})
+	value, err := json.Marshal(stored{Quota: v.Quota, WindowMS: v.Window.Milliseconds(), Shadow: v.Shadow, Enforce: v.Enforce})
 	if err != nil {
 		return err
 	}
@@ -314,6 +323,35 @@ func (p *Plane) check(v override.Override) error {
 		return fmt.Errorf("%w: Policy %q is the name of no limit of the Limiters given this Plane", ErrInvalid, v.Policy)
 	}
 	return nil
+}
+
+// SetShadow puts policy, for every key, in shadow (decided and counted,
+// never denying; see ratelimit.Limit's Shadow) or, with shadow false,
+// enforces it, for every instance, then reads the overrides. It changes
+// only that of the policy's override for every key (Key ""), keeping
+// its quota and window, in one step that no other change can split; a
+// key's own override that says Shadow or Enforced still wins for that
+// key. It checks the policy as Set does.
+func (p *Plane) SetShadow(ctx context.Context, policy string, shadow bool) error {
+	v := override.Override{Policy: policy, Shadow: shadow, Enforce: !shadow}
+	if err := v.Check(); err != nil {
+		return fmt.Errorf("%w: %s", ErrInvalid, strings.TrimPrefix(err.Error(), override.ErrInvalid.Error()+": "))
+	}
+	if err := p.check(v); err != nil {
+		return err
+	}
+	mode := "enforce"
+	if shadow {
+		mode = "shadow"
+	}
+	err := script.Run(ctx, p.client, []string{p.key}, "mode", field(policy, ""), mode, p.life.Milliseconds(), p.most).Err()
+	if err != nil && strings.Contains(err.Error(), "overrides full") {
+		return fmt.Errorf("%w: %d overrides are set, the most a namespace holds: delete one first", ErrInvalid, p.most)
+	}
+	if err != nil {
+		return fmt.Errorf("admin: setting the shadow of %s: %w", policy, aclHint(err))
+	}
+	return p.sync(ctx)
 }
 
 // Delete removes the override of policy and key, if any, for every
@@ -366,6 +404,7 @@ type stored struct {
 	Quota    int   `json:"quota"`
 	WindowMS int64 `json:"window_ms,omitempty"`
 	Shadow   bool  `json:"shadow,omitempty"`
+	Enforce  bool  `json:"enforce,omitempty"`
 }
 
 // field is the hash field of policy and key: a limit's name has no
@@ -380,5 +419,5 @@ func parse(f, value string) (override.Override, error) {
 		// Not the field itself: its key may be a client's.
 		return override.Override{}, fmt.Errorf("admin: the overrides in Redis hold a field of %d bytes that is not an override", len(f))
 	}
-	return override.Override{Policy: policy, Key: key, Quota: v.Quota, Window: time.Duration(v.WindowMS) * time.Millisecond, Shadow: v.Shadow}, nil
+	return override.Override{Policy: policy, Key: key, Quota: v.Quota, Window: time.Duration(v.WindowMS) * time.Millisecond, Shadow: v.Shadow, Enforce: v.Enforce}, nil
 }

@@ -291,3 +291,37 @@ func TestPlaneRefuses(t *testing.T) {
 		}
 	}
 }
+
+// TestSetShadowKeepsTheRest: SetShadow changes only the whole policy's
+// shadow, keeping its quota and window, and makes the override when
+// there is none; every instance reads it.
+func TestSetShadowKeepsTheRest(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for name, client := range map[string]func(*testing.T) func() redis.UniversalClient{"redis-server": onServer, "cluster": onCluster} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			s := newPlanes(t, 2, client(t))
+			a, b := s[0], s[1]
+			whole := Override{Policy: "api", Quota: 50, Window: time.Minute}
+			if err := a.Set(ctx, whole); err != nil {
+				t.Fatal(err)
+			}
+			steps := []struct {
+				policy string
+				shadow bool
+				want   []Override
+			}{
+				{"api", true, []Override{{Policy: "api", Quota: 50, Window: time.Minute, Shadow: true}}},
+				{"api", false, []Override{{Policy: "api", Quota: 50, Window: time.Minute, Enforced: true}}},
+				{"login", true, []Override{{Policy: "api", Quota: 50, Window: time.Minute, Enforced: true}, {Policy: "login", Shadow: true}}},
+			}
+			for _, st := range steps {
+				if err := a.SetShadow(ctx, st.policy, st.shadow); err != nil {
+					t.Fatal(err)
+				}
+				applied(t, b, st.want)
+			}
+		})
+	}
+}

@@ -9,14 +9,17 @@
 -- ARGV     the operation, then its arguments:
 --            "read", the version known, the life in ms;
 --            "set", the field, the override, the life, the most overrides;
+--            "mode", the field, "shadow" or "enforce", the life, the most
+--            overrides: the override's shadow or enforcement set, and the
+--            rest of it kept (a new one holds that alone);
 --            "del", the field, the life.
 --          Each renews the hash's life: a read when less than half of it
 --          is left, a change always.
 -- Reply    read: the version, then, when it is not the one known, every
---          field and value but the version's. set and del: the version
---          after the change (a del of nothing changes nothing). A set of
---          a new field in a hash that holds the most fails with
---          "ratelimit: overrides full".
+--          field and value but the version's. set, mode and del: the
+--          version after the change (a del of nothing changes nothing). A
+--          set or mode of a new field in a hash that holds the most fails
+--          with "ratelimit: overrides full".
 
 local key, op = KEYS[1], ARGV[1]
 
@@ -54,13 +57,20 @@ if op == 'read' then
 end
 
 local field, version = ARGV[2], nil
-if op == 'set' then
+if op == 'set' or op == 'mode' then
   local value, life, most = ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
-  if redis.call('HEXISTS', key, field) == 0 then
+  local old = redis.call('HGET', key, field)
+  if not old then
     local held = redis.call('HLEN', key) - redis.call('HEXISTS', key, 'v')
     if held >= most then
       return redis.error_reply('ratelimit: overrides full')
     end
+  end
+  if op == 'mode' then
+    local o = old and cjson.decode(old) or { quota = 0 }
+    o.shadow, o.enforce = nil, nil
+    o[value] = true
+    value = cjson.encode(o)
   end
   redis.call('HSET', key, field, value)
   version = bump()

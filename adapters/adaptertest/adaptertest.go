@@ -186,6 +186,25 @@ func fixedOverrides(list ...override.Override) ratelimit.Option {
 // Cases is the table every framework runs.
 var Cases = []Case{
 	{
+		Name: "a shadow limit beside an enforced one: counted, never denying, named in X-RateLimit-Shadow",
+		Options: func(Framework) []ratelimit.Option {
+			return []ratelimit.Option{quiet, ratelimit.WithKey(apiKey), ratelimit.WithHeaders(ratelimit.Headers{Shadow: true}), ratelimit.WithLimits(
+				ratelimit.PerMinute(3).Named("api"),
+				ratelimit.Limit{Algorithm: ratelimit.FixedWindow, Quota: 1, Window: time.Minute, Shadow: true, Name: "strict"})}
+		},
+		Steps: []Step{
+			{Method: "GET", Path: "/", Header: map[string]string{"X-API-Key": "k1"}, Status: 200, Want: map[string]string{
+				"RateLimit-Policy": `"api";q=3;w=60, "strict";q=1;w=60`, "RateLimit": `"api";r=2;t=60, "strict";r=0;t=60`, "X-RateLimit-Shadow": ""}},
+			{Method: "GET", Path: "/", Header: map[string]string{"X-API-Key": "k1"}, Status: 200, Want: map[string]string{
+				"RateLimit-Policy": `"api";q=3;w=60`, "RateLimit": `"api";r=1;t=60`, "X-RateLimit-Shadow": `"strict"`, "Retry-After": ""}},
+			{Method: "GET", Path: "/", Header: map[string]string{"X-API-Key": "k1"}, Status: 200, Want: map[string]string{"RateLimit": `"api";r=0;t=60`, "X-RateLimit-Shadow": `"strict"`}},
+			{Method: "GET", Path: "/", Header: map[string]string{"X-API-Key": "k1"}, Status: 429, Want: map[string]string{"RateLimit": `"api";r=0;t=60, "strict";r=0;t=60`, "X-RateLimit-Shadow": "", "Retry-After": "60"}},
+		},
+		Observed: func(Framework) []string {
+			return []string{"allowed  ", "would_deny  strict", "would_deny  strict", "denied  api,strict"}
+		},
+	},
+	{
 		Name: "overrides: a key's quota raised, a key blocked, a prefix unlimited",
 		Options: func(Framework) []ratelimit.Option {
 			return []ratelimit.Option{ratelimit.WithKey(apiKey), ratelimit.WithLimits(ratelimit.PerMinute(2).Using(ratelimit.FixedWindow).Named("api")),

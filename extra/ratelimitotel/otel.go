@@ -108,7 +108,7 @@ func New(mp metric.MeterProvider) (*Observer, error) {
 		name, unit, description string
 	}{
 		{&o.requests, "ratelimit.requests", "{request}", "Requests a rate limiter decided or could not decide, by namespace, route pattern and outcome."},
-		{&o.limits, "ratelimit.limit.decisions", "{decision}", "Each limit's verdict on the requests it applied to: allowed, denied, would_deny (dry run) or banned."},
+		{&o.limits, "ratelimit.limit.decisions", "{decision}", "Each limit's verdict on the requests it applied to: allowed, denied, would_deny (a shadow limit) or banned."},
 		{&o.local, "ratelimit.fallback.decisions", "{request}", "Requests decided in process by a Fallback while Redis was unavailable."},
 		{&o.usage, "ratelimit.usage.charged", "{unit}", "Units of usage charged to limits charged from usage once responses were done, by namespace and route pattern."},
 		{&o.refills, "ratelimit.lease.refills", "{refill}", "Slices of leased limits an instance took from the store, by namespace, route pattern and limit name."},

@@ -14,7 +14,7 @@
 // key. The metrics:
 //
 //	ratelimit_requests_total{namespace,route,outcome}            requests by outcome (see string)
-//	ratelimit_limit_decisions_total{namespace,route,limit,outcome} each limit's verdict: allowed, denied, would_deny (dry run), banned
+//	ratelimit_limit_decisions_total{namespace,route,limit,outcome} each limit's verdict: allowed, denied, would_deny (a shadow limit), banned
 //	ratelimit_fallback_decisions_total{namespace,route}          requests decided in process by a Fallback
 //	ratelimit_store_duration_seconds{namespace}                  the store's latency per request (histogram)
 //	ratelimit_fallback_active{store}                             1 while the Fallback decides in process
@@ -104,7 +104,7 @@ func New() *Metrics {
 			"Requests a rate limiter decided or could not decide, by namespace, route pattern and outcome.",
 			"namespace", "route", "outcome"),
 		limits: counterVec("ratelimit_limit_decisions_total",
-			"Each limit's verdict on the requests it applied to, by namespace, route pattern, limit name and outcome (allowed, denied, would_deny in dry-run mode, banned).",
+			"Each limit's verdict on the requests it applied to, by namespace, route pattern, limit name and outcome (allowed, denied, would_deny by a shadow limit, banned).",
 			"namespace", "route", "limit", "outcome"),
 		local: counterVec("ratelimit_fallback_decisions_total",
 			"Requests decided in process by a Fallback while Redis was unavailable, by namespace and route pattern.",

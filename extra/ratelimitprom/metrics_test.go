@@ -24,7 +24,8 @@ func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
 // serveKnownSequence sends requests through two Limiters observed by m,
 // on a Memory store: three logins to a route of two limits (2 a minute
 // and a burst of 100), of which the third is denied, and three requests
-// to a dry-run Limiter of 1 a minute, two of which would be denied, and
+// to a Limiter of 100 a minute beside a shadow limit of 1, which would
+// deny two of them, and
 // two requests using 30 and 12 units of a limit charged from usage.
 func serveKnownSequence(t *testing.T, m *ratelimitprom.Metrics) {
 	t.Helper()
@@ -44,8 +45,8 @@ func serveKnownSequence(t *testing.T, m *ratelimitprom.Metrics) {
 		t.Fatal(err)
 	}
 	trial, err := ratelimit.New(s, "api",
-		ratelimit.WithLimits(ratelimit.PerMinute(1).Using(ratelimit.SlidingLog).Named("new-limit")),
-		ratelimit.WithDryRun(func(*http.Request, ratelimit.Decision) {}),
+		ratelimit.WithLimits(ratelimit.Limit{Algorithm: ratelimit.SlidingLog, Quota: 1, Window: time.Minute, Shadow: true, Name: "new-limit"}, ratelimit.PerMinute(100).Named("rpm")),
+		ratelimit.WithDryRun(func(*http.Request, ratelimit.Decision) {}), // where the shadow limit's would-be denials go
 		ratelimit.WithObserver(m.Observe))
 	if err != nil {
 		t.Fatal(err)
@@ -84,13 +85,14 @@ ratelimit_requests_total{namespace="api",outcome="would_deny",route=""} 2
 ratelimit_requests_total{namespace="auth",outcome="allowed",route="POST /login"} 2
 ratelimit_requests_total{namespace="auth",outcome="denied",route="POST /login"} 1
 ratelimit_requests_total{namespace="gen",outcome="allowed",route=""} 2
-# HELP ratelimit_limit_decisions_total Each limit's verdict on the requests it applied to, by namespace, route pattern, limit name and outcome (allowed, denied, would_deny in dry-run mode, banned).
+# HELP ratelimit_limit_decisions_total Each limit's verdict on the requests it applied to, by namespace, route pattern, limit name and outcome (allowed, denied, would_deny by a shadow limit, banned).
 # TYPE ratelimit_limit_decisions_total counter
 ratelimit_limit_decisions_total{limit="burst",namespace="auth",outcome="allowed",route="POST /login"} 3
 ratelimit_limit_decisions_total{limit="login",namespace="auth",outcome="allowed",route="POST /login"} 2
 ratelimit_limit_decisions_total{limit="login",namespace="auth",outcome="denied",route="POST /login"} 1
 ratelimit_limit_decisions_total{limit="new-limit",namespace="api",outcome="allowed",route=""} 1
 ratelimit_limit_decisions_total{limit="new-limit",namespace="api",outcome="would_deny",route=""} 2
+ratelimit_limit_decisions_total{limit="rpm",namespace="api",outcome="allowed",route=""} 3
 ratelimit_limit_decisions_total{limit="tokens",namespace="gen",outcome="allowed",route=""} 2
 # HELP ratelimit_usage_charged_total Units of usage charged to limits charged from usage once responses were done, by namespace and route pattern.
 # TYPE ratelimit_usage_charged_total counter

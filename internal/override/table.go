@@ -34,8 +34,10 @@ type Override struct {
 	// Window, when not zero, is the window in place of the limit's.
 	Window time.Duration
 
-	// Shadow decides and counts the limit but never denies on it.
-	Shadow bool
+	// Shadow decides and counts the limit but never denies on it;
+	// Enforce denies on a limit that is shadow by itself (see
+	// ratelimit.Limit's Shadow). Neither leaves the limit's as it is.
+	Shadow, Enforce bool
 }
 
 // Quotas that are not numbers of units.
@@ -71,8 +73,12 @@ func (o Override) Check() error {
 		return fmt.Errorf("%w: Key %q has a \"*\" before its end: only a final one makes a prefix", ErrInvalid, o.Key)
 	case o.Quota < Blocked:
 		return fmt.Errorf("%w: Quota is %d: want a quota above 0, Unlimited (%d) or Blocked (%d)", ErrInvalid, o.Quota, Unlimited, Blocked)
-	case o.Quota == 0 && o.Window == 0 && !o.Shadow:
+	case o.Quota == 0 && o.Window == 0 && !o.Shadow && !o.Enforce:
 		return fmt.Errorf("%w: Quota, Window and Shadow are all the limit's own: the override changes nothing (delete it instead)", ErrInvalid)
+	case o.Shadow && o.Enforce:
+		return fmt.Errorf("%w: Shadow and Enforce are both set: choose one", ErrInvalid)
+	case o.Quota < 0 && (o.Shadow || o.Enforce):
+		return fmt.Errorf("%w: Quota %d (unlimited or blocked) with Shadow or Enforce: an unlimited key counts nothing and a blocked one is always denied", ErrInvalid, o.Quota)
 	case o.Window < 0 || o.Window%time.Millisecond != 0:
 		return fmt.Errorf("%w: Window is %v: want zero (the limit's) or whole milliseconds", ErrInvalid, o.Window)
 	case o.Window != 0 && o.Quota < 0:
@@ -164,10 +170,37 @@ func (t *Table) Has(policy string) bool {
 	return ok
 }
 
-// Lookup returns the override of policy that applies to key: its own,
-// else the longest prefix of it, else the policy's. It looks up at most
-// one key and one prefix per distinct prefix length.
+// Lookup returns the override of policy that applies to key: the most
+// specific one (its own, else the longest prefix of it, else the
+// policy's), whose fields left as the limit's are those of the policy's
+// override when it has one. It looks up at most one key and one prefix
+// per distinct prefix length.
 func (t *Table) Lookup(policy, key string) (Override, bool) {
+	o, ok := t.lookup(policy, key)
+	if !ok || o.Key == "" {
+		return o, ok
+	}
+	w := t.policies[policy].whole
+	if w == nil {
+		return o, ok
+	}
+	if o.Quota == 0 {
+		o.Quota = w.Quota
+	}
+	if o.Window == 0 && w.Quota >= 0 {
+		o.Window = w.Window
+	}
+	if o.Quota < 0 {
+		o.Window = 0
+	}
+	if !o.Shadow && !o.Enforce && o.Quota >= 0 {
+		o.Shadow, o.Enforce = w.Shadow, w.Enforce
+	}
+	return o, true
+}
+
+// lookup returns the most specific override of policy for key.
+func (t *Table) lookup(policy, key string) (Override, bool) {
 	if t == nil {
 		return Override{}, false
 	}

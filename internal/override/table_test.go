@@ -192,3 +192,37 @@ func BenchmarkLookup(b *testing.B) {
 		})
 	}
 }
+
+// TestLookupInherits: a key's override takes each field it leaves as the
+// limit's from the policy's override: its quota, its window, its shadow
+// or enforcement; a blocked or unlimited key has no window, and is
+// denied or counted nothing whatever its shadow.
+func TestLookupInherits(t *testing.T) {
+	table, err := NewTable([]Override{
+		{Policy: "api", Quota: 50, Window: time.Minute, Shadow: true},
+		{Policy: "api", Key: "shadow-only", Shadow: true},
+		{Policy: "api", Key: "window-only", Window: time.Hour},
+		{Policy: "api", Key: "enforced", Quota: 7, Enforce: true},
+		{Policy: "api", Key: "blocked", Quota: Blocked},
+		{Policy: "login", Quota: Blocked},
+		{Policy: "login", Key: "shadow", Shadow: true},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		policy, key string
+		want        Override
+	}{
+		{"api", "other", Override{Policy: "api", Quota: 50, Window: time.Minute, Shadow: true}},
+		{"api", "shadow-only", Override{Policy: "api", Key: "shadow-only", Quota: 50, Window: time.Minute, Shadow: true}},
+		{"api", "window-only", Override{Policy: "api", Key: "window-only", Quota: 50, Window: time.Hour, Shadow: true}},
+		{"api", "enforced", Override{Policy: "api", Key: "enforced", Quota: 7, Window: time.Minute, Enforce: true}},
+		{"api", "blocked", Override{Policy: "api", Key: "blocked", Quota: Blocked}},
+		{"login", "shadow", Override{Policy: "login", Key: "shadow", Quota: Blocked, Shadow: true}},
+	} {
+		if got, ok := table.Lookup(tt.policy, tt.key); !ok || got != tt.want {
+			t.Errorf("Lookup(%q, %q) = %+v, %v; want %+v", tt.policy, tt.key, got, ok, tt.want)
+		}
+	}
+}
