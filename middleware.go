@@ -170,11 +170,17 @@ func (l *Limiter) Allow(w http.ResponseWriter, r *http.Request) (*http.Request, 
 		l.observe(r, e)
 	}
 	if wouldDeny {
+		if l.overrides != nil {
+			l.tellDenied(p, key, &shadowed)
+		}
 		l.wouldDeny(w, r, shadowed)
 		return r, true
 	}
 	if d.Allowed {
 		return r, true
+	}
+	if l.overrides != nil {
+		l.tellDenied(p, key, &d)
 	}
 	setRetryAfter(w, &s.responseState, retry)
 	l.deny(w, r, d)

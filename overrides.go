@@ -29,10 +29,17 @@ type Overrides interface {
 	// what is wrong with the override for it; an implementation refuses
 	// an override that any Limiter attached finds wrong.
 	Attach(check func(override.Override) (known bool, err error))
+
+	// Denied is told of each request that policy denied, or would have
+	// denied for a Shadow limit, with its key as the store is given it
+	// after the namespace and route. It must be quick and safe for
+	// concurrent use.
+	Denied(policy, key string)
 }
 
 // WithOverrides makes the Limiter apply the overrides o holds (see
-// [Overrides] and the package admin): for each limit of a request, the
+// [Overrides] and the package admin), and tell o which keys its limits
+// deny (see the package admin's Top): for each limit of a request, the
 // override of its policy that matches the request's key, in the same
 // store call as the limits it keeps. A quota override keeps what the
 // window counted so far (the new quota applies to what remains), but
@@ -272,4 +279,15 @@ func overriddenFields(o override.Override) string {
 		return "Window"
 	}
 	return "Quota"
+}
+
+// tellDenied tells the Limiter's overrides of each policy that denied d,
+// a decision for key under p.
+func (l *Limiter) tellDenied(p *policy, key string, d *Decision) {
+	client := key[len(p.prefix):]
+	for _, res := range d.results() {
+		if !res.Allowed {
+			l.overrides.Denied(res.Limit.Name, client)
+		}
+	}
 }

@@ -147,6 +147,9 @@ type Plane struct {
 	checksMu sync.Mutex
 	checks   []func(override.Override) (bool, error)
 
+	topKey string    // the hash of every instance's keys denied most
+	top    topCounts // this instance's
+
 	stop context.CancelFunc
 	done chan struct{}
 }
@@ -177,9 +180,12 @@ func New(client redis.Scripter, namespace string, opts Options) (*Plane, error) 
 	case strings.ContainsAny(opts.Prefix, "{}"):
 		return nil, fmt.Errorf("%w: Options.Prefix %q may not contain '{' or '}', which would change the hash tag", ErrInvalid, opts.Prefix)
 	}
+	prefix := cmp.Or(opts.Prefix, "rl:")
 	p := &Plane{
 		client: client,
-		key:    cmp.Or(opts.Prefix, "rl:") + "overrides:{" + namespace + "}",
+		key:    prefix + "overrides:{" + namespace + "}",
+		topKey: prefix + "top:{" + namespace + "}",
+		top:    newTopCounts(),
 		life:   overridesLife,
 		most:   override.MaxOverrides,
 		logger: cmp.Or(opts.Logger, slog.Default()),
@@ -205,12 +211,19 @@ func (p *Plane) run(ctx context.Context) {
 	defer close(p.done)
 	t := time.NewTicker(syncEvery)
 	defer t.Stop()
-	for {
+	for tick := 1; ; tick++ {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 			p.read(ctx)
+		}
+		if tick%int(publishEvery/syncEvery) == 0 {
+			publishCtx, cancel := context.WithTimeout(ctx, readTimeout)
+			if err := p.publish(publishCtx); err != nil && ctx.Err() == nil && !p.failing.Load() {
+				p.logger.Warn("admin: telling the other instances the keys denied most failed", slog.String("error", err.Error()))
+			}
+			cancel()
 		}
 	}
 }

@@ -15,7 +15,7 @@
 // would, writing nothing; charge.lua brings to Redis what a fallback
 // decided in process; probe.lua and check.lua test a server; reset.lua
 // forgets keys. override.lua reads and changes a namespace's overrides of
-// its limits, for the package admin. Each file's header states its KEYS, ARGV and reply.
+// its limits, and top.lua the keys denied most, for the package admin. Each file's header states its KEYS, ARGV and reply.
 package lua
 
 import (

@@ -173,6 +173,7 @@ type overrides struct{ t *override.Table }
 
 func (o overrides) Table() *override.Table                     { return o.t }
 func (overrides) Attach(func(override.Override) (bool, error)) {}
+func (overrides) Denied(string, string)                        {}
 
 // fixedOverrides returns the option of overrides of list.
 func fixedOverrides(list ...override.Override) ratelimit.Option {

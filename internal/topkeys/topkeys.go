@@ -19,11 +19,12 @@ import (
 
 // A Count is a key's estimated count and the range its true count lies in.
 type Count struct {
-	Key string
+	Key string `json:"k"`
 	// N is the estimate: the sum of the counters that hold the key.
-	N int64
+	N int64 `json:"n"`
 	// Low and High bound the true count.
-	Low, High int64
+	Low  int64 `json:"l"`
+	High int64 `json:"h"`
 }
 
 // A Sketch counts a stream's keys in k counters. It is not safe for
@@ -89,12 +90,29 @@ func (s *Sketch) floor() int64 {
 // Top returns the n keys of the sum of sketches counted most, most first
 // (by estimate, then key), each with the range of its true count.
 func Top(n int, sketches ...*Sketch) []Count {
+	return Merge(n, Summarize(-1, sketches...))
+}
+
+// A Summary is what some sketches counted, cut to the keys counted most:
+// what an instance tells the others. Its counts sum those of the
+// sketches; a key it leaves out was counted at most Rest times.
+type Summary struct {
+	Counts []Count `json:"c"`
+	Rest   int64   `json:"r"`
+	Total  int64   `json:"t"`
+}
+
+// Summarize returns the summary of sketches with their m keys counted
+// most (every key they hold when m is negative).
+func Summarize(m int, sketches ...*Sketch) Summary {
 	all := make(map[string]*Count)
 	var floors int64
 	for _, s := range sketches {
 		floors += s.floor()
 	}
+	var total int64
 	for _, s := range sketches {
+		total += s.total
 		for key, c := range s.byKey {
 			e := all[key]
 			if e == nil {
@@ -112,13 +130,55 @@ func Top(n int, sketches ...*Sketch) []Count {
 	for _, c := range all {
 		counts = append(counts, *c)
 	}
+	sortCounts(counts)
+	sum := Summary{Counts: counts, Rest: floors, Total: total}
+	if m >= 0 && m < len(counts) {
+		for _, c := range counts[m:] {
+			sum.Rest = max(sum.Rest, c.High)
+		}
+		sum.Counts = counts[:m]
+	}
+	return sum
+}
+
+// Merge returns the n keys of the sum of summaries counted most, most
+// first (by estimate, then key), each with the range of its true count:
+// a summary that leaves a key out adds nothing to its estimate or its
+// least, and its Rest to its most.
+func Merge(n int, summaries ...Summary) []Count {
+	all := make(map[string]*Count)
+	var rests int64
+	for _, s := range summaries {
+		rests += s.Rest
+	}
+	for _, s := range summaries {
+		for _, c := range s.Counts {
+			e := all[c.Key]
+			if e == nil {
+				e = &Count{Key: c.Key, High: rests}
+				all[c.Key] = e
+			}
+			e.N += c.N
+			e.Low += c.Low
+			e.High += c.High - s.Rest
+		}
+	}
+	counts := make([]Count, 0, len(all))
+	for _, c := range all {
+		counts = append(counts, *c)
+	}
+	sortCounts(counts)
+	return counts[:min(n, len(counts))]
+}
+
+// sortCounts sorts counts most first, by estimate, then key.
+func sortCounts(counts []Count) {
 	slices.SortFunc(counts, func(a, b Count) int {
 		if c := cmp.Compare(b.N, a.N); c != 0 {
 			return c
 		}
 		return cmp.Compare(a.Key, b.Key)
 	})
-	return counts[:min(n, len(counts))]
 }
 
 type minHeap []*counter

@@ -1,8 +1,10 @@
 package topkeys
 
 import (
+	"cmp"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 )
@@ -136,4 +138,61 @@ func TestWindow(t *testing.T) {
 	if got := Top(10, w.Sketches(at(106))...); len(got) != 1 || got[0].Key != "c" {
 		t.Errorf("at minute 106: %+v, want c alone", got)
 	}
+}
+
+// TestMergeOfSummaries: three instances each summarize their sketches
+// (a slot each) cut to their 100 keys counted most, and the summaries
+// merge: every key of the merged top 20 has its true count within its
+// range; the range is at most N/k wide, N the units of every sketch;
+// and the top 10 are the 10 keys counted most in truth.
+func TestMergeOfSummaries(t *testing.T) {
+	const k, keys, units, instances = 256, 20_000, 300_000, 3
+	rng := rand.New(rand.NewPCG(3, 5))
+	zipf := rand.NewZipf(rng, 1.2, 1, keys-1)
+	sketches := make([][]*Sketch, instances)
+	for i := range sketches {
+		sketches[i] = []*Sketch{New(k), New(k), New(k)}
+	}
+	truth := map[string]int64{}
+	for range units {
+		key := fmt.Sprint("key-", zipf.Uint64())
+		sketches[rng.IntN(instances)][rng.IntN(3)].Add(key, 1)
+		truth[key]++
+	}
+	summaries := make([]Summary, instances)
+	var total int64
+	for i, s := range sketches {
+		summaries[i] = Summarize(100, s...)
+		if len(summaries[i].Counts) != 100 {
+			t.Fatalf("a summary holds %d keys, want 100", len(summaries[i].Counts))
+		}
+		total += summaries[i].Total
+	}
+	if total != units {
+		t.Fatalf("the summaries counted %d units, want %d", total, units)
+	}
+	top := Merge(20, summaries...)
+	for _, c := range top {
+		if tc := truth[c.Key]; tc < c.Low || tc > c.High {
+			t.Errorf("%s: true count %d outside [%d, %d]", c.Key, tc, c.Low, c.High)
+		}
+		if c.High-c.Low > total/k {
+			t.Errorf("%s: range [%d, %d] wider than N/k = %d", c.Key, c.Low, c.High, total/k)
+		}
+	}
+	type kv struct {
+		k string
+		n int64
+	}
+	var byTruth []kv
+	for key, n := range truth {
+		byTruth = append(byTruth, kv{key, n})
+	}
+	slices.SortFunc(byTruth, func(a, b kv) int { return cmp.Compare(b.n, a.n) })
+	for i := range 10 {
+		if top[i].Key != byTruth[i].k {
+			t.Errorf("the merged top %d is %s (%d), the true one %s (%d)", i+1, top[i].Key, top[i].N, byTruth[i].k, byTruth[i].n)
+		}
+	}
+	t.Logf("N=%d, N/k=%d; first: %+v (true %d)", total, total/k, top[0], truth[top[0].Key])
 }

@@ -1,0 +1,181 @@
+package admin
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratelimit-go/ratelimit/internal/topkeys"
+	"github.com/ratelimit-go/ratelimit/lua"
+)
+
+// A TopKey is a key that a policy denied, with how often: the estimate,
+// and the range the true count lies in, at most N/128 wide, N being the
+// policy's denials over the window on every instance (see [Plane.Top]).
+type TopKey struct {
+	// Key is the key as the store is given it, as Override's Key.
+	Key string `json:"key"`
+	// Denied estimates the requests the policy denied the key, or would
+	// have denied it for a shadow limit. Low and High bound the truth.
+	Denied    int64 `json:"denied"`
+	Low, High int64
+}
+
+// The sketches of the keys denied: each policy's over the last minute
+// (6 slots of 10s) and the last hour (12 of 5 minutes), each slot in
+// sketchCounters counters, for at most maxTopPolicies policies.
+const (
+	sketchCounters = 128
+	maxTopPolicies = 64
+	summaryKeys    = 100             // the keys an instance tells the others, per policy and window
+	publishEvery   = 5 * time.Second // how often it tells them
+)
+
+// A window of the top keys: its name in Redis, and its sketches' slots.
+type topWindow struct {
+	name  string
+	width time.Duration
+	slots int
+}
+
+var topWindows = [...]topWindow{{"1m", 10 * time.Second, 6}, {"1h", 5 * time.Minute, 12}}
+
+// topPolicy is one policy's windows.
+type topPolicy struct {
+	mu      sync.Mutex
+	windows [len(topWindows)]*topkeys.Window
+}
+
+// topCounts are an instance's sketches of the keys denied, by policy.
+type topCounts struct {
+	instance string // names this instance's fields in Redis
+	mu       sync.Mutex
+	policies map[string]*topPolicy
+	now      func() time.Time
+}
+
+func newTopCounts() topCounts {
+	var id [8]byte
+	_, _ = rand.Read(id[:])
+	return topCounts{instance: hex.EncodeToString(id[:]), policies: make(map[string]*topPolicy), now: time.Now}
+}
+
+// Denied counts a request of key that policy denied, or would have
+// denied: a Limiter given the Plane tells it (see ratelimit.Overrides).
+// Past 64 policies, a new one is not counted.
+func (p *Plane) Denied(policy, key string) {
+	c := &p.top
+	c.mu.Lock()
+	tp := c.policies[policy]
+	if tp == nil && len(c.policies) < maxTopPolicies {
+		tp = &topPolicy{}
+		for i, w := range topWindows {
+			tp.windows[i] = topkeys.NewWindow(sketchCounters, w.width, w.slots)
+		}
+		c.policies[policy] = tp
+	}
+	c.mu.Unlock()
+	if tp == nil {
+		return
+	}
+	now := c.now()
+	tp.mu.Lock()
+	for _, w := range tp.windows {
+		w.Add(now, key, 1)
+	}
+	tp.mu.Unlock()
+}
+
+// summary returns this instance's summary of policy's denials over
+// window i, and whether it has any.
+func (c *topCounts) summary(policy string, i int) (topkeys.Summary, bool) {
+	c.mu.Lock()
+	tp := c.policies[policy]
+	c.mu.Unlock()
+	if tp == nil {
+		return topkeys.Summary{}, false
+	}
+	tp.mu.Lock()
+	defer tp.mu.Unlock()
+	s := topkeys.Summarize(summaryKeys, tp.windows[i].Sketches(c.now())...)
+	return s, s.Total > 0
+}
+
+var topScript = redis.NewScript(lua.Source("top.lua"))
+
+// publish writes this instance's summaries to Redis, for the others.
+func (p *Plane) publish(ctx context.Context) error {
+	c := &p.top
+	c.mu.Lock()
+	policies := make([]string, 0, len(c.policies))
+	for name := range c.policies {
+		policies = append(policies, name)
+	}
+	c.mu.Unlock()
+	args := []any{"put", (2 * time.Hour).Milliseconds(), (time.Hour + time.Minute).Milliseconds()}
+	for _, policy := range policies {
+		for i, w := range topWindows {
+			s, ok := c.summary(policy, i)
+			if !ok {
+				continue
+			}
+			b, err := json.Marshal(s)
+			if err != nil {
+				return err
+			}
+			args = append(args, c.instance+"\n"+w.name+"\n"+policy, b)
+		}
+	}
+	if len(args) == 3 {
+		return nil
+	}
+	if err := topScript.Run(ctx, p.client, []string{p.topKey}, args...).Err(); err != nil {
+		return fmt.Errorf("admin: telling the keys denied most: %w", aclHint(err))
+	}
+	return nil
+}
+
+// Top returns the n keys that policy denied most (or would have denied,
+// for a shadow limit) over the last minute (last is time.Minute) or hour
+// (time.Hour), most first, on every instance: this one's counts as they
+// are, and the others' as each told them last, every 5 seconds (an
+// instance that has not told them for three times that is gone). Keys
+// are in the form the store is given, which may be a client's IP:
+// show them to operators only.
+func (p *Plane) Top(ctx context.Context, policy string, last time.Duration, n int) ([]TopKey, error) {
+	i := map[time.Duration]int{time.Minute: 0, time.Hour: 1}
+	w, ok := i[last]
+	if !ok {
+		return nil, fmt.Errorf("%w: Top: last is %v: want time.Minute or time.Hour", ErrInvalid, last)
+	}
+	reply, err := topScript.Run(ctx, p.client, []string{p.topKey}, "get", (3 * publishEvery).Milliseconds(), topWindows[w].name, policy).StringSlice()
+	if err != nil {
+		return nil, fmt.Errorf("admin: reading the keys denied most: %w", aclHint(err))
+	}
+	var summaries []topkeys.Summary
+	for j := 0; j+1 < len(reply); j += 2 {
+		if reply[j] == p.top.instance {
+			continue // this instance's own, as it is now, below
+		}
+		var s topkeys.Summary
+		if err := json.Unmarshal([]byte(reply[j+1]), &s); err != nil {
+			return nil, fmt.Errorf("admin: the keys denied most, as an instance told them: %w", err)
+		}
+		summaries = append(summaries, s)
+	}
+	if s, ok := p.top.summary(policy, w); ok {
+		summaries = append(summaries, s)
+	}
+	counts := topkeys.Merge(max(n, 0), summaries...)
+	top := make([]TopKey, len(counts))
+	for j, c := range counts {
+		top[j] = TopKey{Key: c.Key, Denied: c.N, Low: c.Low, High: c.High}
+	}
+	return top, nil
+}
