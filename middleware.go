@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ratelimit-go/ratelimit/internal/finish"
+	"github.com/ratelimit-go/ratelimit/internal/override"
 )
 
 // This file is the top of the request's path, in the order it runs:
@@ -56,7 +57,7 @@ type Limiter struct {
 	setsMu     sync.RWMutex
 	sets       map[setKey]checkedSet // the sets limitsFunc returned, checked
 
-	overrides      Overrides // of WithOverrides; nil without
+	overrides      override.Hooks // of WithOverrides; zero without
 	overriddenMemo overriddenPolicies
 
 	// What the options gave, until New turns it into policies.
@@ -122,7 +123,7 @@ func (l *Limiter) Allow(w http.ResponseWriter, r *http.Request) (*http.Request, 
 	if err != nil {
 		return r, l.fail(w, r, err, Event{Route: pattern})
 	}
-	if l.overrides != nil {
+	if l.overrides.Table != nil {
 		if p = l.overridden(r.Context(), p, key); p == nil {
 			return r, true // unlimited
 		}
@@ -170,7 +171,7 @@ func (l *Limiter) Allow(w http.ResponseWriter, r *http.Request) (*http.Request, 
 		l.observe(r, e)
 	}
 	if wouldDeny {
-		if l.overrides != nil {
+		if l.overrides.Table != nil {
 			l.tellDenied(p, key, &shadowed)
 		}
 		l.wouldDeny(w, r, shadowed)
@@ -179,7 +180,7 @@ func (l *Limiter) Allow(w http.ResponseWriter, r *http.Request) (*http.Request, 
 	if d.Allowed {
 		return r, true
 	}
-	if l.overrides != nil {
+	if l.overrides.Table != nil {
 		l.tellDenied(p, key, &d)
 	}
 	setRetryAfter(w, &s.responseState, retry)
@@ -480,7 +481,7 @@ func (l *Limiter) Peek(r *http.Request) (Decision, error) {
 	if err != nil {
 		return Decision{}, err
 	}
-	if l.overrides != nil {
+	if l.overrides.Table != nil {
 		if p = l.overridden(r.Context(), p, key); p == nil {
 			return Decision{}, nil // unlimited
 		} else if p.blocked {
@@ -502,7 +503,7 @@ func (l *Limiter) Reset(r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if l.overrides != nil {
+	if l.overrides.Table != nil {
 		// The state of the limits in force too, where an override's window
 		// keeps it apart.
 		if q := l.overridden(r.Context(), p, key); q != nil && q != p && !q.blocked {

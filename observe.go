@@ -32,6 +32,8 @@ type Event struct {
 	//	"canceled"     the request's context ended before the store decided
 	//	"bad_request"  no key, or an invalid cost or limits ([ErrInvalid])
 	//	"charged"      its response done, its usage was charged (see [Limiter.End])
+	//	"changed"      not a request's: an operator changed an override
+	//	               through the package admin's handler (see Who)
 	//
 	// A request admitted under limits charged from usage makes two
 	// events: "allowed", then "charged" (or "store_error" when the charge
@@ -55,6 +57,14 @@ type Event struct {
 	// Decision otherwise.
 	Decision Decision
 
+	// Who, What, Before and After describe a change, for the outcome
+	// "changed": who made it (as the admin handler's Options.Who says),
+	// what it changed ("override gen-tpm" and the key, "shadow login"),
+	// and the override before and after it, as JSON ("" for none). They
+	// are empty for every other outcome. What, Before and After may hold
+	// a key as the store is given it: keep them out of metric labels.
+	Who, What, Before, After string
+
 	// Err is why the request was not decided (store_error, canceled,
 	// bad_request); nil otherwise. It may hold the key (a Redis error
 	// naming it): do not put it in metric labels.
@@ -71,6 +81,7 @@ const (
 	outcomeCanceled   = "canceled"
 	outcomeBadRequest = "bad_request"
 	outcomeCharged    = "charged"
+	outcomeChanged    = "changed"
 )
 
 // Kinds of log lines a Limiter throttles separately.

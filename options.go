@@ -63,8 +63,8 @@ func New(store Store, namespace string, opts ...Option) (*Limiter, error) {
 		l.partition = newPartitionKeys(l.headers.PartitionKey)
 	}
 	l.given.limits, l.given.routes = nil, nil
-	if l.overrides != nil {
-		l.overrides.Attach(l.checkOverride)
+	if l.overrides.Attach != nil {
+		l.overrides.Attach(l.attachment())
 	}
 	return l, nil
 }

@@ -1,10 +1,13 @@
 package ratelimit
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
 	"math"
+	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,26 +18,15 @@ import (
 
 // Overrides are limits that operators change while the service runs: for
 // one policy (a limit's name, see [Limit].Name), another quota or window,
-// unlimited, or blocked, for one key, the keys of a prefix, or every key.
-// The package admin holds them in Redis, where every instance reads them;
-// give its Plane to each Limiter of the namespace with [WithOverrides].
-// Only that package implements Overrides: its methods name types internal
-// to this module.
+// unlimited, blocked, or shadow, for one key, the keys of a prefix, or
+// every key. The package admin holds them in Redis, where every instance
+// reads them; give its Plane to each Limiter of the namespace with
+// [WithOverrides]. Only that package implements Overrides: its method
+// returns a type internal to this module.
 type Overrides interface {
-	// Table returns the overrides in force, nil while none are known.
-	Table() *override.Table
-
-	// Attach is called by New with the Limiter's check of an override,
-	// which reports whether the Limiter knows the override's policy and
-	// what is wrong with the override for it; an implementation refuses
-	// an override that any Limiter attached finds wrong.
-	Attach(check func(override.Override) (known bool, err error))
-
-	// Denied is told of each request that policy denied, or would have
-	// denied for a Shadow limit, with its key as the store is given it
-	// after the namespace and route. It must be quick and safe for
-	// concurrent use.
-	Denied(policy, key string)
+	// Hooks returns what the Limiter calls: for the overrides in force,
+	// to tell what it is, and to tell which keys it denies.
+	Hooks() override.Hooks
 }
 
 // WithOverrides makes the Limiter apply the overrides o holds (see
@@ -53,7 +45,10 @@ func WithOverrides(o Overrides) Option {
 		if o == nil {
 			return fmt.Errorf("%w: WithOverrides: the overrides are nil", ErrInvalid)
 		}
-		l.overrides = o
+		l.overrides = o.Hooks()
+		if l.overrides.Table == nil || l.overrides.Attach == nil || l.overrides.Denied == nil {
+			return fmt.Errorf("%w: WithOverrides: the overrides' hooks are not all set", ErrInvalid)
+		}
 		return nil
 	}
 }
@@ -290,4 +285,40 @@ func (l *Limiter) tellDenied(p *policy, key string, d *Decision) {
 			l.overrides.Denied(res.Limit.Name, client)
 		}
 	}
+}
+
+// attachment is what the Limiter tells its overrides of itself.
+func (l *Limiter) attachment() override.Limiter {
+	return override.Limiter{
+		Namespace: l.namespace,
+		Check:     l.checkOverride,
+		Policies:  l.configured,
+		Store:     l.store,
+		Audit: func(r *http.Request, who, what, before, after string) {
+			if l.observe != nil {
+				l.observe(r, Event{Namespace: l.namespace, Outcome: outcomeChanged, Who: who, What: what, Before: before, After: after})
+			}
+		},
+	}
+}
+
+// configured returns the limits of WithLimits and WithRoutes, by route.
+func (l *Limiter) configured() []override.Policy {
+	var list []override.Policy
+	add := func(route string, p *policy) {
+		for _, lim := range p.set.limits {
+			list = append(list, override.Policy{Name: lim.Name, Route: route, Algorithm: lim.Algorithm.String(),
+				Quota: lim.Quota, Window: lim.Window, Shadow: lim.Shadow})
+		}
+	}
+	if l.all != nil {
+		add("", l.all)
+	}
+	if l.routes != nil {
+		for _, rt := range l.routes.entries {
+			add(rt.pattern, rt.policy)
+		}
+	}
+	slices.SortStableFunc(list, func(a, b override.Policy) int { return cmp.Compare(a.Route, b.Route) })
+	return list
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -114,6 +115,17 @@ type Options struct {
 	// (once as it starts failing, once as it answers again). Nil means
 	// slog.Default().
 	Logger *slog.Logger
+
+	// Key turns the key a client sends, such as an API key, into the key
+	// the store is given, as the Limiters' key function does, for the
+	// "key" of the handler's endpoints (see [Plane.Handler]). Nil: they
+	// take the store's form.
+	Key func(clientKey string) (string, error)
+
+	// Who names who made a change through the handler, for its audit
+	// event: for example the operator the application's authentication
+	// found. Nil: the request's remote address.
+	Who func(r *http.Request) string
 }
 
 // A Plane holds a namespace's overrides in Redis, where every instance
@@ -144,11 +156,14 @@ type Plane struct {
 	table   atomic.Pointer[override.Table]
 	failing atomic.Bool // the last read failed, and it was logged
 
-	checksMu sync.Mutex
-	checks   []func(override.Override) (bool, error)
+	limitersMu sync.Mutex
+	limiters   []override.Limiter // those given the Plane
 
 	topKey string    // the hash of every instance's keys denied most
 	top    topCounts // this instance's
+
+	keyOf func(string) (string, error) // Options.Key
+	who   func(*http.Request) string   // Options.Who
 
 	stop context.CancelFunc
 	done chan struct{}
@@ -186,6 +201,8 @@ func New(client redis.Scripter, namespace string, opts Options) (*Plane, error) 
 		key:    prefix + "overrides:{" + namespace + "}",
 		topKey: prefix + "top:{" + namespace + "}",
 		top:    newTopCounts(),
+		keyOf:  opts.Key,
+		who:    opts.Who,
 		life:   overridesLife,
 		most:   override.MaxOverrides,
 		logger: cmp.Or(opts.Logger, slog.Default()),
@@ -247,16 +264,28 @@ func (p *Plane) read(ctx context.Context) {
 	}
 }
 
-// Table returns the overrides read last, nil before the first read. It
-// is how a Limiter reads them (see ratelimit.Overrides).
-func (p *Plane) Table() *override.Table { return p.table.Load() }
+// Hooks returns what a Limiter given the Plane calls (see
+// ratelimit.Overrides): the overrides read last, nil before the first
+// read; Attach, with which ratelimit.New tells the Plane of a Limiter
+// (Set checks an override against its limits, the handler lists them,
+// and tells it of the changes made); and Denied, which counts the keys
+// its limits deny (see Top).
+func (p *Plane) Hooks() override.Hooks {
+	return override.Hooks{Table: p.table.Load, Attach: p.attach, Denied: p.denied}
+}
 
-// Attach adds a Limiter's check of an override, which Set runs before
-// writing one: ratelimit.New calls it (see ratelimit.Overrides).
-func (p *Plane) Attach(check func(override.Override) (bool, error)) {
-	p.checksMu.Lock()
-	defer p.checksMu.Unlock()
-	p.checks = append(p.checks, check)
+// attach adds a Limiter given the Plane.
+func (p *Plane) attach(l override.Limiter) {
+	p.limitersMu.Lock()
+	defer p.limitersMu.Unlock()
+	p.limiters = append(p.limiters, l)
+}
+
+// attached returns the Limiters given the Plane.
+func (p *Plane) attached() []override.Limiter {
+	p.limitersMu.Lock()
+	defer p.limitersMu.Unlock()
+	return p.limiters
 }
 
 // List returns the overrides this instance applies, by policy, then key,
@@ -321,12 +350,10 @@ func aclHint(err error) error {
 
 // check runs the Limiters' checks of v.
 func (p *Plane) check(v override.Override) error {
-	p.checksMu.Lock()
-	checks := p.checks
-	p.checksMu.Unlock()
-	known := len(checks) == 0
-	for _, check := range checks {
-		ok, err := check(v)
+	limiters := p.attached()
+	known := len(limiters) == 0
+	for _, l := range limiters {
+		ok, err := l.Check(v)
 		if err != nil {
 			return fmt.Errorf("%w: %s", ErrInvalid, strings.TrimPrefix(err.Error(), override.ErrInvalid.Error()+": "))
 		}

@@ -254,7 +254,7 @@ func TestPlaneStartedInOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.Close() })
-	if got, ok := p.List(); ok || got != nil || p.Table() != nil {
+	if got, ok := p.List(); ok || got != nil || p.table.Load() != nil {
 		t.Errorf("started without Redis: %+v, %v; want none read", got, ok)
 	}
 	if !strings.Contains(logs.String(), "none are known yet") {

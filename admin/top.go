@@ -23,8 +23,9 @@ type TopKey struct {
 	Key string `json:"key"`
 	// Denied estimates the requests the policy denied the key, or would
 	// have denied it for a shadow limit. Low and High bound the truth.
-	Denied    int64 `json:"denied"`
-	Low, High int64
+	Denied int64 `json:"denied"`
+	Low    int64 `json:"low"`
+	High   int64 `json:"high"`
 }
 
 // The sketches of the keys denied: each policy's over the last minute
@@ -66,10 +67,10 @@ func newTopCounts() topCounts {
 	return topCounts{instance: hex.EncodeToString(id[:]), policies: make(map[string]*topPolicy), now: time.Now}
 }
 
-// Denied counts a request of key that policy denied, or would have
+// denied counts a request of key that policy denied, or would have
 // denied: a Limiter given the Plane tells it (see ratelimit.Overrides).
 // Past 64 policies, a new one is not counted.
-func (p *Plane) Denied(policy, key string) {
+func (p *Plane) denied(policy, key string) {
 	c := &p.top
 	c.mu.Lock()
 	tp := c.policies[policy]

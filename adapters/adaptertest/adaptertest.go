@@ -171,9 +171,9 @@ func keyOf(k string) string {
 // package admin's Plane would have read them.
 type overrides struct{ t *override.Table }
 
-func (o overrides) Table() *override.Table                     { return o.t }
-func (overrides) Attach(func(override.Override) (bool, error)) {}
-func (overrides) Denied(string, string)                        {}
+func (o overrides) Hooks() override.Hooks {
+	return override.Hooks{Table: func() *override.Table { return o.t }, Attach: func(override.Limiter) {}, Denied: func(string, string) {}}
+}
 
 // fixedOverrides returns the option of overrides of list.
 func fixedOverrides(list ...override.Override) ratelimit.Option {

@@ -132,6 +132,9 @@ func New(mp metric.MeterProvider) (*Observer, error) {
 // request's span when e is a denial. Pass it to [ratelimit.WithObserver].
 func (o *Observer) Observe(r *http.Request, e ratelimit.Event) {
 	ctx := r.Context()
+	if e.Outcome == "changed" { // an operator's change, not a request
+		return
+	}
 	if e.Outcome == "charged" { // a request's usage, not a decision
 		o.usage.Add(ctx, int64(e.Cost), o.sets.Get(labels{kind: routeKind, namespace: e.Namespace, route: e.Route}).add...)
 		if e.Latency > 0 {

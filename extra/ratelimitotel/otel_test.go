@@ -298,3 +298,15 @@ func TestObserverLeaseRefills(t *testing.T) {
 		t.Errorf("ratelimit.lease.refills: got %d, want 2", v)
 	}
 }
+
+// TestChangesAreNotCounted: an operator's change (the outcome "changed")
+// is no request: it adds no data point.
+func TestChangesAreNotCounted(t *testing.T) {
+	o, reader, _, _ := setup(t)
+	o.Observe(httptest.NewRequest("PUT", "/admin/overrides", nil), ratelimit.Event{Namespace: "api", Outcome: "changed", Who: "ops", What: "override api \"k\""})
+	for _, sm := range collect(t, reader).ScopeMetrics {
+		for _, m := range sm.Metrics {
+			t.Errorf("a change made the metric %s", m.Name)
+		}
+	}
+}

@@ -151,6 +151,9 @@ func New() *Metrics {
 
 // Observe counts e. Pass it to [ratelimit.WithObserver].
 func (m *Metrics) Observe(_ *http.Request, e ratelimit.Event) {
+	if e.Outcome == "changed" { // an operator's change, not a request
+		return
+	}
 	if e.Outcome == "charged" { // a request's usage, not a decision
 		m.charged.Get(routeLabels{e.Namespace, e.Route}).Add(float64(e.Cost))
 		if e.Latency > 0 {

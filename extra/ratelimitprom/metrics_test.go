@@ -238,3 +238,15 @@ ratelimit_lease_refills_total{limit="hot",namespace="api",route=""} 2
 		t.Error(err)
 	}
 }
+
+// TestChangesAreNotCounted: an operator's change (the outcome "changed")
+// is no request: it adds no series.
+func TestChangesAreNotCounted(t *testing.T) {
+	m := ratelimitprom.New()
+	m.Observe(httptest.NewRequest("PUT", "/admin/overrides", nil), ratelimit.Event{Namespace: "api", Outcome: "changed", Who: "ops", What: "override api \"k\""})
+	for _, name := range []string{"ratelimit_requests_total", "ratelimit_limit_decisions_total", "ratelimit_usage_charged_total"} {
+		if n := testutil.CollectAndCount(m, name); n != 0 {
+			t.Errorf("a change made %d series of %s", n, name)
+		}
+	}
+}

@@ -170,6 +170,28 @@ func (t *Table) Has(policy string) bool {
 	return ok
 }
 
+// Get returns the override set for policy and key, which Key names as
+// the override does ("" for the whole policy, "x*" for a prefix).
+func (t *Table) Get(policy, key string) (Override, bool) {
+	if t == nil || t.policies[policy] == nil {
+		return Override{}, false
+	}
+	p := t.policies[policy]
+	var o *Override
+	switch prefix, ok := strings.CutSuffix(key, "*"); {
+	case key == "":
+		o = p.whole
+	case ok:
+		o = p.prefixes[prefix]
+	default:
+		o = p.exact[key]
+	}
+	if o == nil {
+		return Override{}, false
+	}
+	return *o, true
+}
+
 // Lookup returns the override of policy that applies to key: the most
 // specific one (its own, else the longest prefix of it, else the
 // policy's), whose fields left as the limit's are those of the policy's

@@ -1,0 +1,458 @@
+package admin
+
+import (
+	"bytes"
+	"context"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"html/template"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ratelimit-go/ratelimit/internal/override"
+	"github.com/ratelimit-go/ratelimit/store"
+)
+
+// Handler returns the operators' handler of the Plane: JSON endpoints to
+// read and change the overrides, and a page that shows the same. It
+// changes limits, and shows keys that may be clients' addresses: mount
+// it behind the application's own authentication, for operators only;
+// nothing is served unless the application mounts it. The endpoints are
+// matched by the last segment of the path, wherever it is mounted (for
+// example under "/admin/"):
+//
+//	GET    policies   the limits of the Limiters given the Plane, as in force now:
+//	                  [{"policy", "route", "algorithm", "limit", "window_ms", "shadow", "overridden"}]
+//	GET    overrides  [{"policy", "key", "quota", "window_ms", "shadow"}]
+//	PUT    overrides  {"policy", "key", "quota", "window_ms", "shadow"}: set one; 204
+//	DELETE overrides  ?policy=P&key=K: delete one; 204
+//	PUT    shadow     {"policy", "shadow"}: put a policy in shadow, or enforce it; 204
+//	GET    top        ?policy=P&last=1m|1h&n=20: [{"key", "denied", "low", "high"}], most denied first
+//	GET    health     whether the overrides were read, and each Fallback's health
+//	GET    (the path ending in "/")  the page
+//
+// In an override, "quota" is -1 for unlimited, 0 for blocked, a quota
+// above 0, or absent (null) for the limit's own; "shadow" is true for
+// shadow, false for enforced, or absent for the limit's own. "key" is
+// the key as the client sends it, which Options.Key turns into the form
+// the store is given (as Override's Key), or "" for the whole policy;
+// "stored_key" gives that form itself, as the listings show it (a
+// prefix, "x*", is given so). A bad request is a 400 whose JSON "error"
+// names the field; a Redis failure a 503 that says so, the cause in the
+// Plane's log. Every change is told to the observer of each Limiter given
+// the Plane (ratelimit.Event's outcome "changed": who, what, before,
+// after), who being what Options.Who says.
+func (p *Plane) Handler() http.Handler { return handler{p} }
+
+type handler struct{ p *Plane }
+
+func (h handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	seg := r.URL.Path[strings.LastIndexByte(r.URL.Path, '/')+1:]
+	get := r.Method == http.MethodGet || r.Method == http.MethodHead
+	switch {
+	case seg == "" && get:
+		h.page(w, r)
+	case seg == "policies" && get:
+		writeJSON(w, http.StatusOK, h.policies())
+	case seg == "overrides" && get:
+		list, _ := h.p.List()
+		views := make([]overrideView, len(list))
+		for i, o := range list {
+			views[i] = viewOf(o)
+		}
+		writeJSON(w, http.StatusOK, views)
+	case seg == "overrides" && r.Method == http.MethodPut:
+		h.set(w, r)
+	case seg == "overrides" && r.Method == http.MethodDelete:
+		h.delete(w, r)
+	case seg == "shadow" && r.Method == http.MethodPut:
+		h.shadow(w, r)
+	case seg == "top" && get:
+		h.top(w, r)
+	case seg == "health" && get:
+		writeJSON(w, http.StatusOK, h.health())
+	case allowed[seg] != "":
+		w.Header().Set("Allow", allowed[seg])
+		writeError(w, http.StatusMethodNotAllowed, "method "+r.Method+" is not allowed here")
+	default:
+		writeError(w, http.StatusNotFound, "no such endpoint: "+seg)
+	}
+}
+
+// allowed are the methods of each endpoint.
+var allowed = map[string]string{"": "GET", "policies": "GET", "overrides": "GET, PUT, DELETE", "shadow": "PUT", "top": "GET", "health": "GET"}
+
+// overrideView is an override as the endpoints read and write it.
+type overrideView struct {
+	Policy    string  `json:"policy"`
+	Key       string  `json:"key"`
+	StoredKey *string `json:"stored_key,omitempty"`
+	Quota     *int    `json:"quota"`
+	WindowMS  int64   `json:"window_ms,omitempty"`
+	Shadow    *bool   `json:"shadow,omitempty"`
+}
+
+// viewOf returns the view of o, whose key is in the store's form.
+func viewOf(o Override) overrideView {
+	v := overrideView{Policy: o.Policy, Key: o.Key, WindowMS: o.Window.Milliseconds()}
+	switch {
+	case o.Unlimited:
+		v.Quota = ptr(-1)
+	case o.Blocked:
+		v.Quota = ptr(0)
+	case o.Quota > 0:
+		v.Quota = ptr(o.Quota)
+	}
+	switch {
+	case o.Shadow:
+		v.Shadow = ptr(true)
+	case o.Enforced:
+		v.Shadow = ptr(false)
+	}
+	return v
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// QuotaText is the quota as the page shows it.
+func (v overrideView) QuotaText() string {
+	switch {
+	case v.Quota == nil:
+		return "the limit's"
+	case *v.Quota == -1:
+		return "unlimited"
+	case *v.Quota == 0:
+		return "blocked"
+	}
+	return strconv.Itoa(*v.Quota)
+}
+
+// ModeText is the shadow as the page shows it.
+func (v overrideView) ModeText() string {
+	switch {
+	case v.Shadow == nil:
+		return "the limit's"
+	case *v.Shadow:
+		return "shadow"
+	}
+	return "enforced"
+}
+
+// set handles PUT overrides.
+func (h handler) set(w http.ResponseWriter, r *http.Request) {
+	var v overrideView
+	if !readJSON(w, r, &v) {
+		return
+	}
+	key, problem := h.storedKey(v.Key, v.StoredKey)
+	if problem != "" {
+		writeError(w, http.StatusBadRequest, problem)
+		return
+	}
+	o := Override{Policy: v.Policy, Key: key, Window: time.Duration(v.WindowMS) * time.Millisecond}
+	switch q := v.Quota; {
+	case q == nil:
+	case *q == -1:
+		o.Unlimited = true
+	case *q == 0:
+		o.Blocked = true
+	case *q > 0:
+		o.Quota = *q
+	default:
+		writeError(w, http.StatusBadRequest, "quota is "+strconv.Itoa(*q)+": want -1 (unlimited), 0 (blocked), a quota above 0, or none (the limit's)")
+		return
+	}
+	if v.Shadow != nil {
+		o.Shadow, o.Enforced = *v.Shadow, !*v.Shadow
+	}
+	before := h.current(o.Policy, key)
+	if !h.done(w, h.p.Set(r.Context(), o)) {
+		return
+	}
+	h.audit(r, "override "+o.Policy+" "+strconv.Quote(key), before, h.current(o.Policy, key))
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// delete handles DELETE overrides.
+func (h handler) delete(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	var stored *string
+	if q.Has("stored_key") {
+		stored = ptr(q.Get("stored_key"))
+	}
+	key, problem := h.storedKey(q.Get("key"), stored)
+	if problem != "" {
+		writeError(w, http.StatusBadRequest, problem)
+		return
+	}
+	policy := q.Get("policy")
+	if policy == "" {
+		writeError(w, http.StatusBadRequest, "policy is missing: name the limit whose override to delete")
+		return
+	}
+	before := h.current(policy, key)
+	if !h.done(w, h.p.Delete(r.Context(), policy, key)) {
+		return
+	}
+	h.audit(r, "override "+policy+" "+strconv.Quote(key), before, "")
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// shadow handles PUT shadow.
+func (h handler) shadow(w http.ResponseWriter, r *http.Request) {
+	var v struct {
+		Policy string `json:"policy"`
+		Shadow *bool  `json:"shadow"`
+	}
+	if !readJSON(w, r, &v) {
+		return
+	}
+	if v.Shadow == nil {
+		writeError(w, http.StatusBadRequest, "shadow is missing: true puts the policy in shadow, false enforces it")
+		return
+	}
+	before := h.current(v.Policy, "")
+	if !h.done(w, h.p.SetShadow(r.Context(), v.Policy, *v.Shadow)) {
+		return
+	}
+	h.audit(r, "shadow "+v.Policy, before, h.current(v.Policy, ""))
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// storedKey returns the store's form of the key a client sends, or the
+// stored key itself when given, or what is wrong.
+func (h handler) storedKey(key string, stored *string) (string, string) {
+	switch {
+	case stored != nil && key != "":
+		return "", "key and stored_key are both given: give one"
+	case stored != nil:
+		return *stored, ""
+	case key == "" || h.p.keyOf == nil:
+		return key, ""
+	case strings.HasSuffix(key, "*"):
+		return "", "key " + strconv.Quote(key) + " is a prefix: give it in the store's form, as stored_key"
+	}
+	k, err := h.p.keyOf(key)
+	if err != nil {
+		return "", "key: " + err.Error()
+	}
+	return k, ""
+}
+
+// current returns the override of policy and key, as JSON, or "".
+func (h handler) current(policy, key string) string {
+	o, ok := h.p.table.Load().Get(policy, key)
+	if !ok {
+		return ""
+	}
+	b, _ := json.Marshal(viewOf(external(o)))
+	return string(b)
+}
+
+// audit tells each Limiter given the Plane of a change.
+func (h handler) audit(r *http.Request, what, before, after string) {
+	who := r.RemoteAddr
+	if h.p.who != nil {
+		who = h.p.who(r)
+	}
+	for _, l := range h.p.attached() {
+		l.Audit(r, who, what, before, after)
+	}
+}
+
+// done answers err, if any, and reports whether there was none.
+func (h handler) done(w http.ResponseWriter, err error) bool {
+	switch {
+	case err == nil:
+		return true
+	case errors.Is(err, ErrInvalid):
+		writeError(w, http.StatusBadRequest, strings.TrimPrefix(err.Error(), ErrInvalid.Error()+": "))
+	default:
+		h.p.logger.Error("admin: a change failed", slog.String("error", err.Error()))
+		writeError(w, http.StatusServiceUnavailable, "Redis did not take the change; the cause is in the service's log")
+	}
+	return false
+}
+
+// policyView is a limit as in force now.
+type policyView struct {
+	Policy     string `json:"policy"`
+	Route      string `json:"route,omitempty"`
+	Algorithm  string `json:"algorithm"`
+	Limit      int    `json:"limit"` // -1: unlimited; 0: blocked
+	WindowMS   int64  `json:"window_ms"`
+	Shadow     bool   `json:"shadow"`
+	Overridden bool   `json:"overridden"` // by the policy's override for every key
+}
+
+// policies returns the limits of the Limiters given the Plane, under the
+// overrides of their whole policies.
+func (h handler) policies() []policyView {
+	t := h.p.table.Load()
+	views := []policyView{}
+	for _, l := range h.p.attached() {
+		for _, c := range l.Policies() {
+			v := policyView{Policy: c.Name, Route: c.Route, Algorithm: c.Algorithm, Limit: c.Quota, WindowMS: c.Window.Milliseconds(), Shadow: c.Shadow}
+			if o, ok := t.Get(c.Name, ""); ok {
+				v.Overridden = true
+				switch {
+				case o.Quota == override.Unlimited:
+					v.Limit = -1
+				case o.Quota == override.Blocked:
+					v.Limit = 0
+				case o.Quota > 0:
+					v.Limit = o.Quota
+				}
+				if o.Window != 0 {
+					v.WindowMS = o.Window.Milliseconds()
+				}
+				v.Shadow = o.Shadow || v.Shadow && !o.Enforce
+			}
+			views = append(views, v)
+		}
+	}
+	return views
+}
+
+// top handles GET top.
+func (h handler) top(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	last, ok := map[string]time.Duration{"": time.Minute, "1m": time.Minute, "1h": time.Hour}[q.Get("last")]
+	if !ok {
+		writeError(w, http.StatusBadRequest, "last is "+strconv.Quote(q.Get("last"))+": want 1m or 1h")
+		return
+	}
+	n := 20
+	if s := q.Get("n"); s != "" {
+		var err error
+		if n, err = strconv.Atoi(s); err != nil || n < 1 || n > summaryKeys {
+			writeError(w, http.StatusBadRequest, "n is "+strconv.Quote(s)+": want 1 to "+strconv.Itoa(summaryKeys))
+			return
+		}
+	}
+	if q.Get("policy") == "" {
+		writeError(w, http.StatusBadRequest, "policy is missing: name the limit whose keys to list")
+		return
+	}
+	top, err := h.p.Top(r.Context(), q.Get("policy"), last, n)
+	if !h.done(w, err) {
+		return
+	}
+	writeJSON(w, http.StatusOK, top)
+}
+
+// healthView is what the health endpoint says.
+type healthView struct {
+	Overrides struct {
+		Read    bool `json:"read"`    // they were read from Redis, and apply
+		Failing bool `json:"failing"` // the last read failed: they are those read before
+		Count   int  `json:"count"`
+	} `json:"overrides"`
+	Fallbacks []store.FallbackHealth `json:"fallbacks"`
+}
+
+func (h handler) health() healthView {
+	var v healthView
+	list, read := h.p.List()
+	v.Overrides.Read, v.Overrides.Failing, v.Overrides.Count = read, h.p.failing.Load(), len(list)
+	v.Fallbacks = []store.FallbackHealth{}
+	for _, l := range h.p.attached() {
+		if f, ok := l.Store.(interface{ Health() store.FallbackHealth }); ok {
+			v.Fallbacks = append(v.Fallbacks, f.Health())
+		}
+	}
+	return v
+}
+
+//go:embed page.html
+var pageSource string
+
+var pageTemplate = template.Must(template.New("page").Parse(pageSource))
+
+// pageData is what the page shows.
+type pageData struct {
+	Policies  []policyView
+	Overrides []overrideView
+	Top       []pageTop
+	Health    healthView
+	TopError  string
+}
+
+type pageTop struct {
+	Policy       string
+	Minute, Hour []TopKey
+}
+
+// page serves the page: what the JSON endpoints say, as HTML, with no
+// script and no asset from elsewhere.
+func (h handler) page(w http.ResponseWriter, r *http.Request) {
+	d := pageData{Policies: h.policies(), Health: h.health()}
+	list, _ := h.p.List()
+	for _, o := range list {
+		d.Overrides = append(d.Overrides, viewOf(o))
+	}
+	seen := map[string]bool{}
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	for _, pv := range d.Policies {
+		if seen[pv.Policy] {
+			continue
+		}
+		seen[pv.Policy] = true
+		minute, err1 := h.p.Top(ctx, pv.Policy, time.Minute, 20)
+		hour, err2 := h.p.Top(ctx, pv.Policy, time.Hour, 20)
+		if err := errors.Join(err1, err2); err != nil {
+			h.p.logger.Error("admin: reading the keys denied most for the page", slog.String("error", err.Error()))
+			d.TopError = "The keys denied most could not be read from Redis; the cause is in the service's log."
+			break
+		}
+		d.Top = append(d.Top, pageTop{Policy: pv.Policy, Minute: minute, Hour: hour})
+	}
+	var b bytes.Buffer
+	if err := pageTemplate.Execute(&b, d); err != nil {
+		h.p.logger.Error("admin: writing the page", slog.String("error", err.Error()))
+		writeError(w, http.StatusInternalServerError, "the page could not be made; the cause is in the service's log")
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'")
+	w.Header().Set("Cache-Control", "no-store")
+	_, _ = w.Write(b.Bytes())
+}
+
+// readJSON decodes r's body, at most 64 KiB of one JSON object with no
+// unknown field, into v, or answers a 400 saying why.
+func readJSON(w http.ResponseWriter, r *http.Request, v any) bool {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var typ *json.UnmarshalTypeError
+		msg := "the body is not a JSON object of the fields this endpoint takes"
+		switch {
+		case errors.As(err, &typ):
+			msg = typ.Field + ": want a " + typ.Type.String()
+		case strings.HasPrefix(err.Error(), "json: unknown field "):
+			msg = "unknown field " + strings.TrimPrefix(err.Error(), "json: unknown field ")
+		}
+		writeError(w, http.StatusBadRequest, msg)
+		return false
+	}
+	return true
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, struct {
+		Error string `json:"error"`
+	}{msg})
+}
