@@ -217,9 +217,10 @@ func blockedDecision(p *policy) Decision {
 	return MakeDecision(rs...)
 }
 
-// checkOverride reports whether the Limiter may have a limit of o's
-// policy, and what is wrong with o for such a limit (the first): a quota
-// or window that limit cannot take, as NewLimits would say.
+// checkOverride reports whether the Limiter has a limit of o's policy
+// (of WithLimits, WithRoutes, or a set WithLimitsFunc returned so far),
+// and what is wrong with o for such a limit (the first): a quota or
+// window that limit cannot take, as NewLimits would say.
 func (l *Limiter) checkOverride(o override.Override) (known bool, err error) {
 	if err := o.Check(); err != nil {
 		return false, err
@@ -233,6 +234,13 @@ func (l *Limiter) checkOverride(o override.Override) (known bool, err error) {
 			policies = append(policies, rt.policy)
 		}
 	}
+	l.setsMu.RLock()
+	for _, c := range l.sets {
+		if c.p != nil {
+			policies = append(policies, c.p)
+		}
+	}
+	l.setsMu.RUnlock()
 	for _, p := range policies {
 		for i, lim := range p.set.limits {
 			if lim.Name != o.Policy {
@@ -253,9 +261,10 @@ func (l *Limiter) checkOverride(o override.Override) (known bool, err error) {
 			}
 		}
 	}
-	// WithLimitsFunc's sets are made per request: they may have the
-	// policy, and an override wrong for them is ignored there (and logged).
-	return known || l.limitsFunc != nil, nil
+	// Of WithLimitsFunc's sets, made per request, only those it returned
+	// so far are known; an override wrong for a later one is ignored
+	// there (and logged).
+	return known, nil
 }
 
 // policyItemOf is policyItem with the quota q in place of the limit's.
@@ -292,7 +301,10 @@ func (l *Limiter) attachment() override.Limiter {
 	return override.Limiter{
 		Namespace: l.namespace,
 		Check:     l.checkOverride,
-		Policies:  l.configured,
+		Has: func(policy string) bool {
+			return slices.ContainsFunc(l.configured(), func(p override.Policy) bool { return p.Name == policy })
+		},
+		Policies: l.configured,
 		Store:     l.store,
 		Audit: func(r *http.Request, who, what, before, after string) {
 			if l.observe != nil {

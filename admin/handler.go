@@ -9,6 +9,7 @@ import (
 	"html/template"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -43,9 +44,9 @@ import (
 // "stored_key" gives that form itself, as the listings show it (a
 // prefix, "x*", is given so). A bad request is a 400 whose JSON "error"
 // names the field; a Redis failure a 503 that says so, the cause in the
-// Plane's log. Every change is told to the observer of each Limiter given
-// the Plane (ratelimit.Event's outcome "changed": who, what, before,
-// after), who being what Options.Who says.
+// Plane's log. Every change is told to the observer of one Limiter given
+// the Plane, the first that has the policy (ratelimit.Event's outcome
+// "changed": who, what, before, after), who being what Options.Who says.
 func (p *Plane) Handler() http.Handler { return handler{p} }
 
 type handler struct{ p *Plane }
@@ -148,7 +149,7 @@ func (h handler) set(w http.ResponseWriter, r *http.Request) {
 	if !readJSON(w, r, &v) {
 		return
 	}
-	key, problem := h.storedKey(v.Key, v.StoredKey)
+	key, problem := h.storedKey(v.Policy, v.Key, v.StoredKey)
 	if problem != "" {
 		writeError(w, http.StatusBadRequest, problem)
 		return
@@ -173,7 +174,7 @@ func (h handler) set(w http.ResponseWriter, r *http.Request) {
 	if !h.done(w, h.p.Set(r.Context(), o)) {
 		return
 	}
-	h.audit(r, "override "+o.Policy+" "+strconv.Quote(key), before, h.current(o.Policy, key))
+	h.audit(r, o.Policy, "override "+o.Policy+" "+strconv.Quote(key), before, h.current(o.Policy, key))
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -184,7 +185,7 @@ func (h handler) delete(w http.ResponseWriter, r *http.Request) {
 	if q.Has("stored_key") {
 		stored = ptr(q.Get("stored_key"))
 	}
-	key, problem := h.storedKey(q.Get("key"), stored)
+	key, problem := h.storedKey(q.Get("policy"), q.Get("key"), stored)
 	if problem != "" {
 		writeError(w, http.StatusBadRequest, problem)
 		return
@@ -198,7 +199,7 @@ func (h handler) delete(w http.ResponseWriter, r *http.Request) {
 	if !h.done(w, h.p.Delete(r.Context(), policy, key)) {
 		return
 	}
-	h.audit(r, "override "+policy+" "+strconv.Quote(key), before, "")
+	h.audit(r, policy, "override "+policy+" "+strconv.Quote(key), before, "")
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -219,13 +220,13 @@ func (h handler) shadow(w http.ResponseWriter, r *http.Request) {
 	if !h.done(w, h.p.SetShadow(r.Context(), v.Policy, *v.Shadow)) {
 		return
 	}
-	h.audit(r, "shadow "+v.Policy, before, h.current(v.Policy, ""))
+	h.audit(r, v.Policy, "shadow "+v.Policy, before, h.current(v.Policy, ""))
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// storedKey returns the store's form of the key a client sends, or the
-// stored key itself when given, or what is wrong.
-func (h handler) storedKey(key string, stored *string) (string, string) {
+// storedKey returns the store's form of the key a client sends for
+// policy, or the stored key itself when given, or what is wrong.
+func (h handler) storedKey(policy, key string, stored *string) (string, string) {
 	switch {
 	case stored != nil && key != "":
 		return "", "key and stored_key are both given: give one"
@@ -236,7 +237,7 @@ func (h handler) storedKey(key string, stored *string) (string, string) {
 	case strings.HasSuffix(key, "*"):
 		return "", "key " + strconv.Quote(key) + " is a prefix: give it in the store's form, as stored_key"
 	}
-	k, err := h.p.keyOf(key)
+	k, err := h.p.keyOf(policy, key)
 	if err != nil {
 		return "", "key: " + err.Error()
 	}
@@ -253,15 +254,19 @@ func (h handler) current(policy, key string) string {
 	return string(b)
 }
 
-// audit tells each Limiter given the Plane of a change.
-func (h handler) audit(r *http.Request, what, before, after string) {
+// audit tells of a change to policy the first Limiter given the Plane
+// that has the policy, or else the first one: one event per change.
+func (h handler) audit(r *http.Request, policy, what, before, after string) {
 	who := r.RemoteAddr
 	if h.p.who != nil {
 		who = h.p.who(r)
 	}
-	for _, l := range h.p.attached() {
-		l.Audit(r, who, what, before, after)
+	limiters := h.p.attached()
+	if len(limiters) == 0 {
+		return
 	}
+	i := max(slices.IndexFunc(limiters, func(l override.Limiter) bool { return l.Has(policy) }), 0)
+	limiters[i].Audit(r, who, what, before, after)
 }
 
 // done answers err, if any, and reports whether there was none.

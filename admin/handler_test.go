@@ -52,7 +52,7 @@ func newAdminApp(t *testing.T) *adminApp {
 	if err != nil {
 		t.Fatal(err)
 	}
-	keyOf := func(k string) (string, error) {
+	keyOf := func(_, k string) (string, error) {
 		r := httptest.NewRequest("GET", "/", nil)
 		r.Header.Set("X-API-Key", k)
 		return apiKey(r)

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -366,8 +367,32 @@ func TestOverridesAtTheSeams(t *testing.T) {
 				t.Errorf("a leased limit overridden to 20 admitted %d of 50", admitted)
 			}
 
-			// WithLimitsFunc's set, which an override does not fit.
-			set(admin.Override{Policy: "plan", Key: "c:p", Quota: 200_000})
+			// WithLimitsFunc's set, which an override does not fit: refused
+			// once the Limiter has met the set; set on another instance (a
+			// Plane given no Limiter), ignored and logged.
+			wrong := admin.Override{Policy: "plan", Key: "c:p", Quota: 200_000}
+			if err := plane.Set(ctx, wrong); !errors.Is(err, admin.ErrInvalid) || !strings.Contains(err.Error(), `"plan" is the name of no limit`) {
+				t.Errorf("an override of a WithLimitsFunc policy not met yet: %v, want it refused", err)
+			}
+			expectPath(t, h, "/plan", "q", 200)
+			if err := plane.Set(ctx, wrong); !errors.Is(err, admin.ErrInvalid) || !strings.Contains(err.Error(), "Quota") {
+				t.Errorf("an override that the set met cannot take: %v, want it refused naming Quota", err)
+			}
+			other, err := admin.New(client, ns, admin.Options{Prefix: "rltest:"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { other.Close() })
+			if err := other.Set(ctx, wrong); err != nil {
+				t.Fatal(err)
+			}
+			deadline := time.Now().Add(time.Minute)
+			for list, _ := plane.List(); !slices.Contains(list, wrong); list, _ = plane.List() {
+				if time.Now().After(deadline) {
+					t.Fatalf("the override set on another instance did not arrive: %+v", list)
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
 			for i := range 6 {
 				want := 200
 				if i == 5 {

@@ -116,11 +116,11 @@ type Options struct {
 	// slog.Default().
 	Logger *slog.Logger
 
-	// Key turns the key a client sends, such as an API key, into the key
-	// the store is given, as the Limiters' key function does, for the
-	// "key" of the handler's endpoints (see [Plane.Handler]). Nil: they
-	// take the store's form.
-	Key func(clientKey string) (string, error)
+	// Key turns the key a client sends for policy, such as an API key,
+	// into the key the store is given, as the key function of the
+	// policy's Limiter does, for the "key" of the handler's endpoints
+	// (see [Plane.Handler]). Nil: they take the store's form.
+	Key func(policy, clientKey string) (string, error)
 
 	// Who names who made a change through the handler, for its audit
 	// event: for example the operator the application's authentication
@@ -162,7 +162,7 @@ type Plane struct {
 	topKey string    // the hash of every instance's keys denied most
 	top    topCounts // this instance's
 
-	keyOf func(string) (string, error) // Options.Key
+	keyOf func(string, string) (string, error) // Options.Key
 	who   func(*http.Request) string   // Options.Who
 
 	stop context.CancelFunc
@@ -184,8 +184,10 @@ const readTimeout = time.Second
 // client (a *redis.Client, a *redis.ClusterClient, or a failover
 // client), and starts reading them every 250ms until Close. It reads
 // them once before it returns; when Redis does not answer that read, it
-// logs so and returns a Plane that has read none yet. Give it the
-// namespace of the Limiters it serves (see ratelimit.New).
+// logs so and returns a Plane that has read none yet. The namespace
+// names the overrides in Redis: give it that of the Limiters it serves
+// (see ratelimit.New), or one for several namespaces whose Limiters then
+// share overrides by policy name.
 func New(client redis.Scripter, namespace string, opts Options) (*Plane, error) {
 	switch {
 	case client == nil:
@@ -360,7 +362,7 @@ func (p *Plane) check(v override.Override) error {
 		known = known || ok
 	}
 	if !known {
-		return fmt.Errorf("%w: Policy %q is the name of no limit of the Limiters given this Plane", ErrInvalid, v.Policy)
+		return fmt.Errorf("%w: Policy %q is the name of no limit of the Limiters given this Plane (of the limits of WithLimitsFunc, those of the sets it returned so far)", ErrInvalid, v.Policy)
 	}
 	return nil
 }

@@ -32,6 +32,10 @@ type Limiter struct {
 	// what is wrong with o for it, if anything.
 	Check func(o Override) (known bool, err error)
 
+	// Has reports whether policy is the name of one of the Limiter's
+	// limits of WithLimits or WithRoutes.
+	Has func(policy string) bool
+
 	// Policies returns the Limiter's limits of WithLimits and WithRoutes,
 	// as configured, by route.
 	Policies func() []Policy

@@ -26,6 +26,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/admin"
 	"github.com/ratelimit-go/ratelimit/extra/ratelimitprom"
 	"github.com/ratelimit-go/ratelimit/store"
 )
@@ -45,6 +46,10 @@ type Config struct {
 	// FallbackBudget is how long a decision waits for a configured Redis
 	// before it is made in process.
 	FallbackBudget time.Duration
+	// Admin is the address of the operators' listener; empty: none.
+	// AdminToken is the token its requests must bear; empty: none, which
+	// only a loopback Admin allows.
+	Admin, AdminToken string
 }
 
 // ParseFlags reads the command line of the example server program on
@@ -69,6 +74,8 @@ func ParseFlags(program, framework string, args []string, getenv func(string) st
 	fs.DurationVar(&c.FallbackBudget, "fallback-budget", 50*time.Millisecond, "how long a decision waits for a configured Redis before it is made in process")
 	fs.StringVar(&proxies, "trusted-proxies", "", "CIDRs of proxies whose X-Forwarded-For is believed, comma-separated")
 	fs.StringVar(&c.KeySecret, "key-secret", getenv("RATELIMIT_KEY_SECRET"), "secret, at least 16 bytes and the same on every server, that API keys are hashed with before they reach Redis (default $RATELIMIT_KEY_SECRET; empty: a random one, so API-key limits are per server)")
+	fs.StringVar(&c.Admin, "admin", "", "address of a listener of its own serving the operators' endpoints under /admin/: overrides of the limits, shadow, the keys denied most (empty: none)")
+	fs.StringVar(&c.AdminToken, "admin-token", getenv("RATELIMIT_ADMIN_TOKEN"), "token, at least 16 bytes, that every request to -admin must bear as \"Authorization: Bearer TOKEN\" (default $RATELIMIT_ADMIN_TOKEN; empty: none, and -admin must then be a loopback address)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: %s [flags]\n\n%s serves a small HTTP API on %s, limited by ratelimit; without -redis it embeds a Redis.\n\nFlags:\n", program, program, framework)
 		fs.PrintDefaults()
@@ -97,6 +104,9 @@ func ParseFlags(program, framework string, args []string, getenv func(string) st
 	}
 	if proxies != "" {
 		c.TrustedProxies = strings.Split(proxies, ",")
+	}
+	if err := checkAdmin(c); err != nil {
+		return Config{}, err
 	}
 	return c, nil
 }
@@ -127,8 +137,14 @@ type App struct {
 	// Metrics counts the three Limiters' decisions and watches the
 	// Fallback, if any; MetricsHandler serves them.
 	Metrics *ratelimitprom.Metrics
+	// Plane holds the overrides of every Limiter's limits in Redis, which
+	// operators change through AdminHandler, and counts the keys denied.
+	Plane *admin.Plane
 
 	registry  *prometheus.Registry
+	client    redis.UniversalClient // of the store, and of the Plane
+	ipKey     ratelimit.KeyFunc
+	apiKey    ratelimit.KeyFunc
 	redisDesc string
 	mini      *miniredis.Miniredis // the embedded Redis; nil with a Redis named
 	closers   []func() error
@@ -174,16 +190,26 @@ func New(c Config) (*App, error) {
 		a.Close()
 		return nil, fmt.Errorf("-trusted-proxies: %w", err)
 	}
+	if a.Plane, err = admin.New(a.client, "example", a.adminOptions()); err != nil {
+		a.Close()
+		return nil, err
+	}
+	a.closers = append(a.closers, a.Plane.Close)
 	home := ratelimit.Limit{Algorithm: c.Algorithm, Quota: c.Limit, Window: c.Window, Burst: c.Burst, Name: "home"}
-	observe := ratelimit.WithObserver(a.Metrics.Observe)
-	if a.IP, err = ratelimit.New(s, "ip", ratelimit.WithKey(key), ratelimit.WithLimits(home), observe); err != nil {
+	observe := ratelimit.WithObserver(func(r *http.Request, e ratelimit.Event) {
+		a.Metrics.Observe(r, e)
+		a.logChange(r, e)
+	})
+	overrides := ratelimit.WithOverrides(a.Plane)
+	a.ipKey = key
+	if a.IP, err = ratelimit.New(s, "ip", ratelimit.WithKey(key), ratelimit.WithLimits(home), observe, overrides); err != nil {
 		a.Close()
 		return nil, fmt.Errorf("GET / (-algorithm, -limit, -window, -burst): %w", err)
 	}
 	if a.Logins, err = ratelimit.New(s, "login", ratelimit.WithKey(key), ratelimit.WithLimits(LoginLimit),
 		ratelimit.WithCountOnly(nil), // failed logins only
 		ratelimit.WithBan(LoginBan),
-		observe,
+		observe, overrides,
 	); err != nil {
 		a.Close()
 		return nil, err
@@ -198,15 +224,16 @@ func New(c Config) (*App, error) {
 		a.Close()
 		return nil, fmt.Errorf("-key-secret: %w", err)
 	}
+	a.apiKey = apiKey
 	if a.API, err = ratelimit.New(s, "api",
 		ratelimit.WithKey(apiKey),
 		ratelimit.WithLimitsFunc(Plan),
-		observe,
+		observe, overrides,
 	); err != nil {
 		a.Close()
 		return nil, err
 	}
-	if a.Gen, err = ratelimit.New(s, "gen", ratelimit.WithKey(apiKey), ratelimit.WithLimits(GenLimits...), observe); err != nil {
+	if a.Gen, err = ratelimit.New(s, "gen", ratelimit.WithKey(apiKey), ratelimit.WithLimits(GenLimits...), observe, overrides); err != nil {
 		a.Close()
 		return nil, err
 	}
@@ -227,6 +254,7 @@ func (a *App) store(r Redis) (ratelimit.Store, error) {
 		return nil, err
 	}
 	a.closers = append(a.closers, conn.client.Close)
+	a.client = conn.client
 	redisStore, err := store.NewRedis(conn.client, store.RedisOptions{Prefix: "example:"})
 	if err != nil {
 		return nil, err
@@ -274,6 +302,7 @@ func (a *App) embed() (ratelimit.Store, error) {
 	a.mini = m
 	client := redis.NewClient(&redis.Options{Addr: m.Addr()})
 	a.closers = append(a.closers, client.Close)
+	a.client = client
 	a.redisDesc = "embedded Redis (miniredis) at " + m.Addr() + "; give -redis redis://host:port/db to share limits between servers"
 	return store.NewRedis(client, store.RedisOptions{Prefix: "example:"})
 }
@@ -471,21 +500,45 @@ func (a *App) Run(framework string, h http.Handler) error {
 	if err != nil {
 		return err
 	}
+	servers := []*http.Server{{Handler: h, ReadHeaderTimeout: 10 * time.Second}}
+	listeners := []net.Listener{ln}
+	if a.Config.Admin != "" {
+		aln, err := net.Listen("tcp", a.Config.Admin)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("-admin: %w", err)
+		}
+		servers = append(servers, &http.Server{Handler: a.AdminHandler(), ReadHeaderTimeout: 10 * time.Second})
+		listeners = append(listeners, aln)
+	}
 	fmt.Printf("ratelimit example (%s) listening on http://%s\n", framework, ln.Addr())
 	a.Describe(os.Stdout)
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	if len(listeners) > 1 {
+		token := "no token: this loopback address only"
+		if a.Config.AdminToken != "" {
+			token = "every request bearing -admin-token"
+		}
+		fmt.Printf("admin: http://%s/admin/ (%s): GET policies, overrides, top?policy=P; PUT overrides, shadow; DELETE overrides\n", listeners[1].Addr(), token)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	errc := make(chan error, len(servers))
+	for i, srv := range servers {
+		go func() { errc <- srv.Serve(listeners[i]) }()
+	}
+	err = nil
 	select {
-	case err := <-errc:
-		return err
+	case err = <-errc:
 	case <-ctx.Done():
 	}
 	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	return srv.Shutdown(shutdown)
+	for _, srv := range servers {
+		if e := srv.Shutdown(shutdown); err == nil {
+			err = e
+		}
+	}
+	return err
 }
 
 // Main parses args, builds the app, and serves what route returns.
