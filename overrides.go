@@ -305,7 +305,7 @@ func (l *Limiter) attachment() override.Limiter {
 			return slices.ContainsFunc(l.configured(), func(p override.Policy) bool { return p.Name == policy })
 		},
 		Policies: l.configured,
-		Store:     l.store,
+		Store:    l.store,
 		Audit: func(r *http.Request, who, what, before, after string) {
 			if l.observe != nil {
 				l.observe(r, Event{Namespace: l.namespace, Outcome: outcomeChanged, Who: who, What: what, Before: before, After: after})

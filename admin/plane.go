@@ -163,7 +163,7 @@ type Plane struct {
 	top    topCounts // this instance's
 
 	keyOf func(string, string) (string, error) // Options.Key
-	who   func(*http.Request) string   // Options.Who
+	who   func(*http.Request) string           // Options.Who
 
 	stop context.CancelFunc
 	done chan struct{}
