@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/internal/override"
 	"github.com/ratelimit-go/ratelimit/redistest"
 	"github.com/ratelimit-go/ratelimit/store"
 )
@@ -99,3 +100,49 @@ type discard struct{ h http.Header }
 func (d *discard) Header() http.Header         { return d.h }
 func (d *discard) Write(p []byte) (int, error) { return len(p), nil }
 func (d *discard) WriteHeader(int)             {}
+
+// fixedOverrides are overrides of a fixed table (see ratelimit.Overrides).
+type fixedOverrides struct{ t *override.Table }
+
+func (o fixedOverrides) Hooks() override.Hooks {
+	return override.Hooks{Table: func() *override.Table { return o.t }, Attach: func(override.Limiter) {}, Denied: func(string, string) {}}
+}
+
+// BenchmarkMiddlewareOverrides is BenchmarkMiddlewareMemory's allowed
+// request with overrides (WithOverrides): none set; 10,000 set, of other
+// keys and of prefixes of other keys; and 10,000 set, every client's
+// key among them, each with a quota of its own.
+func BenchmarkMiddlewareOverrides(b *testing.B) {
+	others := make([]override.Override, 0, 10_000)
+	for i := range 9_000 {
+		others = append(others, override.Override{Policy: "api", Key: "ip:192.0.2." + strconv.Itoa(i), Quota: 5 + i})
+	}
+	for i := range 1_000 {
+		others = append(others, override.Override{Policy: "api", Key: "ip:198.51." + strconv.Itoa(i) + ".*", Quota: 7 + i})
+	}
+	own := append([]override.Override(nil), others[:10_000-4096]...)
+	for i := range 4096 {
+		own = append(own, override.Override{Policy: "api", Key: "ip:10.0." + strconv.Itoa(i/256) + "." + strconv.Itoa(i%256), Quota: 2_000_000 + i%4})
+	}
+	for _, tc := range []struct {
+		name string
+		list []override.Override
+	}{{"none", nil}, {"10000,others", others}, {"10000,own", own}} {
+		b.Run(tc.name, func(b *testing.B) {
+			t, err := override.NewTable(tc.list)
+			if err != nil {
+				b.Fatal(err)
+			}
+			s, err := store.NewMemory(store.MemoryOptions{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			l, err := ratelimit.New(s, "bench", ratelimit.WithOverrides(fixedOverrides{t}),
+				ratelimit.WithLimits(ratelimit.PerMinute(1_000_000).Using(ratelimit.FixedWindow).Named("api")))
+			if err != nil {
+				b.Fatal(err)
+			}
+			benchClients(b, l)
+		})
+	}
+}

@@ -60,6 +60,9 @@ type modelState interface {
 	// clone returns a copy that shares nothing that check, commit or
 	// settle change.
 	clone() modelState
+	// adopt takes the numbers of l, a limit of the same storage, with its
+	// defaults: its quota, a bucket's burst, a slot's life.
+	adopt(l ratelimit.Limit)
 }
 
 // SetBan makes Allow and Peek apply b from now on, as a store applies the
@@ -123,18 +126,41 @@ func (m *Model) Allow(now int64, key string, cost int, limits ...ratelimit.Limit
 	return d
 }
 
-// state returns key's state under l, made when it has none.
+// state returns key's state under l, made when it has none. Limits that
+// differ only in what a store does not key its state by (a quota, as an
+// override changes it; a bucket's burst; a cost; a name) share one
+// state, which takes l's numbers: what was counted stays counted, and
+// l's quota applies to what remains.
 func (m *Model) state(key string, l ratelimit.Limit) modelState {
 	if m.states == nil {
 		m.states = make(map[modelKey]modelState)
 	}
-	state := withDefaults(l)
-	state.Name = ""
-	k := modelKey{key, state}
+	l = withDefaults(l)
+	k := modelKey{key, storageOf(l)}
 	s, ok := m.states[k]
 	if !ok {
-		s = newModelState(state)
+		s = newModelState(l)
 		m.states[k] = s
+	}
+	s.adopt(l)
+	return s
+}
+
+// storageOf keeps the fields of l, with its defaults, that say where a
+// store keeps its state (as ratelimit.Limit's storage does).
+func storageOf(l ratelimit.Limit) ratelimit.Limit {
+	switch l.Algorithm {
+	case ratelimit.Daily, ratelimit.Weekly, ratelimit.Monthly:
+		return ratelimit.Limit{Algorithm: l.Algorithm, Zone: cmp.Or(l.Zone, "UTC"), Weekday: l.Weekday, Usage: l.Usage}
+	case ratelimit.Concurrent:
+		return ratelimit.Limit{Algorithm: ratelimit.Concurrent}
+	}
+	s := ratelimit.Limit{Algorithm: l.Algorithm, Window: l.Window, Usage: l.Usage}
+	switch l.Algorithm {
+	case ratelimit.SlidingWindow:
+		s.Precision = l.Precision
+	case ratelimit.TokenBucket:
+		s.Quota = l.Quota
 	}
 	return s
 }
@@ -169,13 +195,13 @@ func (m *Model) Peek(now int64, key string, cost int, limits ...ratelimit.Limit)
 	rs := make([]ratelimit.Result, len(limits))
 	for i, l := range limits {
 		state := withDefaults(l)
-		state.Name = ""
-		s, ok := m.states[modelKey{key, state}]
+		s, ok := m.states[modelKey{key, storageOf(state)}]
 		if ok {
 			s = s.clone()
 		} else {
 			s = newModelState(state)
 		}
+		s.adopt(state)
 		ok, remaining, retry := s.check(now, costOf(l, cost))
 		reset := us(s.settle(now))
 		rs[i] = ratelimit.Result{Limit: l, Allowed: ok, Remaining: remaining, Window: us(s.effective(now)), ResetAfter: reset, RetryAfter: us(retry)}
@@ -308,6 +334,8 @@ type fixedWindow struct {
 
 func (s *fixedWindow) clone() modelState { c := *s; return &c }
 
+func (s *fixedWindow) adopt(l ratelimit.Limit) { s.quota = l.Quota }
+
 func (s *fixedWindow) expire(now int64) {
 	if s.open && now >= s.start+s.window {
 		s.open, s.count = false, 0
@@ -370,6 +398,8 @@ func (s *slidingLog) clone() modelState {
 	return &c
 }
 
+func (s *slidingLog) adopt(l ratelimit.Limit) { s.quota = l.Quota }
+
 func (s *slidingLog) live(now int64) []int64 {
 	var live []int64
 	for _, t := range s.log {
@@ -427,6 +457,8 @@ func (s *slidingWindow) clone() modelState {
 	c.counts = maps.Clone(s.counts)
 	return &c
 }
+
+func (s *slidingWindow) adopt(l ratelimit.Limit) { s.quota = l.Quota }
 
 // tidy forgets the slots that left the window and returns the others in
 // ascending order, with their sum.
@@ -496,6 +528,8 @@ type tokenBucket struct {
 // clone copies s; the level it points to is never changed in place, only
 // replaced.
 func (s *tokenBucket) clone() modelState { c := *s; return &c }
+
+func (s *tokenBucket) adopt(l ratelimit.Limit) { s.burst = int64(l.Burst) }
 
 func (s *tokenBucket) level(now int64) *big.Rat {
 	full := big.NewRat(s.burst, 1)
@@ -596,6 +630,8 @@ func (s *calendar) period(now int64) (start, end int64) {
 
 func (s *calendar) clone() modelState { c := *s; return &c }
 
+func (s *calendar) adopt(l ratelimit.Limit) { s.quota = l.Quota }
+
 // in returns the count of the period that ends at end.
 func (s *calendar) in(end int64) int {
 	if s.end != end {
@@ -648,6 +684,10 @@ func (s *slots) clone() modelState {
 	c := *s
 	c.held = maps.Clone(s.held)
 	return &c
+}
+
+func (s *slots) adopt(l ratelimit.Limit) {
+	s.quota, s.slot = l.Quota, int64(cmp.Or(l.Window, 30*time.Second)/time.Microsecond)
 }
 
 func (s *slots) live(now int64) (n int, soonest, last int64) {

@@ -5,6 +5,7 @@ import (
 	"hash/fnv"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -364,4 +365,50 @@ func maxInSlot(ts []int64, w int64) int {
 		most = max(most, counts[t/w])
 	}
 	return most
+}
+
+// testOverridesMatchModel replays traffic as testMatchesModel does, but
+// each request's limits have their quotas changed at random, as runtime
+// overrides change them (package admin): a quota raised or lowered, a
+// bucket's burst with it. What was counted stays counted, and the new
+// quota applies to what remains, as the Model says; a token bucket's
+// state is per rate, so a new quota is a new bucket.
+func testOverridesMatchModel(t *testing.T, h Harness) {
+	s, r := newReplay(t, h)
+	rng := r.rng
+	for round := range max(r.rounds/3, 1) {
+		limits := withFixedCosts(rng, randomLimits(rng, r.windows))
+		keys := r.keys(round)
+		for step := range r.steps {
+			r.advance(limits)
+			overridden := overrideQuotas(rng, limits)
+			r.allow(fmt.Sprintf("round %d step %d, overridden", round, step), s, keys[rng.IntN(len(keys))], randomCost(rng, overridden), overridden)
+		}
+	}
+}
+
+// overrideQuotas returns limits with each quota, at random, kept, halved
+// or doubled, as an override would change it, and a bucket's burst
+// scaled with its quota; a limit that could not take its new quota keeps
+// its own.
+func overrideQuotas(rng *rand.Rand, limits []ratelimit.Limit) []ratelimit.Limit {
+	out := slices.Clone(limits)
+	for i, l := range out {
+		o := l
+		switch rng.IntN(3) {
+		case 1:
+			o.Quota = max(l.Quota/2, 1)
+		case 2:
+			o.Quota = l.Quota * 2
+		}
+		if o.Burst != 0 {
+			o.Burst = max(o.Burst*o.Quota/l.Quota, 1)
+		}
+		try := slices.Clone(out)
+		try[i] = o
+		if _, err := ratelimit.NewLimits(try...); err == nil {
+			out[i] = o
+		}
+	}
+	return out
 }

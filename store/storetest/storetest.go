@@ -75,6 +75,7 @@ func Run(t *testing.T, h Harness) {
 		{"InvalidInput", testInvalidInput},
 		{"Invariants", testInvariants},
 		{"MatchesModel", testMatchesModel},
+		{"OverridesMatchModel", testOverridesMatchModel},
 		{"PeekChangesNothing", testPeekChangesNothing},
 		{"PeekMatchesModel", testPeekMatchesModel},
 		{"PeekAgreesWithAllow", testPeekAgreesWithAllow},
