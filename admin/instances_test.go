@@ -33,7 +33,8 @@ const instanceEnv = "RATELIMIT_ADMIN_TEST_INSTANCE"
 // X-Key as "c:" and its value, with the overrides of a Plane. Besides the
 // limited "/", it answers "/quota" with the quota in force for X-Key (a
 // Peek), "/read" with whether the Plane has read the overrides, and
-// "/set?quota=N" by setting N as X-Key's override. It runs until killed.
+// "/set?quota=N" by setting N as X-Key's override, and "/decisions" with
+// where its Fallback decides. It runs until killed.
 func serveInstance() {
 	f := strings.Split(os.Getenv(instanceEnv), ",")
 	var c redis.UniversalClient
@@ -70,6 +71,9 @@ func serveInstance() {
 			return
 		}
 		fmt.Fprint(w, d.Results()[0].Limit.Quota)
+	})
+	mux.HandleFunc("/decisions", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, s.Health().Decisions)
 	})
 	mux.HandleFunc("/read", func(w http.ResponseWriter, r *http.Request) {
 		_, read := plane.List()
@@ -259,6 +263,17 @@ func TestOverridesThroughOutageAcrossInstances(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Logf("after the outage, all four instances applied the newest override in %v", appliedEverywhere(t, client, all, "k", 9, start).Round(time.Millisecond))
+	for i, in := range all { // each Fallback decides on Redis again
+		for {
+			if _, body := in.do(t, client, "/decisions", "k"); body == "redis" {
+				break
+			}
+			if time.Now().After(deadline.Add(time.Minute)) {
+				t.Fatalf("instance %d does not decide on Redis again", i)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
 	var admitted atomic.Int64
 	var wg sync.WaitGroup
 	for g := range 16 {

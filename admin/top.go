@@ -58,7 +58,7 @@ type topCounts struct {
 	instance string // names this instance's fields in Redis
 	mu       sync.Mutex
 	policies map[string]*topPolicy
-	now      func() time.Time
+	now      func() time.Time // under mu: a test pins it
 }
 
 func newTopCounts() topCounts {
@@ -81,11 +81,12 @@ func (p *Plane) denied(policy, key string) {
 		}
 		c.policies[policy] = tp
 	}
+	clock := c.now
 	c.mu.Unlock()
 	if tp == nil {
 		return
 	}
-	now := c.now()
+	now := clock()
 	tp.mu.Lock()
 	for _, w := range tp.windows {
 		w.Add(now, key, 1)
@@ -97,14 +98,14 @@ func (p *Plane) denied(policy, key string) {
 // window i, and whether it has any.
 func (c *topCounts) summary(policy string, i int) (topkeys.Summary, bool) {
 	c.mu.Lock()
-	tp := c.policies[policy]
+	tp, clock := c.policies[policy], c.now
 	c.mu.Unlock()
 	if tp == nil {
 		return topkeys.Summary{}, false
 	}
 	tp.mu.Lock()
 	defer tp.mu.Unlock()
-	s := topkeys.Summarize(summaryKeys, tp.windows[i].Sketches(c.now())...)
+	s := topkeys.Summarize(summaryKeys, tp.windows[i].Sketches(clock())...)
 	return s, s.Total > 0
 }
 
