@@ -109,12 +109,7 @@ func TestOverridesApply(t *testing.T) {
 					ctx := context.Background()
 					st, client := w.build(t)
 					cs := &counting{Store: st}
-					ns := fmt.Sprintf("ov%d", namespaces.Add(1))
-					plane, err := admin.New(client, ns, admin.Options{Prefix: "rltest:"})
-					if err != nil {
-						t.Fatal(err)
-					}
-					t.Cleanup(func() { plane.Close() })
+					plane, ns := newPlane(t, client, admin.Options{})
 					lim := ratelimit.Limit{Algorithm: a, Quota: 5, Window: time.Hour, Name: "p"}
 					if a.String() == "daily" {
 						lim.Window = 0
@@ -175,6 +170,20 @@ func TestOverridesApply(t *testing.T) {
 			}
 		})
 	}
+}
+
+// newPlane returns a Plane of a namespace of its own, under the prefix
+// "rltest:", closed when t ends, and the namespace.
+func newPlane(t *testing.T, client redis.UniversalClient, opts admin.Options) (*admin.Plane, string) {
+	t.Helper()
+	ns := fmt.Sprintf("ov%d", namespaces.Add(1))
+	opts.Prefix = "rltest:"
+	plane, err := admin.New(client, ns, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { plane.Close() })
+	return plane, ns
 }
 
 // expect sends a request of key to h and checks its status and that
@@ -273,12 +282,7 @@ func TestOverridesAtTheSeams(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			st, client := w.build(t)
-			ns := fmt.Sprintf("ov%d", namespaces.Add(1))
-			plane, err := admin.New(client, ns, admin.Options{Prefix: "rltest:"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { plane.Close() })
+			plane, ns := newPlane(t, client, admin.Options{})
 			var logs testkit.Buffer
 			release := make(chan struct{})
 			mux := http.NewServeMux()
@@ -547,12 +551,7 @@ func TestShadowFlip(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			st, client := w.build(t)
-			ns := fmt.Sprintf("ov%d", namespaces.Add(1))
-			plane, err := admin.New(client, ns, admin.Options{Prefix: "rltest:"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { plane.Close() })
+			plane, ns := newPlane(t, client, admin.Options{})
 			var outcomes sync.Map // "outcome limit" to *atomic.Int64
 			count := func(s string) {
 				n, _ := outcomes.LoadOrStore(s, new(atomic.Int64))
@@ -627,5 +626,57 @@ func TestShadowFlip(t *testing.T) {
 				t.Errorf("would-be denials after k2's: %d, want 18 (16 of k, 2 of k2)", n)
 			}
 		})
+	}
+}
+
+// TestOverridesPeekAndReset: Peek answers under the override in force
+// (a blocked key denied, an unlimited one with no decision), and Reset
+// forgets the key's count under the limit and under its override's
+// window, which counts apart.
+func TestOverridesPeekAndReset(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, client := wrappers()[0].build(t)
+	plane, ns := newPlane(t, client, admin.Options{})
+	l, err := ratelimit.New(st, ns, ratelimit.WithKey(clientKey), ratelimit.WithOverrides(plane),
+		ratelimit.WithLimits(ratelimit.Limit{Algorithm: ratelimit.FixedWindow, Quota: 5, Window: time.Hour, Name: "p"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := l.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	req := func(key string) *http.Request {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.Header.Set("X-Key", key)
+		return r
+	}
+	for range 3 {
+		expect(t, h, "k", 200, `"p";r=`, `"p";q=5;`)
+	}
+	if err := plane.Set(ctx, admin.Override{Policy: "p", Key: "c:k", Window: 2 * time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, h, "k", 200, `"p";r=4;`, `"p";q=5;w=7200`)
+	if d, err := l.Peek(req("k")); err != nil || d.Results()[0].Remaining != 4 || d.Results()[0].Limit.Window != 2*time.Hour {
+		t.Errorf("Peek under the window's override: %+v, %v; want 4 left of a 2h window", d.Results(), err)
+	}
+	if err := l.Reset(req("k")); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, h, "k", 200, `"p";r=4;`, `"p";q=5;w=7200`)
+	if err := plane.Delete(ctx, "p", "c:k"); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, h, "k", 200, `"p";r=4;`, `"p";q=5;w=3600`) // the limit's own count, forgotten too
+
+	for _, o := range []admin.Override{{Policy: "p", Key: "c:b", Blocked: true}, {Policy: "p", Key: "c:u", Unlimited: true}} {
+		if err := plane.Set(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d, err := l.Peek(req("b")); err != nil || d.Allowed || d.Results()[0].Remaining != 0 || d.RetryAfter != time.Hour {
+		t.Errorf("Peek of a blocked key: %+v, %v; want denied, nothing left, retry after the window", d, err)
+	}
+	if d, err := l.Peek(req("u")); err != nil || len(d.Results()) != 0 {
+		t.Errorf("Peek of an unlimited key: %+v, %v; want no decision", d, err)
 	}
 }
