@@ -53,17 +53,19 @@ func WithOverrides(o Overrides) Option {
 	}
 }
 
-// effect is what an override does to one limit of a policy.
+// effect is what an override does to one limit of a policy. Its fields
+// are all words, with no padding between them, so that a key of effects
+// hashes as one block of memory.
 type effect struct {
 	quota  int // override.Unlimited, override.Blocked, a quota, or 0: the limit's
 	window time.Duration
-	shadow int8 // 1: shadow, -1: enforced, 0: the limit's
-	set    bool
+	shadow int // 1: shadow, -1: enforced, 0: the limit's
+	set    int // 1 when an override applies
 }
 
 // effectOf returns the effect of o.
 func effectOf(o override.Override) effect {
-	e := effect{quota: o.Quota, window: o.Window, set: true}
+	e := effect{quota: o.Quota, window: o.Window, set: 1}
 	switch {
 	case o.Shadow:
 		e.shadow = 1
@@ -145,7 +147,7 @@ func (b policyBase) applyOverrides(p *policy, effects *[maxSetLimits]effect) (*p
 	for i, lim := range p.set.limits {
 		e := effects[i]
 		switch {
-		case !e.set:
+		case e.set == 0:
 			kept = append(kept, lim)
 		case e.quota == override.Unlimited:
 		case e.quota == override.Blocked:
