@@ -83,13 +83,21 @@ type overrideKey struct {
 }
 
 // The policies in force under overrides, made once for each distinct
-// set of effects on a policy; at most maxOverridden are kept, and past
-// that the memo starts afresh.
+// set of effects on a policy; at most maxOverridden of each kind are
+// kept, and past that the memo starts afresh. A policy of one limit, the
+// common case, is kept by a small key.
 const maxOverridden = 4096
 
 type overriddenPolicies struct {
-	mu sync.RWMutex
-	m  map[overrideKey]checkedSet
+	mu   sync.RWMutex
+	one  map[oneKey]checkedSet
+	many map[overrideKey]checkedSet
+}
+
+// oneKey names a policy of one limit under the effect of its override.
+type oneKey struct {
+	p *policy
+	e effect
 }
 
 // overridden returns the policy in force for key, the store's key made
@@ -102,28 +110,53 @@ func (l *Limiter) overridden(ctx context.Context, p *policy, key string) *policy
 		return p
 	}
 	client := key[len(p.prefix):]
-	k := overrideKey{p: p}
-	found := false
-	for i := range p.set.limits {
-		if o, ok := t.Lookup(p.set.limits[i].Name, client); ok {
-			k.effects[i] = effectOf(o)
-			found = true
+	m := &l.overriddenMemo
+	var c checkedSet
+	if len(p.set.limits) == 1 {
+		o, ok := t.Lookup(p.set.limits[0].Name, client)
+		if !ok {
+			return p
 		}
-	}
-	if !found {
-		return p
-	}
-	l.overriddenMemo.mu.RLock()
-	c, ok := l.overriddenMemo.m[k]
-	l.overriddenMemo.mu.RUnlock()
-	if !ok {
-		c.p, c.problem = l.base.applyOverrides(p, &k.effects)
-		l.overriddenMemo.mu.Lock()
-		if l.overriddenMemo.m == nil || len(l.overriddenMemo.m) >= maxOverridden {
-			l.overriddenMemo.m = make(map[overrideKey]checkedSet)
+		k := oneKey{p, effectOf(o)}
+		m.mu.RLock()
+		c, ok = m.one[k]
+		m.mu.RUnlock()
+		if !ok {
+			var effects [maxSetLimits]effect
+			effects[0] = k.e
+			c.p, c.problem = l.base.applyOverrides(p, &effects)
+			m.mu.Lock()
+			if m.one == nil || len(m.one) >= maxOverridden {
+				m.one = make(map[oneKey]checkedSet)
+			}
+			m.one[k] = c
+			m.mu.Unlock()
 		}
-		l.overriddenMemo.m[k] = c
-		l.overriddenMemo.mu.Unlock()
+	} else {
+		var k overrideKey
+		found := false
+		for i := range p.set.limits {
+			if o, ok := t.Lookup(p.set.limits[i].Name, client); ok {
+				k.effects[i] = effectOf(o)
+				found = true
+			}
+		}
+		if !found {
+			return p
+		}
+		k.p = p
+		m.mu.RLock()
+		c, found = m.many[k]
+		m.mu.RUnlock()
+		if !found {
+			c.p, c.problem = l.base.applyOverrides(p, &k.effects)
+			m.mu.Lock()
+			if m.many == nil || len(m.many) >= maxOverridden {
+				m.many = make(map[overrideKey]checkedSet)
+			}
+			m.many[k] = c
+			m.mu.Unlock()
+		}
 	}
 	if c.problem != "" {
 		// An override checked against another Limiter's limits, or against
