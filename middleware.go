@@ -15,13 +15,13 @@ import (
 )
 
 // This file is the top of the request's path, in the order it runs:
-// Handler, Allow (the limits that apply, the key, the store, the
-// headers, the answer), Finish, End, then Peek and Reset, and the state
-// a request carries. It calls down, and nothing there calls back:
-// routes.go finds the route's limits, keyfunc.go makes the store's key,
-// the Store decides, and response.go writes the headers and the 429 or
-// error answers from the part of the request's state it owns
-// (responseState).
+// Handler, Allow (the limits that apply, the key, the overrides in
+// force, the store, the headers, the answer), Finish, End, then Peek and
+// Reset, and the state a request carries. It calls down, and nothing
+// there calls back: routes.go finds the route's limits, keyfunc.go makes
+// the store's key, overrides.go applies the operators' overrides, the
+// Store decides, and response.go writes the headers and the 429 or error
+// answers from the part of the request's state it owns (responseState).
 
 // A Limiter is HTTP middleware that decides, for every request, whether it
 // may pass. It takes the request's key (see [KeyFunc]), asks its [Store]
@@ -133,19 +133,7 @@ func (l *Limiter) Allow(w http.ResponseWriter, r *http.Request) (*http.Request, 
 	if l.observe != nil {
 		start = time.Now()
 	}
-	var d, shadowed Decision // shadowed: a denial by Shadow limits alone
-	if p.blocked {
-		d = blockedDecision(p)
-	} else {
-		d, err = l.store.Allow(r.Context(), key, cost, p.set)
-		if err == nil && p.shadows && shadowOnly(p, &d) {
-			shadowed = d
-			if p.enforced != nil { // decided again by the enforced limits alone
-				p = p.enforced
-				d, err = l.store.Allow(r.Context(), key, cost, p.set)
-			}
-		}
-	}
+	p, d, shadowed, err := l.decide(r.Context(), p, key, cost)
 	wouldDeny := shadowed.n > 0 && (d.Allowed || p.shadows)
 	var latency time.Duration
 	if l.observe != nil {
@@ -171,21 +159,37 @@ func (l *Limiter) Allow(w http.ResponseWriter, r *http.Request) (*http.Request, 
 		l.observe(r, e)
 	}
 	if wouldDeny {
-		if l.overrides.Table != nil {
-			l.tellDenied(p, key, &shadowed)
-		}
+		l.tellDenied(p, key, &shadowed)
 		l.wouldDeny(w, r, shadowed)
 		return r, true
 	}
 	if d.Allowed {
 		return r, true
 	}
-	if l.overrides.Table != nil {
-		l.tellDenied(p, key, &d)
-	}
+	l.tellDenied(p, key, &d)
 	setRetryAfter(w, &s.responseState, retry)
 	l.deny(w, r, d)
 	return r, false
+}
+
+// decide asks the store about a request of key at cost under p, or
+// denies it without the store when an override blocks p. When Shadow
+// limits alone deny it, that denial is shadowed, and, beside limits that
+// are not Shadow, those decide it again on their own: the policy
+// returned is then theirs.
+func (l *Limiter) decide(ctx context.Context, p *policy, key string, cost int) (_ *policy, d, shadowed Decision, err error) {
+	if p.blocked {
+		return p, blockedDecision(p), Decision{}, nil
+	}
+	d, err = l.store.Allow(ctx, key, cost, p.set)
+	if err != nil || !p.shadows || !shadowOnly(p, &d) {
+		return p, d, Decision{}, err
+	}
+	if p.enforced == nil {
+		return p, d, d, nil
+	}
+	d2, err := l.store.Allow(ctx, key, cost, p.enforced.set)
+	return p.enforced, d2, d, err
 }
 
 // routePolicy returns the policy of r's route and the route table's

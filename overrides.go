@@ -320,9 +320,12 @@ func overriddenFields(o override.Override) string {
 	return "Quota"
 }
 
-// tellDenied tells the Limiter's overrides of each policy that denied d,
-// a decision for key under p.
+// tellDenied tells the Limiter's overrides, if any, of each policy that
+// denied d, a decision for key under p.
 func (l *Limiter) tellDenied(p *policy, key string, d *Decision) {
+	if l.overrides.Denied == nil {
+		return
+	}
 	client := key[len(p.prefix):]
 	for _, res := range d.results() {
 		if !res.Allowed {
