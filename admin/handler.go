@@ -28,11 +28,11 @@ import (
 //
 //	GET    policies   the limits of the Limiters given the Plane, as in force now:
 //	                  [{"policy", "route", "algorithm", "limit", "window_ms", "shadow", "overridden"}]
-//	GET    overrides  [{"policy", "key", "quota", "window_ms", "shadow"}]
+//	GET    overrides  [{"policy", "key", "quota", "window_ms", "shadow", "label"}]
 //	PUT    overrides  {"policy", "key", "quota", "window_ms", "shadow"}: set one; 204
 //	DELETE overrides  ?policy=P&key=K: delete one; 204
 //	PUT    shadow     {"policy", "shadow"}: put a policy in shadow, or enforce it; 204
-//	GET    top        ?policy=P&last=1m|1h&n=20: [{"key", "denied", "low", "high"}], most denied first
+//	GET    top        ?policy=P&last=1m|1h&n=20: [{"key", "label", "denied", "low", "high"}], most denied first
 //	GET    health     whether the overrides were read, and each Fallback's health
 //	GET    (the path ending in "/")  the page
 //
@@ -42,7 +42,8 @@ import (
 // the key as the client sends it, which Options.Key turns into the form
 // the store is given (as Override's Key), or "" for the whole policy;
 // "stored_key" gives that form itself, as the listings show it (a
-// prefix, "x*", is given so). A bad request is a 400 whose JSON "error"
+// prefix, "x*", is given so); "label" is Options.Label's name of the key,
+// in listings. A bad request is a 400 whose JSON "error"
 // names the field; a Redis failure a 503 that says so, the cause in the
 // Plane's log. Every change is told to the observer of one Limiter given
 // the Plane, the first that has the policy (ratelimit.Event's outcome
@@ -60,12 +61,7 @@ func (h handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case seg == "policies" && get:
 		writeJSON(w, http.StatusOK, h.policies())
 	case seg == "overrides" && get:
-		list, _ := h.p.List()
-		views := make([]overrideView, len(list))
-		for i, o := range list {
-			views[i] = viewOf(o)
-		}
-		writeJSON(w, http.StatusOK, views)
+		writeJSON(w, http.StatusOK, h.overrides())
 	case seg == "overrides" && r.Method == http.MethodPut:
 		h.set(w, r)
 	case seg == "overrides" && r.Method == http.MethodDelete:
@@ -92,6 +88,7 @@ type overrideView struct {
 	Policy    string  `json:"policy"`
 	Key       string  `json:"key"`
 	StoredKey *string `json:"stored_key,omitempty"`
+	Label     string  `json:"label,omitempty"` // Options.Label's, when listed
 	Quota     *int    `json:"quota"`
 	WindowMS  int64   `json:"window_ms,omitempty"`
 	Shadow    *bool   `json:"shadow,omitempty"`
@@ -141,6 +138,17 @@ func (v overrideView) ModeText() string {
 		return "shadow"
 	}
 	return "enforced"
+}
+
+// overrides returns the overrides, labelled.
+func (h handler) overrides() []overrideView {
+	list, _ := h.p.List()
+	views := make([]overrideView, len(list))
+	for i, o := range list {
+		views[i] = viewOf(o)
+		views[i].Label = h.p.labelOf(o.Key)
+	}
+	return views
 }
 
 // set handles PUT overrides.
@@ -395,11 +403,7 @@ type pageTop struct {
 // page serves the page: what the JSON endpoints say, as HTML, with no
 // script and no asset from elsewhere.
 func (h handler) page(w http.ResponseWriter, r *http.Request) {
-	d := pageData{Policies: h.policies(), Health: h.health()}
-	list, _ := h.p.List()
-	for _, o := range list {
-		d.Overrides = append(d.Overrides, viewOf(o))
-	}
+	d := pageData{Policies: h.policies(), Overrides: h.overrides(), Health: h.health()}
 	seen := map[string]bool{}
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()

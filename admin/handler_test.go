@@ -59,7 +59,12 @@ func newAdminApp(t *testing.T) *adminApp {
 	}
 	ns := fmt.Sprintf("ov%d", namespaces.Add(1))
 	a := &adminApp{}
-	a.plane, err = admin.New(c, ns, admin.Options{Prefix: "rltest:", Key: keyOf, Who: func(r *http.Request) string { return r.Header.Get("X-Operator") }})
+	k1, err := keyOf("", "k1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	label := func(stored string) string { return map[string]string{k1: "customer one"}[stored] }
+	a.plane, err = admin.New(c, ns, admin.Options{Prefix: "rltest:", Key: keyOf, Label: label, Who: func(r *http.Request) string { return r.Header.Get("X-Operator") }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +134,7 @@ func TestHandler(t *testing.T) {
 		{"PUT", "/admin/overrides", `{"policy":"rpm","key":"k1","quota":20}`, 204, ""},
 		{"PUT", "/admin/overrides", `{"policy":"rpm","key":"k2","quota":0}`, 204, ""},
 		{"PUT", "/admin/overrides", `{"policy":"rpm","key":"k3","quota":-1}`, 204, ""},
-		{"GET", "/admin/overrides", "", 200, `"quota":20}`},
+		{"GET", "/admin/overrides", "", 200, `"label":"customer one","quota":20}`},
 		{"PUT", "/admin/overrides", `{"policy":"rpm","key":"k1","quota":-2}`, 400, `quota is -2`},
 		{"PUT", "/admin/overrides", `{"policy":"nope","key":"k1","quota":5}`, 400, `Policy \"nope\" is the name of no limit`},
 		{"PUT", "/admin/overrides", `{"policy":"login","key":"k1","quota":500000}`, 400, `Quota`},
@@ -176,6 +181,9 @@ func TestHandler(t *testing.T) {
 	}
 	if err := json.Unmarshal([]byte(body), &top); status != 200 || err != nil || len(top) != 2 || top[0].Denied != 5 || top[1].Denied != 3 {
 		t.Errorf("GET top: %d %s (%v); want k1's 5 denials, then k2's 3", status, body, err)
+	}
+	if !strings.Contains(body, `"label":"customer one","denied":5`) {
+		t.Errorf("GET top: %s; want k1 labelled", body)
 	}
 	if status, body := a.call(t, "GET", "/admin/top?policy=login&last=1h", ""); status != 200 || !strings.Contains(body, `"denied":2`) {
 		t.Errorf("GET top of the shadow policy: %d %s; want k4's 2 would-be denials", status, body)
@@ -254,7 +262,7 @@ func TestPageInChromium(t *testing.T) {
 	if n := strings.Count(dom, `class="policy"`); n != 2 {
 		t.Errorf("the page shows %d policies, want 2", n)
 	}
-	if !regexp.MustCompile(`<tr class="minute"><td class="key">header:X-Api-Key:[0-9a-f]{32}</td><td class="n">4</td></tr>`).MatchString(dom) {
+	if !regexp.MustCompile(`<tr class="minute"><td class="key">header:X-Api-Key:[0-9a-f]{32} \(customer one\)</td><td class="n">4</td></tr>`).MatchString(dom) {
 		t.Errorf("the page does not show k1's 4 denials in the last minute:\n%s", dom)
 	}
 	if regexp.MustCompile(`(src|href)="?(https?:)?//`).MatchString(dom) || strings.Contains(dom, "<script") {

@@ -126,6 +126,11 @@ type Options struct {
 	// event: for example the operator the application's authentication
 	// found. Nil: the request's remote address.
 	Who func(r *http.Request) string
+
+	// Label names a key in the store's form for people, in the handler's
+	// listings and page ("label"): for example the customer whose API
+	// key hashes to it. Nil, or "": none.
+	Label func(storedKey string) string
 }
 
 // A Plane holds a namespace's overrides in Redis, where every instance
@@ -164,6 +169,7 @@ type Plane struct {
 
 	keyOf func(string, string) (string, error) // Options.Key
 	who   func(*http.Request) string           // Options.Who
+	label func(string) string                  // Options.Label
 
 	stop context.CancelFunc
 	done chan struct{}
@@ -205,6 +211,7 @@ func New(client redis.Scripter, namespace string, opts Options) (*Plane, error) 
 		top:    newTopCounts(),
 		keyOf:  opts.Key,
 		who:    opts.Who,
+		label:  opts.Label,
 		life:   overridesLife,
 		most:   override.MaxOverrides,
 		logger: cmp.Or(opts.Logger, slog.Default()),

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -324,4 +325,60 @@ func TestSetShadowKeepsTheRest(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestChangesAreWhole: while one instance flips an override between two
+// of its quota and window together, readers of another instance's
+// overrides, on every table they read, see one of the two, never the
+// quota of one with the window of the other; and after each read the
+// other instance applies the latest, whole.
+func TestChangesAreWhole(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newPlanes(t, 2, onServer(t))
+	writer, reader := s[0], s[1]
+	a := Override{Policy: "api", Key: "k", Quota: 5, Window: time.Minute}
+	b := Override{Policy: "api", Key: "k", Quota: 50, Window: time.Hour}
+	if err := writer.Set(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	applied(t, reader, []Override{a})
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var reads atomic.Int64
+	for range 4 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				o, ok := reader.table.Load().Lookup("api", "k")
+				reads.Add(1)
+				if !ok || (o.Quota != 5 || o.Window != time.Minute) && (o.Quota != 50 || o.Window != time.Hour) {
+					t.Errorf("a half-applied change: %+v (found %v)", o, ok)
+					return
+				}
+			}
+		})
+	}
+	for i := range 40 {
+		o := a
+		if i%2 == 0 {
+			o = b
+		}
+		if err := writer.Set(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+		if err := reader.sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := reader.table.Load().Lookup("api", "k"); got.Quota != o.Quota || got.Window != o.Window {
+			t.Errorf("change %d: the other instance applies %+v, want %+v", i, got, o)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	t.Logf("%d reads beside 40 changes", reads.Load())
 }

@@ -19,8 +19,10 @@ import (
 // and the range the true count lies in, at most N/128 wide, N being the
 // policy's denials over the window on every instance (see [Plane.Top]).
 type TopKey struct {
-	// Key is the key as the store is given it, as Override's Key.
-	Key string `json:"key"`
+	// Key is the key as the store is given it, as Override's Key; Label
+	// what Options.Label calls it, if anything.
+	Key   string `json:"key"`
+	Label string `json:"label,omitempty"`
 	// Denied estimates the requests the policy denied the key, or would
 	// have denied it for a shadow limit. Low and High bound the truth.
 	Denied int64 `json:"denied"`
@@ -177,7 +179,15 @@ func (p *Plane) Top(ctx context.Context, policy string, last time.Duration, n in
 	counts := topkeys.Merge(max(n, 0), summaries...)
 	top := make([]TopKey, len(counts))
 	for j, c := range counts {
-		top[j] = TopKey{Key: c.Key, Denied: c.N, Low: c.Low, High: c.High}
+		top[j] = TopKey{Key: c.Key, Label: p.labelOf(c.Key), Denied: c.N, Low: c.Low, High: c.High}
 	}
 	return top, nil
+}
+
+// labelOf returns Options.Label's name of key, or "".
+func (p *Plane) labelOf(key string) string {
+	if p.label == nil || key == "" {
+		return ""
+	}
+	return p.label(key)
 }
