@@ -110,7 +110,11 @@ func TestConcurrentAcrossInstances(t *testing.T) {
 	const slots, clients = 4, 64
 	instances := make([]*instance, 3)
 	for i := range instances {
-		instances[i] = startInstance(t, srv.Addr, "across:", slots, time.Second)
+		// Slots of 10s, renewed every 3.3s while their requests run: a
+		// loaded machine that starves an instance for a second must not
+		// let a slot lapse under a request still in flight (the lapse of
+		// slots is TestConcurrentSlotsOfAKilledInstance's).
+		instances[i] = startInstance(t, srv.Addr, "across:", slots, 10*time.Second)
 	}
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: clients}}
 	var ok, denied atomic.Int64
