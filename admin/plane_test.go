@@ -382,3 +382,47 @@ func TestChangesAreWhole(t *testing.T) {
 	wg.Wait()
 	t.Logf("%d reads beside 40 changes", reads.Load())
 }
+
+// TestOverridesSurviveRestarts: on a Redis that persists (an append-only
+// file written at every write), the overrides outlive a restart of Redis
+// (SIGKILL, then the same directory) and of the instances: a Plane made
+// after both reads them, and the one that ran through the restart keeps
+// applying them and reads a change made after it.
+func TestOverridesSurviveRestarts(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv := redistest.Require(t, "--appendonly", "yes", "--appendfsync", "always")
+	client := func() redis.UniversalClient { return redis.NewClient(&redis.Options{Addr: srv.Addr}) }
+	s := newPlanes(t, 1, client)
+	running := s[0]
+	o := Override{Policy: "api", Key: "k", Quota: 42, Window: time.Minute}
+	if err := running.Set(ctx, o); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	ns := strings.TrimSuffix(strings.TrimPrefix(running.key, "rltest:overrides:{"), "}")
+	c := client()
+	t.Cleanup(func() { c.Close() })
+	restarted, err := New(c, ns, Options{Prefix: "rltest:"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { restarted.Close() })
+	if got, read := restarted.List(); !read || !slices.Equal(got, []Override{o}) {
+		t.Errorf("an instance started after Redis restarted lists %+v (read %v), want %+v", got, read, o)
+	}
+	if got, _ := running.List(); !slices.Equal(got, []Override{o}) {
+		t.Errorf("the instance that ran through the restart lists %+v, want %+v", got, o)
+	}
+	changed := Override{Policy: "api", Key: "k", Quota: 43}
+	deadline := time.Now().Add(time.Minute)
+	for restarted.Set(ctx, changed) != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("no change could be made after the restart")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	applied(t, running, []Override{changed})
+}
