@@ -100,7 +100,14 @@ type policyTable struct {
 	exact    map[string]*Override
 	prefixes map[string]*Override // by the prefix, without its "*"
 	lengths  []int                // of the prefixes, longest first
+	ends     []byteSet            // ends[i]: the last bytes of the prefixes of lengths[i]
 }
+
+// A byteSet is a set of bytes.
+type byteSet [4]uint64
+
+func (s *byteSet) add(b byte)      { s[b>>6] |= 1 << (b & 63) }
+func (s *byteSet) has(b byte) bool { return s[b>>6]&(1<<(b&63)) != 0 }
 
 // NewTable returns a table of list, or the first override that is wrong,
 // named by its index; a later override of the same policy and key
@@ -128,6 +135,12 @@ func NewTable(list []Override) (*Table, error) {
 		slices.Sort(p.lengths)
 		slices.Reverse(p.lengths)
 		p.lengths = slices.Compact(p.lengths)
+		p.ends = make([]byteSet, len(p.lengths))
+		for prefix := range p.prefixes {
+			if prefix != "" {
+				p.ends[slices.Index(p.lengths, len(prefix))].add(prefix[len(prefix)-1])
+			}
+		}
 	}
 	return t, nil
 }
@@ -198,31 +211,6 @@ func (t *Table) Get(policy, key string) (Override, bool) {
 // override when it has one. It looks up at most one key and one prefix
 // per distinct prefix length.
 func (t *Table) Lookup(policy, key string) (Override, bool) {
-	o, ok := t.lookup(policy, key)
-	if !ok || o.Key == "" {
-		return o, ok
-	}
-	w := t.policies[policy].whole
-	if w == nil {
-		return o, ok
-	}
-	if o.Quota == 0 {
-		o.Quota = w.Quota
-	}
-	if o.Window == 0 && w.Quota >= 0 {
-		o.Window = w.Window
-	}
-	if o.Quota < 0 {
-		o.Window = 0
-	}
-	if !o.Shadow && !o.Enforce && o.Quota >= 0 {
-		o.Shadow, o.Enforce = w.Shadow, w.Enforce
-	}
-	return o, true
-}
-
-// lookup returns the most specific override of policy for key.
-func (t *Table) lookup(policy, key string) (Override, bool) {
 	if t == nil {
 		return Override{}, false
 	}
@@ -230,21 +218,52 @@ func (t *Table) lookup(policy, key string) (Override, bool) {
 	if p == nil {
 		return Override{}, false
 	}
-	if o := p.exact[key]; o != nil {
+	o := p.lookup(key)
+	if o == nil {
+		return Override{}, false
+	}
+	w := p.whole
+	if o == w || w == nil {
 		return *o, true
 	}
-	for _, n := range p.lengths {
-		if n > len(key) {
+	return o.under(w), true
+}
+
+// under returns o with each field it leaves as the limit's taken from
+// w, the policy's override.
+func (o *Override) under(w *Override) Override {
+	v := *o
+	if v.Quota == 0 {
+		v.Quota = w.Quota
+	}
+	if v.Window == 0 && w.Quota >= 0 {
+		v.Window = w.Window
+	}
+	if v.Quota < 0 {
+		v.Window = 0
+	}
+	if !v.Shadow && !v.Enforce && v.Quota >= 0 {
+		v.Shadow, v.Enforce = w.Shadow, w.Enforce
+	}
+	return v
+}
+
+// lookup returns the most specific override of the policy for key, or
+// nil. A prefix length whose prefixes all end in a byte other than the
+// key's there costs no map lookup.
+func (p *policyTable) lookup(key string) *Override {
+	if o := p.exact[key]; o != nil {
+		return o
+	}
+	for i, n := range p.lengths {
+		if n > len(key) || n > 0 && !p.ends[i].has(key[n-1]) {
 			continue
 		}
 		if o := p.prefixes[key[:n]]; o != nil {
-			return *o, true
+			return o
 		}
 	}
-	if p.whole != nil {
-		return *p.whole, true
-	}
-	return Override{}, false
+	return p.whole
 }
 
 // All returns t's overrides, by policy, then key.
