@@ -133,7 +133,8 @@ func (l *Limiter) Allow(w http.ResponseWriter, r *http.Request) (*http.Request, 
 	if l.observe != nil {
 		start = time.Now()
 	}
-	p, d, shadowed, err := l.decide(r.Context(), p, key, cost)
+	var d, shadowed Decision
+	p, err = l.decide(r.Context(), p, key, cost, &d, &shadowed)
 	wouldDeny := shadowed.n > 0 && (d.Allowed || p.shadows)
 	var latency time.Duration
 	if l.observe != nil {
@@ -172,24 +173,28 @@ func (l *Limiter) Allow(w http.ResponseWriter, r *http.Request) (*http.Request, 
 	return r, false
 }
 
-// decide asks the store about a request of key at cost under p, or
-// denies it without the store when an override blocks p. When Shadow
-// limits alone deny it, that denial is shadowed, and, beside limits that
-// are not Shadow, those decide it again on their own: the policy
-// returned is then theirs.
-func (l *Limiter) decide(ctx context.Context, p *policy, key string, cost int) (_ *policy, d, shadowed Decision, err error) {
+// decide sets d to the store's decision on a request of key at cost
+// under p, or to the denial of p when an override blocks it, without the
+// store. When Shadow limits alone deny the request, it sets shadowed to
+// that denial, and, beside limits that are not Shadow, d to their own
+// decision: the policy returned is then theirs. The decisions are the
+// caller's, so that none is copied on the way.
+func (l *Limiter) decide(ctx context.Context, p *policy, key string, cost int, d, shadowed *Decision) (*policy, error) {
 	if p.blocked {
-		return p, blockedDecision(p), Decision{}, nil
+		*d = blockedDecision(p)
+		return p, nil
 	}
-	d, err = l.store.Allow(ctx, key, cost, p.set)
-	if err != nil || !p.shadows || !shadowOnly(p, &d) {
-		return p, d, Decision{}, err
+	var err error
+	*d, err = l.store.Allow(ctx, key, cost, p.set)
+	if err != nil || !p.shadows || !shadowOnly(p, d) {
+		return p, err
 	}
+	*shadowed = *d
 	if p.enforced == nil {
-		return p, d, d, nil
+		return p, nil
 	}
-	d2, err := l.store.Allow(ctx, key, cost, p.enforced.set)
-	return p.enforced, d2, d, err
+	*d, err = l.store.Allow(ctx, key, cost, p.enforced.set)
+	return p.enforced, err
 }
 
 // routePolicy returns the policy of r's route and the route table's
