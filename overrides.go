@@ -100,6 +100,26 @@ type oneKey struct {
 	e effect
 }
 
+// oneOf returns p, a policy of one limit, under e.
+func (m *overriddenPolicies) oneOf(l *Limiter, p *policy, e effect) checkedSet {
+	k := oneKey{p, e}
+	m.mu.RLock()
+	c, ok := m.one[k]
+	m.mu.RUnlock()
+	if !ok {
+		var effects [maxSetLimits]effect
+		effects[0] = e
+		c.p, c.problem = l.base.applyOverrides(p, &effects)
+		m.mu.Lock()
+		if m.one == nil || len(m.one) >= maxOverridden {
+			m.one = make(map[oneKey]checkedSet)
+		}
+		m.one[k] = c
+		m.mu.Unlock()
+	}
+	return c
+}
+
 // overridden returns the policy in force for key, the store's key made
 // under p, under the Limiter's overrides: p when none applies, nil when
 // an override makes every limit unlimited. A policy that blocks is
@@ -113,24 +133,17 @@ func (l *Limiter) overridden(ctx context.Context, p *policy, key string) *policy
 	m := &l.overriddenMemo
 	var c checkedSet
 	if len(p.set.limits) == 1 {
-		o, ok := t.Lookup(p.set.limits[0].Name, client)
-		if !ok {
+		e := t.Find(p.set.limits[0].Name, client)
+		if e == nil {
 			return p
 		}
-		k := oneKey{p, effectOf(o)}
-		m.mu.RLock()
-		c, ok = m.one[k]
-		m.mu.RUnlock()
-		if !ok {
-			var effects [maxSetLimits]effect
-			effects[0] = k.e
-			c.p, c.problem = l.base.applyOverrides(p, &effects)
-			m.mu.Lock()
-			if m.one == nil || len(m.one) >= maxOverridden {
-				m.one = make(map[oneKey]checkedSet)
-			}
-			m.one[k] = c
-			m.mu.Unlock()
+		// The entry keeps the policy in force for the Limiter's policy
+		// that met it last; the memo, for every policy.
+		if memo := e.Memo.Load(); memo != nil && memo.Owner == any(p) {
+			c = memo.Value.(checkedSet)
+		} else {
+			c = m.oneOf(l, p, effectOf(e.Override))
+			e.Memo.Store(&override.Memo{Owner: p, Value: c})
 		}
 	} else {
 		var k overrideKey

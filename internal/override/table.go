@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -91,17 +92,40 @@ func (o Override) Check() error {
 // immutable and safe for concurrent use; the zero Table holds none.
 type Table struct {
 	policies map[string]*policyTable
-	n        int
+	set      []Override // as set
+	effects  []Effect   // the distinct overrides in force
 }
 
 // policyTable is one policy's overrides.
 type policyTable struct {
-	whole    *Override
-	exact    map[string]*Override
-	prefixes map[string]*Override // by the prefix, without its "*"
-	lengths  []int                // of the prefixes, longest first
-	ends     []byteSet            // ends[i]: the last bytes of the prefixes of lengths[i]
+	whole    slot
+	exact    map[string]slot // while the table is built; then index
+	index    keyIndex
+	prefixes map[string]slot // by the prefix, without its "*"
+	lengths  []int           // of the prefixes, longest first
+	ends     []byteSet       // ends[i]: the last bytes of the prefixes of lengths[i]
 }
+
+// A slot is where an override stands in its table: as set, and in
+// force. The maps hold slots, not pointers, so that a lookup reads no
+// more memory than the map's, and the collector has fewer pointers to
+// follow.
+type slot struct{ set, effect int32 }
+
+var noSlot = slot{-1, -1}
+
+// An Effect is an override in force, as a table holds it: with the
+// fields it leaves as the limit's taken from the policy's override (see
+// Lookup), and no Key. The overrides of a policy that have the same
+// effect share it, and with it a slot (Memo) for what a Limiter derives
+// from it, kept as long as the table is.
+type Effect struct {
+	Override
+	Memo atomic.Pointer[Memo]
+}
+
+// A Memo is what Owner derived from an Effect.
+type Memo struct{ Owner, Value any }
 
 // A byteSet is a set of bytes.
 type byteSet [4]uint64
@@ -114,24 +138,51 @@ func (s *byteSet) has(b byte) bool { return s[b>>6]&(1<<(b&63)) != 0 }
 // replaces an earlier one.
 func NewTable(list []Override) (*Table, error) {
 	t := &Table{policies: make(map[string]*policyTable)}
-	for i := range list {
-		o := list[i]
+	for i, o := range list {
 		if err := o.Check(); err != nil {
 			return nil, fmt.Errorf("override %d: %w", i, err)
 		}
 		p := t.policies[o.Policy]
 		if p == nil {
-			p = &policyTable{exact: make(map[string]*Override), prefixes: make(map[string]*Override)}
+			p = &policyTable{whole: noSlot, exact: make(map[string]slot), prefixes: make(map[string]slot)}
 			t.policies[o.Policy] = p
 		}
-		if p.put(&o) {
-			t.n++
+		p.put(t, o)
+		if len(t.set) > MaxOverrides {
+			return nil, fmt.Errorf("%w: more than %d overrides; a namespace holds at most %d", ErrInvalid, MaxOverrides, MaxOverrides)
 		}
 	}
-	if t.n > MaxOverrides {
-		return nil, fmt.Errorf("%w: %d overrides; a namespace holds at most %d", ErrInvalid, t.n, MaxOverrides)
+	var effects []Override
+	index := make(map[Override]int32)
+	effectOf := func(o Override) int32 {
+		o.Key = ""
+		j, ok := index[o]
+		if !ok {
+			j = int32(len(effects))
+			effects = append(effects, o)
+			index[o] = j
+		}
+		return j
 	}
 	for _, p := range t.policies {
+		inForce := func(s slot) slot {
+			o := t.set[s.set]
+			if p.whole.set >= 0 {
+				o = o.under(&t.set[p.whole.set])
+			}
+			s.effect = effectOf(o)
+			return s
+		}
+		if p.whole.set >= 0 {
+			p.whole.effect = effectOf(t.set[p.whole.set])
+		}
+		for k, s := range p.exact {
+			p.exact[k] = inForce(s)
+		}
+		p.index, p.exact = newKeyIndex(p.exact), nil
+		for k, s := range p.prefixes {
+			p.prefixes[k] = inForce(s)
+		}
 		slices.Sort(p.lengths)
 		slices.Reverse(p.lengths)
 		p.lengths = slices.Compact(p.lengths)
@@ -142,28 +193,43 @@ func NewTable(list []Override) (*Table, error) {
 			}
 		}
 	}
+	t.effects = make([]Effect, len(effects))
+	for j, o := range effects {
+		t.effects[j].Override = o
+	}
 	return t, nil
 }
 
-// put adds o, and reports whether it was new rather than a replacement.
-func (p *policyTable) put(o *Override) bool {
-	switch prefix, ok := strings.CutSuffix(o.Key, "*"); {
+// put adds o to the policy's overrides in t, or replaces the one of its
+// key.
+func (p *policyTable) put(t *Table, o Override) {
+	m, k := p.exact, o.Key
+	prefix, isPrefix := strings.CutSuffix(o.Key, "*")
+	switch {
 	case o.Key == "":
-		isNew := p.whole == nil
-		p.whole = o
-		return isNew
-	case ok:
-		_, had := p.prefixes[prefix]
-		p.prefixes[prefix] = o
-		if !had {
-			p.lengths = append(p.lengths, len(prefix))
+		if p.whole.set >= 0 {
+			t.set[p.whole.set] = o
+		} else {
+			p.whole.set = t.add(o)
 		}
-		return !had
-	default:
-		_, had := p.exact[o.Key]
-		p.exact[o.Key] = o
-		return !had
+		return
+	case isPrefix:
+		m, k = p.prefixes, prefix
 	}
+	if s, had := m[k]; had {
+		t.set[s.set] = o
+		return
+	}
+	m[k] = slot{set: t.add(o), effect: -1}
+	if isPrefix {
+		p.lengths = append(p.lengths, len(k))
+	}
+}
+
+// add appends o to t's overrides as set, and returns its index there.
+func (t *Table) add(o Override) int32 {
+	t.set = append(t.set, o)
+	return int32(len(t.set) - 1)
 }
 
 // Len returns how many overrides t holds.
@@ -171,7 +237,7 @@ func (t *Table) Len() int {
 	if t == nil {
 		return 0
 	}
-	return t.n
+	return len(t.set)
 }
 
 // Has reports whether t holds an override of policy, for any key.
@@ -190,19 +256,19 @@ func (t *Table) Get(policy, key string) (Override, bool) {
 		return Override{}, false
 	}
 	p := t.policies[policy]
-	var o *Override
-	switch prefix, ok := strings.CutSuffix(key, "*"); {
+	s, ok := noSlot, false
+	switch prefix, isPrefix := strings.CutSuffix(key, "*"); {
 	case key == "":
-		o = p.whole
-	case ok:
-		o = p.prefixes[prefix]
+		s, ok = p.whole, p.whole.set >= 0
+	case isPrefix:
+		s, ok = p.prefixes[prefix]
 	default:
-		o = p.exact[key]
+		s, ok = p.index.find(key)
 	}
-	if o == nil {
+	if !ok {
 		return Override{}, false
 	}
-	return *o, true
+	return t.set[s.set], true
 }
 
 // Lookup returns the override of policy that applies to key: the most
@@ -211,22 +277,33 @@ func (t *Table) Get(policy, key string) (Override, bool) {
 // override when it has one. It looks up at most one key and one prefix
 // per distinct prefix length.
 func (t *Table) Lookup(policy, key string) (Override, bool) {
+	s, ok := t.lookup(policy, key)
+	if !ok {
+		return Override{}, false
+	}
+	o := t.effects[s.effect].Override
+	o.Key = t.set[s.set].Key
+	return o, true
+}
+
+// Find is Lookup returning the override in force as the table holds it,
+// with no Key, or nil.
+func (t *Table) Find(policy, key string) *Effect {
+	if s, ok := t.lookup(policy, key); ok {
+		return &t.effects[s.effect]
+	}
+	return nil
+}
+
+// lookup returns the slot of the override of policy for key.
+func (t *Table) lookup(policy, key string) (slot, bool) {
 	if t == nil {
-		return Override{}, false
+		return noSlot, false
 	}
-	p := t.policies[policy]
-	if p == nil {
-		return Override{}, false
+	if p := t.policies[policy]; p != nil {
+		return p.lookup(key)
 	}
-	o := p.lookup(key)
-	if o == nil {
-		return Override{}, false
-	}
-	w := p.whole
-	if o == w || w == nil {
-		return *o, true
-	}
-	return o.under(w), true
+	return noSlot, false
 }
 
 // under returns o with each field it leaves as the limit's taken from
@@ -248,22 +325,22 @@ func (o *Override) under(w *Override) Override {
 	return v
 }
 
-// lookup returns the most specific override of the policy for key, or
-// nil. A prefix length whose prefixes all end in a byte other than the
-// key's there costs no map lookup.
-func (p *policyTable) lookup(key string) *Override {
-	if o := p.exact[key]; o != nil {
-		return o
+// lookup returns the slot of the most specific override of the policy
+// for key. A prefix length whose prefixes all end in a byte other than
+// the key's there costs no map lookup.
+func (p *policyTable) lookup(key string) (slot, bool) {
+	if s, ok := p.index.find(key); ok {
+		return s, true
 	}
 	for i, n := range p.lengths {
 		if n > len(key) || n > 0 && !p.ends[i].has(key[n-1]) {
 			continue
 		}
-		if o := p.prefixes[key[:n]]; o != nil {
-			return o
+		if s, ok := p.prefixes[key[:n]]; ok {
+			return s, true
 		}
 	}
-	return p.whole
+	return p.whole, p.whole.set >= 0
 }
 
 // All returns t's overrides, by policy, then key.
@@ -271,18 +348,7 @@ func (t *Table) All() []Override {
 	if t == nil {
 		return nil
 	}
-	all := make([]Override, 0, t.n)
-	for _, p := range t.policies {
-		if p.whole != nil {
-			all = append(all, *p.whole)
-		}
-		for _, o := range p.exact {
-			all = append(all, *o)
-		}
-		for _, o := range p.prefixes {
-			all = append(all, *o)
-		}
-	}
+	all := slices.Clone(t.set)
 	slices.SortFunc(all, func(a, b Override) int {
 		if c := strings.Compare(a.Policy, b.Policy); c != 0 {
 			return c
