@@ -133,9 +133,10 @@ func (l *Limiter) Allow(w http.ResponseWriter, r *http.Request) (*http.Request, 
 	if l.observe != nil {
 		start = time.Now()
 	}
-	var d, shadowed Decision
-	p, err = l.decide(r.Context(), p, key, cost, &d, &shadowed)
-	wouldDeny := shadowed.n > 0 && (d.Allowed || p.shadows)
+	var d Decision
+	var shadowed *Decision // the denial of Shadow limits alone, when they deny
+	p, shadowed, err = l.decide(r.Context(), p, key, cost, &d)
+	wouldDeny := shadowed != nil && (d.Allowed || p.shadows)
 	var latency time.Duration
 	if l.observe != nil {
 		latency = time.Since(start)
@@ -155,13 +156,13 @@ func (l *Limiter) Allow(w http.ResponseWriter, r *http.Request) (*http.Request, 
 	if l.observe != nil {
 		e := Event{Namespace: l.namespace, Route: pattern, Outcome: outcomeOf(&d, wouldDeny), Cost: cost, Latency: latency, Decision: d}
 		if wouldDeny {
-			e.Decision = shadowed
+			e.Decision = *shadowed
 		}
 		l.observe(r, e)
 	}
 	if wouldDeny {
-		l.tellDenied(p, key, &shadowed)
-		l.wouldDeny(w, r, shadowed)
+		l.tellDenied(p, key, shadowed)
+		l.wouldDeny(w, r, *shadowed)
 		return r, true
 	}
 	if d.Allowed {
@@ -175,26 +176,27 @@ func (l *Limiter) Allow(w http.ResponseWriter, r *http.Request) (*http.Request, 
 
 // decide sets d to the store's decision on a request of key at cost
 // under p, or to the denial of p when an override blocks it, without the
-// store. When Shadow limits alone deny the request, it sets shadowed to
-// that denial, and, beside limits that are not Shadow, d to their own
-// decision: the policy returned is then theirs. The decisions are the
-// caller's, so that none is copied on the way.
-func (l *Limiter) decide(ctx context.Context, p *policy, key string, cost int, d, shadowed *Decision) (*policy, error) {
+// store. When Shadow limits alone deny the request, it returns that
+// denial, and, beside limits that are not Shadow, sets d to their own
+// decision: the policy returned is then theirs. d is the caller's, so
+// that the common decision is not copied on the way.
+func (l *Limiter) decide(ctx context.Context, p *policy, key string, cost int, d *Decision) (*policy, *Decision, error) {
 	if p.blocked {
 		*d = blockedDecision(p)
-		return p, nil
+		return p, nil, nil
 	}
 	var err error
 	*d, err = l.store.Allow(ctx, key, cost, p.set)
 	if err != nil || !p.shadows || !shadowOnly(p, d) {
-		return p, err
+		return p, nil, err
 	}
+	shadowed := new(Decision)
 	*shadowed = *d
 	if p.enforced == nil {
-		return p, nil
+		return p, shadowed, nil
 	}
 	*d, err = l.store.Allow(ctx, key, cost, p.enforced.set)
-	return p.enforced, err
+	return p.enforced, shadowed, err
 }
 
 // routePolicy returns the policy of r's route and the route table's
