@@ -1,0 +1,159 @@
+package ratefields
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+)
+
+// The problem types of draft-ietf-httpapi-ratelimit-headers, section 5,
+// each with the member "violated-policies".
+const (
+	problemQuotaExceeded   = "https://iana.org/assignments/http-problem-types#quota-exceeded"
+	problemReducedCapacity = "https://iana.org/assignments/http-problem-types#temporary-reduced-capacity"
+	problemAbnormalUsage   = "https://iana.org/assignments/http-problem-types#abnormal-usage-detected"
+)
+
+// problemDetails reads body, RFC 9457 problem details when the response's
+// Content-Type says application/problem+json, and reports whether its
+// type is one of the draft's; then p.info.Violated is its
+// "violated-policies". The document must be valid JSON, an object whose
+// "type" is a string and "violated-policies" an array of strings, each
+// given once; other members are not read.
+func (p *parser) problemDetails(body []byte) bool {
+	if len(body) == 0 || !isProblemJSON(p.h[fieldContentType]) {
+		return false
+	}
+	if len(body) > MaxBody {
+		p.report(fieldBody, ReasonTooLarge)
+		return false
+	}
+	if !json.Valid(body) {
+		p.report(fieldBody, ReasonMalformed)
+		return false
+	}
+	m, reason := problemMembers(body)
+	if reason != "" {
+		p.report(fieldBody, reason)
+		return false
+	}
+	switch m.typ {
+	case problemQuotaExceeded, problemReducedCapacity, problemAbnormalUsage:
+	default:
+		return false
+	}
+	if m.tooLong {
+		p.report(fieldBody, ReasonTooLarge)
+	}
+	if m.tooMany {
+		p.report(fieldBody, ReasonTooMany)
+	}
+	p.info.Violated = m.violated
+	return true
+}
+
+// isProblemJSON reports whether a Content-Type field is one line naming
+// application/problem+json, whatever its parameters.
+func isProblemJSON(lines []string) bool {
+	if len(lines) != 1 {
+		return false
+	}
+	typ, _, _ := strings.Cut(lines[0], ";")
+	return strings.EqualFold(trimOWS(typ), "application/problem+json")
+}
+
+// members are what problemMembers reads of a problem details document.
+type members struct {
+	typ      string
+	violated []string // nil when none
+	tooLong  bool     // a violated policy's name was left out: longer than MaxName
+	tooMany  bool     // violated policies past MaxItems were left out
+}
+
+// problemMembers reads the members "type" and "violated-policies" of
+// body, valid JSON.
+func problemMembers(body []byte) (members, Reason) {
+	var m members
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return members{}, ReasonMalformed
+	}
+	var haveType, haveViolated bool
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return members{}, ReasonMalformed
+		}
+		switch tok {
+		case "type":
+			if haveType {
+				return members{}, ReasonDuplicate
+			}
+			haveType = true
+			tok, err := dec.Token()
+			s, ok := tok.(string)
+			if err != nil || !ok {
+				return members{}, ReasonMalformed
+			}
+			m.typ = s
+		case "violated-policies":
+			if haveViolated {
+				return members{}, ReasonDuplicate
+			}
+			haveViolated = true
+			if !m.names(dec) {
+				return members{}, ReasonMalformed
+			}
+		default:
+			if err := skipValue(dec); err != nil {
+				return members{}, ReasonMalformed
+			}
+		}
+	}
+	return m, ""
+}
+
+// names reads a JSON array of strings from dec into m.violated: the
+// first MaxItems of at most MaxName bytes. It reports whether dec held
+// one.
+func (m *members) names(dec *json.Decoder) bool {
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('[') {
+		return false
+	}
+	for dec.More() {
+		tok, err := dec.Token()
+		s, ok := tok.(string)
+		switch {
+		case err != nil || !ok:
+			return false
+		case len(s) > MaxName:
+			m.tooLong = true
+		case len(m.violated) == MaxItems:
+			m.tooMany = true
+		default:
+			m.violated = append(m.violated, s)
+		}
+	}
+	_, err := dec.Token() // the closing ']'
+	return err == nil
+}
+
+// skipValue reads one JSON value from dec, however nested.
+func skipValue(dec *json.Decoder) error {
+	depth := 0
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		switch tok {
+		case json.Delim('{'), json.Delim('['):
+			depth++
+		case json.Delim('}'), json.Delim(']'):
+			depth--
+		}
+		if depth == 0 {
+			return nil
+		}
+	}
+}

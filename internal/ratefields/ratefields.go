@@ -1,0 +1,314 @@
+package ratefields
+
+import (
+	"net/http"
+	"time"
+)
+
+// Bounds on what Parse reads and returns, whatever the input.
+const (
+	// MaxInt is the largest quota or remaining count accepted: 2^53−1,
+	// which this module's Limiter allows as a quota, and which a JSON
+	// number or a float64 holds exactly. RFC 9651 Integers never exceed it.
+	MaxInt = 1<<53 - 1
+
+	// MaxWindow is the longest policy window accepted: ten years, past the
+	// longest period any quota counts over, and far from time.Duration's
+	// limit. A window is not a wait, so the caller's cap does not cut it.
+	MaxWindow = 3650 * 24 * time.Hour
+
+	// MaxItems is how many policies, limits and violated policies Parse
+	// keeps, each; the first ones are kept.
+	MaxItems = 16
+
+	// MaxName is the longest policy name kept, in bytes, as this module's
+	// Limiter allows.
+	MaxName = 64
+
+	// MaxPartition is the longest partition key kept, in decoded bytes.
+	MaxPartition = 256
+
+	// MaxField is the most bytes of one field, over all its lines, that
+	// Parse reads; a longer field is ignored.
+	MaxField = 16 << 10
+
+	// MaxBody is the longest problem details body Parse reads; a caller
+	// that reads MaxBody+1 bytes of a body lets Parse tell that it is
+	// longer.
+	MaxBody = 64 << 10
+)
+
+// Info is what a response says of the upstream's limits. Its zero value
+// says nothing: no quota known, no wait.
+type Info struct {
+	// Policies are the quotas the upstream publishes, in the order given:
+	// from RateLimit-Policy, or from the single limit a draft 6 or 7 form
+	// or X-RateLimit-* describe. A form that names no policy lists the
+	// policy of its limit first.
+	Policies []Policy
+
+	// Limits are where the quotas stand after this response. A Limit
+	// counts against the Policy of the same Name and Partition (a Policy
+	// with no Partition matching any), when Policies has one.
+	Limits []Limit
+
+	// RetryAfter is the wait Retry-After asks for, at most the caller's
+	// cap; 0 when the field is absent or ignored, or names a past date.
+	// It is read on every response: a 3xx's Retry-After asks the client
+	// to wait before following the redirect.
+	RetryAfter time.Duration
+
+	// Limited reports whether the response refused the request for a
+	// limit: a 429, or a 503 with a usable Retry-After or a problem type
+	// of the draft.
+	Limited bool
+
+	// Violated are the problem details' "violated-policies" of a 429 or
+	// 503, names as given, at most MaxItems; nil when the body has none.
+	Violated []string
+}
+
+// A Policy is a quota the upstream publishes: Quota units per Window.
+type Policy struct {
+	// Name is the policy's name, "" for a form that names none.
+	Name string
+
+	// Quota is how many units the policy allows: q, the draft 6 and 7
+	// limit, or X-RateLimit-Limit.
+	Quota int64
+
+	// Window is the period Quota applies to, in whole seconds: w; 0 when
+	// the form does not say, as for a quota counted over calendar periods
+	// or over requests in flight.
+	Window time.Duration
+
+	// Unit is what Quota counts: "requests" (also when the form does not
+	// say), "content-bytes" or "concurrent-requests".
+	Unit string
+
+	// Partition is the partition key pk, its decoded bytes as a string: the
+	// upstream's name for the share of its capacity the request drew on,
+	// opaque to the client. "" when absent.
+	Partition string
+}
+
+// A Limit is where a quota stands: Remaining units until Reset.
+type Limit struct {
+	// Name is the name of the policy the limit counts against, "" for a
+	// form that names none.
+	Name string
+
+	// Remaining is how many units the client may still spend: r, remaining
+	// or X-RateLimit-Remaining.
+	Remaining int64
+
+	// Reset is how long until more units come back: t, reset,
+	// X-RateLimit-Reset or X-RateLimit-Reset-After; at most the caller's
+	// cap; 0 when the form does not say.
+	Reset time.Duration
+
+	// Partition is the partition key pk, as in Policy.
+	Partition string
+}
+
+// A Problem is a value Parse ignored or changed, and why.
+type Problem struct {
+	// Field is the canonical name of the header field that holds the
+	// value, such as "Ratelimit-Policy" or "X-Ratelimit-Reset", or "body".
+	Field string
+
+	// Reason says what was wrong with it.
+	Reason Reason
+}
+
+// A Reason says why Parse ignored or changed a value. The set is closed
+// and small, for a metric's label.
+type Reason string
+
+// The reasons. Each is given at most once per field and response.
+const (
+	// ReasonMalformed: the value is not what its form defines: an
+	// unparsable field, number, date or JSON document; an item of the
+	// wrong type; a required parameter missing (q, r, the draft 7 limit
+	// and reset); a window of 0; a quota unit not registered; a draft 6
+	// RateLimit-Remaining with no RateLimit-Limit beside it. The value, or
+	// its item, is ignored.
+	ReasonMalformed Reason = "malformed"
+
+	// ReasonDuplicate: a single-valued field on several lines that differ
+	// (ignored); a policy or limit listed twice with different values (the
+	// tighter kept); a problem details member given twice (the body
+	// ignored).
+	ReasonDuplicate Reason = "duplicate"
+
+	// ReasonNegative: a number below zero. Its value, or its item, is
+	// ignored.
+	ReasonNegative Reason = "negative"
+
+	// ReasonTooLarge: a number above MaxInt, a window above MaxWindow, a
+	// name above MaxName bytes, a partition key above MaxPartition, a field
+	// above MaxField or a body above MaxBody. It is ignored.
+	ReasonTooLarge Reason = "too_large"
+
+	// ReasonTooMany: more than MaxItems policies, limits or violated
+	// policies; the first MaxItems are kept.
+	ReasonTooMany Reason = "too_many"
+
+	// ReasonCapped: a duration above the caller's cap, cut to the cap.
+	ReasonCapped Reason = "capped"
+
+	// ReasonInPast: a Retry-After date or an X-RateLimit-Reset Unix time
+	// already past, read as 0.
+	ReasonInPast Reason = "in_past"
+
+	// ReasonContradicts: values that cannot all be true: a limit's
+	// remaining units above its policy's quota (the limit is ignored), or
+	// X-RateLimit-Used above what X-RateLimit-Limit and
+	// X-RateLimit-Remaining leave room for (Used is ignored).
+	ReasonContradicts Reason = "contradicts"
+)
+
+// Parse reads what resp's header (and, for a 429 or 503 with an RFC 9457
+// problem+json body, that body) say of the upstream's limits, at now.
+// Durations are capped at maxDelay (e.g. a Retry-After of a year); a value
+// over the cap is capped and reported (ReasonCapped), not dropped. A
+// maxDelay below zero caps at zero.
+//
+// h is a response's header as net/http gives it, with canonical keys;
+// status is its status code. body is read only for a 429 or 503 whose
+// Content-Type is application/problem+json: the caller may pass nil for
+// any other, and at most MaxBody+1 bytes of one. Parse returns a Problem
+// for every value it ignored or changed; none is an error: what remains
+// of the response is still read. Parse reads but never modifies h or
+// body, keeps neither, and is safe for concurrent use.
+func Parse(h http.Header, status int, body []byte, now time.Time, maxDelay time.Duration) (Info, []Problem) {
+	p := parser{h: h, now: now, maxDelay: max(maxDelay, 0)}
+	retryAfter, read := p.retryAfter()
+	p.info.RetryAfter = retryAfter
+	if !p.ietf() {
+		p.xRateLimit()
+	}
+	problem := false
+	if status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable {
+		problem = p.problemDetails(body)
+	}
+	p.info.Limited = status == http.StatusTooManyRequests ||
+		status == http.StatusServiceUnavailable && (read || problem)
+	return p.info, p.problems
+}
+
+// The fields Parse reads, in canonical form.
+const (
+	fieldPolicy      = "Ratelimit-Policy"
+	fieldRateLimit   = "Ratelimit"
+	fieldLimit       = "Ratelimit-Limit"
+	fieldRemaining   = "Ratelimit-Remaining"
+	fieldReset       = "Ratelimit-Reset"
+	fieldXLimit      = "X-Ratelimit-Limit"
+	fieldXRemaining  = "X-Ratelimit-Remaining"
+	fieldXReset      = "X-Ratelimit-Reset"
+	fieldXResetAfter = "X-Ratelimit-Reset-After"
+	fieldXResource   = "X-Ratelimit-Resource"
+	fieldXUsed       = "X-Ratelimit-Used"
+	fieldRetryAfter  = "Retry-After"
+	fieldContentType = "Content-Type"
+	fieldBody        = "body"
+)
+
+// parser is one call of Parse: what it reads and what it has found.
+type parser struct {
+	h        http.Header
+	now      time.Time
+	maxDelay time.Duration
+	info     Info
+	problems []Problem
+}
+
+// report records that field's value was ignored or changed for reason,
+// once per field and reason, so that the problems of a response are
+// bounded by the fields read times the reasons.
+func (p *parser) report(field string, reason Reason) {
+	for _, q := range p.problems {
+		if q.Field == field && q.Reason == reason {
+			return
+		}
+	}
+	p.problems = append(p.problems, Problem{Field: field, Reason: reason})
+}
+
+// lines returns the lines of field, or nil when it is absent or, reported,
+// longer than MaxField in all.
+func (p *parser) lines(field string) []string {
+	lines := p.h[field]
+	n := 0
+	for _, l := range lines {
+		n += len(l)
+	}
+	if n > MaxField {
+		p.report(field, ReasonTooLarge)
+		return nil
+	}
+	return lines
+}
+
+// single returns the value of a single-valued field: ok is false when the
+// field is absent, too large, or on several lines that differ
+// (reported).
+func (p *parser) single(field string) (v string, ok bool) {
+	lines := p.lines(field)
+	if len(lines) == 0 {
+		return "", false
+	}
+	for _, l := range lines[1:] {
+		if trimOWS(l) != trimOWS(lines[0]) {
+			p.report(field, ReasonDuplicate)
+			return "", false
+		}
+	}
+	return trimOWS(lines[0]), true
+}
+
+// trimOWS trims the optional whitespace (spaces and tabs) around a field
+// value, as net/http does when it reads one.
+func trimOWS(s string) string {
+	for len(s) > 0 && (s[0] == ' ' || s[0] == '\t') {
+		s = s[1:]
+	}
+	for len(s) > 0 && (s[len(s)-1] == ' ' || s[len(s)-1] == '\t') {
+		s = s[:len(s)-1]
+	}
+	return s
+}
+
+// count checks a quota or remaining count n of field: the reason it is
+// not one, or "".
+func count(n int64) Reason {
+	switch {
+	case n < 0:
+		return ReasonNegative
+	case n > MaxInt:
+		return ReasonTooLarge
+	}
+	return ""
+}
+
+// delay returns secs seconds and nanos nanoseconds, both non-negative, as
+// a duration of at most the cap, reporting field when it cuts them.
+func (p *parser) delay(field string, secs, nanos int64) time.Duration {
+	capSecs := int64(p.maxDelay / time.Second)
+	if secs > capSecs || secs == capSecs && nanos > int64(p.maxDelay%time.Second) {
+		p.report(field, ReasonCapped)
+		return p.maxDelay
+	}
+	return time.Duration(secs)*time.Second + time.Duration(nanos)
+}
+
+// capped returns d, non-negative, cut to the cap, reporting field when it
+// cuts it.
+func (p *parser) capped(field string, d time.Duration) time.Duration {
+	if d > p.maxDelay {
+		p.report(field, ReasonCapped)
+		return p.maxDelay
+	}
+	return d
+}

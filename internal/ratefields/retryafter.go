@@ -1,0 +1,34 @@
+package ratefields
+
+import (
+	"net/http"
+	"time"
+)
+
+// retryAfter reads Retry-After (RFC 9110, section 10.2.3): delay-seconds
+// or an HTTP-date, at most the cap. read is false when the field is
+// absent or ignored; a date already past reads as 0, and counts as read.
+func (p *parser) retryAfter() (d time.Duration, read bool) {
+	v, ok := p.single(fieldRetryAfter)
+	if !ok {
+		return 0, false
+	}
+	if isDigits(v) {
+		return p.delay(fieldRetryAfter, digits(v), 0), true
+	}
+	if len(v) > 1 && v[0] == '-' && isDigits(v[1:]) {
+		p.report(fieldRetryAfter, ReasonNegative)
+		return 0, false
+	}
+	at, err := http.ParseTime(v)
+	if err != nil {
+		p.report(fieldRetryAfter, ReasonMalformed)
+		return 0, false
+	}
+	// The date has whole seconds: one in the current second is now.
+	if at.Before(p.now.Truncate(time.Second)) {
+		p.report(fieldRetryAfter, ReasonInPast)
+		return 0, true
+	}
+	return p.capped(fieldRetryAfter, max(at.Sub(p.now), 0)), true
+}

@@ -1,0 +1,201 @@
+package ratefields
+
+import "time"
+
+// The X-RateLimit-* fields: no standard, one common shape. Limit,
+// Remaining and Reset describe one limit; GitHub adds Resource, the
+// limit's name, and Used; Discord adds Reset-After.
+
+// epoch is the X-RateLimit-Reset above which it is a Unix time rather
+// than seconds from now: a year of seconds. GitHub and express-rate-limit
+// send Unix times (about 1.7e9 in 2024); a wait of more than a year is
+// no wait a client makes.
+const epoch = 365 * 24 * 60 * 60
+
+// xRateLimit reads the X-RateLimit-* fields into p.info. A remaining
+// count above the limit is ignored.
+func (p *parser) xRateLimit() {
+	limit, hasLimit := p.xCount(fieldXLimit)
+	remaining, hasRemaining := p.xCount(fieldXRemaining)
+	if !hasLimit && !hasRemaining {
+		return
+	}
+	name := p.resource()
+	if hasLimit {
+		p.info.Policies = []Policy{{Name: name, Quota: limit, Unit: unitRequests}}
+	}
+	if !hasRemaining {
+		return
+	}
+	if hasLimit && remaining > limit {
+		p.report(fieldXRemaining, ReasonContradicts)
+		return
+	}
+	if hasLimit {
+		p.checkUsed(limit, remaining)
+	}
+	p.info.Limits = []Limit{{Name: name, Remaining: remaining, Reset: p.xReset()}}
+}
+
+// xCount reads a single-valued field of decimal digits, from 0 to MaxInt.
+func (p *parser) xCount(field string) (int64, bool) {
+	v, ok := p.single(field)
+	if !ok {
+		return 0, false
+	}
+	n, reason := parseCount(v)
+	if reason != "" {
+		p.report(field, reason)
+		return 0, false
+	}
+	return n, true
+}
+
+// resource returns the policy name X-RateLimit-Resource gives: an HTTP
+// token of at most MaxName bytes; "" when absent or ignored.
+func (p *parser) resource() string {
+	v, ok := p.single(fieldXResource)
+	if !ok {
+		return ""
+	}
+	switch {
+	case len(v) > MaxName:
+		p.report(fieldXResource, ReasonTooLarge)
+		return ""
+	case !isToken(v):
+		p.report(fieldXResource, ReasonMalformed)
+		return ""
+	}
+	return v
+}
+
+// checkUsed reports X-RateLimit-Used when it says more was used than
+// the limit and remaining leave room for. It sets nothing: GitHub's used
+// plus remaining is its limit, which the others give already.
+func (p *parser) checkUsed(limit, remaining int64) {
+	used, ok := p.xCount(fieldXUsed)
+	if ok && used > limit-remaining {
+		p.report(fieldXUsed, ReasonContradicts)
+	}
+}
+
+// xReset returns the time until the limit resets: X-RateLimit-Reset-After
+// or else X-RateLimit-Reset, seconds possibly with a fraction; the
+// latter is a Unix time when above a year of seconds. 0 when neither
+// says.
+func (p *parser) xReset() time.Duration {
+	if v, ok := p.single(fieldXResetAfter); ok {
+		secs, nanos, reason := parseSeconds(v)
+		if reason == "" {
+			return p.delay(fieldXResetAfter, secs, nanos)
+		}
+		p.report(fieldXResetAfter, reason)
+	}
+	v, ok := p.single(fieldXReset)
+	if !ok {
+		return 0
+	}
+	secs, nanos, reason := parseSeconds(v)
+	if reason != "" {
+		p.report(fieldXReset, reason)
+		return 0
+	}
+	if secs <= epoch {
+		return p.delay(fieldXReset, secs, nanos)
+	}
+	at := time.Unix(secs, nanos)
+	if at.Before(p.now.Truncate(time.Second)) {
+		p.report(fieldXReset, ReasonInPast)
+		return 0
+	}
+	return p.capped(fieldXReset, max(at.Sub(p.now), 0))
+}
+
+// parseCount reads decimal digits, a count from 0 to MaxInt.
+func parseCount(s string) (int64, Reason) {
+	if len(s) > 1 && s[0] == '-' && isDigits(s[1:]) {
+		return 0, ReasonNegative
+	}
+	if !isDigits(s) {
+		return 0, ReasonMalformed
+	}
+	n := digits(s)
+	if n > MaxInt {
+		return 0, ReasonTooLarge
+	}
+	return n, ""
+}
+
+// parseSeconds reads seconds as decimal digits, possibly with a fraction
+// of up to nine digits: whole seconds (at most MaxInt+1, which stands for
+// any more) and nanoseconds.
+func parseSeconds(s string) (secs, nanos int64, reason Reason) {
+	whole, frac, dot := cutByte(s, '.')
+	if len(whole) > 1 && whole[0] == '-' && isDigits(whole[1:]) && (!dot || isDigits(frac)) {
+		return 0, 0, ReasonNegative
+	}
+	if !isDigits(whole) || dot && (!isDigits(frac) || len(frac) > 9) {
+		return 0, 0, ReasonMalformed
+	}
+	for i := range 9 {
+		nanos *= 10
+		if i < len(frac) {
+			nanos += int64(frac[i] - '0')
+		}
+	}
+	return digits(whole), nanos, ""
+}
+
+// cutByte slices s around the first c.
+func cutByte(s string, c byte) (before, after string, found bool) {
+	for i := 0; i < len(s); i++ {
+		if s[i] == c {
+			return s[:i], s[i+1:], true
+		}
+	}
+	return s, "", false
+}
+
+// isDigits reports whether s is one or more decimal digits.
+func isDigits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// digits returns the value of the decimal digits s, at most MaxInt+1,
+// which stands for any more.
+func digits(s string) int64 {
+	var n int64
+	for i := 0; i < len(s); i++ {
+		n = n*10 + int64(s[i]-'0')
+		if n > MaxInt {
+			return MaxInt + 1
+		}
+	}
+	return n
+}
+
+// isToken reports whether s is an HTTP token (RFC 9110, section 5.6.2).
+func isToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case c == '!' || c == '#' || c == '$' || c == '%' || c == '&' || c == '\'' || c == '*' ||
+			c == '+' || c == '-' || c == '.' || c == '^' || c == '_' || c == '`' || c == '|' || c == '~':
+		default:
+			return false
+		}
+	}
+	return true
+}
