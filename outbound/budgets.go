@@ -1,0 +1,247 @@
+package outbound
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/internal/ratefields"
+)
+
+// A budget is what an upstream allows one partition of the caller: the
+// limits declared for the upstream and those its responses published,
+// kept in the store under one key.
+type budget struct {
+	upstream string
+	key      string // the store's: "outbound:" upstream ":" the partition's hash
+	declared []ratelimit.Limit
+	usage    bool // a declared limit is charged from usage
+
+	mu      sync.Mutex // learning
+	known   bool       // a response of the upstream has come
+	learned []ratelimit.Limit
+	learnt  chan struct{} // closed once known
+
+	sets atomic.Pointer[sets]
+}
+
+// sets are the limits of a budget at a time: the declared, the learned,
+// the hold and, until a response of the upstream has come, the probe;
+// and those that End is given, without the hold, which it must not
+// charge.
+type sets struct {
+	limits, ending *ratelimit.Limits
+	probe          bool // limits hold the probe
+}
+
+// budgets are a Transport's, by upstream and partition: at most
+// maxBudgets of them, past which they start afresh (what they learned is
+// learned again from the next responses; what they counted is in the
+// store).
+type budgets struct {
+	t  *Transport
+	mu sync.RWMutex
+	m  map[budgetKey]*budget
+}
+
+type budgetKey struct{ upstream, partition string }
+
+const maxBudgets = 10_000
+
+// maxKey is the longest store key a budget may have: the store's bound,
+// less room for the hold's suffix.
+const maxKey = 1000
+
+// of returns the budget req spends.
+func (bs *budgets) of(req *http.Request) (*budget, error) {
+	upstream := lower(req.URL.Host)
+	if upstream == "" {
+		return nil, fmt.Errorf("%w: outbound: the request's URL has no host", ratelimit.ErrInvalid)
+	}
+	var partition string
+	if bs.t.partition != nil {
+		if p := bs.t.partition(req); p != "" {
+			sum := sha256.Sum256([]byte(p))
+			partition = hex.EncodeToString(sum[:16])
+		}
+	}
+	k := budgetKey{upstream, partition}
+	bs.mu.RLock()
+	b := bs.m[k]
+	bs.mu.RUnlock()
+	if b != nil {
+		return b, nil
+	}
+	key := "outbound:" + upstream + ":" + partition
+	if len(key) > maxKey {
+		return nil, fmt.Errorf("%w: outbound: the request's host is %d bytes long", ratelimit.ErrInvalid, len(upstream))
+	}
+	bs.mu.Lock()
+	defer bs.mu.Unlock()
+	if b := bs.m[k]; b != nil {
+		return b, nil
+	}
+	if bs.m == nil || len(bs.m) >= maxBudgets {
+		bs.m = make(map[budgetKey]*budget)
+	}
+	b = &budget{upstream: upstream, key: key, declared: bs.t.declared[upstream], learnt: make(chan struct{})}
+	for _, l := range b.declared {
+		b.usage = b.usage || l.Usage
+	}
+	if err := b.set(nil, len(b.declared) == 0); err != nil {
+		return nil, err // WithLimits checked these limits
+	}
+	bs.m[k] = b
+	return b, nil
+}
+
+// maxLearned is how many limits a budget learns at most.
+const maxLearned = 4
+
+// learn makes b's limits those declared and those of policies, the
+// policies an upstream's response published: of those counted in
+// requests over a window, a sliding window of each window, at the least
+// quota published for it; of those counted in requests in flight, one
+// limit of requests in flight, at the least quota. Those of a declared
+// limit's algorithm and window are left to it.
+func (b *budget) learn(policies []ratefields.Policy) {
+	var learned []ratelimit.Limit
+	for _, p := range policies {
+		var l ratelimit.Limit
+		switch {
+		case p.Quota < 1 || p.Quota > maxQuota:
+			continue
+		case p.Unit == "concurrent-requests":
+			l = ratelimit.Limit{Algorithm: ratelimit.Concurrent, Quota: int(p.Quota), Name: p.Name}
+		case (p.Unit == "" || p.Unit == "requests") && p.Window >= time.Second && p.Window%time.Second == 0:
+			l = ratelimit.Limit{Quota: int(p.Quota), Window: p.Window, Name: p.Name}
+		default:
+			continue // content bytes, or no window: what the upstream says of it is still heard, when spent
+		}
+		if l.Name == "" || l.Name == holdName || len(l.Name) > 64 {
+			l.Name = "upstream"
+		}
+		if slices.ContainsFunc(b.declared, func(d ratelimit.Limit) bool { return sameShape(d, l) }) {
+			continue
+		}
+		if i := slices.IndexFunc(learned, func(d ratelimit.Limit) bool { return sameShape(d, l) }); i >= 0 {
+			if l.Quota < learned[i].Quota {
+				learned[i] = l
+			}
+			continue
+		}
+		if len(learned) < maxLearned {
+			learned = append(learned, l)
+		}
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.known && slices.Equal(learned, b.learned) {
+		return
+	}
+	if b.set(learned, false) != nil {
+		learned = nil // a published policy the store cannot keep
+		b.set(nil, false)
+	}
+	if !b.known {
+		close(b.learnt)
+	}
+	b.known, b.learned = true, learned
+}
+
+// maxQuota is the largest quota a limit takes.
+const maxQuota = 1<<53 - 1
+
+// sameShape reports whether a and b would count in the same state: the
+// same algorithm and window.
+func sameShape(a, b ratelimit.Limit) bool {
+	return a.Algorithm == b.Algorithm && a.Window == b.Window
+}
+
+// set makes b's limits its declared ones and learned, with the probe.
+func (b *budget) set(learned []ratelimit.Limit, probe bool) error {
+	all := append(slices.Clip(b.declared), learned...)
+	if probe {
+		all = append(all, probeLimit)
+	}
+	s := sets{probe: probe}
+	if len(all) > 0 {
+		var err error
+		if s.ending, err = ratelimit.NewLimits(all...); err != nil {
+			return err
+		}
+	}
+	var err error
+	if s.limits, err = ratelimit.NewLimits(append(all, holdLimit)...); err != nil {
+		return err
+	}
+	b.sets.Store(&s)
+	return nil
+}
+
+// probeLimit lets a single request go to an upstream the budget knows
+// nothing of, declared or learned, across every process: its response
+// says what the upstream allows before the others are sent. Once it has
+// come, the budget has learned what it says, or that it says nothing.
+var probeLimit = ratelimit.Limit{Algorithm: ratelimit.Concurrent, Quota: 1, Name: "probe"}
+
+// catchUp takes from b's learned limit named as l what the upstream
+// counted beyond what b has: where l.Remaining is less than b's limit
+// has left, another client spends the same budget, or b's count began
+// after the upstream's. The requests b admitted that the upstream has
+// not counted yet make b's count the larger, never the smaller, so
+// catching up never takes what b itself spent.
+func (b *budget) catchUp(ctx context.Context, s ratelimit.Store, l ratefields.Limit) error {
+	b.mu.Lock()
+	i := slices.IndexFunc(b.learned, func(d ratelimit.Limit) bool { return d.Name == l.Name && d.Algorithm != ratelimit.Concurrent })
+	var lim ratelimit.Limit
+	if i >= 0 {
+		lim = b.learned[i]
+	}
+	b.mu.Unlock()
+	if i < 0 {
+		return nil
+	}
+	one, err := ratelimit.NewLimits(lim)
+	if err != nil {
+		return err
+	}
+	p, err := s.Peek(ctx, b.key, 1, one)
+	if err != nil {
+		return err
+	}
+	if behind := int64(p.Results()[0].Remaining) - l.Remaining; behind > 0 {
+		_, err = s.Allow(ctx, b.key, int(behind), one)
+	}
+	return err
+}
+
+// countProbe counts the probe, a request of cost sent before b knew the
+// upstream's policies, under the limits learned from its response, as
+// far as they have room.
+func (b *budget) countProbe(ctx context.Context, s ratelimit.Store, cost int) error {
+	b.mu.Lock()
+	var counted []ratelimit.Limit
+	for _, l := range b.learned {
+		if l.Algorithm != ratelimit.Concurrent {
+			counted = append(counted, l)
+		}
+	}
+	b.mu.Unlock()
+	if len(counted) == 0 {
+		return nil
+	}
+	ls, err := ratelimit.NewLimits(counted...)
+	if err != nil {
+		return err
+	}
+	_, err = s.Allow(ctx, b.key, cost, ls)
+	return err
+}

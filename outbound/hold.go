@@ -1,0 +1,68 @@
+package outbound
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/ratelimit-go/ratelimit"
+)
+
+// A hold is how an upstream that said a budget is spent (a 429, a
+// Retry-After, a quota with nothing remaining) holds every request of
+// that budget back, in every process that shares the store, until the
+// time it said. It is a limit of each budget's set: a token bucket
+// charged from usage that refills a unit a nanosecond and holds
+// holdCapacity, so that a request passes while it has room for the
+// request's cost (which takes nothing from it). To hold the budget back
+// for d, the hold is charged its level and d's nanoseconds: it has room
+// again d later (plus the request's cost in nanoseconds, a millisecond
+// for a cost of a million).
+const (
+	holdName     = "hold"
+	holdCapacity = 1 << 40
+)
+
+var holdLimit = ratelimit.Limit{
+	Algorithm: ratelimit.TokenBucket,
+	Quota:     1e12, // a unit a nanosecond
+	Window:    1000 * time.Second,
+	Burst:     holdCapacity,
+	Usage:     true,
+	Name:      holdName,
+}
+
+// claimLimit lets one caller hold a budget back until a given second:
+// several responses that say the same thing at once hold it back once.
+var claimLimit = ratelimit.Limit{Algorithm: ratelimit.FixedWindow, Quota: 1, Window: time.Hour, Name: "hold-claim"}
+
+var holdLimits, claimLimits = mustLimits(holdLimit), mustLimits(claimLimit)
+
+func mustLimits(l ratelimit.Limit) *ratelimit.Limits {
+	ls, err := ratelimit.NewLimits(l)
+	if err != nil {
+		panic(err) // a constant
+	}
+	return ls
+}
+
+// hold holds b back for d, unless it is held for as long already.
+func (t *Transport) hold(ctx context.Context, b *budget, d time.Duration) error {
+	until := t.now().Add(d).Unix()
+	c, err := t.store.Allow(ctx, b.key+":hold@"+strconv.FormatInt(until, 10), 1, claimLimits)
+	if err != nil || !c.Allowed {
+		return err // another caller holds it back until then
+	}
+	p, err := t.store.Peek(ctx, b.key, 1, holdLimits)
+	if err != nil {
+		return err
+	}
+	units := int64(d)
+	if p.Allowed {
+		units += int64(p.Results()[0].Remaining)
+	} else if units -= int64(p.RetryAfter); units <= 0 {
+		return nil
+	}
+	_, err = t.store.End(ctx, b.key, int(units), holdLimits, ratelimit.Decision{})
+	return err
+}

@@ -1,0 +1,10 @@
+package outbound_test
+
+import (
+	"os"
+	"testing"
+
+	"github.com/ratelimit-go/ratelimit/redistest"
+)
+
+func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }

@@ -1,0 +1,131 @@
+package outbound
+
+import (
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/ratelimit-go/ratelimit"
+)
+
+// An Option configures a [Transport] (see [New]).
+type Option func(*Transport) error
+
+// WithLimits declares the limits upstream publishes, for example 500
+// requests and 200,000 tokens a minute, with the limits and algorithms of
+// the server side (see [ratelimit.Limit]): each request takes its cost
+// (see [WithCost]) from every limit, and a limit charged from usage (its
+// Usage) takes what [WithUsage] reads from the response. upstream is a
+// request URL's host, with its port when the URLs give one
+// ("api.example.com", "localhost:8080"). The limits must make a valid
+// set for [ratelimit.NewLimits], and none may be named "hold". What the
+// upstream publishes in its responses applies beside them, but for a
+// published policy of the same algorithm and window as a declared limit:
+// the declared limit wins.
+func WithLimits(upstream string, limits ...ratelimit.Limit) Option {
+	return func(t *Transport) error {
+		if upstream == "" {
+			return fmt.Errorf("%w: outbound.WithLimits: the upstream is empty; give a host, as a request URL's", ratelimit.ErrInvalid)
+		}
+		if _, dup := t.declared[lower(upstream)]; dup {
+			return fmt.Errorf("%w: outbound.WithLimits: %s is declared twice", ratelimit.ErrInvalid, upstream)
+		}
+		for _, l := range limits {
+			if l.Name == holdName {
+				return fmt.Errorf("%w: outbound.WithLimits(%s): a limit is named %q, the name of the upstream's holds", ratelimit.ErrInvalid, upstream, holdName)
+			}
+		}
+		if _, err := ratelimit.NewLimits(append(limits[:len(limits):len(limits)], holdLimit)...); err != nil {
+			return fmt.Errorf("outbound.WithLimits(%s): %w", upstream, err)
+		}
+		t.declared[lower(upstream)] = append([]ratelimit.Limit(nil), limits...)
+		return nil
+	}
+}
+
+// WithCost sets what a request costs, at least 1: the units it takes
+// from each declared limit, or, for a limit charged from usage, the
+// usage expected, which must fit before the request is sent. By default
+// a request costs 1.
+func WithCost(cost func(r *http.Request) int) Option {
+	return func(t *Transport) error {
+		if cost == nil {
+			return fmt.Errorf("%w: outbound.WithCost: the function is nil", ratelimit.ErrInvalid)
+		}
+		t.cost = cost
+		return nil
+	}
+}
+
+// WithUsage sets how a response reports what its request used (tokens,
+// for a model API), charged to the declared limits charged from usage
+// (see [ratelimit.Limit]'s Usage) once the response's header has come;
+// a negative answer counts as 0. The body is the caller's to read: usage
+// reported there is for the caller to read and declare with a limit of
+// its own. By default nothing is charged.
+func WithUsage(usage func(resp *http.Response) int) Option {
+	return func(t *Transport) error {
+		if usage == nil {
+			return fmt.Errorf("%w: outbound.WithUsage: the function is nil", ratelimit.ErrInvalid)
+		}
+		t.usage = usage
+		return nil
+	}
+}
+
+// WithPartition sets which of the caller's budgets at its upstream a
+// request spends: for example the API key it sends, when the service
+// calls an upstream with several. Requests of one upstream and partition
+// share a budget. The partition is hashed before it reaches the store,
+// so no key is written there. By default every request of an upstream
+// shares one budget.
+func WithPartition(partition func(r *http.Request) string) Option {
+	return func(t *Transport) error {
+		if partition == nil {
+			return fmt.Errorf("%w: outbound.WithPartition: the function is nil", ratelimit.ErrInvalid)
+		}
+		t.partition = partition
+		return nil
+	}
+}
+
+// WithMaxWait bounds how long a request waits for room in its budget,
+// on top of its context's deadline: a request that would fit only later
+// gets an [*Error] at once. By default only the context bounds the wait.
+func WithMaxWait(d time.Duration) Option {
+	return func(t *Transport) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: outbound.WithMaxWait: %v; want more than 0, or WithoutWaiting", ratelimit.ErrInvalid, d)
+		}
+		t.maxWait = d
+		return nil
+	}
+}
+
+// WithoutWaiting makes a request whose budget has no room fail at once
+// with an [*Error] saying when to retry, rather than wait.
+func WithoutWaiting() Option {
+	return func(t *Transport) error {
+		t.noWait = true
+		return nil
+	}
+}
+
+// DefaultMaxRetryAfter is the longest an upstream can hold a budget back
+// with a single response, unless [WithMaxRetryAfter] says otherwise: a
+// Retry-After of a year holds it for an hour.
+const DefaultMaxRetryAfter = time.Hour
+
+// WithMaxRetryAfter sets the longest an upstream can hold a budget back
+// with a single response (its Retry-After, or the reset of a spent
+// quota): a longer time is capped, and counted (see [Stats]). The
+// default is [DefaultMaxRetryAfter].
+func WithMaxRetryAfter(d time.Duration) Option {
+	return func(t *Transport) error {
+		if d < time.Second || d > 24*time.Hour {
+			return fmt.Errorf("%w: outbound.WithMaxRetryAfter: %v; want 1s to 24h", ratelimit.ErrInvalid, d)
+		}
+		t.maxDelay = d
+		return nil
+	}
+}

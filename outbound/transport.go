@@ -1,0 +1,403 @@
+package outbound
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/internal/ratefields"
+)
+
+// This file is a request's whole path, in the order it runs: RoundTrip
+// finds the budget of the request's upstream and partition
+// (budgets.go), waits for it or refuses, sends, learns from the
+// response, holds every caller back when the upstream says its budget
+// is spent (hold.go), and ends the request once its body is read.
+
+// A Transport is an [http.RoundTripper] that keeps each upstream's rate
+// limits: before it sends a request, the request takes its cost from the
+// budget of its upstream (the URL's host) and partition (see
+// [WithPartition]) in the store, under the limits declared with
+// [WithLimits] and those the upstream's responses published; a request
+// that does not fit waits until it does, or is refused with an [*Error].
+// A Transport is safe for concurrent use, and all of them that share a
+// store share the budgets.
+type Transport struct {
+	base      http.RoundTripper
+	store     ratelimit.Store
+	declared  map[string][]ratelimit.Limit // by upstream
+	cost      func(*http.Request) int
+	usage     func(*http.Response) int
+	partition func(*http.Request) string
+	maxWait   time.Duration
+	noWait    bool
+	maxDelay  time.Duration
+	now       func() time.Time
+
+	budgets budgets
+	stats   counters
+}
+
+// New returns a Transport that sends through base, or
+// [http.DefaultTransport] when base is nil, and keeps the budgets in s.
+// It refuses options that are wrong, naming them.
+func New(base http.RoundTripper, s ratelimit.Store, opts ...Option) (*Transport, error) {
+	if s == nil {
+		return nil, fmt.Errorf("%w: outbound.New: the store is nil", ratelimit.ErrInvalid)
+	}
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	t := &Transport{base: base, store: s, declared: map[string][]ratelimit.Limit{}, maxDelay: DefaultMaxRetryAfter, now: time.Now}
+	for _, opt := range opts {
+		if err := opt(t); err != nil {
+			return nil, err
+		}
+	}
+	t.budgets.t = t
+	return t, nil
+}
+
+// RoundTrip sends req once its budget has room for it: see [Transport].
+// A request refused, or whose wait ran past its context's deadline or
+// [WithMaxWait], gets an [*Error] and is not sent. While the store fails,
+// requests are sent as if nothing were known (and the failure is
+// returned by nothing: [Transport.Stats] counts it).
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	b, err := t.budgets.of(req)
+	if err != nil {
+		return nil, err
+	}
+	cost := 1
+	if t.cost != nil {
+		if cost = t.cost(req); cost < 1 {
+			return nil, fmt.Errorf("%w: outbound: the cost of a request to %s is %d; want at least 1", ratelimit.ErrInvalid, b.upstream, cost)
+		}
+	}
+	sets, d, err := t.admit(req.Context(), b, cost)
+	switch {
+	case err == nil:
+	case errors.Is(err, ratelimit.ErrInvalid):
+		closeBody(req)
+		return nil, err
+	default:
+		var refused *Error
+		if errors.As(err, &refused) {
+			t.stats.refused.Add(1)
+			closeBody(req)
+			return nil, err
+		}
+		t.stats.storeErrors.Add(1) // send as if nothing were known
+		sets = nil
+	}
+	t.stats.sent.Add(1)
+	resp, err := t.base.RoundTrip(req)
+	if err != nil {
+		t.end(b, sets, d, 0)
+		return nil, err
+	}
+	probe := 0 // the cost of a probe, which no limit of the upstream's counted
+	if sets != nil && sets.probe {
+		probe = cost
+	}
+	t.learn(req.Context(), b, resp, probe)
+	usage := 0
+	if t.usage != nil {
+		usage = max(t.usage(resp), 0)
+	}
+	if sets != nil && d.Slot != "" {
+		// The slot of a request in flight is held until its body is read
+		// or closed.
+		resp.Body = &endingBody{ReadCloser: resp.Body, end: func() { t.end(b, sets, d, usage) }}
+	} else {
+		t.end(b, sets, d, usage)
+	}
+	return resp, nil
+}
+
+// closeBody closes the body of a request not sent, as a RoundTripper
+// must.
+func closeBody(req *http.Request) {
+	if req.Body != nil {
+		req.Body.Close()
+	}
+}
+
+// admit takes cost from b, waiting for room unless told not to, and
+// returns the sets it took it under. While another request probes an
+// upstream that b knows nothing of, it waits for that request's
+// response, told of it at once in this process and asking the store
+// every probePoll for the others, even when told not to wait: a budget
+// unknown is not a budget spent.
+func (t *Transport) admit(ctx context.Context, b *budget, cost int) (*sets, ratelimit.Decision, error) {
+	for {
+		s := b.sets.Load()
+		if !s.probe {
+			d, err := t.take(ctx, b, cost, s.limits)
+			return s, d, err
+		}
+		d, err := t.store.Allow(ctx, b.key, cost, s.limits)
+		if err != nil || d.Allowed {
+			return s, d, err
+		}
+		if !probing(d) {
+			if t.noWait {
+				return s, d, newError(b.upstream, d, nil)
+			}
+			d, err := t.take(ctx, b, cost, s.limits)
+			return s, d, err
+		}
+		timer := time.NewTimer(probePoll)
+		select {
+		case <-b.learnt:
+		case <-timer.C:
+		case <-ctx.Done():
+			timer.Stop()
+			return s, d, newError(b.upstream, d, ctx.Err())
+		}
+		timer.Stop()
+	}
+}
+
+// probePoll is how often a request asks the store whether the probe of
+// another process has ended.
+const probePoll = 20 * time.Millisecond
+
+// probing reports whether d denied only for the probe.
+func probing(d ratelimit.Decision) bool {
+	for _, r := range d.Results() {
+		if !r.Allowed && r.Limit.Name != probeLimit.Name {
+			return false
+		}
+	}
+	return d.Banned == 0
+}
+
+// take takes cost from b under limits, waiting for room unless told not
+// to.
+func (t *Transport) take(ctx context.Context, b *budget, cost int, limits *ratelimit.Limits) (ratelimit.Decision, error) {
+	if t.noWait {
+		d, err := t.store.Allow(ctx, b.key, cost, limits)
+		if err != nil || d.Allowed {
+			return d, err
+		}
+		return d, newError(b.upstream, d, nil)
+	}
+	start := t.now()
+	d, err := ratelimit.Wait(ctx, t.store, b.key, cost, limits, t.maxWait)
+	if !d.Allowed && d.Results() != nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)) {
+		return d, newError(b.upstream, d, err)
+	}
+	if err == nil && t.now().Sub(start) > time.Millisecond {
+		t.stats.waited.Add(1)
+	}
+	return d, err
+}
+
+// end ends a request sent under s as d: it charges usage to the
+// limits charged from usage and gives back d's slot, if any.
+func (t *Transport) end(b *budget, s *sets, d ratelimit.Decision, usage int) {
+	if s == nil || s.ending == nil || (d.Slot == "" && (usage == 0 || !b.usage)) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), endTimeout)
+	defer cancel()
+	if _, err := t.store.End(ctx, b.key, usage, s.ending, d); err != nil {
+		t.stats.storeErrors.Add(1)
+	}
+}
+
+// endTimeout bounds the store call that ends a request, which no
+// caller's context bounds: it runs after the caller has its response.
+const endTimeout = 5 * time.Second
+
+// learn reads what resp says of the upstream's limits into b: the
+// policies it published, under which it counts the probe of cost probe
+// (0 for another request); what it has counted, where that is more than
+// b has (another client of the same budget); and holds b back when resp
+// says its budget is spent.
+func (t *Transport) learn(ctx context.Context, b *budget, resp *http.Response, probe int) {
+	var body []byte
+	if (resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable) && isProblem(resp.Header) {
+		body = peekBody(resp, maxProblemBody)
+	}
+	info, problems := ratefields.Parse(resp.Header, resp.StatusCode, body, t.now(), t.maxDelay)
+	for _, p := range problems {
+		t.stats.ignore(p.Reason)
+	}
+	b.learn(info.Policies)
+	if probe > 0 {
+		if err := b.countProbe(ctx, t.store, probe); err != nil {
+			t.stats.storeErrors.Add(1)
+		}
+	}
+	hold := time.Duration(0)
+	if info.Limited {
+		t.stats.limited.Add(1)
+		hold = info.RetryAfter
+		if hold == 0 {
+			hold = defaultHold
+		}
+	}
+	for _, l := range info.Limits {
+		if l.Remaining == 0 {
+			hold = max(hold, l.Reset)
+		} else if err := b.catchUp(ctx, t.store, l); err != nil {
+			t.stats.storeErrors.Add(1)
+		}
+	}
+	if hold > 0 {
+		if err := t.hold(ctx, b, min(hold, t.maxDelay)); err != nil {
+			t.stats.storeErrors.Add(1)
+		}
+	}
+}
+
+// defaultHold is how long a 429 or 503 that says nothing of when to
+// retry holds its budget back.
+const defaultHold = time.Second
+
+// maxProblemBody is the most of a 429's or 503's body read for its
+// problem details.
+const maxProblemBody = 64 << 10
+
+// isProblem reports whether h announces RFC 9457 problem JSON.
+func isProblem(h http.Header) bool {
+	mt, _, err := mime.ParseMediaType(h.Get("Content-Type"))
+	return err == nil && mt == "application/problem+json"
+}
+
+// peekBody returns up to n bytes of resp's body, which it leaves as it
+// was for the caller to read.
+func peekBody(resp *http.Response, n int64) []byte {
+	head, err := io.ReadAll(io.LimitReader(resp.Body, n))
+	resp.Body = &readCloser{Reader: io.MultiReader(bytes.NewReader(head), resp.Body), Closer: resp.Body}
+	if err != nil {
+		return nil
+	}
+	return head
+}
+
+type readCloser struct {
+	io.Reader
+	io.Closer
+}
+
+// An endingBody ends its request once, when it is read to its end or
+// closed.
+type endingBody struct {
+	io.ReadCloser
+	once sync.Once
+	end  func()
+}
+
+func (b *endingBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil {
+		b.once.Do(b.end)
+	}
+	return n, err
+}
+
+func (b *endingBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.once.Do(b.end)
+	return err
+}
+
+// An Error is what RoundTrip returns for a request it did not send,
+// because its budget had no room for it: at once, with [WithoutWaiting],
+// or when the room would come after the request's deadline or
+// [WithMaxWait].
+type Error struct {
+	// Upstream is the request's upstream: its URL's host.
+	Upstream string
+
+	// Policy is the name of a limit that had no room: a declared limit's
+	// (see [WithLimits]), a policy the upstream published, or "hold" when
+	// the upstream said its budget was spent.
+	Policy string
+
+	// RetryAfter is the time until the request would fit, if nothing else
+	// is sent meanwhile.
+	RetryAfter time.Duration
+
+	// Err is why waiting ended: the context's error, or
+	// context.DeadlineExceeded for WithMaxWait; nil without waiting.
+	Err error
+}
+
+func newError(upstream string, d ratelimit.Decision, err error) *Error {
+	e := &Error{Upstream: upstream, RetryAfter: d.RetryAfter, Err: err}
+	for _, r := range d.Results() {
+		if !r.Allowed {
+			e.Policy = r.Limit.Name
+			break
+		}
+	}
+	return e
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("outbound: the budget of %s has no room for the request (%s): retry in %v", e.Upstream, e.Policy, e.RetryAfter)
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Stats are what a Transport counted since it was made.
+type Stats struct {
+	Sent        int64            // requests sent
+	Waited      int64            // requests sent after waiting for room
+	Refused     int64            // requests not sent: RoundTrip returned an *Error
+	Limited     int64            // responses that refused a request for a limit: 429, or 503 with Retry-After or a limit's problem
+	StoreErrors int64            // store calls that failed; the requests were sent as if nothing were known
+	Ignored     map[string]int64 // fields of responses ignored, or capped, by the reason (see docs/outbound.md)
+}
+
+// Stats returns what t counted.
+func (t *Transport) Stats() Stats {
+	return t.stats.snapshot()
+}
+
+type counters struct {
+	sent, waited, refused, limited, storeErrors atomic.Int64
+	mu                                          sync.Mutex
+	ignored                                     map[string]int64 // by reason: a closed set
+}
+
+func (c *counters) ignore(reason ratefields.Reason) {
+	c.mu.Lock()
+	if c.ignored == nil {
+		c.ignored = map[string]int64{}
+	}
+	c.ignored[string(reason)]++
+	c.mu.Unlock()
+}
+
+func (c *counters) snapshot() Stats {
+	s := Stats{Sent: c.sent.Load(), Waited: c.waited.Load(), Refused: c.refused.Load(), Limited: c.limited.Load(), StoreErrors: c.storeErrors.Load()}
+	c.mu.Lock()
+	s.Ignored = make(map[string]int64, len(c.ignored))
+	for k, v := range c.ignored {
+		s.Ignored[k] = v
+	}
+	c.mu.Unlock()
+	return s
+}
+
+// lower returns s in lower case, without allocating when it is already.
+func lower(s string) string {
+	if strings.IndexFunc(s, func(r rune) bool { return 'A' <= r && r <= 'Z' }) < 0 {
+		return s
+	}
+	return strings.ToLower(s)
+}

@@ -1,0 +1,386 @@
+package outbound_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/outbound"
+	"github.com/ratelimit-go/ratelimit/store"
+)
+
+// upstream is a server that counts what it answers, by status.
+type upstream struct {
+	*httptest.Server
+	ok, limited atomic.Int64
+}
+
+// newUpstream starts h as an upstream.
+func newUpstream(t *testing.T, h http.Handler) *upstream {
+	t.Helper()
+	u := &upstream{}
+	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+		h.ServeHTTP(rec, r)
+		if rec.status == http.StatusTooManyRequests {
+			u.limited.Add(1)
+		} else if rec.status < 300 {
+			u.ok.Add(1)
+		}
+	}))
+	t.Cleanup(u.Close)
+	return u
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	r.status = code
+	r.ResponseWriter.WriteHeader(code)
+}
+
+// limited returns a handler of this library, limiting by limits the
+// requests of every client together.
+func limited(t *testing.T, limits ...ratelimit.Limit) http.Handler {
+	t.Helper()
+	s, err := store.NewMemory(store.MemoryOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := ratelimit.New(s, "upstream", ratelimit.WithLimits(limits...),
+		ratelimit.WithKey(func(*http.Request) (string, error) { return "everyone", nil }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
+}
+
+// newTransport returns a Transport on a Memory store of its own.
+func newTransport(t *testing.T, opts ...outbound.Option) *outbound.Transport {
+	t.Helper()
+	s, err := store.NewMemory(store.MemoryOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := outbound.New(nil, s, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr
+}
+
+// send sends n requests to u through c from workers goroutines, each
+// with a context of timeout, and returns how many came back 200 and 429
+// and how many RoundTrip refused with an *outbound.Error.
+func send(t *testing.T, c *http.Client, u string, workers, n int, timeout time.Duration) (ok, limited, refused int) {
+	t.Helper()
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	jobs := make(chan struct{}, n)
+	for range n {
+		jobs <- struct{}{}
+	}
+	close(jobs)
+	for range workers {
+		wg.Go(func() {
+			for range jobs {
+				ctx, cancel := context.WithTimeout(context.Background(), timeout)
+				req, _ := http.NewRequestWithContext(ctx, "GET", u, nil)
+				resp, err := c.Do(req)
+				var e *outbound.Error
+				mu.Lock()
+				switch {
+				case errors.As(err, &e):
+					refused++
+				case err != nil:
+					t.Errorf("request: %v", err)
+				case resp.StatusCode == http.StatusTooManyRequests:
+					limited++
+				case resp.StatusCode == http.StatusOK:
+					ok++
+				}
+				mu.Unlock()
+				if err == nil {
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+				cancel()
+			}
+		})
+	}
+	wg.Wait()
+	return ok, limited, refused
+}
+
+// TestLearnsFromDraft11: an upstream of this library, 5 requests a
+// minute, and 16 workers sending 64 requests without waiting: the first
+// request goes alone and teaches the policy; 5 are served, the 59 others
+// refused before they are sent, none refused by the upstream; a refusal
+// names the upstream's policy and when to retry.
+func TestLearnsFromDraft11(t *testing.T) {
+	u := newUpstream(t, limited(t, ratelimit.PerMinute(5).Named("api")))
+	tr := newTransport(t, outbound.WithoutWaiting())
+	ok, limited, refused := send(t, &http.Client{Transport: tr}, u.URL, 16, 64, 10*time.Second)
+	if ok != 5 || limited != 0 || refused != 59 {
+		t.Errorf("got %d served, %d refused by the upstream, %d refused before sending; want 5, 0, 59", ok, limited, refused)
+	}
+	if got := u.ok.Load() + u.limited.Load(); got != 5 {
+		t.Errorf("the upstream answered %d requests, want 5", got)
+	}
+	req, _ := http.NewRequest("GET", u.URL, nil)
+	_, err := tr.RoundTrip(req)
+	var e *outbound.Error
+	if !errors.As(err, &e) {
+		t.Fatalf("a sixth request: got %v, want an *outbound.Error", err)
+	}
+	host := strings.TrimPrefix(u.URL, "http://")
+	if e.Upstream != host || (e.Policy != "api" && e.Policy != "hold") || e.RetryAfter <= 0 || e.RetryAfter > time.Minute {
+		t.Errorf("got %+v, want upstream %s, policy api or hold, and a retry within a minute", e, host)
+	}
+	if st := tr.Stats(); st.Sent != 5 || st.Refused != 60 || st.Limited != 0 {
+		t.Errorf("stats %+v: want 5 sent, 60 refused, 0 limited", st)
+	}
+}
+
+// TestWaitsForRoom: 8 workers send 30 requests, waiting, to an upstream
+// of 10 requests a second: every one is served, in about 3 seconds, and
+// the upstream refuses few if any (a request that the Transport counts
+// before a slot of the upstream's window ends and the upstream after it
+// may be refused).
+func TestWaitsForRoom(t *testing.T) {
+	u := newUpstream(t, limited(t, ratelimit.PerSecond(10).Named("rps")))
+	tr := newTransport(t)
+	c := &http.Client{Transport: tr}
+	served := 0
+	for served < 30 {
+		ok, _, refused := send(t, c, u.URL, 8, 30-served, 20*time.Second)
+		if refused != 0 {
+			t.Fatalf("%d refused, waiting within 20s", refused)
+		}
+		served += ok
+	}
+	if got := u.limited.Load(); got > 3 {
+		t.Errorf("the upstream refused %d of %d requests; want at most 3", got, u.limited.Load()+u.ok.Load())
+	}
+	if st := tr.Stats(); st.Waited == 0 {
+		t.Errorf("stats %+v: no request waited", st)
+	}
+}
+
+// TestRetryAfterOnly: an upstream that says nothing but a 429's
+// Retry-After, in seconds or as a date: the next requests are held back
+// until then, refused at once without waiting, and sent once it has
+// passed when waiting.
+func TestRetryAfterOnly(t *testing.T) {
+	for _, form := range []string{"seconds", "date"} {
+		t.Run(form, func(t *testing.T) {
+			var calls atomic.Int64
+			u := newUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if calls.Add(1) != 2 {
+					return
+				}
+				if form == "seconds" {
+					w.Header().Set("Retry-After", "2")
+				} else {
+					w.Header().Set("Retry-After", time.Now().Add(3*time.Second).UTC().Format(http.TimeFormat))
+				}
+				w.WriteHeader(http.StatusTooManyRequests)
+			}))
+			s, err := store.NewMemory(store.MemoryOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			fast, err := outbound.New(nil, s, outbound.WithoutWaiting())
+			if err != nil {
+				t.Fatal(err)
+			}
+			ok, limited, refused := send(t, &http.Client{Transport: fast}, u.URL, 1, 6, 5*time.Second)
+			if ok != 1 || limited != 1 || refused != 4 || calls.Load() != 2 {
+				t.Fatalf("got %d served, %d limited, %d refused, %d calls; want 1, 1, 4, 2", ok, limited, refused, calls.Load())
+			}
+			req, _ := http.NewRequest("GET", u.URL, nil)
+			_, err = fast.RoundTrip(req)
+			var e *outbound.Error
+			if !errors.As(err, &e) || e.Policy != "hold" || e.RetryAfter <= 0 || e.RetryAfter > 3*time.Second {
+				t.Fatalf("got %v, want a hold of at most 3s", err)
+			}
+			// The same budget, through another Transport on the store, one
+			// that waits: it sends once the hold has passed.
+			slow, err := outbound.New(nil, s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			if ok, _, _ := send(t, &http.Client{Transport: slow}, u.URL, 1, 1, 10*time.Second); ok != 1 || calls.Load() != 3 {
+				t.Errorf("waiting: got %d served, %d calls; want 1 and 3", ok, calls.Load())
+			}
+			if waited := time.Since(start); waited < e.RetryAfter-500*time.Millisecond {
+				t.Errorf("waited %v; want about %v", waited, e.RetryAfter)
+			}
+		})
+	}
+}
+
+// TestXRateLimitOnly: an upstream that sends only X-RateLimit-*, its
+// reset a Unix time as GitHub sends it: once Remaining is 0, nothing is
+// sent until the reset. (These fields name no window, so nothing is
+// counted ahead: requests sent while Remaining was above 0 are not held
+// back; one worker sends one at a time.)
+func TestXRateLimitOnly(t *testing.T) {
+	var calls atomic.Int64
+	reset := time.Now().Add(30 * time.Second).Unix()
+	u := newUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := calls.Add(1)
+		w.Header().Set("X-RateLimit-Limit", "3")
+		w.Header().Set("X-RateLimit-Remaining", strconv.FormatInt(max(3-n, 0), 10))
+		w.Header().Set("X-RateLimit-Reset", strconv.FormatInt(reset, 10))
+		w.Header().Set("X-RateLimit-Resource", "core")
+		if n > 3 {
+			w.WriteHeader(http.StatusForbidden) // as GitHub answers
+		}
+	}))
+	tr := newTransport(t, outbound.WithoutWaiting())
+	ok, _, refused := send(t, &http.Client{Transport: tr}, u.URL, 1, 20, 5*time.Second)
+	if ok != 3 || refused != 17 || calls.Load() != 3 {
+		t.Errorf("got %d served, %d refused, %d calls; want 3, 17, 3", ok, refused, calls.Load())
+	}
+}
+
+// TestMalformedFieldsIgnored: an upstream whose fields are malformed,
+// duplicated or hostile: nothing is held back on their word, every
+// request is sent, and the reasons are counted.
+func TestMalformedFieldsIgnored(t *testing.T) {
+	u := newUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h["Retry-After"] = []string{"soon"}
+		h["Ratelimit"] = []string{`"api";r=-4;t=banana`}
+		h["Ratelimit-Policy"] = []string{`"api";q=0;w=-60`}
+		h["X-Ratelimit-Remaining"] = []string{"0", "7"}
+		h["X-Ratelimit-Reset"] = []string{"-5"}
+	}))
+	tr := newTransport(t, outbound.WithoutWaiting())
+	ok, limited, refused := send(t, &http.Client{Transport: tr}, u.URL, 4, 40, 5*time.Second)
+	if ok != 40 || limited != 0 || refused != 0 {
+		t.Errorf("got %d served, %d limited, %d refused; want 40, 0, 0", ok, limited, refused)
+	}
+	st := tr.Stats()
+	total := int64(0)
+	for _, n := range st.Ignored {
+		total += n
+	}
+	if total < 40 {
+		t.Errorf("ignored %v: want the reasons of at least 40 responses counted", st.Ignored)
+	}
+}
+
+// TestRetryAfterCapped: a Retry-After of a year holds the budget back for
+// WithMaxRetryAfter, and says so.
+func TestRetryAfterCapped(t *testing.T) {
+	var calls atomic.Int64
+	u := newUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		w.Header().Set("Retry-After", strconv.Itoa(365*24*3600))
+		w.WriteHeader(http.StatusTooManyRequests)
+	}))
+	tr := newTransport(t, outbound.WithoutWaiting(), outbound.WithMaxRetryAfter(2*time.Second))
+	send(t, &http.Client{Transport: tr}, u.URL, 1, 1, 5*time.Second)
+	req, _ := http.NewRequest("GET", u.URL, nil)
+	_, err := tr.RoundTrip(req)
+	var e *outbound.Error
+	if !errors.As(err, &e) || e.RetryAfter > 2*time.Second {
+		t.Fatalf("got %v, want a hold of at most 2s", err)
+	}
+	if st := tr.Stats(); st.Ignored["capped"] == 0 {
+		t.Errorf("ignored %v: want the cap counted", st.Ignored)
+	}
+}
+
+// TestDeclaredLimits: limits declared for an upstream that publishes
+// none, 3 requests and 100 tokens a minute, tokens read from each
+// response: the first response's 60 tokens leave room for one more
+// request, which puts the tokens in debt; the third is refused by the
+// tokens.
+func TestDeclaredLimits(t *testing.T) {
+	u := newUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Tokens", "60")
+	}))
+	host := strings.TrimPrefix(u.URL, "http://")
+	tr := newTransport(t, outbound.WithoutWaiting(),
+		outbound.WithLimits(host, ratelimit.PerMinute(3).Named("rpm"),
+			ratelimit.Limit{Quota: 100, Window: time.Minute, Usage: true, Name: "tpm"}),
+		outbound.WithUsage(func(resp *http.Response) int {
+			n, _ := strconv.Atoi(resp.Header.Get("X-Tokens"))
+			return n
+		}))
+	ok, _, refused := send(t, &http.Client{Transport: tr}, u.URL, 1, 3, 5*time.Second)
+	if ok != 2 || refused != 1 {
+		t.Fatalf("got %d served, %d refused; want 2, 1", ok, refused)
+	}
+	req, _ := http.NewRequest("GET", u.URL, nil)
+	_, err := tr.RoundTrip(req)
+	var e *outbound.Error
+	if !errors.As(err, &e) || e.Policy != "tpm" {
+		t.Errorf("got %v, want a refusal by tpm", err)
+	}
+}
+
+// TestOptionsRefused: wrong options are refused, naming what is wrong.
+func TestOptionsRefused(t *testing.T) {
+	s, _ := store.NewMemory(store.MemoryOptions{})
+	for _, tt := range []struct {
+		opt  outbound.Option
+		want string
+	}{
+		{outbound.WithLimits(""), "upstream is empty"},
+		{outbound.WithLimits("a.example", ratelimit.Limit{Quota: 0, Window: time.Minute}), "Quota"},
+		{outbound.WithLimits("a.example", ratelimit.PerMinute(1).Named("hold")), `"hold"`},
+		{outbound.WithMaxWait(0), "WithMaxWait"},
+		{outbound.WithMaxRetryAfter(time.Millisecond), "WithMaxRetryAfter"},
+		{outbound.WithCost(nil), "WithCost"},
+		{outbound.WithUsage(nil), "WithUsage"},
+		{outbound.WithPartition(nil), "WithPartition"},
+	} {
+		_, err := outbound.New(nil, s, tt.opt)
+		if !errors.Is(err, ratelimit.ErrInvalid) || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("got %v, want ErrInvalid naming %s", err, tt.want)
+		}
+	}
+	if _, err := outbound.New(nil, nil); !errors.Is(err, ratelimit.ErrInvalid) {
+		t.Errorf("a nil store: got %v, want ErrInvalid", err)
+	}
+}
+
+// TestRefusedBodyClosed: a request refused before it is sent has its
+// body closed, as a RoundTripper must.
+func TestRefusedBodyClosed(t *testing.T) {
+	u := newUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Retry-After", "60")
+		w.WriteHeader(http.StatusTooManyRequests)
+	}))
+	tr := newTransport(t, outbound.WithoutWaiting())
+	send(t, &http.Client{Transport: tr}, u.URL, 1, 1, 5*time.Second)
+	body := &closeCounter{Reader: strings.NewReader("x")}
+	req, _ := http.NewRequest("POST", u.URL, body)
+	if _, err := tr.RoundTrip(req); err == nil || body.closed != 1 {
+		t.Errorf("got %v with the body closed %d times; want a refusal and 1", err, body.closed)
+	}
+}
+
+type closeCounter struct {
+	io.Reader
+	closed int
+}
+
+func (c *closeCounter) Close() error { c.closed++; return nil }
