@@ -27,7 +27,8 @@ type budget struct {
 	mu      sync.Mutex // learning
 	known   bool       // a response of the upstream has come
 	learned []ratelimit.Limit
-	learnt  chan struct{} // closed once known
+	counted map[string]*ratelimit.Limits // the learned limits counted in requests, alone by name, and together under ""
+	learnt  chan struct{}                // closed once known
 
 	sets atomic.Pointer[sets]
 }
@@ -150,6 +151,7 @@ func (b *budget) learn(policies []ratefields.Policy) {
 		learned = nil // a published policy the store cannot keep
 		b.set(nil, false)
 	}
+	b.counted = counted(learned)
 	if !b.known {
 		close(b.learnt)
 	}
@@ -197,21 +199,23 @@ var probeLimit = ratelimit.Limit{Algorithm: ratelimit.Concurrent, Quota: 1, Name
 // has left, another client spends the same budget, or b's count began
 // after the upstream's. The requests b admitted that the upstream has
 // not counted yet make b's count the larger, never the smaller, so
-// catching up never takes what b itself spent.
-func (b *budget) catchUp(ctx context.Context, s ratelimit.Store, l ratefields.Limit) error {
-	b.mu.Lock()
-	i := slices.IndexFunc(b.learned, func(d ratelimit.Limit) bool { return d.Name == l.Name && d.Algorithm != ratelimit.Concurrent })
-	var lim ratelimit.Limit
-	if i >= 0 {
-		lim = b.learned[i]
+// catching up never takes what b itself spent. It asks the store only
+// when d, the decision on the request l answered, left more than l.
+func (b *budget) catchUp(ctx context.Context, s ratelimit.Store, l ratefields.Limit, d ratelimit.Decision) error {
+	var left int64 = -1
+	for _, r := range d.Results() {
+		if r.Limit.Name == l.Name && r.Limit.Algorithm != ratelimit.Concurrent {
+			left = int64(r.Remaining)
+		}
 	}
-	b.mu.Unlock()
-	if i < 0 {
+	if left <= l.Remaining {
 		return nil
 	}
-	one, err := ratelimit.NewLimits(lim)
-	if err != nil {
-		return err
+	b.mu.Lock()
+	one := b.counted[l.Name]
+	b.mu.Unlock()
+	if one == nil {
+		return nil
 	}
 	p, err := s.Peek(ctx, b.key, 1, one)
 	if err != nil {
@@ -228,20 +232,30 @@ func (b *budget) catchUp(ctx context.Context, s ratelimit.Store, l ratefields.Li
 // far as they have room.
 func (b *budget) countProbe(ctx context.Context, s ratelimit.Store, cost int) error {
 	b.mu.Lock()
-	var counted []ratelimit.Limit
-	for _, l := range b.learned {
-		if l.Algorithm != ratelimit.Concurrent {
-			counted = append(counted, l)
-		}
-	}
+	all := b.counted[""]
 	b.mu.Unlock()
-	if len(counted) == 0 {
+	if all == nil {
 		return nil
 	}
-	ls, err := ratelimit.NewLimits(counted...)
-	if err != nil {
-		return err
-	}
-	_, err = s.Allow(ctx, b.key, cost, ls)
+	_, err := s.Allow(ctx, b.key, cost, all)
 	return err
+}
+
+// counted returns the limits of learned counted in requests, alone by
+// name, and together under "".
+func counted(learned []ratelimit.Limit) map[string]*ratelimit.Limits {
+	m := map[string]*ratelimit.Limits{}
+	var all []ratelimit.Limit
+	for _, l := range learned {
+		if l.Algorithm == ratelimit.Concurrent {
+			continue
+		}
+		if one, err := ratelimit.NewLimits(l); err == nil {
+			m[l.Name], all = one, append(all, l)
+		}
+	}
+	if ls, err := ratelimit.NewLimits(all...); err == nil && len(all) > 0 {
+		m[""] = ls
+	}
+	return m
 }

@@ -109,7 +109,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if sets != nil && sets.probe {
 		probe = cost
 	}
-	t.learn(req.Context(), b, resp, probe)
+	t.learn(req.Context(), b, resp, d, probe)
 	usage := 0
 	if t.usage != nil {
 		usage = max(t.usage(resp), 0)
@@ -220,12 +220,12 @@ func (t *Transport) end(b *budget, s *sets, d ratelimit.Decision, usage int) {
 // caller's context bounds: it runs after the caller has its response.
 const endTimeout = 5 * time.Second
 
-// learn reads what resp says of the upstream's limits into b: the
-// policies it published, under which it counts the probe of cost probe
-// (0 for another request); what it has counted, where that is more than
-// b has (another client of the same budget); and holds b back when resp
-// says its budget is spent.
-func (t *Transport) learn(ctx context.Context, b *budget, resp *http.Response, probe int) {
+// learn reads what resp, the response to the request admitted as d, says
+// of the upstream's limits into b: the policies it published, under
+// which it counts the probe of cost probe (0 for another request); what
+// it has counted, where that is more than b has (another client of the
+// same budget); and holds b back when resp says its budget is spent.
+func (t *Transport) learn(ctx context.Context, b *budget, resp *http.Response, d ratelimit.Decision, probe int) {
 	var body []byte
 	if (resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable) && isProblem(resp.Header) {
 		body = peekBody(resp, maxProblemBody)
@@ -251,7 +251,7 @@ func (t *Transport) learn(ctx context.Context, b *budget, resp *http.Response, p
 	for _, l := range info.Limits {
 		if l.Remaining == 0 {
 			hold = max(hold, l.Reset)
-		} else if err := b.catchUp(ctx, t.store, l); err != nil {
+		} else if err := b.catchUp(ctx, t.store, l, d); err != nil {
 			t.stats.storeErrors.Add(1)
 		}
 	}
