@@ -237,14 +237,15 @@ func (p *parser) report(field string, reason Reason) {
 }
 
 // lines returns the lines of field, or nil when it is absent or, reported,
-// longer than MaxField in all.
+// longer than MaxField in all, counting the ", " that joins them into
+// one value: a thousand empty lines are not a small field.
 func (p *parser) lines(field string) []string {
 	lines := p.h[field]
 	n := 0
 	for _, l := range lines {
-		n += len(l)
+		n += len(l) + len(", ")
 	}
-	if n > MaxField {
+	if n-len(", ") > MaxField {
 		p.report(field, ReasonTooLarge)
 		return nil
 	}

@@ -199,6 +199,9 @@ func TestDraft11(t *testing.T) {
 			},
 			want:     ratefields.Info{Limits: limits(lim("a", 1, 0, ""))},
 			problems: []ratefields.Problem{problem("Ratelimit-Policy", tooLarge)}},
+		{name: "many empty lines make a field too large",
+			header:   slices.Repeat([]string{"RateLimit: "}, ratefields.MaxField),
+			problems: []ratefields.Problem{problem("Ratelimit", tooLarge)}},
 		{name: "more than MaxItems: the first kept",
 			header: []string{
 				"RateLimit-Policy: " + items(ratefields.MaxItems+1, func(i int) string { return fmt.Sprintf(`"p%d";q=%d`, i, i) }),
@@ -420,7 +423,7 @@ func TestXRateLimit(t *testing.T) {
 			header:   []string{`X-RateLimit-Limit: 10`, `X-RateLimit-Remaining: 5`, `X-RateLimit-Used: 6`},
 			want:     ratefields.Info{Policies: policies(pol("", 10, 0, "", "")), Limits: limits(lim("", 5, 0, ""))},
 			problems: []ratefields.Problem{problem("X-Ratelimit-Used", contradicts)}},
-		{name: "a resource that is no token, or too long",
+		{name: "a resource that is no token",
 			header:   []string{`X-RateLimit-Limit: 10`, `X-RateLimit-Remaining: 5`, `X-RateLimit-Resource: a b`},
 			want:     ratefields.Info{Policies: policies(pol("", 10, 0, "", "")), Limits: limits(lim("", 5, 0, ""))},
 			problems: []ratefields.Problem{problem("X-Ratelimit-Resource", malformed)}},
