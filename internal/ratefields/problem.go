@@ -75,6 +75,7 @@ type members struct {
 func problemMembers(body []byte) (members, Reason) {
 	var m members
 	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber() // a number no float64 holds is still JSON
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
 		return members{}, ReasonMalformed
 	}
