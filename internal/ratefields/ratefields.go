@@ -102,9 +102,11 @@ type Limit struct {
 	// or X-RateLimit-Remaining.
 	Remaining int64
 
-	// Reset is how long until more units come back: t, reset,
-	// X-RateLimit-Reset or X-RateLimit-Reset-After; at most the caller's
-	// cap; 0 when the form does not say.
+	// Reset is the time within which the client may spend at most
+	// Remaining more units, and after which more may come back: t (the
+	// draft 11 effective window, which need not be when the quota is full
+	// again), reset, X-RateLimit-Reset or X-RateLimit-Reset-After; at most
+	// the caller's cap; 0 when the form does not say.
 	Reset time.Duration
 
 	// Partition is the partition key pk, as in Policy.
@@ -168,8 +170,9 @@ const (
 	ReasonContradicts Reason = "contradicts"
 )
 
-// Parse reads what resp's header (and, for a 429 or 503 with an RFC 9457
-// problem+json body, that body) say of the upstream's limits, at now.
+// Parse reads what a response's header h (and, for a 429 or 503 with an
+// RFC 9457 problem+json body, that body) say of the upstream's limits, at
+// now.
 // Durations are capped at maxDelay (e.g. a Retry-After of a year); a value
 // over the cap is capped and reported (ReasonCapped), not dropped. A
 // maxDelay below zero caps at zero.

@@ -260,6 +260,11 @@ func TestDraft11(t *testing.T) {
 				Limits:   limits(lim("a", 999999999999999, maxDelay, "")),
 			},
 			problems: []ratefields.Problem{problem("Ratelimit", capped)}},
+		// RFC 9651 asks parsers to accept a Byte Sequence without its
+		// base64 padding; httpsfv does not, and this module pads.
+		{name: "a partition key without padding makes the field unparsable",
+			header:   []string{`RateLimit: "a";r=1;pk=:cHJvamVjdA:`},
+			problems: []ratefields.Problem{problem("Ratelimit", malformed)}},
 		{name: "numbers beyond them make the field unparsable",
 			header:   []string{`RateLimit-Policy: "a";q=1000000000000000`},
 			problems: []ratefields.Problem{problem("Ratelimit-Policy", malformed)}},
