@@ -1,0 +1,63 @@
+package grpclimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// TestHTTPStatus: the status Limiter.Finish is told for each code, as
+// grpc-gateway maps it, and for errors that carry no status, the code
+// the server sends for them.
+func TestHTTPStatus(t *testing.T) {
+	for _, tt := range []struct {
+		err  error
+		want int
+	}{
+		{nil, 200},
+		{status.Error(codes.OK, ""), 200},
+		{status.Error(codes.Canceled, ""), 499},
+		{status.Error(codes.Unknown, ""), 500},
+		{status.Error(codes.InvalidArgument, ""), 400},
+		{status.Error(codes.DeadlineExceeded, ""), 504},
+		{status.Error(codes.NotFound, ""), 404},
+		{status.Error(codes.AlreadyExists, ""), 409},
+		{status.Error(codes.PermissionDenied, ""), 403},
+		{status.Error(codes.ResourceExhausted, ""), 429},
+		{status.Error(codes.FailedPrecondition, ""), 400},
+		{status.Error(codes.Aborted, ""), 409},
+		{status.Error(codes.OutOfRange, ""), 400},
+		{status.Error(codes.Unimplemented, ""), 501},
+		{status.Error(codes.Internal, ""), 500},
+		{status.Error(codes.Unavailable, ""), 503},
+		{status.Error(codes.DataLoss, ""), 500},
+		{status.Error(codes.Unauthenticated, ""), 401},
+		{fmt.Errorf("wrapped: %w", status.Error(codes.NotFound, "")), 404},
+		{context.Canceled, 499},
+		{fmt.Errorf("reading: %w", context.DeadlineExceeded), 504},
+		{errors.New("a plain error"), 500},
+	} {
+		if got := httpStatus(tt.err); got != tt.want {
+			t.Errorf("httpStatus(%v): got %d, want %d", tt.err, got, tt.want)
+		}
+	}
+}
+
+// TestRefusalCode: a refusal's status from a handler of the
+// application's, mapped back to its code; Unknown for one grpc-gateway
+// does not map to.
+func TestRefusalCode(t *testing.T) {
+	for status, want := range map[int]codes.Code{
+		400: codes.InvalidArgument, 401: codes.Unauthenticated, 403: codes.PermissionDenied, 404: codes.NotFound,
+		409: codes.Aborted, 429: codes.ResourceExhausted, 500: codes.Internal, 501: codes.Unimplemented,
+		503: codes.Unavailable, 504: codes.DeadlineExceeded, 0: codes.Unknown, 200: codes.Unknown, 418: codes.Unknown,
+	} {
+		if got := refusalCode(status); got != want {
+			t.Errorf("refusalCode(%d): got %v, want %v", status, got, want)
+		}
+	}
+}

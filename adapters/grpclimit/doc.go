@@ -1,0 +1,58 @@
+// Package grpclimit runs a [ratelimit.Limiter] as gRPC server
+// interceptors, unary and stream.
+//
+// It only translates a gRPC call: the decision, the keys and the fields
+// sent are the Limiter's, exactly as with net/http. The Limiter decides
+// each call as the HTTP request it would be over HTTP/2: POST to the
+// path of its full method ("/package.Service/Method"), with the call's
+// context (so that [ratelimit.User] keys it by what an authenticating
+// interceptor before this one put there), its metadata as the header,
+// each key written the HTTP way (so that ratelimit.HeaderKey("X-API-Key",
+// secret) reads the metadata "x-api-key", hashed as over HTTP; binary
+// "-bin" keys and pseudo-headers are left out), the peer's address as its
+// RemoteAddr (so that [ratelimit.IPKey] keys it by the peer, or by a
+// trusted proxy's "x-forwarded-for"; a Unix socket has no IP address,
+// and its calls have no such key) and :authority as its Host. [Methods]
+// gives methods and services limits of their own.
+//
+// A call the Limiter admits goes on, its handler's context carrying the
+// decision ([ratelimit.Decisions], [ratelimit.Charge]). One it refuses
+// gets an error of fixed text, never the store's: ResourceExhausted,
+// "rate limit exceeded" ("banned after repeated denials" for a banned key,
+// see [ratelimit.Ban]), when it is denied, with the details
+// errdetails.RetryInfo, the Retry-After in seconds, and
+// errdetails.QuotaFailure, a violation per limit that denied, QuotaId its
+// name (Limit.Name, as RateLimit-Policy names it) and Description the
+// limit (Limit.String); when the store fails, as the Limiter's error
+// handler says: the call goes on ([ratelimit.FailOpen], the default), or
+// Unavailable, "rate limiting is unavailable" ([ratelimit.FailClosed],
+// with a RetryInfo of 1s); and InvalidArgument, "the call cannot be rate
+// limited", under either, for a call without a key or with an invalid
+// cost. A client reads the details with status.FromError(err) and
+// Status.Details.
+//
+// Admitted or denied, the call's header metadata carries the RateLimit
+// and RateLimit-Policy fields the Limiter set, under the keys "ratelimit"
+// and "ratelimit-policy", and a denial's Retry-After under "retry-after"
+// (see docs/headers.md). They are set when the call is decided, as on a
+// streamed HTTP response: what [ratelimit.Charge] or a count-only Limiter
+// takes afterwards shows in the next call's. Several interceptors of
+// several Limiters each set the fields their Limiter wrote, those of every
+// Limiter that decided the call so far: the last value of each key lists
+// them all.
+//
+//	limiter, err := ratelimit.New(store, "api",
+//		ratelimit.WithLimits(ratelimit.PerMinute(100)),
+//		grpclimit.Methods(map[string][]ratelimit.Limit{
+//			"/shop.Orders/Create": {ratelimit.PerMinute(10)},
+//		}),
+//	)
+//	...
+//	server := grpc.NewServer(
+//		grpc.ChainUnaryInterceptor(auth, grpclimit.UnaryServerInterceptor(limiter)),
+//		grpc.ChainStreamInterceptor(grpclimit.StreamServerInterceptor(limiter)),
+//	)
+//
+// The module pairs with the root module of the same repository and
+// version; it brings gRPC, which the root module does not need.
+package grpclimit
