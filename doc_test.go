@@ -724,7 +724,7 @@ func TestReleaseStepsRequireATaggedRoot(t *testing.T) {
 		}
 	}
 
-	for _, dir := range []string{"adapters/ginlimit", "adapters/echolimit", "extra/ratelimitprom", "extra/ratelimitotel"} {
+	for _, dir := range []string{"adapters/ginlimit", "adapters/echolimit", "adapters/grpclimit", "extra/ratelimitprom", "extra/ratelimitotel"} {
 		mod, err := os.ReadFile(filepath.Join(dir, "go.mod"))
 		if err != nil {
 			t.Fatal(err)
