@@ -43,7 +43,8 @@
 // with a [Decision] holding one [Result] per limit. The package store has
 // a Redis store, an in-process Memory store and a Fallback that keeps
 // deciding while Redis fails; the packages adapters/ginlimit and
-// adapters/echolimit run a Limiter in Gin and Echo.
+// adapters/echolimit run a Limiter in Gin and Echo, and
+// adapters/grpclimit as gRPC server interceptors.
 //
 // The key a Limiter gives the store names its namespace, the route whose
 // limits apply and the client: Limiters of different namespaces never
