@@ -12,10 +12,15 @@ require (
 	github.com/ratelimit-go/ratelimit v0.0.0
 	github.com/ratelimit-go/ratelimit/adapters/echolimit v0.0.0
 	github.com/ratelimit-go/ratelimit/adapters/ginlimit v0.0.0
+	github.com/ratelimit-go/ratelimit/adapters/grpclimit v0.0.0
 	github.com/ratelimit-go/ratelimit/extra/ratelimitprom v0.0.0
 	github.com/redis/go-redis/v9 v9.22.0
 	go.uber.org/goleak v1.3.0
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20260226221140-a57be14db171
+	google.golang.org/grpc v1.81.1
 )
+
+require github.com/dunglas/httpsfv v1.1.2 // indirect
 
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
@@ -56,7 +61,7 @@ require (
 	golang.org/x/net v0.57.0 // indirect
 	golang.org/x/sys v0.47.0 // indirect
 	golang.org/x/text v0.40.0 // indirect
-	google.golang.org/protobuf v1.36.11 // indirect
+	google.golang.org/protobuf v1.36.11
 )
 
 // Until the modules are released, they come from this repository.
@@ -64,5 +69,6 @@ replace (
 	github.com/ratelimit-go/ratelimit => ../
 	github.com/ratelimit-go/ratelimit/adapters/echolimit => ../adapters/echolimit
 	github.com/ratelimit-go/ratelimit/adapters/ginlimit => ../adapters/ginlimit
+	github.com/ratelimit-go/ratelimit/adapters/grpclimit => ../adapters/grpclimit
 	github.com/ratelimit-go/ratelimit/extra/ratelimitprom => ../extra/ratelimitprom
 )

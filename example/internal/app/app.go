@@ -24,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
+	"google.golang.org/grpc"
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/admin"
@@ -50,6 +51,9 @@ type Config struct {
 	// AdminToken is the token its requests must bear; empty: none, which
 	// only a loopback Admin allows.
 	Admin, AdminToken string
+	// GRPC is the address of a gRPC listener serving GenerateMethod under
+	// the limits of POST /v1/generate; empty: none.
+	GRPC string
 }
 
 // ParseFlags reads the command line of the example server program on
@@ -74,6 +78,7 @@ func ParseFlags(program, framework string, args []string, getenv func(string) st
 	fs.DurationVar(&c.FallbackBudget, "fallback-budget", 50*time.Millisecond, "how long a decision waits for a configured Redis before it is made in process")
 	fs.StringVar(&proxies, "trusted-proxies", "", "CIDRs of proxies whose X-Forwarded-For is believed, comma-separated")
 	fs.StringVar(&c.KeySecret, "key-secret", getenv("RATELIMIT_KEY_SECRET"), "secret, at least 16 bytes and the same on every server, that API keys are hashed with before they reach Redis (default $RATELIMIT_KEY_SECRET; empty: a random one, so API-key limits are per server)")
+	fs.StringVar(&c.GRPC, "grpc", "", "address of a gRPC listener serving "+GenerateMethod+", the twin of POST /v1/generate under its limits (empty: none)")
 	fs.StringVar(&c.Admin, "admin", "", "address of a listener of its own serving the operators' endpoints under /admin/: overrides of the limits, shadow, the keys denied most (empty: none)")
 	fs.StringVar(&c.AdminToken, "admin-token", getenv("RATELIMIT_ADMIN_TOKEN"), "token, at least 16 bytes, that every request to -admin must bear as \"Authorization: Bearer TOKEN\" (default $RATELIMIT_ADMIN_TOKEN; empty: none, and -admin must then be a loopback address)")
 	fs.Usage = func() {
@@ -510,6 +515,20 @@ func (a *App) Run(framework string, h http.Handler) error {
 		}
 		servers = append(servers, &http.Server{Handler: a.AdminHandler(), ReadHeaderTimeout: 10 * time.Second})
 		listeners = append(listeners, aln)
+	}
+	var grpcServer *grpc.Server
+	if a.Config.GRPC != "" {
+		gln, err := net.Listen("tcp", a.Config.GRPC)
+		if err != nil {
+			for _, l := range listeners {
+				l.Close()
+			}
+			return fmt.Errorf("-grpc: %w", err)
+		}
+		grpcServer = a.NewGRPCServer()
+		go grpcServer.Serve(gln)
+		defer grpcServer.GracefulStop()
+		fmt.Printf("grpc: %s on %s, per x-api-key metadata, under the limits of POST /v1/generate\n", GenerateMethod, gln.Addr())
 	}
 	fmt.Printf("ratelimit example (%s) listening on http://%s\n", framework, ln.Addr())
 	a.Describe(os.Stdout)
