@@ -1,9 +1,8 @@
 package ratefields
 
 import (
+	"strings"
 	"time"
-
-	"github.com/dunglas/httpsfv"
 )
 
 // The fields of draft-ietf-httpapi-ratelimit-headers: RateLimit-Policy
@@ -35,6 +34,15 @@ func (p *parser) ietf() bool {
 	return p.unnamed(l, unnamed)
 }
 
+// fieldValue returns a field's lines as the one value RFC 9651 parses
+// (section 4.2): joined with ", ".
+func fieldValue(lines []string) string {
+	if len(lines) == 1 {
+		return lines[0]
+	}
+	return strings.Join(lines, ", ")
+}
+
 // policyField reads RateLimit-Policy: named policies (drafts 8 to 11) or
 // unnamed ones (drafts 6 and 7), as its first item is; an item of the
 // other kind is malformed.
@@ -43,73 +51,90 @@ func (p *parser) policyField() (named, unnamed []Policy) {
 	if len(lines) == 0 {
 		return nil, nil
 	}
-	list, err := httpsfv.UnmarshalList(lines)
-	if err != nil || len(list) == 0 {
+	v := fieldValue(lines)
+	n, ok := listLen(v)
+	if !ok || n == 0 {
 		p.report(fieldPolicy, ReasonMalformed)
 		return nil, nil
 	}
 	const unknown, byName, byQuota = 0, 1, 2
 	kind := unknown
-	for _, m := range list {
-		it, ok := m.(httpsfv.Item)
-		if !ok {
-			p.report(fieldPolicy, ReasonMalformed)
-			continue
-		}
-		if name, ok := itemName(it); ok && kind != byQuota {
+	ps := make([]Policy, 0, min(n, MaxItems))
+	list := newList(v)
+	for m, ok := list.next(); ok; m, ok = list.next() {
+		if isName(m) && kind != byQuota {
 			kind = byName
-			pol, reason := namedPolicy(name, it.Params)
+			k, pol, reason := namedPolicy(m)
 			if reason != "" {
 				p.report(fieldPolicy, reason)
 				continue
 			}
-			named = p.addPolicy(named, pol, false)
-		} else if q, ok := it.Value.(int64); ok && kind != byName {
+			ps = p.addPolicy(ps, k, pol)
+		} else if m.typ == sfInteger && kind != byName {
 			kind = byQuota
-			pol, reason := quotaPolicy(q, it.Params)
+			pol, reason := quotaPolicy(m.n, m.params)
 			if reason != "" {
 				p.report(fieldPolicy, reason)
 				continue
 			}
-			unnamed = p.addPolicy(unnamed, pol, true)
+			ps = p.addQuota(ps, pol)
 		} else {
 			p.report(fieldPolicy, ReasonMalformed)
 		}
 	}
-	return named, unnamed
+	switch {
+	case len(ps) == 0:
+		return nil, nil
+	case kind == byName:
+		return ps, nil
+	}
+	return nil, ps
+}
+
+// An itemKey tells a named policy or limit from another: its name and
+// partition key as its item sends them, a String's or Token's text and
+// base64. It is compared in place and copied only into what is kept, so
+// that an item not kept allocates nothing.
+type itemKey struct{ name, pk string }
+
+// is reports whether k is the key of a policy or limit kept.
+func (k itemKey) is(name, partition string) bool {
+	return textEqual(k.name, name) && b64Equal(k.pk, partition)
 }
 
 // namedPolicy reads a policy item of drafts 8 to 11: q, required; w, qu
-// and pk. Other parameters are comments.
-func namedPolicy(name string, params *httpsfv.Params) (Policy, Reason) {
-	if len(name) > MaxName {
-		return Policy{}, ReasonTooLarge
+// and pk. Other parameters are comments. The policy returned has no
+// name or partition key yet: they are k's.
+func namedPolicy(m sfItem) (k itemKey, pol Policy, reason Reason) {
+	if textLen(m.text) > MaxName {
+		return itemKey{}, Policy{}, ReasonTooLarge
 	}
-	q, ok, reason := intParam(params, "q")
+	q, ok, reason := intParam(m.params, "q")
 	if reason != "" {
-		return Policy{}, reason
+		return itemKey{}, Policy{}, reason
 	}
 	if !ok {
-		return Policy{}, ReasonMalformed
+		return itemKey{}, Policy{}, ReasonMalformed
 	}
-	pol := Policy{Name: name, Quota: q, Unit: unitRequests}
-	if pol.Window, reason = window(params, false); reason != "" {
-		return Policy{}, reason
+	pol = Policy{Quota: q, Unit: unitRequests}
+	if pol.Window, reason = window(m.params, false); reason != "" {
+		return itemKey{}, Policy{}, reason
 	}
-	if v, ok := params.Get("qu"); ok {
+	if v, ok := param(m.params, "qu"); ok {
 		if pol.Unit = unit(v); pol.Unit == "" {
-			return Policy{}, ReasonMalformed
+			return itemKey{}, Policy{}, ReasonMalformed
 		}
 	}
-	if pol.Partition, reason = partition(params); reason != "" {
-		return Policy{}, reason
+	pk, reason := partition(m.params)
+	if reason != "" {
+		return itemKey{}, Policy{}, reason
 	}
-	return pol, ""
+	return itemKey{name: m.text, pk: pk}, pol, ""
 }
 
 // quotaPolicy reads a policy item of drafts 6 and 7: the quota q, with w
 // required. Other parameters are comments.
-func quotaPolicy(q int64, params *httpsfv.Params) (Policy, Reason) {
+func quotaPolicy(q int64, params string) (Policy, Reason) {
 	if reason := count(q); reason != "" {
 		return Policy{}, reason
 	}
@@ -121,7 +146,7 @@ func quotaPolicy(q int64, params *httpsfv.Params) (Policy, Reason) {
 }
 
 // window reads the parameter w: whole seconds, from 1 to MaxWindow.
-func window(params *httpsfv.Params, required bool) (time.Duration, Reason) {
+func window(params string, required bool) (time.Duration, Reason) {
 	w, ok, reason := intParam(params, "w")
 	switch {
 	case reason != "":
@@ -137,35 +162,55 @@ func window(params *httpsfv.Params, required bool) (time.Duration, Reason) {
 // unit returns the quota unit qu names, or "" when it names none of the
 // draft's registry. The registry spells the first "request", the text
 // "requests": both are read as "requests".
-func unit(v any) string {
-	s, ok := v.(string)
-	if t, isToken := v.(httpsfv.Token); isToken {
-		s, ok = string(t), true
-	}
-	if !ok {
+func unit(v sfItem) string {
+	switch {
+	case !isName(v):
 		return ""
-	}
-	switch s {
-	case "requests", "request":
+	case textEqual(v.text, "requests"), textEqual(v.text, "request"):
 		return unitRequests
-	case unitBytes, unitConcurrent:
-		return s
+	case textEqual(v.text, unitBytes):
+		return unitBytes
+	case textEqual(v.text, unitConcurrent):
+		return unitConcurrent
 	}
 	return ""
 }
 
-// addPolicy adds pol to ps, unless ps has one by the same key: name and
-// partition or, byQuota, the quota (drafts 6 and 7 name none, and forbid
-// two policies of one quota). Of two that differ, the tighter is kept:
-// the smaller quota, or the same over the longer window.
-func (p *parser) addPolicy(ps []Policy, pol Policy, byQuota bool) []Policy {
+// addPolicy adds the policy of key k to ps, unless ps has one of that
+// key. Of two that differ, the tighter is kept.
+func (p *parser) addPolicy(ps []Policy, k itemKey, pol Policy) []Policy {
 	for i, q := range ps {
-		if byQuota && q.Quota != pol.Quota || !byQuota && (q.Name != pol.Name || q.Partition != pol.Partition) {
+		if !k.is(q.Name, q.Partition) {
+			continue
+		}
+		pol.Name, pol.Partition = q.Name, q.Partition
+		if q != pol {
+			p.report(fieldPolicy, ReasonDuplicate)
+			if tighter(pol, q) {
+				ps[i] = pol
+			}
+		}
+		return ps
+	}
+	if len(ps) == MaxItems {
+		p.report(fieldPolicy, ReasonTooMany)
+		return ps
+	}
+	pol.Name, pol.Partition = textValue(k.name), b64Value(k.pk)
+	return append(ps, pol)
+}
+
+// addQuota adds pol, a policy of drafts 6 and 7, to ps, unless ps has
+// one of the same quota: those drafts name none, and forbid two policies
+// of one quota. Of two that differ, the tighter is kept.
+func (p *parser) addQuota(ps []Policy, pol Policy) []Policy {
+	for i, q := range ps {
+		if q.Quota != pol.Quota {
 			continue
 		}
 		if q != pol {
 			p.report(fieldPolicy, ReasonDuplicate)
-			if pol.Quota < q.Quota || pol.Quota == q.Quota && pol.Window > q.Window {
+			if tighter(pol, q) {
 				ps[i] = pol
 			}
 		}
@@ -178,83 +223,90 @@ func (p *parser) addPolicy(ps []Policy, pol Policy, byQuota bool) []Policy {
 	return append(ps, pol)
 }
 
+// tighter reports whether policy a allows less than b: a smaller quota,
+// or the same over a longer window.
+func tighter(a, b Policy) bool {
+	return a.Quota < b.Quota || a.Quota == b.Quota && a.Window > b.Window
+}
+
 // rateLimitField reads RateLimit: the limits of drafts 8 to 11, a List of
-// named items, or else draft 7's Dictionary, returned unread.
-func (p *parser) rateLimitField() ([]Limit, *httpsfv.Dictionary) {
+// named items, or else draft 7's Dictionary, returned unread ("" when
+// there is none).
+func (p *parser) rateLimitField() (limits []Limit, dict string) {
 	lines := p.lines(fieldRateLimit)
 	if len(lines) == 0 {
-		return nil, nil
+		return nil, ""
 	}
-	list, err := httpsfv.UnmarshalList(lines)
-	if err != nil {
-		d, err := httpsfv.UnmarshalDictionary(lines)
-		if err != nil || len(d.Names()) == 0 {
+	v := fieldValue(lines)
+	n, ok := listLen(v)
+	if !ok {
+		if n, ok := dictLen(v); !ok || n == 0 {
 			p.report(fieldRateLimit, ReasonMalformed)
-			return nil, nil
+			return nil, ""
 		}
-		return nil, d
+		return nil, v
 	}
-	if len(list) == 0 {
+	if n == 0 {
 		p.report(fieldRateLimit, ReasonMalformed)
-		return nil, nil
+		return nil, ""
 	}
-	var limits []Limit
-	for _, m := range list {
-		it, ok := m.(httpsfv.Item)
-		if !ok {
+	limits = make([]Limit, 0, min(n, MaxItems))
+	list := newList(v)
+	for m, ok := list.next(); ok; m, ok = list.next() {
+		if !isName(m) {
 			p.report(fieldRateLimit, ReasonMalformed)
 			continue
 		}
-		name, ok := itemName(it)
-		if !ok {
-			p.report(fieldRateLimit, ReasonMalformed)
-			continue
-		}
-		l, reason := p.namedLimit(name, it.Params)
+		k, l, reason := p.namedLimit(m)
 		if reason != "" {
 			p.report(fieldRateLimit, reason)
 			continue
 		}
-		limits = p.addLimit(limits, l)
+		limits = p.addLimit(limits, k, l)
 	}
-	return limits, nil
+	if len(limits) == 0 {
+		return nil, ""
+	}
+	return limits, ""
 }
 
 // namedLimit reads a limit item of drafts 8 to 11: r, required; t and pk.
-// Other parameters are comments.
-func (p *parser) namedLimit(name string, params *httpsfv.Params) (Limit, Reason) {
-	if len(name) > MaxName {
-		return Limit{}, ReasonTooLarge
+// Other parameters are comments. The limit returned has no name or
+// partition key yet: they are k's.
+func (p *parser) namedLimit(m sfItem) (k itemKey, l Limit, reason Reason) {
+	if textLen(m.text) > MaxName {
+		return itemKey{}, Limit{}, ReasonTooLarge
 	}
-	r, ok, reason := intParam(params, "r")
+	r, ok, reason := intParam(m.params, "r")
 	if reason != "" {
-		return Limit{}, reason
+		return itemKey{}, Limit{}, reason
 	}
 	if !ok {
-		return Limit{}, ReasonMalformed
+		return itemKey{}, Limit{}, ReasonMalformed
 	}
-	t, _, reason := intParam(params, "t")
+	t, _, reason := intParam(m.params, "t")
 	if reason != "" {
-		return Limit{}, reason
+		return itemKey{}, Limit{}, reason
 	}
-	pk, reason := partition(params)
+	pk, reason := partition(m.params)
 	if reason != "" {
-		return Limit{}, reason
+		return itemKey{}, Limit{}, reason
 	}
-	return Limit{Name: name, Remaining: r, Reset: p.delay(fieldRateLimit, t, 0), Partition: pk}, ""
+	return itemKey{name: m.text, pk: pk}, Limit{Remaining: r, Reset: p.delay(fieldRateLimit, t, 0)}, ""
 }
 
-// addLimit adds l to ls, unless ls has one of the same name and
-// partition. Of two that differ, the tighter is kept: the fewer units
-// remaining, or the same for longer.
-func (p *parser) addLimit(ls []Limit, l Limit) []Limit {
-	for i, k := range ls {
-		if k.Name != l.Name || k.Partition != l.Partition {
+// addLimit adds the limit of key k to ls, unless ls has one of that key.
+// Of two that differ, the tighter is kept: the fewer units remaining, or
+// the same for longer.
+func (p *parser) addLimit(ls []Limit, k itemKey, l Limit) []Limit {
+	for i, q := range ls {
+		if !k.is(q.Name, q.Partition) {
 			continue
 		}
-		if k != l {
+		l.Name, l.Partition = q.Name, q.Partition
+		if q != l {
 			p.report(fieldRateLimit, ReasonDuplicate)
-			if l.Remaining < k.Remaining || l.Remaining == k.Remaining && l.Reset > k.Reset {
+			if l.Remaining < q.Remaining || l.Remaining == q.Remaining && l.Reset > q.Reset {
 				ls[i] = l
 			}
 		}
@@ -264,6 +316,7 @@ func (p *parser) addLimit(ls []Limit, l Limit) []Limit {
 		p.report(fieldRateLimit, ReasonTooMany)
 		return ls
 	}
+	l.Name, l.Partition = textValue(k.name), b64Value(k.pk)
 	return append(ls, l)
 }
 
@@ -301,26 +354,21 @@ type draftLimit struct {
 }
 
 // dictionary reads draft 7's RateLimit Dictionary d: limit and reset,
-// required, and remaining; ok is false when d is nil or, reported, not
+// required, and remaining; ok is false when d is "" or, reported, not
 // what draft 7 defines. Other keys and all parameters are ignored.
-func (p *parser) dictionary(d *httpsfv.Dictionary) (l draftLimit, ok bool) {
-	if d == nil {
+func (p *parser) dictionary(d string) (l draftLimit, ok bool) {
+	if d == "" {
 		return draftLimit{}, false
 	}
 	member := func(key string) (int64, bool, Reason) {
-		m, ok := d.Get(key)
-		if !ok {
+		m, ok := dictGet(d, key)
+		switch {
+		case !ok:
 			return 0, false, ""
-		}
-		it, ok := m.(httpsfv.Item)
-		if !ok {
+		case m.typ != sfInteger:
 			return 0, false, ReasonMalformed
 		}
-		n, ok := it.Value.(int64)
-		if !ok {
-			return 0, false, ReasonMalformed
-		}
-		return n, true, count(n)
+		return m.n, true, count(m.n)
 	}
 	l.field = fieldRateLimit
 	var hasReset bool
@@ -364,21 +412,16 @@ func (p *parser) integerField(field string) (n int64, ok bool) {
 	if !ok {
 		return 0, false
 	}
-	it, err := httpsfv.UnmarshalItem([]string{v})
-	if err != nil {
+	it, ok := parseItem(v)
+	if !ok || it.typ != sfInteger {
 		p.report(field, ReasonMalformed)
 		return 0, false
 	}
-	n, ok = it.Value.(int64)
-	if !ok {
-		p.report(field, ReasonMalformed)
-		return 0, false
-	}
-	if reason := count(n); reason != "" {
+	if reason := count(it.n); reason != "" {
 		p.report(field, reason)
 		return 0, false
 	}
-	return n, true
+	return it.n, true
 }
 
 // unnamed sets p.info from the limit l of drafts 6 and 7 and the unnamed
@@ -418,48 +461,39 @@ func (p *parser) unnamed(l draftLimit, policies []Policy) bool {
 	return true
 }
 
-// itemName returns the name an item of drafts 8 to 11 gives: a String
-// (draft 11) or a Token (drafts 8 to 10).
-func itemName(it httpsfv.Item) (string, bool) {
-	switch v := it.Value.(type) {
-	case string:
-		return v, true
-	case httpsfv.Token:
-		return string(v), true
-	}
-	return "", false
+// isName reports whether m is a name, as an item of drafts 8 to 11
+// gives it: a String (draft 11) or a Token (drafts 8 to 10).
+func isName(m sfItem) bool {
+	return m.typ == sfString || m.typ == sfToken
 }
 
 // intParam reads the parameter key, an Integer from 0 to MaxInt; ok is
 // false when it is absent.
-func intParam(params *httpsfv.Params, key string) (n int64, ok bool, reason Reason) {
-	v, ok := params.Get(key)
+func intParam(params, key string) (n int64, ok bool, reason Reason) {
+	v, ok := param(params, key)
 	if !ok {
 		return 0, false, ""
 	}
-	n, ok = v.(int64)
-	if !ok {
+	if v.typ != sfInteger {
 		return 0, false, ReasonMalformed
 	}
-	if reason := count(n); reason != "" {
+	if reason := count(v.n); reason != "" {
 		return 0, false, reason
 	}
-	return n, true, ""
+	return v.n, true, ""
 }
 
-// partition reads the parameter pk, a Byte Sequence of at most
-// MaxPartition bytes, "" when absent.
-func partition(params *httpsfv.Params) (string, Reason) {
-	v, ok := params.Get("pk")
-	if !ok {
-		return "", ""
-	}
-	b, ok := v.([]byte)
+// partition returns the parameter pk, a Byte Sequence of at most
+// MaxPartition bytes, as its base64; "" when absent.
+func partition(params string) (string, Reason) {
+	v, ok := param(params, "pk")
 	switch {
 	case !ok:
+		return "", ""
+	case v.typ != sfByteSequence:
 		return "", ReasonMalformed
-	case len(b) > MaxPartition:
+	case b64Len(v.text) > MaxPartition:
 		return "", ReasonTooLarge
 	}
-	return string(b), ""
+	return v.text, ""
 }

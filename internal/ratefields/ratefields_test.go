@@ -260,15 +260,67 @@ func TestDraft11(t *testing.T) {
 				Limits:   limits(lim("a", 999999999999999, maxDelay, "")),
 			},
 			problems: []ratefields.Problem{problem("Ratelimit", capped)}},
-		// RFC 9651 asks parsers to accept a Byte Sequence without its
-		// base64 padding; httpsfv does not, and this module pads.
-		{name: "a partition key without padding makes the field unparsable",
-			header:   []string{`RateLimit: "a";r=1;pk=:cHJvamVjdA:`},
+		// RFC 9651 (section 4.2.7) asks parsers to accept a Byte
+		// Sequence without its base64 padding; this module pads.
+		{name: "a partition key without padding is the same key",
+			header: []string{`RateLimit-Policy: "a";q=5;pk=:cHJvamVjdA:`, `RateLimit: "a";r=2;pk=:cHJvamVjdA:, "a";r=1;pk=:cHJvamVjdA==:`},
+			want: ratefields.Info{
+				Policies: policies(pol("a", 5, 0, "", "project")),
+				Limits:   limits(lim("a", 1, 0, "project")),
+			},
+			problems: []ratefields.Problem{problem("Ratelimit", duplicate)}},
+		{name: "a partition key with part of its padding makes the field unparsable",
+			header:   []string{`RateLimit: "a";r=1;pk=:cHJvamVjdA=:`},
 			problems: []ratefields.Problem{problem("Ratelimit", malformed)}},
 		{name: "numbers beyond them make the field unparsable",
 			header:   []string{`RateLimit-Policy: "a";q=1000000000000000`},
 			problems: []ratefields.Problem{problem("Ratelimit-Policy", malformed)}},
 	})
+}
+
+// TestHostileFieldsAllocateLittle parses fields of MaxField bytes made
+// to cost a parser the most: thousands of distinct items, parameters,
+// Dictionary members or Inner Lists, or a field on a thousand lines.
+// Parse allocates for what it keeps, not for what it reads: a name and a
+// partition key for each policy and limit kept, the slices that hold
+// them, the problems, and the lines of a field joined into one value.
+func TestHostileFieldsAllocateLittle(t *testing.T) {
+	// fill returns first, then item(0), item(1) and so on, then last, in
+	// at most MaxField bytes.
+	fill := func(first string, item func(i int) string, last string) string {
+		b := strings.Builder{}
+		b.WriteString(first)
+		for i := 0; b.Len()+len(item(i))+len(last) <= ratefields.MaxField; i++ {
+			b.WriteString(item(i))
+		}
+		b.WriteString(last)
+		return b.String()
+	}
+	for _, tc := range []struct {
+		name   string
+		header http.Header
+		kept   int // policies and limits
+	}{
+		{"distinct items", http.Header{
+			"Ratelimit-Policy": {fill("", func(i int) string { return fmt.Sprintf(`"p\"%d";q=1;w=1;pk=:AAAA:, `, i) }, "x")},
+			"Ratelimit":        {fill("", func(i int) string { return fmt.Sprintf(`"p\"%d";r=1;pk=:AAAA:, `, i) }, "x")},
+		}, 2 * ratefields.MaxItems},
+		{"parameters", http.Header{"Ratelimit": {fill(`"a";r=1`, func(i int) string { return fmt.Sprintf(";k%d=%d", i, i) }, "")}}, 1},
+		{"Dictionary members", http.Header{"Ratelimit": {fill("limit=1, reset=1", func(i int) string { return fmt.Sprintf(", k%d=1;x", i) }, "")}}, 1},
+		{"Inner Lists", http.Header{"Ratelimit-Policy": {fill("", func(int) string { return "(1 2 3);a=1, " }, "1;w=1")}}, 1},
+		{"lines", http.Header{"Ratelimit-Policy": strings.Split(fill("", func(i int) string { return fmt.Sprintf(`"p%d";q=1, `, i) }, "x"), ", ")}, ratefields.MaxItems},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			info, _ := ratefields.Parse(tc.header, http.StatusOK, nil, now, maxDelay)
+			if kept := len(info.Policies) + len(info.Limits); kept != tc.kept {
+				t.Fatalf("got %d policies and limits, want %d", kept, tc.kept)
+			}
+			allocs := testing.AllocsPerRun(10, func() { ratefields.Parse(tc.header, http.StatusOK, nil, now, maxDelay) })
+			if want := 4*ratefields.MaxItems + 8; allocs > float64(want) {
+				t.Errorf("got %v allocations, want at most %d", allocs, want)
+			}
+		})
+	}
 }
 
 // TestDraft7And6 reads the unnamed forms of drafts 6 and 7.

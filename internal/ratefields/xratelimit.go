@@ -188,14 +188,22 @@ func isToken(s string) bool {
 		return false
 	}
 	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		case c == '!' || c == '#' || c == '$' || c == '%' || c == '&' || c == '\'' || c == '*' ||
-			c == '+' || c == '-' || c == '.' || c == '^' || c == '_' || c == '`' || c == '|' || c == '~':
-		default:
+		if !isTchar(s[i]) {
 			return false
 		}
 	}
 	return true
+}
+
+// isTchar reports whether c may be in an HTTP token.
+func isTchar(c byte) bool {
+	switch {
+	case isAlpha(c), isDigit(c):
+		return true
+	}
+	switch c {
+	case '!', '#', '$', '%', '&', '\'', '*', '+', '-', '.', '^', '_', '`', '|', '~':
+		return true
+	}
+	return false
 }
