@@ -111,8 +111,11 @@ const maxLearned = 4
 // requests over a window, a sliding window of each window, at the least
 // quota published for it; of those counted in requests in flight, one
 // limit of requests in flight, at the least quota. Those of a declared
-// limit's algorithm and window are left to it.
-func (b *budget) learn(policies []ratefields.Policy) {
+// limit's algorithm and window are left to it. The probe of cost probe
+// (0 for another request), which no limit of the upstream's counted, is
+// counted under those it taught before they are b's, so that no other
+// request is admitted under them before it is counted.
+func (b *budget) learn(ctx context.Context, s ratelimit.Store, policies []ratefields.Policy, probe int) error {
 	var learned []ratelimit.Limit
 	for _, p := range policies {
 		var l ratelimit.Limit
@@ -145,17 +148,26 @@ func (b *budget) learn(policies []ratefields.Policy) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.known && slices.Equal(learned, b.learned) {
-		return
+		return nil
 	}
-	if b.set(learned, false) != nil {
+	next, err := b.build(learned, false)
+	if err != nil {
 		learned = nil // a published policy the store cannot keep
-		b.set(nil, false)
+		if next, err = b.build(nil, false); err != nil {
+			return err // WithLimits checked the declared limits
+		}
 	}
 	b.counted = counted(learned)
+	if all := b.counted[""]; probe > 0 && all != nil {
+		// Before any other request is admitted under them.
+		_, err = s.Allow(ctx, b.key, probe, all)
+	}
+	b.sets.Store(next)
 	if !b.known {
 		close(b.learnt)
 	}
 	b.known, b.learned = true, learned
+	return err
 }
 
 // maxQuota is the largest quota a limit takes.
@@ -169,23 +181,33 @@ func sameShape(a, b ratelimit.Limit) bool {
 
 // set makes b's limits its declared ones and learned, with the probe.
 func (b *budget) set(learned []ratelimit.Limit, probe bool) error {
+	s, err := b.build(learned, probe)
+	if err != nil {
+		return err
+	}
+	b.sets.Store(s)
+	return nil
+}
+
+// build returns the sets of b's declared limits and learned, with the
+// probe.
+func (b *budget) build(learned []ratelimit.Limit, probe bool) (*sets, error) {
 	all := append(slices.Clip(b.declared), learned...)
 	if probe {
 		all = append(all, probeLimit)
 	}
-	s := sets{probe: probe}
+	s := &sets{probe: probe}
 	if len(all) > 0 {
 		var err error
 		if s.ending, err = ratelimit.NewLimits(all...); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	var err error
 	if s.limits, err = ratelimit.NewLimits(append(all, holdLimit)...); err != nil {
-		return err
+		return nil, err
 	}
-	b.sets.Store(&s)
-	return nil
+	return s, nil
 }
 
 // probeLimit lets a single request go to an upstream the budget knows
@@ -224,20 +246,6 @@ func (b *budget) catchUp(ctx context.Context, s ratelimit.Store, l ratefields.Li
 	if behind := int64(p.Results()[0].Remaining) - l.Remaining; behind > 0 {
 		_, err = s.Allow(ctx, b.key, int(behind), one)
 	}
-	return err
-}
-
-// countProbe counts the probe, a request of cost sent before b knew the
-// upstream's policies, under the limits learned from its response, as
-// far as they have room.
-func (b *budget) countProbe(ctx context.Context, s ratelimit.Store, cost int) error {
-	b.mu.Lock()
-	all := b.counted[""]
-	b.mu.Unlock()
-	if all == nil {
-		return nil
-	}
-	_, err := s.Allow(ctx, b.key, cost, all)
 	return err
 }
 

@@ -234,11 +234,8 @@ func (t *Transport) learn(ctx context.Context, b *budget, resp *http.Response, d
 	for _, p := range problems {
 		t.stats.ignore(p.Reason)
 	}
-	b.learn(info.Policies)
-	if probe > 0 {
-		if err := b.countProbe(ctx, t.store, probe); err != nil {
-			t.stats.storeErrors.Add(1)
-		}
+	if err := b.learn(ctx, t.store, info.Policies, probe); err != nil {
+		t.stats.storeErrors.Add(1)
 	}
 	hold := time.Duration(0)
 	if info.Limited {
