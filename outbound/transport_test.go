@@ -390,3 +390,27 @@ type closeCounter struct {
 }
 
 func (c *closeCounter) Close() error { c.closed++; return nil }
+
+// TestCatchesUp: another client spends the same quota of an upstream of
+// 10 a minute: once a response says less is left than the Transport
+// counted, it takes the difference, and sends no more than is left.
+func TestCatchesUp(t *testing.T) {
+	u := newUpstream(t, limited(t, ratelimit.PerMinute(10).Named("api")))
+	tr := newTransport(t, outbound.WithoutWaiting())
+	c := &http.Client{Transport: tr}
+	if ok, _, _ := send(t, c, u.URL, 1, 1, 5*time.Second); ok != 1 {
+		t.Fatal("the first request was not served")
+	}
+	if ok, _, _ := send(t, http.DefaultClient, u.URL, 1, 5, 5*time.Second); ok != 5 {
+		t.Fatal("the other client's 5 were not served")
+	}
+	// 6 counted upstream, 1 here: this one is told 3 are left.
+	if ok, _, _ := send(t, c, u.URL, 1, 1, 5*time.Second); ok != 1 {
+		t.Fatal("the request told 3 are left was not served")
+	}
+	// 8 at once, which no answer can stop in time.
+	ok, limited, refused := send(t, c, u.URL, 8, 10, 5*time.Second)
+	if ok != 3 || limited != 0 || refused != 7 {
+		t.Errorf("got %d served, %d refused by the upstream, %d refused before sending; want 3, 0, 7", ok, limited, refused)
+	}
+}
