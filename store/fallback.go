@@ -30,6 +30,12 @@ import (
 // Decisions made in process have Decision.Fallback set. A request costing
 // more than a divided limit's capacity is denied while Redis is down.
 //
+// No request fails because Redis is away: one of a leased limit whose
+// budget ran out while it waited for the answer another request of this
+// instance was getting from Redis is decided in process too, at once,
+// without marking Redis down (the request it waited for judges Redis),
+// and what it admitted is brought to Redis in the background.
+//
 // Bans (see [ratelimit.Ban]) follow the decisions: while Redis decides,
 // they are counted and kept in Redis, for every instance; while a
 // decision is made in process, in the in-process store, for this instance
@@ -240,11 +246,13 @@ type FallbackHealth struct {
 	// JSON, while none has.
 	LastErrorAt time.Time `json:"last_error_at,omitzero"`
 
-	// Waiting is how many keys are decided in process, now, because what
-	// was decided for them in process has yet to reach Redis: while Redis
-	// is down, every key decided since it failed (at most
-	// FallbackOptions.MaxBacklog); once it is back, those not handed back
-	// yet. It falls to 0 when every key is back on Redis.
+	// Waiting is how many keys have decisions made in process that have
+	// yet to reach Redis: while Redis is down, every key decided since it
+	// failed (at most FallbackOptions.MaxBacklog); once it is back, those
+	// not handed back yet, which are decided in process until then. A key
+	// with a request decided in process while Redis was up (see above)
+	// counts until that decision reaches Redis, and stays on Redis
+	// meanwhile. It falls to 0 when every key is back on Redis.
 	Waiting int64 `json:"waiting"`
 
 	// The counts since the Fallback was made.

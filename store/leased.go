@@ -321,7 +321,8 @@ func leasedCode(c *compiled, want int64) string {
 // getting from Redis for the key's slices: waiting, or a call of its own
 // left with the rest of its budget. It says nothing of Redis, which the
 // other request's call, with its whole budget, judges: the Fallback does
-// not take it for an outage (see faultOf).
+// not take it for an outage (see faultOf), and decides the request in
+// process.
 var errSliceWait = errors.New("the request's time ran out after it waited for the answer another request of this instance was getting from Redis")
 
 // afterWait returns err marked with errSliceWait when the request, which

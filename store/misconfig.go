@@ -86,9 +86,9 @@ func ACLRule(prefix string) string {
 // not a request whose own time ran out after it waited for the answer
 // another request of its instance was getting for the key's slices
 // (errSliceWait, Waited: that request, with its whole budget, judges
-// Redis), and
-// not any other reply of Redis's (WRONGTYPE, a script's own error), which
-// are the request's.
+// Redis; the Fallback decides this one in process, aside), and not any
+// other reply of Redis's (WRONGTYPE, a script's own error), which are
+// the request's.
 func faultOf(ctx context.Context, err error) fallback.Fault {
 	switch {
 	case err == nil:

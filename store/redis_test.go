@@ -25,6 +25,10 @@ func TestMain(m *testing.M) {
 		runEdgeInstance()
 		return
 	}
+	if os.Getenv(outageEnv) != "" {
+		runOutageInstance()
+		return
+	}
 	// The fault tests make go-redis log every failed dial; those are
 	// expected. go-redis's logger is a global that its clients read
 	// without a lock, from goroutines that may outlive a test: it is set

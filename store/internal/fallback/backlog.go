@@ -40,6 +40,9 @@ type pendingKey struct {
 	// again, with its identity, before anything else of the key, so that
 	// the primary counts it once either way (see charge.lua).
 	unanswered *Charge
+	// aside: the backlog holds only decisions made aside (see localMode),
+	// and the key is decided on the primary meanwhile.
+	aside bool
 }
 
 type pendingLimit struct {
@@ -201,6 +204,17 @@ func (sh *backlogShard) takeKey(b *backlog, key string) *Charge {
 		e.reset, e.spent = false, nil
 	}
 	return c
+}
+
+// dropAside forgets key's backlog if it holds only decisions made aside
+// (see localMode), which a reset on the primary has made void.
+func (sh *backlogShard) dropAside(b *backlog, key string) {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if p := sh.keys[key]; p != nil && p.aside && p.unanswered == nil {
+		delete(sh.keys, key)
+		b.keys.Add(-1)
+	}
 }
 
 // putBack keeps c, which was sent and whose answer was lost, to be sent

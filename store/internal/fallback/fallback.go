@@ -69,11 +69,14 @@ type Fallback struct {
 	stop        chan struct{} // closed to stop the prober; nil when none runs
 	wg          sync.WaitGroup
 	closed      bool
+	settling    bool                    // a settle goroutine runs (see settle)
+	reconciler  sync.Mutex              // held by the one reconcile under way
 	logged      map[string]loggedLine   // what was logged lately, by what it said (see logOnce)
 	untold      atomic.Pointer[failure] // the timeout that sent decisions to memory, for the prober to log with its cause
 	downLogged  atomic.Bool             // this outage's line was logged, not held back as a repeat
 
 	nLocal   atomic.Uint64
+	nAside   atomic.Uint64 // of those, decided aside (see localMode)
 	nFailed  atomic.Uint64
 	nConfig  atomic.Uint64
 	nRevived atomic.Uint64
@@ -126,7 +129,7 @@ func (f *Fallback) Allow(ctx context.Context, key string, cost int, limits *rate
 	for {
 		if !f.down.Load() {
 			if f.reconciling.Load() {
-				if d, decided := f.allowLocally(&c, true); decided {
+				if d, decided := f.allowLocally(&c, waiting); decided {
 					return d, nil
 				}
 			}
@@ -147,16 +150,23 @@ func (f *Fallback) Allow(ctx context.Context, key string, cost int, limits *rate
 				// is decided in process too, after the answer was
 				// recorded: what Redis admitted counts twice, which
 				// may deny early but never admits too many.
-			} else if fault := f.fault(ctx, err); !fault.failing() {
-				if fault == Waited && f.down.Load() {
-					continue // the request it waited on found Redis failing: decide in process
+			} else if fault := f.fault(ctx, err); fault == Waited {
+				// Its time ran out waiting for another request's answer:
+				// decided here, aside, or, once that request has found
+				// Redis failing, as in the outage.
+				if d, decided := f.allowLocally(&c, aside); decided {
+					f.nAside.Add(1)
+					f.settle()
+					return d, nil
 				}
+				continue
+			} else if !fault.failing() {
 				return d, err
 			} else {
 				f.fail(err)
 			}
 		}
-		if d, decided := f.allowLocally(&c, false); decided {
+		if d, decided := f.allowLocally(&c, outage); decided {
 			return d, nil
 		}
 	}
@@ -177,7 +187,7 @@ func (f *Fallback) End(ctx context.Context, key string, usage int, limits *ratel
 	for {
 		if !f.down.Load() {
 			if f.reconciling.Load() {
-				if d, ended := f.endLocally(&c, usage, true); ended {
+				if d, ended := f.endLocally(&c, usage, waiting); ended {
 					return d, nil
 				}
 			}
@@ -190,7 +200,7 @@ func (f *Fallback) End(ctx context.Context, key string, usage int, limits *ratel
 			}
 			f.fail(err)
 		}
-		if d, ended := f.endLocally(&c, usage, false); ended {
+		if d, ended := f.endLocally(&c, usage, outage); ended {
 			return d, nil
 		}
 	}
@@ -207,7 +217,7 @@ func (f *Fallback) Peek(ctx context.Context, key string, cost int, limits *ratel
 	for {
 		if !f.down.Load() {
 			if f.reconciling.Load() {
-				if d, peeked := f.peekLocally(&c, true); peeked {
+				if d, peeked := f.peekLocally(&c, waiting); peeked {
 					return d, nil
 				}
 			}
@@ -219,7 +229,7 @@ func (f *Fallback) Peek(ctx context.Context, key string, cost int, limits *ratel
 			}
 			f.fail(err)
 		}
-		if d, peeked := f.peekLocally(&c, false); peeked {
+		if d, peeked := f.peekLocally(&c, outage); peeked {
 			return d, nil
 		}
 	}
@@ -238,7 +248,7 @@ func (f *Fallback) Reset(ctx context.Context, key string, limits *ratelimit.Limi
 			// A key whose backlog waits for Redis is reset there with it.
 			sh := f.backlog.shard(key)
 			sh.mu.Lock()
-			if sh.keys[key] != nil && !f.down.Load() {
+			if p := sh.keys[key]; p != nil && !p.aside && !f.down.Load() {
 				err := f.resetLocally(sh, key, set, local)
 				sh.mu.Unlock()
 				return err
@@ -252,6 +262,7 @@ func (f *Fallback) Reset(ctx context.Context, key string, limits *ratelimit.Limi
 			if err == nil {
 				f.seen.forget(key, set.Limits)
 				f.local.Forget(key, local, true)
+				f.backlog.shard(key).dropAside(&f.backlog, key) // admitted before the reset
 				return nil
 			}
 			if !f.fault(ctx, err).failing() {

@@ -14,6 +14,11 @@ import (
 // primary after it came back.
 func (f *Fallback) Reconciling() bool { return f.reconciling.Load() }
 
+// Aside returns how many requests were decided aside (see localMode):
+// in process while the primary was up, their time run out waiting for
+// another request's answer.
+func (f *Fallback) Aside() uint64 { return f.nAside.Load() }
+
 // OnProbe has fn called after each round of the prober, with when the
 // round started and whether it found the primary able to decide.
 func (f *Fallback) OnProbe(fn func(start time.Time, ok bool)) { f.probed.Store(&fn) }

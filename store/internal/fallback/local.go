@@ -14,14 +14,30 @@ import (
 // divided among the instances, starting from what Redis last said, and
 // recording for Redis what it admits and resets.
 
+// Why a request is decided in process (see backlogOf).
+type localMode uint8
+
+const (
+	// outage: Redis is down.
+	outage localMode = iota
+	// waiting: Redis is up, and the key's backlog still waits for it.
+	waiting
+	// aside: Redis is up, and the request's own time ran out while it
+	// waited for the answer another request of this instance was
+	// getting from Redis (Fault Waited). That request judges Redis; this
+	// one is decided here, within its budget, and what it admits is
+	// brought to Redis as after an outage (see settle), while the key's
+	// other requests go on to Redis.
+	aside
+)
+
 // allowLocally decides c in process, with the limits divided among the
-// instances, while Redis is down; or, with waiting set, while some
-// backlogs still wait for Redis, if c's key's does. Otherwise it decides
-// nothing (decided false): Redis is to decide. A key's first decision in
-// an outage starts from what Redis last said of it; what it admits is
+// instances, when mode applies (see backlogOf). Otherwise it decides
+// nothing (decided false): Redis is to decide. A key's first decision
+// in process starts from what Redis last said of it; what it admits is
 // recorded for Redis.
-func (f *Fallback) allowLocally(c *Call, waiting bool) (d ratelimit.Decision, decided bool) {
-	sh, p, local, here := f.inProcess(c, waiting)
+func (f *Fallback) allowLocally(c *Call, mode localMode) (d ratelimit.Decision, decided bool) {
+	sh, p, local, here := f.inProcess(c, mode)
 	if !here {
 		return d, false
 	}
@@ -59,10 +75,10 @@ func (f *Fallback) allowLocally(c *Call, waiting bool) (d ratelimit.Decision, de
 // it counts the decision, and returns the locked shard of c's key, which
 // the caller unlocks, the key's backlog and the share of c's limits this
 // instance decides under; else it leaves the shard unlocked.
-func (f *Fallback) inProcess(c *Call, waiting bool) (sh *backlogShard, p *pendingKey, local *spec.Set, here bool) {
+func (f *Fallback) inProcess(c *Call, mode localMode) (sh *backlogShard, p *pendingKey, local *spec.Set, here bool) {
 	sh = f.backlog.shard(c.Key)
 	sh.mu.Lock()
-	if p, here = f.backlogOf(sh, c.Key, waiting); !here {
+	if p, here = f.backlogOf(sh, c.Key, mode); !here {
 		sh.mu.Unlock()
 		return nil, nil, nil, false
 	}
@@ -71,26 +87,46 @@ func (f *Fallback) inProcess(c *Call, waiting bool) (sh *backlogShard, p *pendin
 }
 
 // backlogOf returns key's backlog, in its locked shard sh, and whether
-// key is to be decided in process: while Redis is down (then the backlog
-// is made, unless it is full: nil), or, with waiting set, while key's
-// backlog waits for Redis.
-func (f *Fallback) backlogOf(sh *backlogShard, key string, waiting bool) (p *pendingKey, here bool) {
-	if waiting {
+// key is to be decided in process: in an outage, while Redis is down; in
+// waiting, while key's backlog waits for Redis, unless it holds only
+// decisions made aside; aside, while Redis is up. An outage or aside
+// decision makes the backlog, unless it is full (nil). A backlog made
+// aside leaves its key on Redis; the outage's first decision of the key
+// takes it over, seeding the state in process again from what Redis last
+// said.
+func (f *Fallback) backlogOf(sh *backlogShard, key string, mode localMode) (p *pendingKey, here bool) {
+	switch mode {
+	case waiting:
 		p = sh.keys[key]
-		return p, p != nil && !f.down.Load()
+		return p, p != nil && !p.aside && !f.down.Load()
+	case aside:
+		if f.down.Load() {
+			return nil, false // decided as in the outage instead
+		}
+		p, fresh := sh.get(&f.backlog, key)
+		if fresh {
+			p.aside = true
+		}
+		return p, true
 	}
 	if !f.down.Load() {
 		return nil, false
 	}
 	p, _ = sh.get(&f.backlog, key) // nil when the backlog is full
+	if p != nil && p.aside {
+		p.aside = false
+		for _, e := range p.limits {
+			e.seeded = false
+		}
+	}
 	return p, true
 }
 
 // endLocally is allowLocally's End: it charges usage to the limits of c
 // charged from usage in process, under this instance's share, and records
 // the charge for Redis. ended is false when Redis is to charge it.
-func (f *Fallback) endLocally(c *Call, usage int, waiting bool) (d ratelimit.Decision, ended bool) {
-	sh, p, local, here := f.inProcess(c, waiting)
+func (f *Fallback) endLocally(c *Call, usage int, mode localMode) (d ratelimit.Decision, ended bool) {
+	sh, p, local, here := f.inProcess(c, mode)
 	if !here {
 		return d, false
 	}
@@ -152,12 +188,12 @@ func (f *Fallback) seed(key string, c, local *spec.Limit, now int64) {
 // decide, as its decision would find the state, and changes nothing: no
 // backlog is made, no state seeded. peeked is false when Redis is to
 // answer.
-func (f *Fallback) peekLocally(c *Call, waiting bool) (d ratelimit.Decision, peeked bool) {
+func (f *Fallback) peekLocally(c *Call, mode localMode) (d ratelimit.Decision, peeked bool) {
 	sh := f.backlog.shard(c.Key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	p := sh.keys[c.Key]
-	if waiting && (p == nil || f.down.Load()) || !waiting && !f.down.Load() {
+	if mode == waiting && (p == nil || p.aside || f.down.Load()) || mode == outage && !f.down.Load() {
 		return d, false
 	}
 	local := c.Set.Share(f.instances)

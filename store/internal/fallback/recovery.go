@@ -143,29 +143,65 @@ func (f *Fallback) markUp() {
 // backlog is empty, checked under its shard's lock, so that a key under
 // steady load still gets there. A key Redis refuses for a reason other
 // than an outage (it holds a foreign value) is dropped and logged, since
-// retrying it would keep the key away from Redis for good. When Redis
+// retrying it would keep the key away from Redis for good. Keys that
+// gain a backlog meanwhile (decided aside) are brought too. When Redis
 // fails meanwhile, decisions go back to memory and reconcile returns the
-// error; the prober tries again.
+// error; the prober tries again. One reconcile runs at a time.
 func (f *Fallback) reconcile() error {
+	f.reconciler.Lock()
+	defer f.reconciler.Unlock()
 	offset := f.clock.offset.Load()
-	var keys []string
-	for i := range f.backlog.shards {
-		sh := &f.backlog.shards[i]
-		sh.mu.Lock()
-		for key := range sh.keys {
-			keys = append(keys, key)
+	for {
+		var keys []string
+		for i := range f.backlog.shards {
+			sh := &f.backlog.shards[i]
+			sh.mu.Lock()
+			for key := range sh.keys {
+				keys = append(keys, key)
+			}
+			sh.mu.Unlock()
 		}
-		sh.mu.Unlock()
-	}
-	for len(keys) > 0 {
-		n := min(len(keys), reconcileBatch)
-		if err := f.handBack(keys[:n:n], offset); err != nil {
-			return err
+		for len(keys) > 0 {
+			n := min(len(keys), reconcileBatch)
+			if err := f.handBack(keys[:n:n], offset); err != nil {
+				return err
+			}
+			keys = keys[n:]
 		}
-		keys = keys[n:]
+		if f.backlog.keys.Load() == 0 {
+			f.reconciling.Store(false)
+			return nil
+		}
+		// Keys decided aside meanwhile.
 	}
-	f.reconciling.Store(false)
-	return nil
+}
+
+// settle brings to Redis, in the background, the backlogs of keys
+// decided aside (see localMode) while Redis is up, unless the prober is
+// at it (it reconciles once Redis is back) or an earlier settle is.
+func (f *Fallback) settle() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed || f.stop != nil || f.settling {
+		return
+	}
+	f.settling = true
+	f.wg.Add(1)
+	go func() {
+		defer f.wg.Done()
+		for {
+			err := f.reconcile() // an error marked Redis down: the prober takes over
+			f.mu.Lock()
+			// A key decided aside after reconcile looked last, whose
+			// settle found this one still running, is brought now.
+			if err != nil || f.closed || f.backlog.keys.Load() == 0 {
+				f.settling = false
+				f.mu.Unlock()
+				return
+			}
+			f.mu.Unlock()
+		}
+	}()
 }
 
 // reconcileBatch is the most keys whose backlogs go to Redis in one round
