@@ -31,15 +31,20 @@
 // cost. A client reads the details with status.FromError(err) and
 // Status.Details.
 //
-// Admitted or denied, the call's header metadata carries the RateLimit
-// and RateLimit-Policy fields the Limiter set, under the keys "ratelimit"
-// and "ratelimit-policy", and a denial's Retry-After under "retry-after"
-// (see docs/headers.md). They are set when the call is decided, as on a
-// streamed HTTP response: what [ratelimit.Charge] or a count-only Limiter
-// takes afterwards shows in the next call's. Several interceptors of
-// several Limiters each set the fields their Limiter wrote, those of every
-// Limiter that decided the call so far: the last value of each key lists
-// them all.
+// An admitted call's header metadata carries the RateLimit and
+// RateLimit-Policy fields the Limiter set, under the keys "ratelimit" and
+// "ratelimit-policy" (see docs/headers.md). They are set when the call is
+// decided, as on a streamed HTTP response: what [ratelimit.Charge] or a
+// count-only Limiter takes afterwards shows in the next call's. Several
+// interceptors of several Limiters each set the fields their Limiter
+// wrote, those of every Limiter that decided the call so far: the last
+// value of each key lists them all.
+//
+// A refused call is sent Trailers-Only, with no header before its
+// status, so that a client's retry policy may retry it (gRFC A6): the
+// fields, the Retry-After under "retry-after" and, when the refusal says
+// when to retry, "grpc-retry-pushback-ms", its RetryInfo's delay in
+// milliseconds, go in its trailer.
 //
 //	limiter, err := ratelimit.New(store, "api",
 //		ratelimit.WithLimits(ratelimit.PerMinute(100)),

@@ -55,17 +55,24 @@ func Example() {
 	defer conn.Close()
 	client := healthpb.NewHealthClient(conn)
 	for range 3 {
-		var header metadata.MD
-		_, err := client.Check(context.Background(), &healthpb.HealthCheckRequest{}, grpc.Header(&header))
+		// An admitted call has the fields in its header; a refused one,
+		// sent Trailers-Only so that a retry policy may retry it, in its
+		// trailer, with grpc-retry-pushback-ms.
+		var header, trailer metadata.MD
+		_, err := client.Check(context.Background(), &healthpb.HealthCheckRequest{}, grpc.Header(&header), grpc.Trailer(&trailer))
 		st := status.Convert(err)
-		fmt.Println(st.Code(), header.Get("ratelimit-policy"))
 		if err != nil {
+			fmt.Println(st.Code(), trailer.Get("ratelimit-policy"), "header:", len(header))
 			fmt.Println(st.Message())
+		} else {
+			fmt.Println(st.Code(), header.Get("ratelimit-policy"))
 		}
 		for _, d := range st.Details() {
 			switch d := d.(type) {
 			case *errdetails.RetryInfo:
-				fmt.Println("retry within the minute:", d.GetRetryDelay().AsDuration() <= time.Minute)
+				delay := d.GetRetryDelay().AsDuration()
+				pushback := fmt.Sprint(delay.Milliseconds())
+				fmt.Println("retry within the minute:", delay <= time.Minute, "pushback the same:", trailer.Get("grpc-retry-pushback-ms")[0] == pushback)
 			case *errdetails.QuotaFailure:
 				fmt.Println("denied by:", d.GetViolations()[0].GetQuotaId())
 			}
@@ -74,8 +81,8 @@ func Example() {
 	// Output:
 	// OK ["health";q=2;w=60]
 	// OK ["health";q=2;w=60]
-	// ResourceExhausted ["health";q=2;w=60]
+	// ResourceExhausted ["health";q=2;w=60] header: 0
 	// rate limit exceeded
-	// retry within the minute: true
+	// retry within the minute: true pushback the same: true
 	// denied by: health
 }

@@ -50,7 +50,9 @@ func WithSkipper(skip func(ctx context.Context, fullMethod string) bool) Option 
 // before this one, after a Finish with 500), l.End gives back its slots
 // and charges its usage. A call l denies or cannot decide gets the error
 // of l's answer, without the handler (see the package's documentation).
-// Either way the rate-limit fields l set are sent as header metadata.
+// The rate-limit fields l set are sent as header metadata, or, for a
+// refusal, sent Trailers-Only, as trailer metadata with the retry delay
+// under grpc-retry-pushback-ms (see the package's documentation).
 //
 // It panics, when the server is built, if l is nil. The interceptor is
 // safe for concurrent use.
@@ -61,13 +63,14 @@ func UnaryServerInterceptor(l *ratelimit.Limiter, opts ...Option) grpc.UnaryServ
 			return handler(ctx, req)
 		}
 		c, decided, ok := ic.decide(ctx, info.FullMethod)
-		if md := c.metadata(); md != nil {
-			grpc.SetHeader(ctx, md) // fails only outside a server or once an interceptor before sent the header: nowhere to put it
-		}
 		if !ok {
-			err := c.refusal(decided)
+			md, err := c.refusal(decided)
+			grpc.SetTrailer(ctx, md) // fails only outside a server: nowhere to put it
 			ic.release(c)
 			return nil, err
+		}
+		if md := c.metadata(); md != nil {
+			grpc.SetHeader(ctx, md) // fails only outside a server or once an interceptor before sent the header: nowhere to put it
 		}
 		f := framework.Finisher{Limiter: l, Request: decided}
 		defer ic.end(c, &f)
@@ -94,13 +97,14 @@ func StreamServerInterceptor(l *ratelimit.Limiter, opts ...Option) grpc.StreamSe
 			return handler(srv, ss)
 		}
 		c, decided, ok := ic.decide(ctx, info.FullMethod)
-		if md := c.metadata(); md != nil {
-			ss.SetHeader(md) // fails only once an interceptor before sent the header: nowhere to put it
-		}
 		if !ok {
-			err := c.refusal(decided)
+			md, err := c.refusal(decided)
+			ss.SetTrailer(md)
 			ic.release(c)
 			return err
+		}
+		if md := c.metadata(); md != nil {
+			ss.SetHeader(md) // fails only once an interceptor before sent the header: nowhere to put it
 		}
 		f := framework.Finisher{Limiter: l, Request: decided}
 		defer ic.end(c, &f)
@@ -251,16 +255,23 @@ const (
 )
 
 // refusal is the error of a call the Limiter refused, decided as
-// decided, by the answer it recorded: for a denial (429) ResourceExhausted
-// with the details RetryInfo, the Retry-After the Limiter set, and
-// QuotaFailure, a violation per policy that denied; for the error
-// handlers' answers, Unavailable (503, the store failed) and
-// InvalidArgument (400, no key or an invalid cost), with RetryInfo when
-// the answer has a Retry-After; another status, from a deny or error
-// handler of the application's, as grpc-gateway maps it, Unknown when it
-// does not.
-func (c *call) refusal(decided *http.Request) error {
+// decided, by the answer it recorded, and the trailer metadata to send
+// with it: the rate-limit fields the Limiter set and, when the answer
+// says when to retry, grpc-retry-pushback-ms, the delay of its RetryInfo
+// in milliseconds, which gRPC clients' retry policies wait for (gRFC
+// A6). For a denial (429) the error is ResourceExhausted with the
+// details RetryInfo, the Retry-After the Limiter set, and QuotaFailure,
+// a violation per policy that denied; for the error handlers' answers,
+// Unavailable (503, the store failed) and InvalidArgument (400, no key
+// or an invalid cost), with RetryInfo when the answer has a Retry-After;
+// another status, from a deny or error handler of the application's, as
+// grpc-gateway maps it, Unknown when it does not. The interceptors send
+// a refusal Trailers-Only: with no header before it, a call refused is
+// not committed, and a client's retry policy may send it again.
+func (c *call) refusal(decided *http.Request) (metadata.MD, error) {
 	var st *status.Status
+	var retry *durationpb.Duration
+	var quota *errdetails.QuotaFailure
 	switch c.w.status {
 	case http.StatusTooManyRequests:
 		msg := msgDenied
@@ -273,13 +284,13 @@ func (c *call) refusal(decided *http.Request) error {
 			msg = msgBanned
 		}
 		st = status.New(codes.ResourceExhausted, msg)
-		var violations []*errdetails.QuotaFailure_Violation
+		quota = &errdetails.QuotaFailure{}
 		for _, res := range d.Results() {
 			if !res.Allowed {
-				violations = append(violations, &errdetails.QuotaFailure_Violation{QuotaId: res.Limit.Name, Description: res.Limit.String()})
+				quota.Violations = append(quota.Violations, &errdetails.QuotaFailure_Violation{QuotaId: res.Limit.Name, Description: res.Limit.String()})
 			}
 		}
-		return withDetails(st, c.w.retryAfter(d.RetryAfter), &errdetails.QuotaFailure{Violations: violations})
+		retry = c.w.retryAfter(d.RetryAfter)
 	case http.StatusServiceUnavailable:
 		st = status.New(codes.Unavailable, msgUnavailable)
 	case http.StatusBadRequest:
@@ -287,8 +298,22 @@ func (c *call) refusal(decided *http.Request) error {
 	default:
 		st = status.New(refusalCode(c.w.status), msgRefused)
 	}
-	return withDetails(st, c.w.retryAfter(0), nil)
+	if retry == nil {
+		retry = c.w.retryAfter(0)
+	}
+	md := c.metadata()
+	if retry != nil {
+		if md == nil {
+			md = make(metadata.MD, 1)
+		}
+		md[pushbackKey] = []string{strconv.FormatInt(retry.AsDuration().Milliseconds(), 10)}
+	}
+	return md, withDetails(st, retry, quota)
 }
+
+// pushbackKey is the trailer that tells a gRPC client's retry policy how
+// long to wait before it tries again (gRFC A6).
+const pushbackKey = "grpc-retry-pushback-ms"
 
 // withDetails returns the error of st with, when they are not nil, a
 // RetryInfo of retry and q.

@@ -62,8 +62,9 @@ func runSteps(t *testing.T, r *rig, kind string, steps []step) {
 }
 
 // TestQuota: the rate-limit fields go with allowed and denied calls
-// alike, unary and streaming; the call past the quota is
-// ResourceExhausted, whose details say when to retry and which policy
+// alike, unary and streaming, in the header of an admitted call and the
+// trailer of a refused one, sent Trailers-Only; the call past the quota
+// is ResourceExhausted, whose details say when to retry and which policy
 // denied, and the text of which is fixed.
 func TestQuota(t *testing.T) {
 	for _, kind := range []string{unary, stream, duplex} {
@@ -75,7 +76,8 @@ func TestQuota(t *testing.T) {
 				{code: codes.OK, want: map[string]string{"ratelimit": `"api";r=0;t=60`}},
 				{code: codes.ResourceExhausted, want: map[string]string{"ratelimit-policy": `"api";q=2;w=60`, "ratelimit": `"api";r=0;t=60`, "retry-after": "60"}},
 			})
-			_, err := r.call(context.Background(), kind)
+			header, trailer, err := r.callFull(context.Background(), kind)
+			checkTrailersOnly(t, header, trailer, err)
 			got := refusalOf(err)
 			want := refused{codes.ResourceExhausted, "rate limit exceeded", time.Minute, []string{"api: api: 2 per 1m, fixed-window"}}
 			if got.code != want.code || got.msg != want.msg || got.retry != want.retry || !slices.Equal(got.violations, want.violations) {
@@ -139,6 +141,23 @@ func TestDenials(t *testing.T) {
 }
 
 func fmtSeconds(d time.Duration) string { return strconv.Itoa(int(d / time.Second)) }
+
+// checkTrailersOnly fails t unless the refused call that got header,
+// trailer and err had no header, so that a retry policy may retry it,
+// and a trailer whose grpc-retry-pushback-ms is its RetryInfo's delay.
+func checkTrailersOnly(t *testing.T, header, trailer metadata.MD, err error) {
+	t.Helper()
+	if err == nil {
+		t.Fatal("the call was served, want it refused")
+	}
+	if len(header) > 0 {
+		t.Errorf("the refused call got the header %v before its status: not Trailers-Only, so no retry policy retries it", header)
+	}
+	retry := refusalOf(err).retry
+	if got, want := trailer.Get("grpc-retry-pushback-ms"), []string{strconv.FormatInt(retry.Milliseconds(), 10)}; retry <= 0 || !slices.Equal(got, want) {
+		t.Errorf("grpc-retry-pushback-ms %q, want %q: RetryInfo's delay, %v", got, want, retry)
+	}
+}
 
 // TestKeys: a call is keyed, as an HTTP request, by its metadata
 // (HeaderKey: the same key as the header over HTTP), its peer's address
@@ -287,7 +306,8 @@ func TestStoreFailure(t *testing.T) {
 				}
 			}
 			closed := newRig(t, nil, newLimiterOn(t, failing{}, limits, ratelimit.WithErrorHandler(ratelimit.FailClosed)))
-			md, err := closed.call(context.Background(), kind)
+			header, md, err := closed.callFull(context.Background(), kind)
+			checkTrailersOnly(t, header, md, err)
 			want := refused{code: codes.Unavailable, msg: "rate limiting is unavailable", retry: time.Second}
 			if got := refusalOf(err); got.code != want.code || got.msg != want.msg || got.retry != want.retry || got.violations != nil {
 				t.Errorf("FailClosed: got %+v, want %+v", got, want)

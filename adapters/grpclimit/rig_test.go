@@ -199,57 +199,65 @@ const (
 )
 
 // call makes a call of kind with the metadata kv (key, value, ...) and
-// returns the header metadata it got and its error. A duplex call sends
-// one message and closes.
+// returns the rate-limit metadata it got: its header's, or, for a call
+// refused before its handler ran, which gets no header, its trailer's;
+// and its error. A duplex call sends one message and closes.
 func (r *rig) call(ctx context.Context, kind string, kv ...string) (metadata.MD, error) {
+	header, trailer, err := r.callFull(ctx, kind, kv...)
+	if err != nil && len(header) == 0 {
+		return trailer, err
+	}
+	return header, err
+}
+
+// callFull is call, returning the header and the trailer apart.
+func (r *rig) callFull(ctx context.Context, kind string, kv ...string) (header, trailer metadata.MD, err error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	ctx = metadata.AppendToOutgoingContext(ctx, kv...)
-	var md metadata.MD
 	switch kind {
 	case unary:
-		_, err := r.test.UnaryCall(ctx, &testpb.SimpleRequest{}, grpc.Header(&md))
-		return md, err
+		_, err := r.test.UnaryCall(ctx, &testpb.SimpleRequest{}, grpc.Header(&header), grpc.Trailer(&trailer))
+		return header, trailer, err
 	case empty:
-		_, err := r.test.EmptyCall(ctx, &testpb.Empty{}, grpc.Header(&md))
-		return md, err
+		_, err := r.test.EmptyCall(ctx, &testpb.Empty{}, grpc.Header(&header), grpc.Trailer(&trailer))
+		return header, trailer, err
 	case check:
-		_, err := r.health.Check(ctx, &healthpb.HealthCheckRequest{}, grpc.Header(&md))
-		return md, err
+		_, err := r.health.Check(ctx, &healthpb.HealthCheckRequest{}, grpc.Header(&header), grpc.Trailer(&trailer))
+		return header, trailer, err
 	case stream:
 		s, err := r.test.StreamingOutputCall(ctx, &testpb.StreamingOutputCallRequest{})
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		return drain(s, s.Recv)
 	case duplex:
 		s, err := r.test.FullDuplexCall(ctx)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if err := s.Send(&testpb.StreamingOutputCallRequest{}); err != nil && !errors.Is(err, io.EOF) {
-			return nil, err
+			return nil, nil, err
 		}
 		if err := s.CloseSend(); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		return drain(s, s.Recv)
 	}
 	panic("no call of kind " + kind)
 }
 
-// drain receives from s until it ends, and returns its header and its
-// error.
-func drain(s grpc.ClientStream, recv func() (*testpb.StreamingOutputCallResponse, error)) (metadata.MD, error) {
-	var err error
+// drain receives from s until it ends, and returns its header, its
+// trailer and its error.
+func drain(s grpc.ClientStream, recv func() (*testpb.StreamingOutputCallResponse, error)) (header, trailer metadata.MD, err error) {
 	for err == nil {
 		_, err = recv()
 	}
-	md, _ := s.Header()
+	header, _ = s.Header()
 	if errors.Is(err, io.EOF) {
 		err = nil
 	}
-	return md, err
+	return header, s.Trailer(), err
 }
 
 // quiet keeps the Limiters' logs out of the test output.
