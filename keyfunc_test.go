@@ -18,8 +18,8 @@ import (
 	"time"
 
 	"github.com/ratelimit-go/ratelimit"
-	"github.com/ratelimit-go/ratelimit/adapters/adaptertest"
 	"github.com/ratelimit-go/ratelimit/store"
+	"github.com/ratelimit-go/ratelimit/testkits/adaptertest"
 )
 
 // testSecret is a secret for Header.

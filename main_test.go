@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/ratelimit-go/ratelimit/redistest"
+	"github.com/ratelimit-go/ratelimit/testkits/redistest"
 )
 
 func TestMain(m *testing.M) {

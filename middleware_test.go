@@ -16,9 +16,9 @@ import (
 	"time"
 
 	"github.com/ratelimit-go/ratelimit"
-	"github.com/ratelimit-go/ratelimit/adapters/adaptertest"
-	"github.com/ratelimit-go/ratelimit/redistest"
 	"github.com/ratelimit-go/ratelimit/store"
+	"github.com/ratelimit-go/ratelimit/testkits/adaptertest"
+	"github.com/ratelimit-go/ratelimit/testkits/redistest"
 	"github.com/redis/go-redis/v9"
 )
 

@@ -15,9 +15,9 @@ import (
 	"time"
 
 	"github.com/ratelimit-go/ratelimit"
-	"github.com/ratelimit-go/ratelimit/adapters/adaptertest"
-	"github.com/ratelimit-go/ratelimit/redistest"
 	"github.com/ratelimit-go/ratelimit/store"
+	"github.com/ratelimit-go/ratelimit/testkits/adaptertest"
+	"github.com/ratelimit-go/ratelimit/testkits/redistest"
 )
 
 // recorder keeps the events an observer is given.

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/ratelimit-go/ratelimit"
-	"github.com/ratelimit-go/ratelimit/adapters/adaptertest"
+	"github.com/ratelimit-go/ratelimit/testkits/adaptertest"
 )
 
 // TestOptionsReportTheirName: New refuses a bad option with an error

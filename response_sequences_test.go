@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/ratelimit-go/ratelimit"
-	"github.com/ratelimit-go/ratelimit/adapters/adaptertest"
 	"github.com/ratelimit-go/ratelimit/store"
+	"github.com/ratelimit-go/ratelimit/testkits/adaptertest"
 )
 
 var update = flag.Bool("update", false, "rewrite the worked request sequences in "+sequencesFile)

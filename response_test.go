@@ -21,7 +21,7 @@ import (
 
 	"github.com/dunglas/httpsfv"
 	"github.com/ratelimit-go/ratelimit"
-	"github.com/ratelimit-go/ratelimit/adapters/adaptertest"
+	"github.com/ratelimit-go/ratelimit/testkits/adaptertest"
 )
 
 // fixedStore answers every request with one preset result, for the

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/ratelimit-go/ratelimit"
-	"github.com/ratelimit-go/ratelimit/adapters/adaptertest"
+	"github.com/ratelimit-go/ratelimit/testkits/adaptertest"
 )
 
 // TestRouteCases: a route table matches by shape, wherever the Limiter

@@ -11,7 +11,7 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/store"
-	"github.com/ratelimit-go/ratelimit/store/storetest"
+	"github.com/ratelimit-go/ratelimit/testkits/storetest"
 )
 
 // fakeClock is a clock that moves only when Wait sleeps on it, shared by

@@ -18,8 +18,8 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/internal/testkit"
-	"github.com/ratelimit-go/ratelimit/redistest"
 	"github.com/ratelimit-go/ratelimit/store/internal/limitset"
+	"github.com/ratelimit-go/ratelimit/testkits/redistest"
 )
 
 // The tests of bans that look into the stores; the conformance suite

@@ -13,8 +13,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratelimit-go/ratelimit"
-	"github.com/ratelimit-go/ratelimit/redistest"
 	"github.com/ratelimit-go/ratelimit/store/internal/memory"
+	"github.com/ratelimit-go/ratelimit/testkits/redistest"
 )
 
 // The benchmarks run on a real redis-server; the peer comparison lives in

@@ -13,9 +13,9 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/internal/spec"
-	"github.com/ratelimit-go/ratelimit/redistest"
 	"github.com/ratelimit-go/ratelimit/store/internal/limitset"
-	"github.com/ratelimit-go/ratelimit/store/storetest"
+	"github.com/ratelimit-go/ratelimit/testkits/redistest"
+	"github.com/ratelimit-go/ratelimit/testkits/storetest"
 )
 
 // Tests of batched decisions on a real Redis Cluster: each master's

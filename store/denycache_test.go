@@ -11,8 +11,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratelimit-go/ratelimit"
-	"github.com/ratelimit-go/ratelimit/redistest"
 	"github.com/ratelimit-go/ratelimit/store/internal/limitset"
+	"github.com/ratelimit-go/ratelimit/testkits/redistest"
 )
 
 // pinDenyCache makes s's deny cache read the pinned clock.

@@ -17,7 +17,7 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/internal/testkit"
-	"github.com/ratelimit-go/ratelimit/store/storetest"
+	"github.com/ratelimit-go/ratelimit/testkits/storetest"
 )
 
 var quietLogger = slog.New(slog.NewTextHandler(io.Discard, nil))

@@ -16,7 +16,7 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/lua"
-	"github.com/ratelimit-go/ratelimit/redistest"
+	"github.com/ratelimit-go/ratelimit/testkits/redistest"
 )
 
 // Tests of the library of Redis Functions (see functions): its names and

@@ -14,7 +14,7 @@ import (
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/internal/testkit"
 	"github.com/ratelimit-go/ratelimit/store/internal/memory"
-	"github.com/ratelimit-go/ratelimit/store/storetest"
+	"github.com/ratelimit-go/ratelimit/testkits/storetest"
 )
 
 // fuzzRig is one pinned miniredis with a Redis store and a Memory store

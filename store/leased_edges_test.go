@@ -21,8 +21,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratelimit-go/ratelimit"
-	"github.com/ratelimit-go/ratelimit/redistest"
 	"github.com/ratelimit-go/ratelimit/store/internal/limitset"
+	"github.com/ratelimit-go/ratelimit/testkits/redistest"
 )
 
 // The edges of leased limits, tried the way production meets them: four

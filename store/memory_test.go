@@ -11,7 +11,7 @@ import (
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/internal/testkit"
 	"github.com/ratelimit-go/ratelimit/store/internal/memory"
-	"github.com/ratelimit-go/ratelimit/store/storetest"
+	"github.com/ratelimit-go/ratelimit/testkits/storetest"
 )
 
 // fakeClock is a pinned clock for Memory stores.

@@ -22,9 +22,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratelimit-go/ratelimit"
-	"github.com/ratelimit-go/ratelimit/redistest"
 	"github.com/ratelimit-go/ratelimit/store/internal/fallback"
-	"github.com/ratelimit-go/ratelimit/store/storetest"
+	"github.com/ratelimit-go/ratelimit/testkits/redistest"
+	"github.com/ratelimit-go/ratelimit/testkits/storetest"
 )
 
 // aclClient makes an ACL user on srv with rule and returns a client logged

@@ -9,8 +9,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratelimit-go/ratelimit"
-	"github.com/ratelimit-go/ratelimit/redistest"
-	"github.com/ratelimit-go/ratelimit/store/storetest"
+	"github.com/ratelimit-go/ratelimit/testkits/redistest"
+	"github.com/ratelimit-go/ratelimit/testkits/storetest"
 )
 
 // TestClusterConformance runs the conformance suite on a real 3-master

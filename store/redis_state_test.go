@@ -15,8 +15,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratelimit-go/ratelimit"
-	"github.com/ratelimit-go/ratelimit/redistest"
-	"github.com/ratelimit-go/ratelimit/store/storetest"
+	"github.com/ratelimit-go/ratelimit/testkits/redistest"
+	"github.com/ratelimit-go/ratelimit/testkits/storetest"
 )
 
 // backend is a Redis to look at directly: a pinned miniredis or a real

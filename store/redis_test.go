@@ -15,9 +15,9 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/internal/testkit"
-	"github.com/ratelimit-go/ratelimit/redistest"
 	"github.com/ratelimit-go/ratelimit/store/internal/limitset"
-	"github.com/ratelimit-go/ratelimit/store/storetest"
+	"github.com/ratelimit-go/ratelimit/testkits/redistest"
+	"github.com/ratelimit-go/ratelimit/testkits/storetest"
 )
 
 func TestMain(m *testing.M) {

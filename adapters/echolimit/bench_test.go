@@ -3,7 +3,7 @@ package echolimit_test
 import (
 	"testing"
 
-	"github.com/ratelimit-go/ratelimit/adapters/adaptertest"
+	"github.com/ratelimit-go/ratelimit/testkits/adaptertest"
 )
 
 // BenchmarkNew is the request path through Echo (see adaptertest.Benchmark).

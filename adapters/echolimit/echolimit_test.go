@@ -8,8 +8,8 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/ratelimit-go/ratelimit"
-	"github.com/ratelimit-go/ratelimit/adapters/adaptertest"
 	"github.com/ratelimit-go/ratelimit/adapters/echolimit"
+	"github.com/ratelimit-go/ratelimit/testkits/adaptertest"
 )
 
 var framework = adaptertest.Framework{

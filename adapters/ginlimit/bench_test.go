@@ -3,7 +3,7 @@ package ginlimit_test
 import (
 	"testing"
 
-	"github.com/ratelimit-go/ratelimit/adapters/adaptertest"
+	"github.com/ratelimit-go/ratelimit/testkits/adaptertest"
 )
 
 // BenchmarkNew is the request path through Gin (see adaptertest.Benchmark).

@@ -7,8 +7,8 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/ratelimit-go/ratelimit"
-	"github.com/ratelimit-go/ratelimit/adapters/adaptertest"
 	"github.com/ratelimit-go/ratelimit/adapters/ginlimit"
+	"github.com/ratelimit-go/ratelimit/testkits/adaptertest"
 )
 
 func init() { gin.SetMode(gin.ReleaseMode) }

@@ -10,8 +10,8 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/ratelimit-go/ratelimit"
-	"github.com/ratelimit-go/ratelimit/redistest"
 	"github.com/ratelimit-go/ratelimit/store"
+	"github.com/ratelimit-go/ratelimit/testkits/redistest"
 )
 
 // TestFallbackWhileRedisPaused: with a Redis store behind a Fallback, on

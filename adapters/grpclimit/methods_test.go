@@ -12,8 +12,8 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/ratelimit-go/ratelimit"
-	"github.com/ratelimit-go/ratelimit/adapters/adaptertest"
 	"github.com/ratelimit-go/ratelimit/adapters/grpclimit"
+	"github.com/ratelimit-go/ratelimit/testkits/adaptertest"
 )
 
 // TestMethods: a method's entry, its service's, and the default limits,

@@ -26,8 +26,8 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/adapters/grpclimit"
-	"github.com/ratelimit-go/ratelimit/redistest"
 	"github.com/ratelimit-go/ratelimit/store"
+	"github.com/ratelimit-go/ratelimit/testkits/redistest"
 )
 
 // gRPC clients' own retry policies against a limited method: grpc-go's

@@ -22,9 +22,9 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/ratelimit-go/ratelimit"
-	"github.com/ratelimit-go/ratelimit/adapters/adaptertest"
 	"github.com/ratelimit-go/ratelimit/adapters/grpclimit"
-	"github.com/ratelimit-go/ratelimit/redistest"
+	"github.com/ratelimit-go/ratelimit/testkits/adaptertest"
+	"github.com/ratelimit-go/ratelimit/testkits/redistest"
 )
 
 func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }

@@ -18,8 +18,8 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/extra/ratelimitotel"
-	"github.com/ratelimit-go/ratelimit/redistest"
 	"github.com/ratelimit-go/ratelimit/store"
+	"github.com/ratelimit-go/ratelimit/testkits/redistest"
 )
 
 func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }

@@ -15,8 +15,8 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/extra/ratelimitprom"
-	"github.com/ratelimit-go/ratelimit/redistest"
 	"github.com/ratelimit-go/ratelimit/store"
+	"github.com/ratelimit-go/ratelimit/testkits/redistest"
 )
 
 func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }

@@ -14,7 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/ratelimit-go/ratelimit"
-	"github.com/ratelimit-go/ratelimit/redistest"
+	"github.com/ratelimit-go/ratelimit/testkits/redistest"
 )
 
 func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
