@@ -10,14 +10,13 @@ import (
 	"time"
 
 	"github.com/ratelimit-go/ratelimit/internal/spec"
+	"github.com/ratelimit-go/ratelimit/internal/wire"
 )
 
 // Bounds on a [Limit]'s fields; see its documentation.
 const (
 	maxSlidingLogQuota = 100_000
 	maxSlotsPerWindow  = 1000
-	maxQuota           = spec.MaxQuota
-	maxNameLength      = 64
 	maxSlots           = 10_000 // of a Concurrent limit
 	minSlotLife        = 300 * time.Millisecond
 )
@@ -322,8 +321,8 @@ func (l Limit) check() (field, problem string) {
 		return "Algorithm", fmt.Sprintf("is unknown: %d", l.Algorithm)
 	case l.Quota < 1:
 		return "Quota", fmt.Sprintf("must be at least 1, got %d", l.Quota)
-	case l.Quota > maxQuota:
-		return "Quota", fmt.Sprintf("must be at most %d, got %d", maxQuota, l.Quota)
+	case l.Quota > wire.MaxQuota:
+		return "Quota", fmt.Sprintf("must be at most %d, got %d", wire.MaxQuota, l.Quota)
 	case l.Zone != "" && !l.Algorithm.calendar():
 		return "Zone", fmt.Sprintf("is only used by daily, weekly and monthly limits, not %v; leave it empty", l.Algorithm)
 	case l.Weekday != 0 && l.Algorithm != Weekly:
@@ -354,8 +353,8 @@ func (l Limit) check() (field, problem string) {
 		return "Burst", fmt.Sprintf("is only used by token-bucket, not %v; leave it zero", l.Algorithm)
 	case l.Precision != 0 && l.Algorithm != SlidingWindow:
 		return "Precision", fmt.Sprintf("is only used by sliding-window, not %v; leave it zero", l.Algorithm)
-	case len(l.Name) > maxNameLength:
-		return "Name", fmt.Sprintf("is %d bytes long; at most %d are allowed", len(l.Name), maxNameLength)
+	case len(l.Name) > wire.MaxName:
+		return "Name", fmt.Sprintf("is %d bytes long; at most %d are allowed", len(l.Name), wire.MaxName)
 	case strings.IndexFunc(l.Name, func(r rune) bool { return r < 0x20 || r > 0x7e }) >= 0:
 		return "Name", fmt.Sprintf("%q holds a byte outside printable ASCII, which a header cannot carry", l.Name)
 	}
@@ -383,8 +382,8 @@ func (l Limit) check() (field, problem string) {
 		if burst < 1 {
 			return "Burst", fmt.Sprintf("must be at least 1, got %d", l.Burst)
 		}
-		if burst > maxQuota {
-			return "Burst", fmt.Sprintf("must be at most %d, got %d", maxQuota, burst)
+		if burst > wire.MaxQuota {
+			return "Burst", fmt.Sprintf("must be at most %d, got %d", wire.MaxQuota, burst)
 		}
 		if _, _, _, ok := spec.TokenUnits(int64(l.Window/time.Microsecond), int64(l.Quota), int64(burst)); !ok {
 			return "Burst", fmt.Sprintf("%d is too large for a refill of %d per %s: the bucket's level would not fit in 53 bits", burst, l.Quota, formatDuration(l.Window))
@@ -442,8 +441,8 @@ func (l Limit) checkConcurrent() (field, problem string) {
 		return "Precision", fmt.Sprintf("is only used by sliding-window, not %v; leave it zero", l.Algorithm)
 	case l.Usage:
 		return "Usage", "cannot charge a concurrent limit: it counts requests in flight, not what they use"
-	case len(l.Name) > maxNameLength:
-		return "Name", fmt.Sprintf("is %d bytes long; at most %d are allowed", len(l.Name), maxNameLength)
+	case len(l.Name) > wire.MaxName:
+		return "Name", fmt.Sprintf("is %d bytes long; at most %d are allowed", len(l.Name), wire.MaxName)
 	case strings.IndexFunc(l.Name, func(r rune) bool { return r < 0x20 || r > 0x7e }) >= 0:
 		return "Name", fmt.Sprintf("%q holds a byte outside printable ASCII, which a header cannot carry", l.Name)
 	}
@@ -461,8 +460,8 @@ func (l Limit) checkCalendar() (field, problem string) {
 		return "Precision", fmt.Sprintf("is only used by sliding-window, not %v; leave it zero", l.Algorithm)
 	case l.Weekday < time.Sunday || l.Weekday > time.Saturday:
 		return "Weekday", fmt.Sprintf("is not a day of the week: %d", l.Weekday)
-	case len(l.Name) > maxNameLength:
-		return "Name", fmt.Sprintf("is %d bytes long; at most %d are allowed", len(l.Name), maxNameLength)
+	case len(l.Name) > wire.MaxName:
+		return "Name", fmt.Sprintf("is %d bytes long; at most %d are allowed", len(l.Name), wire.MaxName)
 	case strings.IndexFunc(l.Name, func(r rune) bool { return r < 0x20 || r > 0x7e }) >= 0:
 		return "Name", fmt.Sprintf("%q holds a byte outside printable ASCII, which a header cannot carry", l.Name)
 	case strings.IndexFunc(l.Zone, func(r rune) bool { return r <= 0x20 || r > 0x7e || r == '{' || r == '}' }) >= 0:

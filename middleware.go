@@ -12,6 +12,7 @@ import (
 
 	"github.com/ratelimit-go/ratelimit/internal/finish"
 	"github.com/ratelimit-go/ratelimit/internal/override"
+	"github.com/ratelimit-go/ratelimit/internal/wire"
 )
 
 // This file is the top of the request's path, in the order it runs:
@@ -345,7 +346,7 @@ func (l *Limiter) wouldDeny(w http.ResponseWriter, r *http.Request, d Decision) 
 				names = append(names, quoteString(res.Limit.Name))
 			}
 		}
-		w.Header()[headerShadow] = []string{strings.Join(names, ", ")}
+		w.Header()[wire.FieldShadow] = []string{strings.Join(names, ", ")}
 	}
 	if l.report != nil {
 		l.report(r, d)
@@ -471,7 +472,7 @@ func Charge(ctx context.Context, units int) {
 		if !e.reported {
 			e.reported, e.usage = true, 0
 		}
-		e.usage = min(e.usage+units, maxQuota) // a count a script keeps exact
+		e.usage = min(e.usage+units, wire.MaxQuota) // a count a script keeps exact
 		s.expect(e, d)
 	}
 }

@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"fmt"
+	"github.com/ratelimit-go/ratelimit/internal/wire"
 	"log/slog"
 	"net/http"
 )
@@ -71,8 +72,8 @@ func New(store Store, namespace string, opts ...Option) (*Limiter, error) {
 
 // checkNamespace says what is wrong with a namespace.
 func checkNamespace(name string) error {
-	if name == "" || len(name) > 64 {
-		return fmt.Errorf("must be 1 to 64 bytes long, got %d", len(name))
+	if name == "" || len(name) > wire.MaxName {
+		return fmt.Errorf("must be 1 to %d bytes long, got %d", wire.MaxName, len(name))
 	}
 	for _, c := range name {
 		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ratelimit-go/ratelimit/internal/override"
+	"github.com/ratelimit-go/ratelimit/internal/wire"
 )
 
 // Overrides are limits that operators change while the service runs: for
@@ -238,7 +239,7 @@ func withOverride(lim Limit, e effect) Limit {
 	}
 	if lim.Algorithm == TokenBucket && lim.Burst != 0 && e.quota != lim.Quota {
 		burst := math.Round(float64(lim.Burst) * float64(e.quota) / float64(lim.Quota))
-		lim.Burst = int(min(max(burst, 1), maxQuota))
+		lim.Burst = int(min(max(burst, 1), wire.MaxQuota))
 	}
 	lim.Quota = e.quota
 	if e.window != 0 {

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/ratelimit-go/ratelimit/internal/wire"
 	"hash"
 	"net/http"
 	"strconv"
@@ -22,17 +23,6 @@ import (
 // to one it could not decide ([FailOpen], [FailClosed]), all from the
 // request's responseState. Limiter.Allow calls down into this file;
 // nothing here calls back.
-
-// The response headers a Limiter sets, in canonical form.
-const (
-	headerPolicy     = "Ratelimit-Policy"
-	headerRateLimit  = "Ratelimit"
-	headerXLimit     = "X-Ratelimit-Limit"
-	headerXRemaining = "X-Ratelimit-Remaining"
-	headerXReset     = "X-Ratelimit-Reset"
-	headerRetryAfter = "Retry-After"
-	headerShadow     = "X-Ratelimit-Shadow"
-)
 
 // Headers selects the rate-limit headers a [Limiter] sets on every
 // response it lets through or denies (see [WithHeaders]). The zero
@@ -247,13 +237,13 @@ func setHeaders(hdr http.Header, h Headers, s *responseState, retryAfter int64) 
 	b.Write(strconv.AppendInt(num[:0], xReset(tight, retryAfter), 10))
 	all := b.String()
 	if !h.NoDraft {
-		hdr[headerPolicy] = policyHeader(s.decisions)
-		hdr[headerRateLimit] = s.headerValue(all[start:fieldEnd])
+		hdr[wire.FieldPolicy] = policyHeader(s.decisions)
+		hdr[wire.FieldRateLimit] = s.headerValue(all[start:fieldEnd])
 	}
 	if !h.NoX {
-		hdr[headerXLimit] = tightPolicy.capacity[tightAt]
-		hdr[headerXRemaining] = s.headerValue(all[remStart:remEnd])
-		hdr[headerXReset] = s.headerValue(all[fieldEnd:])
+		hdr[wire.FieldXLimit] = tightPolicy.capacity[tightAt]
+		hdr[wire.FieldXRemaining] = s.headerValue(all[remStart:remEnd])
+		hdr[wire.FieldXReset] = s.headerValue(all[fieldEnd:])
 	}
 }
 
@@ -360,7 +350,7 @@ func setRetryAfter(w http.ResponseWriter, s *responseState, secs int64) {
 		s.buf.Write(strconv.AppendInt(num[:0], secs, 10))
 		v = s.buf.String()[start:]
 	}
-	w.Header()[headerRetryAfter] = s.headerValue(v)
+	w.Header()[wire.FieldRetryAfter] = s.headerValue(v)
 }
 
 // partitionKeys makes the pk parameter of Headers.PartitionKey. A nil
@@ -394,14 +384,6 @@ func (k *partitionKeys) of(key string) string {
 	return string(append(b, ':'))
 }
 
-// Problem types of draft-ietf-httpapi-ratelimit-headers, section 5, for
-// RFC 9457 problem details.
-const (
-	problemQuotaExceeded   = "https://iana.org/assignments/http-problem-types#quota-exceeded"
-	problemAbnormalUsage   = "https://iana.org/assignments/http-problem-types#abnormal-usage-detected"
-	problemReducedCapacity = "https://iana.org/assignments/http-problem-types#temporary-reduced-capacity"
-)
-
 // Deny is the default answer to a denied request (see [WithDenyHandler]):
 // 429 Too Many Requests with a short body, plain text, or RFC 9457 problem
 // JSON when the client accepts JSON. The rate-limit headers and
@@ -416,14 +398,14 @@ const (
 func Deny(w http.ResponseWriter, r *http.Request, d Decision) {
 	p := problemDetails{
 		status:   http.StatusTooManyRequests,
-		typ:      problemQuotaExceeded,
+		typ:      wire.ProblemQuotaExceeded,
 		title:    "Quota exceeded",
 		detail:   "rate limit exceeded",
 		retry:    retryAfterSeconds(d),
 		policies: true,
 	}
 	if d.Banned > 0 {
-		p.typ, p.title, p.detail = problemAbnormalUsage, "Abnormal usage detected", "banned after repeated denials"
+		p.typ, p.title, p.detail = wire.ProblemAbnormalUsage, "Abnormal usage detected", "banned after repeated denials"
 	}
 	writeProblem(w, r, p, d.Results())
 }
@@ -456,10 +438,10 @@ func FailClosed(w http.ResponseWriter, r *http.Request, err error) bool {
 		return false
 	}
 	s := responseOf(r.Context())
-	w.Header()[headerRetryAfter] = s.headerValue("1")
+	w.Header()[wire.FieldRetryAfter] = s.headerValue("1")
 	p := problemDetails{
 		status:   http.StatusServiceUnavailable,
-		typ:      problemReducedCapacity,
+		typ:      wire.ProblemReducedCapacity,
 		title:    "Capacity temporarily reduced",
 		detail:   "rate limiting is unavailable",
 		retry:    1,

@@ -17,6 +17,7 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/internal/override"
+	"github.com/ratelimit-go/ratelimit/internal/wire"
 	"github.com/ratelimit-go/ratelimit/lua"
 )
 
@@ -198,12 +199,12 @@ func New(client redis.Scripter, namespace string, opts Options) (*Plane, error) 
 	switch {
 	case client == nil:
 		return nil, fmt.Errorf("%w: New: the client is nil", ErrInvalid)
-	case namespace == "" || len(namespace) > 64 || strings.ContainsAny(namespace, "{}"):
-		return nil, fmt.Errorf("%w: New: namespace %q: want 1 to 64 bytes, without '{' or '}', as the Limiter's", ErrInvalid, namespace)
+	case namespace == "" || len(namespace) > wire.MaxName || strings.ContainsAny(namespace, "{}"):
+		return nil, fmt.Errorf("%w: New: namespace %q: want 1 to %d bytes, without '{' or '}', as the Limiter's", ErrInvalid, namespace, wire.MaxName)
 	case strings.ContainsAny(opts.Prefix, "{}"):
 		return nil, fmt.Errorf("%w: Options.Prefix %q may not contain '{' or '}', which would change the hash tag", ErrInvalid, opts.Prefix)
 	}
-	prefix := cmp.Or(opts.Prefix, "rl:")
+	prefix := cmp.Or(opts.Prefix, wire.DefaultPrefix)
 	p := &Plane{
 		client: client,
 		key:    prefix + "overrides:{" + namespace + "}",

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/internal/ratefields"
+	"github.com/ratelimit-go/ratelimit/internal/wire"
 )
 
 // A budget is what an upstream allows one partition of the caller: the
@@ -120,7 +121,7 @@ func (b *budget) learn(ctx context.Context, s ratelimit.Store, policies []ratefi
 	for _, p := range policies {
 		var l ratelimit.Limit
 		switch {
-		case p.Quota < 1 || p.Quota > maxQuota:
+		case p.Quota < 1 || p.Quota > wire.MaxQuota:
 			continue
 		case p.Unit == "concurrent-requests":
 			l = ratelimit.Limit{Algorithm: ratelimit.Concurrent, Quota: int(p.Quota), Name: p.Name}
@@ -129,7 +130,7 @@ func (b *budget) learn(ctx context.Context, s ratelimit.Store, policies []ratefi
 		default:
 			continue // content bytes, or no window: what the upstream says of it is still heard, when spent
 		}
-		if l.Name == "" || l.Name == holdName || len(l.Name) > 64 {
+		if l.Name == "" || l.Name == holdName || len(l.Name) > wire.MaxName {
 			l.Name = "upstream"
 		}
 		if slices.ContainsFunc(b.declared, func(d ratelimit.Limit) bool { return sameShape(d, l) }) {
@@ -169,9 +170,6 @@ func (b *budget) learn(ctx context.Context, s ratelimit.Store, policies []ratefi
 	b.known, b.learned = true, learned
 	return err
 }
-
-// maxQuota is the largest quota a limit takes.
-const maxQuota = 1<<53 - 1
 
 // sameShape reports whether a and b would count in the same state: the
 // same algorithm and window.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/internal/spec"
+	"github.com/ratelimit-go/ratelimit/internal/wire"
 	"github.com/ratelimit-go/ratelimit/store/internal/limitset"
 	"github.com/ratelimit-go/ratelimit/store/internal/slots"
 )
@@ -138,7 +139,7 @@ type RedisOptions struct {
 
 // Defaults of RedisOptions.
 const (
-	defaultPrefix        = "rl:"
+	defaultPrefix        = wire.DefaultPrefix
 	defaultDenyCacheSize = 10_000
 	defaultMaxBatch      = 128
 	defaultRuns          = 4 // runs a batching store keeps under way on a single server

@@ -8,6 +8,7 @@ package override
 import (
 	"errors"
 	"fmt"
+	"github.com/ratelimit-go/ratelimit/internal/wire"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -64,8 +65,8 @@ func (o Override) Check() error {
 	switch {
 	case o.Policy == "":
 		return fmt.Errorf("%w: Policy is empty: name the limit to override", ErrInvalid)
-	case len(o.Policy) > 64:
-		return fmt.Errorf("%w: Policy is %d bytes; a limit's name is at most 64", ErrInvalid, len(o.Policy))
+	case len(o.Policy) > wire.MaxName:
+		return fmt.Errorf("%w: Policy is %d bytes; a limit's name is at most %d", ErrInvalid, len(o.Policy), wire.MaxName)
 	case strings.IndexFunc(o.Policy, func(r rune) bool { return r < ' ' || r > '~' }) >= 0:
 		return fmt.Errorf("%w: Policy %q is not printable ASCII, as a limit's name is", ErrInvalid, o.Policy)
 	case len(o.Key) > maxKey:

@@ -1,6 +1,7 @@
 package ratefields
 
 import (
+	"github.com/ratelimit-go/ratelimit/internal/wire"
 	"strings"
 	"time"
 )
@@ -47,14 +48,14 @@ func fieldValue(lines []string) string {
 // unnamed ones (drafts 6 and 7), as its first item is; an item of the
 // other kind is malformed.
 func (p *parser) policyField() (named, unnamed []Policy) {
-	lines := p.lines(fieldPolicy)
+	lines := p.lines(wire.FieldPolicy)
 	if len(lines) == 0 {
 		return nil, nil
 	}
 	v := fieldValue(lines)
 	n, ok := listLen(v)
 	if !ok || n == 0 {
-		p.report(fieldPolicy, ReasonMalformed)
+		p.report(wire.FieldPolicy, ReasonMalformed)
 		return nil, nil
 	}
 	const unknown, byName, byQuota = 0, 1, 2
@@ -66,7 +67,7 @@ func (p *parser) policyField() (named, unnamed []Policy) {
 			kind = byName
 			k, pol, reason := namedPolicy(m)
 			if reason != "" {
-				p.report(fieldPolicy, reason)
+				p.report(wire.FieldPolicy, reason)
 				continue
 			}
 			ps = p.addPolicy(ps, k, pol)
@@ -74,12 +75,12 @@ func (p *parser) policyField() (named, unnamed []Policy) {
 			kind = byQuota
 			pol, reason := quotaPolicy(m.n, m.params)
 			if reason != "" {
-				p.report(fieldPolicy, reason)
+				p.report(wire.FieldPolicy, reason)
 				continue
 			}
 			ps = p.addQuota(ps, pol)
 		} else {
-			p.report(fieldPolicy, ReasonMalformed)
+			p.report(wire.FieldPolicy, ReasonMalformed)
 		}
 	}
 	switch {
@@ -185,7 +186,7 @@ func (p *parser) addPolicy(ps []Policy, k itemKey, pol Policy) []Policy {
 		}
 		pol.Name, pol.Partition = q.Name, q.Partition
 		if q != pol {
-			p.report(fieldPolicy, ReasonDuplicate)
+			p.report(wire.FieldPolicy, ReasonDuplicate)
 			if tighter(pol, q) {
 				ps[i] = pol
 			}
@@ -193,7 +194,7 @@ func (p *parser) addPolicy(ps []Policy, k itemKey, pol Policy) []Policy {
 		return ps
 	}
 	if len(ps) == MaxItems {
-		p.report(fieldPolicy, ReasonTooMany)
+		p.report(wire.FieldPolicy, ReasonTooMany)
 		return ps
 	}
 	pol.Name, pol.Partition = textValue(k.name), b64Value(k.pk)
@@ -209,7 +210,7 @@ func (p *parser) addQuota(ps []Policy, pol Policy) []Policy {
 			continue
 		}
 		if q != pol {
-			p.report(fieldPolicy, ReasonDuplicate)
+			p.report(wire.FieldPolicy, ReasonDuplicate)
 			if tighter(pol, q) {
 				ps[i] = pol
 			}
@@ -217,7 +218,7 @@ func (p *parser) addQuota(ps []Policy, pol Policy) []Policy {
 		return ps
 	}
 	if len(ps) == MaxItems {
-		p.report(fieldPolicy, ReasonTooMany)
+		p.report(wire.FieldPolicy, ReasonTooMany)
 		return ps
 	}
 	return append(ps, pol)
@@ -233,7 +234,7 @@ func tighter(a, b Policy) bool {
 // named items, or else draft 7's Dictionary, returned unread ("" when
 // there is none).
 func (p *parser) rateLimitField() (limits []Limit, dict string) {
-	lines := p.lines(fieldRateLimit)
+	lines := p.lines(wire.FieldRateLimit)
 	if len(lines) == 0 {
 		return nil, ""
 	}
@@ -241,25 +242,25 @@ func (p *parser) rateLimitField() (limits []Limit, dict string) {
 	n, ok := listLen(v)
 	if !ok {
 		if n, ok := dictLen(v); !ok || n == 0 {
-			p.report(fieldRateLimit, ReasonMalformed)
+			p.report(wire.FieldRateLimit, ReasonMalformed)
 			return nil, ""
 		}
 		return nil, v
 	}
 	if n == 0 {
-		p.report(fieldRateLimit, ReasonMalformed)
+		p.report(wire.FieldRateLimit, ReasonMalformed)
 		return nil, ""
 	}
 	limits = make([]Limit, 0, min(n, MaxItems))
 	list := newList(v)
 	for m, ok := list.next(); ok; m, ok = list.next() {
 		if !isName(m) {
-			p.report(fieldRateLimit, ReasonMalformed)
+			p.report(wire.FieldRateLimit, ReasonMalformed)
 			continue
 		}
 		k, l, reason := p.namedLimit(m)
 		if reason != "" {
-			p.report(fieldRateLimit, reason)
+			p.report(wire.FieldRateLimit, reason)
 			continue
 		}
 		limits = p.addLimit(limits, k, l)
@@ -292,7 +293,7 @@ func (p *parser) namedLimit(m sfItem) (k itemKey, l Limit, reason Reason) {
 	if reason != "" {
 		return itemKey{}, Limit{}, reason
 	}
-	return itemKey{name: m.text, pk: pk}, Limit{Remaining: r, Reset: p.delay(fieldRateLimit, t, 0)}, ""
+	return itemKey{name: m.text, pk: pk}, Limit{Remaining: r, Reset: p.delay(wire.FieldRateLimit, t, 0)}, ""
 }
 
 // addLimit adds the limit of key k to ls, unless ls has one of that key.
@@ -305,7 +306,7 @@ func (p *parser) addLimit(ls []Limit, k itemKey, l Limit) []Limit {
 		}
 		l.Name, l.Partition = q.Name, q.Partition
 		if q != l {
-			p.report(fieldRateLimit, ReasonDuplicate)
+			p.report(wire.FieldRateLimit, ReasonDuplicate)
 			if l.Remaining < q.Remaining || l.Remaining == q.Remaining && l.Reset > q.Reset {
 				ls[i] = l
 			}
@@ -313,7 +314,7 @@ func (p *parser) addLimit(ls []Limit, k itemKey, l Limit) []Limit {
 		return ls
 	}
 	if len(ls) == MaxItems {
-		p.report(fieldRateLimit, ReasonTooMany)
+		p.report(wire.FieldRateLimit, ReasonTooMany)
 		return ls
 	}
 	l.Name, l.Partition = textValue(k.name), b64Value(k.pk)
@@ -332,7 +333,7 @@ func (p *parser) withinQuota(policies []Policy, limits []Limit) []Limit {
 			}
 		}
 		if !ok {
-			p.report(fieldRateLimit, ReasonContradicts)
+			p.report(wire.FieldRateLimit, ReasonContradicts)
 			continue
 		}
 		kept = append(kept, l)
@@ -370,7 +371,7 @@ func (p *parser) dictionary(d string) (l draftLimit, ok bool) {
 		}
 		return m.n, true, count(m.n)
 	}
-	l.field = fieldRateLimit
+	l.field = wire.FieldRateLimit
 	var hasReset bool
 	var reset int64
 	var reason Reason
@@ -383,10 +384,10 @@ func (p *parser) dictionary(d string) (l draftLimit, ok bool) {
 		reason = ReasonMalformed
 	}
 	if reason != "" {
-		p.report(fieldRateLimit, reason)
+		p.report(wire.FieldRateLimit, reason)
 		return draftLimit{}, false
 	}
-	l.reset = p.delay(fieldRateLimit, reset, 0)
+	l.reset = p.delay(wire.FieldRateLimit, reset, 0)
 	return l, true
 }
 
@@ -446,7 +447,7 @@ func (p *parser) unnamed(l draftLimit, policies []Policy) bool {
 		}
 	}
 	if len(policies) == MaxItems {
-		p.report(fieldPolicy, ReasonTooMany)
+		p.report(wire.FieldPolicy, ReasonTooMany)
 		policies = policies[:MaxItems-1]
 	}
 	all[0] = lead

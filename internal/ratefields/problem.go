@@ -3,15 +3,8 @@ package ratefields
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/ratelimit-go/ratelimit/internal/wire"
 	"strings"
-)
-
-// The problem types of draft-ietf-httpapi-ratelimit-headers, section 5,
-// each with the member "violated-policies".
-const (
-	problemQuotaExceeded   = "https://iana.org/assignments/http-problem-types#quota-exceeded"
-	problemReducedCapacity = "https://iana.org/assignments/http-problem-types#temporary-reduced-capacity"
-	problemAbnormalUsage   = "https://iana.org/assignments/http-problem-types#abnormal-usage-detected"
 )
 
 // problemDetails reads body, RFC 9457 problem details when the response's
@@ -38,7 +31,7 @@ func (p *parser) problemDetails(body []byte) bool {
 		return false
 	}
 	switch m.typ {
-	case problemQuotaExceeded, problemReducedCapacity, problemAbnormalUsage:
+	case wire.ProblemQuotaExceeded, wire.ProblemReducedCapacity, wire.ProblemAbnormalUsage:
 	default:
 		return false
 	}

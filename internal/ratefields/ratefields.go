@@ -1,6 +1,7 @@
 package ratefields
 
 import (
+	"github.com/ratelimit-go/ratelimit/internal/wire"
 	"net/http"
 	"time"
 )
@@ -10,7 +11,7 @@ const (
 	// MaxInt is the largest quota or remaining count accepted: 2^53−1,
 	// which this module's Limiter allows as a quota, and which a JSON
 	// number or a float64 holds exactly. RFC 9651 Integers never exceed it.
-	MaxInt = 1<<53 - 1
+	MaxInt = wire.MaxQuota
 
 	// MaxWindow is the longest policy window accepted: ten years, past the
 	// longest period any quota counts over, and far from time.Duration's
@@ -23,7 +24,7 @@ const (
 
 	// MaxName is the longest policy name kept, in bytes, as this module's
 	// Limiter allows.
-	MaxName = 64
+	MaxName = wire.MaxName
 
 	// MaxPartition is the longest partition key kept, in decoded bytes.
 	MaxPartition = 256
@@ -200,20 +201,15 @@ func Parse(h http.Header, status int, body []byte, now time.Time, maxDelay time.
 	return p.info, p.problems
 }
 
-// The fields Parse reads, in canonical form.
+// The fields Parse reads, in canonical form, beside those a Limiter of
+// this module sends (package wire).
 const (
-	fieldPolicy      = "Ratelimit-Policy"
-	fieldRateLimit   = "Ratelimit"
 	fieldLimit       = "Ratelimit-Limit"
 	fieldRemaining   = "Ratelimit-Remaining"
 	fieldReset       = "Ratelimit-Reset"
-	fieldXLimit      = "X-Ratelimit-Limit"
-	fieldXRemaining  = "X-Ratelimit-Remaining"
-	fieldXReset      = "X-Ratelimit-Reset"
 	fieldXResetAfter = "X-Ratelimit-Reset-After"
 	fieldXResource   = "X-Ratelimit-Resource"
 	fieldXUsed       = "X-Ratelimit-Used"
-	fieldRetryAfter  = "Retry-After"
 	fieldContentType = "Content-Type"
 	fieldBody        = "body"
 )

@@ -1,6 +1,7 @@
 package ratefields
 
 import (
+	"github.com/ratelimit-go/ratelimit/internal/wire"
 	"net/http"
 	"time"
 )
@@ -9,26 +10,26 @@ import (
 // or an HTTP-date, at most the cap. read is false when the field is
 // absent or ignored; a date already past reads as 0, and counts as read.
 func (p *parser) retryAfter() (d time.Duration, read bool) {
-	v, ok := p.single(fieldRetryAfter)
+	v, ok := p.single(wire.FieldRetryAfter)
 	if !ok {
 		return 0, false
 	}
 	if isDigits(v) {
-		return p.delay(fieldRetryAfter, digits(v), 0), true
+		return p.delay(wire.FieldRetryAfter, digits(v), 0), true
 	}
 	if len(v) > 1 && v[0] == '-' && isDigits(v[1:]) {
-		p.report(fieldRetryAfter, ReasonNegative)
+		p.report(wire.FieldRetryAfter, ReasonNegative)
 		return 0, false
 	}
 	at, err := http.ParseTime(v)
 	if err != nil {
-		p.report(fieldRetryAfter, ReasonMalformed)
+		p.report(wire.FieldRetryAfter, ReasonMalformed)
 		return 0, false
 	}
 	// The date has whole seconds: one in the current second is now.
 	if at.Before(p.now.Truncate(time.Second)) {
-		p.report(fieldRetryAfter, ReasonInPast)
+		p.report(wire.FieldRetryAfter, ReasonInPast)
 		return 0, true
 	}
-	return p.capped(fieldRetryAfter, max(at.Sub(p.now), 0)), true
+	return p.capped(wire.FieldRetryAfter, max(at.Sub(p.now), 0)), true
 }

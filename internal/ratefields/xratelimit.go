@@ -1,6 +1,10 @@
 package ratefields
 
-import "time"
+import (
+	"time"
+
+	"github.com/ratelimit-go/ratelimit/internal/wire"
+)
 
 // The X-RateLimit-* fields: no standard, one common shape. Limit,
 // Remaining and Reset describe one limit; GitHub adds Resource, the
@@ -15,8 +19,8 @@ const epoch = 365 * 24 * 60 * 60
 // xRateLimit reads the X-RateLimit-* fields into p.info. A remaining
 // count above the limit is ignored.
 func (p *parser) xRateLimit() {
-	limit, hasLimit := p.xCount(fieldXLimit)
-	remaining, hasRemaining := p.xCount(fieldXRemaining)
+	limit, hasLimit := p.xCount(wire.FieldXLimit)
+	remaining, hasRemaining := p.xCount(wire.FieldXRemaining)
 	if !hasLimit && !hasRemaining {
 		return
 	}
@@ -28,7 +32,7 @@ func (p *parser) xRateLimit() {
 		return
 	}
 	if hasLimit && remaining > limit {
-		p.report(fieldXRemaining, ReasonContradicts)
+		p.report(wire.FieldXRemaining, ReasonContradicts)
 		return
 	}
 	if hasLimit {
@@ -91,24 +95,24 @@ func (p *parser) xReset() time.Duration {
 		}
 		p.report(fieldXResetAfter, reason)
 	}
-	v, ok := p.single(fieldXReset)
+	v, ok := p.single(wire.FieldXReset)
 	if !ok {
 		return 0
 	}
 	secs, nanos, reason := parseSeconds(v)
 	if reason != "" {
-		p.report(fieldXReset, reason)
+		p.report(wire.FieldXReset, reason)
 		return 0
 	}
 	if secs <= epoch {
-		return p.delay(fieldXReset, secs, nanos)
+		return p.delay(wire.FieldXReset, secs, nanos)
 	}
 	at := time.Unix(secs, nanos)
 	if at.Before(p.now.Truncate(time.Second)) {
-		p.report(fieldXReset, ReasonInPast)
+		p.report(wire.FieldXReset, ReasonInPast)
 		return 0
 	}
-	return p.capped(fieldXReset, max(at.Sub(p.now), 0))
+	return p.capped(wire.FieldXReset, max(at.Sub(p.now), 0))
 }
 
 // parseCount reads decimal digits, a count from 0 to MaxInt.

@@ -4,6 +4,7 @@
 package spec
 
 import (
+	"github.com/ratelimit-go/ratelimit/internal/wire"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -35,10 +36,6 @@ const MinLeasedSpan = 10 * time.Millisecond
 // DefaultSlots is how many slots a sliding window has when its
 // precision is not given.
 const DefaultSlots = 10
-
-// MaxQuota is the largest count a script keeps exact: Lua numbers are
-// doubles, exact up to 2^53.
-const MaxQuota = 1<<53 - 1
 
 // Limit is one valid limit in integers. Times are microseconds.
 type Limit struct {
@@ -214,11 +211,11 @@ func (c *Limit) encode(code, extra string, a, b, d int64) {
 // quota tokens per window µs and holding burst, so that refilling is exact
 // integer arithmetic: a token is unit units, the bucket gains rate units
 // per µs, and a full bucket holds units. ok is false when units would not
-// stay exact in a script (above MaxQuota).
+// stay exact in a script (above wire.MaxQuota).
 func TokenUnits(window, quota, burst int64) (unit, rate, units int64, ok bool) {
 	g := gcd(window, quota)
 	unit, rate = window/g, quota/g
-	if burst != 0 && unit > MaxQuota/burst {
+	if burst != 0 && unit > wire.MaxQuota/burst {
 		return unit, rate, 0, false
 	}
 	return unit, rate, unit * burst, true
@@ -289,7 +286,7 @@ type Set struct {
 
 // NewSet returns the set of limits.
 func NewSet(limits []Limit) *Set {
-	s := &Set{Limits: limits, MinCapacity: MaxQuota, Slot: -1}
+	s := &Set{Limits: limits, MinCapacity: wire.MaxQuota, Slot: -1}
 	for i, l := range limits {
 		if l.Algorithm != Concurrent && l.Cost == 0 {
 			s.MinCapacity = min(s.MinCapacity, l.Capacity)

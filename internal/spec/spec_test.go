@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"github.com/ratelimit-go/ratelimit/internal/wire"
 	"strings"
 	"testing"
 	"time"
@@ -39,7 +40,7 @@ func TestTokenUnitsBound(t *testing.T) {
 	// A day in µs over a quota of 1: a token is 86.4e9 units. A burst of
 	// 104,249 fits under 2^53; one more does not.
 	day := int64(24 * time.Hour / time.Microsecond)
-	if _, _, units, ok := TokenUnits(day, 1, 104_249); !ok || units > MaxQuota {
+	if _, _, units, ok := TokenUnits(day, 1, 104_249); !ok || units > wire.MaxQuota {
 		t.Errorf("burst 104249: got units %d ok %v, want <= 2^53-1 and ok", units, ok)
 	}
 	if _, _, _, ok := TokenUnits(day, 1, 104_250); ok {
