@@ -552,7 +552,27 @@ func TestDocLinks(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d packages, %d doc links checked, %d into third-party packages not checked", len(pkgs), checked, thirdParty)
+	// Names written plainly, as "store.NewRedis" or "ratelimit.HeaderKey",
+	// of a package of the repository: they must exist too.
+	mention := regexp.MustCompile(`(?:^|[^\w.])([a-z]\w*)\.([A-Z]\w*)`)
+	mentions := 0
+	for _, ip := range paths {
+		rp := pkgs[ip]
+		for _, g := range docComments(rp.files) {
+			for _, m := range mention.FindAllStringSubmatch(g.Text(), -1) {
+				ips := byName[m[1]]
+				if len(ips) != 1 {
+					continue // not a package of the repository, or ambiguous
+				}
+				mentions++
+				if q := pkgs[ips[0]]; !q.goPackage.has("", m[2]) {
+					pos := rp.fset.Position(g.Pos())
+					broken = append(broken, fmt.Sprintf("%s:%d: %s.%s: package %s has no %s", pos.Filename, pos.Line, m[1], m[2], ips[0], m[2]))
+				}
+			}
+		}
+	}
+	t.Logf("%d packages, %d doc links checked, %d into third-party packages not checked, %d names written plainly checked", len(pkgs), checked, thirdParty, mentions)
 	if len(broken) > 0 {
 		t.Errorf("%d broken doc links:\n%s", len(broken), strings.Join(broken, "\n"))
 	}

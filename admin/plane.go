@@ -32,7 +32,7 @@ type Override struct {
 
 	// Key is which of the policy's keys the override applies to, in the
 	// form the store is given, after the key function (hashed where it
-	// hashes, as ratelimit.APIKey does): for example "ip:192.0.2.1". It is
+	// hashes, as ratelimit.HeaderKey does): for example "ip:192.0.2.1". It is
 	// one key; or every key that starts with what comes before a final
 	// "*"; or, empty, every key of the policy. The override of a key's own
 	// beats that of a prefix, a longer prefix a shorter one, and any of

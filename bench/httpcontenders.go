@@ -164,12 +164,12 @@ func plainHeaderKey(r *http.Request) (string, error) {
 	return "header:" + v, nil
 }
 
-// hmacSecret is the secret of the row keyed by ratelimit.Header: a
+// hmacSecret is the secret of the row keyed by ratelimit.HeaderKey: a
 // constant, since only the hash's cost matters here.
 var hmacSecret = []byte("bench: not a secret, 32 bytes...")
 
 // oursHTTP is this library's middleware on Redis with one algorithm,
-// keyed by the header's plain value, or by ratelimit.Header when hmac.
+// keyed by the header's plain value, or by ratelimit.HeaderKey when hmac.
 func oursHTTP(algo string, a ratelimit.Algorithm, variant string) *httpContender {
 	name := "ratelimit/redis/" + algo
 	note := "this library: `ratelimit.New(store.NewRedis(client, store.RedisOptions{}), \"bench\", WithLimits(ratelimit.Limit{Quota: quota, Window: window}.Using(ratelimit." + algoIdent(a) + ")), WithKey(the header's value), WithErrorHandler(ratelimit.FailClosed))`" + oursDefaults(a) + "; `Limiter.Handler`, which sets the draft and X- rate limit headers on every response and denies with `ratelimit.Deny` (429, problem details). The key function returns `\"header:\"` and the value, unhashed as the peers have it. FailClosed (503) rather than the default FailOpen, so that an error shows as a status and is not served."
