@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"github.com/ratelimit-go/ratelimit/internal/wire"
 	"log/slog"
+	"maps"
 	"net/http"
+	"slices"
 )
 
 // New returns a Limiter that keeps its counters in store under namespace.
@@ -130,12 +132,25 @@ func WithLimits(limits ...Limit) Option {
 // /users/{id}" and "GET /users/{name}"), which the table could not tell
 // apart. The adapters' Routes options (ginlimit.Routes, echolimit.Routes)
 // take a table in their router's syntax and write it the ServeMux way.
+//
+// Tables given to one Limiter, by WithRoutes, those options and
+// grpclimit.Methods, are merged into one, for a service that serves HTTP
+// routes and gRPC methods with one Limiter; a pattern in two of them is
+// refused, naming it.
 func WithRoutes(table map[string][]Limit) Option {
 	return func(l *Limiter) error {
 		if table == nil {
 			return fmt.Errorf("%w: WithRoutes: the table is nil", ErrInvalid)
 		}
-		l.given.routes = table
+		if l.given.routes == nil {
+			l.given.routes = make(map[string][]Limit, len(table))
+		}
+		for _, pattern := range slices.Sorted(maps.Keys(table)) {
+			if _, dup := l.given.routes[pattern]; dup {
+				return fmt.Errorf("%w: WithRoutes: pattern %q is in two tables given to the Limiter (the tables of WithRoutes, grpclimit.Methods, ginlimit.Routes and echolimit.Routes are merged); give it once", ErrInvalid, pattern)
+			}
+			l.given.routes[pattern] = table[pattern]
+		}
 		return nil
 	}
 }

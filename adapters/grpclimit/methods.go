@@ -18,8 +18,9 @@ import (
 // its service's, a method in neither gets the limits of
 // [ratelimit.WithLimits] (none without them: unlimited), and each entry
 // counts apart, so the methods of a service's entry share its counters.
-// As with WithRoutes, the last table given to a Limiter is the one it
-// keeps.
+// As with WithRoutes, the tables given to a Limiter are merged: one
+// Limiter may take HTTP routes (WithRoutes) and gRPC methods (Methods)
+// together.
 //
 // An entry that is not a full method name is refused when the Limiter is
 // built (ratelimit.New returns an error wrapping [ratelimit.ErrInvalid])

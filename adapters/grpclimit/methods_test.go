@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -153,5 +154,41 @@ func TestMethodsRefused(t *testing.T) {
 	_, err = ratelimit.New(adaptertest.NewStore(t), "test", grpclimit.Methods(map[string][]ratelimit.Limit{"/a.S/M": {}}))
 	if err == nil || !strings.Contains(err.Error(), "POST /a.S/M") {
 		t.Errorf("an entry with no limits: got %v, want WithRoutes' error naming %q", err, "POST /a.S/M")
+	}
+}
+
+// TestMethodsWithRoutes: one Limiter takes gRPC methods (Methods) and
+// HTTP routes (WithRoutes) together, in either order: each call and
+// request gets its own entry's limits; a pattern in both is refused,
+// naming it.
+func TestMethodsWithRoutes(t *testing.T) {
+	methods := grpclimit.Methods(map[string][]ratelimit.Limit{"/grpc.testing.TestService/UnaryCall": {ratelimit.PerMinute(1).Named("unary")}})
+	routes := ratelimit.WithRoutes(map[string][]ratelimit.Limit{"GET /items": {ratelimit.PerMinute(2).Named("items")}})
+	for _, order := range [][]ratelimit.Option{{methods, routes}, {routes, methods}} {
+		l := newLimiter(t, order...)
+		r := newRig(t, nil, l)
+		for i, want := range []codes.Code{codes.OK, codes.ResourceExhausted} {
+			md, err := r.call(context.Background(), unary)
+			if got := refusalOf(err).code; got != want {
+				t.Errorf("call %d: got %v, want %v", i, got, want)
+			}
+			if got := md.Get("ratelimit-policy"); !slices.Equal(got, []string{`"unary";q=1;w=60`}) {
+				t.Errorf("call %d: ratelimit-policy %q, want the method's", i, got)
+			}
+		}
+		h := l.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+		for i, want := range []int{200, 200, 429} {
+			w := httptest.NewRecorder()
+			req := httptest.NewRequest("GET", "/items", nil)
+			h.ServeHTTP(w, req)
+			if w.Code != want || w.Header().Get("RateLimit-Policy") != `"items";q=2;w=60` {
+				t.Errorf("GET /items %d: %d %q, want %d under the route's limits", i, w.Code, w.Header().Get("RateLimit-Policy"), want)
+			}
+		}
+	}
+	_, err := ratelimit.New(adaptertest.NewStore(t), "test", methods,
+		ratelimit.WithRoutes(map[string][]ratelimit.Limit{"POST /grpc.testing.TestService/UnaryCall": {ratelimit.PerMinute(5)}}))
+	if want := `pattern "POST /grpc.testing.TestService/UnaryCall" is in two tables`; err == nil || !errors.Is(err, ratelimit.ErrInvalid) || !strings.Contains(err.Error(), want) {
+		t.Errorf("a pattern in both: got %v, want an ErrInvalid saying %q", err, want)
 	}
 }
