@@ -80,19 +80,39 @@ func TestAdminContract(t *testing.T) {
 	b, _ := startWith(t, nil, bin, args...)
 	adminA := adminURL(t, outA)
 
-	for _, auth := range []string{"", "Bearer wrong token of 32 bytes...."} {
+	for _, tt := range []struct {
+		auth string
+		want int
+	}{
+		{"", http.StatusUnauthorized},
+		{"Bearer wrong token of 32 bytes....", http.StatusUnauthorized},
+		{"Basic " + adminToken, http.StatusUnauthorized},
+		{"bearer " + adminToken, http.StatusOK}, // the scheme is matched without regard to case
+		{"BEARER  " + adminToken, http.StatusOK},
+	} {
 		req, _ := http.NewRequest("GET", adminA+"/policies", nil)
-		if auth != "" {
-			req.Header.Set("Authorization", auth)
+		if tt.auth != "" {
+			req.Header.Set("Authorization", tt.auth)
 		}
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
-		if resp.StatusCode != http.StatusUnauthorized {
-			t.Errorf("GET policies with Authorization %q: %d, want 401", auth, resp.StatusCode)
+		if resp.StatusCode != tt.want {
+			t.Errorf("GET policies with Authorization %q: %d, want %d", tt.auth, resp.StatusCode, tt.want)
 		}
+	}
+	// The three refusals: logged once, as the first came, without the
+	// client's address. The server's stderr reaches outA in its own time.
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(outA(), "refused requests without the admin token") && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := strings.Count(outA(), "refused requests without the admin token"); n != 1 {
+		t.Errorf("the refusals were logged %d times, want once:\n%s", n, outA())
+	}
+	if strings.Contains(outA(), "refused requests without the admin token") && strings.Contains(lineWith(outA(), "refused requests without"), "127.0.0.1") {
+		t.Errorf("the refusal's log line names the client's address: %s", lineWith(outA(), "refused requests without"))
 	}
 
 	if r := generate(t, a, "k1", 40_000); r.StatusCode != 200 {
@@ -204,4 +224,14 @@ func TestAdminOnEveryFramework(t *testing.T) {
 			}
 		})
 	}
+}
+
+// lineWith returns the first line of out that holds s, "" when none.
+func lineWith(out, s string) string {
+	for line := range strings.SplitSeq(out, "\n") {
+		if strings.Contains(line, s) {
+			return line
+		}
+	}
+	return ""
 }

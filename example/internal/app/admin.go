@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/admin"
@@ -67,22 +69,54 @@ func (a *App) storedKey(policy, k string) (string, error) {
 }
 
 // AdminHandler serves the Plane's handler under /admin/, to requests
-// that bear -admin-token ("Authorization: Bearer TOKEN", compared in
-// constant time; 401 otherwise), or to any without -admin-token, which
-// only a loopback listener allows.
+// that bear -admin-token ("Authorization: Bearer TOKEN", the scheme in
+// any case, as RFC 9110 allows, the token compared in constant time; 401
+// otherwise, logged at most once a minute with how many there were), or
+// to any without -admin-token, which only a loopback listener allows.
 func (a *App) AdminHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/admin/", a.Plane.Handler())
-	want := sha256.Sum256([]byte("Bearer " + a.Config.AdminToken))
+	want := sha256.Sum256([]byte(a.Config.AdminToken))
+	var refused refusals
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got := sha256.Sum256([]byte(r.Header.Get("Authorization")))
-		if a.Config.AdminToken != "" && subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
+		if a.Config.AdminToken != "" && !bears(r, want) {
+			refused.log(time.Now())
 			w.Header().Set("WWW-Authenticate", `Bearer realm="ratelimit example admin"`)
 			http.Error(w, "the admin endpoints need Authorization: Bearer and the -admin-token", http.StatusUnauthorized)
 			return
 		}
 		mux.ServeHTTP(w, r)
 	})
+}
+
+// bears reports whether r's Authorization is the Bearer scheme, in any
+// case, with the token whose SHA-256 is want, compared in constant time.
+func bears(r *http.Request, want [sha256.Size]byte) bool {
+	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	got := sha256.Sum256([]byte(strings.TrimLeft(token, " ")))
+	return subtle.ConstantTimeCompare(got[:], want[:]) == 1 && ok && strings.EqualFold(scheme, "Bearer")
+}
+
+// refusals logs the admin requests refused for want of the token, at
+// most once a minute, with how many were refused since the last line;
+// never the client's address, which is an identifier of its.
+type refusals struct {
+	mu   sync.Mutex
+	last time.Time
+	n    int64
+}
+
+func (f *refusals) log(now time.Time) {
+	f.mu.Lock()
+	f.n++
+	if now.Sub(f.last) < time.Minute {
+		f.mu.Unlock()
+		return
+	}
+	n := f.n
+	f.last, f.n = now, 0
+	f.mu.Unlock()
+	slog.Warn("admin: refused requests without the admin token", slog.Int64("refused", n))
 }
 
 // who names the operator of a change: the token's bearer, or on a
