@@ -2,11 +2,12 @@ package ratelimit
 
 import (
 	"fmt"
-	"github.com/ratelimit-go/ratelimit/internal/wire"
 	"log/slog"
 	"maps"
 	"net/http"
 	"slices"
+
+	"github.com/ratelimit-go/ratelimit/internal/wire"
 )
 
 // New returns a Limiter that keeps its counters in store under namespace.

@@ -8,11 +8,12 @@ package override
 import (
 	"errors"
 	"fmt"
-	"github.com/ratelimit-go/ratelimit/internal/wire"
 	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/ratelimit-go/ratelimit/internal/wire"
 )
 
 // An Override replaces, for some keys of one policy, the policy's limit.

@@ -1,9 +1,10 @@
 package ratefields
 
 import (
-	"github.com/ratelimit-go/ratelimit/internal/wire"
 	"strings"
 	"time"
+
+	"github.com/ratelimit-go/ratelimit/internal/wire"
 )
 
 // The fields of draft-ietf-httpapi-ratelimit-headers: RateLimit-Policy

@@ -3,8 +3,9 @@ package ratefields
 import (
 	"bytes"
 	"encoding/json"
-	"github.com/ratelimit-go/ratelimit/internal/wire"
 	"strings"
+
+	"github.com/ratelimit-go/ratelimit/internal/wire"
 )
 
 // problemDetails reads body, RFC 9457 problem details when the response's

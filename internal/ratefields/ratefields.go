@@ -1,9 +1,10 @@
 package ratefields
 
 import (
-	"github.com/ratelimit-go/ratelimit/internal/wire"
 	"net/http"
 	"time"
+
+	"github.com/ratelimit-go/ratelimit/internal/wire"
 )
 
 // Bounds on what Parse reads and returns, whatever the input.

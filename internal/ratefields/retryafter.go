@@ -1,9 +1,10 @@
 package ratefields
 
 import (
-	"github.com/ratelimit-go/ratelimit/internal/wire"
 	"net/http"
 	"time"
+
+	"github.com/ratelimit-go/ratelimit/internal/wire"
 )
 
 // retryAfter reads Retry-After (RFC 9110, section 10.2.3): delay-seconds

@@ -4,11 +4,12 @@
 package spec
 
 import (
-	"github.com/ratelimit-go/ratelimit/internal/wire"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/ratelimit-go/ratelimit/internal/wire"
 )
 
 // Algorithm codes, as ratelimit.Algorithm numbers them.

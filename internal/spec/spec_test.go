@@ -1,10 +1,11 @@
 package spec
 
 import (
-	"github.com/ratelimit-go/ratelimit/internal/wire"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ratelimit-go/ratelimit/internal/wire"
 )
 
 func TestCompile(t *testing.T) {
