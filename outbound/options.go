@@ -3,6 +3,8 @@ package outbound
 import (
 	"fmt"
 	"net/http"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/ratelimit-go/ratelimit"
@@ -26,6 +28,9 @@ func WithLimits(upstream string, limits ...ratelimit.Limit) Option {
 	return func(t *Transport) error {
 		if upstream == "" {
 			return fmt.Errorf("%w: outbound.WithLimits: the upstream is empty; give a host, as a request URL's", ratelimit.ErrInvalid)
+		}
+		if problem := upstreamProblem(upstream); problem != "" {
+			return fmt.Errorf("%w: outbound.WithLimits(%q): %s", ratelimit.ErrInvalid, upstream, problem)
 		}
 		if _, dup := t.declared[lower(upstream)]; dup {
 			return fmt.Errorf("%w: outbound.WithLimits: %s is declared twice", ratelimit.ErrInvalid, upstream)
@@ -128,4 +133,17 @@ func WithMaxRetryAfter(d time.Duration) Option {
 		t.maxDelay = d
 		return nil
 	}
+}
+
+// upstreamProblem says why upstream is not a request URL's host (with
+// its port, if any), which is all a budget is matched by, and what to
+// give instead; or it returns "".
+func upstreamProblem(upstream string) string {
+	if u, err := url.Parse(upstream); err == nil && u.Scheme != "" && u.Host != "" {
+		return fmt.Sprintf("the upstream is a URL; give its host, %q, which requests to it are matched by", u.Host)
+	}
+	if i := strings.IndexAny(upstream, "/?#@ \t"); i >= 0 {
+		return fmt.Sprintf("%q is not a host: the upstream is a request URL's host, with its port when the URLs give one (\"api.example.com\", \"localhost:8080\")", upstream[i:i+1])
+	}
+	return ""
 }

@@ -252,6 +252,12 @@ func (t *Transport) learn(ctx context.Context, b *budget, resp *http.Response, d
 			t.stats.storeErrors.Add(1)
 		}
 	}
+	if hold > t.maxDelay {
+		// A spent limit whose reset is beyond the cap (a monthly quota
+		// spent): the hold is cut, and that is what counts as capped, not
+		// the reset of a limit that has units left.
+		t.stats.ignore(ratefields.ReasonCapped)
+	}
 	if hold > 0 {
 		if err := t.hold(ctx, b, min(hold, t.maxDelay)); err != nil {
 			t.stats.storeErrors.Add(1)
@@ -345,7 +351,24 @@ func newError(upstream string, d ratelimit.Decision, err error) *Error {
 }
 
 func (e *Error) Error() string {
-	return fmt.Sprintf("outbound: the budget of %s has no room for the request (%s): retry in %v", e.Upstream, e.Policy, e.RetryAfter)
+	return fmt.Sprintf("outbound: the budget of %s has no room for the request (%s): retry in %v", e.Upstream, e.Policy, forPeople(e.RetryAfter))
+}
+
+// forPeople rounds d up to what a person reads: whole milliseconds under
+// a second, tenths of a second under a minute, whole seconds beyond, so
+// that a wait of 56.999978s reads 57s and is never shorter than d.
+func forPeople(d time.Duration) time.Duration {
+	unit := time.Second
+	switch {
+	case d < time.Second:
+		unit = time.Millisecond
+	case d < time.Minute:
+		unit = 100 * time.Millisecond
+	}
+	if r := d.Truncate(unit); r < d {
+		return r + unit
+	}
+	return d
 }
 
 func (e *Error) Unwrap() error { return e.Err }

@@ -313,6 +313,63 @@ func TestRetryAfterCapped(t *testing.T) {
 	}
 }
 
+// TestMonthlyQuotaNotCapped: an upstream with a monthly quota, whose
+// reset is weeks away, is not counted as capped on every response while
+// the quota has units left; spent, it holds the budget back for
+// WithMaxRetryAfter, counted as capped once, and the refusal says when
+// to retry in words a person reads.
+func TestMonthlyQuotaNotCapped(t *testing.T) {
+	var spent atomic.Bool
+	u := newUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("RateLimit-Policy", `"month";q=1000000;w=2592000`)
+		if spent.Load() {
+			w.Header().Set("RateLimit", `"month";r=0;t=1814400`)
+			w.WriteHeader(http.StatusTooManyRequests)
+			return
+		}
+		w.Header().Set("RateLimit", `"month";r=999000;t=1814400`)
+	}))
+	tr := newTransport(t, outbound.WithoutWaiting(), outbound.WithMaxRetryAfter(2*time.Second))
+	client := &http.Client{Transport: tr}
+	if ok, _, _ := send(t, client, u.URL, 1, 20, 5*time.Second); ok != 20 {
+		t.Fatalf("%d of 20 requests went through, want all", ok)
+	}
+	if st := tr.Stats(); st.Ignored["capped"] != 0 {
+		t.Errorf("ignored %v after 20 responses of a monthly quota with units left: want nothing capped", st.Ignored)
+	}
+	spent.Store(true)
+	send(t, client, u.URL, 1, 1, 5*time.Second)
+	req, _ := http.NewRequest("GET", u.URL, nil)
+	_, err := tr.RoundTrip(req)
+	var e *outbound.Error
+	if !errors.As(err, &e) || e.RetryAfter > 2*time.Second || e.RetryAfter <= 0 {
+		t.Fatalf("got %v, want a hold of at most 2s", err)
+	}
+	if st := tr.Stats(); st.Ignored["capped"] != 1 {
+		t.Errorf("ignored %v: want the cut hold counted as capped once", st.Ignored)
+	}
+}
+
+// TestErrorForPeople: an Error's text rounds its wait up to what a
+// person reads.
+func TestErrorForPeople(t *testing.T) {
+	for _, tt := range []struct {
+		d    time.Duration
+		want string
+	}{
+		{56999978 * time.Microsecond, "retry in 57s"},
+		{345600 * time.Microsecond, "retry in 346ms"},
+		{1234 * time.Millisecond, "retry in 1.3s"},
+		{2*time.Hour + 3*time.Minute + 4500*time.Millisecond, "retry in 2h3m5s"},
+		{time.Minute, "retry in 1m0s"},
+	} {
+		e := &outbound.Error{Upstream: "api.example.com", Policy: "month", RetryAfter: tt.d}
+		if got := e.Error(); !strings.HasSuffix(got, tt.want) {
+			t.Errorf("RetryAfter %v: got %q, want it to end %q", tt.d, got, tt.want)
+		}
+	}
+}
+
 // TestDeclaredLimits: limits declared for an upstream that publishes
 // none, 3 requests and 100 tokens a minute, tokens read from each
 // response: the first response's 60 tokens leave room for one more
@@ -350,6 +407,9 @@ func TestOptionsRefused(t *testing.T) {
 		want string
 	}{
 		{outbound.WithLimits(""), "upstream is empty"},
+		{outbound.WithLimits("https://api.example.com", ratelimit.PerMinute(1)), `the upstream is a URL; give its host, "api.example.com"`},
+		{outbound.WithLimits("http://localhost:8080/v1", ratelimit.PerMinute(1)), `give its host, "localhost:8080"`},
+		{outbound.WithLimits("api.example.com/v1", ratelimit.PerMinute(1)), `"/" is not a host`},
 		{outbound.WithLimits("a.example", ratelimit.Limit{Quota: 0, Window: time.Minute}), "Quota"},
 		{outbound.WithLimits("a.example", ratelimit.PerMinute(1).Named("hold")), `"hold"`},
 		{outbound.WithMaxWait(0), "WithMaxWait"},
@@ -361,6 +421,11 @@ func TestOptionsRefused(t *testing.T) {
 		_, err := outbound.New(nil, s, tt.opt)
 		if !errors.Is(err, ratelimit.ErrInvalid) || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("got %v, want ErrInvalid naming %s", err, tt.want)
+		}
+	}
+	for _, upstream := range []string{"api.example.com", "localhost:8080", "[::1]:8080", "192.0.2.1"} {
+		if _, err := outbound.New(nil, s, outbound.WithLimits(upstream, ratelimit.PerMinute(1))); err != nil {
+			t.Errorf("WithLimits(%q): %v, want it accepted", upstream, err)
 		}
 	}
 	if _, err := outbound.New(nil, nil); !errors.Is(err, ratelimit.ErrInvalid) {

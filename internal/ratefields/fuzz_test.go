@@ -110,7 +110,9 @@ func checkInfo(t *testing.T, info ratefields.Info, status int, maxDelay time.Dur
 		if l.Remaining < 0 || l.Remaining > ratefields.MaxInt {
 			t.Fatalf("got remaining %d, want it within [0, MaxInt]", l.Remaining)
 		}
-		within("reset", l.Reset)
+		if l.Reset < 0 || l.Reset > ratefields.MaxWindow {
+			t.Fatalf("got reset %v, want it within [0, MaxWindow]", l.Reset)
+		}
 		for _, k := range info.Limits[:i] {
 			if k.Name == l.Name && k.Partition == l.Partition {
 				t.Fatalf("got limits %+v and %+v of one quota", k, l)

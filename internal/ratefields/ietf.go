@@ -294,7 +294,7 @@ func (p *parser) namedLimit(m sfItem) (k itemKey, l Limit, reason Reason) {
 	if reason != "" {
 		return itemKey{}, Limit{}, reason
 	}
-	return itemKey{name: m.text, pk: pk}, Limit{Remaining: r, Reset: p.delay(wire.FieldRateLimit, t, 0)}, ""
+	return itemKey{name: m.text, pk: pk}, Limit{Remaining: r, Reset: p.delay(wire.FieldRateLimit, t, 0, true)}, ""
 }
 
 // addLimit adds the limit of key k to ls, unless ls has one of that key.
@@ -388,7 +388,7 @@ func (p *parser) dictionary(d string) (l draftLimit, ok bool) {
 		p.report(wire.FieldRateLimit, reason)
 		return draftLimit{}, false
 	}
-	l.reset = p.delay(wire.FieldRateLimit, reset, 0)
+	l.reset = p.delay(wire.FieldRateLimit, reset, 0, true)
 	return l, true
 }
 
@@ -400,7 +400,7 @@ func (p *parser) separateFields() draftLimit {
 	l.remaining, l.hasRemaining = p.integerField(fieldRemaining)
 	if l.hasRemaining {
 		if reset, ok := p.integerField(fieldReset); ok {
-			l.reset = p.delay(fieldReset, reset, 0)
+			l.reset = p.delay(fieldReset, reset, 0, true)
 		}
 	}
 	return l

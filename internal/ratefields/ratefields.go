@@ -175,9 +175,11 @@ const (
 // Parse reads what a response's header h (and, for a 429 or 503 with an
 // RFC 9457 problem+json body, that body) say of the upstream's limits, at
 // now.
-// Durations are capped at maxDelay (e.g. a Retry-After of a year); a value
-// over the cap is capped and reported (ReasonCapped), not dropped. A
-// maxDelay below zero caps at zero.
+// A wait, Retry-After, is capped at maxDelay (e.g. a Retry-After of a
+// year); a value over the cap is capped and reported (ReasonCapped), not
+// dropped. A maxDelay below zero caps at zero. A limit's Reset is not a
+// wait while the limit has units left (a monthly quota resets in weeks):
+// it is kept up to MaxWindow.
 //
 // h is a response's header as net/http gives it, with canonical keys;
 // status is its status code. body is read only for a 429 or 503 whose
@@ -293,23 +295,26 @@ func count(n int64) Reason {
 	return ""
 }
 
-// delay returns secs seconds and nanos nanoseconds, both non-negative, as
-// a duration of at most the cap, reporting field when it cuts them.
-func (p *parser) delay(field string, secs, nanos int64) time.Duration {
-	capSecs := int64(p.maxDelay / time.Second)
-	if secs > capSecs || secs == capSecs && nanos > int64(p.maxDelay%time.Second) {
-		p.report(field, ReasonCapped)
-		return p.maxDelay
+// delay returns secs seconds and nanos nanoseconds, both non-negative,
+// as a wait (Retry-After) of at most the caller's cap, reporting field
+// (ReasonCapped) when it cuts them; or, with reset set, as the time until
+// a limit resets, which is no wait while the limit has units left, so
+// that a monthly quota's reset is not cut: at most MaxWindow, reported
+// (ReasonTooLarge) beyond.
+func (p *parser) delay(field string, secs, nanos int64, reset bool) time.Duration {
+	limit, reason := p.maxDelay, ReasonCapped
+	if reset {
+		limit, reason = MaxWindow, ReasonTooLarge
+	}
+	capSecs := int64(limit / time.Second)
+	if secs > capSecs || secs == capSecs && nanos > int64(limit%time.Second) {
+		p.report(field, reason)
+		return limit
 	}
 	return time.Duration(secs)*time.Second + time.Duration(nanos)
 }
 
-// capped returns d, non-negative, cut to the cap, reporting field when it
-// cuts it.
-func (p *parser) capped(field string, d time.Duration) time.Duration {
-	if d > p.maxDelay {
-		p.report(field, ReasonCapped)
-		return p.maxDelay
-	}
-	return d
+// capped returns d, non-negative, cut as delay cuts it.
+func (p *parser) capped(field string, d time.Duration, reset bool) time.Duration {
+	return p.delay(field, int64(d/time.Second), int64(d%time.Second), reset)
 }

@@ -16,7 +16,7 @@ func (p *parser) retryAfter() (d time.Duration, read bool) {
 		return 0, false
 	}
 	if isDigits(v) {
-		return p.delay(wire.FieldRetryAfter, digits(v), 0), true
+		return p.delay(wire.FieldRetryAfter, digits(v), 0, false), true
 	}
 	if len(v) > 1 && v[0] == '-' && isDigits(v[1:]) {
 		p.report(wire.FieldRetryAfter, ReasonNegative)
@@ -32,5 +32,5 @@ func (p *parser) retryAfter() (d time.Duration, read bool) {
 		p.report(wire.FieldRetryAfter, ReasonInPast)
 		return 0, true
 	}
-	return p.capped(wire.FieldRetryAfter, max(at.Sub(p.now), 0)), true
+	return p.capped(wire.FieldRetryAfter, max(at.Sub(p.now), 0), false), true
 }

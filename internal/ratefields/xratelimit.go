@@ -91,7 +91,7 @@ func (p *parser) xReset() time.Duration {
 	if v, ok := p.single(fieldXResetAfter); ok {
 		secs, nanos, reason := parseSeconds(v)
 		if reason == "" {
-			return p.delay(fieldXResetAfter, secs, nanos)
+			return p.delay(fieldXResetAfter, secs, nanos, true)
 		}
 		p.report(fieldXResetAfter, reason)
 	}
@@ -105,14 +105,14 @@ func (p *parser) xReset() time.Duration {
 		return 0
 	}
 	if secs <= epoch {
-		return p.delay(wire.FieldXReset, secs, nanos)
+		return p.delay(wire.FieldXReset, secs, nanos, true)
 	}
 	at := time.Unix(secs, nanos)
 	if at.Before(p.now.Truncate(time.Second)) {
 		p.report(wire.FieldXReset, ReasonInPast)
 		return 0
 	}
-	return p.capped(wire.FieldXReset, max(at.Sub(p.now), 0))
+	return p.capped(wire.FieldXReset, max(at.Sub(p.now), 0), true)
 }
 
 // parseCount reads decimal digits, a count from 0 to MaxInt.
