@@ -29,8 +29,10 @@
 // ban keys that keep getting denied, for longer each time ([WithBan]);
 // [Limiter.Peek] reads a caller's quota without spending it, a handler
 // reads the decisions taken on its request with [Decisions], and an
-// observer ([WithObserver]) sees every request's outcome. Callers that are
-// not HTTP handlers use a Store directly, or [Wait] for their turn.
+// observer ([WithObserver]) sees every request's outcome. A gRPC call, a
+// message of a queue or a job is decided by the same Limiter, with every
+// feature: [Limiter.Decide] returns the decision as a [Verdict], of any
+// [Request], such as the one [Key] makes of a client's key.
 //
 // A [Limit] says how many requests a key may make per window and how they
 // are counted: [SlidingWindow] (the default), [FixedWindow], [SlidingLog]

@@ -2,7 +2,6 @@ package ratelimit_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -78,8 +77,8 @@ func ExampleWithLimitsFunc() {
 	}
 	s, _ := store.NewMemory(store.MemoryOptions{})
 	limiter, err := ratelimit.New(s, "api", ratelimit.WithKey(apiKey),
-		ratelimit.WithLimitsFunc(func(r *http.Request) []ratelimit.Limit {
-			if strings.HasPrefix(r.Header.Get("X-API-Key"), "pro-") {
+		ratelimit.WithLimitsFunc(func(r ratelimit.Request) []ratelimit.Limit {
+			if strings.HasPrefix(r.(*http.Request).Header.Get("X-API-Key"), "pro-") {
 				return pro
 			}
 			return free
@@ -117,7 +116,7 @@ func ExampleWithObserver() {
 				ratelimit.PerSecond(5).Using(ratelimit.TokenBucket).Named("burst"),
 			},
 		}),
-		ratelimit.WithObserver(func(r *http.Request, e ratelimit.Event) {
+		ratelimit.WithObserver(func(r ratelimit.Request, e ratelimit.Event) {
 			mu.Lock()
 			defer mu.Unlock()
 			for _, res := range e.Decision.Results() {
@@ -144,34 +143,56 @@ func ExampleWithObserver() {
 	// map[POST /login login:2]
 }
 
-// A job that calls a third-party API under its quota waits for its turn
-// instead of being denied.
-func ExampleWait() {
+// A queue consumer decides each message with the same Limiter as the
+// HTTP handlers, by the tenant's key: each tenant gets 2 jobs a minute
+// and one at a time, a plan of its own for "acme", and usage charged
+// once the job is done, the observer told of each.
+func ExampleKey() {
 	s, _ := store.NewMemory(store.MemoryOptions{})
-	quota, err := ratelimit.NewLimits(ratelimit.Limit{Quota: 2, Window: 100 * time.Millisecond}.Using(ratelimit.SlidingLog))
+	jobs, err := ratelimit.New(s, "jobs",
+		ratelimit.WithRoutes(map[string][]ratelimit.Limit{
+			"/resize": {ratelimit.PerMinute(2).Named("jobs"), {Algorithm: ratelimit.Concurrent, Quota: 1, Name: "running"}},
+		}),
+		ratelimit.WithLimitsFunc(func(r ratelimit.Request) []ratelimit.Limit {
+			if tenantOf(r.Context()) == "acme" { // a bigger plan
+				return []ratelimit.Limit{ratelimit.PerMinute(3).Named("jobs-pro")}
+			}
+			return nil // the route's
+		}),
+		ratelimit.WithObserver(func(r ratelimit.Request, e ratelimit.Event) {
+			fmt.Printf("-> observed: %s %s\n", e.Route, e.Outcome)
+		}),
+	)
 	if err != nil {
 		panic(err)
 	}
-	ctx := context.Background()
-	start := time.Now()
-	for i := range 3 {
-		d, err := ratelimit.Wait(ctx, s, "partner-api", 1, quota, time.Second)
-		fmt.Println("call", i+1, d.Allowed, err)
+	type message struct{ tenant, image string }
+	queue := []message{{"globex", "a.png"}, {"globex", "b.png"}, {"globex", "c.png"}, {"acme", "d.png"}}
+	for _, m := range queue {
+		ctx := context.WithValue(context.Background(), tenantKey{}, m.tenant)
+		v := jobs.Decide(ratelimit.Key(ctx, "/resize", m.tenant, 1))
+		if !v.Allowed {
+			fmt.Printf("%s for %s: later, within the minute: %v (%s)\n", m.image, m.tenant, v.RetryAfter > 0 && v.RetryAfter <= time.Minute, v.Decision.Results()[0].Limit.Name)
+			continue
+		}
+		fmt.Printf("%s for %s: resized\n", m.image, m.tenant)
+		jobs.End(v.Context) // gives back the running slot
 	}
-	fmt.Println("the third call waited:", time.Since(start) >= 100*time.Millisecond)
-
-	// A caller that cannot wait that long is told at once.
-	short, cancel := context.WithTimeout(ctx, 10*time.Millisecond)
-	defer cancel()
-	_, err = ratelimit.Wait(short, s, "partner-api", 2, quota, 0)
-	fmt.Println(errors.Is(err, context.DeadlineExceeded))
 	// Output:
-	// call 1 true <nil>
-	// call 2 true <nil>
-	// call 3 true <nil>
-	// the third call waited: true
-	// true
+	// -> observed: /resize allowed
+	// a.png for globex: resized
+	// -> observed: /resize allowed
+	// b.png for globex: resized
+	// -> observed: /resize denied
+	// c.png for globex: later, within the minute: true (jobs)
+	// -> observed: /resize allowed
+	// d.png for acme: resized
 }
+
+// tenantKey is the context key of the tenant a job runs for.
+type tenantKey struct{}
+
+func tenantOf(ctx context.Context) string { s, _ := ctx.Value(tenantKey{}).(string); return s }
 
 // A login limit counts only failed attempts: here 2 a minute per client.
 func ExampleWithCountOnly() {

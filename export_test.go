@@ -1,10 +1,8 @@
 package ratelimit
 
 import (
-	"context"
 	"net/http"
 	"strings"
-	"time"
 )
 
 // SetsKept returns how many sets of WithLimitsFunc l keeps checked, for
@@ -15,14 +13,8 @@ func SetsKept(l *Limiter) int {
 	return len(l.sets)
 }
 
-// SetWaitClock makes Wait read the time from now and sleep with sleep
-// until the returned function restores the real clock. Tests that call it
-// must not run in parallel.
-func SetWaitClock(nowFunc func() time.Time, sleepFunc func(context.Context, time.Duration) error) (restore func()) {
-	oldNow, oldSleep := now, sleep
-	now, sleep = nowFunc, sleepFunc
-	return func() { now, sleep = oldNow, oldSleep }
-}
+// Deny is the default deny handler, for tests.
+var Deny = deny429
 
 // DefaultStoreKeys returns the store key of r under a policy whose keys
 // start with prefix, built both ways a Limiter may build it: with the

@@ -4,6 +4,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"hash"
 	"net/http"
@@ -33,7 +34,7 @@ import (
 // Keys are written to the store and may show in its error messages: a
 // KeyFunc that reads a secret (an API key, a session token) should return
 // a keyed hash of it, as [HeaderKey] does.
-type KeyFunc func(r *http.Request) (string, error)
+type KeyFunc func(r Request) (string, error)
 
 // requestError is a KeyFunc's error that the client may be told of: what
 // its request lacks, in words of the server's own (a header's name, never
@@ -42,6 +43,17 @@ type KeyFunc func(r *http.Request) (string, error)
 type requestError struct {
 	detail string // for the client: "header X-Api-Key is missing"
 	more   string // for the log only, after detail; "" when none
+	field  string // the field at fault, as Request.Header names it: "X-Api-Key"
+}
+
+// missingField returns the field err, a key function's error, says is
+// missing or empty, "" when it names none.
+func missingField(err error) string {
+	var re *requestError
+	if errors.As(err, &re) {
+		return re.field
+	}
+	return ""
 }
 
 func (e *requestError) Error() string { return ErrInvalid.Error() + ": " + e.detail + e.more }
@@ -53,8 +65,10 @@ func (e *requestError) Unwrap() error { return ErrInvalid }
 const minSecret = 16
 
 // HeaderKey keys requests by the value of the named header, such as an API
-// key or a token. A request without it, or with it empty, has no key. When
-// the header appears more than once, the first value counts, as for
+// key or a token: an HTTP header, or a gRPC call's metadata of the same
+// name in lower case ("x-api-key"), so that a client counts alike over
+// both. A request without it, or with it empty, has no key. When the
+// header appears more than once, the first value counts, as for
 // [http.Header.Get].
 //
 // The value is a secret, so the key holds not the value but its
@@ -72,13 +86,13 @@ func HeaderKey(name string, secret []byte) (KeyFunc, error) {
 	name = textproto.CanonicalMIMEHeaderKey(name)
 	tag := "header:" + name + ":"
 	pool := sync.Pool{New: func() any { return hmac.New(sha256.New, secret) }}
-	return func(r *http.Request) (string, error) {
-		v := r.Header.Get(name)
+	return func(r Request) (string, error) {
+		v, ok := firstValue(r, name)
 		if v == "" {
-			if _, ok := r.Header[name]; ok {
-				return "", &requestError{detail: "header " + name + " is empty"}
+			if ok {
+				return "", &requestError{detail: "header " + name + " is empty", field: name}
 			}
-			return "", &requestError{detail: "header " + name + " is missing"}
+			return "", &requestError{detail: "header " + name + " is missing", field: name}
 		}
 		h := pool.Get().(hash.Hash)
 		h.Reset()
@@ -97,7 +111,7 @@ func HeaderKey(name string, secret []byte) (KeyFunc, error) {
 // authentication, stored in the request's context under ctxKey. The value
 // must be a non-empty string or implement [fmt.Stringer].
 func User(ctxKey any) KeyFunc {
-	return func(r *http.Request) (string, error) {
+	return func(r Request) (string, error) {
 		var id string
 		switch v := r.Context().Value(ctxKey).(type) {
 		case string:
@@ -112,29 +126,27 @@ func User(ctxKey any) KeyFunc {
 	}
 }
 
-// Route keys requests by method and matched route pattern, for example
-// "route:POST /login", so that each route has its own counter. The pattern
-// is [http.Request.Pattern]: the one Go's ServeMux matched (the limiter
+// Route keys requests by what they ask (see [Request]), for example
+// "route:POST /login" or a gRPC call's "route:/shop.Orders/Create", so
+// that each route has its own counter. Over HTTP the pattern is
+// [http.Request.Pattern]: the one Go's ServeMux matched (the limiter
 // must then run inside the mux, around a route's handler), the one a
 // framework adapter sets, or the one the Limiter's own route table
 // matched (see [WithRoutes]). The raw URL path is never used: it would let
 // clients mint keys at will.
-func Route(r *http.Request) (string, error) {
-	p := r.Pattern
+func Route(r Request) (string, error) {
+	p := routeOf(r)
 	if p == "" {
 		return "", fmt.Errorf("%w: no route pattern (run the limiter inside the router, or through an adapter)", ErrInvalid)
 	}
-	if hasMethod(p) {
-		return "route:" + p, nil
-	}
-	return "route:" + r.Method + " " + p, nil
+	return "route:" + p, nil
 }
 
 // Join keys requests by all of keys together, for example an API key per
 // route. Each part is prefixed with its length, so different parts can
 // never join into the same key. If any part fails, Join fails.
 func Join(keys ...KeyFunc) KeyFunc {
-	return func(r *http.Request) (string, error) {
+	return func(r Request) (string, error) {
 		var b strings.Builder
 		for _, key := range keys {
 			k, err := key(r)
@@ -260,7 +272,7 @@ func (k *ipKeyer) isTrusted(a netip.Addr) bool {
 	return false
 }
 
-func (k *ipKeyer) key(r *http.Request) (string, error) {
+func (k *ipKeyer) key(r Request) (string, error) {
 	client, err := k.client(r)
 	if err != nil {
 		return "", err
@@ -269,10 +281,10 @@ func (k *ipKeyer) key(r *http.Request) (string, error) {
 }
 
 // client returns r's client address, IPv6 masked to k's prefix.
-func (k *ipKeyer) client(r *http.Request) (netip.Addr, error) {
-	client, ok := parseAddr(r.RemoteAddr)
-	if !ok {
-		return netip.Addr{}, fmt.Errorf("%w: RemoteAddr is not an IP address", ErrInvalid)
+func (k *ipKeyer) client(r Request) (netip.Addr, error) {
+	client := peerOf(r).Addr()
+	if !client.IsValid() {
+		return netip.Addr{}, fmt.Errorf("%w: the connection's peer (RemoteAddr over HTTP) is not an IP address", ErrInvalid)
 	}
 	if len(k.trusted) > 0 && k.isTrusted(client) {
 		var err error
@@ -297,8 +309,8 @@ func (k *ipKeyer) appendKey(buf []byte, a netip.Addr) []byte {
 }
 
 // forwarded finds the client in the forwarding header of a trusted peer.
-func (k *ipKeyer) forwarded(r *http.Request, peer netip.Addr) (netip.Addr, error) {
-	lines := r.Header.Values(k.header)
+func (k *ipKeyer) forwarded(r Request, peer netip.Addr) (netip.Addr, error) {
+	lines := headerOf(r, k.header)
 	if len(lines) == 0 {
 		return peer, nil
 	}
@@ -427,7 +439,7 @@ func unquote(s string) string {
 // writes the key to b, where the headers that follow are written too, so
 // that a request's keys and header values share one allocation; with the
 // default key, the client's address is appended in place.
-func storeKey(r *http.Request, key KeyFunc, prefix string, b *strings.Builder) (string, error) {
+func storeKey(r Request, key KeyFunc, prefix string, b *strings.Builder) (string, error) {
 	if b.Cap() == 0 {
 		b.Grow(192)
 	}
@@ -449,6 +461,17 @@ func storeKey(r *http.Request, key KeyFunc, prefix string, b *strings.Builder) (
 		b.WriteString(clientKey(k))
 	}
 	return b.String()[start:], nil
+}
+
+// storeKeyOf is storeKey for a client's key given as it is ([Key]).
+func storeKeyOf(prefix, key string, b *strings.Builder) string {
+	if b.Cap() == 0 {
+		b.Grow(192)
+	}
+	start := b.Len()
+	b.WriteString(prefix)
+	b.WriteString(clientKey(key))
+	return b.String()[start:]
 }
 
 // maxScope is the longest scope kept as it is; longer ones are hashed.

@@ -44,7 +44,7 @@ func headerKey(name string, secret []byte, value string) string {
 }
 
 func constKey(s string) ratelimit.KeyFunc {
-	return func(*http.Request) (string, error) { return s, nil }
+	return func(ratelimit.Request) (string, error) { return s, nil }
 }
 
 type userKey struct{}

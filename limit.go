@@ -686,7 +686,7 @@ func (b policyBase) newPolicy(pattern string, limits []Limit) (*policy, string) 
 			name = policyName(l, limits) + "-" + strconv.Itoa(k)
 		}
 		used[name] = true
-		p.set.limits[i].Name = name // results, and so Deny and Decisions, name the policy as the headers do
+		p.set.limits[i].Name = name // results, and so the 429 and Decisions, name the policy as the headers do
 		if b.countOnly {
 			p.set.limits[i].Usage = true // a sliding log too: a count-only charge is at most the cost
 		}

@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
+	"net/netip"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -38,23 +41,26 @@ type Limiter struct {
 	store     Store
 	namespace string
 	keyFunc   KeyFunc // nil: the connection's peer, appended in place
-	costFunc  func(*http.Request) int
-	skip      func(*http.Request) bool
+	costFunc  func(Request) int
+	skip      func(Request) bool
 	deny      func(http.ResponseWriter, *http.Request, Decision)
 	onError   func(http.ResponseWriter, *http.Request, error) bool
-	headers   Headers
-	partition *partitionKeys                // of Headers.PartitionKey; nil: no pk
-	report    func(*http.Request, Decision) // of WithDryRun; nil: log
-	observe   func(*http.Request, Event)    // of WithObserver; nil without
-	logger    *slog.Logger
-	logs      logThrottle
-	countOnly func(status int) bool // of WithCountOnly; nil: count every request
-	base      policyBase            // what every policy takes from the options (WithBan's ban)
+	// failClosed is set when onError is FailClosed: outside HTTP, where
+	// no handler answers, a store's failure then refuses the request.
+	failClosed bool
+	headers    Headers
+	partition  *partitionKeys          // of Headers.PartitionKey; nil: no pk
+	report     func(Request, Decision) // of WithDryRun; nil: log
+	observe    func(Request, Event)    // of WithObserver; nil without
+	logger     *slog.Logger
+	logs       logThrottle
+	countOnly  func(status int) bool // of WithCountOnly; nil: count every request
+	base       policyBase            // what every policy takes from the options (WithBan's ban)
 
 	all    *policy     // the limits of WithLimits; nil without
 	routes *routeTable // the table of WithRoutes; nil without
 
-	limitsFunc func(*http.Request) []Limit // of WithLimitsFunc; nil without
+	limitsFunc func(Request) []Limit // of WithLimitsFunc; nil without
 	setsMu     sync.RWMutex
 	sets       map[setKey]checkedSet // the sets limitsFunc returned, checked
 
@@ -84,7 +90,7 @@ func (l *Limiter) Handler(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		defer l.End(r) // however the handler returns: a panic too
+		defer l.End(r.Context()) // however the handler returns: a panic too
 		if l.countOnly == nil {
 			next.ServeHTTP(w, r)
 			return
@@ -95,15 +101,16 @@ func (l *Limiter) Handler(next http.Handler) http.Handler {
 	})
 }
 
-// Allow decides r. When r may pass, it sets the rate-limit headers on w
-// and returns true with the request to serve: r, or a copy of r whose
-// context carries the decision (see [Decisions]) and whose Pattern is the
-// route pattern the Limiter's table matched, when r had none. The caller
-// then serves that request (and, with [WithCountOnly], calls
-// [Limiter.Finish] with it and the status as the response's header is
-// about to be written). Otherwise Allow has answered r
-// on w (429, or the error handler's answer) and returns false. It is the
-// one decision function behind the net/http, Gin and Echo middleware.
+// Allow decides r, as [Limiter.Decide] does, and answers it on w: it
+// sets the rate-limit headers and, when r may pass, returns true with the
+// request to serve: r, or a copy of r whose context carries the decision
+// (see [Decisions]) and whose Pattern is the route pattern the Limiter's
+// table matched, when r had none. The caller then serves that request
+// (and, with [WithCountOnly], calls [Limiter.Finish] with it and the
+// status as the response's header is about to be written). Otherwise
+// Allow has answered r on w (429 from the deny handler, or the error
+// handler's answer) and returns false. It is the HTTP edge: the net/http,
+// Gin and Echo middleware call it.
 func (l *Limiter) Allow(w http.ResponseWriter, r *http.Request) (*http.Request, bool) {
 	if l.skip != nil && l.skip(r) {
 		return r, true
@@ -113,75 +120,230 @@ func (l *Limiter) Allow(w http.ResponseWriter, r *http.Request) (*http.Request, 
 		return r, true // no limits apply: no decision to carry
 	}
 	r, s := withState(r, pattern)
-	p, err := l.funcPolicy(r, p, pattern)
-	if err != nil {
-		return r, l.fail(w, r, err, Event{Route: pattern})
-	}
-	if p == nil {
+	v := l.decide(r, s, p, pattern, w.Header())
+	switch {
+	case v.Err != nil:
+		return r, l.onError(w, r, v.Err)
+	case v.Allowed:
 		return r, true
 	}
-	key, err := storeKey(r, l.keyFunc, p.prefix, &s.buf)
-	if err != nil {
-		return r, l.fail(w, r, err, Event{Route: pattern})
+	setRetryAfter(w, &s.responseState, retryAfterSeconds(v.Decision))
+	l.deny(w, r, v.Decision)
+	return r, false
+}
+
+// A Verdict is a Limiter's answer to one request, as a value, before
+// anything is written: whether it may go on, what was decided, why it
+// may not, and what to tell the client. [Limiter.Decide] returns one for
+// any [Request]; [Limiter.Allow] writes the HTTP answer of the same;
+// grpclimit maps it onto a gRPC status. The zero Verdict lets nothing
+// through.
+type Verdict struct {
+	// Allowed reports whether the request may go on: every limit admitted
+	// it, Shadow limits alone would deny it, or no limit applies (skipped,
+	// none for its route, or an override made its key unlimited). When
+	// the Limiter could not decide (Err), it says what the Limiter's
+	// error handler would: a request that cannot be counted never goes
+	// on; one the store failed to decide does, unless the error handler is
+	// [FailClosed].
+	Allowed bool
+
+	// Decision is the Limiter's decision: the store's, or a blocked key's
+	// denial; for a request that Shadow limits alone would deny, the
+	// decision of its other limits. The zero Decision when it made none.
+	Decision Decision
+
+	// Err is why the Limiter could not decide: the request cannot be
+	// counted (no key, an invalid cost or limits: it wraps [ErrInvalid],
+	// and [Verdict.Missing] may say what is missing), or the store failed.
+	// Its text may hold the request's values: log it, never send it.
+	Err error
+
+	// RetryAfter is, for a request that may not go on, when the client
+	// may try again, in whole seconds as Retry-After says it: a denial's
+	// wait, rounded up, or a second for a store failing closed; 0
+	// otherwise.
+	RetryAfter time.Duration
+
+	// Key is the client's key the request was counted under, as the key
+	// function made it ("ip:192.0.2.1", "header:X-Api-Key:" and a hash):
+	// the subject of a refusal, never a secret of the client's. Empty
+	// when none was made.
+	Key string
+
+	// Missing is, for a request that cannot be counted for want of a
+	// field a built-in key function reads, that field's name, as the
+	// request's Header names it ("X-Api-Key"): safe to tell the client.
+	// Empty otherwise.
+	Missing string
+
+	// Fields are the rate-limit fields the Limiter would send on the
+	// response, as HTTP names them (Ratelimit, Ratelimit-Policy,
+	// X-Ratelimit-*, Retry-After, X-Ratelimit-Shadow), those [Headers]
+	// selects. Nil from Allow, which sets them on the response.
+	Fields http.Header
+
+	// Context is the request's context, carrying the decision: serve the
+	// request with it ([Decisions] reads it), and give it to [Charge],
+	// [Limiter.Finish] and [Limiter.End].
+	Context context.Context
+}
+
+// Decide decides r, whatever carries it, and returns the Verdict,
+// writing nothing: the limits of its route ([Request].Route: matched
+// over HTTP as [WithRoutes] says, otherwise exactly, or as a path whose
+// last segment a wildcard stands for), its plan ([WithLimitsFunc]), its
+// key (the key function's, or [Key]'s), the overrides in force, Shadow
+// limits, bans, the observer and the log, as [Limiter.Allow] does. When
+// the Verdict is Allowed, serve the request with its Context, and once
+// it is done, however it ends, call [Limiter.End] with that Context: it
+// gives back slots of [Concurrent] limits and charges usage reported
+// with [Charge]. grpclimit calls it for every call; call it for work
+// outside any transport, by [Key]:
+//
+//	v := limiter.Decide(ratelimit.Key(ctx, "jobs", msg.Tenant, 1))
+//	if !v.Allowed {
+//		return requeueAfter(msg, v.RetryAfter) // v.Err: could not decide
+//	}
+//	defer limiter.End(v.Context)
+//	process(v.Context, msg)
+func (l *Limiter) Decide(r Request) Verdict {
+	ctx := r.Context()
+	if l.skip != nil && l.skip(r) {
+		return Verdict{Allowed: true, Context: ctx}
 	}
+	if hr, ok := r.(*http.Request); ok {
+		p, pattern := l.routePolicy(hr)
+		if p == nil && l.limitsFunc == nil {
+			return Verdict{Allowed: true, Context: ctx}
+		}
+		hr, s := withState(hr, pattern)
+		hdr := http.Header{}
+		return l.verdict(l.decide(hr, s, p, pattern, hdr), s, hdr)
+	}
+	p, pattern := l.routeOf(routeOf(r))
+	if p == nil && l.limitsFunc == nil {
+		return Verdict{Allowed: true, Context: ctx}
+	}
+	s := stateOf(ctx)
+	if s == nil {
+		s = newState(ctx)
+	}
+	s.inner = r
+	hdr := http.Header{}
+	return l.verdict(l.decide(s, s, p, pattern, hdr), s, hdr)
+}
+
+// verdict completes v, decided by decide on a request whose state is s
+// with its fields set on hdr, for a caller outside HTTP: the error
+// handler's choice, and the fields.
+func (l *Limiter) verdict(v Verdict, s *requestState, hdr http.Header) Verdict {
+	if v.Err != nil {
+		v.Allowed = !errors.Is(v.Err, ErrInvalid) && !l.failClosed
+		if !v.Allowed && !errors.Is(v.Err, ErrInvalid) {
+			v.RetryAfter = time.Second
+			hdr[wire.FieldRetryAfter] = s.headerValue("1")
+		}
+	} else if !v.Allowed {
+		hdr[wire.FieldRetryAfter] = s.headerValue(strconv.FormatInt(retryAfterSeconds(v.Decision), 10))
+	}
+	if len(hdr) > 0 {
+		v.Fields = hdr
+	}
+	return v
+}
+
+// decide is the one decision behind every edge: it decides req, whose
+// state is s, under p (its route's policy, nil for none) and the route
+// table's pattern, and returns the Verdict, with the rate-limit fields
+// set on hdr. It counts, observes and logs; it writes no answer.
+func (l *Limiter) decide(req Request, s *requestState, p *policy, pattern string, hdr http.Header) Verdict {
+	ctx := req.Context()
+	v := Verdict{Context: ctx}
+	p, err := l.funcPolicy(req, p, pattern)
+	if err != nil {
+		v.Err = err
+		l.fail(req, err, Event{Route: pattern})
+		return v
+	}
+	if p == nil {
+		v.Allowed = true
+		return v
+	}
+	var key string
+	cost := 1
+	if k, ok := s.inner.(*keyRequest); ok && req == Request(s) {
+		key, cost = storeKeyOf(p.prefix, k.key, &s.buf), k.cost
+	} else if key, err = storeKey(req, l.keyFunc, p.prefix, &s.buf); err != nil {
+		v.Err = err
+		v.Missing = missingField(err)
+		l.fail(req, err, Event{Route: pattern})
+		return v
+	} else if l.costFunc != nil {
+		cost = l.costFunc(req)
+	}
+	v.Key = key[len(p.prefix):]
 	if l.overrides.Table != nil {
-		if p = l.overridden(r.Context(), p, key); p == nil {
-			return r, true // unlimited
+		if p = l.overridden(ctx, p, key); p == nil {
+			v.Allowed = true // unlimited
+			return v
 		}
 	}
-	cost := l.costOf(r)
 	var start time.Time
 	if l.observe != nil {
 		start = time.Now()
 	}
-	var d Decision
 	var shadowed *Decision // the denial of Shadow limits alone, when they deny
-	p, shadowed, err = l.decide(r.Context(), p, key, cost, &d)
-	wouldDeny := shadowed != nil && (d.Allowed || p.shadows)
+	p, shadowed, err = l.ask(ctx, p, key, cost, &v.Decision)
+	wouldDeny := shadowed != nil && (v.Decision.Allowed || p.shadows)
 	var latency time.Duration
 	if l.observe != nil {
 		latency = time.Since(start)
 	}
 	if err != nil {
 		s.undecided = p // for FailClosed's violated-policies
-		return r, l.fail(w, r, err, Event{Route: pattern, Cost: cost, Latency: latency})
+		v.Decision = Decision{}
+		v.Err = err
+		l.fail(req, err, Event{Route: pattern, Cost: cost, Latency: latency})
+		return v
 	}
-	s.decisions = append(s.decisions, limiterDecision{policy: p, decision: d, pk: l.partition.of(key)})
+	d := &v.Decision
+	s.decisions = append(s.decisions, limiterDecision{policy: p, decision: *d, pk: l.partition.of(key)})
 	s.endings = append(s.endings, ending{limiter: l, pattern: pattern, key: key, cost: cost})
-	var retry int64 // the Retry-After of a 429, which caps the t of each limit that denied
+	var retry int64 // the Retry-After of a refusal, which caps the t of each limit that denied
 	if !d.Allowed && !wouldDeny {
-		retry = retryAfterSeconds(d)
+		retry = retryAfterSeconds(*d)
 	}
-	s.responseHeader = w.Header()
-	setHeaders(s.responseHeader, l.headers, &s.responseState, retry)
+	s.responseHeader = hdr
+	setHeaders(hdr, l.headers, &s.responseState, retry)
 	if l.observe != nil {
-		e := Event{Namespace: l.namespace, Route: pattern, Outcome: outcomeOf(&d, wouldDeny), Cost: cost, Latency: latency, Decision: d}
+		e := Event{Namespace: l.namespace, Route: pattern, Outcome: outcomeOf(d, wouldDeny), Cost: cost, Latency: latency, Decision: *d}
 		if wouldDeny {
 			e.Decision = *shadowed
 		}
-		l.observe(r, e)
+		l.observe(req, e)
 	}
-	if wouldDeny {
+	switch {
+	case wouldDeny:
 		l.tellDenied(p, key, shadowed)
-		l.wouldDeny(w, r, *shadowed)
-		return r, true
+		l.wouldDeny(req, hdr, *shadowed)
+		v.Allowed = true
+	case d.Allowed:
+		v.Allowed = true
+	default:
+		l.tellDenied(p, key, d)
+		v.RetryAfter = time.Duration(min(retry, math.MaxInt64/int64(time.Second))) * time.Second
 	}
-	if d.Allowed {
-		return r, true
-	}
-	l.tellDenied(p, key, &d)
-	setRetryAfter(w, &s.responseState, retry)
-	l.deny(w, r, d)
-	return r, false
+	return v
 }
 
-// decide sets d to the store's decision on a request of key at cost
+// ask sets d to the store's decision on a request of key at cost
 // under p, or to the denial of p when an override blocks it, without the
 // store. When Shadow limits alone deny the request, it returns that
 // denial, and, beside limits that are not Shadow, sets d to their own
 // decision: the policy returned is then theirs. d is the caller's, so
 // that the common decision is not copied on the way.
-func (l *Limiter) decide(ctx context.Context, p *policy, key string, cost int, d *Decision) (*policy, *Decision, error) {
+func (l *Limiter) ask(ctx context.Context, p *policy, key string, cost int, d *Decision) (*policy, *Decision, error) {
 	if p.blocked {
 		*d = blockedDecision(p)
 		return p, nil, nil
@@ -210,10 +372,19 @@ func (l *Limiter) routePolicy(r *http.Request) (*policy, string) {
 	return l.all, ""
 }
 
+// routeOf is routePolicy for a request outside HTTP, by its route (see
+// routeTable.matchRoute).
+func (l *Limiter) routeOf(route string) (*policy, string) {
+	if rt, ok := l.routes.matchRoute(route); ok {
+		return rt.policy, rt.pattern
+	}
+	return l.all, ""
+}
+
 // funcPolicy returns the policy of the limits WithLimitsFunc gives r
 // under the route pattern, or, when it gives none or is not set, p. Each
 // distinct set is checked once and kept, up to maxSets of them.
-func (l *Limiter) funcPolicy(r *http.Request, p *policy, pattern string) (*policy, error) {
+func (l *Limiter) funcPolicy(r Request, p *policy, pattern string) (*policy, error) {
 	if l.limitsFunc == nil {
 		return p, nil
 	}
@@ -265,38 +436,47 @@ type checkedSet struct {
 }
 
 // costOf returns r's cost: 1, or what WithCost's function says.
-func (l *Limiter) costOf(r *http.Request) int {
+func (l *Limiter) costOf(r Request) int {
 	if l.costFunc == nil {
 		return 1
 	}
 	return l.costFunc(r)
 }
 
-// fail logs err, tells the observer (e holds what is known of the
-// request: its route, and its cost and the store's latency once asked)
-// and hands r to the error handler. A request whose context ended before
-// the store decided is no store failure: it is not logged.
-func (l *Limiter) fail(w http.ResponseWriter, r *http.Request, err error, e Event) bool {
-	if r.Context().Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
-		l.observeFailure(r, outcomeCanceled, err, e)
-		return l.onError(w, r, err)
+// fail logs err, a failure to decide req, and tells the observer (e
+// holds what is known of the request: its route, and its cost and the
+// store's latency once asked). A request whose context ended before the
+// store decided is no store failure: it is not logged.
+func (l *Limiter) fail(req Request, err error, e Event) {
+	ctx := req.Context()
+	if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		l.observeFailure(req, outcomeCanceled, err, e)
+		return
 	}
 	kind, msg, level := logStoreError, "ratelimit: store failed", slog.LevelError
 	if errors.Is(err, ErrInvalid) {
 		kind, msg, level = logRequestError, "ratelimit: request not decided", slog.LevelWarn
-		l.observeFailure(r, outcomeBadRequest, err, e)
+		l.observeFailure(req, outcomeBadRequest, err, e)
 	} else {
-		l.observeFailure(r, outcomeStoreError, err, e)
+		l.observeFailure(req, outcomeStoreError, err, e)
 	}
 	if ok, dropped := l.logs.allow(kind); ok {
-		l.logger.LogAttrs(r.Context(), level, msg, slog.String("error", err.Error()),
-			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Int64("suppressed", dropped))
+		l.logger.LogAttrs(ctx, level, msg, what(req, slog.String("error", err.Error()), slog.Int64("suppressed", dropped))...)
 	}
-	return l.onError(w, r, err)
+}
+
+// what describes req for a log line, after attrs: an HTTP request's
+// method and path, another's route (a gRPC call's full method, work's
+// route).
+func what(req Request, attrs ...slog.Attr) []slog.Attr {
+	if r, ok := req.(*http.Request); ok {
+		return append(attrs, slog.String("method", r.Method), slog.String("path", r.URL.Path))
+	}
+	return append(attrs, slog.String("call", routeOf(req)))
 }
 
 // observeFailure tells the observer, if any, that r was not decided.
-func (l *Limiter) observeFailure(r *http.Request, outcome string, err error, e Event) {
+func (l *Limiter) observeFailure(r Request, outcome string, err error, e Event) {
 	if l.observe != nil {
 		e.Namespace, e.Outcome, e.Err = l.namespace, outcome, err
 		l.observe(r, e)
@@ -337,8 +517,8 @@ func shadowOnly(p *policy, d *Decision) bool {
 
 // wouldDeny reports a request that Shadow limits alone would have
 // denied (d says which), and that is served: to WithDryRun's report, or
-// to the log; and, with Headers.Shadow, in the response's header.
-func (l *Limiter) wouldDeny(w http.ResponseWriter, r *http.Request, d Decision) {
+// to the log; and, with Headers.Shadow, in the field set on hdr.
+func (l *Limiter) wouldDeny(r Request, hdr http.Header, d Decision) {
 	if l.headers.Shadow {
 		var names []string
 		for _, res := range d.results() {
@@ -346,7 +526,7 @@ func (l *Limiter) wouldDeny(w http.ResponseWriter, r *http.Request, d Decision) 
 				names = append(names, quoteString(res.Limit.Name))
 			}
 		}
-		w.Header()[wire.FieldShadow] = []string{strings.Join(names, ", ")}
+		hdr[wire.FieldShadow] = []string{strings.Join(names, ", ")}
 	}
 	if l.report != nil {
 		l.report(r, d)
@@ -354,8 +534,7 @@ func (l *Limiter) wouldDeny(w http.ResponseWriter, r *http.Request, d Decision) 
 	}
 	if ok, dropped := l.logs.allow(logDryRun); ok {
 		l.logger.LogAttrs(r.Context(), slog.LevelInfo, "ratelimit: a shadow limit would deny",
-			slog.String("limit", deniedBy(d).Limit.String()), slog.String("method", r.Method),
-			slog.String("path", r.URL.Path), slog.Duration("retry_after", d.RetryAfter), slog.Int64("suppressed", dropped))
+			what(r, slog.String("limit", deniedBy(d).Limit.String()), slog.Duration("retry_after", d.RetryAfter), slog.Int64("suppressed", dropped))...)
 	}
 }
 
@@ -372,19 +551,21 @@ func deniedBy(d Decision) Result {
 	return r
 }
 
-// Finish reports the status of r's response to a Limiter built with
-// [WithCountOnly], which decides by it whether r's usage is its cost or
-// nothing; otherwise it does nothing, as it does when called again for r.
-// Call it as the response's header is about to be written:
-// [Limiter.Handler] does, and so do the Gin and Echo adapters. Then the
-// RateLimit and X-RateLimit headers Allow set are written anew, so that a
-// counted response says what remains after it. The usage is charged when
-// r ends (see [Limiter.End]). It returns no error: it asks no store.
-func (l *Limiter) Finish(r *http.Request, status int) error {
+// Finish reports the status of the response to the request whose
+// context is ctx (that of the request Allow returned, or a Verdict's
+// Context) to a Limiter built with [WithCountOnly], which decides by it
+// whether the request's usage is its cost or nothing; otherwise it does
+// nothing, as it does when called again for the request. Call it as the
+// response's header is about to be written: [Limiter.Handler] does, and
+// so do the adapters. Then the RateLimit and X-RateLimit headers Allow
+// set are written anew, so that a counted response says what remains
+// after it. The usage is charged when the request ends (see
+// [Limiter.End]). It returns no error: it asks no store.
+func (l *Limiter) Finish(ctx context.Context, status int) error {
 	if l.countOnly == nil {
 		return nil
 	}
-	s := stateOf(r.Context())
+	s := stateOf(ctx)
 	e, d := s.decidedBy(l)
 	if e == nil || e.finished || !e.ends(d) {
 		return nil
@@ -394,21 +575,24 @@ func (l *Limiter) Finish(r *http.Request, status int) error {
 	return nil
 }
 
-// End ends r for the Limiter, once its handler has returned, however it
-// returned: a deferred call runs on a panic, a client gone away, a
-// hijacked connection. When the Limiter admitted r under a [Concurrent]
-// limit, or under limits charged from usage (see [Limit].Usage, and
-// [WithCountOnly]), it gives back r's slot and charges r's usage in one
-// store call (see [Store].End): what the handler reported with [Charge],
-// else r's cost; with WithCountOnly, that or nothing, as Finish was told.
-// Otherwise it does nothing, as it does when called again.
-// [Limiter.Handler] calls it, and so do the Gin and Echo adapters.
+// End ends the request whose context is ctx for the Limiter (that of
+// the request Allow returned, or a Verdict's Context), once it is done,
+// however it ended: a deferred call runs on a panic, a client gone away,
+// a hijacked connection. When the Limiter admitted the request under a
+// [Concurrent] limit, or under limits charged from usage (see
+// [Limit].Usage, and [WithCountOnly]), it gives back the request's slot
+// and charges its usage in one store call (see [Store].End): what the
+// handler reported with [Charge], else its cost; with WithCountOnly,
+// that or nothing, as Finish was told. Otherwise it does nothing, as it
+// does when called again. [Limiter.Handler] calls it, and so do the
+// adapters.
 //
-// The store is asked even when r's context has ended: a client that went
-// away still used what it used. A failure is logged and returned: the
+// The store is asked even when ctx has ended: a client that went away
+// still used what it used. A failure is logged and returned: the
 // response is done, so no error handler runs.
-func (l *Limiter) End(r *http.Request) error {
-	e, d := stateOf(r.Context()).decidedBy(l)
+func (l *Limiter) End(ctx context.Context) error {
+	s := stateOf(ctx)
+	e, d := s.decidedBy(l)
 	if e == nil || e.ended || !e.ends(d) {
 		return nil
 	}
@@ -424,21 +608,22 @@ func (l *Limiter) End(r *http.Request) error {
 	if l.observe != nil {
 		start = time.Now()
 	}
-	charged, err := l.store.End(context.WithoutCancel(r.Context()), e.key, usage, d.policy.set, *e.stored(d))
+	charged, err := l.store.End(context.WithoutCancel(ctx), e.key, usage, d.policy.set, *e.stored(d))
 	var latency time.Duration
 	if l.observe != nil {
 		latency = time.Since(start)
 	}
+	req := s.request()
 	if err != nil {
 		if ok, dropped := l.logs.allow(logStoreError); ok {
-			l.logger.LogAttrs(r.Context(), slog.LevelError, "ratelimit: store failed charging a response", slog.String("error", err.Error()),
-				slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Int("usage", usage), slog.Int64("suppressed", dropped))
+			l.logger.LogAttrs(ctx, slog.LevelError, "ratelimit: store failed charging a response",
+				what(req, slog.String("error", err.Error()), slog.Int("usage", usage), slog.Int64("suppressed", dropped))...)
 		}
-		l.observeFailure(r, outcomeStoreError, err, Event{Route: e.pattern, Cost: usage, Latency: latency})
+		l.observeFailure(req, outcomeStoreError, err, Event{Route: e.pattern, Cost: usage, Latency: latency})
 		return fmt.Errorf("ratelimit: charging the response: %w", err)
 	}
 	if l.observe != nil && usage > 0 {
-		l.observe(r, Event{Namespace: l.namespace, Route: e.pattern, Outcome: outcomeCharged, Cost: usage, Latency: latency, Decision: charged})
+		l.observe(req, Event{Namespace: l.namespace, Route: e.pattern, Outcome: outcomeCharged, Cost: usage, Latency: latency, Decision: charged})
 	}
 	return nil
 }
@@ -483,13 +668,13 @@ func Charge(ctx context.Context, units int) {
 // many attempts it has left. It sets no header, and, like Reset, does not
 // consult [WithSkip]. When no limits apply to r it returns (Decision{},
 // nil) without asking the store.
-func (l *Limiter) Peek(r *http.Request) (Decision, error) {
+func (l *Limiter) Peek(r Request) (Decision, error) {
+	req := r
 	p, err := l.policyFor(r)
 	if p == nil || err != nil {
 		return Decision{}, err
 	}
-	var b strings.Builder
-	key, err := storeKey(r, l.keyFunc, p.prefix, &b)
+	key, cost, err := l.keyOf(req, p)
 	if err != nil {
 		return Decision{}, err
 	}
@@ -500,18 +685,28 @@ func (l *Limiter) Peek(r *http.Request) (Decision, error) {
 			return blockedDecision(p), nil
 		}
 	}
-	return l.store.Peek(r.Context(), key, l.costOf(r), p.set)
+	return l.store.Peek(r.Context(), key, cost, p.set)
+}
+
+// keyOf returns r's key and cost under p, outside a decision: the key
+// function's and WithCost's, or those Key gave.
+func (l *Limiter) keyOf(r Request, p *policy) (string, int, error) {
+	var b strings.Builder
+	if k, ok := r.(*keyRequest); ok {
+		return storeKeyOf(p.prefix, k.key, &b), k.cost, nil
+	}
+	key, err := storeKey(r, l.keyFunc, p.prefix, &b)
+	return key, l.costOf(r), err
 }
 
 // Reset forgets the counters of r's key under the limits that apply to r,
 // for example after a successful login.
-func (l *Limiter) Reset(r *http.Request) error {
+func (l *Limiter) Reset(r Request) error {
 	p, err := l.policyFor(r)
 	if p == nil || err != nil {
 		return err
 	}
-	var b strings.Builder
-	key, err := storeKey(r, l.keyFunc, p.prefix, &b)
+	key, _, err := l.keyOf(r, p)
 	if err != nil {
 		return err
 	}
@@ -531,8 +726,14 @@ func (l *Limiter) Reset(r *http.Request) error {
 // of WithLimitsFunc when it returns some, else those of r's route, else
 // those of WithLimits. The error, wrapping ErrInvalid, says why the limits
 // WithLimitsFunc returned are invalid.
-func (l *Limiter) policyFor(r *http.Request) (*policy, error) {
-	p, pattern := l.routePolicy(r)
+func (l *Limiter) policyFor(r Request) (*policy, error) {
+	var p *policy
+	var pattern string
+	if hr, ok := r.(*http.Request); ok {
+		p, pattern = l.routePolicy(hr)
+	} else {
+		p, pattern = l.routeOf(routeOf(r))
+	}
 	return l.funcPolicy(r, p, pattern)
 }
 
@@ -545,11 +746,45 @@ func (l *Limiter) policyFor(r *http.Request) (*policy, error) {
 // buffer's. The first Limiter puts it there, and the others add to it,
 // before the handler runs.
 type requestState struct {
-	context.Context
+	parent context.Context // the request's context before the state
 	responseState
 	endings []ending     // endings[i] is of decisions[i]
 	one     [1]ending    // endings' first array: one Limiter's; a second moves it
-	req     http.Request // the copy of the request that carries the state
+	req     http.Request // over HTTP, the copy of the request that carries the state
+	// inner is, outside HTTP, the Request decided: the state is then the
+	// Request the Limiter's functions read, saying what inner says, with
+	// the state as its context.
+	inner Request
+}
+
+// A requestState is a context.Context: its parent's, which answers
+// stateKey and responseKey.
+func (s *requestState) Deadline() (time.Time, bool) { return s.parent.Deadline() }
+func (s *requestState) Done() <-chan struct{}       { return s.parent.Done() }
+func (s *requestState) Err() error                  { return s.parent.Err() }
+
+// A requestState outside HTTP is the Request its functions read (see
+// inner).
+func (s *requestState) Context() context.Context    { return s }
+func (s *requestState) Header(name string) []string { return headerOf(s.inner, name) }
+func (s *requestState) Peer() netip.AddrPort        { return peerOf(s.inner) }
+func (s *requestState) Route() string               { return routeOf(s.inner) }
+
+// request returns the Request the state is of.
+func (s *requestState) request() Request {
+	if s.inner != nil {
+		return s
+	}
+	return &s.req
+}
+
+// newState returns the state of a request outside HTTP whose context is
+// ctx.
+func newState(ctx context.Context) *requestState {
+	s := &requestState{parent: ctx}
+	s.decisions = s.responseState.one[:0]
+	s.endings = s.one[:0]
+	return s
 }
 
 // ending is what a Limiter keeps of a request it decided, to end it:
@@ -636,7 +871,7 @@ func (s *requestState) Value(key any) any {
 	case responseKey:
 		return &s.responseState
 	}
-	return s.Context.Value(key)
+	return s.parent.Value(key)
 }
 
 // decidedBy returns the last decision l took on the request and its
@@ -671,7 +906,7 @@ func withState(r *http.Request, pattern string) (*http.Request, *requestState) {
 		}
 		return r, s
 	}
-	s := &requestState{Context: r.Context()}
+	s := &requestState{parent: r.Context()}
 	s.decisions = s.responseState.one[:0]
 	s.endings = s.one[:0]
 	// The copy lives in s, so that the state and the request that carries

@@ -94,10 +94,10 @@ func BenchmarkMiddlewareMemory(b *testing.B) {
 
 // countOutcomes is an observer doing what a metrics observer does at
 // least: count each request by outcome, and add up the store's latency.
-func countOutcomes() func(*http.Request, ratelimit.Event) {
+func countOutcomes() func(ratelimit.Request, ratelimit.Event) {
 	var counts [16]atomic.Uint64
 	var latency atomic.Int64
-	return func(_ *http.Request, e ratelimit.Event) {
+	return func(_ ratelimit.Request, e ratelimit.Event) {
 		counts[len(e.Outcome)&15].Add(1) // the outcomes' lengths differ
 		latency.Add(int64(e.Latency))
 	}

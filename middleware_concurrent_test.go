@@ -218,7 +218,7 @@ func TestConcurrentLongResponseKeepsItsSlot(t *testing.T) {
 	t.Parallel()
 	c, prefix := sharedRedis(t)
 	const slot = time.Second
-	l := newLimiter(t, newRedisStore(t, c, prefix), "long", ratelimit.WithKey(func(*http.Request) (string, error) { return "k", nil }),
+	l := newLimiter(t, newRedisStore(t, c, prefix), "long", ratelimit.WithKey(func(ratelimit.Request) (string, error) { return "k", nil }),
 		ratelimit.WithLimits(ratelimit.Limit{Algorithm: ratelimit.Concurrent, Quota: 1, Window: slot}))
 	release := make(chan struct{})
 	started := make(chan struct{})

@@ -170,7 +170,7 @@ func TestPeek(t *testing.T) {
 		t.Errorf("Peek after 3 of 3 requests: got %+v, %v; want denied, 0 remaining, a RetryAfter", d, err)
 	}
 
-	costly := newLimiter(t, m, "costly", ratelimit.WithLimits(login), ratelimit.WithCost(func(*http.Request) int { return 2 }))
+	costly := newLimiter(t, m, "costly", ratelimit.WithLimits(login), ratelimit.WithCost(func(ratelimit.Request) int { return 2 }))
 	if d, err := costly.Peek(r); err != nil || !d.Allowed || d.Results()[0].Remaining != 3 {
 		t.Errorf("Peek at cost 2 of a fresh key: got %+v, %v; want allowed, 3 remaining", d, err)
 	}
@@ -198,7 +198,7 @@ func TestDryRunReports(t *testing.T) {
 	var reported []ratelimit.Decision
 	l := newLimiter(t, adaptertest.NewStore(t), "test",
 		ratelimit.WithLimits(ratelimit.PerMinute(1).Using(ratelimit.FixedWindow)),
-		ratelimit.WithDryRun(func(r *http.Request, d ratelimit.Decision) { reported = append(reported, d) }))
+		ratelimit.WithDryRun(func(r ratelimit.Request, d ratelimit.Decision) { reported = append(reported, d) }))
 	h := l.Handler(http.HandlerFunc(adaptertest.OK))
 	for range 3 {
 		if w := serve(h, "GET", "/"); w.Code != 200 {
@@ -289,8 +289,8 @@ func TestStoreErrors(t *testing.T) {
 // TestLongKeysAreHashed: keys far longer than a store key may be are still
 // counted apart, and a long key is counted as itself.
 func TestLongKeysAreHashed(t *testing.T) {
-	raw := func(r *http.Request) (string, error) {
-		if v := r.Header.Get("X-Key"); v != "" {
+	raw := func(r ratelimit.Request) (string, error) {
+		if v := r.(*http.Request).Header.Get("X-Key"); v != "" {
 			return "raw:" + v, nil
 		}
 		return "", ratelimit.ErrInvalid
@@ -316,8 +316,8 @@ func TestCostAgainstCapacity(t *testing.T) {
 	limits := ratelimit.WithLimits(
 		ratelimit.PerSecond(10), ratelimit.PerMinute(100), ratelimit.PerMinute(100).Using(ratelimit.FixedWindow),
 		ratelimit.PerMinute(5).Using(ratelimit.TokenBucket), ratelimit.PerMinute(6).Using(ratelimit.TokenBucket))
-	cost := ratelimit.WithCost(func(r *http.Request) int {
-		n, _ := strconv.Atoi(r.Header.Get("X-Cost"))
+	cost := ratelimit.WithCost(func(r ratelimit.Request) int {
+		n, _ := strconv.Atoi(r.(*http.Request).Header.Get("X-Cost"))
 		return n
 	})
 	tests := []struct {
@@ -527,10 +527,10 @@ func TestDecisionsKeepTheContext(t *testing.T) {
 // would deny adds its denial.
 func TestDecisionsOnlyOfLimitersThatDecided(t *testing.T) {
 	mem := newMemory(t)
-	skipped := newLimiter(t, mem, "skipped", ratelimit.WithLimits(ratelimit.PerMinute(1)), ratelimit.WithSkip(func(*http.Request) bool { return true }))
+	skipped := newLimiter(t, mem, "skipped", ratelimit.WithLimits(ratelimit.PerMinute(1)), ratelimit.WithSkip(func(ratelimit.Request) bool { return true }))
 	routed := newLimiter(t, mem, "routed", ratelimit.WithRoutes(map[string][]ratelimit.Limit{"POST /login": {ratelimit.PerMinute(1)}}))
 	failed := newLimiter(t, adaptertest.Down{}, "failed", ratelimit.WithLogger(discardLogger), ratelimit.WithLimits(ratelimit.PerMinute(1)))
-	dry := newLimiter(t, mem, "dry", ratelimit.WithLimits(ratelimit.PerMinute(1).Named("dry")), ratelimit.WithDryRun(func(*http.Request, ratelimit.Decision) {}))
+	dry := newLimiter(t, mem, "dry", ratelimit.WithLimits(ratelimit.PerMinute(1).Named("dry")), ratelimit.WithDryRun(func(ratelimit.Request, ratelimit.Decision) {}))
 	var got []ratelimit.Decision
 	h := skipped.Handler(routed.Handler(failed.Handler(dry.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got = ratelimit.Decisions(r.Context())
@@ -550,8 +550,8 @@ func TestCostSeesTheMatchedRoute(t *testing.T) {
 	var costSaw, limitsSaw string
 	l := newLimiter(t, newMemory(t), "test",
 		ratelimit.WithRoutes(map[string][]ratelimit.Limit{"POST /login": {ratelimit.PerMinute(5)}, "/api/{id}": {ratelimit.PerMinute(10)}}),
-		ratelimit.WithCost(func(r *http.Request) int { costSaw = r.Pattern; return 1 }),
-		ratelimit.WithLimitsFunc(func(r *http.Request) []ratelimit.Limit { limitsSaw = r.Pattern; return nil }))
+		ratelimit.WithCost(func(r ratelimit.Request) int { costSaw = r.(*http.Request).Pattern; return 1 }),
+		ratelimit.WithLimitsFunc(func(r ratelimit.Request) []ratelimit.Limit { limitsSaw = r.(*http.Request).Pattern; return nil }))
 	mux := http.NewServeMux()
 	mux.HandleFunc("/", adaptertest.OK)
 	h := l.Handler(mux)
@@ -576,8 +576,8 @@ func TestCostSeesTheMatchedRoute(t *testing.T) {
 
 // plans is a limits function: keys beginning with "pro-" get 3 a minute,
 // others 1, both fixed windows, so that a plan change keeps the count.
-func plans(r *http.Request) []ratelimit.Limit {
-	if strings.HasPrefix(r.Header.Get("X-API-Key"), "pro-") {
+func plans(r ratelimit.Request) []ratelimit.Limit {
+	if strings.HasPrefix(r.(*http.Request).Header.Get("X-API-Key"), "pro-") {
 		return []ratelimit.Limit{ratelimit.PerMinute(3).Using(ratelimit.FixedWindow).Named("pro")}
 	}
 	return []ratelimit.Limit{ratelimit.PerMinute(1).Using(ratelimit.FixedWindow).Named("free")}
@@ -625,8 +625,8 @@ func TestLimitsPerRequest(t *testing.T) {
 // route's limits, or those of WithLimits, in force.
 func TestLimitsFuncFallsBack(t *testing.T) {
 	t.Parallel()
-	none := func(r *http.Request) []ratelimit.Limit {
-		if r.Header.Get("X-Plan") == "" {
+	none := func(r ratelimit.Request) []ratelimit.Limit {
+		if r.(*http.Request).Header.Get("X-Plan") == "" {
 			return nil
 		}
 		return []ratelimit.Limit{ratelimit.PerMinute(5).Using(ratelimit.FixedWindow).Named("plan")}
@@ -680,7 +680,7 @@ func TestLimitsFuncInvalid(t *testing.T) {
 			s := &countingStore{Store: newMemory(t)}
 			var got []error
 			l := newLimiter(t, s, "invalid", quietLogs(),
-				ratelimit.WithLimitsFunc(func(*http.Request) []ratelimit.Limit { return tt.limits }),
+				ratelimit.WithLimitsFunc(func(ratelimit.Request) []ratelimit.Limit { return tt.limits }),
 				ratelimit.WithErrorHandler(func(w http.ResponseWriter, r *http.Request, err error) bool {
 					got = append(got, err)
 					return ratelimit.FailOpen(w, r, err)
@@ -709,7 +709,7 @@ func TestLimitsFuncInvalid(t *testing.T) {
 func TestLimitsFuncIsBounded(t *testing.T) {
 	t.Parallel()
 	n := 0
-	l := newLimiter(t, newMemory(t), "bounded", ratelimit.WithLimitsFunc(func(*http.Request) []ratelimit.Limit {
+	l := newLimiter(t, newMemory(t), "bounded", ratelimit.WithLimitsFunc(func(ratelimit.Request) []ratelimit.Limit {
 		n++
 		return []ratelimit.Limit{ratelimit.PerMinute(n).Named("q" + strconv.Itoa(n))}
 	}))

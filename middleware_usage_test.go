@@ -49,9 +49,9 @@ func TestUsageEndsHoweverTheHandlerEnds(t *testing.T) {
 	}
 	var mu sync.Mutex
 	var charged []int
-	one := func(*http.Request) (string, error) { return "one", nil } // the hijacked request comes from elsewhere
-	l := newLimiter(t, s, "usage", ratelimit.WithLimits(tokens), ratelimit.WithKey(one), ratelimit.WithCost(func(*http.Request) int { return 2 }),
-		ratelimit.WithObserver(func(_ *http.Request, e ratelimit.Event) {
+	one := func(ratelimit.Request) (string, error) { return "one", nil } // the hijacked request comes from elsewhere
+	l := newLimiter(t, s, "usage", ratelimit.WithLimits(tokens), ratelimit.WithKey(one), ratelimit.WithCost(func(ratelimit.Request) int { return 2 }),
+		ratelimit.WithObserver(func(_ ratelimit.Request, e ratelimit.Event) {
 			if e.Outcome == "charged" {
 				mu.Lock()
 				charged = append(charged, e.Cost)
@@ -202,7 +202,10 @@ func TestUsageWithAnEstimate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	estimate := func(r *http.Request) int { n, _ := strconv.Atoi(r.URL.Query().Get("max_tokens")); return n }
+	estimate := func(r ratelimit.Request) int {
+		n, _ := strconv.Atoi(r.(*http.Request).URL.Query().Get("max_tokens"))
+		return n
+	}
 	l := newLimiter(t, s, "estimate", ratelimit.WithCost(estimate), ratelimit.WithLimits(
 		ratelimit.Limit{Quota: 10, Window: time.Minute, Cost: 1, Name: "requests"},
 		tokens,
@@ -330,7 +333,7 @@ func TestCountOnlyFinishIsANoOpOtherwise(t *testing.T) {
 	l := newLimiter(t, newMemory(t), "finish", ratelimit.WithLimits(ratelimit.PerMinute(1)))
 	r := httptest.NewRequest("GET", "/", nil)
 	r.RemoteAddr = "192.0.2.1:1234"
-	if err := l.Finish(r, 500); err != nil {
+	if err := l.Finish(r.Context(), 500); err != nil {
 		t.Fatal(err)
 	}
 	if w := serve(l.Handler(http.HandlerFunc(unauthorized)), "GET", "/"); w.Code != 401 {

@@ -37,10 +37,10 @@ func TestObserverSeesLeaseRefills(t *testing.T) {
 	s := newRedisStore(t, c, "leased:")
 	var mu sync.Mutex
 	var leased []int
-	everyone := func(*http.Request) (string, error) { return "everyone", nil }
+	everyone := func(ratelimit.Request) (string, error) { return "everyone", nil }
 	l, err := ratelimit.New(s, "api", ratelimit.WithKey(everyone),
 		ratelimit.WithLimits(ratelimit.Limit{Quota: 10_000, Window: time.Minute, Algorithm: ratelimit.FixedWindow, Leased: true}),
-		ratelimit.WithObserver(func(_ *http.Request, e ratelimit.Event) {
+		ratelimit.WithObserver(func(_ ratelimit.Request, e ratelimit.Event) {
 			mu.Lock()
 			defer mu.Unlock()
 			if len(e.Decision.Results()) != 1 {

@@ -23,7 +23,9 @@ import (
 // recorder keeps the events an observer is given.
 type recorder struct{ events []ratelimit.Event }
 
-func (rec *recorder) observe(_ *http.Request, e ratelimit.Event) { rec.events = append(rec.events, e) }
+func (rec *recorder) observe(_ ratelimit.Request, e ratelimit.Event) {
+	rec.events = append(rec.events, e)
+}
 
 // outcomes returns the recorded outcomes, in order.
 func (rec *recorder) outcomes() []string {
@@ -49,7 +51,7 @@ func (s slowStore) Allow(ctx context.Context, key string, cost int, limits *rate
 func TestObserverOutcomes(t *testing.T) {
 	login := ratelimit.PerMinute(2).Using(ratelimit.FixedWindow).Named("login")
 	burst := ratelimit.PerSecond(100).Using(ratelimit.TokenBucket).Named("burst")
-	noKey := func(*http.Request) (string, error) { return "", ratelimit.ErrInvalid }
+	noKey := func(ratelimit.Request) (string, error) { return "", ratelimit.ErrInvalid }
 	for _, tt := range []struct {
 		name  string
 		store ratelimit.Store
@@ -59,7 +61,7 @@ func TestObserverOutcomes(t *testing.T) {
 	}{
 		{"allowed then denied", nil, nil, nil,
 			[]string{"allowed", "allowed", "denied", "denied"}},
-		{"dry run", nil, []ratelimit.Option{ratelimit.WithDryRun(func(*http.Request, ratelimit.Decision) {})}, nil,
+		{"dry run", nil, []ratelimit.Option{ratelimit.WithDryRun(func(ratelimit.Request, ratelimit.Decision) {})}, nil,
 			[]string{"allowed", "allowed", "would_deny", "would_deny"}},
 		{"ban", nil, []ratelimit.Option{ratelimit.WithBan(ratelimit.Ban{After: 1, Within: time.Minute, For: time.Hour})}, nil,
 			[]string{"allowed", "allowed", "banned", "banned"}},
@@ -81,7 +83,7 @@ func TestObserverOutcomes(t *testing.T) {
 			rec := &recorder{}
 			opts := append([]ratelimit.Option{
 				ratelimit.WithRoutes(map[string][]ratelimit.Limit{"POST /login": {login, burst}}),
-				ratelimit.WithCost(func(*http.Request) int { return 1 }),
+				ratelimit.WithCost(func(ratelimit.Request) int { return 1 }),
 				ratelimit.WithObserver(rec.observe),
 				quietLogs(),
 			}, tt.opts...)
@@ -145,9 +147,9 @@ func TestObserversInOrder(t *testing.T) {
 	var calls []string
 	l := newLimiter(t, adaptertest.NewStore(t), "test",
 		ratelimit.WithLimits(ratelimit.PerMinute(5)),
-		ratelimit.WithObserver(func(*http.Request, ratelimit.Event) { calls = append(calls, "first") }),
-		ratelimit.WithObserver(func(*http.Request, ratelimit.Event) { calls = append(calls, "second") }),
-		ratelimit.WithSkip(func(r *http.Request) bool { return r.URL.Path == "/health" }))
+		ratelimit.WithObserver(func(ratelimit.Request, ratelimit.Event) { calls = append(calls, "first") }),
+		ratelimit.WithObserver(func(ratelimit.Request, ratelimit.Event) { calls = append(calls, "second") }),
+		ratelimit.WithSkip(func(r ratelimit.Request) bool { return r.(*http.Request).URL.Path == "/health" }))
 	h := l.Handler(http.HandlerFunc(adaptertest.OK))
 	serve(h, "GET", "/")
 	serve(h, "GET", "/health") // skipped: not observed
@@ -180,7 +182,7 @@ func TestObserverAllocatesNothing(t *testing.T) {
 		}
 		var n int
 		without := allocs()
-		with := allocs(ratelimit.WithObserver(func(_ *http.Request, e ratelimit.Event) { n += e.Cost }))
+		with := allocs(ratelimit.WithObserver(func(_ ratelimit.Request, e ratelimit.Event) { n += e.Cost }))
 		if with != without {
 			t.Errorf("quota %d: %v allocations per request with an observer, %v without", quota, with, without)
 		}
@@ -253,15 +255,15 @@ var outcomeStore storeFunc = func(ctx context.Context, key string, limits *ratel
 func TestObserverCountsOutcomes(t *testing.T) {
 	counts := map[string]int{}
 	fallback := 0
-	count := func(_ *http.Request, e ratelimit.Event) { // requests are served one at a time
+	count := func(_ ratelimit.Request, e ratelimit.Event) { // requests are served one at a time
 		counts[e.Outcome]++
 		if e.Decision.Fallback {
 			fallback++
 		}
 	}
 	var logs bytes.Buffer
-	outcome := func(r *http.Request) (string, error) {
-		if v := r.Header.Get("X-Outcome"); v != "" {
+	outcome := func(r ratelimit.Request) (string, error) {
+		if v := r.(*http.Request).Header.Get("X-Outcome"); v != "" {
 			return v, nil
 		}
 		return "", ratelimit.ErrInvalid
@@ -306,7 +308,7 @@ type counts struct {
 	fallback int
 }
 
-func (c *counts) observe(_ *http.Request, e ratelimit.Event) {
+func (c *counts) observe(_ ratelimit.Request, e ratelimit.Event) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.by == nil {

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
+	"reflect"
 	"slices"
 
 	"github.com/ratelimit-go/ratelimit/internal/wire"
@@ -22,7 +23,7 @@ import (
 // A Limiter needs limits ([WithLimits], [WithRoutes], [WithLimitsFunc], or
 // several); the other options have defaults: requests are keyed by the
 // address of the connection's peer (the zero [IPKey]), cost 1, are denied
-// by [Deny], fail open ([FailOpen]) when the store fails, and get both
+// with a 429 (see [WithDenyHandler]), fail open ([FailOpen]) when the store fails, and get both
 // kinds of headers (the zero [Headers]). Every option is checked here, and
 // the error names the one at fault.
 func New(store Store, namespace string, opts ...Option) (*Limiter, error) {
@@ -35,7 +36,7 @@ func New(store Store, namespace string, opts ...Option) (*Limiter, error) {
 	l := &Limiter{
 		store:     store,
 		namespace: namespace,
-		deny:      Deny,
+		deny:      deny429,
 		onError:   FailOpen,
 		logger:    slog.Default(),
 	}
@@ -170,7 +171,7 @@ func WithRoutes(table map[string][]Limit) Option {
 // handler with an error wrapping [ErrInvalid] that names the limit at
 // fault, and nothing is counted. limits is called for every request that
 // is not skipped, concurrently.
-func WithLimitsFunc(limits func(r *http.Request) []Limit) Option {
+func WithLimitsFunc(limits func(r Request) []Limit) Option {
 	return func(l *Limiter) error {
 		if limits == nil {
 			return fmt.Errorf("%w: WithLimitsFunc: the function is nil", ErrInvalid)
@@ -213,7 +214,7 @@ func WithKey(key KeyFunc) Option {
 // WithCost weighs requests: cost(r) units are taken instead of 1. A cost
 // below 1 or above a limit's capacity sends the request to the error
 // handler with an error wrapping [ErrInvalid].
-func WithCost(cost func(r *http.Request) int) Option {
+func WithCost(cost func(r Request) int) Option {
 	return func(l *Limiter) error {
 		if cost == nil {
 			return fmt.Errorf("%w: WithCost: the function is nil", ErrInvalid)
@@ -225,7 +226,7 @@ func WithCost(cost func(r *http.Request) int) Option {
 
 // WithSkip exempts the requests for which skip returns true, such as
 // health checks or an allowlist: they pass with no check and no header.
-func WithSkip(skip func(r *http.Request) bool) Option {
+func WithSkip(skip func(r Request) bool) Option {
 	return func(l *Limiter) error {
 		if skip == nil {
 			return fmt.Errorf("%w: WithSkip: the function is nil", ErrInvalid)
@@ -268,8 +269,13 @@ func WithCountOnly(count func(status int) bool) Option {
 	}
 }
 
-// WithDenyHandler sets what answers a denied request, after the rate-limit
-// headers and Retry-After are set. The default is [Deny].
+// WithDenyHandler sets what answers a denied HTTP request, after the
+// rate-limit headers and Retry-After are set. The default answers 429 Too
+// Many Requests with a short body, plain text, or RFC 9457 problem JSON
+// when the client accepts JSON: the problem type is the draft's
+// quota-exceeded, or abnormal-usage-detected for a banned key (see
+// [Ban]), with the extension member "violated-policies", the names of the
+// denied limits as the RateLimit-Policy header names them.
 func WithDenyHandler(deny func(w http.ResponseWriter, r *http.Request, d Decision)) Option {
 	return func(l *Limiter) error {
 		if deny == nil {
@@ -286,12 +292,18 @@ func WithDenyHandler(deny func(w http.ResponseWriter, r *http.Request, d Decisio
 // returned for it are invalid, and is a store failure otherwise. Never
 // show err to the client: it may describe your infrastructure. The
 // default is [FailOpen]; see also [FailClosed].
+//
+// The handler answers HTTP requests. Outside HTTP ([Limiter.Decide]), a
+// request that cannot be counted is refused, and one the store failed to
+// decide passes, unless the handler is FailClosed, which refuses it there
+// too.
 func WithErrorHandler(onError func(w http.ResponseWriter, r *http.Request, err error) (serve bool)) Option {
 	return func(l *Limiter) error {
 		if onError == nil {
 			return fmt.Errorf("%w: WithErrorHandler: the handler is nil", ErrInvalid)
 		}
 		l.onError = onError
+		l.failClosed = reflect.ValueOf(onError).Pointer() == reflect.ValueOf(FailClosed).Pointer()
 		return nil
 	}
 }
@@ -318,7 +330,7 @@ func WithHeaders(h Headers) Option {
 // not capped by one (see [Headers]): each is its limit's effective
 // window, as on any served request. Without WithDryRun, report is where
 // the would-be denials of Shadow limits go too.
-func WithDryRun(report func(r *http.Request, d Decision)) Option {
+func WithDryRun(report func(r Request, d Decision)) Option {
 	return func(l *Limiter) error {
 		l.base.shadow = true
 		l.report = report
@@ -334,13 +346,13 @@ func WithDryRun(report func(r *http.Request, d Decision)) Option {
 // Given several times, the observers are called in order. A Limiter
 // without one measures nothing; with one, it reads the clock twice per
 // request, and allocates nothing more.
-func WithObserver(observe func(r *http.Request, e Event)) Option {
+func WithObserver(observe func(r Request, e Event)) Option {
 	return func(l *Limiter) error {
 		if observe == nil {
 			return fmt.Errorf("%w: WithObserver: the observer is nil", ErrInvalid)
 		}
 		if prev := l.observe; prev != nil {
-			l.observe = func(r *http.Request, e Event) { prev(r, e); observe(r, e) }
+			l.observe = func(r Request, e Event) { prev(r, e); observe(r, e) }
 		} else {
 			l.observe = observe
 		}

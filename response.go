@@ -20,7 +20,7 @@ import (
 )
 
 // What a Limiter writes on a response: the rate-limit headers of every
-// request it decided, the 429 of a denied one ([Deny]), and the answers
+// request it decided, the 429 of a denied one (deny429), and the answers
 // to one it could not decide ([FailOpen], [FailClosed]), all from the
 // request's responseState. Limiter.Allow calls down into this file;
 // nothing here calls back.
@@ -142,7 +142,7 @@ func (h Headers) check() string {
 // they ran, the buffer the request's keys and header values are written to, so
 // that they share one allocation, and an array for the []string values
 // of the header fields set. The answers to a request the Limiters did not
-// let through (Deny, FailClosed), which get only the request, find it
+// let through (deny429, FailClosed), which get only the request, find it
 // with responseOf.
 type responseState struct {
 	decisions      []limiterDecision
@@ -152,7 +152,7 @@ type responseState struct {
 	// the request, for FailClosed; nil when none failed.
 	undecided *policy
 	buf       strings.Builder
-	values    [8]string
+	values    [7]string // a denial's seven: enough that the state, which holds Request too, stays in 896 bytes with its allocation header
 	nvals     int
 }
 
@@ -385,10 +385,10 @@ func (k *partitionKeys) of(key string) string {
 	return string(append(b, ':'))
 }
 
-// Deny is the default answer to a denied request (see [WithDenyHandler]):
-// 429 Too Many Requests with a short body, plain text, or RFC 9457 problem
-// JSON when the client accepts JSON. The rate-limit headers and
-// Retry-After are set before it runs.
+// deny429 is the default answer to a denied request (see
+// [WithDenyHandler]): 429 Too Many Requests with a short body, plain text,
+// or RFC 9457 problem JSON when the client accepts JSON. The rate-limit
+// headers and Retry-After are set before it runs.
 //
 // The problem type is the draft's quota-exceeded, or abnormal-usage-detected
 // for a banned key (see [Ban]), with the extension member
@@ -396,7 +396,7 @@ func (k *partitionKeys) of(key string) string {
 // the RateLimit-Policy header names them. A Decision made by hand with an
 // unnamed limit gets the name a [Limiter] would make up for it (which two
 // near-identical limits may share); one with no denied result gets [].
-func Deny(w http.ResponseWriter, r *http.Request, d Decision) {
+func deny429(w http.ResponseWriter, r *http.Request, d Decision) {
 	p := problemDetails{
 		status:   http.StatusTooManyRequests,
 		typ:      wire.ProblemQuotaExceeded,

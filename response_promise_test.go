@@ -73,8 +73,8 @@ func TestRateLimitPromise(t *testing.T) {
 				for _, l := range limits {
 					most = min(most, capacityOf(l))
 				}
-				lim := newLimiter(t, s, "promise", ratelimit.WithLimits(limits...), ratelimit.WithCost(func(r *http.Request) int {
-					n, _ := strconv.Atoi(r.Header.Get("X-Cost"))
+				lim := newLimiter(t, s, "promise", ratelimit.WithLimits(limits...), ratelimit.WithCost(func(r ratelimit.Request) int {
+					n, _ := strconv.Atoi(r.(*http.Request).Header.Get("X-Cost"))
 					return n
 				}))
 				hd := lim.Handler(http.HandlerFunc(adaptertest.OK))

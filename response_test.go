@@ -444,8 +444,8 @@ func TestQuotaUnit(t *testing.T) {
 		return []ratelimit.Option{
 			ratelimit.WithLimits(ratelimit.PerMinute(100).Named("api"), ratelimit.PerSecond(10).Named("burst")),
 			ratelimit.WithRoutes(map[string][]ratelimit.Limit{"POST /upload": {ratelimit.Limit{Quota: 1_000_000, Window: time.Hour}.Named("upload")}}),
-			ratelimit.WithLimitsFunc(func(r *http.Request) []ratelimit.Limit {
-				if r.Header.Get("X-Plan") != "" {
+			ratelimit.WithLimitsFunc(func(r ratelimit.Request) []ratelimit.Limit {
+				if r.(*http.Request).Header.Get("X-Plan") != "" {
 					return plan
 				}
 				return nil
@@ -495,7 +495,9 @@ func TestQuotaUnit(t *testing.T) {
 // or namespace; never the client's key.
 func TestPartitionKey(t *testing.T) {
 	mem := newMemory(t)
-	user := ratelimit.WithKey(func(r *http.Request) (string, error) { return "user:" + r.Header.Get("X-User"), nil })
+	user := ratelimit.WithKey(func(r ratelimit.Request) (string, error) {
+		return "user:" + r.(*http.Request).Header.Get("X-User"), nil
+	})
 	routes := ratelimit.WithRoutes(map[string][]ratelimit.Limit{"POST /login": {ratelimit.PerMinute(2).Named("login")}})
 	limits := ratelimit.WithLimits(ratelimit.PerMinute(3).Named("api"), ratelimit.PerSecond(10).Named("burst"))
 	pk := ratelimit.WithHeaders(ratelimit.Headers{PartitionKey: []byte(pkSecret)})
@@ -1100,8 +1102,8 @@ func TestBadRequestSaysWhatIsMissing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	custom := func(r *http.Request) (string, error) {
-		return "", fmt.Errorf("%w: header X-Tenant %q is unknown", ratelimit.ErrInvalid, r.Header.Get("X-Tenant"))
+	custom := func(r ratelimit.Request) (string, error) {
+		return "", fmt.Errorf("%w: header X-Tenant %q is unknown", ratelimit.ErrInvalid, r.(*http.Request).Header.Get("X-Tenant"))
 	}
 	const generic = "the request cannot be rate limited"
 	tests := []struct {

@@ -224,3 +224,52 @@ func (t *routeTable) lookup(r *http.Request, pattern string) (route, bool) {
 	}
 	return route{}, false
 }
+
+// matchRoute returns the entry of a route named outside HTTP (see
+// [Request].Route): the entry of its shape, with and without its method,
+// as lookup finds it; or, for a path, the entry whose last segment, or
+// the rest of the path from some segment on, a wildcard stands for, the
+// longest literal part first ("POST /shop.Orders/Create" gets the
+// entry of "POST /shop.Orders/{method}"). An empty route has none.
+func (t *routeTable) matchRoute(name string) (route, bool) {
+	if t == nil || name == "" {
+		return route{}, false
+	}
+	method, path := splitMethod(name)
+	var buf [128]byte
+	try := func(path, wildcard string) (route, bool) {
+		for _, m := range [2]string{method, ""} {
+			b := buf[:0]
+			if m != "" {
+				b = append(b, m...)
+				b = append(b, ' ')
+			}
+			b = appendShape(b, path)
+			b = append(b, wildcard...)
+			if rt, ok := t.entries[string(b)]; ok {
+				return rt, true
+			}
+		}
+		return route{}, false
+	}
+	if rt, ok := try(path, ""); ok {
+		return rt, true
+	}
+	if !strings.HasPrefix(path, "/") {
+		return route{}, false
+	}
+	if i := strings.LastIndexByte(path, '/'); i >= 0 && i < len(path)-1 {
+		if rt, ok := try(path[:i+1], "{}"); ok {
+			return rt, true
+		}
+	}
+	for i := len(path) - 1; i >= 0; i-- {
+		if path[i] != '/' {
+			continue
+		}
+		if rt, ok := try(path[:i+1], "{...}"); ok {
+			return rt, true
+		}
+	}
+	return route{}, false
+}

@@ -72,7 +72,7 @@ func newAdminApp(t *testing.T) *adminApp {
 	l, err := ratelimit.New(f, ns, ratelimit.WithKey(apiKey), ratelimit.WithOverrides(a.plane),
 		ratelimit.WithLimits(ratelimit.PerMinute(10).Using(ratelimit.FixedWindow).Named("rpm")),
 		ratelimit.WithRoutes(map[string][]ratelimit.Limit{"POST /login": {ratelimit.PerMinute(3).Using(ratelimit.SlidingLog).Named("login")}}),
-		ratelimit.WithObserver(func(_ *http.Request, e ratelimit.Event) {
+		ratelimit.WithObserver(func(_ ratelimit.Request, e ratelimit.Event) {
 			if e.Outcome == "changed" {
 				a.mu.Lock()
 				a.audit = append(a.audit, e)

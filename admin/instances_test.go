@@ -56,7 +56,7 @@ func serveInstance() {
 	if err != nil {
 		panic(err)
 	}
-	key := func(r *http.Request) (string, error) { return "c:" + r.Header.Get("X-Key"), nil }
+	key := func(r ratelimit.Request) (string, error) { return "c:" + r.(*http.Request).Header.Get("X-Key"), nil }
 	l, err := ratelimit.New(s, f[2], ratelimit.WithKey(key), ratelimit.WithOverrides(plane), ratelimit.WithLogger(quiet),
 		ratelimit.WithLimits(ratelimit.Limit{Algorithm: ratelimit.FixedWindow, Quota: 100, Window: time.Hour, Name: "p"}))
 	if err != nil {

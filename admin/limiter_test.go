@@ -88,7 +88,9 @@ func (c *counting) Allow(ctx context.Context, key string, cost int, limits *rate
 }
 
 // clientKey keys requests by X-Key, as "c:" and its value.
-func clientKey(r *http.Request) (string, error) { return "c:" + r.Header.Get("X-Key"), nil }
+func clientKey(r ratelimit.Request) (string, error) {
+	return "c:" + r.(*http.Request).Header.Get("X-Key"), nil
+}
 
 // TestOverridesApply: through every wrapper and for every algorithm that
 // counts in windows or a bucket, an override applies at the next request
@@ -298,8 +300,8 @@ func TestOverridesAtTheSeams(t *testing.T) {
 					"GET /slow": {{Algorithm: ratelimit.Concurrent, Quota: 2, Name: "slow"}},
 					"GET /hot":  {{Algorithm: ratelimit.FixedWindow, Quota: 1000, Window: time.Hour, Leased: true, Name: "hot"}},
 				}),
-				ratelimit.WithLimitsFunc(func(r *http.Request) []ratelimit.Limit {
-					if r.URL.Path == "/plan" {
+				ratelimit.WithLimitsFunc(func(r ratelimit.Request) []ratelimit.Limit {
+					if r.(*http.Request).URL.Path == "/plan" {
 						return []ratelimit.Limit{ratelimit.PerMinute(5).Using(ratelimit.SlidingLog).Named("plan")}
 					}
 					return nil
@@ -565,8 +567,8 @@ func TestShadowFlip(t *testing.T) {
 			}
 			l, err := ratelimit.New(st, ns, ratelimit.WithKey(clientKey), ratelimit.WithOverrides(plane),
 				ratelimit.WithHeaders(ratelimit.Headers{Shadow: true}),
-				ratelimit.WithDryRun(func(*http.Request, ratelimit.Decision) { count("reported") }),
-				ratelimit.WithObserver(func(_ *http.Request, e ratelimit.Event) {
+				ratelimit.WithDryRun(func(ratelimit.Request, ratelimit.Decision) { count("reported") }),
+				ratelimit.WithObserver(func(_ ratelimit.Request, e ratelimit.Event) {
 					for _, res := range e.Decision.Results() {
 						if !res.Allowed {
 							count(e.Outcome + " " + res.Limit.Name)

@@ -44,7 +44,7 @@ func TestTopAcrossInstances(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { p.Close() })
-		key := func(r *http.Request) (string, error) { return "c:" + r.Header.Get("X-Key"), nil }
+		key := func(r ratelimit.Request) (string, error) { return "c:" + r.(*http.Request).Header.Get("X-Key"), nil }
 		l, err := ratelimit.New(s, ns, ratelimit.WithKey(key), ratelimit.WithOverrides(p),
 			ratelimit.WithLimits(ratelimit.Limit{Algorithm: ratelimit.FixedWindow, Quota: 1, Window: time.Hour, Name: "p"}))
 		if err != nil {

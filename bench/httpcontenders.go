@@ -156,8 +156,8 @@ func headerValue(r *http.Request) (string, error) { return r.Header.Get(keyHeade
 
 // plainHeaderKey is this library's KeyFunc reading the same header as the
 // peers, unhashed, as they do ([ratelimit.HeaderKey] hashes it).
-func plainHeaderKey(r *http.Request) (string, error) {
-	v := r.Header.Get(keyHeader)
+func plainHeaderKey(req ratelimit.Request) (string, error) {
+	v := req.(*http.Request).Header.Get(keyHeader)
 	if v == "" {
 		return "", fmt.Errorf("%w: header %s is missing", ratelimit.ErrInvalid, keyHeader)
 	}
@@ -172,7 +172,7 @@ var hmacSecret = []byte("bench: not a secret, 32 bytes...")
 // keyed by the header's plain value, or by ratelimit.HeaderKey when hmac.
 func oursHTTP(algo string, a ratelimit.Algorithm, variant string) *httpContender {
 	name := "ratelimit/redis/" + algo
-	note := "this library: `ratelimit.New(store.NewRedis(client, store.RedisOptions{}), \"bench\", WithLimits(ratelimit.Limit{Quota: quota, Window: window}.Using(ratelimit." + algoIdent(a) + ")), WithKey(the header's value), WithErrorHandler(ratelimit.FailClosed))`" + oursDefaults(a) + "; `Limiter.Handler`, which sets the draft and X- rate limit headers on every response and denies with `ratelimit.Deny` (429, problem details). The key function returns `\"header:\"` and the value, unhashed as the peers have it. FailClosed (503) rather than the default FailOpen, so that an error shows as a status and is not served."
+	note := "this library: `ratelimit.New(store.NewRedis(client, store.RedisOptions{}), \"bench\", WithLimits(ratelimit.Limit{Quota: quota, Window: window}.Using(ratelimit." + algoIdent(a) + ")), WithKey(the header's value), WithErrorHandler(ratelimit.FailClosed))`" + oursDefaults(a) + "; `Limiter.Handler`, which sets the draft and X- rate limit headers on every response and denies with a 429 (problem details). The key function returns `\"header:\"` and the value, unhashed as the peers have it. FailClosed (503) rather than the default FailOpen, so that an error shows as a status and is not served."
 	key := plainHeaderKey
 	switch variant {
 	case "hmac-key":

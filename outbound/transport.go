@@ -193,7 +193,7 @@ func (t *Transport) take(ctx context.Context, b *budget, cost int, limits *ratel
 		return d, newError(b.upstream, d, nil)
 	}
 	start := t.now()
-	d, err := ratelimit.Wait(ctx, t.store, b.key, cost, limits, t.maxWait)
+	d, err := waitFor(ctx, t.store, b.key, cost, limits, t.maxWait)
 	if !d.Allowed && d.Results() != nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)) {
 		return d, newError(b.upstream, d, err)
 	}

@@ -60,7 +60,7 @@ func limited(t *testing.T, limits ...ratelimit.Limit) http.Handler {
 		t.Fatal(err)
 	}
 	l, err := ratelimit.New(s, "upstream", ratelimit.WithLimits(limits...),
-		ratelimit.WithKey(func(*http.Request) (string, error) { return "everyone", nil }))
+		ratelimit.WithKey(func(ratelimit.Request) (string, error) { return "everyone", nil }))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -158,7 +158,7 @@ func newFaultRigWith(t *testing.T, clientOpts redis.Options, withFallback bool, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	countLocal := func(_ *http.Request, e ratelimit.Event) {
+	countLocal := func(_ ratelimit.Request, e ratelimit.Event) {
 		if e.Decision.Fallback {
 			r.local.Add(1)
 		}

@@ -58,7 +58,7 @@ func TestCanceledIsNoStoreError(t *testing.T) {
 			}
 			var logs syncBuffer
 			var outcomes sync.Map // outcome to *atomic.Int64
-			count := func(_ *http.Request, e ratelimit.Event) {
+			count := func(_ ratelimit.Request, e ratelimit.Event) {
 				n, _ := outcomes.LoadOrStore(e.Outcome, new(atomic.Int64))
 				n.(*atomic.Int64).Add(1)
 			}

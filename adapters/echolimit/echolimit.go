@@ -98,8 +98,8 @@ func New(l *ratelimit.Limiter, opts ...Option) echo.MiddlewareFunc {
 			if !ok {
 				return nil
 			}
-			c.SetRequest(decided) // carries the decision, for ratelimit.Decisions
-			defer l.End(decided)  // charges its usage, however next returns
+			c.SetRequest(decided)          // carries the decision, for ratelimit.Decisions
+			defer l.End(decided.Context()) // charges its usage, however next returns
 			res := c.Response()
 			w := writers.Get().(*framework.StatusWriter)
 			*w = framework.StatusWriter{ResponseWriter: res.Writer, Finisher: framework.Finisher{Limiter: l, Request: decided}}

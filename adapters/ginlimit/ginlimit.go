@@ -92,8 +92,8 @@ func New(l *ratelimit.Limiter, opts ...Option) gin.HandlerFunc {
 			c.Abort()
 			return
 		}
-		c.Request = decided  // carries the decision, for ratelimit.Decisions
-		defer l.End(decided) // charges its usage, however the handlers return
+		c.Request = decided            // carries the decision, for ratelimit.Decisions
+		defer l.End(decided.Context()) // charges its usage, however the handlers return
 		w := writers.Get().(*statusWriter)
 		*w = statusWriter{ResponseWriter: c.Writer, Finisher: framework.Finisher{Limiter: l, Request: decided}}
 		c.Writer = w

@@ -58,33 +58,3 @@ func codeOf(err error) codes.Code {
 	}
 	return codes.Unknown
 }
-
-// refusalCode is the code of a call refused with an HTTP status that is
-// neither 429 nor one of the error handlers' (see refusal), written by a
-// deny or error handler of the application's: grpc-gateway's mapping,
-// read backwards.
-func refusalCode(httpStatus int) codes.Code {
-	switch httpStatus {
-	case http.StatusBadRequest:
-		return codes.InvalidArgument
-	case http.StatusUnauthorized:
-		return codes.Unauthenticated
-	case http.StatusForbidden:
-		return codes.PermissionDenied
-	case http.StatusNotFound:
-		return codes.NotFound
-	case http.StatusConflict:
-		return codes.Aborted
-	case http.StatusTooManyRequests:
-		return codes.ResourceExhausted
-	case http.StatusNotImplemented:
-		return codes.Unimplemented
-	case http.StatusServiceUnavailable:
-		return codes.Unavailable
-	case http.StatusGatewayTimeout:
-		return codes.DeadlineExceeded
-	case http.StatusInternalServerError:
-		return codes.Internal
-	}
-	return codes.Unknown
-}

@@ -46,18 +46,3 @@ func TestHTTPStatus(t *testing.T) {
 		}
 	}
 }
-
-// TestRefusalCode: a refusal's status from a handler of the
-// application's, mapped back to its code; Unknown for one grpc-gateway
-// does not map to.
-func TestRefusalCode(t *testing.T) {
-	for status, want := range map[int]codes.Code{
-		400: codes.InvalidArgument, 401: codes.Unauthenticated, 403: codes.PermissionDenied, 404: codes.NotFound,
-		409: codes.Aborted, 429: codes.ResourceExhausted, 500: codes.Internal, 501: codes.Unimplemented,
-		503: codes.Unavailable, 504: codes.DeadlineExceeded, 0: codes.Unknown, 200: codes.Unknown, 418: codes.Unknown,
-	} {
-		if got := refusalCode(status); got != want {
-			t.Errorf("refusalCode(%d): got %v, want %v", status, got, want)
-		}
-	}
-}

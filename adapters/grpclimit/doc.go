@@ -1,18 +1,18 @@
 // Package grpclimit runs a [ratelimit.Limiter] as gRPC server
 // interceptors, unary and stream.
 //
-// It only translates a gRPC call: the decision, the keys and the fields
-// sent are the Limiter's, exactly as with net/http. The Limiter decides
-// each call as the HTTP request it would be over HTTP/2: POST to the
-// path of its full method ("/package.Service/Method"), with the call's
-// context (so that [ratelimit.User] keys it by what an authenticating
-// interceptor before this one put there), its metadata as the header,
-// each key written the HTTP way (so that ratelimit.HeaderKey("X-API-Key",
-// secret) reads the metadata "x-api-key", hashed as over HTTP; binary
-// "-bin" keys and pseudo-headers are left out), the peer's address as its
-// RemoteAddr (so that [ratelimit.IPKey] keys it by the peer, or by a
-// trusted proxy's "x-forwarded-for"; a Unix socket has no IP address,
-// and its calls have no such key) and :authority as its Host. [Methods]
+// It only maps the Limiter's decision of a call onto gRPC: the
+// decision, the keys and the fields sent are the Limiter's, exactly as
+// with net/http. The Limiter decides each call as a [ratelimit.Request]
+// it reads in place, nothing copied: its route is POST of its full method
+// ("POST /package.Service/Method"), its context the call's (so that
+// [ratelimit.User] keys it by what an authenticating interceptor before
+// this one put there), its header the call's metadata, whatever the case
+// of the name asked for (so that ratelimit.HeaderKey("X-API-Key", secret)
+// reads the metadata "x-api-key", hashed as over HTTP; binary "-bin" keys
+// are never read), and its peer the call's (so that [ratelimit.IPKey]
+// keys it by the peer, or by a trusted proxy's "x-forwarded-for"; a Unix
+// socket has no IP address, and its calls have no such key). [Methods]
 // gives methods and services limits of their own.
 //
 // A call the Limiter admits goes on, its handler's context carrying the
@@ -21,15 +21,16 @@
 // "rate limit exceeded" ("banned after repeated denials" for a banned key,
 // see [ratelimit.Ban]), when it is denied, with the details
 // errdetails.RetryInfo, the Retry-After in seconds, and
-// errdetails.QuotaFailure, a violation per limit that denied, QuotaId its
+// errdetails.QuotaFailure, a violation per limit that denied, Subject the
+// key the call was counted under (never a secret), QuotaId the limit's
 // name (Limit.Name, as RateLimit-Policy names it) and Description the
-// limit (Limit.String); when the store fails, as the Limiter's error
-// handler says: the call goes on ([ratelimit.FailOpen], the default), or
-// Unavailable, "rate limiting is unavailable" ([ratelimit.FailClosed],
-// with a RetryInfo of 1s); and InvalidArgument, "the call cannot be rate
-// limited", under either, for a call without a key or with an invalid
-// cost. A client reads the details with status.FromError(err) and
-// Status.Details.
+// limit (Limit.String); when the store fails: the call goes on, or, with
+// [ratelimit.FailClosed] as the Limiter's error handler, Unavailable,
+// "rate limiting is unavailable", with a RetryInfo of 1s; and
+// InvalidArgument, "the call cannot be rate limited", naming the metadata
+// key a built-in key function found missing, for a call without a key or
+// with an invalid cost. A client reads the details with
+// status.FromError(err) and Status.Details.
 //
 // An admitted call's header metadata carries the RateLimit and
 // RateLimit-Policy fields the Limiter set, under the keys "ratelimit" and

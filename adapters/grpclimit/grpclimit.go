@@ -2,12 +2,13 @@ package grpclimit
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"net"
 	"net/http"
-	"net/url"
+	"net/netip"
 	"strconv"
 	"strings"
-	"sync"
-	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
@@ -19,7 +20,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/ratelimit-go/ratelimit"
-	"github.com/ratelimit-go/ratelimit/adapters/framework"
+	"github.com/ratelimit-go/ratelimit/bounded"
 )
 
 // An Option configures [UnaryServerInterceptor] and
@@ -40,19 +41,17 @@ func WithSkipper(skip func(ctx context.Context, fullMethod string) bool) Option 
 }
 
 // UnaryServerInterceptor returns an interceptor that lets l decide each
-// unary call, as l decides an HTTP request (see the package's
-// documentation for the request l sees). A call l admits goes on to the
-// handler with a context that carries the decision (see
-// [ratelimit.Decisions] and [ratelimit.Charge]); its code, as an HTTP
-// status, goes to l.Finish (for [ratelimit.WithCountOnly]) when the
-// handler returns; and once it has returned, however it returns (an
-// error, a client gone away, a panic, which goes on to the interceptors
-// before this one, after a Finish with 500), l.End gives back its slots
-// and charges its usage. A call l denies or cannot decide gets the error
-// of l's answer, without the handler (see the package's documentation).
-// The rate-limit fields l set are sent as header metadata, or, for a
-// refusal, sent Trailers-Only, as trailer metadata with the retry delay
-// under grpc-retry-pushback-ms (see the package's documentation).
+// unary call (see the package's documentation for what l reads of it). A
+// call l admits goes on to the handler with a context that carries the
+// decision (see [ratelimit.Decisions] and [ratelimit.Charge]), the
+// rate-limit fields in its header metadata; its code, as an HTTP status,
+// goes to l.Finish (for [ratelimit.WithCountOnly]) when the handler
+// returns; and once it has returned, however it returns (an error, a
+// client gone away, a panic, which goes on to the interceptors before
+// this one, after a Finish with 500), l.End gives back its slots and
+// charges its usage. A call l refuses gets the error of the refusal,
+// without the handler, sent Trailers-Only with the fields and the retry
+// delay in its trailer (see the package's documentation).
 //
 // It panics, when the server is built, if l is nil. The interceptor is
 // safe for concurrent use.
@@ -62,20 +61,18 @@ func UnaryServerInterceptor(l *ratelimit.Limiter, opts ...Option) grpc.UnaryServ
 		if ic.skip != nil && ic.skip(ctx, info.FullMethod) {
 			return handler(ctx, req)
 		}
-		c, decided, ok := ic.decide(ctx, info.FullMethod)
-		if !ok {
-			md, err := c.refusal(decided)
+		v := l.Decide(&call{ctx: ctx, route: ic.routes.Get(info.FullMethod)})
+		if !v.Allowed {
+			md, err := refusal(v)
 			grpc.SetTrailer(ctx, md) // fails only outside a server: nowhere to put it
-			ic.release(c)
 			return nil, err
 		}
-		if md := c.metadata(); md != nil {
+		if md := metadataOf(v.Fields); md != nil {
 			grpc.SetHeader(ctx, md) // fails only outside a server or once an interceptor before sent the header: nowhere to put it
 		}
-		f := framework.Finisher{Limiter: l, Request: decided}
-		defer ic.end(c, &f)
-		resp, err := handler(decided.Context(), req)
-		f.Finish(httpStatus(err))
+		defer ic.end(v.Context)
+		resp, err := handler(v.Context, req)
+		l.Finish(v.Context, httpStatus(err))
 		return resp, err
 	}
 }
@@ -85,7 +82,8 @@ func UnaryServerInterceptor(l *ratelimit.Limiter, opts ...Option) grpc.UnaryServ
 // call: the handler gets a stream whose Context carries the decision,
 // l.Finish the code it returns, and l.End runs once it has returned,
 // however it returns. The rate-limit fields are set as the stream's
-// header metadata, sent with its first message or its end.
+// header metadata, sent with its first message or its end; a stream
+// refused is sent Trailers-Only.
 //
 // It panics, when the server is built, if l is nil. The interceptor is
 // safe for concurrent use.
@@ -96,23 +94,21 @@ func StreamServerInterceptor(l *ratelimit.Limiter, opts ...Option) grpc.StreamSe
 		if ic.skip != nil && ic.skip(ctx, info.FullMethod) {
 			return handler(srv, ss)
 		}
-		c, decided, ok := ic.decide(ctx, info.FullMethod)
-		if !ok {
-			md, err := c.refusal(decided)
+		v := l.Decide(&call{ctx: ctx, route: ic.routes.Get(info.FullMethod)})
+		if !v.Allowed {
+			md, err := refusal(v)
 			ss.SetTrailer(md)
-			ic.release(c)
 			return err
 		}
-		if md := c.metadata(); md != nil {
+		if md := metadataOf(v.Fields); md != nil {
 			ss.SetHeader(md) // fails only once an interceptor before sent the header: nowhere to put it
 		}
-		f := framework.Finisher{Limiter: l, Request: decided}
-		defer ic.end(c, &f)
-		if decided.Context() != ctx {
-			ss = &decidedStream{ServerStream: ss, ctx: decided.Context()}
+		defer ic.end(v.Context)
+		if v.Context != ctx {
+			ss = &decidedStream{ServerStream: ss, ctx: v.Context}
 		}
 		err := handler(srv, ss)
-		f.Finish(httpStatus(err))
+		l.Finish(v.Context, httpStatus(err))
 		return err
 	}
 }
@@ -126,11 +122,11 @@ type decidedStream struct {
 func (s *decidedStream) Context() context.Context { return s.ctx }
 
 // interceptor is what both interceptors share: the Limiter, the options,
-// and the calls their requests are made in.
+// and the routes of the methods called.
 type interceptor struct {
 	config
-	l     *ratelimit.Limiter
-	calls sync.Pool // of *call
+	l      *ratelimit.Limiter
+	routes bounded.Map[string, string] // full method to route: "POST /package.Service/Method"
 }
 
 func newInterceptor(name string, l *ratelimit.Limiter, opts []Option) *interceptor {
@@ -141,104 +137,81 @@ func newInterceptor(name string, l *ratelimit.Limiter, opts []Option) *intercept
 	for _, opt := range opts {
 		opt(&ic.config)
 	}
-	ic.calls.New = func() any { return &call{header: http.Header{}, w: recorder{header: http.Header{}}} }
+	ic.routes = bounded.Map[string, string]{Max: maxRoutes, Make: func(method string) string { return "POST " + method }}
 	return ic
 }
 
-// A call is what the Limiter sees of a gRPC call: the parts of its
-// request, and the recorder of its answer.
-type call struct {
-	url    url.URL
-	header http.Header // the request's: the call's metadata
-	w      recorder
-	// first reports that no Limiter decided the call before this one:
-	// the call is then the last whose recorder the Limiters write to,
-	// and goes back to the pool once it ends.
-	first bool
-}
-
-// decide lets the Limiter decide the call of fullMethod whose context is
-// ctx, as it decides the request [request] makes of it, and returns the
-// call, the request decided, and whether the call may go on.
-func (ic *interceptor) decide(ctx context.Context, fullMethod string) (*call, *http.Request, bool) {
-	c := ic.calls.Get().(*call)
-	c.first = len(ratelimit.Decisions(ctx)) == 0
-	decided, ok := ic.l.Allow(&c.w, c.request(ctx, fullMethod))
-	return c, decided, ok
-}
+// maxRoutes bounds the routes an interceptor keeps made: a server has a
+// fixed set of methods, and a client cannot name one it has not.
+const maxRoutes = 4096
 
 // end ends the call the handler returned from, or panicked in, for the
 // Limiter: Finish with 500 after a panic (the code a recovering
-// interceptor sends), then End.
-func (ic *interceptor) end(c *call, f *framework.Finisher) {
-	f.Finish(http.StatusInternalServerError) // nothing when the handler returned: it was told then
-	ic.l.End(f.Request)
-	ic.release(c)
+// interceptor sends; nothing when the handler returned, which told it),
+// then End.
+func (ic *interceptor) end(ctx context.Context) {
+	ic.l.Finish(ctx, http.StatusInternalServerError)
+	ic.l.End(ctx)
 }
 
-// release puts c back in the pool when no Limiter can write to it any
-// more. A Limiter that decided the call before this one writes to the
-// recorder of the last one (ratelimit.Charge, Finish) until it ends the
-// call itself, after this one: that recorder is left to the collector.
-func (ic *interceptor) release(c *call) {
-	if !c.first {
-		return
-	}
-	c.url = url.URL{}
-	clear(c.header)
-	c.w.reset()
-	ic.calls.Put(c)
+// A call is what the Limiter reads of a gRPC call (see
+// [ratelimit.Request]): its context, the metadata of its context, its
+// peer, and its route, POST of its full method, as grpc-gateway and
+// HTTP/2 see it. Nothing of the call is copied: each field is read when
+// asked.
+type call struct {
+	ctx   context.Context
+	route string
 }
 
-// request returns the request the Limiter decides for the call of
-// fullMethod whose context is ctx: POST of the path fullMethod, over
-// HTTP/2, from the peer's address, to the call's :authority, with the
-// call's metadata as its header, each key written the HTTP way
-// ("x-api-key" as "X-Api-Key"), but for binary ("-bin") keys and
-// pseudo-headers.
-func (c *call) request(ctx context.Context, fullMethod string) *http.Request {
-	md, _ := metadata.FromIncomingContext(ctx) // a copy: its values are the header's
-	host := ""
-	for k, v := range md {
-		switch {
-		case k == ":authority" && len(v) > 0:
-			host = v[0]
-		case strings.HasPrefix(k, ":"), strings.HasSuffix(k, "-bin"):
-		default:
-			c.header[http.CanonicalHeaderKey(k)] = v
-		}
+func (c *call) Context() context.Context { return c.ctx }
+func (c *call) Route() string            { return c.route }
+
+// Header returns the values of the call's metadata name, which gRPC keeps
+// in lower case, whatever the case of name ("X-Api-Key" reads
+// "x-api-key"); binary ("-bin") keys are not text and are never
+// returned.
+func (c *call) Header(name string) []string {
+	if len(name) > 4 && strings.EqualFold(name[len(name)-4:], "-bin") {
+		return nil
 	}
-	remote := ""
-	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
-		remote = p.Addr.String()
-	}
-	c.url.Path = fullMethod
-	r := http.Request{
-		Method:     http.MethodPost,
-		URL:        &c.url,
-		Proto:      "HTTP/2.0",
-		ProtoMajor: 2,
-		Header:     c.header,
-		Host:       host,
-		RemoteAddr: remote,
-	}
-	return r.WithContext(ctx)
+	return metadata.ValueFromIncomingContext(c.ctx, name)
 }
 
-// metadata returns the rate-limit fields the Limiter set, as header
-// metadata, or nil when it set none.
-func (c *call) metadata() metadata.MD {
-	var md metadata.MD
-	for _, f := range [...]struct{ header, key string }{
-		{"Ratelimit", "ratelimit"},
-		{"Ratelimit-Policy", "ratelimit-policy"},
-		{"Retry-After", "retry-after"},
-	} {
-		if v := c.w.header[f.header]; len(v) > 0 {
-			if md == nil {
-				md = make(metadata.MD, 3)
-			}
-			md[f.key] = append([]string(nil), v...) // the Limiter may write anew in place
+// Peer returns the call's peer address; the zero AddrPort when it is not
+// an IP address (a Unix socket).
+func (c *call) Peer() netip.AddrPort {
+	p, ok := peer.FromContext(c.ctx)
+	if !ok || p.Addr == nil {
+		return netip.AddrPort{}
+	}
+	if a, ok := p.Addr.(*net.TCPAddr); ok {
+		ap := a.AddrPort()
+		return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+	}
+	ap, err := netip.ParseAddrPort(p.Addr.String())
+	if err != nil {
+		return netip.AddrPort{}
+	}
+	return ap
+}
+
+// metadataOf returns the fields of a Verdict that gRPC carries, the
+// draft's and Retry-After, as metadata under their lower-case keys, in
+// place; nil when there are none.
+func metadataOf(fields http.Header) metadata.MD {
+	policy, limit, retry := fields["Ratelimit-Policy"], fields["Ratelimit"], fields["Retry-After"]
+	if policy == nil && limit == nil && retry == nil {
+		return nil
+	}
+	md := metadata.MD(fields)
+	clear(md)
+	for _, f := range [...]struct {
+		key string
+		v   []string
+	}{{"ratelimit-policy", policy}, {"ratelimit", limit}, {"retry-after", retry}} {
+		if f.v != nil {
+			md[f.key] = f.v
 		}
 	}
 	return md
@@ -251,62 +224,53 @@ const (
 	msgBanned      = "banned after repeated denials"
 	msgUnavailable = "rate limiting is unavailable"
 	msgInvalid     = "the call cannot be rate limited"
-	msgRefused     = "refused by the rate limiter"
 )
 
-// refusal is the error of a call the Limiter refused, decided as
-// decided, by the answer it recorded, and the trailer metadata to send
-// with it: the rate-limit fields the Limiter set and, when the answer
-// says when to retry, grpc-retry-pushback-ms, the delay of its RetryInfo
-// in milliseconds, which gRPC clients' retry policies wait for (gRFC
-// A6). For a denial (429) the error is ResourceExhausted with the
-// details RetryInfo, the Retry-After the Limiter set, and QuotaFailure,
-// a violation per policy that denied; for the error handlers' answers,
-// Unavailable (503, the store failed) and InvalidArgument (400, no key
-// or an invalid cost), with RetryInfo when the answer has a Retry-After;
-// another status, from a deny or error handler of the application's, as
-// grpc-gateway maps it, Unknown when it does not. The interceptors send
-// a refusal Trailers-Only: with no header before it, a call refused is
-// not committed, and a client's retry policy may send it again.
-func (c *call) refusal(decided *http.Request) (metadata.MD, error) {
+// refusal is the error of a call the Limiter refused, by its Verdict v,
+// and the trailer metadata to send with it: the rate-limit fields and,
+// when v says when to retry, grpc-retry-pushback-ms, the delay of its
+// RetryInfo in milliseconds, which gRPC clients' retry policies wait for
+// (gRFC A6). A denial is ResourceExhausted with the details RetryInfo and
+// QuotaFailure, a violation per limit that denied, whose subject is the
+// key the call was counted under; a store's failure under FailClosed is
+// Unavailable with a RetryInfo; a call that cannot be counted is
+// InvalidArgument, naming the metadata key it lacks when a key function
+// said so. The interceptors send a refusal Trailers-Only: with no header
+// before it, a call refused is not committed, and a client's retry policy
+// may send it again.
+func refusal(v ratelimit.Verdict) (metadata.MD, error) {
 	var st *status.Status
-	var retry *durationpb.Duration
 	var quota *errdetails.QuotaFailure
-	switch c.w.status {
-	case http.StatusTooManyRequests:
-		msg := msgDenied
-		ds := ratelimit.Decisions(decided.Context())
-		var d ratelimit.Decision // the denial: this Limiter's, the last
-		if len(ds) > 0 {
-			d = ds[len(ds)-1]
+	switch {
+	case errors.Is(v.Err, ratelimit.ErrInvalid):
+		msg := msgInvalid
+		if v.Missing != "" {
+			msg = fmt.Sprintf("%s: the metadata %q is missing or empty", msgInvalid, strings.ToLower(v.Missing))
 		}
-		if d.Banned > 0 {
+		st = status.New(codes.InvalidArgument, msg)
+	case v.Err != nil:
+		st = status.New(codes.Unavailable, msgUnavailable)
+	default:
+		msg := msgDenied
+		if v.Decision.Banned > 0 {
 			msg = msgBanned
 		}
 		st = status.New(codes.ResourceExhausted, msg)
 		quota = &errdetails.QuotaFailure{}
-		for _, res := range d.Results() {
+		for _, res := range v.Decision.Results() {
 			if !res.Allowed {
-				quota.Violations = append(quota.Violations, &errdetails.QuotaFailure_Violation{QuotaId: res.Limit.Name, Description: res.Limit.String()})
+				quota.Violations = append(quota.Violations, &errdetails.QuotaFailure_Violation{Subject: v.Key, QuotaId: res.Limit.Name, Description: res.Limit.String()})
 			}
 		}
-		retry = c.w.retryAfter(d.RetryAfter)
-	case http.StatusServiceUnavailable:
-		st = status.New(codes.Unavailable, msgUnavailable)
-	case http.StatusBadRequest:
-		st = status.New(codes.InvalidArgument, msgInvalid)
-	default:
-		st = status.New(refusalCode(c.w.status), msgRefused)
 	}
-	if retry == nil {
-		retry = c.w.retryAfter(0)
-	}
-	md := c.metadata()
-	if retry != nil {
+	md := metadataOf(v.Fields)
+	var retry *durationpb.Duration
+	if v.RetryAfter > 0 {
+		retry = durationpb.New(v.RetryAfter)
 		if md == nil {
 			md = make(metadata.MD, 1)
 		}
-		md[pushbackKey] = []string{strconv.FormatInt(retry.AsDuration().Milliseconds(), 10)}
+		md[pushbackKey] = []string{strconv.FormatInt(v.RetryAfter.Milliseconds(), 10)}
 	}
 	return md, withDetails(st, retry, quota)
 }
@@ -333,41 +297,4 @@ func withDetails(st *status.Status, retry *durationpb.Duration, q *errdetails.Qu
 		return st.Err() // a detail that does not marshal; the code and message are what matter
 	}
 	return withDetails.Err()
-}
-
-// A recorder is the ResponseWriter the Limiter answers a call's request
-// on: it keeps the header and the status, and drops the body.
-type recorder struct {
-	header http.Header
-	status int
-}
-
-func (w *recorder) Header() http.Header { return w.header }
-
-func (w *recorder) WriteHeader(status int) {
-	if w.status == 0 {
-		w.status = status
-	}
-}
-
-func (w *recorder) Write(b []byte) (int, error) {
-	w.WriteHeader(http.StatusOK)
-	return len(b), nil
-}
-
-func (w *recorder) reset() {
-	clear(w.header)
-	w.status = 0
-}
-
-// retryAfter is the Retry-After the Limiter set, in seconds as it set
-// it, or else, when more than 0, fallback; nil when neither is.
-func (w *recorder) retryAfter(fallback time.Duration) *durationpb.Duration {
-	if s, err := strconv.Atoi(w.header.Get("Retry-After")); err == nil && s > 0 {
-		return durationpb.New(time.Duration(s) * time.Second)
-	}
-	if fallback > 0 {
-		return durationpb.New(fallback)
-	}
-	return nil
 }

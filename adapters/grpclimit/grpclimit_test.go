@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -12,8 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/adapters/grpclimit"
@@ -268,7 +271,7 @@ func TestKeys(t *testing.T) {
 // FailOpen and FailClosed, not what the KeyFunc said.
 func TestInvalidArgument(t *testing.T) {
 	keyErr := errors.New("the secret backend 10.0.0.7 says no")
-	noKey := func(*http.Request) (string, error) { return "", errors.Join(ratelimit.ErrInvalid, keyErr) }
+	noKey := func(ratelimit.Request) (string, error) { return "", errors.Join(ratelimit.ErrInvalid, keyErr) }
 	for name, onError := range map[string]func(http.ResponseWriter, *http.Request, error) bool{"FailOpen": ratelimit.FailOpen, "FailClosed": ratelimit.FailClosed} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -547,40 +550,52 @@ func TestConcurrentCalls(t *testing.T) {
 	}
 }
 
-// TestDenyHandler: a deny handler of the application's that answers
-// with another status than 429 refuses the call with that status's code,
-// as grpc-gateway maps it, and a fixed message.
+// TestDenyHandler: a deny handler of the application's answers HTTP
+// requests; a gRPC call refused is ResourceExhausted with the fixed
+// message whatever the handler would write, so that nothing it writes
+// reaches a gRPC client.
 func TestDenyHandler(t *testing.T) {
-	for _, tt := range []struct {
-		status int // 0: the handler writes nothing
-		want   codes.Code
-	}{{http.StatusForbidden, codes.PermissionDenied}, {0, codes.Unknown}} {
-		deny := ratelimit.WithDenyHandler(func(w http.ResponseWriter, _ *http.Request, _ ratelimit.Decision) {
-			if tt.status != 0 {
-				w.WriteHeader(tt.status)
-				w.Write([]byte("secret: the quota of key k1"))
-			}
-		})
-		r := newRig(t, nil, newLimiter(t, deny, ratelimit.WithLimits(ratelimit.PerMinute(1))))
-		r.call(context.Background(), unary)
-		_, err := r.call(context.Background(), unary)
-		if got := refusalOf(err); got.code != tt.want || got.msg != "refused by the rate limiter" || got.retry != time.Minute {
-			t.Errorf("a deny handler writing %d: got %+v, want %v, refused by the rate limiter, retry 1m", tt.status, got, tt.want)
-		}
+	deny := ratelimit.WithDenyHandler(func(w http.ResponseWriter, _ *http.Request, _ ratelimit.Decision) {
+		w.WriteHeader(http.StatusForbidden)
+		w.Write([]byte("secret: the quota of key k1"))
+	})
+	r := newRig(t, nil, newLimiter(t, deny, ratelimit.WithLimits(ratelimit.PerMinute(1))))
+	r.call(context.Background(), unary)
+	_, err := r.call(context.Background(), unary)
+	if got := refusalOf(err); got.code != codes.ResourceExhausted || got.msg != "rate limit exceeded" || got.retry != time.Minute {
+		t.Errorf("got %+v, want ResourceExhausted, rate limit exceeded, retry 1m", got)
 	}
 }
 
-// TestRequest: the request the Limiter sees of a call: POST of the full
-// method over HTTP/2, to :authority, from the peer, with the metadata as
-// its header, written the HTTP way, without binary keys and
-// pseudo-headers, and with the call's context.
+// TestRequest: what the Limiter reads of a call, with no copy of it into
+// an HTTP request: its metadata by name in any case, without binary keys;
+// its peer; its route, POST of its full method; its context.
 func TestRequest(t *testing.T) {
+	type seenCall struct {
+		http                  bool
+		keys, token           []string
+		peer                  netip.AddrPort
+		route, user, routeKey string
+	}
 	var mu sync.Mutex
-	var seen []*http.Request
-	l := newLimiter(t, ratelimit.WithLimits(ratelimit.PerMinute(10)), ratelimit.WithObserver(func(r *http.Request, _ ratelimit.Event) {
+	var seen []seenCall
+	l := newLimiter(t, ratelimit.WithLimits(ratelimit.PerMinute(10)), ratelimit.WithObserver(func(r ratelimit.Request, _ ratelimit.Event) {
+		c := seenCall{}
+		_, c.http = r.(*http.Request)
+		if h, ok := r.(interface{ Header(string) []string }); ok {
+			c.keys, c.token = h.Header("X-Api-Key"), h.Header("x-token-bin")
+		}
+		if p, ok := r.(interface{ Peer() netip.AddrPort }); ok {
+			c.peer = p.Peer()
+		}
+		if rt, ok := r.(interface{ Route() string }); ok {
+			c.route = rt.Route()
+		}
+		c.user, _ = r.Context().Value(userKey{}).(string)
+		c.routeKey, _ = ratelimit.Route(r)
 		mu.Lock()
 		defer mu.Unlock()
-		seen = append(seen, r.Clone(r.Context()))
+		seen = append(seen, c)
 	}))
 	r := newRig(t, nil, l)
 	for _, kind := range []string{unary, stream} {
@@ -594,23 +609,51 @@ func TestRequest(t *testing.T) {
 		t.Fatalf("observed %d requests, want 2", len(seen))
 	}
 	for i, method := range []string{"/grpc.testing.TestService/UnaryCall", "/grpc.testing.TestService/StreamingOutputCall"} {
-		r := seen[i]
-		host, _, _ := strings.Cut(r.RemoteAddr, ":")
-		got := []string{r.Method, r.URL.Path, r.Proto, host, strings.Join(r.Header["X-Api-Key"], ","), strings.Join(r.Header["X-User"], ",")}
-		want := []string{"POST", method, "HTTP/2.0", "127.0.0.1", "k1,k2", "ann"}
-		if !slices.Equal(got, want) {
-			t.Errorf("%s: got %q, want %q", method, got, want)
+		c := seen[i]
+		if c.http {
+			t.Errorf("%s: the Limiter was given an *http.Request", method)
 		}
-		if !strings.HasPrefix(r.Host, "127.0.0.1:") {
-			t.Errorf("%s: Host %q, want the :authority, 127.0.0.1:port", method, r.Host)
+		if !slices.Equal(c.keys, []string{"k1", "k2"}) || c.token != nil {
+			t.Errorf("%s: X-Api-Key %q, x-token-bin %q; want [k1 k2] and nothing of a binary key", method, c.keys, c.token)
 		}
-		for k := range r.Header {
-			if strings.HasPrefix(k, ":") || strings.HasSuffix(strings.ToLower(k), "-bin") || k != http.CanonicalHeaderKey(k) {
-				t.Errorf("%s: the header has %q: no pseudo-headers, no binary keys, canonical keys only", method, k)
-			}
+		if c.peer.Addr() != netip.MustParseAddr("127.0.0.1") || c.peer.Port() == 0 {
+			t.Errorf("%s: peer %v, want 127.0.0.1 and a port", method, c.peer)
 		}
-		if got, _ := r.Context().Value(userKey{}).(string); got != "ann" {
-			t.Errorf("%s: the context's user is %q, want ann: the call's context", method, got)
+		if want := "POST " + method; c.route != want || c.routeKey != "route:"+want {
+			t.Errorf("%s: route %q, Route's key %q; want %q", method, c.route, c.routeKey, want)
 		}
+		if c.user != "ann" {
+			t.Errorf("%s: the context's user is %q, want ann: the call's context", method, c.user)
+		}
+	}
+}
+
+// TestMissingKey: a call without the metadata its Limiter's HeaderKey
+// reads is InvalidArgument naming that key, never a value; a denied
+// call's QuotaFailure names the key it was counted under as its subject,
+// the hash of the API key, not the key.
+func TestMissingKey(t *testing.T) {
+	key, err := ratelimit.HeaderKey("X-API-Key", []byte("a test secret, 32 bytes at least"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newRig(t, nil, newLimiter(t, ratelimit.WithKey(key), ratelimit.WithLimits(ratelimit.PerMinute(1).Named("api"))))
+	for _, kind := range []string{unary, stream} {
+		_, err := r.call(context.Background(), kind)
+		if got, want := refusalOf(err), `the call cannot be rate limited: the metadata "x-api-key" is missing or empty`; got.code != codes.InvalidArgument || got.msg != want {
+			t.Errorf("%s without x-api-key: got %v %q, want InvalidArgument %q", kind, got.code, got.msg, want)
+		}
+	}
+	r.call(context.Background(), unary, "x-api-key", "secret-k1")
+	_, err = r.call(context.Background(), unary, "x-api-key", "secret-k1")
+	st, _ := status.FromError(err)
+	var subject string
+	for _, d := range st.Details() {
+		if q, ok := d.(*errdetails.QuotaFailure); ok && len(q.GetViolations()) == 1 {
+			subject = q.GetViolations()[0].GetSubject()
+		}
+	}
+	if !strings.HasPrefix(subject, "header:X-Api-Key:") || strings.Contains(subject, "secret-k1") || len(subject) != len("header:X-Api-Key:")+32 {
+		t.Errorf("the denial's subject is %q, want header:X-Api-Key: and the key's hash", subject)
 	}
 }

@@ -53,7 +53,7 @@ func TestMethods(t *testing.T) {
 			t.Parallel()
 			var mu sync.Mutex
 			var routes []string
-			opts := []ratelimit.Option{grpclimit.Methods(table), ratelimit.WithObserver(func(_ *http.Request, e ratelimit.Event) {
+			opts := []ratelimit.Option{grpclimit.Methods(table), ratelimit.WithObserver(func(_ ratelimit.Request, e ratelimit.Event) {
 				mu.Lock()
 				defer mu.Unlock()
 				routes = append(routes, e.Route)

@@ -2,7 +2,6 @@ package grpclimit_test
 
 import (
 	"context"
-	"net/http"
 	"testing"
 	"time"
 
@@ -30,9 +29,9 @@ func TestPlansOnEveryAlgorithm(t *testing.T) {
 					return []ratelimit.Limit{{Algorithm: alg, Quota: quota, Window: window, Name: "plan"}}
 				}
 				r := newRig(t, nil, newLimiter(t,
-					ratelimit.WithKey(func(r *http.Request) (string, error) { return "plan:" + r.Header.Get("X-Plan"), nil }),
-					ratelimit.WithLimitsFunc(func(r *http.Request) []ratelimit.Limit {
-						if r.Header.Get("X-Plan") == "pro" {
+					ratelimit.WithKey(func(r ratelimit.Request) (string, error) { return "plan:" + planOf(r), nil }),
+					ratelimit.WithLimitsFunc(func(r ratelimit.Request) []ratelimit.Limit {
+						if planOf(r) == "pro" {
 							return plan(3)
 						}
 						return plan(1)
@@ -55,4 +54,15 @@ func TestPlansOnEveryAlgorithm(t *testing.T) {
 			})
 		}
 	}
+}
+
+// planOf returns the plan a call names in its metadata "x-plan", as a
+// function of the application reads it of any Request.
+func planOf(r ratelimit.Request) string {
+	if h, ok := r.(interface{ Header(string) []string }); ok {
+		if v := h.Header("X-Plan"); len(v) > 0 {
+			return v[0]
+		}
+	}
+	return ""
 }

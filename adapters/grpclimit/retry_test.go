@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"strconv"
@@ -104,7 +103,7 @@ func retryRig(t *testing.T, limit ratelimit.Limit) (addr string, a *attempts) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := newLimiterOn(t, s, ratelimit.WithLimits(limit), ratelimit.WithKey(func(*http.Request) (string, error) { return "all", nil }))
+	l := newLimiterOn(t, s, ratelimit.WithLimits(limit), ratelimit.WithKey(func(ratelimit.Request) (string, error) { return "all", nil }))
 	a = &attempts{calls: map[string][]attempt{}}
 	server := grpc.NewServer(
 		grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {

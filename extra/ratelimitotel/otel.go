@@ -28,7 +28,6 @@ package ratelimitotel
 
 import (
 	"context"
-	"net/http"
 	"strings"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -130,7 +129,7 @@ func New(mp metric.MeterProvider) (*Observer, error) {
 
 // Observe records e, and adds the "ratelimit.denied" event to the
 // request's span when e is a denial. Pass it to [ratelimit.WithObserver].
-func (o *Observer) Observe(r *http.Request, e ratelimit.Event) {
+func (o *Observer) Observe(r ratelimit.Request, e ratelimit.Event) {
 	ctx := r.Context()
 	if e.Outcome == "changed" { // an operator's change, not a request
 		return

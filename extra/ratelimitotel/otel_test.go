@@ -283,7 +283,7 @@ func TestObserverLeaseRefills(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	everyone := func(*http.Request) (string, error) { return "everyone", nil }
+	everyone := func(ratelimit.Request) (string, error) { return "everyone", nil }
 	l, err := ratelimit.New(s, "api", ratelimit.WithKey(everyone), ratelimit.WithObserver(o.Observe),
 		ratelimit.WithLimits(ratelimit.Limit{Quota: 10_000, Window: time.Minute, Algorithm: ratelimit.FixedWindow, Leased: true, Name: "hot"}))
 	if err != nil {

@@ -26,7 +26,6 @@
 package ratelimitprom
 
 import (
-	"net/http"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -150,7 +149,7 @@ func New() *Metrics {
 }
 
 // Observe counts e. Pass it to [ratelimit.WithObserver].
-func (m *Metrics) Observe(_ *http.Request, e ratelimit.Event) {
+func (m *Metrics) Observe(_ ratelimit.Request, e ratelimit.Event) {
 	if e.Outcome == "changed" { // an operator's change, not a request
 		return
 	}

@@ -46,7 +46,7 @@ func serveKnownSequence(t *testing.T, m *ratelimitprom.Metrics) {
 	}
 	trial, err := ratelimit.New(s, "api",
 		ratelimit.WithLimits(ratelimit.Limit{Algorithm: ratelimit.SlidingLog, Quota: 1, Window: time.Minute, Shadow: true, Name: "new-limit"}, ratelimit.PerMinute(100).Named("rpm")),
-		ratelimit.WithDryRun(func(*http.Request, ratelimit.Decision) {}), // where the shadow limit's would-be denials go
+		ratelimit.WithDryRun(func(ratelimit.Request, ratelimit.Decision) {}), // where the shadow limit's would-be denials go
 		ratelimit.WithObserver(m.Observe))
 	if err != nil {
 		t.Fatal(err)
@@ -219,7 +219,7 @@ func TestLeaseRefills(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := ratelimitprom.New()
-	everyone := func(*http.Request) (string, error) { return "everyone", nil }
+	everyone := func(ratelimit.Request) (string, error) { return "everyone", nil }
 	l, err := ratelimit.New(s, "api", ratelimit.WithKey(everyone), ratelimit.WithObserver(m.Observe),
 		ratelimit.WithLimits(ratelimit.Limit{Quota: 10_000, Window: time.Minute, Algorithm: ratelimit.FixedWindow, Leased: true, Name: "hot"}))
 	if err != nil {

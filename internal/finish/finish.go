@@ -6,6 +6,7 @@ package finish
 
 import (
 	"bufio"
+	"context"
 	"net"
 	"net/http"
 )
@@ -13,7 +14,7 @@ import (
 // A Limiter takes the status of the response to a request it admitted
 // (ratelimit.Limiter.Finish).
 type Limiter interface {
-	Finish(r *http.Request, status int) error
+	Finish(ctx context.Context, status int) error
 }
 
 // A Finisher tells Limiter the status of the response to Request, once: a
@@ -32,7 +33,7 @@ type Finisher struct {
 func (f *Finisher) Finish(status int) {
 	if !f.done {
 		f.done = true
-		f.Limiter.Finish(f.Request, status)
+		f.Limiter.Finish(f.Request.Context(), status)
 	}
 }
 

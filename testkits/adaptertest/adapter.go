@@ -150,7 +150,7 @@ func runSyntax(t *testing.T, fw Framework) {
 		}{{option, fw.Routes(own(table))}, {"ratelimit.WithRoutes", ratelimit.WithRoutes(table)}} {
 			var mu sync.Mutex
 			var observed []string
-			h := pl.Serve(newLimiter(t, routes.option, ratelimit.WithObserver(func(_ *http.Request, e ratelimit.Event) {
+			h := pl.Serve(newLimiter(t, routes.option, ratelimit.WithObserver(func(_ ratelimit.Request, e ratelimit.Event) {
 				mu.Lock()
 				defer mu.Unlock()
 				observed = append(observed, e.Route)

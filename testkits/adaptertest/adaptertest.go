@@ -402,7 +402,7 @@ var Cases = []Case{
 		Name: "skipped requests pass with no headers",
 		Options: func(Framework) []ratelimit.Option {
 			return []ratelimit.Option{
-				ratelimit.WithSkip(func(r *http.Request) bool { return r.URL.Path == "/healthz" }),
+				ratelimit.WithSkip(func(r ratelimit.Request) bool { return r.(*http.Request).URL.Path == "/healthz" }),
 				ratelimit.WithLimits(ratelimit.PerMinute(1).Using(ratelimit.FixedWindow)),
 			}
 		},
@@ -520,8 +520,8 @@ var Cases = []Case{
 		Name: "weighted requests",
 		Options: func(Framework) []ratelimit.Option {
 			return []ratelimit.Option{quiet, ratelimit.WithLimits(ratelimit.PerMinute(5).Using(ratelimit.TokenBucket)),
-				ratelimit.WithCost(func(r *http.Request) int {
-					n, err := strconv.Atoi(r.Header.Get("X-Cost"))
+				ratelimit.WithCost(func(r ratelimit.Request) int {
+					n, err := strconv.Atoi(r.(*http.Request).Header.Get("X-Cost"))
 					if err != nil {
 						return 1
 					}
@@ -581,7 +581,7 @@ var Cases = []Case{
 				fw.Routes(map[string][]ratelimit.Limit{
 					fw.Pattern(Route{"GET", "/api/:id"}): {ratelimit.PerMinute(1).Using(ratelimit.TokenBucket).Named("items")},
 				}),
-				ratelimit.WithSkip(func(r *http.Request) bool { return r.URL.Path == "/healthz" }),
+				ratelimit.WithSkip(func(r ratelimit.Request) bool { return r.(*http.Request).URL.Path == "/healthz" }),
 			}
 		},
 		Steps: []Step{
@@ -649,7 +649,7 @@ func Run(t *testing.T, fw Framework) {
 			var mu sync.Mutex
 			var observed []string
 			if c.Observed != nil {
-				opts = append(opts, ratelimit.WithObserver(func(_ *http.Request, e ratelimit.Event) {
+				opts = append(opts, ratelimit.WithObserver(func(_ ratelimit.Request, e ratelimit.Event) {
 					var denying []string
 					for _, res := range e.Decision.Results() {
 						if !res.Allowed {

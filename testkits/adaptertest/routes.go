@@ -225,7 +225,7 @@ func runRoutes(t *testing.T, pl Placement, c RouteCase, routes ratelimit.Option)
 	var observed []string
 	l, err := ratelimit.New(s, "test", routes,
 		ratelimit.WithLimits(ratelimit.PerMinute(100).Named("default")),
-		ratelimit.WithObserver(func(_ *http.Request, e ratelimit.Event) {
+		ratelimit.WithObserver(func(_ ratelimit.Request, e ratelimit.Event) {
 			mu.Lock()
 			defer mu.Unlock()
 			observed = append(observed, e.Route)

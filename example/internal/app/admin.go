@@ -130,7 +130,7 @@ func (a *App) who(r *http.Request) string {
 
 // logChange logs an operator's change, told to the Limiters' observer,
 // without the key it names, which may be a client's address.
-func (a *App) logChange(_ *http.Request, e ratelimit.Event) {
+func (a *App) logChange(_ ratelimit.Request, e ratelimit.Event) {
 	if e.Outcome != "changed" {
 		return
 	}

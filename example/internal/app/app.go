@@ -173,12 +173,29 @@ var (
 )
 
 // Plan returns the limits of GET /api/ for r's API key: ProLimits for keys
-// beginning "pro-", APILimits for the others.
-func Plan(r *http.Request) []ratelimit.Limit {
-	if strings.HasPrefix(r.Header.Get("X-API-Key"), "pro-") {
+// beginning "pro-", APILimits for the others. It reads the key over HTTP
+// and gRPC alike.
+func Plan(r ratelimit.Request) []ratelimit.Limit {
+	if strings.HasPrefix(apiKeyOf(r), "pro-") {
 		return ProLimits
 	}
 	return APILimits
+}
+
+// apiKeyOf returns the API key r sends: its header X-API-Key, or a gRPC
+// call's metadata "x-api-key".
+func apiKeyOf(r ratelimit.Request) string {
+	var v []string
+	switch r := r.(type) {
+	case *http.Request:
+		v = r.Header.Values("X-API-Key")
+	case interface{ Header(string) []string }:
+		v = r.Header("X-API-Key")
+	}
+	if len(v) == 0 {
+		return ""
+	}
+	return v[0]
 }
 
 // New connects to Redis, or embeds one, and builds the limiters.
@@ -201,7 +218,7 @@ func New(c Config) (*App, error) {
 	}
 	a.closers = append(a.closers, a.Plane.Close)
 	home := ratelimit.Limit{Algorithm: c.Algorithm, Quota: c.Limit, Window: c.Window, Burst: c.Burst, Name: "home"}
-	observe := ratelimit.WithObserver(func(r *http.Request, e ratelimit.Event) {
+	observe := ratelimit.WithObserver(func(r ratelimit.Request, e ratelimit.Event) {
 		a.Metrics.Observe(r, e)
 		a.logChange(r, e)
 	})

@@ -1,4 +1,4 @@
-package ratelimit_test
+package outbound
 
 import (
 	"context"
@@ -6,12 +6,15 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/store"
+	"github.com/ratelimit-go/ratelimit/testkits/redistest"
 	"github.com/ratelimit-go/ratelimit/testkits/storetest"
+	"github.com/redis/go-redis/v9"
 )
 
 // fakeClock is a clock that moves only when Wait sleeps on it, shared by
@@ -44,7 +47,9 @@ func (c *fakeClock) sleep(ctx context.Context, d time.Duration) error {
 func useFakeClock(t *testing.T) (*fakeClock, ratelimit.Store) {
 	t.Helper()
 	c := &fakeClock{t: time.Unix(1_700_000_000, 0)}
-	t.Cleanup(ratelimit.SetWaitClock(c.now, c.sleep))
+	oldNow, oldSleep := waitNow, waitSleep
+	waitNow, waitSleep = c.now, c.sleep
+	t.Cleanup(func() { waitNow, waitSleep = oldNow, oldSleep })
 	s, err := store.NewMemory(store.MemoryOptions{Clock: c.now})
 	if err != nil {
 		t.Fatal(err)
@@ -88,7 +93,7 @@ func TestWaitIsExact(t *testing.T) {
 				cost := 1 + rng.IntN(3)
 				expect := model.Allow(clock.now().UnixMicro(), key, cost, l)
 				clock.slept = nil
-				d, err := ratelimit.Wait(ctx, s, key, cost, set, 0)
+				d, err := waitFor(ctx, s, key, cost, set, 0)
 				if err != nil || !d.Allowed {
 					t.Fatalf("round %d: Wait = %+v, %v; want allowed", round, d, err)
 				}
@@ -119,7 +124,7 @@ func TestWaitNeverSleepsPastTheDeadline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ratelimit.Wait(context.Background(), s, "k", 1, set, 0); err != nil {
+	if _, err := waitFor(context.Background(), s, "k", 1, set, 0); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), clock.now().Add(30*time.Second))
@@ -133,14 +138,14 @@ func TestWaitNeverSleepsPastTheDeadline(t *testing.T) {
 		{"maxWait", context.Background(), 59 * time.Second},
 	} {
 		clock.slept = nil
-		d, err := ratelimit.Wait(tt.ctx, s, "k", 1, set, tt.maxWait)
+		d, err := waitFor(tt.ctx, s, "k", 1, set, tt.maxWait)
 		if d.Allowed || !errors.Is(err, context.DeadlineExceeded) || len(clock.slept) != 0 {
 			t.Errorf("%s: got allowed %v, %v, slept %v; want a denial wrapping DeadlineExceeded, no sleep", tt.name, d.Allowed, err, clock.slept)
 		}
 	}
 	// A maxWait long enough waits.
 	clock.slept = nil
-	if d, err := ratelimit.Wait(context.Background(), s, "k", 1, set, 61*time.Second); err != nil || !d.Allowed || len(clock.slept) != 1 {
+	if d, err := waitFor(context.Background(), s, "k", 1, set, 61*time.Second); err != nil || !d.Allowed || len(clock.slept) != 1 {
 		t.Errorf("maxWait 61s: got allowed %v, %v, slept %v; want allowed after one sleep", d.Allowed, err, clock.slept)
 	}
 }
@@ -162,7 +167,7 @@ func TestWaitRetriesWhenOthersSpend(t *testing.T) {
 			t.Errorf("the other caller was denied")
 		}
 	}
-	d, err := ratelimit.Wait(ctx, s, "k", 1, set, 0)
+	d, err := waitFor(ctx, s, "k", 1, set, 0)
 	if err != nil || !d.Allowed || len(clock.slept) != 2 || clock.slept[0] != time.Second || clock.slept[1] != time.Second {
 		t.Errorf("got allowed %v, %v, slept %v; want allowed after two sleeps of 1s", d.Allowed, err, clock.slept)
 	}
@@ -181,7 +186,7 @@ func TestWaitInvalid(t *testing.T) {
 		cost    int
 		maxWait time.Duration
 	}{{"cost above the quota", 3, 0}, {"negative maxWait", 1, -time.Second}} {
-		if _, err := ratelimit.Wait(context.Background(), s, "k", tt.cost, set, tt.maxWait); !errors.Is(err, ratelimit.ErrInvalid) {
+		if _, err := waitFor(context.Background(), s, "k", tt.cost, set, tt.maxWait); !errors.Is(err, ratelimit.ErrInvalid) {
 			t.Errorf("%s: got %v, want ErrInvalid", tt.name, err)
 		}
 	}
@@ -253,7 +258,7 @@ func TestWaitOnRedis(t *testing.T) {
 				t.Fatalf("%v: %d times the two requests took longer than the %v a unit takes to come back (the last %v)", l, tries, tt.soonest, took)
 			}
 		}
-		d, err := ratelimit.Wait(ctx, s, key, 1, set, 5*time.Second)
+		d, err := waitFor(ctx, s, key, 1, set, 5*time.Second)
 		if err != nil || !d.Allowed {
 			t.Errorf("%v: Wait = %v, %v; want allowed", l, d.Allowed, err)
 		}
@@ -267,7 +272,37 @@ func TestWaitOnRedis(t *testing.T) {
 	s.Allow(context.Background(), "wait:cancel", 1, set)
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(20*time.Millisecond, cancel)
-	if _, err := ratelimit.Wait(ctx, s, "wait:cancel", 1, set, 0); !errors.Is(err, context.Canceled) {
+	if _, err := waitFor(ctx, s, "wait:cancel", 1, set, 0); !errors.Is(err, context.Canceled) {
 		t.Errorf("canceled while waiting a minute: got %v, want context.Canceled", err)
 	}
+}
+
+// newMemory returns a Memory store with the default options.
+func newMemory(t testing.TB) ratelimit.Store {
+	t.Helper()
+	s, err := store.NewMemory(store.MemoryOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+var prefixes atomic.Int64
+
+// sharedRedis returns a new client of the shared redis-server and a key
+// prefix no other test uses.
+func sharedRedis(t *testing.T) (*redis.Client, string) {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: redistest.Shared(t).Addr, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { c.Close() })
+	return c, fmt.Sprintf("wait%d:", prefixes.Add(1))
+}
+
+func newRedisStore(t *testing.T, c store.RedisClient, prefix string) *store.Redis {
+	t.Helper()
+	s, err := store.NewRedis(c, store.RedisOptions{Prefix: prefix})
+	if err != nil {
+		t.Fatalf("NewRedis: %v", err)
+	}
+	return s
 }
