@@ -315,10 +315,6 @@ func (p *Plane) List() ([]Override, bool) {
 
 var script = redis.NewScript(lua.Source("override.lua"))
 
-// aclCommands are the commands the script calls beyond those of the
-// store's ACL rule (store.ACLRule).
-const aclCommands = "+hexists +hget +hlen"
-
 // Set stores o in place of the override of its policy and key, for
 // every instance, then reads the overrides, so that this instance
 // applies it at once. It checks o first, and refuses it, before
@@ -350,12 +346,24 @@ func (p *Plane) Set(ctx context.Context, o Override) error {
 }
 
 // aclHint adds to an error of an ACL user that may not run a command of
-// the script what its rule needs.
+// the script what its rule needs: the store's ACL rule, which covers the
+// overrides (store.ACLRule), and the command Redis named, in its wording
+// or Valkey's ("has no permissions to run the 'hget' command").
 func aclHint(err error) error {
-	if strings.Contains(err.Error(), "can't run this command") {
-		return fmt.Errorf("%w; the overrides need the store's ACL rule (store.ACLRule) and %s", err, aclCommands)
+	msg := err.Error()
+	i := strings.Index(msg, "can't run this command")
+	if i < 0 {
+		i = strings.Index(msg, "has no permissions to run")
 	}
-	return err
+	if i < 0 {
+		return err
+	}
+	if _, rest, ok := strings.Cut(msg[i:], "'"); ok {
+		if name, _, ok := strings.Cut(rest, "'"); ok && name != "" {
+			return fmt.Errorf("%w; the ACL user may not run %s: give it the store's ACL rule (store.ACLRule), which covers the overrides", err, strings.ToLower(name))
+		}
+	}
+	return fmt.Errorf("%w; give the ACL user the store's ACL rule (store.ACLRule), which covers the overrides", err)
 }
 
 // check runs the Limiters' checks of v.

@@ -46,17 +46,21 @@ func (e *misconfiguration) Error() string {
 
 func (e *misconfiguration) Unwrap() []error { return []error{ErrMisconfigured, e.err} }
 
-// storeCommands are the commands the store's scripts call, in lower case;
-// it also needs EVAL and EVALSHA to run them.
+// storeCommands are the commands the library's scripts call, in lower
+// case: the store's, and those of the package admin's overrides and top
+// keys (hexists, hget, hlen), so that one rule serves both; it also
+// needs EVAL and EVALSHA to run them.
 var storeCommands = []string{
 	"ping", "time", "del", "get", "set", "pttl", "pexpire", "incrby", "decrby",
 	"zadd", "zcard", "zcount", "zrange", "zrangebyscore", "zrem", "zremrangebyscore",
-	"hdel", "hgetall", "hincrby", "hmget", "hset",
+	"hdel", "hexists", "hget", "hgetall", "hincrby", "hlen", "hmget", "hset",
 }
 
 // ACLRule returns the Redis ACL rule that allows an ACL user what a store
 // with the given key prefix needs, and nothing else: its keys, EVAL and
-// EVALSHA, and the commands its scripts call. For example,
+// EVALSHA, and the commands its scripts call, and those of the package
+// admin's overrides and top keys, kept under the same prefix. For
+// example,
 //
 //	ACL SETUSER ratelimit on >password <ACLRule("rl:")>
 //
@@ -160,8 +164,14 @@ func misconfigured(err error, prefix string, cluster bool) error {
 			ce.fix = rule()
 		}
 	case strings.Contains(msg, "can't run this command"), strings.Contains(msg, "has no permissions"):
+		// Redis: "... can't run this command or subcommand"; Valkey:
+		// "User x has no permissions to run the 'hget' command".
 		ce.problem = "the ACL user may not run a command the store's scripts call"
 		ce.fix = rule() + " (Redis.Check names the command)"
+		if name, ok := quoted(msg[strings.Index(msg, "run"):]); ok {
+			ce.problem = "the ACL user may not run " + strings.ToLower(name)
+			ce.fix = "add +" + strings.ToLower(name) + " to its rule; " + rule()
+		}
 	case strings.Contains(msg, "can't access") && strings.Contains(msg, "key"):
 		ce.problem = "the ACL user may not use the store's keys"
 		ce.fix = "give it ~" + prefix + "*"

@@ -424,6 +424,7 @@ func TestFaultOf(t *testing.T) {
 		{err: scriptError("NOPERM User u has no permissions to run the 'time' command"), want: fallback.Misconfigured, problem: "may not run time"},
 		{err: scriptError("NOPERM this user has no permissions to access one of the keys used as arguments"), want: fallback.Misconfigured, problem: "may not use the store's keys"},
 		{err: scriptError("ERR The user executing the script can't run this command or subcommand script: 802b49d9, on @user_script:147."), want: fallback.Misconfigured, problem: "a command the store's scripts call"},
+		{err: scriptError("ERR ACL failure in script: User u has no permissions to run the 'hget' command script: 802b49d9, on @user_script:147."), want: fallback.Misconfigured, problem: "may not run hget"}, // Valkey 8
 		{err: scriptError("ERR unknown command 'EVALSHA', with args beginning with: "), want: fallback.Misconfigured, problem: "renamed or disabled evalsha"},
 		{err: scriptError("ERR Unknown Redis command called from script script: 104ae65d, on @user_script:1."), want: fallback.Misconfigured, problem: "a command the store's scripts call"},
 	} {
