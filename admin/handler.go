@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"html/template"
+	"io"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -28,9 +29,9 @@ import (
 //
 //	GET    policies   the limits of the Limiters given the Plane, as in force now:
 //	                  [{"policy", "route", "algorithm", "limit", "window_ms", "shadow", "overridden"}]
-//	GET    overrides  [{"policy", "key", "quota", "window_ms", "shadow", "label"}]
-//	PUT    overrides  {"policy", "key", "quota", "window_ms", "shadow"}: set one; 204
-//	DELETE overrides  ?policy=P&key=K: delete one; 204
+//	GET    overrides  [{"policy", "stored_key", "label", "quota", "window_ms", "shadow"}]
+//	PUT    overrides  {"policy", "key" or "stored_key", "quota", "window_ms", "shadow"}: set one; 204
+//	DELETE overrides  the same object, or ?policy=P&key=K or ?policy=P&stored_key=K: delete one; 204, 404 when none
 //	PUT    shadow     {"policy", "shadow"}: put a policy in shadow, or enforce it; 204
 //	GET    top        ?policy=P&last=1m|1h&n=20: [{"key", "label", "denied", "low", "high"}], most denied first
 //	GET    health     whether the overrides were read, and each Fallback's health
@@ -38,14 +39,17 @@ import (
 //
 // In an override, "quota" is -1 for unlimited, 0 for blocked, a quota
 // above 0, or absent (null) for the limit's own; "shadow" is true for
-// shadow, false for enforced, or absent for the limit's own. "key" is
-// the key as the client sends it, which Options.Key turns into the form
-// the store is given (as Override's Key), or "" for the whole policy;
-// "stored_key" gives that form itself, as the listings show it (a
-// prefix, "x*", is given so); "label" is Options.Label's name of the key,
-// in listings. A bad request is a 400 whose JSON "error"
-// names the field; a Redis failure a 503 that says so, the cause in the
-// Plane's log. Every change is told to the observer of one Limiter given
+// shadow, false for enforced, or absent for the limit's own. "stored_key"
+// is the key in the form the store is given (as Override's Key), as the
+// listings give it, "" for the whole policy, and a prefix "x*"; "key" is
+// the key as the client sends it instead, which Options.Key turns into
+// that form. An entry of a listing can be sent back unchanged to PUT or
+// DELETE ("label", Options.Label's name of the key, is read-only). A key
+// in the store's form given as "key", or a stored key that the policy's
+// key function could not have made, is refused naming the fix. A bad
+// request is a 400 whose JSON "error" names the field and the value
+// expected; a Redis failure a 503 that says so, the cause in the Plane's
+// log. Every change is told to the observer of one Limiter given
 // the Plane, the first that has the policy (ratelimit.Event's outcome
 // "changed": who, what, before, after), who being what Options.Who says.
 func (p *Plane) Handler() http.Handler { return handler{p} }
@@ -86,9 +90,9 @@ var allowed = map[string]string{"": "GET", "policies": "GET", "overrides": "GET,
 // overrideView is an override as the endpoints read and write it.
 type overrideView struct {
 	Policy    string  `json:"policy"`
-	Key       string  `json:"key"`
+	Key       string  `json:"key,omitempty"`
 	StoredKey *string `json:"stored_key,omitempty"`
-	Label     string  `json:"label,omitempty"` // Options.Label's, when listed
+	Label     string  `json:"label,omitempty"` // Options.Label's, when listed; ignored when sent back
 	Quota     *int    `json:"quota"`
 	WindowMS  int64   `json:"window_ms,omitempty"`
 	Shadow    *bool   `json:"shadow,omitempty"`
@@ -96,7 +100,7 @@ type overrideView struct {
 
 // viewOf returns the view of o, whose key is in the store's form.
 func viewOf(o Override) overrideView {
-	v := overrideView{Policy: o.Policy, Key: o.Key, WindowMS: o.Window.Milliseconds()}
+	v := overrideView{Policy: o.Policy, StoredKey: ptr(o.Key), WindowMS: o.Window.Milliseconds()}
 	switch {
 	case o.Unlimited:
 		v.Quota = ptr(-1)
@@ -115,6 +119,15 @@ func viewOf(o Override) overrideView {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// KeyText is the key as the page shows it: the store's form, "" for the
+// whole policy.
+func (v overrideView) KeyText() string {
+	if v.StoredKey != nil {
+		return *v.StoredKey
+	}
+	return v.Key
+}
 
 // QuotaText is the quota as the page shows it.
 func (v overrideView) QuotaText() string {
@@ -186,28 +199,42 @@ func (h handler) set(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// delete handles DELETE overrides.
+// delete handles DELETE overrides: of the override a listing's entry in
+// the body names, or that the query names.
 func (h handler) delete(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	var stored *string
-	if q.Has("stored_key") {
-		stored = ptr(q.Get("stored_key"))
+	var v overrideView
+	if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody && r.URL.RawQuery == "" {
+		if !readJSON(w, r, &v) {
+			return
+		}
+	} else {
+		q := r.URL.Query()
+		v.Policy, v.Key = q.Get("policy"), q.Get("key")
+		if q.Has("stored_key") {
+			v.StoredKey = ptr(q.Get("stored_key"))
+		}
 	}
-	key, problem := h.storedKey(q.Get("policy"), q.Get("key"), stored)
+	if v.Policy == "" {
+		writeError(w, http.StatusBadRequest, "policy is missing: name the limit whose override to delete")
+		return
+	}
+	key, problem := h.storedKey(v.Policy, v.Key, v.StoredKey)
 	if problem != "" {
 		writeError(w, http.StatusBadRequest, problem)
 		return
 	}
-	policy := q.Get("policy")
-	if policy == "" {
-		writeError(w, http.StatusBadRequest, "policy is missing: name the limit whose override to delete")
+	if !h.done(w, h.p.sync(r.Context())) {
 		return
 	}
-	before := h.current(policy, key)
-	if !h.done(w, h.p.Delete(r.Context(), policy, key)) {
+	before := h.current(v.Policy, key)
+	if before == "" {
+		writeError(w, http.StatusNotFound, "no override of "+v.Policy+" for stored_key "+strconv.Quote(key))
 		return
 	}
-	h.audit(r, policy, "override "+policy+" "+strconv.Quote(key), before, "")
+	if !h.done(w, h.p.Delete(r.Context(), v.Policy, key)) {
+		return
+	}
+	h.audit(r, v.Policy, "override "+v.Policy+" "+strconv.Quote(key), before, "")
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -233,15 +260,27 @@ func (h handler) shadow(w http.ResponseWriter, r *http.Request) {
 }
 
 // storedKey returns the store's form of the key a client sends for
-// policy, or the stored key itself when given, or what is wrong.
+// policy, or the stored key itself when given, or what is wrong: both
+// given; a key already in the store's form given as "key"; a stored key
+// the policy's key function could not have made (see keyShape).
 func (h handler) storedKey(policy, key string, stored *string) (string, string) {
+	tag, size := h.keyShape(policy)
 	switch {
 	case stored != nil && key != "":
 		return "", "key and stored_key are both given: give one"
+	case stored != nil && *stored != "" && tag != "":
+		k := *stored
+		prefix := strings.HasSuffix(k, "*")
+		if !strings.HasPrefix(k, tag) && !(prefix && strings.HasPrefix(tag, strings.TrimSuffix(k, "*"))) || !prefix && size > 0 && len(k) != size {
+			return "", "stored_key " + strconv.Quote(k) + " is no key the key function of " + policy + " makes (they start " + strconv.Quote(tag) + "): give the key as the client sends it, as key, or a stored_key from a listing"
+		}
+		return k, ""
 	case stored != nil:
 		return *stored, ""
 	case key == "" || h.p.keyOf == nil:
 		return key, ""
+	case tag != "" && strings.HasPrefix(key, tag):
+		return "", "key " + strconv.Quote(key) + " is in the store's form, as listings give it: send it as stored_key"
 	case strings.HasSuffix(key, "*"):
 		return "", "key " + strconv.Quote(key) + " is a prefix: give it in the store's form, as stored_key"
 	}
@@ -250,6 +289,31 @@ func (h handler) storedKey(policy, key string, stored *string) (string, string) 
 		return "", "key: " + err.Error()
 	}
 	return k, ""
+}
+
+// keyShape returns what every stored key of policy starts with, and
+// their length when it is fixed (a hash), as Options.Key makes them of
+// two keys a client could send: the part both share, up to its last
+// ':' ("ip:", "header:X-Api-Key:"). It returns "" without Options.Key,
+// or when it takes neither key.
+func (h handler) keyShape(policy string) (tag string, size int) {
+	if h.p.keyOf == nil {
+		return "", 0
+	}
+	a, errA := h.p.keyOf(policy, "192.0.2.1")
+	b, errB := h.p.keyOf(policy, "203.0.113.9")
+	if errA != nil || errB != nil {
+		return "", 0
+	}
+	n := 0
+	for n < len(a) && n < len(b) && a[n] == b[n] {
+		n++
+	}
+	tag = a[:strings.LastIndexByte(a[:n], ':')+1]
+	if len(a) == len(b) {
+		size = len(a)
+	}
+	return tag, size
 }
 
 // current returns the override of policy and key, as JSON, or "".
@@ -436,21 +500,60 @@ func (h handler) page(w http.ResponseWriter, r *http.Request) {
 // readJSON decodes r's body, at most 64 KiB of one JSON object with no
 // unknown field, into v, or answers a 400 saying why.
 func readJSON(w http.ResponseWriter, r *http.Request, v any) bool {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 64<<10))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "the body is longer than 64 KiB")
+		return false
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		var typ *json.UnmarshalTypeError
 		msg := "the body is not a JSON object of the fields this endpoint takes"
 		switch {
 		case errors.As(err, &typ):
-			msg = typ.Field + ": want a " + typ.Type.String()
+			msg = typ.Field + ": " + expected[typ.Field] + ", not " + rawField(body, typ.Field)
 		case strings.HasPrefix(err.Error(), "json: unknown field "):
-			msg = "unknown field " + strings.TrimPrefix(err.Error(), "json: unknown field ")
+			name := strings.TrimPrefix(err.Error(), "json: unknown field ")
+			msg = "unknown field " + name
+			if hint := instead[strings.Trim(name, `"`)]; hint != "" {
+				msg += ": " + hint
+			}
 		}
 		writeError(w, http.StatusBadRequest, msg)
 		return false
 	}
 	return true
+}
+
+// expected says what each field of the endpoints' bodies takes.
+var expected = map[string]string{
+	"policy":     "a limit's name, a string",
+	"key":        "the key as the client sends it, a string",
+	"stored_key": "the key in the store's form, a string, as listings give it",
+	"label":      "a string, which listings give and a change ignores",
+	"quota":      "a number (-1 for unlimited, 0 for blocked, a quota above 0) or null for the limit's",
+	"window_ms":  "a number of milliseconds",
+	"shadow":     "true, false or null",
+}
+
+// instead says what to write in place of a field the endpoints do not
+// take but a user may guess.
+var instead = map[string]string{
+	"unlimited": `write "quota": -1 for unlimited`,
+	"blocked":   `write "quota": 0 for blocked`,
+	"window":    `write "window_ms", in milliseconds`,
+	"enforced":  `write "shadow": false to enforce`,
+}
+
+// rawField returns the JSON text body gives field, "" when it gives none
+// or body is not an object.
+func rawField(body []byte, field string) string {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(body, &m) != nil || m[field] == nil {
+		return "that"
+	}
+	return string(m[field])
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

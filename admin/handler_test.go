@@ -138,7 +138,12 @@ func TestHandler(t *testing.T) {
 		{"PUT", "/admin/overrides", `{"policy":"rpm","key":"k1","quota":-2}`, 400, `quota is -2`},
 		{"PUT", "/admin/overrides", `{"policy":"nope","key":"k1","quota":5}`, 400, `Policy \"nope\" is the name of no limit`},
 		{"PUT", "/admin/overrides", `{"policy":"login","key":"k1","quota":500000}`, 400, `Quota`},
-		{"PUT", "/admin/overrides", `{"policy":"rpm","key":"k1","quota":"many"}`, 400, `quota: want a int`},
+		{"PUT", "/admin/overrides", `{"policy":"rpm","key":"k1","quota":"many"}`, 400, `quota: a number (-1 for unlimited, 0 for blocked, a quota above 0) or null for the limit's, not \"many\"`},
+		{"PUT", "/admin/overrides", `{"policy":"rpm","key":"k1","quota":"100"}`, 400, `not \"100\"`},
+		{"PUT", "/admin/overrides", `{"policy":"rpm","key":"k1","unlimited":true}`, 400, `unknown field \"unlimited\": write \"quota\": -1 for unlimited`},
+		{"PUT", "/admin/overrides", `{"policy":"rpm","key":"header:X-Api-Key:0123456789abcdef0123456789abcdef","quota":5}`, 400, `is in the store's form, as listings give it: send it as stored_key`},
+		{"PUT", "/admin/overrides", `{"policy":"rpm","stored_key":"k1","quota":5}`, 400, `stored_key \"k1\" is no key the key function of rpm makes (they start \"header:X-Api-Key:\")`},
+		{"DELETE", "/admin/overrides?policy=rpm&key=nobody", "", 404, `no override of rpm`},
 		{"PUT", "/admin/overrides", `{"policy":"rpm","key":"k1","qouta":5}`, 400, `unknown field \"qouta\"`},
 		{"PUT", "/admin/overrides", `{"policy":"rpm","key":"k*","quota":5}`, 400, `is a prefix`},
 		{"PUT", "/admin/overrides", `{"policy":"rpm","stored_key":"header:X-Api-Key:*","window_ms":120000}`, 204, ""},
@@ -267,5 +272,56 @@ func TestPageInChromium(t *testing.T) {
 	}
 	if regexp.MustCompile(`(src|href)="?(https?:)?//`).MatchString(dom) || strings.Contains(dom, "<script") {
 		t.Errorf("the page loads something from elsewhere, or has a script:\n%s", dom)
+	}
+}
+
+// TestRoundTrip: every entry of a listing, sent back unchanged, sets the
+// same override (PUT, 204) and then deletes it (DELETE with the entry as
+// its body, 204), after which it is gone (DELETE again: 404); putting a
+// policy in shadow and back leaves no override behind.
+func TestRoundTrip(t *testing.T) {
+	t.Parallel()
+	a := newAdminApp(t)
+	for _, body := range []string{
+		`{"policy":"rpm","key":"k1","quota":20}`,
+		`{"policy":"rpm","key":"k2","quota":5,"shadow":true}`,
+		`{"policy":"rpm","stored_key":"header:X-Api-Key:*","window_ms":120000}`,
+		`{"policy":"rpm","quota":-1}`,
+	} {
+		if status, out := a.call(t, "PUT", "/admin/overrides", body); status != 204 {
+			t.Fatalf("PUT %s: %d %s", body, status, out)
+		}
+	}
+	status, listed := a.call(t, "GET", "/admin/overrides", "")
+	var entries []json.RawMessage
+	if err := json.Unmarshal([]byte(listed), &entries); status != 200 || err != nil || len(entries) != 4 {
+		t.Fatalf("GET overrides: %d %s (%v), want 4 entries", status, listed, err)
+	}
+	for _, e := range entries {
+		if status, out := a.call(t, "PUT", "/admin/overrides", string(e)); status != 204 {
+			t.Errorf("PUT of the listed %s: %d %s, want 204", e, status, out)
+		}
+	}
+	if _, again := a.call(t, "GET", "/admin/overrides", ""); again != listed {
+		t.Errorf("after PUT of each listed entry unchanged, the listing is %s, want %s", again, listed)
+	}
+	for _, e := range entries {
+		if status, out := a.call(t, "DELETE", "/admin/overrides", string(e)); status != 204 {
+			t.Errorf("DELETE of the listed %s: %d %s, want 204", e, status, out)
+		}
+		if status, _ := a.call(t, "DELETE", "/admin/overrides", string(e)); status != 404 {
+			t.Errorf("DELETE of %s again: %d, want 404", e, status)
+		}
+	}
+	if _, left := a.call(t, "GET", "/admin/overrides", ""); left != "[]\n" {
+		t.Errorf("after deleting every listed entry, the listing is %s, want []", left)
+	}
+	for _, shadow := range []string{"true", "false"} {
+		if status, out := a.call(t, "PUT", "/admin/shadow", `{"policy":"login","shadow":`+shadow+`}`); status != 204 {
+			t.Fatalf("PUT shadow %s: %d %s", shadow, status, out)
+		}
+	}
+	if _, left := a.call(t, "GET", "/admin/overrides", ""); left != "[]\n" {
+		t.Errorf("after login's shadow flipped on and back, the listing is %s, want [] (login is enforced by itself)", left)
 	}
 }

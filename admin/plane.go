@@ -389,7 +389,10 @@ func (p *Plane) check(v override.Override) error {
 // only that of the policy's override for every key (Key ""), keeping
 // its quota and window, in one step that no other change can split; a
 // key's own override that says Shadow or Enforced still wins for that
-// key. It checks the policy as Set does.
+// key. Enforcing a policy that the Limiters given the Plane configure,
+// none as shadow by itself, leaves it its own: nothing of shadow stays in
+// the override, which goes when nothing else is in it.
+// It checks the policy as Set does.
 func (p *Plane) SetShadow(ctx context.Context, policy string, shadow bool) error {
 	v := override.Override{Policy: policy, Shadow: shadow, Enforce: !shadow}
 	if err := v.Check(); err != nil {
@@ -399,8 +402,11 @@ func (p *Plane) SetShadow(ctx context.Context, policy string, shadow bool) error
 		return err
 	}
 	mode := "enforce"
-	if shadow {
+	switch {
+	case shadow:
 		mode = "shadow"
+	case p.enforcedByItself(policy):
+		mode = "own"
 	}
 	err := script.Run(ctx, p.client, []string{p.key}, "mode", field(policy, ""), mode, p.life.Milliseconds(), p.most).Err()
 	if err != nil && strings.Contains(err.Error(), "overrides full") {
@@ -410,6 +416,24 @@ func (p *Plane) SetShadow(ctx context.Context, policy string, shadow bool) error
 		return fmt.Errorf("admin: setting the shadow of %s: %w", policy, aclHint(err))
 	}
 	return p.sync(ctx)
+}
+
+// enforcedByItself reports whether the Limiters given the Plane configure
+// policy, and none of them as a shadow limit: enforcing it is then its
+// own, which an override need not say.
+func (p *Plane) enforcedByItself(policy string) bool {
+	known := false
+	for _, l := range p.attached() {
+		for _, c := range l.Policies() {
+			if c.Name == policy {
+				if c.Shadow {
+					return false
+				}
+				known = true
+			}
+		}
+	}
+	return known
 }
 
 // Delete removes the override of policy and key, if any, for every

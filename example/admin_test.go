@@ -147,7 +147,7 @@ func TestAdminContract(t *testing.T) {
 		want               string
 	}{
 		{"GET", "/policies", "", 200, `{"policy":"gen-tpm","algorithm":"sliding-window","limit":40000,"window_ms":60000,"shadow":false,"overridden":false}`},
-		{"GET", "/overrides", "", 200, `[{"policy":"gen-tpm","key":"header:X-Api-Key:`},
+		{"GET", "/overrides", "", 200, `[{"policy":"gen-tpm","stored_key":"header:X-Api-Key:`},
 		{"GET", "/overrides", "", 200, `"quota":100000}]`},
 		{"PUT", "/overrides", `{"policy":"gen-tpm","key":"k1","quota":-7}`, 400, `"error":"quota is -7`},
 		{"PUT", "/overrides", `{"policy":"gen-tpmm","key":"k1","quota":7}`, 400, `gen-tpmm`},

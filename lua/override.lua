@@ -9,9 +9,11 @@
 -- ARGV     the operation, then its arguments:
 --            "read", the version known, the life in ms;
 --            "set", the field, the override, the life, the most overrides;
---            "mode", the field, "shadow" or "enforce", the life, the most
---            overrides: the override's shadow or enforcement set, and the
---            rest of it kept (a new one holds that alone);
+--            "mode", the field, "shadow", "enforce" or "own", the life, the
+--            most overrides: the override's shadow or enforcement set, or
+--            neither ("own": the limit's own, and an override left with
+--            nothing else goes), and the rest of it kept (a new one holds
+--            that alone);
 --            "del", the field, the life.
 --          Each renews the hash's life: a read when less than half of it
 --          is left, a change always.
@@ -69,10 +71,19 @@ if op == 'set' or op == 'mode' then
   if op == 'mode' then
     local o = old and cjson.decode(old) or { quota = 0 }
     o.shadow, o.enforce = nil, nil
-    o[value] = true
+    if value ~= 'own' then
+      o[value] = true
+    end
     value = cjson.encode(o)
+    if value == '{"quota":0}' then
+      value = nil -- nothing left: the limit's own
+    end
   end
-  redis.call('HSET', key, field, value)
+  if value then
+    redis.call('HSET', key, field, value)
+  elseif not old or redis.call('HDEL', key, field) == 0 then
+    return tonumber(redis.call('HGET', key, 'v') or '0')
+  end
   version = bump()
   renew(life)
 elseif op == 'del' then
