@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"sync"
 	"testing"
 	"time"
@@ -150,24 +149,10 @@ func TestFaultFallbackProcesses(t *testing.T) {
 	reports := make([]outageReport, instances)
 	var wg sync.WaitGroup
 	for i := range instances {
-		env, err := json.Marshal(outageInstance{Addr: srv.Addr, Prefix: "rl-processes:", Callers: 8, Start: start.UnixMicro(), Stop: stop.UnixMicro()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), outageEnv+"="+string(env))
-		cmd.Stderr = os.Stderr
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
+		wait := startInstance(t, outageEnv, outageInstance{Addr: srv.Addr, Prefix: "rl-processes:", Callers: 8, Start: start.UnixMicro(), Stop: stop.UnixMicro()}, &reports[i])
 		wg.Go(func() {
-			err := json.NewDecoder(out).Decode(&reports[i])
-			if werr := cmd.Wait(); err != nil || werr != nil {
-				t.Errorf("instance %d: %v, %v", i, err, werr)
+			if err := wait(); err != nil {
+				t.Errorf("instance %d: %v", i, err)
 			}
 		})
 	}

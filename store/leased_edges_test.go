@@ -7,9 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -314,26 +312,11 @@ func edgeRun(t *testing.T, cfg edgeConfig, d time.Duration) ([]edgeAdmission, []
 	for i := range instances {
 		c := cfg
 		c.Out = filepath.Join(dir, fmt.Sprint("admitted-", i))
-		env, err := json.Marshal(c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), edgeEnv+"="+string(env))
-		cmd.Stderr = os.Stderr
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
+		var rep edgeReport
+		wait := startInstance(t, edgeEnv, c, &rep)
 		wg.Go(func() {
-			var rep edgeReport
-			err := json.NewDecoder(out).Decode(&rep)
-			io.Copy(io.Discard, out)
-			if werr := cmd.Wait(); err != nil || werr != nil {
-				t.Errorf("instance %d: %v, %v", i, err, werr)
+			if err := wait(); err != nil {
+				t.Errorf("instance %d: %v", i, err)
 				return
 			}
 			f, err := os.ReadFile(c.Out)
