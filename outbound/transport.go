@@ -234,9 +234,6 @@ func (t *Transport) learn(ctx context.Context, b *budget, resp *http.Response, d
 	for _, p := range problems {
 		t.stats.ignore(p.Reason)
 	}
-	if err := b.learn(ctx, t.store, info.Policies, probe); err != nil {
-		t.stats.storeErrors.Add(1)
-	}
 	hold := time.Duration(0)
 	if info.Limited {
 		t.stats.limited.Add(1)
@@ -248,8 +245,6 @@ func (t *Transport) learn(ctx context.Context, b *budget, resp *http.Response, d
 	for _, l := range info.Limits {
 		if l.Remaining == 0 {
 			hold = max(hold, l.Reset)
-		} else if err := b.catchUp(ctx, t.store, l, d); err != nil {
-			t.stats.storeErrors.Add(1)
 		}
 	}
 	if hold > t.maxDelay {
@@ -259,8 +254,21 @@ func (t *Transport) learn(ctx context.Context, b *budget, resp *http.Response, d
 		t.stats.ignore(ratefields.ReasonCapped)
 	}
 	if hold > 0 {
+		// Before what the response taught is published: the requests
+		// waiting on a probe wake to find the hold, not a budget with
+		// room under the limits just learned.
 		if err := t.hold(ctx, b, min(hold, t.maxDelay)); err != nil {
 			t.stats.storeErrors.Add(1)
+		}
+	}
+	if err := b.learn(ctx, t.store, info.Policies, probe); err != nil {
+		t.stats.storeErrors.Add(1)
+	}
+	for _, l := range info.Limits {
+		if l.Remaining != 0 {
+			if err := b.catchUp(ctx, t.store, l, d); err != nil {
+				t.stats.storeErrors.Add(1)
+			}
 		}
 	}
 }

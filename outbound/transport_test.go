@@ -3,6 +3,9 @@ package outbound_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"github.com/ratelimit-go/ratelimit/testkits/redistest"
+	"github.com/redis/go-redis/v9"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -477,5 +480,40 @@ func TestCatchesUp(t *testing.T) {
 	ok, limited, refused := send(t, c, u.URL, 8, 10, 5*time.Second)
 	if ok != 3 || limited != 0 || refused != 7 {
 		t.Errorf("got %d served, %d refused by the upstream, %d refused before sending; want 3, 0, 7", ok, limited, refused)
+	}
+}
+
+// TestFreshProcessFacingASpentUpstream: a fresh Transport, 16 workers at
+// once, and an upstream whose quota is spent for the next 30 seconds: the
+// first request goes alone, as the probe, and its refusal holds every
+// request waiting on it, so that the upstream sees that one request, not
+// one per worker woken before the hold was written.
+func TestFreshProcessFacingASpentUpstream(t *testing.T) {
+	var hits atomic.Int64
+	u := newUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		w.Header().Set("RateLimit-Policy", `"api";q=10;w=60`)
+		w.Header().Set("RateLimit", `"api";r=0;t=30`)
+		w.Header().Set("Retry-After", "30")
+		w.WriteHeader(http.StatusTooManyRequests)
+	}))
+	c := redis.NewClient(&redis.Options{Addr: redistest.Shared(t).Addr})
+	t.Cleanup(func() { c.Close() })
+	for round := range 10 {
+		for i, opts := range [][]outbound.Option{{outbound.WithoutWaiting()}, {outbound.WithMaxWait(time.Second)}} {
+			hits.Store(0)
+			s, err := store.NewRedis(c, store.RedisOptions{Prefix: fmt.Sprintf("fresh%d-%d-%d:", time.Now().UnixNano(), round, i)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tr, err := outbound.New(nil, s, opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, limited, refused := send(t, &http.Client{Transport: tr}, u.URL, 16, 16, 5*time.Second)
+			if n := hits.Load(); n != 1 || limited != 1 || refused != 15 {
+				t.Errorf("round %d, %d: the upstream saw %d requests (%d refused by it, %d before they were sent), want 1: the probe alone", round, i, n, limited, refused)
+			}
+		}
 	}
 }
