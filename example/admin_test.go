@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os/exec"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -234,4 +236,66 @@ func lineWith(out, s string) string {
 		}
 	}
 	return ""
+}
+
+// TestAdminRoundTripWithCurl: the admin API driven with curl from its own
+// listings, as an operator does: each entry GET overrides lists, sent
+// back unchanged with PUT, leaves the listing as it was; sent as the body
+// of a DELETE, it deletes the override (204), and again, finds none
+// (404); the listing ends empty.
+func TestAdminRoundTripWithCurl(t *testing.T) {
+	t.Parallel()
+	curl, err := exec.LookPath("curl")
+	if err != nil {
+		t.Skip("no curl on PATH: the operators' client this test drives the admin API with")
+	}
+	bin := build(t)["net/http"]
+	srv := redistest.Require(t)
+	_, out := startWith(t, nil, bin, "-redis", "redis://"+srv.Addr+"/0", "-key-secret", "a shared secret of the test, 32b",
+		"-admin", "127.0.0.1:0", "-admin-token", adminToken)
+	admin := adminURL(t, out)
+	run := func(args ...string) (int, string) {
+		t.Helper()
+		args = append([]string{"-s", "-w", "\n%{http_code}", "-H", "Authorization: Bearer " + adminToken}, args...)
+		b, err := exec.Command(curl, args...).Output()
+		if err != nil {
+			t.Fatalf("curl %q: %v", args, err)
+		}
+		i := strings.LastIndexByte(string(b), '\n') // -w put the status after the body
+		status, _ := strconv.Atoi(string(b[i+1:]))
+		return status, string(b[:i])
+	}
+	for _, body := range []string{
+		`{"policy":"gen-tpm","key":"k1","quota":100000}`,
+		`{"policy":"gen-tpm","key":"k2","quota":-1}`,
+		`{"policy":"home","key":"127.0.0.1","quota":3,"shadow":true}`,
+	} {
+		if status, out := run("-X", "PUT", "-d", body, admin+"/overrides"); status != 204 {
+			t.Fatalf("PUT %s: %d %s", body, status, out)
+		}
+	}
+	status, listed := run(admin + "/overrides")
+	var entries []json.RawMessage
+	if err := json.Unmarshal([]byte(listed), &entries); status != 200 || err != nil || len(entries) != 3 {
+		t.Fatalf("GET overrides: %d %s (%v), want 3 entries", status, listed, err)
+	}
+	for _, e := range entries {
+		if status, out := run("-X", "PUT", "-d", string(e), admin+"/overrides"); status != 204 {
+			t.Errorf("PUT of the listed %s: %d %s", e, status, out)
+		}
+	}
+	if _, again := run(admin + "/overrides"); again != listed {
+		t.Errorf("after each listed entry was sent back, the listing is %s, want %s", again, listed)
+	}
+	for _, e := range entries {
+		if status, out := run("-X", "DELETE", "-d", string(e), admin+"/overrides"); status != 204 {
+			t.Errorf("DELETE of the listed %s: %d %s", e, status, out)
+		}
+		if status, _ := run("-X", "DELETE", "-d", string(e), admin+"/overrides"); status != 404 {
+			t.Errorf("DELETE of %s again: %d, want 404", e, status)
+		}
+	}
+	if _, left := run(admin + "/overrides"); strings.TrimSpace(left) != "[]" {
+		t.Errorf("after every listed entry was deleted, the listing is %s, want []", left)
+	}
 }
