@@ -221,7 +221,7 @@ func (l *Limiter) Decide(r Request) Verdict {
 		hdr := http.Header{}
 		return l.verdict(l.decide(hr, s, p, pattern, hdr), s, hdr)
 	}
-	p, pattern := l.routeOf(routeOf(r))
+	p, pattern := l.namedRoutePolicy(routeOf(r))
 	if p == nil && l.limitsFunc == nil {
 		return Verdict{Allowed: true, Context: ctx}
 	}
@@ -271,7 +271,7 @@ func (l *Limiter) decide(req Request, s *requestState, p *policy, pattern string
 		return v
 	}
 	var key string
-	cost := 1
+	var cost int
 	if k, ok := s.inner.(*keyRequest); ok && req == Request(s) {
 		key, cost = storeKeyOf(p.prefix, k.key, &s.buf), k.cost
 	} else if key, err = storeKey(req, l.keyFunc, p.prefix, &s.buf); err != nil {
@@ -279,8 +279,8 @@ func (l *Limiter) decide(req Request, s *requestState, p *policy, pattern string
 		v.Missing = missingField(err)
 		l.fail(req, err, Event{Route: pattern})
 		return v
-	} else if l.costFunc != nil {
-		cost = l.costFunc(req)
+	} else {
+		cost = l.costOf(req)
 	}
 	v.Key = key[len(p.prefix):]
 	if l.overrides.Table != nil {
@@ -372,9 +372,9 @@ func (l *Limiter) routePolicy(r *http.Request) (*policy, string) {
 	return l.all, ""
 }
 
-// routeOf is routePolicy for a request outside HTTP, by its route (see
+// namedRoutePolicy is routePolicy for a request outside HTTP, by its route (see
 // routeTable.matchRoute).
-func (l *Limiter) routeOf(route string) (*policy, string) {
+func (l *Limiter) namedRoutePolicy(route string) (*policy, string) {
 	if rt, ok := l.routes.matchRoute(route); ok {
 		return rt.policy, rt.pattern
 	}
@@ -732,7 +732,7 @@ func (l *Limiter) policyFor(r Request) (*policy, error) {
 	if hr, ok := r.(*http.Request); ok {
 		p, pattern = l.routePolicy(hr)
 	} else {
-		p, pattern = l.routeOf(routeOf(r))
+		p, pattern = l.namedRoutePolicy(routeOf(r))
 	}
 	return l.funcPolicy(r, p, pattern)
 }
