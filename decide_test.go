@@ -149,7 +149,7 @@ type tenantCtx struct{}
 // TestDecideOverridesAndShadow: an override by key, and a Shadow limit
 // that would deny, by key as over HTTP.
 func TestDecideOverridesAndShadow(t *testing.T) {
-	table, err := override.NewTable([]override.Override{{Policy: "jobs", Key: "vip", Quota: 5}, {Policy: "jobs", Key: "blocked", Quota: override.Blocked}})
+	table, err := override.NewTable([]override.Override{{Policy: "jobs", StoredKey: "vip", Quota: 5}, {Policy: "jobs", StoredKey: "blocked", Blocked: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +159,7 @@ func TestDecideOverridesAndShadow(t *testing.T) {
 			l, err := ratelimit.New(s, "ov-"+name,
 				ratelimit.WithLimits(ratelimit.PerMinute(2).Using(ratelimit.FixedWindow).Named("jobs"),
 					ratelimit.Limit{Quota: 1, Window: time.Hour, Shadow: true, Name: "try"}),
-				ratelimit.WithOverrides(fixedOverrides{table}),
+				ratelimit.WithOverrides(override.Fixed(table)),
 				ratelimit.WithLogger(discardLogger))
 			if err != nil {
 				t.Fatal(err)

@@ -64,7 +64,7 @@ type Limiter struct {
 	setsMu     sync.RWMutex
 	sets       map[setKey]checkedSet // the sets limitsFunc returned, checked
 
-	overrides      override.Hooks // of WithOverrides; zero without
+	overrides      override.Source // of WithOverrides; nil without
 	overriddenMemo overriddenPolicies
 
 	// What the options gave, until New turns it into policies.
@@ -283,7 +283,7 @@ func (l *Limiter) decide(req Request, s *requestState, p *policy, pattern string
 		cost = l.costOf(req)
 	}
 	v.Key = key[len(p.prefix):]
-	if l.overrides.Table != nil {
+	if l.overrides != nil {
 		if p = l.overridden(ctx, p, key); p == nil {
 			v.Allowed = true // unlimited
 			return v
@@ -678,7 +678,7 @@ func (l *Limiter) Peek(r Request) (Decision, error) {
 	if err != nil {
 		return Decision{}, err
 	}
-	if l.overrides.Table != nil {
+	if l.overrides != nil {
 		if p = l.overridden(r.Context(), p, key); p == nil {
 			return Decision{}, nil // unlimited
 		} else if p.blocked {
@@ -710,7 +710,7 @@ func (l *Limiter) Reset(r Request) error {
 	if err != nil {
 		return err
 	}
-	if l.overrides.Table != nil {
+	if l.overrides != nil {
 		// The state of the limits in force too, where an override's window
 		// keeps it apart.
 		if q := l.overridden(r.Context(), p, key); q != nil && q != p && !q.blocked {

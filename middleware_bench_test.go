@@ -109,13 +109,6 @@ func (d *discard) Header() http.Header         { return d.h }
 func (d *discard) Write(p []byte) (int, error) { return len(p), nil }
 func (d *discard) WriteHeader(int)             {}
 
-// fixedOverrides are overrides of a fixed table (see ratelimit.Overrides).
-type fixedOverrides struct{ t *override.Table }
-
-func (o fixedOverrides) Hooks() override.Hooks {
-	return override.Hooks{Table: func() *override.Table { return o.t }, Attach: func(override.Limiter) {}, Denied: func(string, string) {}}
-}
-
 // BenchmarkMiddlewareOverrides is BenchmarkMiddlewareMemory's allowed
 // request under overrides (WithOverrides), in three Limiters: none set;
 // 10,000 set, of other keys and of prefixes of other keys; and 10,000
@@ -127,14 +120,14 @@ func (o fixedOverrides) Hooks() override.Hooks {
 func BenchmarkMiddlewareOverrides(b *testing.B) {
 	others := make([]override.Override, 0, 10_000)
 	for i := range 9_000 {
-		others = append(others, override.Override{Policy: "api", Key: "ip:192.0.2." + strconv.Itoa(i), Quota: 5 + i})
+		others = append(others, override.Override{Policy: "api", StoredKey: "ip:192.0.2." + strconv.Itoa(i), Quota: 5 + i})
 	}
 	for i := range 1_000 {
-		others = append(others, override.Override{Policy: "api", Key: "ip:198.51." + strconv.Itoa(i) + ".*", Quota: 7 + i})
+		others = append(others, override.Override{Policy: "api", StoredKey: "ip:198.51." + strconv.Itoa(i) + ".*", Quota: 7 + i})
 	}
 	own := append([]override.Override(nil), others[:10_000-4096]...)
 	for i := range 4096 {
-		own = append(own, override.Override{Policy: "api", Key: "ip:10.0." + strconv.Itoa(i/256) + "." + strconv.Itoa(i%256), Quota: 2_000_000 + i%4})
+		own = append(own, override.Override{Policy: "api", StoredKey: "ip:10.0." + strconv.Itoa(i/256) + "." + strconv.Itoa(i%256), Quota: 2_000_000 + i%4})
 	}
 	names := []string{"none", "others", "own"}
 	var handlers []http.Handler
@@ -147,7 +140,7 @@ func BenchmarkMiddlewareOverrides(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		l, err := ratelimit.New(s, "bench", ratelimit.WithOverrides(fixedOverrides{t}),
+		l, err := ratelimit.New(s, "bench", ratelimit.WithOverrides(override.Fixed(t)),
 			ratelimit.WithLimits(ratelimit.PerMinute(1_000_000).Using(ratelimit.FixedWindow).Named("api")))
 		if err != nil {
 			b.Fatal(err)

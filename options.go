@@ -68,8 +68,8 @@ func New(store Store, namespace string, opts ...Option) (*Limiter, error) {
 		l.partition = newPartitionKeys(l.headers.PartitionKey)
 	}
 	l.given.limits, l.given.routes = nil, nil
-	if l.overrides.Attach != nil {
-		l.overrides.Attach(l.attachment())
+	if l.overrides != nil {
+		l.overrides.Attach(limiterView{l})
 	}
 	return l, nil
 }

@@ -11,76 +11,41 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ratelimit-go/ratelimit/internal/override"
 	"github.com/ratelimit-go/ratelimit/internal/wire"
 )
 
-// Overrides are limits that operators change while the service runs: for
-// one policy (a limit's name, see [Limit].Name), another quota or window,
-// unlimited, blocked, or shadow, for one key, the keys of a prefix, or
-// every key. The package admin holds them in Redis, where every instance
-// reads them; give its Plane to each Limiter of the namespace with
-// [WithOverrides]. Only that package implements Overrides: its method
-// returns a type internal to this module.
-type Overrides interface {
-	// Hooks returns what the Limiter calls: for the overrides in force,
-	// to tell what it is, and to tell which keys it denies.
-	Hooks() override.Hooks
-}
-
-// WithOverrides makes the Limiter apply the overrides o holds (see
-// [Overrides] and the package admin), and tell o which keys its limits
-// deny (see the package admin's Top): for each limit of a request, the
-// override of its policy that matches the request's key, in the same
-// store call as the limits it keeps. A quota override keeps what the
-// window counted so far (the new quota applies to what remains), but
-// for a token bucket, whose state is kept per rate, where a new bucket
-// starts full; a window override starts the limit's count afresh. A
-// blocked key is denied without asking the store; an unlimited one is
-// not counted against that limit. The headers name the policy as before,
-// with the quota in force. See docs/overrides.md.
-func WithOverrides(o Overrides) Option {
+// WithOverrides makes the Limiter apply the overrides o holds, and tell
+// o which keys its limits deny: o is a Plane of the package admin, which
+// keeps them in Redis, where every instance reads them (see
+// docs/overrides.md). For each limit of a request, the override of its
+// policy that matches the request's key applies, in the same store call
+// as the limits it keeps. A quota override keeps what the window counted
+// so far (the new quota applies to what remains), but for a token
+// bucket, whose state is kept per rate, where a new bucket starts full;
+// a window override starts the limit's count afresh. A blocked key is
+// denied without asking the store; an unlimited one is not counted
+// against that limit. The headers name the policy as before, with the
+// quota in force.
+func WithOverrides(o override.Source) Option {
 	return func(l *Limiter) error {
 		if o == nil {
 			return fmt.Errorf("%w: WithOverrides: the overrides are nil", ErrInvalid)
 		}
-		l.overrides = o.Hooks()
-		if l.overrides.Table == nil || l.overrides.Attach == nil || l.overrides.Denied == nil {
-			return fmt.Errorf("%w: WithOverrides: the overrides' hooks are not all set", ErrInvalid)
-		}
+		l.overrides = o
 		return nil
 	}
 }
 
-// effect is what an override does to one limit of a policy. Its fields
-// are all words, with no padding between them, so that a key of effects
-// hashes as one block of memory.
-type effect struct {
-	quota  int // override.Unlimited, override.Blocked, a quota, or 0: the limit's
-	window time.Duration
-	shadow int // 1: shadow, -1: enforced, 0: the limit's
-	set    int // 1 when an override applies
-}
-
-// effectOf returns the effect of o.
-func effectOf(o override.Override) effect {
-	e := effect{quota: o.Quota, window: o.Window, set: 1}
-	switch {
-	case o.Shadow:
-		e.shadow = 1
-	case o.Enforce:
-		e.shadow = -1
-	}
-	return e
-}
-
-// overrideKey names a policy under the effects of its overrides: what
-// the Limiter keeps its policy in force for.
+// overrideKey names a policy under the effects of its overrides (see
+// override.Override.Effect; the zero Override for none): what the
+// Limiter keeps its policy in force for.
 type overrideKey struct {
 	p       *policy
-	effects [maxSetLimits]effect
+	effects [maxSetLimits]override.Override
 }
 
 // The policies in force under overrides, made once for each distinct
@@ -93,22 +58,38 @@ type overriddenPolicies struct {
 	mu   sync.RWMutex
 	one  map[oneKey]checkedSet
 	many map[overrideKey]checkedSet
+
+	// byEffect holds, for the table in force, the policy in force under
+	// each of its effects (see override.Table.Find) for the Limiter's
+	// policy that met it last, so that most requests find it without a
+	// lock or a map.
+	byEffect atomic.Pointer[effectMemo]
+}
+
+type effectMemo struct {
+	table *override.Table
+	cells []atomic.Pointer[memoCell]
+}
+
+type memoCell struct {
+	p *policy
+	c checkedSet
 }
 
 // oneKey names a policy of one limit under the effect of its override.
 type oneKey struct {
 	p *policy
-	e effect
+	e override.Override
 }
 
 // oneOf returns p, a policy of one limit, under e.
-func (m *overriddenPolicies) oneOf(l *Limiter, p *policy, e effect) checkedSet {
+func (m *overriddenPolicies) oneOf(l *Limiter, p *policy, e override.Override) checkedSet {
 	k := oneKey{p, e}
 	m.mu.RLock()
 	c, ok := m.one[k]
 	m.mu.RUnlock()
 	if !ok {
-		var effects [maxSetLimits]effect
+		var effects [maxSetLimits]override.Override
 		effects[0] = e
 		c.p, c.problem = l.base.applyOverrides(p, &effects)
 		m.mu.Lock()
@@ -134,24 +115,27 @@ func (l *Limiter) overridden(ctx context.Context, p *policy, key string) *policy
 	m := &l.overriddenMemo
 	var c checkedSet
 	if len(p.set.limits) == 1 {
-		e := t.Find(p.set.limits[0].Name, client)
+		i, e := t.Find(p.set.limits[0].Name, client)
 		if e == nil {
 			return p
 		}
-		// The entry keeps the policy in force for the Limiter's policy
-		// that met it last; the memo, for every policy.
-		if memo := e.Memo.Load(); memo != nil && memo.Owner == any(p) {
-			c = memo.Value.(checkedSet)
+		memo := m.byEffect.Load()
+		if memo == nil || memo.table != t {
+			memo = &effectMemo{table: t, cells: make([]atomic.Pointer[memoCell], t.Effects())}
+			m.byEffect.Store(memo)
+		}
+		if cell := memo.cells[i].Load(); cell != nil && cell.p == p {
+			c = cell.c
 		} else {
-			c = m.oneOf(l, p, effectOf(e.Override))
-			e.Memo.Store(&override.Memo{Owner: p, Value: c})
+			c = m.oneOf(l, p, *e)
+			memo.cells[i].Store(&memoCell{p, c})
 		}
 	} else {
 		var k overrideKey
 		found := false
 		for i := range p.set.limits {
 			if o, ok := t.Lookup(p.set.limits[i].Name, client); ok {
-				k.effects[i] = effectOf(o)
+				k.effects[i] = o.Effect()
 				found = true
 			}
 		}
@@ -188,16 +172,16 @@ func (l *Limiter) overridden(ctx context.Context, p *policy, key string) *policy
 // and windows replaced, the unlimited ones left out (nil when that is
 // every one), or, when any is blocked, a policy of the blocked ones
 // alone, which denies. Or it says why the limits cannot be so.
-func (b policyBase) applyOverrides(p *policy, effects *[maxSetLimits]effect) (*policy, string) {
+func (b policyBase) applyOverrides(p *policy, effects *[maxSetLimits]override.Override) (*policy, string) {
 	b.shadow = false // the limits say which are
 	var kept, blocked []Limit
 	for i, lim := range p.set.limits {
 		e := effects[i]
 		switch {
-		case e.set == 0:
+		case e.Policy == "":
 			kept = append(kept, lim)
-		case e.quota == override.Unlimited:
-		case e.quota == override.Blocked:
+		case e.Unlimited:
+		case e.Blocked:
 			lim.Shadow = false // a block is always enforced
 			blocked = append(blocked, lim)
 		default:
@@ -231,23 +215,16 @@ func (b policyBase) applyOverrides(p *policy, effects *[maxSetLimits]effect) (*p
 	return q, ""
 }
 
-// withOverride returns lim with e's quota and window. A token bucket's
-// Burst, when set, scales with its quota.
-func withOverride(lim Limit, e effect) Limit {
-	if e.quota == 0 {
-		e.quota = lim.Quota // the limit's own
-	}
-	if lim.Algorithm == TokenBucket && lim.Burst != 0 && e.quota != lim.Quota {
-		burst := math.Round(float64(lim.Burst) * float64(e.quota) / float64(lim.Quota))
+// withOverride returns lim with o's quota, window and shadow. A token
+// bucket's Burst, when set, scales with its quota.
+func withOverride(lim Limit, o override.Override) Limit {
+	quota := cmp.Or(o.Quota, lim.Quota)
+	if lim.Algorithm == TokenBucket && lim.Burst != 0 && quota != lim.Quota {
+		burst := math.Round(float64(lim.Burst) * float64(quota) / float64(lim.Quota))
 		lim.Burst = int(min(max(burst, 1), wire.MaxQuota))
 	}
-	lim.Quota = e.quota
-	if e.window != 0 {
-		lim.Window = e.window
-	}
-	if e.shadow != 0 {
-		lim.Shadow = e.shadow > 0
-	}
+	lim.Quota, lim.Window = quota, cmp.Or(o.Window, lim.Window)
+	lim.Shadow = o.Shadow || lim.Shadow && !o.Enforced
 	return lim
 }
 
@@ -296,15 +273,15 @@ func (l *Limiter) checkOverride(o override.Override) (known bool, err error) {
 				continue
 			}
 			known = true
-			if o.Quota < 0 {
-				continue // unlimited or blocked: any limit can be
+			if o.Unlimited || o.Blocked {
+				continue // any limit can be
 			}
 			switch {
 			case o.Window != 0 && (lim.Algorithm.calendar() || lim.Algorithm == Concurrent):
 				return true, fmt.Errorf("%w: Window: %q is a %s limit, whose window is not a quota's", override.ErrInvalid, o.Policy, lim.Algorithm)
 			}
-			var e [maxSetLimits]effect
-			e[i] = effectOf(o)
+			var e [maxSetLimits]override.Override
+			e[i] = o.Effect()
 			if _, problem := l.base.applyOverrides(p, &e); problem != "" {
 				return true, fmt.Errorf("%w: %s: the limit %q would be invalid: %s", override.ErrInvalid, overriddenFields(o), o.Policy, problem)
 			}
@@ -337,7 +314,7 @@ func overriddenFields(o override.Override) string {
 // tellDenied tells the Limiter's overrides, if any, of each policy that
 // denied d, a decision for key under p.
 func (l *Limiter) tellDenied(p *policy, key string, d *Decision) {
-	if l.overrides.Denied == nil {
+	if l.overrides == nil {
 		return
 	}
 	client := key[len(p.prefix):]
@@ -348,26 +325,22 @@ func (l *Limiter) tellDenied(p *policy, key string, d *Decision) {
 	}
 }
 
-// attachment is what the Limiter tells its overrides of itself.
-func (l *Limiter) attachment() override.Limiter {
-	return override.Limiter{
-		Namespace: l.namespace,
-		Check:     l.checkOverride,
-		Has: func(policy string) bool {
-			return slices.ContainsFunc(l.configured(), func(p override.Policy) bool { return p.Name == policy })
-		},
-		Policies: l.configured,
-		Store:    l.store,
-		Audit: func(r *http.Request, who, what, before, after string) {
-			if l.observe != nil {
-				l.observe(r, Event{Namespace: l.namespace, Outcome: outcomeChanged, Who: who, What: what, Before: before, After: after})
-			}
-		},
+// limiterView is the Limiter as its overrides see it (override.Limiter).
+type limiterView struct{ l *Limiter }
+
+func (o limiterView) Namespace() string                       { return o.l.namespace }
+func (o limiterView) Check(v override.Override) (bool, error) { return o.l.checkOverride(v) }
+func (o limiterView) Store() Store                            { return o.l.store }
+
+func (o limiterView) Audit(r *http.Request, who, what, before, after string) {
+	if o.l.observe != nil {
+		o.l.observe(r, Event{Namespace: o.l.namespace, Outcome: outcomeChanged, Who: who, What: what, Before: before, After: after})
 	}
 }
 
-// configured returns the limits of WithLimits and WithRoutes, by route.
-func (l *Limiter) configured() []override.Policy {
+// Policies returns the limits of WithLimits and WithRoutes, by route.
+func (o limiterView) Policies() []override.Policy {
+	l := o.l
 	var list []override.Policy
 	add := func(route string, p *policy) {
 		for _, lim := range p.set.limits {

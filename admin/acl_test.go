@@ -19,7 +19,8 @@ import (
 // TestACLRule: the commands override.lua and top.lua call are in the
 // store's ACL rule, which docs/managed-redis.md gives; a Plane whose
 // client is an ACL user with that rule sets and reads overrides, and one
-// whose rule lacks +hget fails, naming the command.
+// whose rule lacks +hget fails with the store's diagnosis
+// (store.ErrMisconfigured), which gives the rule.
 func TestACLRule(t *testing.T) {
 	t.Parallel()
 	var src []byte
@@ -68,12 +69,12 @@ func TestACLRule(t *testing.T) {
 		}
 		c := redis.NewClient(&redis.Options{Addr: srv.Addr, Username: tt.user, Password: "pw"})
 		t.Cleanup(func() { c.Close() })
-		p, err := New(c, tt.user, Options{Prefix: "rlacl:", Logger: slog.New(slog.DiscardHandler)})
+		p, err := New(storeOf(t, c, "rlacl:"), tt.user, Options{Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { p.Close() })
-		err = p.Set(ctx, Override{Policy: "api", Key: "k", Quota: 3})
+		err = p.Set(ctx, Override{Policy: "api", StoredKey: "k", Quota: 3})
 		switch {
 		case tt.ok && err != nil:
 			t.Errorf("%s: %v", tt.user, err)
@@ -81,28 +82,10 @@ func TestACLRule(t *testing.T) {
 			if got, _ := p.List(); len(got) != 1 {
 				t.Errorf("%s: lists %+v, want the override set", tt.user, got)
 			}
-		case err == nil || !strings.Contains(err.Error(), "store.ACLRule"):
-			t.Errorf("%s, without +hget: got %v, want an error pointing to store.ACLRule", tt.user, err)
+		case !errors.Is(err, store.ErrMisconfigured) || !strings.Contains(err.Error(), "the ACL user may not run") || !strings.Contains(err.Error(), store.ACLRule("rlacl:")):
+			// Redis 7.0 does not name the command in a script; the store
+			// names it where Redis does (see TestMisconfigured in store).
+			t.Errorf("%s, without +hget: got %v, want the store's misconfiguration giving the rule", tt.user, err)
 		}
-	}
-}
-
-// TestACLHint: the hint names the command refused in Redis's wording and
-// in Valkey 8's, and points to the one rule.
-func TestACLHint(t *testing.T) {
-	for _, tt := range []struct{ msg, want string }{
-		{"ERR ACL failure in script: User plane has no permissions to run the 'hget' command script: abc, on @user_script:12.",
-			"the ACL user may not run hget: give it the store's ACL rule (store.ACLRule)"},
-		{"NOPERM this user has no permissions to run the 'hlen' command",
-			"the ACL user may not run hlen"},
-		{"ERR Error running script: @user_script:12: The user executing the script can't run this command or subcommand",
-			"give the ACL user the store's ACL rule (store.ACLRule)"},
-	} {
-		if got := aclHint(errors.New(tt.msg)).Error(); !strings.Contains(got, tt.want) {
-			t.Errorf("%q: got %q, want it to say %q", tt.msg, got, tt.want)
-		}
-	}
-	if err := errors.New("WRONGTYPE"); aclHint(err) != err {
-		t.Error("an error that is no ACL refusal gained a hint")
 	}
 }

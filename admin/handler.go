@@ -2,6 +2,7 @@ package admin
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	_ "embed"
 	"encoding/json"
@@ -15,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/internal/override"
 	"github.com/ratelimit-go/ratelimit/store"
 )
@@ -28,25 +30,21 @@ import (
 // example under "/admin/"):
 //
 //	GET    policies   the limits of the Limiters given the Plane, as in force now:
-//	                  [{"policy", "route", "algorithm", "limit", "window_ms", "shadow", "overridden"}]
-//	GET    overrides  [{"policy", "stored_key", "label", "quota", "window_ms", "shadow"}]
-//	PUT    overrides  {"policy", "key" or "stored_key", "quota", "window_ms", "shadow"}: set one; 204
-//	DELETE overrides  the same object, or ?policy=P&key=K or ?policy=P&stored_key=K: delete one; 204, 404 when none
-//	PUT    shadow     {"policy", "shadow"}: put a policy in shadow, or enforce it; 204
+//	                  [{"policy", "route", "algorithm", "quota", "window_ms", "unlimited", "blocked", "shadow", "overridden"}]
+//	GET    overrides  [Override], as Plane.List gives them
+//	PUT    overrides  Override: set one (Plane.Set); 204
+//	DELETE overrides  Override, or ?policy=P&key=K or ?policy=P&stored_key=K: delete one (Plane.Delete); 204, 404 when none
+//	PUT    shadow     {"policy", "shadow"}: put a policy in shadow (true), or enforce it (false); 204
 //	GET    top        ?policy=P&last=1m|1h&n=20: [{"key", "label", "denied", "low", "high"}], most denied first
 //	GET    health     whether the overrides were read, and each Fallback's health
 //	GET    (the path ending in "/")  the page
 //
-// In an override, "quota" is -1 for unlimited, 0 for blocked, a quota
-// above 0, or absent (null) for the limit's own; "shadow" is true for
-// shadow, false for enforced, or absent for the limit's own. "stored_key"
-// is the key in the form the store is given (as Override's Key), as the
-// listings give it, "" for the whole policy, and a prefix "x*"; "key" is
-// the key as the client sends it instead, which Options.Key turns into
-// that form. An entry of a listing can be sent back unchanged to PUT or
-// DELETE ("label", Options.Label's name of the key, is read-only). A key
-// in the store's form given as "key", or a stored key that the policy's
-// key function could not have made, is refused naming the fix. A bad
+// An override is the JSON of [Override], whose fields it names: for
+// example {"policy": "gen-tpm", "key": "k1", "quota": 100000},
+// {"policy": "login", "stored_key": "ip:192.0.2.*", "blocked": true}. An
+// entry of a listing can be sent back unchanged to PUT or DELETE. A
+// field it does not take is refused, and so are the forms of before
+// this one ("quota" -1 or 0, "shadow" false), naming what to write. A bad
 // request is a 400 whose JSON "error" names the field and the value
 // expected; a Redis failure a 503 that says so, the cause in the Plane's
 // log. Every change is told to the observer of one Limiter given
@@ -65,7 +63,8 @@ func (h handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case seg == "policies" && get:
 		writeJSON(w, http.StatusOK, h.policies())
 	case seg == "overrides" && get:
-		writeJSON(w, http.StatusOK, h.overrides())
+		list, _ := h.p.List()
+		writeJSON(w, http.StatusOK, append([]Override{}, list...))
 	case seg == "overrides" && r.Method == http.MethodPut:
 		h.set(w, r)
 	case seg == "overrides" && r.Method == http.MethodDelete:
@@ -87,155 +86,53 @@ func (h handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // allowed are the methods of each endpoint.
 var allowed = map[string]string{"": "GET", "policies": "GET", "overrides": "GET, PUT, DELETE", "shadow": "PUT", "top": "GET", "health": "GET"}
 
-// overrideView is an override as the endpoints read and write it.
-type overrideView struct {
-	Policy    string  `json:"policy"`
-	Key       string  `json:"key,omitempty"`
-	StoredKey *string `json:"stored_key,omitempty"`
-	Label     string  `json:"label,omitempty"` // Options.Label's, when listed; ignored when sent back
-	Quota     *int    `json:"quota"`
-	WindowMS  int64   `json:"window_ms,omitempty"`
-	Shadow    *bool   `json:"shadow,omitempty"`
-}
-
-// viewOf returns the view of o, whose key is in the store's form.
-func viewOf(o Override) overrideView {
-	v := overrideView{Policy: o.Policy, StoredKey: ptr(o.Key), WindowMS: o.Window.Milliseconds()}
-	switch {
-	case o.Unlimited:
-		v.Quota = ptr(-1)
-	case o.Blocked:
-		v.Quota = ptr(0)
-	case o.Quota > 0:
-		v.Quota = ptr(o.Quota)
-	}
-	switch {
-	case o.Shadow:
-		v.Shadow = ptr(true)
-	case o.Enforced:
-		v.Shadow = ptr(false)
-	}
-	return v
-}
-
-func ptr[T any](v T) *T { return &v }
-
-// KeyText is the key as the page shows it: the store's form, "" for the
-// whole policy.
-func (v overrideView) KeyText() string {
-	if v.StoredKey != nil {
-		return *v.StoredKey
-	}
-	return v.Key
-}
-
-// QuotaText is the quota as the page shows it.
-func (v overrideView) QuotaText() string {
-	switch {
-	case v.Quota == nil:
-		return "the limit's"
-	case *v.Quota == -1:
-		return "unlimited"
-	case *v.Quota == 0:
-		return "blocked"
-	}
-	return strconv.Itoa(*v.Quota)
-}
-
-// ModeText is the shadow as the page shows it.
-func (v overrideView) ModeText() string {
-	switch {
-	case v.Shadow == nil:
-		return "the limit's"
-	case *v.Shadow:
-		return "shadow"
-	}
-	return "enforced"
-}
-
-// overrides returns the overrides, labelled.
-func (h handler) overrides() []overrideView {
-	list, _ := h.p.List()
-	views := make([]overrideView, len(list))
-	for i, o := range list {
-		views[i] = viewOf(o)
-		views[i].Label = h.p.labelOf(o.Key)
-	}
-	return views
-}
-
 // set handles PUT overrides.
 func (h handler) set(w http.ResponseWriter, r *http.Request) {
-	var v overrideView
-	if !readJSON(w, r, &v) {
+	var o Override
+	if !readJSON(w, r, &o) {
 		return
 	}
-	key, problem := h.storedKey(v.Policy, v.Key, v.StoredKey)
-	if problem != "" {
-		writeError(w, http.StatusBadRequest, problem)
+	if err := h.p.resolve(&o); !h.done(w, err) {
 		return
 	}
-	o := Override{Policy: v.Policy, Key: key, Window: time.Duration(v.WindowMS) * time.Millisecond}
-	switch q := v.Quota; {
-	case q == nil:
-	case *q == -1:
-		o.Unlimited = true
-	case *q == 0:
-		o.Blocked = true
-	case *q > 0:
-		o.Quota = *q
-	default:
-		writeError(w, http.StatusBadRequest, "quota is "+strconv.Itoa(*q)+": want -1 (unlimited), 0 (blocked), a quota above 0, or none (the limit's)")
-		return
-	}
-	if v.Shadow != nil {
-		o.Shadow, o.Enforced = *v.Shadow, !*v.Shadow
-	}
-	before := h.current(o.Policy, key)
+	before := h.current(o.Policy, o.StoredKey)
 	if !h.done(w, h.p.Set(r.Context(), o)) {
 		return
 	}
-	h.audit(r, o.Policy, "override "+o.Policy+" "+strconv.Quote(key), before, h.current(o.Policy, key))
+	h.audit(r, o.Policy, "override "+o.Policy+" "+strconv.Quote(o.StoredKey), before, h.current(o.Policy, o.StoredKey))
 	w.WriteHeader(http.StatusNoContent)
 }
 
 // delete handles DELETE overrides: of the override a listing's entry in
 // the body names, or that the query names.
 func (h handler) delete(w http.ResponseWriter, r *http.Request) {
-	var v overrideView
+	var o Override
 	if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody && r.URL.RawQuery == "" {
-		if !readJSON(w, r, &v) {
+		if !readJSON(w, r, &o) {
 			return
 		}
 	} else {
 		q := r.URL.Query()
-		v.Policy, v.Key = q.Get("policy"), q.Get("key")
-		if q.Has("stored_key") {
-			v.StoredKey = ptr(q.Get("stored_key"))
-		}
+		o = Override{Policy: q.Get("policy"), Key: q.Get("key"), StoredKey: q.Get("stored_key")}
 	}
-	if v.Policy == "" {
+	if o.Policy == "" {
 		writeError(w, http.StatusBadRequest, "policy is missing: name the limit whose override to delete")
 		return
 	}
-	key, problem := h.storedKey(v.Policy, v.Key, v.StoredKey)
-	if problem != "" {
-		writeError(w, http.StatusBadRequest, problem)
+	o = Override{Policy: o.Policy, StoredKey: o.StoredKey, Key: o.Key, Quota: 1} // what Delete reads
+	if !h.done(w, h.p.resolve(&o)) {
 		return
 	}
-	if !h.done(w, h.p.sync(r.Context())) {
-		return
+	before := h.current(o.Policy, o.StoredKey)
+	deleted, err := h.p.Delete(r.Context(), o)
+	switch {
+	case !h.done(w, err):
+	case !deleted:
+		writeError(w, http.StatusNotFound, "no override of "+o.Policy+" for stored_key "+strconv.Quote(o.StoredKey))
+	default:
+		h.audit(r, o.Policy, "override "+o.Policy+" "+strconv.Quote(o.StoredKey), before, "")
+		w.WriteHeader(http.StatusNoContent)
 	}
-	before := h.current(v.Policy, key)
-	if before == "" {
-		writeError(w, http.StatusNotFound, "no override of "+v.Policy+" for stored_key "+strconv.Quote(key))
-		return
-	}
-	if !h.done(w, h.p.Delete(r.Context(), v.Policy, key)) {
-		return
-	}
-	h.audit(r, v.Policy, "override "+v.Policy+" "+strconv.Quote(key), before, "")
-	w.WriteHeader(http.StatusNoContent)
 }
 
 // shadow handles PUT shadow.
@@ -259,70 +156,13 @@ func (h handler) shadow(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// storedKey returns the store's form of the key a client sends for
-// policy, or the stored key itself when given, or what is wrong: both
-// given; a key already in the store's form given as "key"; a stored key
-// the policy's key function could not have made (see keyShape).
-func (h handler) storedKey(policy, key string, stored *string) (string, string) {
-	tag, size := h.keyShape(policy)
-	switch {
-	case stored != nil && key != "":
-		return "", "key and stored_key are both given: give one"
-	case stored != nil && *stored != "" && tag != "":
-		k := *stored
-		prefix := strings.HasSuffix(k, "*")
-		if !strings.HasPrefix(k, tag) && !(prefix && strings.HasPrefix(tag, strings.TrimSuffix(k, "*"))) || !prefix && size > 0 && len(k) != size {
-			return "", "stored_key " + strconv.Quote(k) + " is no key the key function of " + policy + " makes (they start " + strconv.Quote(tag) + "): give the key as the client sends it, as key, or a stored_key from a listing"
-		}
-		return k, ""
-	case stored != nil:
-		return *stored, ""
-	case key == "" || h.p.keyOf == nil:
-		return key, ""
-	case tag != "" && strings.HasPrefix(key, tag):
-		return "", "key " + strconv.Quote(key) + " is in the store's form, as listings give it: send it as stored_key"
-	case strings.HasSuffix(key, "*"):
-		return "", "key " + strconv.Quote(key) + " is a prefix: give it in the store's form, as stored_key"
-	}
-	k, err := h.p.keyOf(policy, key)
-	if err != nil {
-		return "", "key: " + err.Error()
-	}
-	return k, ""
-}
-
-// keyShape returns what every stored key of policy starts with, and
-// their length when it is fixed (a hash), as Options.Key makes them of
-// two keys a client could send: the part both share, up to its last
-// ':' ("ip:", "header:X-Api-Key:"). It returns "" without Options.Key,
-// or when it takes neither key.
-func (h handler) keyShape(policy string) (tag string, size int) {
-	if h.p.keyOf == nil {
-		return "", 0
-	}
-	a, errA := h.p.keyOf(policy, "192.0.2.1")
-	b, errB := h.p.keyOf(policy, "203.0.113.9")
-	if errA != nil || errB != nil {
-		return "", 0
-	}
-	n := 0
-	for n < len(a) && n < len(b) && a[n] == b[n] {
-		n++
-	}
-	tag = a[:strings.LastIndexByte(a[:n], ':')+1]
-	if len(a) == len(b) {
-		size = len(a)
-	}
-	return tag, size
-}
-
 // current returns the override of policy and key, as JSON, or "".
 func (h handler) current(policy, key string) string {
 	o, ok := h.p.table.Load().Get(policy, key)
 	if !ok {
 		return ""
 	}
-	b, _ := json.Marshal(viewOf(external(o)))
+	b, _ := json.Marshal(o)
 	return string(b)
 }
 
@@ -337,7 +177,9 @@ func (h handler) audit(r *http.Request, policy, what, before, after string) {
 	if len(limiters) == 0 {
 		return
 	}
-	i := max(slices.IndexFunc(limiters, func(l override.Limiter) bool { return l.Has(policy) }), 0)
+	i := max(slices.IndexFunc(limiters, func(l override.Limiter) bool {
+		return slices.ContainsFunc(l.Policies(), func(c override.Policy) bool { return c.Name == policy })
+	}), 0)
 	limiters[i].Audit(r, who, what, before, after)
 }
 
@@ -346,8 +188,8 @@ func (h handler) done(w http.ResponseWriter, err error) bool {
 	switch {
 	case err == nil:
 		return true
-	case errors.Is(err, ErrInvalid):
-		writeError(w, http.StatusBadRequest, strings.TrimPrefix(err.Error(), ErrInvalid.Error()+": "))
+	case errors.Is(err, errInvalid):
+		writeError(w, http.StatusBadRequest, strings.TrimPrefix(err.Error(), errInvalid.Error()+": "))
 	default:
 		h.p.logger.Error("admin: a change failed", slog.String("error", err.Error()))
 		writeError(w, http.StatusServiceUnavailable, "Redis did not take the change; the cause is in the service's log")
@@ -360,8 +202,10 @@ type policyView struct {
 	Policy     string `json:"policy"`
 	Route      string `json:"route,omitempty"`
 	Algorithm  string `json:"algorithm"`
-	Limit      int    `json:"limit"` // -1: unlimited; 0: blocked
+	Quota      int    `json:"quota"`
 	WindowMS   int64  `json:"window_ms"`
+	Unlimited  bool   `json:"unlimited,omitempty"`
+	Blocked    bool   `json:"blocked,omitempty"`
 	Shadow     bool   `json:"shadow"`
 	Overridden bool   `json:"overridden"` // by the policy's override for every key
 }
@@ -373,21 +217,12 @@ func (h handler) policies() []policyView {
 	views := []policyView{}
 	for _, l := range h.p.attached() {
 		for _, c := range l.Policies() {
-			v := policyView{Policy: c.Name, Route: c.Route, Algorithm: c.Algorithm, Limit: c.Quota, WindowMS: c.Window.Milliseconds(), Shadow: c.Shadow}
+			v := policyView{Policy: c.Name, Route: c.Route, Algorithm: c.Algorithm, Quota: c.Quota, WindowMS: c.Window.Milliseconds(), Shadow: c.Shadow}
 			if o, ok := t.Get(c.Name, ""); ok {
-				v.Overridden = true
-				switch {
-				case o.Quota == override.Unlimited:
-					v.Limit = -1
-				case o.Quota == override.Blocked:
-					v.Limit = 0
-				case o.Quota > 0:
-					v.Limit = o.Quota
-				}
-				if o.Window != 0 {
-					v.WindowMS = o.Window.Milliseconds()
-				}
-				v.Shadow = o.Shadow || v.Shadow && !o.Enforce
+				v.Overridden, v.Unlimited, v.Blocked = true, o.Unlimited, o.Blocked
+				v.Quota = cmp.Or(o.Quota, v.Quota)
+				v.WindowMS = cmp.Or(o.Window.Milliseconds(), v.WindowMS)
+				v.Shadow = o.Shadow || v.Shadow && !o.Enforced
 			}
 			views = append(views, v)
 		}
@@ -438,8 +273,12 @@ func (h handler) health() healthView {
 	v.Overrides.Read, v.Overrides.Failing, v.Overrides.Count = read, h.p.failing.Load(), len(list)
 	v.Fallbacks = []store.FallbackHealth{}
 	for _, l := range h.p.attached() {
-		if f, ok := l.Store.(interface{ Health() store.FallbackHealth }); ok {
-			v.Fallbacks = append(v.Fallbacks, f.Health())
+		// A ratelimit.Limiter tells its store, which the package override
+		// cannot name.
+		if st, ok := l.(interface{ Store() ratelimit.Store }); ok {
+			if f, ok := st.Store().(interface{ Health() store.FallbackHealth }); ok {
+				v.Fallbacks = append(v.Fallbacks, f.Health())
+			}
 		}
 	}
 	return v
@@ -453,7 +292,7 @@ var pageTemplate = template.Must(template.New("page").Parse(pageSource))
 // pageData is what the page shows.
 type pageData struct {
 	Policies  []policyView
-	Overrides []overrideView
+	Overrides []Override
 	Top       []pageTop
 	Health    healthView
 	TopError  string
@@ -467,7 +306,8 @@ type pageTop struct {
 // page serves the page: what the JSON endpoints say, as HTML, with no
 // script and no asset from elsewhere.
 func (h handler) page(w http.ResponseWriter, r *http.Request) {
-	d := pageData{Policies: h.policies(), Overrides: h.overrides(), Health: h.health()}
+	list, _ := h.p.List()
+	d := pageData{Policies: h.policies(), Overrides: list, Health: h.health()}
 	seen := map[string]bool{}
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
@@ -511,6 +351,8 @@ func readJSON(w http.ResponseWriter, r *http.Request, v any) bool {
 		var typ *json.UnmarshalTypeError
 		msg := "the body is not a JSON object of the fields this endpoint takes"
 		switch {
+		case errors.Is(err, override.ErrInvalid):
+			msg = strings.TrimPrefix(err.Error(), override.ErrInvalid.Error()+": ")
 		case errors.As(err, &typ):
 			msg = typ.Field + ": " + expected[typ.Field] + ", not " + rawField(body, typ.Field)
 		case strings.HasPrefix(err.Error(), "json: unknown field "):
@@ -532,18 +374,20 @@ var expected = map[string]string{
 	"key":        "the key as the client sends it, a string",
 	"stored_key": "the key in the store's form, a string, as listings give it",
 	"label":      "a string, which listings give and a change ignores",
-	"quota":      "a number (-1 for unlimited, 0 for blocked, a quota above 0) or null for the limit's",
+	"quota":      "a quota above 0, or none for the limit's",
 	"window_ms":  "a number of milliseconds",
-	"shadow":     "true, false or null",
+	"unlimited":  "true, or none",
+	"blocked":    "true, or none",
+	"shadow":     "true, or none",
+	"enforced":   "true, or none",
 }
 
 // instead says what to write in place of a field the endpoints do not
 // take but a user may guess.
 var instead = map[string]string{
-	"unlimited": `write "quota": -1 for unlimited`,
-	"blocked":   `write "quota": 0 for blocked`,
-	"window":    `write "window_ms", in milliseconds`,
-	"enforced":  `write "shadow": false to enforce`,
+	"window":  `write "window_ms", in milliseconds`,
+	"enforce": `write "enforced": true`,
+	"limit":   `write "quota"`,
 }
 
 // rawField returns the JSON text body gives field, "" when it gives none

@@ -64,7 +64,7 @@ func newAdminApp(t *testing.T) *adminApp {
 		t.Fatal(err)
 	}
 	label := func(stored string) string { return map[string]string{k1: "customer one"}[stored] }
-	a.plane, err = admin.New(c, ns, admin.Options{Prefix: "rltest:", Key: keyOf, Label: label, Who: func(r *http.Request) string { return r.Header.Get("X-Operator") }})
+	a.plane, err = admin.New(r, ns, admin.Options{Key: keyOf, Label: label, Who: func(r *http.Request) string { return r.Header.Get("X-Operator") }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,26 +129,30 @@ func TestHandler(t *testing.T) {
 		status             int
 		want               string // a substring of the body
 	}{
-		{"GET", "/admin/policies", "", 200, `{"policy":"rpm","algorithm":"fixed-window","limit":10,"window_ms":60000,"shadow":false,"overridden":false}`},
-		{"GET", "/admin/policies", "", 200, `{"policy":"login","route":"POST /login","algorithm":"sliding-log","limit":3,"window_ms":60000,"shadow":false,"overridden":false}`},
+		{"GET", "/admin/policies", "", 200, `{"policy":"rpm","algorithm":"fixed-window","quota":10,"window_ms":60000,"shadow":false,"overridden":false}`},
+		{"GET", "/admin/policies", "", 200, `{"policy":"login","route":"POST /login","algorithm":"sliding-log","quota":3,"window_ms":60000,"shadow":false,"overridden":false}`},
 		{"PUT", "/admin/overrides", `{"policy":"rpm","key":"k1","quota":20}`, 204, ""},
-		{"PUT", "/admin/overrides", `{"policy":"rpm","key":"k2","quota":0}`, 204, ""},
-		{"PUT", "/admin/overrides", `{"policy":"rpm","key":"k3","quota":-1}`, 204, ""},
+		{"PUT", "/admin/overrides", `{"policy":"rpm","key":"k2","blocked":true}`, 204, ""},
+		{"PUT", "/admin/overrides", `{"policy":"rpm","key":"k3","unlimited":true}`, 204, ""},
 		{"GET", "/admin/overrides", "", 200, `"label":"customer one","quota":20}`},
-		{"PUT", "/admin/overrides", `{"policy":"rpm","key":"k1","quota":-2}`, 400, `quota is -2`},
+		{"PUT", "/admin/overrides", `{"policy":"rpm","key":"k1","quota":-2}`, 400, `Quota is -2: want a quota above 0`},
+		{"PUT", "/admin/overrides", `{"policy":"rpm","key":"k1","quota":-1}`, 400, `quota is -1: write \"unlimited\": true for unlimited`},
+		{"PUT", "/admin/overrides", `{"policy":"rpm","key":"k1","quota":0}`, 400, `quota is 0: write \"blocked\": true to block`},
+		{"PUT", "/admin/overrides", `{"policy":"rpm","key":"k1","quota":5,"shadow":false}`, 400, `shadow is false: write \"enforced\": true to enforce`},
+		{"PUT", "/admin/overrides", `{"policy":"rpm","key":"k1","blocked":true,"quota":5}`, 400, `Unlimited or Blocked goes alone`},
 		{"PUT", "/admin/overrides", `{"policy":"nope","key":"k1","quota":5}`, 400, `Policy \"nope\" is the name of no limit`},
 		{"PUT", "/admin/overrides", `{"policy":"login","key":"k1","quota":500000}`, 400, `Quota`},
-		{"PUT", "/admin/overrides", `{"policy":"rpm","key":"k1","quota":"many"}`, 400, `quota: a number (-1 for unlimited, 0 for blocked, a quota above 0) or null for the limit's, not \"many\"`},
+		{"PUT", "/admin/overrides", `{"policy":"rpm","key":"k1","quota":"many"}`, 400, `quota: a quota above 0, or none for the limit's, not \"many\"`},
 		{"PUT", "/admin/overrides", `{"policy":"rpm","key":"k1","quota":"100"}`, 400, `not \"100\"`},
-		{"PUT", "/admin/overrides", `{"policy":"rpm","key":"k1","unlimited":true}`, 400, `unknown field \"unlimited\": write \"quota\": -1 for unlimited`},
-		{"PUT", "/admin/overrides", `{"policy":"rpm","key":"header:X-Api-Key:0123456789abcdef0123456789abcdef","quota":5}`, 400, `is in the store's form, as listings give it: send it as stored_key`},
-		{"PUT", "/admin/overrides", `{"policy":"rpm","stored_key":"k1","quota":5}`, 400, `stored_key \"k1\" is no key the key function of rpm makes (they start \"header:X-Api-Key:\")`},
+		{"PUT", "/admin/overrides", `{"policy":"rpm","key":"k1","enforce":true}`, 400, `unknown field \"enforce\": write \"enforced\": true`},
+		{"PUT", "/admin/overrides", `{"policy":"rpm","key":"header:X-Api-Key:0123456789abcdef0123456789abcdef","quota":5}`, 400, `is in the store's form, as listings give it: give it as StoredKey`},
+		{"PUT", "/admin/overrides", `{"policy":"rpm","stored_key":"k1","quota":5}`, 400, `StoredKey \"k1\" is no key the key function of rpm makes (they start \"header:X-Api-Key:\")`},
 		{"DELETE", "/admin/overrides?policy=rpm&key=nobody", "", 404, `no override of rpm`},
 		{"PUT", "/admin/overrides", `{"policy":"rpm","key":"k1","qouta":5}`, 400, `unknown field \"qouta\"`},
 		{"PUT", "/admin/overrides", `{"policy":"rpm","key":"k*","quota":5}`, 400, `is a prefix`},
 		{"PUT", "/admin/overrides", `{"policy":"rpm","stored_key":"header:X-Api-Key:*","window_ms":120000}`, 204, ""},
 		{"PUT", "/admin/shadow", `{"policy":"login","shadow":true}`, 204, ""},
-		{"GET", "/admin/policies", "", 200, `{"policy":"login","route":"POST /login","algorithm":"sliding-log","limit":3,"window_ms":60000,"shadow":true,"overridden":true}`},
+		{"GET", "/admin/policies", "", 200, `{"policy":"login","route":"POST /login","algorithm":"sliding-log","quota":3,"window_ms":60000,"shadow":true,"overridden":true}`},
 		{"PUT", "/admin/shadow", `{"policy":"login"}`, 400, `shadow is missing`},
 		{"DELETE", "/admin/overrides?policy=rpm&stored_key=header:X-Api-Key:*", "", 204, ""},
 		{"DELETE", "/admin/overrides?key=k3", "", 400, "policy is missing"},
@@ -227,7 +231,7 @@ func TestPageInChromium(t *testing.T) {
 		t.Skip("chromium is not installed (Debian's chromium package); the page is not tested in a browser")
 	}
 	a := newAdminApp(t)
-	for _, st := range []string{`{"policy":"rpm","key":"k1","quota":2}`, `{"policy":"rpm","stored_key":"header:X-Api-Key:*","quota":-1}`} {
+	for _, st := range []string{`{"policy":"rpm","key":"k1","quota":2}`, `{"policy":"rpm","stored_key":"header:X-Api-Key:*","unlimited":true}`} {
 		if status, body := a.call(t, "PUT", "/admin/overrides", st); status != 204 {
 			t.Fatalf("PUT overrides %s: %d %s", st, status, body)
 		}
@@ -286,7 +290,7 @@ func TestRoundTrip(t *testing.T) {
 		`{"policy":"rpm","key":"k1","quota":20}`,
 		`{"policy":"rpm","key":"k2","quota":5,"shadow":true}`,
 		`{"policy":"rpm","stored_key":"header:X-Api-Key:*","window_ms":120000}`,
-		`{"policy":"rpm","quota":-1}`,
+		`{"policy":"rpm","unlimited":true}`,
 	} {
 		if status, out := a.call(t, "PUT", "/admin/overrides", body); status != 204 {
 			t.Fatalf("PUT %s: %d %s", body, status, out)

@@ -52,7 +52,7 @@ func serveInstance() {
 	if err != nil {
 		panic(err)
 	}
-	plane, err := New(c, f[2], Options{Prefix: "rltest:", Logger: quiet})
+	plane, err := New(r, f[2], Options{Logger: quiet})
 	if err != nil {
 		panic(err)
 	}
@@ -81,7 +81,7 @@ func serveInstance() {
 	})
 	mux.HandleFunc("/set", func(w http.ResponseWriter, r *http.Request) {
 		q, _ := strconv.Atoi(r.URL.Query().Get("quota"))
-		if err := plane.Set(r.Context(), Override{Policy: "p", Key: "c:" + r.Header.Get("X-Key"), Quota: q}); err != nil {
+		if err := plane.Set(r.Context(), Override{Policy: "p", StoredKey: "c:" + r.Header.Get("X-Key"), Quota: q}); err != nil {
 			http.Error(w, err.Error(), 500)
 		}
 	})

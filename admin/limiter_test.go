@@ -131,28 +131,28 @@ func TestOverridesApply(t *testing.T) {
 					for range 3 {
 						expect(t, h, "k1", 200, `"p";r=`, `"p";q=5`)
 					}
-					set(admin.Override{Policy: "p", Key: "c:k1", Quota: 8})
+					set(admin.Override{Policy: "p", StoredKey: "c:k1", Quota: 8})
 					if bucket {
 						expect(t, h, "k1", 200, `"p";r=7;`, `"p";q=8`) // a new bucket, full
 					} else {
 						expect(t, h, "k1", 200, `"p";r=4;`, `"p";q=8`) // 4 of 8 counted
 					}
 					expect(t, h, "k2", 200, `"p";r=4;`, `"p";q=5`)
-					set(admin.Override{Policy: "p", Key: "c:k1", Quota: 2})
+					set(admin.Override{Policy: "p", StoredKey: "c:k1", Quota: 2})
 					if bucket {
 						expect(t, h, "k1", 200, `"p";r=1;`, `"p";q=2`)
 					} else {
 						expect(t, h, "k1", 429, `"p";r=0;`, `"p";q=2`) // 4 counted, over 2
 					}
 					if a.String() != "daily" {
-						set(admin.Override{Policy: "p", Key: "c:k2", Window: 2 * time.Hour})
+						set(admin.Override{Policy: "p", StoredKey: "c:k2", Window: 2 * time.Hour})
 						expect(t, h, "k2", 200, `"p";r=4;`, `"p";q=5;w=7200`) // a count of its own
 					}
-					set(admin.Override{Policy: "p", Key: "c:org-*", Unlimited: true})
+					set(admin.Override{Policy: "p", StoredKey: "c:org-*", Unlimited: true})
 					for range 10 {
 						expect(t, h, "org-1", 200, "", "")
 					}
-					set(admin.Override{Policy: "p", Key: "c:bad", Blocked: true})
+					set(admin.Override{Policy: "p", StoredKey: "c:bad", Blocked: true})
 					w := expect(t, h, "bad", 429, `"p";r=0;`, `"p";q=0`)
 					if ra := w.Header.Get("Retry-After"); ra != map[bool]string{true: "3600", false: "86400"}[a != ratelimit.Daily] {
 						t.Errorf("a blocked key's Retry-After is %q, want the limit's window", ra)
@@ -160,7 +160,7 @@ func TestOverridesApply(t *testing.T) {
 					if n := cs.bad.Load(); n != 0 {
 						t.Errorf("a blocked key asked the store %d times, want none", n)
 					}
-					if err := plane.Delete(ctx, "p", "c:k1"); err != nil {
+					if err := deleteOverride(plane, ctx, "p", "c:k1"); err != nil {
 						t.Fatal(err)
 					}
 					if bucket {
@@ -174,13 +174,28 @@ func TestOverridesApply(t *testing.T) {
 	}
 }
 
+// deleteOverride deletes the override of policy and storedKey.
+func deleteOverride(p *admin.Plane, ctx context.Context, policy, storedKey string) error {
+	_, err := p.Delete(ctx, admin.Override{Policy: policy, StoredKey: storedKey})
+	return err
+}
+
+// redisStore returns a store of c under the prefix "rltest:".
+func redisStore(t testing.TB, c store.RedisClient) *store.Redis {
+	t.Helper()
+	s, err := store.NewRedis(c, store.RedisOptions{Prefix: "rltest:", Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 // newPlane returns a Plane of a namespace of its own, under the prefix
 // "rltest:", closed when t ends, and the namespace.
 func newPlane(t *testing.T, client redis.UniversalClient, opts admin.Options) (*admin.Plane, string) {
 	t.Helper()
 	ns := fmt.Sprintf("ov%d", namespaces.Add(1))
-	opts.Prefix = "rltest:"
-	plane, err := admin.New(client, ns, opts)
+	plane, err := admin.New(redisStore(t, client), ns, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +233,7 @@ func TestSetChecksTheLimiters(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: redistest.Shared(t).Addr})
 	t.Cleanup(func() { c.Close() })
 	ns := fmt.Sprintf("ov%d", namespaces.Add(1))
-	plane, err := admin.New(c, ns, admin.Options{Prefix: "rltest:"})
+	plane, err := admin.New(redisStore(t, c), ns, admin.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,13 +260,13 @@ func TestSetChecksTheLimiters(t *testing.T) {
 	}{
 		{admin.Override{Policy: "nope", Quota: 5}, `Policy "nope" is the name of no limit`},
 		{admin.Override{Policy: "login", Quota: 200_000}, "Quota"},
-		{admin.Override{Policy: "feed", Key: "c:k", Quota: 5}, "Quota"},
+		{admin.Override{Policy: "feed", StoredKey: "c:k", Quota: 5}, "Quota"},
 		{admin.Override{Policy: "feed", Window: 5 * time.Millisecond}, "Window"},
 		{admin.Override{Policy: "day", Window: time.Hour}, `"day" is a daily limit`},
 		{admin.Override{Policy: "slow", Window: time.Hour}, `"slow" is a concurrent limit`},
 	} {
 		err := plane.Set(ctx, tt.o)
-		if !errors.Is(err, admin.ErrInvalid) || !errors.Is(err, ratelimit.ErrInvalid) || !strings.Contains(err.Error(), tt.want) {
+		if !errors.Is(err, ratelimit.ErrInvalid) || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("Set(%+v): got %v, want ErrInvalid saying %q", tt.o, err, tt.want)
 		}
 	}
@@ -259,11 +274,11 @@ func TestSetChecksTheLimiters(t *testing.T) {
 		t.Errorf("refused overrides were written: %+v", got)
 	}
 	for _, o := range []admin.Override{
-		{Policy: "login", Key: "c:k", Quota: 50_000},
+		{Policy: "login", StoredKey: "c:k", Quota: 50_000},
 		{Policy: "feed", Quota: 2000, Window: 2 * time.Second},
 		{Policy: "day", Blocked: true},
 		{Policy: "slow", Quota: 20},
-		{Policy: "api", Key: "c:*", Unlimited: true},
+		{Policy: "api", StoredKey: "c:*", Unlimited: true},
 	} {
 		if err := plane.Set(ctx, o); err != nil {
 			t.Errorf("Set(%+v): %v", o, err)
@@ -320,15 +335,15 @@ func TestOverridesAtTheSeams(t *testing.T) {
 			// A set of two limits.
 			expect(t, h, "k", 200, `"a";r=4;`, `"a";q=5;`)
 			expect(t, h, "k", 200, `"b";r=8;`, `"b";q=10;`)
-			set(admin.Override{Policy: "a", Key: "c:k", Quota: 3})
+			set(admin.Override{Policy: "a", StoredKey: "c:k", Quota: 3})
 			expect(t, h, "k", 200, `"a";r=0;`, `"a";q=3;w=3600, "b";q=10;`)
 			expect(t, h, "k", 429, `"b";r=7;`, `"a";q=3;`) // a spent: b not charged
-			set(admin.Override{Policy: "a", Key: "c:k", Unlimited: true})
+			set(admin.Override{Policy: "a", StoredKey: "c:k", Unlimited: true})
 			expect(t, h, "k", 200, `"b";r=6;`, `"b";q=10;`)
 			if r := expect(t, h, "k", 200, `"b";r=5;`, `"b";q=10;`); strings.Contains(r.Header.Get("RateLimit")+r.Header.Get("RateLimit-Policy"), `"a"`) {
 				t.Errorf("an unlimited limit is in the headers: %q", r.Header.Get("RateLimit"))
 			}
-			if err := plane.Delete(ctx, "a", "c:k"); err != nil {
+			if err := deleteOverride(plane, ctx, "a", "c:k"); err != nil {
 				t.Fatal(err)
 			}
 			expect(t, h, "k", 200, `"a";r=1;`, `"a";q=5;`) // 3 counted before, unlimited counted none
@@ -348,10 +363,10 @@ func TestOverridesAtTheSeams(t *testing.T) {
 			slow()
 			waitInFlight(t, l, "s", 0)
 			expectPath(t, h, "/slow", "s", 429)
-			set(admin.Override{Policy: "slow", Key: "c:s", Quota: 3})
+			set(admin.Override{Policy: "slow", StoredKey: "c:s", Quota: 3})
 			slow()
 			waitInFlight(t, l, "s", 0)
-			set(admin.Override{Policy: "slow", Key: "c:s", Quota: 1})
+			set(admin.Override{Policy: "slow", StoredKey: "c:s", Quota: 1})
 			expectPath(t, h, "/slow", "s", 429) // three run, one may
 			close(release)
 			for range 3 {
@@ -362,7 +377,7 @@ func TestOverridesAtTheSeams(t *testing.T) {
 			expectPath(t, h, "/slow", "s", 200)
 
 			// A leased limit.
-			set(admin.Override{Policy: "hot", Key: "c:h", Quota: 20})
+			set(admin.Override{Policy: "hot", StoredKey: "c:h", Quota: 20})
 			admitted := 0
 			for range 50 {
 				if expectPath(t, h, "/hot", "h", 0) == 200 {
@@ -376,15 +391,15 @@ func TestOverridesAtTheSeams(t *testing.T) {
 			// WithLimitsFunc's set, which an override does not fit: refused
 			// once the Limiter has met the set; set on another instance (a
 			// Plane given no Limiter), ignored and logged.
-			wrong := admin.Override{Policy: "plan", Key: "c:p", Quota: 200_000}
-			if err := plane.Set(ctx, wrong); !errors.Is(err, admin.ErrInvalid) || !strings.Contains(err.Error(), `"plan" is the name of no limit`) {
+			wrong := admin.Override{Policy: "plan", StoredKey: "c:p", Quota: 200_000}
+			if err := plane.Set(ctx, wrong); !errors.Is(err, ratelimit.ErrInvalid) || !strings.Contains(err.Error(), `"plan" is the name of no limit`) {
 				t.Errorf("an override of a WithLimitsFunc policy not met yet: %v, want it refused", err)
 			}
 			expectPath(t, h, "/plan", "q", 200)
-			if err := plane.Set(ctx, wrong); !errors.Is(err, admin.ErrInvalid) || !strings.Contains(err.Error(), "Quota") {
+			if err := plane.Set(ctx, wrong); !errors.Is(err, ratelimit.ErrInvalid) || !strings.Contains(err.Error(), "Quota") {
 				t.Errorf("an override that the set met cannot take: %v, want it refused naming Quota", err)
 			}
-			other, err := admin.New(client, ns, admin.Options{Prefix: "rltest:"})
+			other, err := admin.New(redisStore(t, client), ns, admin.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -474,7 +489,7 @@ func TestOverridesThroughOutage(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { f.Close() })
-		plane, err := admin.New(c, ns, admin.Options{Prefix: "rltest:", Logger: quiet})
+		plane, err := admin.New(r, ns, admin.Options{Logger: quiet})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -487,7 +502,7 @@ func TestOverridesThroughOutage(t *testing.T) {
 		return plane, l.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	}
 	plane, h := instance()
-	if err := plane.Set(ctx, admin.Override{Policy: "p", Key: "c:k", Quota: 3}); err != nil {
+	if err := plane.Set(ctx, admin.Override{Policy: "p", StoredKey: "c:k", Quota: 3}); err != nil {
 		t.Fatal(err)
 	}
 	if err := ctl.Do(ctx, "CLIENT", "PAUSE", 60_000, "WRITE").Err(); err != nil {
@@ -519,7 +534,7 @@ func TestOverridesThroughOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(time.Minute)
-	for plane.Set(ctx, admin.Override{Policy: "p", Key: "c:k", Quota: 50}) != nil {
+	for plane.Set(ctx, admin.Override{Policy: "p", StoredKey: "c:k", Quota: 50}) != nil {
 		if time.Now().After(deadline) {
 			t.Fatal("Redis did not answer again in a minute")
 		}
@@ -618,7 +633,7 @@ func TestShadowFlip(t *testing.T) {
 			}
 
 			// A key's own shadow override.
-			if err := plane.Set(ctx, admin.Override{Policy: "new", Key: "c:k2", Quota: 1, Shadow: true}); err != nil {
+			if err := plane.Set(ctx, admin.Override{Policy: "new", StoredKey: "c:k2", Quota: 1, Shadow: true}); err != nil {
 				t.Fatal(err)
 			}
 			for range 3 {
@@ -654,7 +669,7 @@ func TestOverridesPeekAndReset(t *testing.T) {
 	for range 3 {
 		expect(t, h, "k", 200, `"p";r=`, `"p";q=5;`)
 	}
-	if err := plane.Set(ctx, admin.Override{Policy: "p", Key: "c:k", Window: 2 * time.Hour}); err != nil {
+	if err := plane.Set(ctx, admin.Override{Policy: "p", StoredKey: "c:k", Window: 2 * time.Hour}); err != nil {
 		t.Fatal(err)
 	}
 	expect(t, h, "k", 200, `"p";r=4;`, `"p";q=5;w=7200`)
@@ -665,12 +680,12 @@ func TestOverridesPeekAndReset(t *testing.T) {
 		t.Fatal(err)
 	}
 	expect(t, h, "k", 200, `"p";r=4;`, `"p";q=5;w=7200`)
-	if err := plane.Delete(ctx, "p", "c:k"); err != nil {
+	if err := deleteOverride(plane, ctx, "p", "c:k"); err != nil {
 		t.Fatal(err)
 	}
 	expect(t, h, "k", 200, `"p";r=4;`, `"p";q=5;w=3600`) // the limit's own count, forgotten too
 
-	for _, o := range []admin.Override{{Policy: "p", Key: "c:b", Blocked: true}, {Policy: "p", Key: "c:u", Unlimited: true}} {
+	for _, o := range []admin.Override{{Policy: "p", StoredKey: "c:b", Blocked: true}, {Policy: "p", StoredKey: "c:u", Unlimited: true}} {
 		if err := plane.Set(ctx, o); err != nil {
 			t.Fatal(err)
 		}

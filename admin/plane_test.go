@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratelimit-go/ratelimit/internal/testkit"
+	"github.com/ratelimit-go/ratelimit/store"
 	"github.com/ratelimit-go/ratelimit/testkits/redistest"
 )
 
@@ -40,7 +41,7 @@ func newPlanes(t *testing.T, n int, client func() redis.UniversalClient) []*Plan
 	planes := make([]*Plane, n)
 	for i := range planes {
 		c := client()
-		p, err := New(c, ns, Options{Prefix: "rltest:"})
+		p, err := New(storeOf(t, c, "rltest:"), ns, Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -49,6 +50,19 @@ func newPlanes(t *testing.T, n int, client func() redis.UniversalClient) []*Plan
 	}
 	return planes
 }
+
+// storeOf returns a store of c under prefix, its warnings discarded.
+func storeOf(t testing.TB, c store.RedisClient, prefix string) *store.Redis {
+	t.Helper()
+	s, err := store.NewRedis(c, store.RedisOptions{Prefix: prefix, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// overridesKey is the key in Redis of p's overrides, under "rltest:".
+func overridesKey(p *Plane) string { return "rltest:overrides:{" + p.namespace + "}" }
 
 func onServer(t *testing.T) func() redis.UniversalClient {
 	srv := redistest.Shared(t)
@@ -91,8 +105,8 @@ func TestPlaneSharesOverrides(t *testing.T) {
 				t.Fatalf("after the first read of none: %+v, %v; want none, read", got, ok)
 			}
 			set := []Override{
-				{Policy: "api", Key: "k1", Quota: 100_000, Window: time.Minute},
-				{Policy: "api", Key: "org-7/*", Unlimited: true},
+				{Policy: "api", StoredKey: "k1", Quota: 100_000, Window: time.Minute},
+				{Policy: "api", StoredKey: "org-7/*", Unlimited: true},
 				{Policy: "login", Blocked: true},
 			}
 			for _, o := range set {
@@ -104,14 +118,14 @@ func TestPlaneSharesOverrides(t *testing.T) {
 				t.Fatalf("the setter lists %+v at once, want %+v", got, set)
 			}
 			t.Logf("the other instance applied three changes after %v", applied(t, b, set))
-			if err := a.Delete(ctx, "api", "org-7/*"); err != nil {
+			if _, err := a.Delete(ctx, Override{Policy: "api", StoredKey: "org-7/*"}); err != nil {
 				t.Fatal(err)
 			}
 			applied(t, b, []Override{set[0], set[2]})
-			if err := b.Set(ctx, Override{Policy: "api", Key: "k1", Quota: 7}); err != nil {
+			if err := b.Set(ctx, Override{Policy: "api", StoredKey: "k1", Quota: 7}); err != nil {
 				t.Fatal(err)
 			}
-			applied(t, a, []Override{{Policy: "api", Key: "k1", Quota: 7}, set[2]})
+			applied(t, a, []Override{{Policy: "api", StoredKey: "k1", Quota: 7}, set[2]})
 		})
 	}
 }
@@ -128,15 +142,15 @@ func TestPlaneAfterRedisLostTheOverrides(t *testing.T) {
 	t.Cleanup(func() { c.Close() })
 	s := newPlanes(t, 2, func() redis.UniversalClient { return redis.NewClient(&redis.Options{Addr: srv.Addr}) })
 	a, b := s[0], s[1]
-	first := Override{Policy: "api", Key: "k", Quota: 5}
+	first := Override{Policy: "api", StoredKey: "k", Quota: 5}
 	if err := a.Set(ctx, first); err != nil {
 		t.Fatal(err)
 	}
 	applied(t, b, []Override{first})
-	if err := c.Del(ctx, a.key).Err(); err != nil {
+	if err := c.Del(ctx, overridesKey(a)).Err(); err != nil {
 		t.Fatal(err)
 	}
-	second := Override{Policy: "api", Key: "other", Quota: 6}
+	second := Override{Policy: "api", StoredKey: "other", Quota: 6}
 	if err := a.Set(ctx, second); err != nil {
 		t.Fatal(err)
 	}
@@ -152,20 +166,20 @@ func TestPlaneLife(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	t.Cleanup(func() { c.Close() })
 	s := newPlanes(t, 1, func() redis.UniversalClient { return redis.NewClient(&redis.Options{Addr: srv.Addr}) })[0]
-	if err := s.Set(ctx, Override{Policy: "api", Key: "k", Quota: 5}); err != nil {
+	if err := s.Set(ctx, Override{Policy: "api", StoredKey: "k", Quota: 5}); err != nil {
 		t.Fatal(err)
 	}
-	ttl, err := c.PTTL(ctx, s.key).Result()
+	ttl, err := c.PTTL(ctx, overridesKey(s)).Result()
 	if err != nil || ttl <= overridesLife-time.Minute || ttl > overridesLife {
 		t.Fatalf("after a change the life left is %v (%v), want about %v", ttl, err, overridesLife)
 	}
-	if err := c.PExpire(ctx, s.key, overridesLife/2-time.Hour).Err(); err != nil {
+	if err := c.PExpire(ctx, overridesKey(s), overridesLife/2-time.Hour).Err(); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.sync(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if ttl, err := c.PTTL(ctx, s.key).Result(); err != nil || ttl <= overridesLife-time.Minute {
+	if ttl, err := c.PTTL(ctx, overridesKey(s)).Result(); err != nil || ttl <= overridesLife-time.Minute {
 		t.Errorf("a read with less than half the life left left %v (%v), want it renewed", ttl, err)
 	}
 }
@@ -178,15 +192,15 @@ func TestPlaneIsBounded(t *testing.T) {
 	s := newPlanes(t, 1, onServer(t))[0]
 	s.most = 3
 	for i := range 3 {
-		if err := s.Set(ctx, Override{Policy: "api", Key: fmt.Sprint("k", i), Quota: 1}); err != nil {
+		if err := s.Set(ctx, Override{Policy: "api", StoredKey: fmt.Sprint("k", i), Quota: 1}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	err := s.Set(ctx, Override{Policy: "api", Key: "k3", Quota: 1})
-	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "3 overrides are set") {
-		t.Errorf("a fourth: got %v, want ErrInvalid naming the bound", err)
+	err := s.Set(ctx, Override{Policy: "api", StoredKey: "k3", Quota: 1})
+	if !errors.Is(err, errInvalid) || !strings.Contains(err.Error(), "3 overrides are set") {
+		t.Errorf("a fourth: got %v, want errInvalid naming the bound", err)
 	}
-	if err := s.Set(ctx, Override{Policy: "api", Key: "k0", Quota: 2}); err != nil {
+	if err := s.Set(ctx, Override{Policy: "api", StoredKey: "k0", Quota: 2}); err != nil {
 		t.Errorf("replacing one when full: %v", err)
 	}
 	if got, _ := s.List(); len(got) != 3 {
@@ -206,12 +220,12 @@ func TestPlaneKeepsOverridesThroughOutage(t *testing.T) {
 	other := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	t.Cleanup(func() { other.Close() })
 	s := newPlanes(t, 1, func() redis.UniversalClient { return c })[0]
-	b, err := New(other, strings.TrimSuffix(strings.TrimPrefix(s.key, "rltest:overrides:{"), "}"), Options{Prefix: "rltest:"})
+	b, err := New(storeOf(t, other, "rltest:"), s.namespace, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { b.Close() })
-	five := Override{Policy: "api", Key: "k", Quota: 5}
+	five := Override{Policy: "api", StoredKey: "k", Quota: 5}
 	if err := b.Set(ctx, five); err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +246,7 @@ func TestPlaneKeepsOverridesThroughOutage(t *testing.T) {
 	if err := other.Do(ctx, "CLIENT", "UNPAUSE").Err(); err != nil {
 		t.Fatal(err)
 	}
-	seven := Override{Policy: "api", Key: "k", Quota: 7}
+	seven := Override{Policy: "api", StoredKey: "k", Quota: 7}
 	deadline := time.Now().Add(time.Minute)
 	for b.Set(ctx, seven) != nil {
 		if time.Now().After(deadline) {
@@ -250,7 +264,7 @@ func TestPlaneStartedInOutage(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 100 * time.Millisecond})
 	t.Cleanup(func() { c.Close() })
 	var logs testkit.Buffer
-	p, err := New(c, "outage", Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	p, err := New(storeOf(t, c, ""), "outage", Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -269,7 +283,7 @@ func TestPlaneRefuses(t *testing.T) {
 	t.Parallel()
 	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 100 * time.Millisecond})
 	t.Cleanup(func() { c.Close() })
-	p, err := New(c, "refuse", Options{Logger: slog.New(slog.DiscardHandler)})
+	p, err := New(storeOf(t, c, ""), "refuse", Options{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,17 +292,17 @@ func TestPlaneRefuses(t *testing.T) {
 		o    Override
 		want string
 	}{
-		{Override{Policy: "api", Key: "k"}, "changes nothing"},
-		{Override{Key: "k", Quota: 1}, "Policy is empty"},
+		{Override{Policy: "api", StoredKey: "k"}, "changes nothing"},
+		{Override{StoredKey: "k", Quota: 1}, "Policy is empty"},
 		{Override{Policy: "api", Quota: -1}, "Quota is -1"},
 		{Override{Policy: "api", Unlimited: true, Blocked: true}, "choose one"},
 		{Override{Policy: "api", Blocked: true, Quota: 3}, "without a Quota"},
 		{Override{Policy: "api", Quota: 3, Window: time.Microsecond}, "whole milliseconds"},
-		{Override{Policy: "api", Key: "a*b", Quota: 3}, `"*" before its end`},
+		{Override{Policy: "api", StoredKey: "a*b", Quota: 3}, `"*" before its end`},
 	} {
 		err := p.Set(context.Background(), tt.o)
-		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tt.want) {
-			t.Errorf("Set(%+v): got %v, want ErrInvalid saying %q", tt.o, err, tt.want)
+		if !errors.Is(err, errInvalid) || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("Set(%+v): got %v, want errInvalid saying %q", tt.o, err, tt.want)
 		}
 	}
 }
@@ -337,8 +351,8 @@ func TestChangesAreWhole(t *testing.T) {
 	ctx := context.Background()
 	s := newPlanes(t, 2, onServer(t))
 	writer, reader := s[0], s[1]
-	a := Override{Policy: "api", Key: "k", Quota: 5, Window: time.Minute}
-	b := Override{Policy: "api", Key: "k", Quota: 50, Window: time.Hour}
+	a := Override{Policy: "api", StoredKey: "k", Quota: 5, Window: time.Minute}
+	b := Override{Policy: "api", StoredKey: "k", Quota: 50, Window: time.Hour}
 	if err := writer.Set(ctx, a); err != nil {
 		t.Fatal(err)
 	}
@@ -395,17 +409,17 @@ func TestOverridesSurviveRestarts(t *testing.T) {
 	client := func() redis.UniversalClient { return redis.NewClient(&redis.Options{Addr: srv.Addr}) }
 	s := newPlanes(t, 1, client)
 	running := s[0]
-	o := Override{Policy: "api", Key: "k", Quota: 42, Window: time.Minute}
+	o := Override{Policy: "api", StoredKey: "k", Quota: 42, Window: time.Minute}
 	if err := running.Set(ctx, o); err != nil {
 		t.Fatal(err)
 	}
 	if err := srv.Restart(); err != nil {
 		t.Fatal(err)
 	}
-	ns := strings.TrimSuffix(strings.TrimPrefix(running.key, "rltest:overrides:{"), "}")
+	ns := running.namespace
 	c := client()
 	t.Cleanup(func() { c.Close() })
-	restarted, err := New(c, ns, Options{Prefix: "rltest:"})
+	restarted, err := New(storeOf(t, c, "rltest:"), ns, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -416,7 +430,7 @@ func TestOverridesSurviveRestarts(t *testing.T) {
 	if got, _ := running.List(); !slices.Equal(got, []Override{o}) {
 		t.Errorf("the instance that ran through the restart lists %+v, want %+v", got, o)
 	}
-	changed := Override{Policy: "api", Key: "k", Quota: 43}
+	changed := Override{Policy: "api", StoredKey: "k", Quota: 43}
 	deadline := time.Now().Add(time.Minute)
 	for restarted.Set(ctx, changed) != nil {
 		if time.Now().After(deadline) {

@@ -9,10 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/ratelimit-go/ratelimit/internal/topkeys"
-	"github.com/ratelimit-go/ratelimit/lua"
 )
 
 // A TopKey is a key that a policy denied, with how often: the estimate,
@@ -69,10 +66,10 @@ func newTopCounts() topCounts {
 	return topCounts{instance: hex.EncodeToString(id[:]), policies: make(map[string]*topPolicy), now: time.Now}
 }
 
-// denied counts a request of key that policy denied, or would have
-// denied: a Limiter given the Plane tells it (see ratelimit.Overrides).
+// Denied counts a request of key that policy denied, or would have
+// denied: a Limiter given the Plane tells it (see ratelimit.WithOverrides).
 // Past 64 policies, a new one is not counted.
-func (p *Plane) denied(policy, key string) {
+func (p *Plane) Denied(policy, key string) {
 	c := &p.top
 	c.mu.Lock()
 	tp := c.policies[policy]
@@ -111,8 +108,6 @@ func (c *topCounts) summary(policy string, i int) (topkeys.Summary, bool) {
 	return s, s.Total > 0
 }
 
-var topScript = redis.NewScript(lua.Source("top.lua"))
-
 // publish writes this instance's summaries to Redis, for the others.
 func (p *Plane) publish(ctx context.Context) error {
 	c := &p.top
@@ -122,7 +117,7 @@ func (p *Plane) publish(ctx context.Context) error {
 		policies = append(policies, name)
 	}
 	c.mu.Unlock()
-	args := []any{"put", (2 * time.Hour).Milliseconds(), (time.Hour + time.Minute).Milliseconds()}
+	var fields []string
 	for _, policy := range policies {
 		for i, w := range topWindows {
 			s, ok := c.summary(policy, i)
@@ -133,14 +128,14 @@ func (p *Plane) publish(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
-			args = append(args, c.instance+"\n"+w.name+"\n"+policy, b)
+			fields = append(fields, c.instance+"\n"+w.name+"\n"+policy, string(b))
 		}
 	}
-	if len(args) == 3 {
+	if len(fields) == 0 {
 		return nil
 	}
-	if err := topScript.Run(ctx, p.client, []string{p.topKey}, args...).Err(); err != nil {
-		return fmt.Errorf("admin: telling the keys denied most: %w", aclHint(err))
+	if err := p.keeper.PutTop(ctx, 2*time.Hour, time.Hour+time.Minute, fields); err != nil {
+		return fmt.Errorf("admin: telling the keys denied most: %w", err)
 	}
 	return nil
 }
@@ -156,11 +151,11 @@ func (p *Plane) Top(ctx context.Context, policy string, last time.Duration, n in
 	i := map[time.Duration]int{time.Minute: 0, time.Hour: 1}
 	w, ok := i[last]
 	if !ok {
-		return nil, fmt.Errorf("%w: Top: last is %v: want time.Minute or time.Hour", ErrInvalid, last)
+		return nil, fmt.Errorf("%w: Top: last is %v: want time.Minute or time.Hour", errInvalid, last)
 	}
-	reply, err := topScript.Run(ctx, p.client, []string{p.topKey}, "get", (3 * publishEvery).Milliseconds(), topWindows[w].name, policy).StringSlice()
+	reply, err := p.keeper.GetTop(ctx, 3*publishEvery, topWindows[w].name, policy)
 	if err != nil {
-		return nil, fmt.Errorf("admin: reading the keys denied most: %w", aclHint(err))
+		return nil, fmt.Errorf("admin: reading the keys denied most: %w", err)
 	}
 	var summaries []topkeys.Summary
 	for j := 0; j+1 < len(reply); j += 2 {

@@ -39,7 +39,7 @@ func TestTopAcrossInstances(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p, err := New(c, ns, Options{Prefix: "rltest:"})
+		p, err := New(s, ns, Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -148,13 +148,13 @@ func TestAdminContract(t *testing.T) {
 		status             int
 		want               string
 	}{
-		{"GET", "/policies", "", 200, `{"policy":"gen-tpm","algorithm":"sliding-window","limit":40000,"window_ms":60000,"shadow":false,"overridden":false}`},
+		{"GET", "/policies", "", 200, `{"policy":"gen-tpm","algorithm":"sliding-window","quota":40000,"window_ms":60000,"shadow":false,"overridden":false}`},
 		{"GET", "/overrides", "", 200, `[{"policy":"gen-tpm","stored_key":"header:X-Api-Key:`},
 		{"GET", "/overrides", "", 200, `"quota":100000}]`},
-		{"PUT", "/overrides", `{"policy":"gen-tpm","key":"k1","quota":-7}`, 400, `"error":"quota is -7`},
+		{"PUT", "/overrides", `{"policy":"gen-tpm","key":"k1","quota":-7}`, 400, `"error":"Quota is -7`},
 		{"PUT", "/overrides", `{"policy":"gen-tpmm","key":"k1","quota":7}`, 400, `gen-tpmm`},
 		{"PUT", "/shadow", `{"policy":"home","shadow":true}`, 204, ""},
-		{"GET", "/policies", "", 200, `{"policy":"home","algorithm":"sliding-window","limit":10,"window_ms":10000,"shadow":true,"overridden":true}`},
+		{"GET", "/policies", "", 200, `{"policy":"home","algorithm":"sliding-window","quota":10,"window_ms":10000,"shadow":true,"overridden":true}`},
 		{"GET", "/", "", 200, "<h2 id=\"overrides\">"},
 	} {
 		if status, body := adminCall(t, st.method, adminA+st.path, st.body); status != st.status || !strings.Contains(body, st.want) {
@@ -267,7 +267,7 @@ func TestAdminRoundTripWithCurl(t *testing.T) {
 	}
 	for _, body := range []string{
 		`{"policy":"gen-tpm","key":"k1","quota":100000}`,
-		`{"policy":"gen-tpm","key":"k2","quota":-1}`,
+		`{"policy":"gen-tpm","key":"k2","unlimited":true}`,
 		`{"policy":"home","key":"127.0.0.1","quota":3,"shadow":true}`,
 	} {
 		if status, out := run("-X", "PUT", "-d", body, admin+"/overrides"); status != 204 {

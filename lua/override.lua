@@ -9,11 +9,12 @@
 -- ARGV     the operation, then its arguments:
 --            "read", the version known, the life in ms;
 --            "set", the field, the override, the life, the most overrides;
---            "mode", the field, "shadow", "enforce" or "own", the life, the
---            most overrides: the override's shadow or enforcement set, or
---            neither ("own": the limit's own, and an override left with
+--            "mode", the field, "shadow", "enforced" or "own", the life,
+--            the most overrides: the override's shadow or enforcement set,
+--            or neither ("own": the limit's own, and an override left with
 --            nothing else goes), and the rest of it kept (a new one holds
---            that alone);
+--            that alone); an unlimited or blocked override fails with
+--            "ratelimit: override unlimited or blocked";
 --            "del", the field, the life.
 --          Each renews the hash's life: a read when less than half of it
 --          is left, a change always.
@@ -69,14 +70,23 @@ if op == 'set' or op == 'mode' then
     end
   end
   if op == 'mode' then
-    local o = old and cjson.decode(old) or { quota = 0 }
-    o.shadow, o.enforce = nil, nil
+    -- The override's JSON, as the package admin writes it; a value of
+    -- before it ("quota" -1 unlimited, -2 blocked, 0 the limit's,
+    -- "enforce") is read too, and written anew.
+    local o = old and cjson.decode(old) or {}
+    if o.unlimited or o.blocked or (tonumber(o.quota) or 0) < 0 then
+      return redis.error_reply('ratelimit: override unlimited or blocked')
+    end
+    o.shadow, o.enforced, o.enforce = nil, nil, nil
+    if o.quota == 0 then
+      o.quota = nil
+    end
     if value ~= 'own' then
       o[value] = true
     end
-    value = cjson.encode(o)
-    if value == '{"quota":0}' then
-      value = nil -- nothing left: the limit's own
+    value = nil -- nothing left: the limit's own
+    if next(o) ~= nil then
+      value = cjson.encode(o)
     end
   end
   if value then

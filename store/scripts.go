@@ -3,6 +3,7 @@ package store
 import (
 	"crypto/sha1"
 	"encoding/hex"
+	"slices"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -58,6 +59,10 @@ var (
 	renewProgram  = newProgram("renew", lua.Source("decide.lua")+lua.Source("renew.lua")+"return renew()\n")
 	resetProgram  = newProgram("reset", lua.Source("reset.lua"))
 	probeProgram  = newProgram("probe", lua.Source("probe.lua"))
+
+	// The programs of the package admin, run through Overrides.
+	overrideProgram = newProgram("override", lua.Source("override.lua"))
+	topProgram      = newProgram("top", lua.Source("top.lua"))
 
 	// Check runs these as scripts: they check what EVAL needs.
 	probeScript = probeProgram.script
@@ -119,10 +124,12 @@ var (
 	libraryConstants = []string{"algorithms", "clockless", "CHECK", "COMMIT", "SETTLE", "DECIDE", "CHARGE", "PEEK", "slice_margin"}
 )
 
-// libraryFiles are the files of the library, in order. reset.lua and
-// probe.lua are scripts whose chunk is their body; the library wraps each
-// in a local function of the same name.
-var libraryFiles = append(append([]string{"decide.lua"}, scriptFiles...), "peek.lua", "charge.lua", "end.lua", "renew.lua", "reset.lua", "probe.lua")
+// libraryFiles are the files of the library, in order. Those of
+// wrappedFiles are scripts whose chunk is their body; the library wraps
+// each in a local function of the same name.
+var libraryFiles = append(append([]string{"decide.lua"}, scriptFiles...), "peek.lua", "charge.lua", "end.lua", "renew.lua", "reset.lua", "probe.lua", "override.lua", "top.lua")
+
+var wrappedFiles = []string{"reset.lua", "probe.lua", "override.lua", "top.lua"}
 
 // libraryTemplate is the library with {{library}} for its name.
 func libraryTemplate() string {
@@ -133,11 +140,10 @@ func libraryTemplate() string {
 	b.WriteString("-- and may not set a global: each call sets these, which the files read.\n")
 	b.WriteString("local KEYS, ARGV\n")
 	for _, f := range libraryFiles {
-		switch f {
-		case "reset.lua", "probe.lua":
+		if slices.Contains(wrappedFiles, f) {
 			name := strings.TrimSuffix(f, ".lua")
 			b.WriteString("local function " + name + "()\n" + lua.Source(f) + "end\n")
-		default:
+		} else {
 			b.WriteString(lua.Source(f))
 		}
 	}
@@ -160,6 +166,8 @@ redis.register_function('{{library}}_renew', entry(renew))
 -- DEL frees memory: a reset may run while Redis is out of memory, as with EVAL.
 redis.register_function{function_name = '{{library}}_reset', callback = entry(reset), flags = {'allow-oom'}}
 redis.register_function('{{library}}_probe', entry(probe))
+redis.register_function('{{library}}_override', entry(override))
+redis.register_function('{{library}}_top', entry(top))
 `)
 	return b.String()
 }

@@ -5,48 +5,42 @@ import (
 	"time"
 )
 
-// Hooks are what a ratelimit.Limiter calls of its overrides (see
-// ratelimit.Overrides).
-type Hooks struct {
+// A Source is what a ratelimit.Limiter given overrides (WithOverrides)
+// asks of them: the package admin's Plane.
+type Source interface {
 	// Table returns the overrides in force, nil while none are known.
-	Table func() *Table
+	Table() *Table
 
-	// Attach is called by ratelimit.New with what the Limiter tells of
-	// itself. An implementation refuses an override that a Limiter
-	// attached finds wrong.
-	Attach func(Limiter)
+	// Attach is called by ratelimit.New with the Limiter. An
+	// implementation refuses an override that a Limiter attached finds
+	// wrong.
+	Attach(Limiter)
 
 	// Denied is told of each request that policy denied, or would have
 	// denied for a Shadow limit, with its key as the store is given it
 	// after the namespace and route. It must be quick and safe for
 	// concurrent use.
-	Denied func(policy, key string)
+	Denied(policy, key string)
 }
 
 // A Limiter is what a ratelimit.Limiter tells its overrides of itself
-// when it is built (Hooks.Attach).
-type Limiter struct {
-	Namespace string
+// (Source.Attach). It also has a method Store() ratelimit.Store, which
+// this package cannot name.
+type Limiter interface {
+	Namespace() string
 
 	// Check reports whether o's policy may be one of the Limiter's, and
 	// what is wrong with o for it, if anything.
-	Check func(o Override) (known bool, err error)
-
-	// Has reports whether policy is the name of one of the Limiter's
-	// limits of WithLimits or WithRoutes.
-	Has func(policy string) bool
+	Check(o Override) (known bool, err error)
 
 	// Policies returns the Limiter's limits of WithLimits and WithRoutes,
 	// as configured, by route.
-	Policies func() []Policy
-
-	// Store is the Limiter's store.
-	Store any
+	Policies() []Policy
 
 	// Audit tells the Limiter's observer, if it has one, of a change an
 	// operator made with the request r: who made it, what it changed,
 	// and the override before and after, as JSON ("" for none).
-	Audit func(r *http.Request, who, what, before, after string)
+	Audit(r *http.Request, who, what, before, after string)
 }
 
 // A Policy is a limit of a Limiter as configured.

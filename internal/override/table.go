@@ -10,44 +10,70 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/ratelimit-go/ratelimit/internal/wire"
 )
 
-// An Override replaces, for some keys of one policy, the policy's limit.
+// An Override replaces, for some keys of one policy, the policy's limit:
+// its quota, its window, or both, or whether it is shadow; or it makes
+// the keys unlimited, or blocks them. It is the one form of an override
+// everywhere: the package admin's Go API (admin.Override) and JSON API
+// (its fields, in the names of their tags), the value stored in Redis
+// (its JSON without the policy and keys, which name the value's field),
+// and what a Limiter applies. The zero Override is not valid: name a
+// policy, and change something.
 type Override struct {
-	// Policy is the name of the limit overridden (see ratelimit.Limit's
-	// Name).
-	Policy string
+	// Policy is the name of the limit overridden, as the RateLimit-Policy
+	// header gives it (see ratelimit.Limit's Name).
+	Policy string `json:"policy"`
 
-	// Key is which of the policy's keys it applies to, in the form the
-	// store is given (after the key function, hashed where it hashes):
-	// one key; every key that starts with what comes before a final "*";
-	// or, empty, every key of the policy. An exact key beats a prefix, a
-	// longer prefix a shorter one, and any of them the whole policy.
-	Key string
+	// StoredKey is which of the policy's keys the override applies to, in
+	// the form the store is given, after the key function (hashed where
+	// it hashes, as ratelimit.HeaderKey does), for example
+	// "ip:192.0.2.1": one key; or every key that starts with what comes
+	// before a final "*"; or, empty, every key of the policy. The
+	// override of a key's own beats that of a prefix, a longer prefix a
+	// shorter one, and any of them the whole policy's. Listings give it.
+	StoredKey string `json:"stored_key,omitempty"`
 
-	// Quota is the quota in place of the limit's, above 0; or Unlimited,
-	// or Blocked; or 0, the limit's own, for an override of its window or
-	// shadow alone.
-	Quota int
+	// Key is the key as a client sends it (an API key, an address), in
+	// place of StoredKey, which admin.Options.Key makes of it (without
+	// Options.Key, Key is taken in the store's form). Listings never give
+	// it.
+	Key string `json:"key,omitempty"`
 
-	// Window, when not zero, is the window in place of the limit's.
-	Window time.Duration
+	// Label names StoredKey for people, in listings: admin.Options.Label's
+	// name. A change ignores it.
+	Label string `json:"label,omitempty"`
 
-	// Shadow decides and counts the limit but never denies on it;
-	// Enforce denies on a limit that is shadow by itself (see
-	// ratelimit.Limit's Shadow). Neither leaves the limit's as it is.
-	Shadow, Enforce bool
+	// Quota is the quota in place of the limit's, from 1 up to what the
+	// limit's algorithm takes (see ratelimit.Limit's Quota); zero keeps
+	// the limit's. For a token bucket it is the rate, and a Burst that was
+	// set scales with it.
+	Quota int `json:"quota,omitempty"`
+
+	// Window, when not zero, is the window in place of the limit's, in
+	// whole milliseconds, as ratelimit.Limit's Window ("window_ms" in
+	// JSON). A calendar or Concurrent limit keeps its own.
+	Window time.Duration `json:"-"`
+
+	// Unlimited takes the keys out of the limit: it counts nothing for
+	// them. Blocked denies every request of the keys, without asking the
+	// store. Each goes alone, without a Quota, Window, Shadow or
+	// Enforced.
+	Unlimited bool `json:"unlimited,omitempty"`
+	Blocked   bool `json:"blocked,omitempty"`
+
+	// Shadow makes the limit, for the keys, decided and counted but never
+	// denying (see ratelimit.Limit's Shadow); Enforced makes it deny for
+	// them when it is shadow by itself (Limit.Shadow, or
+	// ratelimit.WithDryRun). Neither leaves it as it is. A key's override
+	// that leaves a field as the limit's takes it from the whole policy's
+	// override, when there is one.
+	Shadow   bool `json:"shadow,omitempty"`
+	Enforced bool `json:"enforced,omitempty"`
 }
-
-// Quotas that are not numbers of units.
-const (
-	Unlimited = -1 // the limit does not apply
-	Blocked   = -2 // every request is denied
-)
 
 // MaxOverrides is how many overrides a namespace holds at most.
 const MaxOverrides = 10_000
@@ -70,24 +96,32 @@ func (o Override) Check() error {
 		return fmt.Errorf("%w: Policy is %d bytes; a limit's name is at most %d", ErrInvalid, len(o.Policy), wire.MaxName)
 	case strings.IndexFunc(o.Policy, func(r rune) bool { return r < ' ' || r > '~' }) >= 0:
 		return fmt.Errorf("%w: Policy %q is not printable ASCII, as a limit's name is", ErrInvalid, o.Policy)
-	case len(o.Key) > maxKey:
-		return fmt.Errorf("%w: Key is %d bytes; the store takes keys of at most %d", ErrInvalid, len(o.Key), maxKey)
-	case strings.Contains(strings.TrimSuffix(o.Key, "*"), "*"):
-		return fmt.Errorf("%w: Key %q has a \"*\" before its end: only a final one makes a prefix", ErrInvalid, o.Key)
-	case o.Quota < Blocked:
-		return fmt.Errorf("%w: Quota is %d: want a quota above 0, Unlimited (%d) or Blocked (%d)", ErrInvalid, o.Quota, Unlimited, Blocked)
-	case o.Quota == 0 && o.Window == 0 && !o.Shadow && !o.Enforce:
+	case o.Key != "" && o.StoredKey != "":
+		return fmt.Errorf("%w: Key and StoredKey are both set: give one", ErrInvalid)
+	case len(o.StoredKey) > maxKey || len(o.Key) > maxKey:
+		return fmt.Errorf("%w: the key is %d bytes; the store takes keys of at most %d", ErrInvalid, len(o.StoredKey)+len(o.Key), maxKey)
+	case strings.Contains(strings.TrimSuffix(o.StoredKey, "*"), "*"):
+		return fmt.Errorf("%w: StoredKey %q has a \"*\" before its end: only a final one makes a prefix", ErrInvalid, o.StoredKey)
+	case o.Quota < 0:
+		return fmt.Errorf("%w: Quota is %d: want a quota above 0, or 0 to keep the limit's (Unlimited or Blocked for none or every request denied)", ErrInvalid, o.Quota)
+	case o.Unlimited && o.Blocked:
+		return fmt.Errorf("%w: Unlimited and Blocked are both set: choose one", ErrInvalid)
+	case (o.Unlimited || o.Blocked) && (o.Quota != 0 || o.Window != 0 || o.Shadow || o.Enforced):
+		return fmt.Errorf("%w: Unlimited or Blocked goes alone, without a Quota, Window, Shadow or Enforced: an unlimited key counts nothing and a blocked one is always denied", ErrInvalid)
+	case o.Quota == 0 && o.Window == 0 && !o.Shadow && !o.Enforced && !o.Unlimited && !o.Blocked:
 		return fmt.Errorf("%w: Quota, Window and Shadow are all the limit's own: the override changes nothing (delete it instead)", ErrInvalid)
-	case o.Shadow && o.Enforce:
-		return fmt.Errorf("%w: Shadow and Enforce are both set: choose one", ErrInvalid)
-	case o.Quota < 0 && (o.Shadow || o.Enforce):
-		return fmt.Errorf("%w: Quota %d (unlimited or blocked) with Shadow or Enforce: an unlimited key counts nothing and a blocked one is always denied", ErrInvalid, o.Quota)
+	case o.Shadow && o.Enforced:
+		return fmt.Errorf("%w: Shadow and Enforced are both set: choose one", ErrInvalid)
 	case o.Window < 0 || o.Window%time.Millisecond != 0:
 		return fmt.Errorf("%w: Window is %v: want zero (the limit's) or whole milliseconds", ErrInvalid, o.Window)
-	case o.Window != 0 && o.Quota < 0:
-		return fmt.Errorf("%w: Window is %v with Quota %d: an unlimited or blocked key has no window", ErrInvalid, o.Window, o.Quota)
 	}
 	return nil
+}
+
+// Effect returns o without its keys and label: what it does.
+func (o Override) Effect() Override {
+	o.StoredKey, o.Key, o.Label = "", "", ""
+	return o
 }
 
 // A Table is a set of overrides, at most one per policy and key. It is
@@ -95,7 +129,7 @@ func (o Override) Check() error {
 type Table struct {
 	policies map[string]*policyTable
 	set      []Override // as set
-	effects  []Effect   // the distinct overrides in force
+	effects  []Override // the distinct overrides in force, without keys
 }
 
 // policyTable is one policy's overrides.
@@ -115,19 +149,6 @@ type policyTable struct {
 type slot struct{ set, effect int32 }
 
 var noSlot = slot{-1, -1}
-
-// An Effect is an override in force, as a table holds it: with the
-// fields it leaves as the limit's taken from the policy's override (see
-// Lookup), and no Key. The overrides of a policy that have the same
-// effect share it, and with it a slot (Memo) for what a Limiter derives
-// from it, kept as long as the table is.
-type Effect struct {
-	Override
-	Memo atomic.Pointer[Memo]
-}
-
-// A Memo is what Owner derived from an Effect.
-type Memo struct{ Owner, Value any }
 
 // A byteSet is a set of bytes.
 type byteSet [4]uint64
@@ -157,7 +178,7 @@ func NewTable(list []Override) (*Table, error) {
 	var effects []Override
 	index := make(map[Override]int32)
 	effectOf := func(o Override) int32 {
-		o.Key = ""
+		o = o.Effect()
 		j, ok := index[o]
 		if !ok {
 			j = int32(len(effects))
@@ -195,20 +216,17 @@ func NewTable(list []Override) (*Table, error) {
 			}
 		}
 	}
-	t.effects = make([]Effect, len(effects))
-	for j, o := range effects {
-		t.effects[j].Override = o
-	}
+	t.effects = effects
 	return t, nil
 }
 
 // put adds o to the policy's overrides in t, or replaces the one of its
 // key.
 func (p *policyTable) put(t *Table, o Override) {
-	m, k := p.exact, o.Key
-	prefix, isPrefix := strings.CutSuffix(o.Key, "*")
+	m, k := p.exact, o.StoredKey
+	prefix, isPrefix := strings.CutSuffix(o.StoredKey, "*")
 	switch {
-	case o.Key == "":
+	case o.StoredKey == "":
 		if p.whole.set >= 0 {
 			t.set[p.whole.set] = o
 		} else {
@@ -283,18 +301,28 @@ func (t *Table) Lookup(policy, key string) (Override, bool) {
 	if !ok {
 		return Override{}, false
 	}
-	o := t.effects[s.effect].Override
-	o.Key = t.set[s.set].Key
+	o := t.effects[s.effect]
+	o.StoredKey = t.set[s.set].StoredKey
 	return o, true
 }
 
 // Find is Lookup returning the override in force as the table holds it,
-// with no Key, or nil.
-func (t *Table) Find(policy, key string) *Effect {
+// without keys (see Override.Effect), and its index among the table's
+// distinct effects (see Effects), or -1 and nil. The overrides of a
+// policy with the same effect share it.
+func (t *Table) Find(policy, key string) (int, *Override) {
 	if s, ok := t.lookup(policy, key); ok {
-		return &t.effects[s.effect]
+		return int(s.effect), &t.effects[s.effect]
 	}
-	return nil
+	return -1, nil
+}
+
+// Effects returns how many distinct effects t holds.
+func (t *Table) Effects() int {
+	if t == nil {
+		return 0
+	}
+	return len(t.effects)
 }
 
 // lookup returns the slot of the override of policy for key.
@@ -312,17 +340,25 @@ func (t *Table) lookup(policy, key string) (slot, bool) {
 // w, the policy's override.
 func (o *Override) under(w *Override) Override {
 	v := *o
+	if v.Unlimited || v.Blocked {
+		return v // alone
+	}
+	if w.Unlimited || w.Blocked {
+		if v.Quota == 0 {
+			// No quota of its own, of a limit the policy's override
+			// takes away or blocks: that holds.
+			return Override{Policy: v.Policy, StoredKey: v.StoredKey, Unlimited: w.Unlimited, Blocked: w.Blocked}
+		}
+		return v
+	}
 	if v.Quota == 0 {
 		v.Quota = w.Quota
 	}
-	if v.Window == 0 && w.Quota >= 0 {
+	if v.Window == 0 {
 		v.Window = w.Window
 	}
-	if v.Quota < 0 {
-		v.Window = 0
-	}
-	if !v.Shadow && !v.Enforce && v.Quota >= 0 {
-		v.Shadow, v.Enforce = w.Shadow, w.Enforce
+	if !v.Shadow && !v.Enforced {
+		v.Shadow, v.Enforced = w.Shadow, w.Enforced
 	}
 	return v
 }
@@ -355,7 +391,7 @@ func (t *Table) All() []Override {
 		if c := strings.Compare(a.Policy, b.Policy); c != 0 {
 			return c
 		}
-		return strings.Compare(a.Key, b.Key)
+		return strings.Compare(a.StoredKey, b.StoredKey)
 	})
 	return all
 }

@@ -11,27 +11,27 @@ import (
 
 // TestCheck: each wrong field is refused with its name and the reason.
 func TestCheck(t *testing.T) {
-	ok := Override{Policy: "api", Key: "k1", Quota: 10}
+	ok := Override{Policy: "api", StoredKey: "k1", Quota: 10}
 	for _, tt := range []struct {
 		o    Override
 		want string // in the error; "" for none
 	}{
 		{ok, ""},
-		{Override{Policy: "api", Quota: Unlimited}, ""},
-		{Override{Policy: "api", Key: "org-7/*", Quota: Blocked}, ""},
-		{Override{Policy: "api", Key: "k", Quota: 5, Window: time.Minute, Shadow: true}, ""},
-		{Override{Key: "k1", Quota: 10}, "Policy is empty"},
+		{Override{Policy: "api", Unlimited: true}, ""},
+		{Override{Policy: "api", StoredKey: "org-7/*", Blocked: true}, ""},
+		{Override{Policy: "api", StoredKey: "k", Quota: 5, Window: time.Minute, Shadow: true}, ""},
+		{Override{StoredKey: "k1", Quota: 10}, "Policy is empty"},
 		{Override{Policy: strings.Repeat("p", 65), Quota: 10}, "Policy is 65 bytes"},
 		{Override{Policy: "api\nx", Quota: 10}, `Policy "api\nx" is not printable ASCII`},
-		{Override{Policy: "api", Key: strings.Repeat("k", 1025), Quota: 10}, "Key is 1025 bytes"},
-		{Override{Policy: "api", Key: "a*b", Quota: 10}, `Key "a*b" has a "*" before its end`},
-		{Override{Policy: "api", Key: "k1"}, "changes nothing"},
-		{Override{Policy: "api", Key: "k1", Window: time.Minute}, ""},
+		{Override{Policy: "api", StoredKey: strings.Repeat("k", 1025), Quota: 10}, "the key is 1025 bytes"},
+		{Override{Policy: "api", StoredKey: "a*b", Quota: 10}, `StoredKey "a*b" has a "*" before its end`},
+		{Override{Policy: "api", StoredKey: "k1"}, "changes nothing"},
+		{Override{Policy: "api", StoredKey: "k1", Window: time.Minute}, ""},
 		{Override{Policy: "api", Shadow: true}, ""},
-		{Override{Policy: "api", Key: "k1", Quota: -3}, "Quota is -3"},
-		{Override{Policy: "api", Key: "k1", Quota: 10, Window: -time.Second}, "Window is -1s"},
-		{Override{Policy: "api", Key: "k1", Quota: 10, Window: 1500 * time.Microsecond}, "whole milliseconds"},
-		{Override{Policy: "api", Key: "k1", Quota: Blocked, Window: time.Second}, "an unlimited or blocked key has no window"},
+		{Override{Policy: "api", StoredKey: "k1", Quota: -3}, "Quota is -3"},
+		{Override{Policy: "api", StoredKey: "k1", Quota: 10, Window: -time.Second}, "Window is -1s"},
+		{Override{Policy: "api", StoredKey: "k1", Quota: 10, Window: 1500 * time.Microsecond}, "whole milliseconds"},
+		{Override{Policy: "api", StoredKey: "k1", Blocked: true, Window: time.Second}, "Unlimited or Blocked goes alone"},
 	} {
 		err := tt.o.Check()
 		switch {
@@ -48,11 +48,11 @@ func TestCheck(t *testing.T) {
 func TestLookup(t *testing.T) {
 	table, err := NewTable([]Override{
 		{Policy: "api", Quota: 1},
-		{Policy: "api", Key: "org-7/*", Quota: 2},
-		{Policy: "api", Key: "org-7/team-1/*", Quota: 3},
-		{Policy: "api", Key: "org-7/team-1/ann", Quota: 4},
-		{Policy: "api", Key: "org-7/team-1/ann", Quota: 5}, // replaces the one before
-		{Policy: "login", Key: "*", Quota: Blocked},
+		{Policy: "api", StoredKey: "org-7/*", Quota: 2},
+		{Policy: "api", StoredKey: "org-7/team-1/*", Quota: 3},
+		{Policy: "api", StoredKey: "org-7/team-1/ann", Quota: 4},
+		{Policy: "api", StoredKey: "org-7/team-1/ann", Quota: 5}, // replaces the one before
+		{Policy: "login", StoredKey: "*", Blocked: true},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -62,7 +62,7 @@ func TestLookup(t *testing.T) {
 	}
 	for _, tt := range []struct {
 		policy, key string
-		quota       int // 0: none applies
+		quota       int // 0: none applies; -2: blocked
 	}{
 		{"api", "org-7/team-1/ann", 5},
 		{"api", "org-7/team-1/bob", 3},
@@ -70,11 +70,14 @@ func TestLookup(t *testing.T) {
 		{"api", "org-7/", 2},
 		{"api", "org-7", 1},
 		{"api", "", 1},
-		{"login", "anyone", Blocked},
-		{"login", "", Blocked},
+		{"login", "anyone", -2},
+		{"login", "", -2},
 		{"other", "org-7/team-1/ann", 0},
 	} {
 		o, ok := table.Lookup(tt.policy, tt.key)
+		if o.Blocked {
+			o.Quota = -2
+		}
 		if got := map[bool]int{true: o.Quota}[ok]; got != tt.quota {
 			t.Errorf("Lookup(%q, %q): quota %d (found %v), want %d", tt.policy, tt.key, got, ok, tt.quota)
 		}
@@ -102,9 +105,9 @@ func TestLookupMatchesModel(t *testing.T) {
 	for round := range 200 {
 		var list []Override
 		for range rng.IntN(40) {
-			o := Override{Policy: fmt.Sprint("p", rng.IntN(3)), Key: keys(), Quota: 1 + rng.IntN(100)}
+			o := Override{Policy: fmt.Sprint("p", rng.IntN(3)), StoredKey: keys(), Quota: 1 + rng.IntN(100)}
 			if rng.IntN(3) == 0 {
-				o.Key += "*"
+				o.StoredKey += "*"
 			}
 			list = append(list, o)
 		}
@@ -137,12 +140,12 @@ func model(list []Override, policy, key string) (Override, bool) {
 			continue
 		}
 		r := -1
-		switch prefix, isPrefix := strings.CutSuffix(o.Key, "*"); {
-		case o.Key == "":
+		switch prefix, isPrefix := strings.CutSuffix(o.StoredKey, "*"); {
+		case o.StoredKey == "":
 			r = 0
 		case isPrefix && strings.HasPrefix(key, prefix):
 			r = 1 + len(prefix)
-		case !isPrefix && o.Key == key:
+		case !isPrefix && o.StoredKey == key:
 			r = maxKey + 2
 		}
 		if r >= 0 && r >= rank {
@@ -156,7 +159,7 @@ func model(list []Override, policy, key string) (Override, bool) {
 func TestTableIsBounded(t *testing.T) {
 	list := make([]Override, MaxOverrides+1)
 	for i := range list {
-		list[i] = Override{Policy: "api", Key: fmt.Sprint("k", i), Quota: 1}
+		list[i] = Override{Policy: "api", StoredKey: fmt.Sprint("k", i), Quota: 1}
 	}
 	if _, err := NewTable(list[:MaxOverrides]); err != nil {
 		t.Fatalf("%d overrides: %v", MaxOverrides, err)
@@ -165,7 +168,7 @@ func TestTableIsBounded(t *testing.T) {
 	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "at most 10000") {
 		t.Errorf("%d overrides: got %v, want ErrInvalid naming the bound", len(list), err)
 	}
-	if _, err := NewTable([]Override{{Policy: "api", Quota: 1}, {Policy: "api", Key: "x"}}); err == nil || !strings.Contains(err.Error(), "override 1: ") {
+	if _, err := NewTable([]Override{{Policy: "api", Quota: 1}, {Policy: "api", StoredKey: "x"}}); err == nil || !strings.Contains(err.Error(), "override 1: ") {
 		t.Errorf("a wrong second override: got %v, want its index named", err)
 	}
 }
@@ -175,10 +178,10 @@ func TestTableIsBounded(t *testing.T) {
 func BenchmarkLookup(b *testing.B) {
 	var list []Override
 	for i := range MaxOverrides - 10 {
-		list = append(list, Override{Policy: "api", Key: fmt.Sprintf("key-%06d", i), Quota: 1})
+		list = append(list, Override{Policy: "api", StoredKey: fmt.Sprintf("key-%06d", i), Quota: 1})
 	}
 	for i := range 10 {
-		list = append(list, Override{Policy: "api", Key: fmt.Sprintf("org-%0*d/*", i+1, i), Quota: 2})
+		list = append(list, Override{Policy: "api", StoredKey: fmt.Sprintf("org-%0*d/*", i+1, i), Quota: 2})
 	}
 	table, err := NewTable(list)
 	if err != nil {
@@ -200,12 +203,12 @@ func BenchmarkLookup(b *testing.B) {
 func TestLookupInherits(t *testing.T) {
 	table, err := NewTable([]Override{
 		{Policy: "api", Quota: 50, Window: time.Minute, Shadow: true},
-		{Policy: "api", Key: "shadow-only", Shadow: true},
-		{Policy: "api", Key: "window-only", Window: time.Hour},
-		{Policy: "api", Key: "enforced", Quota: 7, Enforce: true},
-		{Policy: "api", Key: "blocked", Quota: Blocked},
-		{Policy: "login", Quota: Blocked},
-		{Policy: "login", Key: "shadow", Shadow: true},
+		{Policy: "api", StoredKey: "shadow-only", Shadow: true},
+		{Policy: "api", StoredKey: "window-only", Window: time.Hour},
+		{Policy: "api", StoredKey: "enforced", Quota: 7, Enforced: true},
+		{Policy: "api", StoredKey: "blocked", Blocked: true},
+		{Policy: "login", Blocked: true},
+		{Policy: "login", StoredKey: "shadow", Shadow: true},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -215,11 +218,11 @@ func TestLookupInherits(t *testing.T) {
 		want        Override
 	}{
 		{"api", "other", Override{Policy: "api", Quota: 50, Window: time.Minute, Shadow: true}},
-		{"api", "shadow-only", Override{Policy: "api", Key: "shadow-only", Quota: 50, Window: time.Minute, Shadow: true}},
-		{"api", "window-only", Override{Policy: "api", Key: "window-only", Quota: 50, Window: time.Hour, Shadow: true}},
-		{"api", "enforced", Override{Policy: "api", Key: "enforced", Quota: 7, Window: time.Minute, Enforce: true}},
-		{"api", "blocked", Override{Policy: "api", Key: "blocked", Quota: Blocked}},
-		{"login", "shadow", Override{Policy: "login", Key: "shadow", Quota: Blocked, Shadow: true}},
+		{"api", "shadow-only", Override{Policy: "api", StoredKey: "shadow-only", Quota: 50, Window: time.Minute, Shadow: true}},
+		{"api", "window-only", Override{Policy: "api", StoredKey: "window-only", Quota: 50, Window: time.Hour, Shadow: true}},
+		{"api", "enforced", Override{Policy: "api", StoredKey: "enforced", Quota: 7, Window: time.Minute, Enforced: true}},
+		{"api", "blocked", Override{Policy: "api", StoredKey: "blocked", Blocked: true}},
+		{"login", "shadow", Override{Policy: "login", StoredKey: "shadow", Blocked: true}},
 	} {
 		if got, ok := table.Lookup(tt.policy, tt.key); !ok || got != tt.want {
 			t.Errorf("Lookup(%q, %q) = %+v, %v; want %+v", tt.policy, tt.key, got, ok, tt.want)

@@ -167,21 +167,13 @@ func keyOf(k string) string {
 	return key
 }
 
-// overrides are fixed overrides (see ratelimit.Overrides), as the
-// package admin's Plane would have read them.
-type overrides struct{ t *override.Table }
-
-func (o overrides) Hooks() override.Hooks {
-	return override.Hooks{Table: func() *override.Table { return o.t }, Attach: func(override.Limiter) {}, Denied: func(string, string) {}}
-}
-
 // fixedOverrides returns the option of overrides of list.
 func fixedOverrides(list ...override.Override) ratelimit.Option {
 	t, err := override.NewTable(list)
 	if err != nil {
 		panic(err)
 	}
-	return ratelimit.WithOverrides(overrides{t})
+	return ratelimit.WithOverrides(override.Fixed(t))
 }
 
 // Cases is the table every framework runs.
@@ -210,10 +202,10 @@ var Cases = []Case{
 		Options: func(Framework) []ratelimit.Option {
 			return []ratelimit.Option{ratelimit.WithKey(apiKey), ratelimit.WithLimits(ratelimit.PerMinute(2).Using(ratelimit.FixedWindow).Named("api")),
 				fixedOverrides(
-					override.Override{Policy: "api", Key: keyOf("k1"), Quota: 3},
-					override.Override{Policy: "api", Key: keyOf("bad"), Quota: override.Blocked},
-					override.Override{Policy: "api", Key: "header:X-Api-Key:*", Quota: override.Unlimited},
-					override.Override{Policy: "api", Key: keyOf("k2"), Quota: 2, Window: 2 * time.Minute},
+					override.Override{Policy: "api", StoredKey: keyOf("k1"), Quota: 3},
+					override.Override{Policy: "api", StoredKey: keyOf("bad"), Blocked: true},
+					override.Override{Policy: "api", StoredKey: "header:X-Api-Key:*", Unlimited: true},
+					override.Override{Policy: "api", StoredKey: keyOf("k2"), Quota: 2, Window: 2 * time.Minute},
 				)}
 		},
 		Steps: []Step{

@@ -143,5 +143,5 @@ func (a *App) logChange(_ ratelimit.Request, e ratelimit.Event) {
 
 // adminOptions are the Plane's options.
 func (a *App) adminOptions() admin.Options {
-	return admin.Options{Prefix: "example:", Key: a.storedKey, Who: a.who}
+	return admin.Options{Key: a.storedKey, Who: a.who}
 }

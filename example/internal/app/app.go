@@ -147,7 +147,7 @@ type App struct {
 	Plane *admin.Plane
 
 	registry  *prometheus.Registry
-	client    redis.UniversalClient // of the store, and of the Plane
+	redis     *store.Redis // the store in the Fallback, and the Plane's
 	ipKey     ratelimit.KeyFunc
 	apiKey    ratelimit.KeyFunc
 	redisDesc string
@@ -212,7 +212,7 @@ func New(c Config) (*App, error) {
 		a.Close()
 		return nil, fmt.Errorf("-trusted-proxies: %w", err)
 	}
-	if a.Plane, err = admin.New(a.client, "example", a.adminOptions()); err != nil {
+	if a.Plane, err = admin.New(a.redis, "example", a.adminOptions()); err != nil {
 		a.Close()
 		return nil, err
 	}
@@ -276,11 +276,11 @@ func (a *App) store(r Redis) (ratelimit.Store, error) {
 		return nil, err
 	}
 	a.closers = append(a.closers, conn.client.Close)
-	a.client = conn.client
 	redisStore, err := store.NewRedis(conn.client, store.RedisOptions{Prefix: "example:"})
 	if err != nil {
 		return nil, err
 	}
+	a.redis = redisStore
 	// Refuse to start on a Redis that would refuse the limiter: an ACL
 	// user missing a command, a cluster node behind a single server's
 	// client, a TLS mistake, a policy that evicts counters. The error
@@ -324,9 +324,9 @@ func (a *App) embed() (ratelimit.Store, error) {
 	a.mini = m
 	client := redis.NewClient(&redis.Options{Addr: m.Addr()})
 	a.closers = append(a.closers, client.Close)
-	a.client = client
 	a.redisDesc = "embedded Redis (miniredis) at " + m.Addr() + "; give -redis redis://host:port/db to share limits between servers"
-	return store.NewRedis(client, store.RedisOptions{Prefix: "example:"})
+	a.redis, err = store.NewRedis(client, store.RedisOptions{Prefix: "example:"})
+	return a.redis, err
 }
 
 // clockStep is how often the embedded Redis's TTLs catch up with the wall
