@@ -10,9 +10,9 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
+	"github.com/ratelimit-go/ratelimit/bounded"
 	"github.com/ratelimit-go/ratelimit/internal/finish"
 	"github.com/ratelimit-go/ratelimit/internal/override"
 	"github.com/ratelimit-go/ratelimit/internal/wire"
@@ -60,9 +60,8 @@ type Limiter struct {
 	all    *policy     // the limits of WithLimits; nil without
 	routes *routeTable // the table of WithRoutes; nil without
 
-	limitsFunc func(Request) []Limit // of WithLimitsFunc; nil without
-	setsMu     sync.RWMutex
-	sets       map[setKey]checkedSet // the sets limitsFunc returned, checked
+	limitsFunc func(Request) []Limit           // of WithLimitsFunc; nil without
+	sets       bounded.Map[setKey, checkedSet] // the sets limitsFunc returned, checked
 
 	overrides      override.Source // of WithOverrides; nil without
 	overriddenMemo overriddenPolicies
@@ -397,18 +396,7 @@ func (l *Limiter) funcPolicy(r Request, p *policy, pattern string) (*policy, err
 	}
 	k := setKey{pattern: pattern, n: len(limits)}
 	copy(k.limits[:], limits)
-	l.setsMu.RLock()
-	c, ok := l.sets[k]
-	l.setsMu.RUnlock()
-	if !ok {
-		c.p, c.problem = l.base.newPolicy(pattern, limits)
-		l.setsMu.Lock()
-		if l.sets == nil || len(l.sets) >= maxSets {
-			l.sets = make(map[setKey]checkedSet) // full: start afresh
-		}
-		l.sets[k] = c
-		l.setsMu.Unlock()
-	}
+	c := l.sets.Get(k)
 	if c.problem != "" {
 		return nil, fmt.Errorf("%w: WithLimitsFunc returned invalid limits: %s", ErrInvalid, c.problem)
 	}
@@ -416,7 +404,7 @@ func (l *Limiter) funcPolicy(r Request, p *policy, pattern string) (*policy, err
 }
 
 // The sets of WithLimitsFunc: at most maxSetLimits limits each, and at
-// most maxSets kept; past that the memo starts afresh.
+// most maxSets kept; past that a new one is checked on each request.
 const (
 	maxSetLimits = 8
 	maxSets      = 1024

@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"slices"
 
+	"github.com/ratelimit-go/ratelimit/bounded"
 	"github.com/ratelimit-go/ratelimit/internal/wire"
 )
 
@@ -52,6 +53,11 @@ func New(store Store, namespace string, opts ...Option) (*Limiter, error) {
 		return nil, fmt.Errorf("%w: New: no limits; use WithLimits, WithRoutes, WithLimitsFunc, or several", ErrInvalid)
 	}
 	l.base.namespace, l.base.unit, l.base.countOnly = namespace, l.headers.QuotaUnit, l.countOnly != nil
+	l.sets = bounded.Map[setKey, checkedSet]{Max: maxSets, Make: func(k setKey) (c checkedSet) {
+		c.p, c.problem = l.base.newPolicy(k.pattern, k.limits[:k.n])
+		return c
+	}}
+	l.overriddenMemo.init(l)
 	if l.given.limits != nil {
 		var problem string
 		if l.all, problem = l.base.newPolicy("", l.given.limits); problem != "" {

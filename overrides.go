@@ -10,10 +10,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/ratelimit-go/ratelimit/bounded"
 	"github.com/ratelimit-go/ratelimit/internal/override"
 	"github.com/ratelimit-go/ratelimit/internal/wire"
 )
@@ -50,20 +50,33 @@ type overrideKey struct {
 
 // The policies in force under overrides, made once for each distinct
 // set of effects on a policy; at most maxOverridden of each kind are
-// kept, and past that the memo starts afresh. A policy of one limit, the
-// common case, is kept by a small key.
+// kept, and past that one is made on each request. A policy of one
+// limit, the common case, is kept by a small key.
 const maxOverridden = 4096
 
 type overriddenPolicies struct {
-	mu   sync.RWMutex
-	one  map[oneKey]checkedSet
-	many map[overrideKey]checkedSet
+	one  bounded.Map[oneKey, checkedSet]
+	many bounded.Map[overrideKey, checkedSet]
 
 	// byEffect holds, for the table in force, the policy in force under
 	// each of its effects (see override.Table.Find) for the Limiter's
 	// policy that met it last, so that most requests find it without a
 	// lock or a map.
 	byEffect atomic.Pointer[effectMemo]
+}
+
+// init makes m's maps make what l's policies are under overrides.
+func (m *overriddenPolicies) init(l *Limiter) {
+	m.one = bounded.Map[oneKey, checkedSet]{Max: maxOverridden, Make: func(k oneKey) (c checkedSet) {
+		var effects [maxSetLimits]override.Override
+		effects[0] = k.e
+		c.p, c.problem = l.base.applyOverrides(k.p, &effects)
+		return c
+	}}
+	m.many = bounded.Map[overrideKey, checkedSet]{Max: maxOverridden, Make: func(k overrideKey) (c checkedSet) {
+		c.p, c.problem = l.base.applyOverrides(k.p, &k.effects)
+		return c
+	}}
 }
 
 type effectMemo struct {
@@ -80,26 +93,6 @@ type memoCell struct {
 type oneKey struct {
 	p *policy
 	e override.Override
-}
-
-// oneOf returns p, a policy of one limit, under e.
-func (m *overriddenPolicies) oneOf(l *Limiter, p *policy, e override.Override) checkedSet {
-	k := oneKey{p, e}
-	m.mu.RLock()
-	c, ok := m.one[k]
-	m.mu.RUnlock()
-	if !ok {
-		var effects [maxSetLimits]override.Override
-		effects[0] = e
-		c.p, c.problem = l.base.applyOverrides(p, &effects)
-		m.mu.Lock()
-		if m.one == nil || len(m.one) >= maxOverridden {
-			m.one = make(map[oneKey]checkedSet)
-		}
-		m.one[k] = c
-		m.mu.Unlock()
-	}
-	return c
 }
 
 // overridden returns the policy in force for key, the store's key made
@@ -127,7 +120,7 @@ func (l *Limiter) overridden(ctx context.Context, p *policy, key string) *policy
 		if cell := memo.cells[i].Load(); cell != nil && cell.p == p {
 			c = cell.c
 		} else {
-			c = m.oneOf(l, p, *e)
+			c = m.one.Get(oneKey{p, *e})
 			memo.cells[i].Store(&memoCell{p, c})
 		}
 	} else {
@@ -143,18 +136,7 @@ func (l *Limiter) overridden(ctx context.Context, p *policy, key string) *policy
 			return p
 		}
 		k.p = p
-		m.mu.RLock()
-		c, found = m.many[k]
-		m.mu.RUnlock()
-		if !found {
-			c.p, c.problem = l.base.applyOverrides(p, &k.effects)
-			m.mu.Lock()
-			if m.many == nil || len(m.many) >= maxOverridden {
-				m.many = make(map[overrideKey]checkedSet)
-			}
-			m.many[k] = c
-			m.mu.Unlock()
-		}
+		c = m.many.Get(k)
 	}
 	if c.problem != "" {
 		// An override checked against another Limiter's limits, or against
@@ -260,13 +242,12 @@ func (l *Limiter) checkOverride(o override.Override) (known bool, err error) {
 			policies = append(policies, rt.policy)
 		}
 	}
-	l.setsMu.RLock()
-	for _, c := range l.sets {
+	l.sets.Range(func(_ setKey, c checkedSet) bool {
 		if c.p != nil {
 			policies = append(policies, c.p)
 		}
-	}
-	l.setsMu.RUnlock()
+		return true
+	})
 	for _, p := range policies {
 		for i, lim := range p.set.limits {
 			if lim.Name != o.Policy {

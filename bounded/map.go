@@ -8,8 +8,9 @@ import (
 // A Map holds, for each key K, the V that Make made for it, up to Max
 // keys. Past Max, a new key is first replaced by what Overflow makes of
 // it (a route or limit name turned into "other"), whose V is kept like
-// any other; with Overflow nil, the V of a new key is made on each Get
-// and not kept. Make runs at most once for each key kept, with the Map
+// any other; with Overflow nil, the Map forgets every key and starts
+// afresh with the new one, so that it keeps the keys in use now, for a
+// cache whose V can be made again. Make runs at most once for each key kept, with the Map
 // locked; a key kept is read without a lock, as from a sync.Map, since
 // every request reads it.
 //
@@ -38,15 +39,23 @@ func (m *Map[K, V]) Get(k K) V {
 	}
 	if m.n.Load() >= int64(m.Max) {
 		if m.Overflow == nil {
-			return m.Make(k)
-		}
-		k = m.Overflow(k)
-		if v, ok := m.m.Load(k); ok {
-			return v.(V)
+			m.m.Clear()
+			m.n.Store(0)
+		} else {
+			k = m.Overflow(k)
+			if v, ok := m.m.Load(k); ok {
+				return v.(V)
+			}
 		}
 	}
 	v := m.Make(k)
 	m.m.Store(k, v)
 	m.n.Add(1)
 	return v
+}
+
+// Range calls f for each key kept and its V, until f returns false, as
+// sync.Map's Range does.
+func (m *Map[K, V]) Range(f func(K, V) bool) {
+	m.m.Range(func(k, v any) bool { return f(k.(K), v.(V)) })
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/bounded"
 	"github.com/ratelimit-go/ratelimit/internal/ratefields"
 	"github.com/ratelimit-go/ratelimit/internal/wire"
 )
@@ -48,18 +49,42 @@ type sets struct {
 // learned again from the next responses; what they counted is in the
 // store).
 type budgets struct {
-	t  *Transport
-	mu sync.RWMutex
-	m  map[budgetKey]*budget
+	t *Transport
+	m bounded.Map[budgetKey, made]
 }
 
 type budgetKey struct{ upstream, partition string }
+
+// made is a budget, or why it could not be made.
+type made struct {
+	b   *budget
+	err error
+}
 
 const maxBudgets = 10_000
 
 // maxKey is the longest store key a budget may have: the store's bound,
 // less room for the hold's suffix.
 const maxKey = 1000
+
+// init makes bs the budgets of t.
+func (bs *budgets) init(t *Transport) {
+	bs.t = t
+	bs.m = bounded.Map[budgetKey, made]{Max: maxBudgets, Make: func(k budgetKey) made {
+		key := "outbound:" + k.upstream + ":" + k.partition
+		if len(key) > maxKey {
+			return made{err: fmt.Errorf("%w: outbound: the request's host is %d bytes long", ratelimit.ErrInvalid, len(k.upstream))}
+		}
+		b := &budget{upstream: k.upstream, key: key, declared: t.declared[k.upstream], learnt: make(chan struct{})}
+		for _, l := range b.declared {
+			b.usage = b.usage || l.Usage
+		}
+		if err := b.set(nil, len(b.declared) == 0); err != nil {
+			return made{err: err} // WithLimits checked these limits
+		}
+		return made{b: b}
+	}}
+}
 
 // of returns the budget req spends.
 func (bs *budgets) of(req *http.Request) (*budget, error) {
@@ -74,34 +99,8 @@ func (bs *budgets) of(req *http.Request) (*budget, error) {
 			partition = hex.EncodeToString(sum[:16])
 		}
 	}
-	k := budgetKey{upstream, partition}
-	bs.mu.RLock()
-	b := bs.m[k]
-	bs.mu.RUnlock()
-	if b != nil {
-		return b, nil
-	}
-	key := "outbound:" + upstream + ":" + partition
-	if len(key) > maxKey {
-		return nil, fmt.Errorf("%w: outbound: the request's host is %d bytes long", ratelimit.ErrInvalid, len(upstream))
-	}
-	bs.mu.Lock()
-	defer bs.mu.Unlock()
-	if b := bs.m[k]; b != nil {
-		return b, nil
-	}
-	if bs.m == nil || len(bs.m) >= maxBudgets {
-		bs.m = make(map[budgetKey]*budget)
-	}
-	b = &budget{upstream: upstream, key: key, declared: bs.t.declared[upstream], learnt: make(chan struct{})}
-	for _, l := range b.declared {
-		b.usage = b.usage || l.Usage
-	}
-	if err := b.set(nil, len(b.declared) == 0); err != nil {
-		return nil, err // WithLimits checked these limits
-	}
-	bs.m[k] = b
-	return b, nil
+	m := bs.m.Get(budgetKey{upstream, partition})
+	return m.b, m.err
 }
 
 // maxLearned is how many limits a budget learns at most.

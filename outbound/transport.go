@@ -63,7 +63,7 @@ func New(base http.RoundTripper, s ratelimit.Store, opts ...Option) (*Transport,
 			return nil, err
 		}
 	}
-	t.budgets.t = t
+	t.budgets.init(t)
 	return t, nil
 }
 

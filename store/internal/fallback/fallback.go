@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/bounded"
 	"github.com/ratelimit-go/ratelimit/store/internal/limitset"
 	"github.com/ratelimit-go/ratelimit/store/internal/memory"
 )
@@ -69,11 +70,11 @@ type Fallback struct {
 	stop        chan struct{} // closed to stop the prober; nil when none runs
 	wg          sync.WaitGroup
 	closed      bool
-	settling    bool                    // a settle goroutine runs (see settle)
-	reconciler  sync.Mutex              // held by the one reconcile under way
-	logged      map[string]loggedLine   // what was logged lately, by what it said (see logOnce)
-	untold      atomic.Pointer[failure] // the timeout that sent decisions to memory, for the prober to log with its cause
-	downLogged  atomic.Bool             // this outage's line was logged, not held back as a repeat
+	settling    bool                             // a settle goroutine runs (see settle)
+	reconciler  sync.Mutex                       // held by the one reconcile under way
+	logged      bounded.Map[string, *loggedLine] // what was logged lately, by what it said (see logOnce), under mu
+	untold      atomic.Pointer[failure]          // the timeout that sent decisions to memory, for the prober to log with its cause
+	downLogged  atomic.Bool                      // this outage's line was logged, not held back as a repeat
 
 	nLocal   atomic.Uint64
 	nAside   atomic.Uint64 // of those, decided aside (see localMode)
@@ -106,6 +107,7 @@ func New(p Primary, opts Options) (*Fallback, error) {
 		logger:    cmp.Or(opts.Logger, slog.Default()),
 	}
 	f.backlog.max = int64(cmp.Or(opts.MaxBacklog, defaultMaxBacklog))
+	f.logged = bounded.Map[string, *loggedLine]{Max: maxLoggedLines, Make: func(string) *loggedLine { return new(loggedLine) }}
 	f.clock.start = time.Now()
 	f.movedAt.Store(f.clock.start.UnixNano())
 	var err error

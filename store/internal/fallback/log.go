@@ -31,17 +31,14 @@ type loggedLine struct {
 func (f *Fallback) logOnce(what string, now time.Time) (ok bool, held int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	last, seen := f.logged[what]
-	if seen && now.Sub(last.at) < logEvery {
+	last := f.logged.Get(what)
+	if !last.at.IsZero() && now.Sub(last.at) < logEvery {
 		last.held++
-		f.logged[what] = last
 		return false, 0
 	}
-	if f.logged == nil || len(f.logged) >= maxLoggedLines {
-		f.logged = make(map[string]loggedLine)
-	}
-	f.logged[what] = loggedLine{at: now}
-	return true, last.held
+	held = last.held
+	*last = loggedLine{at: now}
+	return true, held
 }
 
 // logDown logs at WARN that Redis is unavailable because of err, unless
