@@ -319,24 +319,37 @@ func (o limiterView) Audit(r *http.Request, who, what, before, after string) {
 	}
 }
 
-// Policies returns the limits of WithLimits and WithRoutes, by route.
+// maxListed bounds the limits Policies lists of WithLimitsFunc's sets.
+const maxListed = 256
+
+// Policies returns the limits of WithLimits and WithRoutes, and those
+// of the sets WithLimitsFunc returned so far, each once, by route.
 func (o limiterView) Policies() []override.Policy {
 	l := o.l
 	var list []override.Policy
-	add := func(route string, p *policy) {
+	add := func(route string, p *policy, perRequest bool) {
 		for _, lim := range p.set.limits {
-			list = append(list, override.Policy{Name: lim.Name, Route: route, Algorithm: lim.Algorithm.String(),
-				Quota: lim.Quota, Window: lim.Window, Shadow: lim.Shadow})
+			c := override.Policy{Name: lim.Name, Route: route, Algorithm: lim.Algorithm.String(),
+				Quota: lim.Quota, Window: lim.Window, Shadow: lim.Shadow, PerRequest: perRequest}
+			if !slices.Contains(list, c) {
+				list = append(list, c)
+			}
 		}
 	}
 	if l.all != nil {
-		add("", l.all)
+		add("", l.all, false)
 	}
 	if l.routes != nil {
 		for _, rt := range l.routes.entries {
-			add(rt.pattern, rt.policy)
+			add(rt.pattern, rt.policy, false)
 		}
 	}
+	l.sets.Range(func(k setKey, c checkedSet) bool {
+		if c.p != nil && len(list) < maxListed {
+			add(k.pattern, c.p, true)
+		}
+		return true
+	})
 	slices.SortStableFunc(list, func(a, b override.Policy) int { return cmp.Compare(a.Route, b.Route) })
 	return list
 }

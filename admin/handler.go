@@ -11,9 +11,11 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/ratelimit-go/ratelimit"
@@ -50,16 +52,52 @@ import (
 // log. Every change is told to the observer of one Limiter given
 // the Plane, the first that has the policy (ratelimit.Event's outcome
 // "changed": who, what, before, after), who being what Options.Who says.
-func (p *Plane) Handler() http.Handler { return handler{p} }
+//
+// The page shows the same as the endpoints, and changes overrides and
+// shadow with forms, posted to it. With Options.Token, the page first
+// asks for the token, and keeps a session in a cookie until "Log out";
+// an API client bears the token instead. A request that changes
+// something from a browser must come from the handler's own origin
+// (http.CrossOriginProtection), and the session's cookie is SameSite=Strict.
+func (p *Plane) Handler() http.Handler {
+	return http.NewCrossOriginProtection().Handler(handler{p})
+}
 
 type handler struct{ p *Plane }
+
+// whoKey is the context key of who a request is, when Options.Token
+// found it.
+type whoKey struct{}
 
 func (h handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	seg := r.URL.Path[strings.LastIndexByte(r.URL.Path, '/')+1:]
 	get := r.Method == http.MethodGet || r.Method == http.MethodHead
+	if s := h.p.sessions; s != nil {
+		who, ok := s.allows(r)
+		switch {
+		case seg == "login" && r.Method == http.MethodPost:
+			h.login(w, r)
+			return
+		case seg == "logout" && r.Method == http.MethodPost:
+			s.logout(w, r)
+			http.Redirect(w, r, "./", http.StatusSeeOther)
+			return
+		case !ok && seg == "" && get && r.Header.Get("Authorization") == "":
+			h.loginPage(w, http.StatusOK, "")
+			return
+		case !ok:
+			s.refuse()
+			w.Header().Set("WWW-Authenticate", `Bearer realm="ratelimit admin"`)
+			writeError(w, http.StatusUnauthorized, "this needs Authorization: Bearer and the admin token, or a session of the page's")
+			return
+		}
+		r = r.WithContext(context.WithValue(r.Context(), whoKey{}, who))
+	}
 	switch {
 	case seg == "" && get:
-		h.page(w, r)
+		h.page(w, r, http.StatusOK, pageNote{Notice: r.URL.Query().Get("done")})
+	case seg == "" && r.Method == http.MethodPost:
+		h.act(w, r)
 	case seg == "policies" && get:
 		writeJSON(w, http.StatusOK, h.policies())
 	case seg == "overrides" && get:
@@ -84,7 +122,7 @@ func (h handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // allowed are the methods of each endpoint.
-var allowed = map[string]string{"": "GET", "policies": "GET", "overrides": "GET, PUT, DELETE", "shadow": "PUT", "top": "GET", "health": "GET"}
+var allowed = map[string]string{"": "GET, POST", "policies": "GET", "overrides": "GET, PUT, DELETE", "shadow": "PUT", "top": "GET", "health": "GET"}
 
 // set handles PUT overrides.
 func (h handler) set(w http.ResponseWriter, r *http.Request) {
@@ -170,9 +208,13 @@ func (h handler) current(policy, key string) string {
 // that has the policy, or else the first one: one event per change.
 func (h handler) audit(r *http.Request, policy, what, before, after string) {
 	who := r.RemoteAddr
+	if w, ok := r.Context().Value(whoKey{}).(string); ok {
+		who = w
+	}
 	if h.p.who != nil {
 		who = h.p.who(r)
 	}
+	h.p.changes.add(change{When: time.Now(), Who: who, What: what, Before: before, After: after})
 	limiters := h.p.attached()
 	if len(limiters) == 0 {
 		return
@@ -207,7 +249,8 @@ type policyView struct {
 	Unlimited  bool   `json:"unlimited,omitempty"`
 	Blocked    bool   `json:"blocked,omitempty"`
 	Shadow     bool   `json:"shadow"`
-	Overridden bool   `json:"overridden"` // by the policy's override for every key
+	Overridden bool   `json:"overridden"`            // by the policy's override for every key
+	PerRequest bool   `json:"per_request,omitempty"` // of a set WithLimitsFunc chose for a request
 }
 
 // policies returns the limits of the Limiters given the Plane, under the
@@ -217,7 +260,7 @@ func (h handler) policies() []policyView {
 	views := []policyView{}
 	for _, l := range h.p.attached() {
 		for _, c := range l.Policies() {
-			v := policyView{Policy: c.Name, Route: c.Route, Algorithm: c.Algorithm, Quota: c.Quota, WindowMS: c.Window.Milliseconds(), Shadow: c.Shadow}
+			v := policyView{Policy: c.Name, Route: c.Route, Algorithm: c.Algorithm, Quota: c.Quota, WindowMS: c.Window.Milliseconds(), Shadow: c.Shadow, PerRequest: c.PerRequest}
 			if o, ok := t.Get(c.Name, ""); ok {
 				v.Overridden, v.Unlimited, v.Blocked = true, o.Unlimited, o.Blocked
 				v.Quota = cmp.Or(o.Quota, v.Quota)
@@ -291,12 +334,21 @@ var pageTemplate = template.Must(template.New("page").Parse(pageSource))
 
 // pageData is what the page shows.
 type pageData struct {
-	Policies  []policyView
-	Overrides []Override
-	Top       []pageTop
-	Health    healthView
-	TopError  string
+	Policies    []policyView
+	PolicyNames []string // of Policies, each once
+	Overrides   []Override
+	Top         []pageTop
+	Health      healthView
+	TopError    string
+	Now         string // the instance's time
+	Instance    string // its name in the keys denied most
+	Changes     []change
+	Session     bool // a session of Options.Token's, which can log out
+	pageNote
 }
+
+// pageNote is what the page says of the change asked for last.
+type pageNote struct{ Notice, Error string }
 
 type pageTop struct {
 	Policy       string
@@ -305,9 +357,10 @@ type pageTop struct {
 
 // page serves the page: what the JSON endpoints say, as HTML, with no
 // script and no asset from elsewhere.
-func (h handler) page(w http.ResponseWriter, r *http.Request) {
+func (h handler) page(w http.ResponseWriter, r *http.Request, status int, note pageNote) {
 	list, _ := h.p.List()
-	d := pageData{Policies: h.policies(), Overrides: list, Health: h.health()}
+	d := pageData{Policies: h.policies(), Overrides: list, Health: h.health(), pageNote: note,
+		Now: time.Now().Format("2006-01-02 15:04:05 MST"), Instance: h.p.top.instance, Changes: h.p.changes.list(), Session: h.p.sessions != nil}
 	seen := map[string]bool{}
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
@@ -316,6 +369,7 @@ func (h handler) page(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		seen[pv.Policy] = true
+		d.PolicyNames = append(d.PolicyNames, pv.Policy)
 		minute, err1 := h.p.Top(ctx, pv.Policy, time.Minute, 20)
 		hour, err2 := h.p.Top(ctx, pv.Policy, time.Hour, 20)
 		if err := errors.Join(err1, err2); err != nil {
@@ -331,10 +385,120 @@ func (h handler) page(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, "the page could not be made; the cause is in the service's log")
 		return
 	}
+	writeHTML(w, status, b.Bytes())
+}
+
+// writeHTML answers a page: no script, nothing from elsewhere, forms
+// posted only to the handler's origin.
+func writeHTML(w http.ResponseWriter, status int, page []byte) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'")
+	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'")
 	w.Header().Set("Cache-Control", "no-store")
-	_, _ = w.Write(b.Bytes())
+	w.WriteHeader(status)
+	_, _ = w.Write(page)
+}
+
+//go:embed login.html
+var loginSource string
+
+var loginTemplate = template.Must(template.New("login").Parse(loginSource))
+
+// loginPage answers the form that asks for the token, saying problem.
+func (h handler) loginPage(w http.ResponseWriter, status int, problem string) {
+	var b bytes.Buffer
+	_ = loginTemplate.Execute(&b, problem)
+	writeHTML(w, status, b.Bytes())
+}
+
+// login handles the login form's POST: a right token starts a session
+// and goes to the page; a wrong one is refused, and counted.
+func (h handler) login(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, 4<<10)
+	if err := r.ParseForm(); err != nil || !h.p.sessions.isToken(r.PostForm.Get("token")) {
+		h.p.sessions.refuse()
+		h.loginPage(w, http.StatusUnauthorized, "That is not the admin token.")
+		return
+	}
+	h.p.sessions.login(w, r)
+	http.Redirect(w, r, "./", http.StatusSeeOther)
+}
+
+// act handles a form of the page: set or delete an override, or flip a
+// policy's shadow, then goes back to the page saying what was done, or
+// shows it again saying what is wrong.
+func (h handler) act(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+	if err := r.ParseForm(); err != nil {
+		h.page(w, r, http.StatusBadRequest, pageNote{Error: "The form could not be read."})
+		return
+	}
+	f := r.PostForm
+	o := Override{Policy: f.Get("policy"), Key: f.Get("key"), StoredKey: f.Get("stored_key")}
+	var err error
+	var done string
+	switch f.Get("action") {
+	case "set":
+		for name, v := range map[string]*int{"quota": &o.Quota, "window_ms": new(int)} {
+			if s := f.Get(name); s != "" {
+				if *v, err = strconv.Atoi(s); err != nil {
+					h.page(w, r, http.StatusBadRequest, pageNote{Error: name + " is " + strconv.Quote(s) + ": want a whole number"})
+					return
+				}
+				if name == "window_ms" {
+					o.Window = time.Duration(*v) * time.Millisecond
+				}
+			}
+		}
+		switch f.Get("mode") {
+		case "unlimited":
+			o.Unlimited = true
+		case "blocked":
+			o.Blocked = true
+		case "shadow":
+			o.Shadow = true
+		case "enforced":
+			o.Enforced = true
+		}
+		if err = h.p.resolve(&o); err == nil {
+			before := h.current(o.Policy, o.StoredKey)
+			if err = h.p.Set(r.Context(), o); err == nil {
+				h.audit(r, o.Policy, "override "+o.Policy+" "+strconv.Quote(o.StoredKey), before, h.current(o.Policy, o.StoredKey))
+				done = "Set the override of " + o.Policy + " for " + cmp.Or(o.StoredKey, "every key") + "."
+			}
+		}
+	case "delete":
+		o.Quota = 1 // what Delete reads, resolve checks
+		if err = h.p.resolve(&o); err == nil {
+			before := h.current(o.Policy, o.StoredKey)
+			var deleted bool
+			if deleted, err = h.p.Delete(r.Context(), o); err == nil && deleted {
+				h.audit(r, o.Policy, "override "+o.Policy+" "+strconv.Quote(o.StoredKey), before, "")
+			}
+			done = "Deleted the override of " + o.Policy + " for " + cmp.Or(o.StoredKey, "every key") + "."
+		}
+	case "shadow":
+		shadow := f.Get("shadow") == "true"
+		before := h.current(o.Policy, "")
+		if err = h.p.SetShadow(r.Context(), o.Policy, shadow); err == nil {
+			h.audit(r, o.Policy, "shadow "+o.Policy, before, h.current(o.Policy, ""))
+			done = "Put " + o.Policy + " in shadow."
+			if !shadow {
+				done = "Enforced " + o.Policy + "."
+			}
+		}
+	default:
+		h.page(w, r, http.StatusBadRequest, pageNote{Error: "No such action."})
+		return
+	}
+	switch {
+	case err == nil:
+		http.Redirect(w, r, "./?done="+url.QueryEscape(done), http.StatusSeeOther)
+	case errors.Is(err, errInvalid):
+		h.page(w, r, http.StatusBadRequest, pageNote{Error: strings.TrimPrefix(err.Error(), errInvalid.Error()+": ")})
+	default:
+		h.p.logger.Error("admin: a change failed", slog.String("error", err.Error()))
+		h.page(w, r, http.StatusServiceUnavailable, pageNote{Error: "Redis did not take the change; the cause is in the service's log."})
+	}
 }
 
 // readJSON decodes r's body, at most 64 KiB of one JSON object with no
@@ -411,4 +575,37 @@ func writeError(w http.ResponseWriter, status int, msg string) {
 	writeJSON(w, status, struct {
 		Error string `json:"error"`
 	}{msg})
+}
+
+// A change is one an operator made through the handler, as its audit
+// event tells it.
+type change struct {
+	When                     time.Time
+	Who, What, Before, After string
+}
+
+// changes are the last maxChanges made through a Plane's handler.
+type changes struct {
+	mu   sync.Mutex
+	last []change // oldest first
+}
+
+const maxChanges = 20
+
+func (c *changes) add(ch change) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.last) == maxChanges {
+		c.last = slices.Delete(c.last, 0, 1)
+	}
+	c.last = append(c.last, ch)
+}
+
+// list returns the changes, newest first.
+func (c *changes) list() []change {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	l := slices.Clone(c.last)
+	slices.Reverse(l)
+	return l
 }

@@ -31,11 +31,29 @@ type adminApp struct {
 	plane   *admin.Plane
 	limited http.Handler
 	admin   http.Handler
+	keyOf   func(policy, clientKey string) (string, error)
 	mu      sync.Mutex
 	audit   []ratelimit.Event
 }
 
+// storedKey is the store's form of the client key k.
+func (a *adminApp) storedKey(t *testing.T, k string) string {
+	t.Helper()
+	s, err := a.keyOf("", k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 func newAdminApp(t *testing.T) *adminApp {
+	t.Helper()
+	return newAdminAppWith(t, admin.Options{Who: func(r *http.Request) string { return r.Header.Get("X-Operator") }})
+}
+
+// newAdminAppWith is newAdminApp with the Plane's Options opts, but for
+// Key and Label, which it sets.
+func newAdminAppWith(t *testing.T, opts admin.Options) *adminApp {
 	t.Helper()
 	c := redis.NewClient(&redis.Options{Addr: redistest.Shared(t).Addr, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { c.Close() })
@@ -64,7 +82,8 @@ func newAdminApp(t *testing.T) *adminApp {
 		t.Fatal(err)
 	}
 	label := func(stored string) string { return map[string]string{k1: "customer one"}[stored] }
-	a.plane, err = admin.New(r, ns, admin.Options{Key: keyOf, Label: label, Who: func(r *http.Request) string { return r.Header.Get("X-Operator") }})
+	opts.Key, opts.Label, a.keyOf = keyOf, label, keyOf
+	a.plane, err = admin.New(r, ns, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -68,6 +68,13 @@ type Options struct {
 	// listings and page ("label"): for example the customer whose API
 	// key hashes to it. Nil, or "": none.
 	Label func(storedKey string) string
+
+	// Token, when not empty, is what every request to the handler must
+	// bear (see Plane.Handler): "Authorization: Bearer" and the token
+	// from an API client, or the cookie of a session a browser starts by
+	// logging in with it on the page. Empty: the handler serves every
+	// request it is given, behind the application's own authentication.
+	Token string
 }
 
 // A Plane holds a namespace's overrides in Redis, where every instance
@@ -102,6 +109,9 @@ type Plane struct {
 	limiters   []override.Limiter // those given the Plane
 
 	top topCounts // this instance's keys denied most
+
+	sessions *sessions // of Options.Token; nil without
+	changes  changes   // made through the handler, for its page
 
 	keyOf func(string, string) (string, error) // Options.Key
 	who   func(*http.Request) string           // Options.Who
@@ -148,6 +158,9 @@ func New(st *store.Redis, namespace string, opts Options) (*Plane, error) {
 		most:      override.MaxOverrides,
 		logger:    cmp.Or(opts.Logger, slog.Default()),
 		done:      make(chan struct{}),
+	}
+	if opts.Token != "" {
+		p.sessions = newSessions(opts.Token, p.logger)
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	p.stop = stop

@@ -107,13 +107,13 @@ func TestAdminContract(t *testing.T) {
 	}
 	// The three refusals: logged once, as the first came, without the
 	// client's address. The server's stderr reaches outA in its own time.
-	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(outA(), "refused requests without the admin token") && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(outA(), "refused requests without the token or a session") && time.Now().Before(deadline); {
 		time.Sleep(10 * time.Millisecond)
 	}
-	if n := strings.Count(outA(), "refused requests without the admin token"); n != 1 {
+	if n := strings.Count(outA(), "refused requests without the token or a session"); n != 1 {
 		t.Errorf("the refusals were logged %d times, want once:\n%s", n, outA())
 	}
-	if strings.Contains(outA(), "refused requests without the admin token") && strings.Contains(lineWith(outA(), "refused requests without"), "127.0.0.1") {
+	if strings.Contains(outA(), "refused requests without the token or a session") && strings.Contains(lineWith(outA(), "refused requests without"), "127.0.0.1") {
 		t.Errorf("the refusal's log line names the client's address: %s", lineWith(outA(), "refused requests without"))
 	}
 

@@ -34,7 +34,8 @@ type Limiter interface {
 	Check(o Override) (known bool, err error)
 
 	// Policies returns the Limiter's limits of WithLimits and WithRoutes,
-	// as configured, by route.
+	// as configured, and of the sets WithLimitsFunc returned so far, by
+	// route.
 	Policies() []Policy
 
 	// Audit tells the Limiter's observer, if it has one, of a change an
@@ -45,10 +46,11 @@ type Limiter interface {
 
 // A Policy is a limit of a Limiter as configured.
 type Policy struct {
-	Name      string
-	Route     string // the route table's pattern; "" for WithLimits'
-	Algorithm string
-	Quota     int
-	Window    time.Duration
-	Shadow    bool
+	Name       string
+	Route      string // the route table's pattern; "" for WithLimits'
+	Algorithm  string
+	Quota      int
+	Window     time.Duration
+	Shadow     bool
+	PerRequest bool // of a set WithLimitsFunc returned
 }

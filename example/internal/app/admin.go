@@ -1,15 +1,11 @@
 package app
 
 import (
-	"crypto/sha256"
-	"crypto/subtle"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"strings"
-	"sync"
-	"time"
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/admin"
@@ -68,64 +64,15 @@ func (a *App) storedKey(policy, k string) (string, error) {
 	return a.apiKey(r)
 }
 
-// AdminHandler serves the Plane's handler under /admin/, to requests
-// that bear -admin-token ("Authorization: Bearer TOKEN", the scheme in
-// any case, as RFC 9110 allows, the token compared in constant time; 401
-// otherwise, logged at most once a minute with how many there were), or
-// to any without -admin-token, which only a loopback listener allows.
+// AdminHandler serves the Plane's handler under /admin/: with
+// -admin-token, to requests that bear it ("Authorization: Bearer
+// TOKEN") or to a browser that logged in with it on the page (see
+// admin.Options.Token); without, to any, which only a loopback listener
+// allows.
 func (a *App) AdminHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/admin/", a.Plane.Handler())
-	want := sha256.Sum256([]byte(a.Config.AdminToken))
-	var refused refusals
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if a.Config.AdminToken != "" && !bears(r, want) {
-			refused.log(time.Now())
-			w.Header().Set("WWW-Authenticate", `Bearer realm="ratelimit example admin"`)
-			http.Error(w, "the admin endpoints need Authorization: Bearer and the -admin-token", http.StatusUnauthorized)
-			return
-		}
-		mux.ServeHTTP(w, r)
-	})
-}
-
-// bears reports whether r's Authorization is the Bearer scheme, in any
-// case, with the token whose SHA-256 is want, compared in constant time.
-func bears(r *http.Request, want [sha256.Size]byte) bool {
-	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-	got := sha256.Sum256([]byte(strings.TrimLeft(token, " ")))
-	return subtle.ConstantTimeCompare(got[:], want[:]) == 1 && ok && strings.EqualFold(scheme, "Bearer")
-}
-
-// refusals logs the admin requests refused for want of the token, at
-// most once a minute, with how many were refused since the last line;
-// never the client's address, which is an identifier of its.
-type refusals struct {
-	mu   sync.Mutex
-	last time.Time
-	n    int64
-}
-
-func (f *refusals) log(now time.Time) {
-	f.mu.Lock()
-	f.n++
-	if now.Sub(f.last) < time.Minute {
-		f.mu.Unlock()
-		return
-	}
-	n := f.n
-	f.last, f.n = now, 0
-	f.mu.Unlock()
-	slog.Warn("admin: refused requests without the admin token", slog.Int64("refused", n))
-}
-
-// who names the operator of a change: the token's bearer, or on a
-// loopback listener without one, the connection's address.
-func (a *App) who(r *http.Request) string {
-	if a.Config.AdminToken != "" {
-		return "admin-token"
-	}
-	return "loopback " + r.RemoteAddr
+	return mux
 }
 
 // logChange logs an operator's change, told to the Limiters' observer,
@@ -143,5 +90,8 @@ func (a *App) logChange(_ ratelimit.Request, e ratelimit.Event) {
 
 // adminOptions are the Plane's options.
 func (a *App) adminOptions() admin.Options {
-	return admin.Options{Key: a.storedKey, Who: a.who}
+	if a.Config.AdminToken != "" {
+		return admin.Options{Key: a.storedKey, Token: a.Config.AdminToken}
+	}
+	return admin.Options{Key: a.storedKey, Who: func(r *http.Request) string { return "loopback " + r.RemoteAddr }}
 }
