@@ -324,13 +324,13 @@ func (l *Limiter) decide(req Request, s *requestState, p *policy, pattern string
 	}
 	switch {
 	case wouldDeny:
-		l.tellDenied(p, key, shadowed)
+		l.tellDenied(p, key, shadowed, true)
 		l.wouldDeny(req, hdr, *shadowed)
 		v.Allowed = true
 	case d.Allowed:
 		v.Allowed = true
 	default:
-		l.tellDenied(p, key, d)
+		l.tellDenied(p, key, d, false)
 		v.RetryAfter = time.Duration(min(retry, math.MaxInt64/int64(time.Second))) * time.Second
 	}
 	return v

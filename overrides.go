@@ -293,15 +293,16 @@ func overriddenFields(o override.Override) string {
 }
 
 // tellDenied tells the Limiter's overrides, if any, of each policy that
-// denied d, a decision for key under p.
-func (l *Limiter) tellDenied(p *policy, key string, d *Decision) {
+// denied d, a decision for key under p, or would have denied it when
+// shadow.
+func (l *Limiter) tellDenied(p *policy, key string, d *Decision, shadow bool) {
 	if l.overrides == nil {
 		return
 	}
 	client := key[len(p.prefix):]
 	for _, res := range d.results() {
 		if !res.Allowed {
-			l.overrides.Denied(res.Limit.Name, client)
+			l.overrides.Denied(override.Denial{Policy: res.Limit.Name, Key: client, Shadow: shadow, Banned: d.Banned})
 		}
 	}
 }

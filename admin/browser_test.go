@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/admin"
 )
 
@@ -189,5 +190,47 @@ func TestToken(t *testing.T) {
 		if w.Code != c.status || (c.status == 403) != (len(list) == 0) {
 			t.Errorf("a %s post of the set form: %d, %d overrides; want %d and the override set only from the same origin", c.site, w.Code, len(list), c.status)
 		}
+	}
+}
+
+// TestBansAndFallbacks: a key a Limiter given the Plane bans is listed
+// in health's bans, labelled, until its ban ends (a Shadow limit's
+// would-be denials being apart is TestHandler's); a Fallback shared by
+// two Limiters is listed once, named by both.
+func TestBansAndFallbacks(t *testing.T) {
+	t.Parallel()
+	a := newAdminApp(t)
+	l, err := ratelimit.New(a.store, "banned-"+a.ns, ratelimit.WithKey(a.apiKey), ratelimit.WithOverrides(a.plane),
+		ratelimit.WithLimits(ratelimit.PerMinute(1).Using(ratelimit.FixedWindow).Named("strict")),
+		ratelimit.WithBan(ratelimit.Ban{After: 1, Within: time.Minute, For: time.Hour}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := l.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	for range 3 {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.Header.Set("X-API-Key", "k1")
+		h.ServeHTTP(httptest.NewRecorder(), r)
+	}
+	var health struct {
+		Fallbacks []struct {
+			Limiters []string `json:"limiters"`
+		} `json:"fallbacks"`
+		Bans []struct {
+			Key   string    `json:"key"`
+			Label string    `json:"label"`
+			Until time.Time `json:"until"`
+		} `json:"bans"`
+	}
+	status, body := a.call(t, "GET", "/admin/health", "")
+	if err := json.Unmarshal([]byte(body), &health); status != 200 || err != nil {
+		t.Fatalf("GET health: %d %s (%v)", status, body, err)
+	}
+	if len(health.Bans) != 1 || health.Bans[0].Key != a.storedKey(t, "k1") || health.Bans[0].Label != "customer one" ||
+		time.Until(health.Bans[0].Until) < 59*time.Minute || time.Until(health.Bans[0].Until) > time.Hour {
+		t.Errorf("bans in force: %+v, want k1's, labelled, for about an hour", health.Bans)
+	}
+	if len(health.Fallbacks) != 1 || !jsonEqual(health.Fallbacks[0].Limiters, []string{a.ns, "banned-" + a.ns}) {
+		t.Errorf("fallbacks: %+v, want the one Fallback, named by both Limiters", health.Fallbacks)
 	}
 }

@@ -38,7 +38,8 @@ import (
 //	DELETE overrides  Override, or ?policy=P&key=K or ?policy=P&stored_key=K: delete one (Plane.Delete); 204, 404 when none
 //	PUT    shadow     {"policy", "shadow"}: put a policy in shadow (true), or enforce it (false); 204
 //	GET    top        ?policy=P&last=1m|1h&n=20: [{"key", "label", "denied", "low", "high"}], most denied first
-//	GET    health     whether the overrides were read, and each Fallback's health
+//	                  ("P (shadow)": what P's Shadow limits would have denied)
+//	GET    health     whether the overrides were read, each Fallback's health, the bans seen in force
 //	GET    (the path ending in "/")  the page
 //
 // An override is the JSON of [Override], whose fields it names: for
@@ -307,23 +308,42 @@ type healthView struct {
 		Failing bool `json:"failing"` // the last read failed: they are those read before
 		Count   int  `json:"count"`
 	} `json:"overrides"`
-	Fallbacks []store.FallbackHealth `json:"fallbacks"`
+	Fallbacks []fallbackView `json:"fallbacks"`
+	Bans      []banView      `json:"bans"` // the keys this instance saw banned, not yet over
+}
+
+// fallbackView is a Fallback's health, named by the namespaces of the
+// Limiters that decide through it.
+type fallbackView struct {
+	Limiters []string `json:"limiters"`
+	store.FallbackHealth
 }
 
 func (h handler) health() healthView {
 	var v healthView
 	list, read := h.p.List()
 	v.Overrides.Read, v.Overrides.Failing, v.Overrides.Count = read, h.p.failing.Load(), len(list)
-	v.Fallbacks = []store.FallbackHealth{}
+	v.Fallbacks = []fallbackView{}
+	var seen []ratelimit.Store
 	for _, l := range h.p.attached() {
 		// A ratelimit.Limiter tells its store, which the package override
 		// cannot name.
-		if st, ok := l.(interface{ Store() ratelimit.Store }); ok {
-			if f, ok := st.Store().(interface{ Health() store.FallbackHealth }); ok {
-				v.Fallbacks = append(v.Fallbacks, f.Health())
-			}
+		st, ok := l.(interface{ Store() ratelimit.Store })
+		if !ok {
+			continue
 		}
+		f, ok := st.Store().(interface{ Health() store.FallbackHealth })
+		if !ok {
+			continue
+		}
+		if i := slices.Index(seen, st.Store()); i >= 0 {
+			v.Fallbacks[i].Limiters = append(v.Fallbacks[i].Limiters, l.Namespace())
+			continue
+		}
+		seen = append(seen, st.Store())
+		v.Fallbacks = append(v.Fallbacks, fallbackView{Limiters: []string{l.Namespace()}, FallbackHealth: f.Health()})
 	}
+	v.Bans = h.p.bans.inForce(time.Now(), h.p.labelOf)
 	return v
 }
 
@@ -351,7 +371,7 @@ type pageData struct {
 type pageNote struct{ Notice, Error string }
 
 type pageTop struct {
-	Policy       string
+	Policy       string // " (shadow)" after a name: its would-be denials
 	Minute, Hour []TopKey
 }
 
@@ -370,14 +390,18 @@ func (h handler) page(w http.ResponseWriter, r *http.Request, status int, note p
 		}
 		seen[pv.Policy] = true
 		d.PolicyNames = append(d.PolicyNames, pv.Policy)
-		minute, err1 := h.p.Top(ctx, pv.Policy, time.Minute, 20)
-		hour, err2 := h.p.Top(ctx, pv.Policy, time.Hour, 20)
-		if err := errors.Join(err1, err2); err != nil {
-			h.p.logger.Error("admin: reading the keys denied most for the page", slog.String("error", err.Error()))
-			d.TopError = "The keys denied most could not be read from Redis; the cause is in the service's log."
-			break
+		for _, name := range []string{pv.Policy, pv.Policy + " (shadow)"} {
+			minute, err1 := h.p.Top(ctx, name, time.Minute, 20)
+			hour, err2 := h.p.Top(ctx, name, time.Hour, 20)
+			if err := errors.Join(err1, err2); err != nil {
+				h.p.logger.Error("admin: reading the keys denied most for the page", slog.String("error", err.Error()))
+				d.TopError = "The keys denied most could not be read from Redis; the cause is in the service's log."
+				break
+			}
+			if name == pv.Policy || len(hour) > 0 {
+				d.Top = append(d.Top, pageTop{Policy: name, Minute: minute, Hour: hour})
+			}
 		}
-		d.Top = append(d.Top, pageTop{Policy: pv.Policy, Minute: minute, Hour: hour})
 	}
 	var b bytes.Buffer
 	if err := pageTemplate.Execute(&b, d); err != nil {

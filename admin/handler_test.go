@@ -32,6 +32,9 @@ type adminApp struct {
 	limited http.Handler
 	admin   http.Handler
 	keyOf   func(policy, clientKey string) (string, error)
+	store   ratelimit.Store // the Fallback the Limiter decides through
+	apiKey  ratelimit.KeyFunc
+	ns      string
 	mu      sync.Mutex
 	audit   []ratelimit.Event
 }
@@ -82,7 +85,7 @@ func newAdminAppWith(t *testing.T, opts admin.Options) *adminApp {
 		t.Fatal(err)
 	}
 	label := func(stored string) string { return map[string]string{k1: "customer one"}[stored] }
-	opts.Key, opts.Label, a.keyOf = keyOf, label, keyOf
+	opts.Key, opts.Label, a.keyOf, a.store, a.apiKey, a.ns = keyOf, label, keyOf, f, apiKey, ns
 	a.plane, err = admin.New(r, ns, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -213,8 +216,11 @@ func TestHandler(t *testing.T) {
 	if !strings.Contains(body, `"label":"customer one","denied":5`) {
 		t.Errorf("GET top: %s; want k1 labelled", body)
 	}
-	if status, body := a.call(t, "GET", "/admin/top?policy=login&last=1h", ""); status != 200 || !strings.Contains(body, `"denied":2`) {
-		t.Errorf("GET top of the shadow policy: %d %s; want k4's 2 would-be denials", status, body)
+	if status, body := a.call(t, "GET", "/admin/top?policy=login+(shadow)&last=1h", ""); status != 200 || !strings.Contains(body, `"denied":2`) {
+		t.Errorf("GET top of the shadow policy's would-be denials: %d %s; want k4's 2", status, body)
+	}
+	if status, body := a.call(t, "GET", "/admin/top?policy=login&last=1h", ""); status != 200 || body != "[]\n" {
+		t.Errorf("GET top of the shadow policy's denials: %d %s; want none: its would-be denials are apart", status, body)
 	}
 	// The audit: who, what, before and after, for every change.
 	a.mu.Lock()
@@ -281,7 +287,8 @@ func TestPageInChromium(t *testing.T) {
 		"login POST /login sliding-log 3 (overridden) 60000 shadow",
 		"rpm header:X-Api-Key:* unlimited the limit's the limit's",
 		"Overrides: read from Redis; 3 set.",
-		"Fallback: decisions made in Redis",
+		"Fallback of ov",
+		": decisions made in Redis",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("the page Chromium shows lacks %q:\n%s", want, text)

@@ -112,6 +112,7 @@ type Plane struct {
 
 	sessions *sessions // of Options.Token; nil without
 	changes  changes   // made through the handler, for its page
+	bans     bans      // seen in force
 
 	keyOf func(string, string) (string, error) // Options.Key
 	who   func(*http.Request) string           // Options.Who

@@ -6,9 +6,12 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/ratelimit-go/ratelimit/internal/override"
 	"github.com/ratelimit-go/ratelimit/internal/topkeys"
 )
 
@@ -44,6 +47,10 @@ type topWindow struct {
 	slots int
 }
 
+// shadowSuffix names, after a policy's name, its would-be denials: a
+// name has no tab.
+const shadowSuffix = "\tshadow"
+
 var topWindows = [...]topWindow{{"1m", 10 * time.Second, 6}, {"1h", 5 * time.Minute, 12}}
 
 // topPolicy is one policy's windows.
@@ -66,10 +73,18 @@ func newTopCounts() topCounts {
 	return topCounts{instance: hex.EncodeToString(id[:]), policies: make(map[string]*topPolicy), now: time.Now}
 }
 
-// Denied counts a request of key that policy denied, or would have
-// denied: a Limiter given the Plane tells it (see ratelimit.WithOverrides).
-// Past 64 policies, a new one is not counted.
-func (p *Plane) Denied(policy, key string) {
+// Denied counts a request that a policy denied, or would have denied (a
+// Shadow limit's, counted apart), and keeps a ban it tells of: a Limiter
+// given the Plane tells it (see ratelimit.WithOverrides). Past 64
+// policies, a new one is not counted.
+func (p *Plane) Denied(d override.Denial) {
+	if d.Banned > 0 {
+		p.bans.add(d.Key, time.Now().Add(d.Banned))
+	}
+	policy, key := d.Policy, d.Key
+	if d.Shadow {
+		policy += shadowSuffix
+	}
 	c := &p.top
 	c.mu.Lock()
 	tp := c.policies[policy]
@@ -140,9 +155,10 @@ func (p *Plane) publish(ctx context.Context) error {
 	return nil
 }
 
-// Top returns the n keys that policy denied most (or would have denied,
-// for a shadow limit) over the last minute (last is time.Minute) or hour
-// (time.Hour), most first, on every instance: this one's counts as they
+// Top returns the n keys that policy denied most over the last minute
+// (last is time.Minute) or hour (time.Hour), most first, on every
+// instance (those a Shadow limit would have denied are counted apart:
+// give policy + " (shadow)"): this one's counts as they
 // are, and the others' as each told them last, every 5 seconds (an
 // instance that has not told them for three times that is gone). Keys
 // are in the form the store is given, which may be a client's IP:
@@ -152,6 +168,9 @@ func (p *Plane) Top(ctx context.Context, policy string, last time.Duration, n in
 	w, ok := i[last]
 	if !ok {
 		return nil, fmt.Errorf("%w: Top: last is %v: want time.Minute or time.Hour", errInvalid, last)
+	}
+	if name, ok := strings.CutSuffix(policy, " (shadow)"); ok {
+		policy = name + shadowSuffix
 	}
 	reply, err := p.keeper.GetTop(ctx, 3*publishEvery, topWindows[w].name, policy)
 	if err != nil {
@@ -185,4 +204,54 @@ func (p *Plane) labelOf(key string) string {
 		return ""
 	}
 	return p.label(key)
+}
+
+// bans are the keys this instance saw banned, until when, at most
+// maxBans, those ending first going first.
+type bans struct {
+	mu    sync.Mutex
+	until map[string]time.Time
+}
+
+const maxBans = 256
+
+func (b *bans) add(key string, until time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.until == nil {
+		b.until = map[string]time.Time{}
+	}
+	if _, ok := b.until[key]; !ok && len(b.until) >= maxBans {
+		first := ""
+		for k, t := range b.until {
+			if first == "" || t.Before(b.until[first]) {
+				first = k
+			}
+		}
+		delete(b.until, first)
+	}
+	b.until[key] = until
+}
+
+// banView is a key banned, until when.
+type banView struct {
+	Key   string    `json:"key"`
+	Label string    `json:"label,omitempty"`
+	Until time.Time `json:"until"`
+}
+
+// inForce returns the bans not over at now, ending last first.
+func (b *bans) inForce(now time.Time, label func(string) string) []banView {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	list := []banView{}
+	for k, t := range b.until {
+		if !now.Before(t) {
+			delete(b.until, k)
+			continue
+		}
+		list = append(list, banView{Key: k, Label: label(k), Until: t})
+	}
+	slices.SortFunc(list, func(a, b banView) int { return b.Until.Compare(a.Until) })
+	return list
 }

@@ -168,13 +168,13 @@ func TestAdminContract(t *testing.T) {
 			t.Errorf("GET / #%d with home in shadow: %d", i+1, r.StatusCode)
 		}
 	}
-	status, body := adminCall(t, "GET", adminA+"/top?policy=home", "")
+	status, body := adminCall(t, "GET", adminA+"/top?policy=home+(shadow)", "")
 	var top []struct {
 		Key    string `json:"key"`
 		Denied int    `json:"denied"`
 	}
 	if err := json.Unmarshal([]byte(body), &top); status != 200 || err != nil || len(top) != 1 || top[0].Key != "ip:127.0.0.1" || top[0].Denied != 5 {
-		t.Errorf("GET top?policy=home: %d %s; want ip:127.0.0.1 with 5 would-be denials", status, body)
+		t.Errorf("GET top?policy=home (shadow): %d %s; want ip:127.0.0.1 with 5 would-be denials", status, body)
 	}
 	if status, body := adminCall(t, "PUT", adminA+"/shadow", `{"policy":"home","shadow":false}`); status != 204 {
 		t.Errorf("PUT shadow false: %d %s", status, body)

@@ -6,6 +6,6 @@ func Fixed(t *Table) Source { return fixed{t} }
 
 type fixed struct{ t *Table }
 
-func (f fixed) Table() *Table       { return f.t }
-func (fixed) Attach(Limiter)        {}
-func (fixed) Denied(string, string) {}
+func (f fixed) Table() *Table { return f.t }
+func (fixed) Attach(Limiter)  {}
+func (fixed) Denied(Denial)   {}

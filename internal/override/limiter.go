@@ -16,11 +16,18 @@ type Source interface {
 	// wrong.
 	Attach(Limiter)
 
-	// Denied is told of each request that policy denied, or would have
-	// denied for a Shadow limit, with its key as the store is given it
-	// after the namespace and route. It must be quick and safe for
+	// Denied is told of each request that a policy denied, or would
+	// have denied for a Shadow limit. It must be quick and safe for
 	// concurrent use.
-	Denied(policy, key string)
+	Denied(d Denial)
+}
+
+// A Denial is a request that a policy denied.
+type Denial struct {
+	Policy string
+	Key    string        // as the store is given it, after the namespace and route
+	Shadow bool          // a Shadow limit would have denied it: it passed
+	Banned time.Duration // the key is banned for this long yet (see ratelimit.Ban)
 }
 
 // A Limiter is what a ratelimit.Limiter tells its overrides of itself
