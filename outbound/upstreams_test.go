@@ -63,7 +63,7 @@ func TestRealUpstreams(t *testing.T) {
 	node := lookNode(t)
 	srv := redistest.Require(t)
 	type row struct {
-		form, client string
+		form, client                    string
 		sent, admitted, refused, inHold int
 		allowed                         int
 	}
