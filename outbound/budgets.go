@@ -31,6 +31,9 @@ type budget struct {
 	learned []ratelimit.Limit
 	counted map[string]*ratelimit.Limits // the learned limits counted in requests, alone by name, and together under ""
 	learnt  chan struct{}                // closed once known
+	// windows are the windows inferred of the policies that state none
+	// (X-RateLimit-*), by name: the longest reset seen.
+	windows map[string]time.Duration
 
 	sets atomic.Pointer[sets]
 }
@@ -110,12 +113,16 @@ const maxLearned = 4
 // policies an upstream's response published: of those counted in
 // requests over a window, a sliding window of each window, at the least
 // quota published for it; of those counted in requests in flight, one
-// limit of requests in flight, at the least quota. Those of a declared
-// limit's algorithm and window are left to it. The probe of cost probe
-// (0 for another request), which no limit of the upstream's counted, is
-// counted under those it taught before they are b's, so that no other
-// request is admitted under them before it is counted.
-func (b *budget) learn(ctx context.Context, s ratelimit.Store, policies []ratefields.Policy, probe int) error {
+// limit of requests in flight, at the least quota. A policy that states
+// no window (X-RateLimit-*) takes the longest reset its limits have shown
+// (in whole seconds): the reset of a window's first response is the
+// window, and a later one's is less. Those of a declared limit's
+// algorithm and window are left to it. The probe of cost probe (0 for
+// another request), which no limit of the upstream's counted, is counted
+// under those it taught before they are b's, so that no other request
+// is admitted under them before it is counted.
+func (b *budget) learn(ctx context.Context, s ratelimit.Store, policies []ratefields.Policy, limits []ratefields.Limit, probe int) error {
+	policies = b.windowed(policies, limits)
 	var learned []ratelimit.Limit
 	for _, p := range policies {
 		var l ratelimit.Limit
@@ -168,6 +175,43 @@ func (b *budget) learn(ctx context.Context, s ratelimit.Store, policies []ratefi
 	}
 	b.known, b.learned = true, learned
 	return err
+}
+
+// windowed returns policies with the window of each that states none
+// (counted in requests) inferred from limits: the longest reset of its
+// limit seen so far, in whole seconds.
+func (b *budget) windowed(policies []ratefields.Policy, limits []ratefields.Limit) []ratefields.Policy {
+	var out []ratefields.Policy
+	for i, p := range policies {
+		if p.Window != 0 || (p.Unit != "" && p.Unit != "requests") {
+			continue
+		}
+		j := slices.IndexFunc(limits, func(l ratefields.Limit) bool { return l.Name == p.Name && l.Reset > 0 })
+		if j < 0 {
+			continue
+		}
+		reset := limits[j].Reset.Truncate(time.Second) // a Unix time in whole seconds is a ceiling
+		b.mu.Lock()
+		if b.windows == nil {
+			b.windows = map[string]time.Duration{}
+		}
+		if reset > b.windows[p.Name] && len(b.windows) < maxLearned {
+			b.windows[p.Name] = reset
+		}
+		w := b.windows[p.Name]
+		b.mu.Unlock()
+		if w == 0 {
+			continue
+		}
+		if out == nil {
+			out = slices.Clone(policies)
+		}
+		out[i].Window = w
+	}
+	if out == nil {
+		return policies
+	}
+	return out
 }
 
 // sameShape reports whether a and b would count in the same state: the

@@ -261,7 +261,7 @@ func (t *Transport) learn(ctx context.Context, b *budget, resp *http.Response, d
 			t.stats.storeErrors.Add(1)
 		}
 	}
-	if err := b.learn(ctx, t.store, info.Policies, probe); err != nil {
+	if err := b.learn(ctx, t.store, info.Policies, info.Limits, probe); err != nil {
 		t.stats.storeErrors.Add(1)
 	}
 	for _, l := range info.Limits {

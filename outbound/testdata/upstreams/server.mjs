@@ -4,8 +4,9 @@
 // rate-limiter-flexible, which refuses with a 429 and Retry-After only.
 // Every client shares one limit (the key is fixed). It prints its port,
 // then serves GET /api (limited) and GET /stats (not limited): the
-// requests admitted and refused, when the first was refused, its
-// Retry-After, and how many came after it but before that time.
+// requests admitted and refused, in all and in each of its windows, when
+// the first was refused, its Retry-After, and how many came after it but
+// before that time.
 //
 // usage: node server.mjs FORM LIMIT WINDOW_MS
 //   FORM: draft-6, draft-7, draft-8 (express-rate-limit's standardHeaders),
@@ -17,7 +18,17 @@ import { RateLimiterMemory } from 'rate-limiter-flexible';
 const [form, limitArg, windowArg] = process.argv.slice(2);
 const limit = Number(limitArg);
 const windowMs = Number(windowArg);
-const stats = { admitted: 0, refused: 0, firstRefusedAt: 0, retryAfter: 0, sentInHold: 0, start: Date.now() };
+const stats = { admitted: 0, refused: 0, firstRefusedAt: 0, retryAfter: 0, sentInHold: 0, start: Date.now(), windows: [] };
+// The server's windows, in order, each with what it admitted and refused.
+const windowOf = (end) => {
+  let w = stats.windows.find((w) => Math.abs(w.end - end) < 200);
+  if (!w) {
+    w = { end, admitted: 0, refused: 0 };
+    stats.windows.push(w);
+    stats.windows.sort((a, b) => a.end - b.end);
+  }
+  return w;
+};
 
 const app = express();
 app.get('/stats', (req, res) => res.json(stats));
@@ -41,12 +52,14 @@ if (form === 'flexible') {
   const limiter = new RateLimiterMemory({ points: limit, duration: windowMs / 1000 });
   app.get('/api', async (req, res) => {
     try {
-      await limiter.consume('everyone');
+      const r = await limiter.consume('everyone');
       stats.admitted++;
+      windowOf(Date.now() + r.msBeforeNext).admitted++;
       res.send('ok');
     } catch (r) {
       res.set('Retry-After', String(Math.ceil(r.msBeforeNext / 1000)));
       refused(res);
+      windowOf(Date.now() + r.msBeforeNext).refused++;
       res.status(429).send('Too Many Requests');
     }
   });
@@ -59,11 +72,13 @@ if (form === 'flexible') {
     keyGenerator: () => 'everyone',
     handler: (req, res, next, options) => {
       refused(res);
+      windowOf(req.rateLimit.resetTime.getTime()).refused++;
       res.status(options.statusCode).send(options.message);
     },
   });
   app.get('/api', limiter, (req, res) => {
     stats.admitted++;
+    windowOf(req.rateLimit.resetTime.getTime()).admitted++;
     res.send('ok');
   });
 }
