@@ -34,6 +34,7 @@ type budget struct {
 	// windows are the windows inferred of the policies that state none
 	// (X-RateLimit-*), by name: the longest reset seen.
 	windows map[string]time.Duration
+	why     string // what held the budget back last, as this process saw it
 
 	sets atomic.Pointer[sets]
 }

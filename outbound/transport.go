@@ -2,12 +2,15 @@ package outbound
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"mime"
 	"net/http"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -234,17 +237,17 @@ func (t *Transport) learn(ctx context.Context, b *budget, resp *http.Response, d
 	for _, p := range problems {
 		t.stats.ignore(p.Reason)
 	}
-	hold := time.Duration(0)
+	hold, why := time.Duration(0), ""
 	if info.Limited {
 		t.stats.limited.Add(1)
-		hold = info.RetryAfter
+		hold, why = info.RetryAfter, "the upstream answered "+strconv.Itoa(resp.StatusCode)+" with Retry-After"
 		if hold == 0 {
-			hold = defaultHold
+			hold, why = defaultHold, "the upstream answered "+strconv.Itoa(resp.StatusCode)+", saying not when to retry"
 		}
 	}
 	for _, l := range info.Limits {
-		if l.Remaining == 0 {
-			hold = max(hold, l.Reset)
+		if l.Remaining == 0 && l.Reset > hold {
+			hold, why = l.Reset, "the upstream said nothing remains of its policy "+strconv.Quote(cmp.Or(l.Name, "upstream"))+" until its reset"
 		}
 	}
 	if hold > t.maxDelay {
@@ -260,6 +263,9 @@ func (t *Transport) learn(ctx context.Context, b *budget, resp *http.Response, d
 		if err := t.hold(ctx, b, min(hold, t.maxDelay)); err != nil {
 			t.stats.storeErrors.Add(1)
 		}
+		b.mu.Lock()
+		b.why = why
+		b.mu.Unlock()
 	}
 	if err := b.learn(ctx, t.store, info.Policies, info.Limits, probe); err != nil {
 		t.stats.storeErrors.Add(1)
@@ -428,4 +434,69 @@ func lower(s string) string {
 		return s
 	}
 	return strings.ToLower(s)
+}
+
+// A Budget is what a Transport knows of the budget a request spends: see
+// [Transport.Budget].
+type Budget struct {
+	// Upstream is the request's upstream: its URL's host.
+	Upstream string
+
+	// Limits are the budget's limits: those declared (WithLimits) and
+	// those learned from the upstream's responses.
+	Limits []ratelimit.Limit
+
+	// Known reports whether a response of the upstream has come, or
+	// limits were declared; until then, one request goes alone.
+	Known bool
+
+	// Held is how long the budget is held back yet, in every process
+	// that shares the store: 0 when it is not.
+	Held time.Duration
+
+	// Why says what held it back, as this process saw it last: a 429 and
+	// its Retry-After, or a policy with nothing remaining. "" when this
+	// process saw none (another process may have).
+	Why string
+}
+
+// Budget returns what t knows of the budget req would spend: its limits,
+// and whether and why it is held back.
+func (t *Transport) Budget(ctx context.Context, req *http.Request) (Budget, error) {
+	b, err := t.budgets.of(req)
+	if err != nil {
+		return Budget{}, err
+	}
+	b.mu.Lock()
+	v := Budget{Upstream: b.upstream, Limits: append(slices.Clone(b.declared), b.learned...), Known: b.known || len(b.declared) > 0, Why: b.why}
+	b.mu.Unlock()
+	p, err := t.store.Peek(ctx, b.key, 1, holdLimits)
+	if err != nil {
+		return v, err
+	}
+	if !p.Allowed {
+		v.Held = p.RetryAfter
+	} else {
+		v.Why = ""
+	}
+	return v, nil
+}
+
+// Lift ends the hold of the budget req would spend, in every process
+// that shares the store: its requests go again at once, as far as its
+// limits allow, until the upstream says again that it is spent. For an
+// operator who knows better than the upstream's Retry-After, such as
+// after a quota was raised.
+func (t *Transport) Lift(ctx context.Context, req *http.Request) error {
+	b, err := t.budgets.of(req)
+	if err != nil {
+		return err
+	}
+	if err := t.store.Reset(ctx, b.key, holdLimits); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	b.why = ""
+	b.mu.Unlock()
+	return nil
 }

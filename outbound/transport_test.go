@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/ratelimit-go/ratelimit/testkits/redistest"
-	"github.com/redis/go-redis/v9"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -16,9 +14,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/outbound"
 	"github.com/ratelimit-go/ratelimit/store"
+	"github.com/ratelimit-go/ratelimit/testkits/redistest"
 )
 
 // upstream is a server that counts what it answers, by status.
@@ -243,10 +244,10 @@ func TestRetryAfterOnly(t *testing.T) {
 }
 
 // TestXRateLimitOnly: an upstream that sends only X-RateLimit-*, its
-// reset a Unix time as GitHub sends it: once Remaining is 0, nothing is
-// sent until the reset. (These fields name no window, so nothing is
-// counted ahead: requests sent while Remaining was above 0 are not held
-// back; one worker sends one at a time.)
+// reset a Unix time as GitHub sends it: the first response teaches 3
+// per the window its reset shows, counted ahead, and once Remaining is
+// 0, nothing is sent until the reset. (TestRealUpstreams runs
+// express-rate-limit's X-RateLimit-* with many workers.)
 func TestXRateLimitOnly(t *testing.T) {
 	var calls atomic.Int64
 	reset := time.Now().Add(30 * time.Second).Unix()
@@ -264,6 +265,11 @@ func TestXRateLimitOnly(t *testing.T) {
 	ok, _, refused := send(t, &http.Client{Transport: tr}, u.URL, 1, 20, 5*time.Second)
 	if ok != 3 || refused != 17 || calls.Load() != 3 {
 		t.Errorf("got %d served, %d refused, %d calls; want 3, 17, 3", ok, refused, calls.Load())
+	}
+	req, _ := http.NewRequest("GET", u.URL, nil)
+	b, err := tr.Budget(context.Background(), req)
+	if err != nil || len(b.Limits) != 1 || b.Limits[0].Quota != 3 || b.Limits[0].Window < 29*time.Second || b.Limits[0].Window > 30*time.Second || b.Held == 0 {
+		t.Errorf("Budget: %+v, %v; want 3 per the window the reset shows (about 30s), held", b, err)
 	}
 }
 
@@ -515,5 +521,70 @@ func TestFreshProcessFacingASpentUpstream(t *testing.T) {
 				t.Errorf("round %d, %d: the upstream saw %d requests (%d refused by it, %d before they were sent), want 1: the probe alone", round, i, n, limited, refused)
 			}
 		}
+	}
+}
+
+// TestBudgetAndLift: after a 429 with Retry-After, the budget says it is
+// held, for how long and why; Lift ends the hold in every process of the
+// store, and the next request is sent. On the Memory store and Redis.
+func TestBudgetAndLift(t *testing.T) {
+	srv := redistest.Shared(t)
+	for name, newStore := range map[string]func(t *testing.T) ratelimit.Store{
+		"memory": func(t *testing.T) ratelimit.Store {
+			s, err := store.NewMemory(store.MemoryOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		},
+		"redis": func(t *testing.T) ratelimit.Store {
+			c := redis.NewClient(&redis.Options{Addr: srv.Addr})
+			t.Cleanup(func() { c.Close() })
+			s, err := store.NewRedis(c, store.RedisOptions{Prefix: "lift-" + t.Name() + ":"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var calls atomic.Int64
+			u := newUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if calls.Add(1) == 1 {
+					w.Header().Set("Retry-After", "30")
+					w.WriteHeader(http.StatusTooManyRequests)
+				}
+			}))
+			s := newStore(t)
+			tr, err := outbound.New(nil, s, outbound.WithoutWaiting())
+			if err != nil {
+				t.Fatal(err)
+			}
+			other, err := outbound.New(nil, s, outbound.WithoutWaiting()) // another process of the store
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			req, _ := http.NewRequest("GET", u.URL, nil)
+			if resp, err := tr.RoundTrip(req); err != nil || resp.StatusCode != 429 {
+				t.Fatalf("first request: %v, %v; want the upstream's 429", resp, err)
+			}
+			b, err := tr.Budget(ctx, req)
+			if err != nil || !b.Known || b.Held < 29*time.Second || b.Held > 30*time.Second || !strings.Contains(b.Why, "429 with Retry-After") {
+				t.Fatalf("Budget after the 429: %+v, %v; want held for about 30s by the 429", b, err)
+			}
+			if _, err := other.RoundTrip(req); !errors.As(err, new(*outbound.Error)) {
+				t.Fatalf("another Transport of the store during the hold: %v, want it refused", err)
+			}
+			if err := other.Lift(ctx, req); err != nil {
+				t.Fatal(err)
+			}
+			if b, err := tr.Budget(ctx, req); err != nil || b.Held != 0 {
+				t.Errorf("Budget after Lift: %+v, %v; want not held", b, err)
+			}
+			if resp, err := tr.RoundTrip(req); err != nil || resp.StatusCode != 200 || calls.Load() != 2 {
+				t.Errorf("after Lift: %v, %v, %d calls; want the request sent and served", resp, err, calls.Load())
+			}
+		})
 	}
 }
