@@ -150,7 +150,7 @@ func TestAdminContract(t *testing.T) {
 	}{
 		{"GET", "/policies", "", 200, `{"policy":"gen-tpm","algorithm":"sliding-window","quota":40000,"window_ms":60000,"shadow":false,"overridden":false}`},
 		{"GET", "/overrides", "", 200, `[{"policy":"gen-tpm","stored_key":"header:X-Api-Key:`},
-		{"GET", "/overrides", "", 200, `"quota":100000}]`},
+		{"GET", "/overrides", "", 200, `"label":"API key k1","quota":100000}]`}, // labelled by the key's end
 		{"PUT", "/overrides", `{"policy":"gen-tpm","key":"k1","quota":-7}`, 400, `"error":"Quota is -7`},
 		{"PUT", "/overrides", `{"policy":"gen-tpmm","key":"k1","quota":7}`, 400, `gen-tpmm`},
 		{"PUT", "/shadow", `{"policy":"home","shadow":true}`, 204, ""},

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/admin"
@@ -91,7 +92,50 @@ func (a *App) logChange(_ ratelimit.Request, e ratelimit.Event) {
 // adminOptions are the Plane's options.
 func (a *App) adminOptions() admin.Options {
 	if a.Config.AdminToken != "" {
-		return admin.Options{Key: a.storedKey, Token: a.Config.AdminToken}
+		return admin.Options{Key: a.storedKey, Label: a.labels.of, Token: a.Config.AdminToken}
 	}
-	return admin.Options{Key: a.storedKey, Who: func(r *http.Request) string { return "loopback " + r.RemoteAddr }}
+	return admin.Options{Key: a.storedKey, Label: a.labels.of, Who: func(r *http.Request) string { return "loopback " + r.RemoteAddr }}
+}
+
+// labels name, for the operators' page and listings, the stored form of
+// each API key the example has seen: "API key …" and the key's last four
+// characters, as a dashboard names a card, never the whole key. At most
+// maxLabels are kept, past which they start afresh.
+type labels struct {
+	mu sync.Mutex
+	m  map[string]string
+}
+
+const maxLabels = 10_000
+
+// labelling returns key, which also remembers the label of each key it
+// makes.
+func (l *labels) labelling(key ratelimit.KeyFunc) ratelimit.KeyFunc {
+	return func(r ratelimit.Request) (string, error) {
+		stored, err := key(r)
+		if err != nil {
+			return stored, err
+		}
+		k := apiKeyOf(r)
+		label := "API key …" + k[max(len(k)-4, 0):]
+		if len(k) <= 4 {
+			label = "API key " + k
+		}
+		l.mu.Lock()
+		if l.m[stored] != label {
+			if l.m == nil || len(l.m) >= maxLabels {
+				l.m = map[string]string{}
+			}
+			l.m[stored] = label
+		}
+		l.mu.Unlock()
+		return stored, nil
+	}
+}
+
+// of returns the label of stored, or "".
+func (l *labels) of(stored string) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.m[stored]
 }

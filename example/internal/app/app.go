@@ -150,6 +150,7 @@ type App struct {
 	redis     *store.Redis // the store in the Fallback, and the Plane's
 	ipKey     ratelimit.KeyFunc
 	apiKey    ratelimit.KeyFunc
+	labels    labels // of the API keys seen, for the operators' page
 	redisDesc string
 	mini      *miniredis.Miniredis // the embedded Redis; nil with a Redis named
 	closers   []func() error
@@ -247,6 +248,7 @@ func New(c Config) (*App, error) {
 		return nil, fmt.Errorf("-key-secret: %w", err)
 	}
 	a.apiKey = apiKey
+	apiKey = a.labels.labelling(apiKey)
 	if a.API, err = ratelimit.New(s, "api",
 		ratelimit.WithKey(apiKey),
 		ratelimit.WithLimitsFunc(Plan),
