@@ -447,6 +447,11 @@ func (h handler) login(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, "./", http.StatusSeeOther)
 }
 
+// maxFormNumber bounds a number of the page's forms: a quota past any a
+// limit takes in practice, and a window (in ms) of about 35 years, which
+// a time.Duration holds.
+const maxFormNumber = 1 << 40
+
 // act handles a form of the page: set or delete an override, or flip a
 // policy's shadow, then goes back to the page saying what was done, or
 // shows it again saying what is wrong.
@@ -462,17 +467,21 @@ func (h handler) act(w http.ResponseWriter, r *http.Request) {
 	var done string
 	switch f.Get("action") {
 	case "set":
-		for name, v := range map[string]*int{"quota": &o.Quota, "window_ms": new(int)} {
-			if s := f.Get(name); s != "" {
-				if *v, err = strconv.Atoi(s); err != nil {
-					h.page(w, r, http.StatusBadRequest, pageNote{Error: name + " is " + strconv.Quote(s) + ": want a whole number"})
+		var windowMS int
+		for _, field := range []struct {
+			name string
+			v    *int
+		}{{"quota", &o.Quota}, {"window_ms", &windowMS}} {
+			if s := f.Get(field.name); s != "" {
+				n, err := strconv.Atoi(s)
+				if err != nil || n < 0 || n > maxFormNumber {
+					h.page(w, r, http.StatusBadRequest, pageNote{Error: field.name + " is " + strconv.Quote(s) + ": want a whole number from 1 to " + strconv.Itoa(maxFormNumber)})
 					return
 				}
-				if name == "window_ms" {
-					o.Window = time.Duration(*v) * time.Millisecond
-				}
+				*field.v = n
 			}
 		}
+		o.Window = time.Duration(windowMS) * time.Millisecond
 		switch f.Get("mode") {
 		case "unlimited":
 			o.Unlimited = true
