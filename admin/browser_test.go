@@ -191,6 +191,13 @@ func TestToken(t *testing.T) {
 			t.Errorf("a %s post of the set form: %d, %d overrides; want %d and the override set only from the same origin", c.site, w.Code, len(list), c.status)
 		}
 	}
+	for _, bad := range []string{"window_ms=99999999999999999", "quota=-3", "quota=many"} {
+		w := do("POST", "/admin/", "action=set&policy=rpm&key=k2&"+bad, map[string]string{"Content-Type": "application/x-www-form-urlencoded",
+			"Cookie": cookie[0].Name + "=" + cookie[0].Value})
+		if w.Code != 400 || !strings.Contains(w.Body.String(), "want a whole number from 1 to") {
+			t.Errorf("the set form with %s: %d, want 400 saying what a number may be", bad, w.Code)
+		}
+	}
 }
 
 // TestBansAndFallbacks: a key a Limiter given the Plane bans is listed
