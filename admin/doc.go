@@ -8,14 +8,16 @@
 // process, from which a Limiter finds a request's override with no call
 // to Redis:
 //
-//	plane, err := admin.New(client, "api", admin.Options{})
+//	redisStore, err := store.NewRedis(client, store.RedisOptions{})
+//	plane, err := admin.New(redisStore, "api", admin.Options{})
 //	defer plane.Close()
-//	limiter, err := ratelimit.New(st, "api",
+//	limiter, err := ratelimit.New(redisStore, "api", // or a Fallback around it
 //		ratelimit.WithLimits(ratelimit.PerMinute(40_000).Named("gen-tpm")),
 //		ratelimit.WithOverrides(plane))
 //	// On any instance, later:
-//	err = plane.Set(ctx, admin.Override{Policy: "gen-tpm", Key: "k:…", Quota: 100_000})
+//	err = plane.Set(ctx, admin.Override{Policy: "gen-tpm", StoredKey: "k:…", Quota: 100_000})
 //
-// See docs/overrides.md for what a change does to a window under way,
-// the bounds, and the faults.
+// The Plane's handler serves the same to operators, as JSON and as a
+// page to act from (see [Plane.Handler]). See docs/overrides.md for what
+// a change does to a window under way, the bounds, and the faults.
 package admin
