@@ -149,6 +149,13 @@ func (t *Transport) admit(ctx context.Context, b *budget, cost int) (*sets, rate
 			return s, d, err
 		}
 		d, err := t.store.Allow(ctx, b.key, cost, s.limits)
+		if err == nil && d.Allowed && b.sets.Load() != s {
+			// The probe's answer came between the load and the store's
+			// decision, and its slot was let go: this request is no
+			// probe, but one to decide under what the answer taught.
+			t.end(b, s, d, 0)
+			continue
+		}
 		if err != nil || d.Allowed {
 			return s, d, err
 		}
