@@ -169,20 +169,14 @@ type Limit struct {
 	Cost int
 
 	// Leased lets each instance decide the limit in process, from slices
-	// of its quota that it takes from the store ahead of the requests:
-	// for a hot key, one that every request shares, which would
-	// otherwise cost the store a round trip per request. Units are counted
-	// in the store when taken, so the limit holds across every instance;
-	// what leasing costs is units taken and not spent before their slice
-	// ends, which slices sized from each instance's traffic keep small.
-	// Slices shrink to one unit, a plain decision, as the quota runs
-	// out. Fixed window, sliding window and token bucket limits can be
-	// leased, all the limits of a set or none, and not with a [Ban];
-	// [NewLimits] refuses one that could never take a slice (a quota, or
-	// a bucket's room beyond its refill in 100ms, under 9 requests; a
-	// window or slot under 10ms), saying what to change. See
-	// docs/limits.md. The Memory store decides every request in process
-	// anyway and ignores it.
+	// of its quota taken from the store ahead of the requests: for a hot
+	// key, which would otherwise cost the store a round trip per request.
+	// Units are counted in the store when taken, so the limit holds across
+	// every instance; what leasing costs is units not spent before their
+	// slice ends. Fixed window, sliding window and token bucket limits can
+	// be leased, all the limits of a set or none, and not with a [Ban];
+	// [NewLimits] refuses one that could never take a slice, saying what
+	// to change. The Memory store ignores it. See docs/limits.md.
 	Leased bool
 
 	// Shadow makes the limit one that is decided and counted but never
@@ -349,14 +343,9 @@ func (l Limit) check() (field, problem string) {
 		return "Window", fmt.Sprintf("must be at least 1ms, got %v", l.Window)
 	case l.Window%time.Millisecond != 0:
 		return "Window", fmt.Sprintf("must be a whole number of milliseconds, got %v", l.Window)
-	case l.Burst != 0 && l.Algorithm != TokenBucket:
-		return "Burst", fmt.Sprintf("is only used by token-bucket, not %v; leave it zero", l.Algorithm)
-	case l.Precision != 0 && l.Algorithm != SlidingWindow:
-		return "Precision", fmt.Sprintf("is only used by sliding-window, not %v; leave it zero", l.Algorithm)
-	case len(l.Name) > wire.MaxName:
-		return "Name", fmt.Sprintf("is %d bytes long; at most %d are allowed", len(l.Name), wire.MaxName)
-	case strings.IndexFunc(l.Name, func(r rune) bool { return r < 0x20 || r > 0x7e }) >= 0:
-		return "Name", fmt.Sprintf("%q holds a byte outside printable ASCII, which a header cannot carry", l.Name)
+	}
+	if field, problem := l.checkFields(); field != "" {
+		return field, problem
 	}
 	switch l.Algorithm {
 	case SlidingLog:
@@ -426,6 +415,22 @@ func (l Limit) checkLeased() (field, problem string) {
 	return "", ""
 }
 
+// checkFields is check of the fields every algorithm reads alike: Burst
+// and Precision, each of one algorithm, and Name.
+func (l Limit) checkFields() (field, problem string) {
+	switch {
+	case l.Burst != 0 && l.Algorithm != TokenBucket:
+		return "Burst", fmt.Sprintf("is only used by token-bucket, not %v; leave it zero", l.Algorithm)
+	case l.Precision != 0 && l.Algorithm != SlidingWindow:
+		return "Precision", fmt.Sprintf("is only used by sliding-window, not %v; leave it zero", l.Algorithm)
+	case len(l.Name) > wire.MaxName:
+		return "Name", fmt.Sprintf("is %d bytes long; at most %d are allowed", len(l.Name), wire.MaxName)
+	case strings.IndexFunc(l.Name, func(r rune) bool { return r < 0x20 || r > 0x7e }) >= 0:
+		return "Name", fmt.Sprintf("%q holds a byte outside printable ASCII, which a header cannot carry", l.Name)
+	}
+	return "", ""
+}
+
 // checkConcurrent is check for a Concurrent limit.
 func (l Limit) checkConcurrent() (field, problem string) {
 	switch {
@@ -435,18 +440,10 @@ func (l Limit) checkConcurrent() (field, problem string) {
 		return "Window", fmt.Sprintf("is a concurrent limit's slot life: at least %v, or zero for 30s; got %v", minSlotLife, l.Window)
 	case l.Window%time.Millisecond != 0:
 		return "Window", fmt.Sprintf("must be a whole number of milliseconds, got %v", l.Window)
-	case l.Burst != 0:
-		return "Burst", fmt.Sprintf("is only used by token-bucket, not %v; leave it zero", l.Algorithm)
-	case l.Precision != 0:
-		return "Precision", fmt.Sprintf("is only used by sliding-window, not %v; leave it zero", l.Algorithm)
 	case l.Usage:
 		return "Usage", "cannot charge a concurrent limit: it counts requests in flight, not what they use"
-	case len(l.Name) > wire.MaxName:
-		return "Name", fmt.Sprintf("is %d bytes long; at most %d are allowed", len(l.Name), wire.MaxName)
-	case strings.IndexFunc(l.Name, func(r rune) bool { return r < 0x20 || r > 0x7e }) >= 0:
-		return "Name", fmt.Sprintf("%q holds a byte outside printable ASCII, which a header cannot carry", l.Name)
 	}
-	return "", ""
+	return l.checkFields()
 }
 
 // checkCalendar is check for a Daily, Weekly or Monthly limit.
@@ -454,16 +451,13 @@ func (l Limit) checkCalendar() (field, problem string) {
 	switch {
 	case l.Window != 0:
 		return "Window", fmt.Sprintf("is the calendar's for a %v limit; leave it zero, got %v", l.Algorithm, l.Window)
-	case l.Burst != 0:
-		return "Burst", fmt.Sprintf("is only used by token-bucket, not %v; leave it zero", l.Algorithm)
-	case l.Precision != 0:
-		return "Precision", fmt.Sprintf("is only used by sliding-window, not %v; leave it zero", l.Algorithm)
 	case l.Weekday < time.Sunday || l.Weekday > time.Saturday:
 		return "Weekday", fmt.Sprintf("is not a day of the week: %d", l.Weekday)
-	case len(l.Name) > wire.MaxName:
-		return "Name", fmt.Sprintf("is %d bytes long; at most %d are allowed", len(l.Name), wire.MaxName)
-	case strings.IndexFunc(l.Name, func(r rune) bool { return r < 0x20 || r > 0x7e }) >= 0:
-		return "Name", fmt.Sprintf("%q holds a byte outside printable ASCII, which a header cannot carry", l.Name)
+	}
+	if field, problem := l.checkFields(); field != "" {
+		return field, problem
+	}
+	switch {
 	case strings.IndexFunc(l.Zone, func(r rune) bool { return r <= 0x20 || r > 0x7e || r == '{' || r == '}' }) >= 0:
 		return "Zone", fmt.Sprintf("%q is not the name of a time zone", l.Zone)
 	}

@@ -211,26 +211,22 @@ func (l *Limiter) Decide(r Request) Verdict {
 	if l.skip != nil && l.skip(r) {
 		return Verdict{Allowed: true, Context: ctx}
 	}
-	if hr, ok := r.(*http.Request); ok {
-		p, pattern := l.routePolicy(hr)
-		if p == nil && l.limitsFunc == nil {
-			return Verdict{Allowed: true, Context: ctx}
-		}
-		hr, s := withState(hr, pattern)
-		hdr := http.Header{}
-		return l.verdict(l.decide(hr, s, p, pattern, hdr), s, hdr)
-	}
-	p, pattern := l.namedRoutePolicy(routeOf(r))
+	p, pattern := l.routePolicy(r)
 	if p == nil && l.limitsFunc == nil {
 		return Verdict{Allowed: true, Context: ctx}
 	}
-	s := stateOf(ctx)
-	if s == nil {
-		s = newState(ctx)
+	var req Request
+	var s *requestState
+	if hr, ok := r.(*http.Request); ok {
+		req, s = withState(hr, pattern)
+	} else {
+		if s = stateOf(ctx); s == nil {
+			s = newState(ctx)
+		}
+		s.inner, req = r, s
 	}
-	s.inner = r
 	hdr := http.Header{}
-	return l.verdict(l.decide(s, s, p, pattern, hdr), s, hdr)
+	return l.verdict(l.decide(req, s, p, pattern, hdr), s, hdr)
 }
 
 // verdict completes v, decided by decide on a request whose state is s
@@ -362,19 +358,17 @@ func (l *Limiter) ask(ctx context.Context, p *policy, key string, cost int, d *D
 }
 
 // routePolicy returns the policy of r's route and the route table's
-// pattern that matched (see routeTable.match), or those of WithLimits (nil
-// without) and "".
-func (l *Limiter) routePolicy(r *http.Request) (*policy, string) {
-	if rt, ok := l.routes.match(r); ok {
-		return rt.policy, rt.pattern
+// pattern that matched (see routeTable.match and matchRoute), or those
+// of WithLimits (nil without) and "".
+func (l *Limiter) routePolicy(r Request) (*policy, string) {
+	var rt route
+	var ok bool
+	if hr, isHTTP := r.(*http.Request); isHTTP {
+		rt, ok = l.routes.match(hr)
+	} else {
+		rt, ok = l.routes.matchRoute(routeOf(r))
 	}
-	return l.all, ""
-}
-
-// namedRoutePolicy is routePolicy for a request outside HTTP, by its route (see
-// routeTable.matchRoute).
-func (l *Limiter) namedRoutePolicy(route string) (*policy, string) {
-	if rt, ok := l.routes.matchRoute(route); ok {
+	if ok {
 		return rt.policy, rt.pattern
 	}
 	return l.all, ""
@@ -715,13 +709,7 @@ func (l *Limiter) Reset(r Request) error {
 // those of WithLimits. The error, wrapping ErrInvalid, says why the limits
 // WithLimitsFunc returned are invalid.
 func (l *Limiter) policyFor(r Request) (*policy, error) {
-	var p *policy
-	var pattern string
-	if hr, ok := r.(*http.Request); ok {
-		p, pattern = l.routePolicy(hr)
-	} else {
-		p, pattern = l.namedRoutePolicy(routeOf(r))
-	}
+	p, pattern := l.routePolicy(r)
 	return l.funcPolicy(r, p, pattern)
 }
 

@@ -112,39 +112,19 @@ func WithLimits(limits ...Limit) Option {
 // [WithLimits] for the requests they match. A key is a route pattern of
 // Go's [http.ServeMux], with or without a method or a host: "POST
 // /login", "/api/{version}/". A request gets the entry of its route's
-// shape: the names of the parameters do not matter, so "GET
-// /users/{name}" is the entry of a router's "GET /users/{id}", and
-// "/files/{rest...}" of "/files/{path...}". The table's pattern, as
-// written in the table, is what an observer is told ([Event].Route) and
-// part of the keys the store sees: routes never share counters with each
-// other or with the limits of WithLimits.
+// shape, whatever the parameters are named, and the same entry whether
+// the Limiter sits inside the router ([http.Request.Pattern], which the
+// Gin and Echo adapters set) or around it (matched as ServeMux matches,
+// the request passed on carrying the pattern). The table's pattern is
+// what an observer is told ([Event].Route) and part of the store's keys:
+// routes never share counters with each other or with WithLimits'.
+// docs/limits.md tells the rules.
 //
-// Where the Limiter sits does not change the entry. Inside the router,
-// the route is the one it matched ([http.Request.Pattern], which the Gin
-// and Echo adapters set from their router's route, written the ServeMux
-// way); around the whole router, no route is known yet, so the request is
-// matched against the table's patterns with the rules of
-// [http.ServeMux], and the request passed on carries the pattern that
-// matched. Either way, as with ServeMux, an entry for the request's host
-// wins over one for every host, one for its method over one for every
-// method, and an entry ending in "/" covers a route ending in "/{$}"
-// that the table does not name. Only a route of the router that the table does not name
-// can tell: around the router, a pattern of the table that covers it
-// (the table's "/users/{id}" for the router's "/users/me") gives it its
-// limits; inside, it gets those of WithLimits.
-//
-// A pattern in another router's syntax, such as Gin's and Echo's "/:id"
-// or chi's "/*", is refused, naming the pattern and how ServeMux writes
-// it: it would never match. So is a method not in upper case ("post
-// /login": requests say POST), and two patterns of one shape ("GET
-// /users/{id}" and "GET /users/{name}"), which the table could not tell
-// apart. The adapters' Routes options (ginlimit.Routes, echolimit.Routes)
-// take a table in their router's syntax and write it the ServeMux way.
-//
-// Tables given to one Limiter, by WithRoutes, those options and
-// grpclimit.Methods, are merged into one, for a service that serves HTTP
-// routes and gRPC methods with one Limiter; a pattern in two of them is
-// refused, naming it.
+// A pattern in another router's syntax ("/:id", "/*"), a method not in
+// upper case, and two patterns of one shape are refused, naming the
+// pattern. Tables given to one Limiter (by WithRoutes, ginlimit.Routes,
+// echolimit.Routes and grpclimit.Methods) are merged; a pattern in two
+// of them is refused.
 func WithRoutes(table map[string][]Limit) Option {
 	return func(l *Limiter) error {
 		if table == nil {
@@ -178,13 +158,7 @@ func WithRoutes(table map[string][]Limit) Option {
 // fault, and nothing is counted. limits is called for every request that
 // is not skipped, concurrently.
 func WithLimitsFunc(limits func(r Request) []Limit) Option {
-	return func(l *Limiter) error {
-		if limits == nil {
-			return fmt.Errorf("%w: WithLimitsFunc: the function is nil", ErrInvalid)
-		}
-		l.limitsFunc = limits
-		return nil
-	}
+	return nonNil("WithLimitsFunc: the function", limits == nil, func(l *Limiter) { l.limitsFunc = limits })
 }
 
 // WithBan bans keys that keep getting denied (see [Ban]), under every
@@ -208,38 +182,20 @@ func WithBan(ban Ban) Option {
 // of the connection's peer (the zero [IPKey]); behind a proxy, use an
 // IPKey that trusts it.
 func WithKey(key KeyFunc) Option {
-	return func(l *Limiter) error {
-		if key == nil {
-			return fmt.Errorf("%w: WithKey: the KeyFunc is nil", ErrInvalid)
-		}
-		l.keyFunc = key
-		return nil
-	}
+	return nonNil("WithKey: the KeyFunc", key == nil, func(l *Limiter) { l.keyFunc = key })
 }
 
 // WithCost weighs requests: cost(r) units are taken instead of 1. A cost
 // below 1 or above a limit's capacity sends the request to the error
 // handler with an error wrapping [ErrInvalid].
 func WithCost(cost func(r Request) int) Option {
-	return func(l *Limiter) error {
-		if cost == nil {
-			return fmt.Errorf("%w: WithCost: the function is nil", ErrInvalid)
-		}
-		l.costFunc = cost
-		return nil
-	}
+	return nonNil("WithCost: the function", cost == nil, func(l *Limiter) { l.costFunc = cost })
 }
 
 // WithSkip exempts the requests for which skip returns true, such as
 // health checks or an allowlist: they pass with no check and no header.
 func WithSkip(skip func(r Request) bool) Option {
-	return func(l *Limiter) error {
-		if skip == nil {
-			return fmt.Errorf("%w: WithSkip: the function is nil", ErrInvalid)
-		}
-		l.skip = skip
-		return nil
-	}
+	return nonNil("WithSkip: the function", skip == nil, func(l *Limiter) { l.skip = skip })
 }
 
 // WithCountOnly counts a request only when its response's status passes
@@ -247,17 +203,13 @@ func WithSkip(skip func(r Request) bool) Option {
 // status >= 400, and func(s int) bool { return s < 400 } successes.
 //
 // Every limit of the Limiter is then charged from usage (see
-// [Limit].Usage), the usage of a request being its cost when its status
-// passes count and 0 when not (or, when the handler reports it with
-// [Charge] and the status passes, what it reported). Before the handler,
-// a request passes while its cost fits, and takes nothing. When the
-// handler writes its status, the rate-limit headers are set anew before
-// they are sent: a counted response says what remains after it, one that
-// is not counted what remains with nothing spent. Once the handler has
-// returned, the usage is charged ([Limiter.End]). Requests in flight
-// together when the quota runs out were all let through, and each is
-// counted: the limit can be overshot by at most the number of requests in
-// flight at once, and the counters then hold a debt that time pays back.
+// [Limit].Usage): a request's usage is its cost (or what it reported
+// with [Charge]) when its status passes count, else 0. A request passes
+// while its cost fits; as the handler writes its status, the rate-limit
+// headers are set anew, and once it returns the usage is charged
+// ([Limiter.End]). Requests in flight together when the quota runs out
+// were all let through and are all counted: the limit can be overshot
+// by at most the requests in flight at once (see docs/limits.md).
 //
 // With [Limiter.Handler] the handler writes through a ResponseWriter that
 // reports the status as the header is written; it is an [http.Flusher]
@@ -283,13 +235,7 @@ func WithCountOnly(count func(status int) bool) Option {
 // [Ban]), with the extension member "violated-policies", the names of the
 // denied limits as the RateLimit-Policy header names them.
 func WithDenyHandler(deny func(w http.ResponseWriter, r *http.Request, d Decision)) Option {
-	return func(l *Limiter) error {
-		if deny == nil {
-			return fmt.Errorf("%w: WithDenyHandler: the handler is nil", ErrInvalid)
-		}
-		l.deny = deny
-		return nil
-	}
+	return nonNil("WithDenyHandler: the handler", deny == nil, func(l *Limiter) { l.deny = deny })
 }
 
 // WithErrorHandler sets what answers a request the Limiter could not
@@ -304,14 +250,10 @@ func WithDenyHandler(deny func(w http.ResponseWriter, r *http.Request, d Decisio
 // decide passes, unless the handler is FailClosed, which refuses it there
 // too.
 func WithErrorHandler(onError func(w http.ResponseWriter, r *http.Request, err error) (serve bool)) Option {
-	return func(l *Limiter) error {
-		if onError == nil {
-			return fmt.Errorf("%w: WithErrorHandler: the handler is nil", ErrInvalid)
-		}
+	return nonNil("WithErrorHandler: the handler", onError == nil, func(l *Limiter) {
 		l.onError = onError
 		l.failClosed = reflect.ValueOf(onError).Pointer() == reflect.ValueOf(FailClosed).Pointer()
-		return nil
-	}
+	})
 }
 
 // WithHeaders selects the rate-limit headers and their parameters (see
@@ -330,12 +272,10 @@ func WithHeaders(h Headers) Option {
 // WithDryRun makes every limit of the Limiter Shadow (see [Limit]): it
 // decides and sets headers as usual but never blocks. A request that
 // would be denied is passed on to report, or, when report is nil,
-// logged; then it is served. Use it to try limits on live traffic; an
-// override can enforce one of them at runtime (see [WithOverrides]).
-// Such a request gets no Retry-After, so the t of its RateLimit items is
-// not capped by one (see [Headers]): each is its limit's effective
-// window, as on any served request. Without WithDryRun, report is where
-// the would-be denials of Shadow limits go too.
+// logged; then it is served, with no Retry-After. Use it to try limits
+// on live traffic; an override can enforce one of them at runtime (see
+// [WithOverrides]). Without WithDryRun, report is where the would-be
+// denials of Shadow limits go too.
 func WithDryRun(report func(r Request, d Decision)) Option {
 	return func(l *Limiter) error {
 		l.base.shadow = true
@@ -353,28 +293,30 @@ func WithDryRun(report func(r Request, d Decision)) Option {
 // without one measures nothing; with one, it reads the clock twice per
 // request, and allocates nothing more.
 func WithObserver(observe func(r Request, e Event)) Option {
-	return func(l *Limiter) error {
-		if observe == nil {
-			return fmt.Errorf("%w: WithObserver: the observer is nil", ErrInvalid)
-		}
+	return nonNil("WithObserver: the observer", observe == nil, func(l *Limiter) {
 		if prev := l.observe; prev != nil {
 			l.observe = func(r Request, e Event) { prev(r, e); observe(r, e) }
 		} else {
 			l.observe = observe
 		}
-		return nil
-	}
+	})
 }
 
 // WithLogger sets where the Limiter logs store failures, rejected keys
 // and, in dry-run mode, would-be denials; at most one line a second of
 // each. The default is [slog.Default].
 func WithLogger(logger *slog.Logger) Option {
+	return nonNil("WithLogger: the logger", logger == nil, func(l *Limiter) { l.logger = logger })
+}
+
+// nonNil returns an Option that refuses a nil value, named by what, or
+// else sets it.
+func nonNil(what string, isNil bool, set func(*Limiter)) Option {
 	return func(l *Limiter) error {
-		if logger == nil {
-			return fmt.Errorf("%w: WithLogger: the logger is nil", ErrInvalid)
+		if isNil {
+			return fmt.Errorf("%w: %s is nil", ErrInvalid, what)
 		}
-		l.logger = logger
+		set(l)
 		return nil
 	}
 }

@@ -31,13 +31,7 @@ import (
 // against that limit. The headers name the policy as before, with the
 // quota in force.
 func WithOverrides(o override.Source) Option {
-	return func(l *Limiter) error {
-		if o == nil {
-			return fmt.Errorf("%w: WithOverrides: the overrides are nil", ErrInvalid)
-		}
-		l.overrides = o
-		return nil
-	}
+	return nonNil("WithOverrides: the overrides", o == nil, func(l *Limiter) { l.overrides = o })
 }
 
 // overrideKey names a policy under the effects of its overrides (see

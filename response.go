@@ -31,41 +31,16 @@ import (
 // Retry-After is set on every 429 whatever Headers says.
 //
 // The draft's fields (draft-ietf-httpapi-ratelimit-headers-11), as RFC
-// 9651 structured fields:
+// 9651 structured fields, list every limit of every Limiter that decided
+// the request:
 //
 //	RateLimit-Policy: "api";q=100;w=60, "burst";q=10;w=1
 //	RateLimit: "api";r=42;t=17, "burst";r=9;t=1
 //
-// list every limit of every Limiter that decided the request: a global
-// Limiter's and a route's add up. q is the quota (a token bucket's
-// burst), w the window in seconds (for a token bucket, the time it takes
-// to fill), r what remains, t the seconds until the limit resets: until
-// a unit beyond r comes back. The widespread X-RateLimit-Limit,
-// X-RateLimit-Remaining and X-RateLimit-Reset (seconds from now, not a
-// timestamp) describe the limit closest to denying, of every Limiter
-// that decided the request, the one a client should wait for: the one
-// that denied or, when allowed, the one with the fewest units left; a
-// limit over time before a [Concurrent] one, whose slots come back when
-// requests end, at no time to wait for.
-//
-// One rule makes the seconds. A limit resets at one instant, counted
-// from when the store decided: a fixed window's end ([Result].ResetAfter,
-// which is also when a denied request may pass), and for the other
-// algorithms the end of the effective window ([Result].Window: the
-// oldest entry or slot leaving a log or sliding window, a bucket's next
-// token). Its t and, for the limit closest to denying, X-RateLimit-Reset
-// are that instant rounded up to whole seconds, so that a client that
-// waits as told is never early; Retry-After is the denial's RetryAfter
-// rounded up, at least 1, and w the window rounded up. On a 429 the t of
-// every limit that denied is at most the Retry-After sent, so Retry-After
-// is never earlier than the reset it waits for (the draft says it should
-// not be); for a request of cost 1 the denying limit's t and Retry-After
-// are the same. Every limit that admitted the request keeps its own t,
-// later or not: "hour";r=990;t=3263 beside Retry-After: 1 says the hour's
-// quota is far from spent. A Concurrent limit that denied has t=0 (no
-// slot is promised at any time), and X-RateLimit-Reset, when it describes
-// that limit, the Retry-After. A dry run's would-be denial is served
-// without Retry-After, and its t are not capped.
+// X-RateLimit-Limit, X-RateLimit-Remaining and X-RateLimit-Reset
+// (seconds from now) describe the limit closest to denying. Every
+// second is rounded up, so that a client that waits as told is never
+// early. docs/headers.md tells what each number promises.
 type Headers struct {
 	// NoDraft leaves out RateLimit-Policy and RateLimit.
 	NoDraft bool
@@ -523,7 +498,7 @@ const maxPooledBody = 4 << 10
 func (p *problemDetails) appendText(b []byte) []byte {
 	b = append(b, http.StatusText(p.status)...)
 	b = append(b, ": "...)
-	b = p.appendDetail(b)
+	b = p.appendRetry(append(b, p.detail...))
 	return append(b, '\n')
 }
 
@@ -540,36 +515,30 @@ func (p *problemDetails) appendJSON(b []byte, results []Result) []byte {
 	b = appendJSONText(b, p.detail) // our own words, but a header's name may be any
 	b = p.appendRetry(b)
 	b = append(b, '"')
-	if p.policies && p.names != nil {
+	if p.policies {
 		b = append(b, `,"violated-policies":[`...)
-		for i, l := range p.names {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = appendJSONString(b, l.Name)
+		n := 0
+		for _, l := range p.names {
+			b = appendName(b, n, l.Name)
+			n++
 		}
-		b = append(b, ']')
-	} else if p.policies {
-		b = append(b, `,"violated-policies":[`...)
-		first := true
 		for i, res := range results {
-			if res.Allowed {
-				continue
+			if !res.Allowed {
+				b = appendName(b, n, violatedName(results, i))
+				n++
 			}
-			if !first {
-				b = append(b, ',')
-			}
-			first = false
-			b = appendJSONString(b, violatedName(results, i))
 		}
 		b = append(b, ']')
 	}
 	return append(b, "}\n"...)
 }
 
-// appendDetail appends p's detail and, if set, when to retry.
-func (p *problemDetails) appendDetail(b []byte) []byte {
-	return p.appendRetry(append(b, p.detail...))
+// appendName appends name as the nth member of a JSON array.
+func appendName(b []byte, n int, name string) []byte {
+	if n > 0 {
+		b = append(b, ',')
+	}
+	return appendJSONString(b, name)
 }
 
 // appendRetry appends, if set, when to retry.
