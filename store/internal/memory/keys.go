@@ -7,18 +7,11 @@ import (
 	"sync/atomic"
 )
 
-// The Memory store's table of keys: shards with a lock each, a state per
-// key and limit, and eviction when a shard is full.
-
 // memoryShard holds some of the keys. Its lock guards the map only: a
 // key's state has a lock of its own, so that requests for different keys
-// of a shard, and all lookups of known keys, run side by side.
-//
-// The map is keyed by the key's hash, the one that chose the shard
-// (Memory.hash), so that a key is hashed once per decision; the map's own
-// hash of a uint64 costs little, and its groups are smaller than with
-// string keys. Keys of the same hash, which with 64 bits almost never
-// meet, are chained through memoryKey.collided.
+// of a shard run side by side. The map is keyed by the hash that chose the
+// shard, so that a key is hashed once per decision; keys of the same hash
+// are chained through memoryKey.collided.
 type memoryShard struct {
 	mu   sync.RWMutex
 	keys map[uint64]*memoryKey
@@ -27,8 +20,7 @@ type memoryShard struct {
 }
 
 // memoryKey is one key's state under each limit it was decided with: a
-// list whose first element lives in the key, since most keys have one
-// limit.
+// list whose first element lives in the key, as most keys have one limit.
 type memoryKey struct {
 	mu       sync.Mutex
 	expires  atomic.Int64 // the latest expiry of its limits and ban; read by eviction
@@ -49,6 +41,13 @@ type memoryLimit struct {
 // would have the same suffix share state.
 func (s *memoryLimit) holds(c *compiled) bool {
 	return s.c == c || s.c != nil && s.c.Suffix == c.Suffix
+}
+
+// extend keeps the key at least until at. The key is locked.
+func (k *memoryKey) extend(at int64) {
+	if at > k.expires.Load() {
+		k.expires.Store(at)
+	}
 }
 
 // MaxKeys is the most keys the store holds.
@@ -80,8 +79,7 @@ func (m *Store) key(key string, now int64) *memoryKey {
 	return m.shard(h).key(h, key, now, m.perShard)
 }
 
-// key returns the state of key, whose hash is h, creating it, and making
-// room for it among capacity keys, if need be.
+// key is Store.key for key of hash h, among capacity keys.
 func (sh *memoryShard) key(h uint64, key string, now int64, capacity int) *memoryKey {
 	sh.mu.RLock()
 	k := sh.find(h, key)
@@ -175,9 +173,8 @@ func (sh *memoryShard) evict(now int64) {
 	}
 }
 
-// find returns the key's state for c, or nil when it has none or its
-// state has expired: limit without its changes. The key, if not nil, is
-// locked.
+// find returns the key's state for c, or nil when it has none or it has
+// expired: limit without its changes. The key, if not nil, is locked.
 func (k *memoryKey) find(c *compiled, now int64) *memoryLimit {
 	if k == nil {
 		return nil

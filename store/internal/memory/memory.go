@@ -21,10 +21,10 @@ import (
 const defaultMaxKeys = 100_000
 
 // Store is the Memory store (store.NewMemory's): see its documentation
-// there. Beside the [ratelimit.Store] contract, it decides for a
-// Fallback (package fallback) under compiled limits, which may be a share
-// of a set's (see [spec.Set.Share]): Decide, Take, Charge, Release,
-// PeekFrom and Forget, each documented below, and MaxKeys.
+// there. Beside the [ratelimit.Store] contract, it decides for a Fallback
+// under compiled limits, which may be a share of a set's (see
+// [spec.Set.Share]): Decide, Take, Charge, Release, PeekFrom, Forget and
+// MaxKeys.
 type Store struct {
 	shards   []memoryShard
 	perShard int
@@ -52,9 +52,16 @@ func New(opts Options) (*Store, error) {
 	if opts.MaxKeys < 0 {
 		return nil, fmt.Errorf("%w: store.MemoryOptions.MaxKeys %d: must be 0 (the default) or more", ratelimit.ErrInvalid, opts.MaxKeys)
 	}
+	// Shards of at least 64 keys, so that eviction's sample is drawn from
+	// a real crowd; up to 8 per core.
+	maxKeys, n := cmp.Or(opts.MaxKeys, defaultMaxKeys), 1
+	for n*2 <= 8*runtime.GOMAXPROCS(0) && n*2 <= maxKeys/64 {
+		n *= 2
+	}
 	start := time.Now()
 	m := &Store{
-		perShard: cmp.Or(opts.MaxKeys, defaultMaxKeys),
+		shards:   make([]memoryShard, n),
+		perShard: max(maxKeys/n, 1),
 		seed:     maphash.MakeSeed(),
 		start:    start,
 		startUS:  start.UnixMicro(),
@@ -71,15 +78,6 @@ func New(opts Options) (*Store, error) {
 			return last
 		}
 	}
-	// Shards of at least 64 keys, so that eviction's sample is drawn from
-	// a real crowd; up to 8 per core.
-	n := 1
-	for n*2 <= 8*runtime.GOMAXPROCS(0) && n*2 <= m.perShard/64 {
-		n *= 2
-	}
-	maxKeys := m.perShard
-	m.shards = make([]memoryShard, n)
-	m.perShard = max(maxKeys/n, 1)
 	for i := range m.shards {
 		m.shards[i].keys = make(map[uint64]*memoryKey)
 	}
@@ -132,7 +130,6 @@ func (m *Store) Decide(key string, cost int, limits []ratelimit.Limit, set *spec
 		out = append(out, o)
 		allowed = allowed && o.ok
 	}
-	latest := k.expires.Load()
 	for i, s := range states {
 		c := &cs[i]
 		if allowed && !c.Usage { // a limit charged from usage takes nothing now: see End
@@ -144,7 +141,7 @@ func (m *Store) Decide(key string, cost int, limits []ratelimit.Limit, set *spec
 			out[i].reset = s.state.of(c).commit(c, now, c.CostFor(c64))
 			out[i].remaining -= taken
 			s.expires = now + keyTTL(c, out[i].reset)
-			latest = max(latest, s.expires)
+			k.extend(s.expires)
 		} else {
 			out[i].reset = s.state.of(c).settle(c, now)
 		}
@@ -153,9 +150,8 @@ func (m *Store) Decide(key string, cost int, limits []ratelimit.Limit, set *spec
 	var ban int64
 	if !allowed && set.Ban != nil {
 		ban = k.strike(set.Ban, now)
-		latest = max(latest, k.ban.expires)
+		k.extend(k.ban.expires)
 	}
-	k.expires.Store(latest)
 	k.mu.Unlock()
 	d := decisionOf(limits, out, ban)
 	if id != 0 && d.Allowed {
@@ -186,7 +182,7 @@ func decisionOf(limits []ratelimit.Limit, out []outcome, ban int64) ratelimit.De
 	return d
 }
 
-// decideOne is decide for the common request with one limit, in fewer
+// decideOne is Decide for the common request with one limit, in fewer
 // steps.
 func (m *Store) decideOne(key string, cost int, limits []ratelimit.Limit, c *compiled) ratelimit.Decision {
 	ok, remaining, window, reset, retry := m.Take(key, c.CostFor(int64(cost)), c)
@@ -202,9 +198,7 @@ func (m *Store) Take(key string, c64 int64, c *compiled) (ok bool, remaining, wi
 	ok, remaining, reset, retry, window = s.state.take(c, now, c64)
 	if ok {
 		s.expires = now + keyTTL(c, reset)
-		if s.expires > k.expires.Load() {
-			k.expires.Store(s.expires)
-		}
+		k.extend(s.expires)
 	}
 	k.mu.Unlock()
 	return ok, remaining, window, reset, retry
@@ -242,13 +236,12 @@ func (m *Store) Release(key, slot string, set *spec.Set) {
 	}
 }
 
-// RenewSlots renews the slots held now, as the store's
-// own goroutine does every third of a slot's life: for a test on a pinned
-// clock, on which those renewals never come.
+// RenewSlots renews the slots held now, as the store's own goroutine
+// does every third of a slot's life: for a test on a pinned clock, on
+// which those renewals never come.
 func (m *Store) RenewSlots() { m.renewSlots(m.slots.Held()) }
 
-// renewSlots renews the slots held: each until its length
-// from now.
+// renewSlots renews each slot held until its length from now.
 func (m *Store) renewSlots(held []slots.Slot) {
 	now := m.now()
 	for _, h := range held {
@@ -261,9 +254,7 @@ func (m *Store) renewSlots(held []slots.Slot) {
 			if _, ok := st.state.slots.slots[h.ID]; ok {
 				st.state.slots.slots[h.ID] = now + h.Limit.Window
 				st.expires = max(st.expires, now+h.Limit.Window)
-				if st.expires > k.expires.Load() {
-					k.expires.Store(st.expires)
-				}
+				k.extend(st.expires)
 			}
 		}
 		k.mu.Unlock()
@@ -280,18 +271,14 @@ func (m *Store) Charge(key string, units int64, set *spec.Set) {
 	k := m.key(key, now)
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	latest := k.expires.Load()
 	for i := range set.Limits {
-		c := &set.Limits[i]
-		if !c.Usage {
-			continue
+		if c := &set.Limits[i]; c.Usage {
+			s := k.limit(c, now)
+			reset := s.state.of(c).commit(c, now, units)
+			s.expires = max(s.expires, now+keyTTL(c, reset))
+			k.extend(s.expires)
 		}
-		s := k.limit(c, now)
-		reset := s.state.of(c).commit(c, now, units)
-		s.expires = max(s.expires, now+keyTTL(c, reset))
-		latest = max(latest, s.expires)
 	}
-	k.expires.Store(latest)
 }
 
 // Peek implements [ratelimit.Store]. A key the store holds nothing for
@@ -311,9 +298,8 @@ type Peek struct {
 	Limits []ratelimit.Limit // as given
 	Set    *spec.Set         // what Limits are counted under: their own set or a Fallback's share of it
 	// Spent, when not nil, answers each limit i with Spent[i] >= 0 as if
-	// its state had started afresh now and Spent[i] units had been taken:
-	// as a Fallback's first decision of the key in an outage will find it
-	// (see the Fallback's seed).
+	// its state had started afresh now and Spent[i] units had been taken,
+	// as a Fallback's seed will make it.
 	Spent []int64
 }
 
