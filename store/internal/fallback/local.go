@@ -38,7 +38,7 @@ func (f *Fallback) allowLocally(c *Call, mode localMode) (d ratelimit.Decision, 
 	if int64(c.Cost) > local.MinCapacity {
 		return tooCostly(c.Cost, c.Limits, local), true
 	}
-	at := backlogAt{p, c.Key, f.clock.now()}
+	now := f.clock.now()
 	var ebuf [4]*pendingLimit
 	entries := ebuf[:0]
 	if p != nil {
@@ -46,7 +46,7 @@ func (f *Fallback) allowLocally(c *Call, mode localMode) (d ratelimit.Decision, 
 			if i == c.Set.Slot {
 				continue // slots are this instance's own: nothing to seed or bring back
 			}
-			if e := f.entry(at, &c.Set.Limits[i], &local.Limits[i]); e != nil {
+			if e := f.entry(p, c.Key, now, &c.Set.Limits[i], &local.Limits[i]); e != nil {
 				entries = append(entries, e)
 			}
 		}
@@ -54,7 +54,7 @@ func (f *Fallback) allowLocally(c *Call, mode localMode) (d ratelimit.Decision, 
 	d = f.local.Decide(c.Key, c.Cost, c.Limits, local)
 	for _, e := range entries {
 		if d.Allowed && !e.c.Usage { // charged once the response is done: see endLocally
-			e.spend(e.c.CostFor(int64(c.Cost)), at.now)
+			e.spend(e.c.CostFor(int64(c.Cost)), now)
 		}
 	}
 	d.Fallback = true
@@ -118,13 +118,13 @@ func (f *Fallback) endLocally(c *Call, usage int, mode localMode) (d ratelimit.D
 		return d, false
 	}
 	defer sh.mu.Unlock()
-	at := backlogAt{p, c.Key, f.clock.now()}
+	now := f.clock.now()
 	for i := range c.Set.Limits {
 		if !c.Set.Limits[i].Usage || p == nil {
 			continue
 		}
-		if e := f.entry(at, &c.Set.Limits[i], &local.Limits[i]); e != nil && usage > 0 {
-			e.spend(int64(usage), at.now)
+		if e := f.entry(p, c.Key, now, &c.Set.Limits[i], &local.Limits[i]); e != nil && usage > 0 {
+			e.spend(int64(usage), now)
 		}
 	}
 	f.local.Charge(c.Key, int64(usage), local)
@@ -133,20 +133,13 @@ func (f *Fallback) endLocally(c *Call, usage int, mode localMode) (d ratelimit.D
 	return d, true
 }
 
-// A backlogAt is a key's backlog while it is decided in process at now.
-type backlogAt struct {
-	p   *pendingKey
-	key string
-	now int64
-}
-
-// entry returns the backlog's entry for the key's limit c, counted under
-// local, seeding the state in process the first time; nil when the
-// backlog holds maxPendingLimits already.
-func (f *Fallback) entry(at backlogAt, c, local *spec.Limit) *pendingLimit {
-	e := at.p.of(c)
+// entry returns the entry of backlog p of key for its limit c, counted
+// under local, seeding the state in process the first time; nil when p
+// holds maxPendingLimits already.
+func (f *Fallback) entry(p *pendingKey, key string, now int64, c, local *spec.Limit) *pendingLimit {
+	e := p.of(c)
 	if e != nil && !e.seeded {
-		f.seed(at.key, c, local, at.now)
+		f.seed(key, c, local, now)
 		e.seeded = true
 	}
 	return e

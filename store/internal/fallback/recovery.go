@@ -81,6 +81,7 @@ func (f *Fallback) probe(stop chan struct{}) {
 		start := time.Now()
 		ctx, cancel := context.WithTimeout(context.Background(), f.callTimeout())
 		offset, err := f.primary.Probe(ctx, Recover, f.clock.now)
+		cancel()
 		if err == nil {
 			f.clock.measuredAs(offset)
 		}
@@ -92,7 +93,6 @@ func (f *Fallback) probe(stop chan struct{}) {
 				f.logDown(e.err, err, time.Now())
 			}
 		}
-		cancel()
 		if err != nil {
 			f.lastErr.Store(&failure{err: err, at: time.Now()})
 		}
