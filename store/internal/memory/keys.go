@@ -65,18 +65,18 @@ func (m *Store) Len() int {
 	return n
 }
 
-// hash returns key's hash, which picks its shard and finds it there.
-func (m *Store) hash(key string) uint64 { return maphash.String(m.seed, key) }
-
-func (m *Store) shard(h uint64) *memoryShard {
-	return &m.shards[h&uint64(len(m.shards)-1)]
+// shard returns key's hash, which picks its shard and finds it there,
+// and the shard.
+func (m *Store) shard(key string) (uint64, *memoryShard) {
+	h := maphash.String(m.seed, key)
+	return h, &m.shards[h&uint64(len(m.shards)-1)]
 }
 
 // key returns key's state, creating it, and making room for it, if need
 // be.
 func (m *Store) key(key string, now int64) *memoryKey {
-	h := m.hash(key)
-	return m.shard(h).key(h, key, now, m.perShard)
+	h, sh := m.shard(key)
+	return sh.key(h, key, now, m.perShard)
 }
 
 // key is Store.key for key of hash h, among capacity keys.
@@ -104,8 +104,7 @@ func (sh *memoryShard) key(h uint64, key string, now int64, capacity int) *memor
 // lookup returns key's state, or nil when the store holds none: it adds
 // no key.
 func (m *Store) lookup(key string) *memoryKey {
-	h := m.hash(key)
-	sh := m.shard(h)
+	h, sh := m.shard(key)
 	sh.mu.RLock()
 	defer sh.mu.RUnlock()
 	return sh.find(h, key)

@@ -106,7 +106,9 @@ func (m *Store) Allow(ctx context.Context, key string, cost int, limits *ratelim
 func (m *Store) Decide(key string, cost int, limits []ratelimit.Limit, set *spec.Set) ratelimit.Decision {
 	cs := set.Limits
 	if len(cs) == 1 && set.Ban == nil && !cs[0].Usage && set.Slot < 0 {
-		return m.decideOne(key, cost, limits, &cs[0])
+		// The common request, in fewer steps.
+		ok, remaining, window, reset, retry := m.Take(key, cs[0].CostFor(int64(cost)), &cs[0])
+		return ratelimit.MakeDecision(ratelimit.Result{Limit: limits[0], Allowed: ok, Remaining: int(remaining), Window: us(window), ResetAfter: us(reset), RetryAfter: us(retry)})
 	}
 	now, c64, allowed := m.now(), int64(cost), true
 	var obuf [limitset.MaxInline]outcome
@@ -180,13 +182,6 @@ func decisionOf(limits []ratelimit.Limit, out []outcome, ban int64) ratelimit.De
 		d = startBan(d, ban)
 	}
 	return d
-}
-
-// decideOne is Decide for the common request with one limit, in fewer
-// steps.
-func (m *Store) decideOne(key string, cost int, limits []ratelimit.Limit, c *compiled) ratelimit.Decision {
-	ok, remaining, window, reset, retry := m.Take(key, c.CostFor(int64(cost)), c)
-	return ratelimit.MakeDecision(ratelimit.Result{Limit: limits[0], Allowed: ok, Remaining: int(remaining), Window: us(window), ResetAfter: us(reset), RetryAfter: us(retry)})
 }
 
 // Take decides a request costing c64 for key under the one limit c.
