@@ -379,21 +379,23 @@ type slidingWindowState struct {
 	slot, count []int64
 }
 
-// live returns the sum of the slots in the window, and the newest of them
-// (-1 when none).
-func (s *slidingWindowState) live(c *compiled, now int64) (sum, newest int64) {
-	first, newest := now/c.Width-c.Slots+1, int64(-1)
+// live returns the sum of the slots in the window that hold units, the
+// newest of them (-1 when none) and the oldest (the current slot when
+// none).
+func (s *slidingWindowState) live(c *compiled, now int64) (sum, newest, oldest int64) {
+	current := now / c.Width
+	newest, oldest = -1, current
 	for i, n := range s.slot {
-		if s.count[i] > 0 && n >= first {
+		if s.count[i] > 0 && n > current-c.Slots {
 			sum += s.count[i]
-			newest = max(newest, n)
+			newest, oldest = max(newest, n), min(oldest, n)
 		}
 	}
-	return sum, newest
+	return sum, newest, oldest
 }
 
 func (s *slidingWindowState) check(c *compiled, now, cost int64) (bool, int64, int64) {
-	sum, _ := s.live(c, now)
+	sum, _, _ := s.live(c, now)
 	if sum+cost <= c.Quota {
 		return true, c.Quota - sum, 0
 	}
@@ -404,15 +406,7 @@ func (s *slidingWindowState) check(c *compiled, now, cost int64) (bool, int64, i
 // only, the newest.
 func (s *slidingWindowState) take(c *compiled, now, cost int64) (ok bool, remaining, reset, retry, window int64) {
 	current := now / c.Width
-	first := current - c.Slots + 1
-	var sum int64
-	newest, oldest := int64(-1), current
-	for i, n := range s.slot {
-		if s.count[i] > 0 && n >= first {
-			sum += s.count[i]
-			newest, oldest = max(newest, n), min(oldest, n)
-		}
-	}
+	sum, newest, oldest := s.live(c, now)
 	window = (oldest+c.Slots)*c.Width - now
 	if sum+cost > c.Quota {
 		// sum > 0, as a cost is at most Quota: newest is a slot.
@@ -452,7 +446,7 @@ func (s *slidingWindowState) commit(c *compiled, now, cost int64) int64 {
 }
 
 func (s *slidingWindowState) settle(c *compiled, now int64) int64 {
-	if _, newest := s.live(c, now); newest >= 0 {
+	if _, newest, _ := s.live(c, now); newest >= 0 {
 		return (newest+c.Slots)*c.Width - now
 	}
 	return 0
@@ -468,13 +462,7 @@ func (s *slidingWindowState) peek(c *compiled, now, cost int64) (bool, int64, in
 // effective is when the oldest slot in the window that holds a unit
 // leaves it, or, when none does, the current slot.
 func (s *slidingWindowState) effective(c *compiled, now int64) int64 {
-	current := now / c.Width
-	oldest, first := current, current-c.Slots+1
-	for i, n := range s.slot {
-		if s.count[i] > 0 && n >= first && n < oldest {
-			oldest = n
-		}
-	}
+	_, _, oldest := s.live(c, now)
 	return (oldest+c.Slots)*c.Width - now
 }
 

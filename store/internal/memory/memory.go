@@ -111,9 +111,9 @@ func (m *Store) Decide(key string, cost int, limits []ratelimit.Limit, set *spec
 		return ratelimit.MakeDecision(ratelimit.Result{Limit: limits[0], Allowed: ok, Remaining: int(remaining), Window: us(window), ResetAfter: us(reset), RetryAfter: us(retry)})
 	}
 	now, c64, allowed := m.now(), int64(cost), true
-	var obuf [limitset.MaxInline]outcome
+	var rbuf [limitset.MaxInline]ratelimit.Result
 	var sbuf [limitset.MaxInline]*memoryLimit
-	out, states := obuf[:0], sbuf[:0]
+	rs, states := limitset.Results(limits, &rbuf), sbuf[:0]
 	var id int64 // the slot the request takes
 	k := m.key(key, now)
 	k.mu.Lock()
@@ -127,27 +127,26 @@ func (m *Store) Decide(key string, cost int, limits []ratelimit.Limit, set *spec
 		c := &cs[i]
 		s := k.limit(c, now)
 		states = append(states, s)
-		var o outcome
-		o.ok, o.remaining, o.retry = s.state.of(c).check(c, now, c.CostFor(c64))
-		out = append(out, o)
-		allowed = allowed && o.ok
+		ok, remaining, retry := s.state.of(c).check(c, now, c.CostFor(c64))
+		rs[i].Allowed, rs[i].Remaining, rs[i].RetryAfter = ok, int(remaining), us(retry)
+		allowed = allowed && ok
 	}
 	for i, s := range states {
-		c := &cs[i]
+		c, r := &cs[i], &rs[i]
 		if allowed && !c.Usage { // a limit charged from usage takes nothing now: see End
 			taken := c.CostFor(c64)
 			if i == set.Slot {
 				id = slots.NewID()
 				s.state.slots.pending, taken = id, 1 // one slot, whatever the cost
 			}
-			out[i].reset = s.state.of(c).commit(c, now, c.CostFor(c64))
-			out[i].remaining -= taken
-			s.expires = now + keyTTL(c, out[i].reset)
+			reset := s.state.of(c).commit(c, now, c.CostFor(c64))
+			r.ResetAfter, r.Remaining = us(reset), r.Remaining-int(taken)
+			s.expires = now + keyTTL(c, reset)
 			k.extend(s.expires)
 		} else {
-			out[i].reset = s.state.of(c).settle(c, now)
+			r.ResetAfter = us(s.state.of(c).settle(c, now))
 		}
-		out[i].window = s.state.of(c).effective(c, now)
+		r.Window = us(s.state.of(c).effective(c, now))
 	}
 	var ban int64
 	if !allowed && set.Ban != nil {
@@ -155,31 +154,13 @@ func (m *Store) Decide(key string, cost int, limits []ratelimit.Limit, set *spec
 		k.extend(k.ban.expires)
 	}
 	k.mu.Unlock()
-	d := decisionOf(limits, out, ban)
-	if id != 0 && d.Allowed {
-		d.Slot = strconv.FormatInt(id, 10)
-		m.slots.Hold(slots.Slot{ID: id, Key: key, Limit: &cs[set.Slot]})
-	}
-	return d
-}
-
-// An outcome is one limit's part of a decision; durations in µs.
-type outcome struct {
-	ok                              bool
-	remaining, retry, reset, window int64
-}
-
-// decisionOf returns the Decision of limits' outcomes, banned for ban µs
-// when ban is not 0.
-func decisionOf(limits []ratelimit.Limit, out []outcome, ban int64) ratelimit.Decision {
-	var rbuf [limitset.MaxInline]ratelimit.Result
-	rs := rbuf[:0]
-	for i, o := range out {
-		rs = append(rs, ratelimit.Result{Limit: limits[i], Allowed: o.ok, Remaining: int(o.remaining), Window: us(o.window), ResetAfter: us(o.reset), RetryAfter: us(o.retry)})
-	}
 	d := ratelimit.MakeDecision(rs...)
 	if ban > 0 {
 		d = startBan(d, ban)
+	}
+	if id != 0 && d.Allowed {
+		d.Slot = strconv.FormatInt(id, 10)
+		m.slots.Hold(slots.Slot{ID: id, Key: key, Limit: &cs[set.Slot]})
 	}
 	return d
 }
