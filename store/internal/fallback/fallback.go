@@ -197,8 +197,8 @@ func (f *Fallback) Peek(ctx context.Context, key string, cost int, limits *ratel
 	})
 }
 
-// run is End's and Peek's loop: the primary answers, by remote, unless
-// local does, in process (see localMode).
+// run is End's, Peek's and Reset's loop: the primary answers, by remote,
+// unless local does, in process (see localMode).
 func (f *Fallback) run(ctx context.Context, local func(localMode) (ratelimit.Decision, bool),
 	remote func(context.Context) (ratelimit.Decision, error)) (ratelimit.Decision, error) {
 	for {
@@ -230,42 +230,19 @@ func (f *Fallback) Reset(ctx context.Context, key string, limits *ratelimit.Limi
 		return err
 	}
 	local := set.Share(f.instances)
-	for {
-		if !f.down.Load() && f.reconciling.Load() {
-			// A key whose backlog waits for Redis is reset there with it.
-			sh := f.backlog.shard(key)
-			sh.mu.Lock()
-			if p := sh.keys[key]; p != nil && !p.aside && !f.down.Load() {
-				err := f.resetLocally(sh, key, set, local)
-				sh.mu.Unlock()
-				return err
-			}
-			sh.mu.Unlock()
+	var lerr error
+	_, err = f.run(ctx, func(mode localMode) (d ratelimit.Decision, done bool) {
+		done, lerr = f.resetLocally(key, set, local, mode)
+		return d, done
+	}, func(rctx context.Context) (d ratelimit.Decision, err error) {
+		if err = f.primary.Reset(rctx, key, limits); err == nil {
+			f.seen.forget(key, set.Limits)
+			f.local.Forget(key, local, true)
+			f.backlog.shard(key).dropAside(&f.backlog, key) // admitted before the reset
 		}
-		if !f.down.Load() {
-			rctx, cancel := context.WithTimeout(ctx, f.budget)
-			err := f.primary.Reset(rctx, key, limits)
-			cancel()
-			if err == nil {
-				f.seen.forget(key, set.Limits)
-				f.local.Forget(key, local, true)
-				f.backlog.shard(key).dropAside(&f.backlog, key) // admitted before the reset
-				return nil
-			}
-			if !f.fault(ctx, err).failing() {
-				return err
-			}
-			f.fail(err)
-		}
-		sh := f.backlog.shard(key)
-		sh.mu.Lock()
-		if f.down.Load() {
-			err := f.resetLocally(sh, key, set, local)
-			sh.mu.Unlock()
-			return err
-		}
-		sh.mu.Unlock() // Redis came back meanwhile: reset it there
-	}
+		return d, err
+	})
+	return cmp.Or(err, lerr)
 }
 
 // Close stops the prober and waits for the Fallback's goroutines.

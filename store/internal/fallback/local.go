@@ -85,7 +85,7 @@ func (f *Fallback) backlogOf(sh *backlogShard, key string, mode localMode) (p *p
 	switch mode {
 	case waiting:
 		p = sh.keys[key]
-		return p, p != nil && !p.aside && !f.down.Load()
+		return p, f.here(p, waiting)
 	case aside:
 		if f.down.Load() {
 			return nil, false // decided as in the outage instead
@@ -176,7 +176,7 @@ func (f *Fallback) peekLocally(c *Call, mode localMode) (d ratelimit.Decision, p
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	p := sh.keys[c.Key]
-	if mode == waiting && (p == nil || p.aside || f.down.Load()) || mode == outage && !f.down.Load() {
+	if !f.here(p, mode) {
 		return d, false
 	}
 	local := c.Set.Share(f.instances)
@@ -230,16 +230,31 @@ func (f *Fallback) wouldSeed(p *pendingKey, key string, set, local *spec.Set) []
 	return spent
 }
 
-// resetLocally resets key in process and records the reset for Redis.
-// The shard is locked.
-func (f *Fallback) resetLocally(sh *backlogShard, key string, set, local *spec.Set) error {
+// here reports whether a key whose backlog is p is decided in process in
+// mode waiting or outage (see backlogOf). Its shard is locked.
+func (f *Fallback) here(p *pendingKey, mode localMode) bool {
+	if mode == waiting {
+		return p != nil && !p.aside && !f.down.Load()
+	}
+	return f.down.Load()
+}
+
+// resetLocally resets key in process, when mode applies (see here), and
+// records the reset for Redis; done is false when Redis is to reset it.
+func (f *Fallback) resetLocally(key string, set, local *spec.Set, mode localMode) (done bool, err error) {
+	sh := f.backlog.shard(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if !f.here(sh.keys[key], mode) {
+		return false, nil
+	}
 	p, _ := sh.get(&f.backlog, key)
 	if p == nil {
-		return fmt.Errorf("ratelimit: fallback: Redis is down and the backlogs of %d keys wait for it; this reset cannot be kept (see store.FallbackOptions.MaxBacklog)", f.backlog.max)
+		return true, fmt.Errorf("ratelimit: fallback: Redis is down and the backlogs of %d keys wait for it; this reset cannot be kept (see store.FallbackOptions.MaxBacklog)", f.backlog.max)
 	}
 	for i := range set.Limits {
 		if p.of(&set.Limits[i]) == nil {
-			return fmt.Errorf("ratelimit: fallback: Redis is down and key's backlog holds %d limits already; this reset cannot be kept", maxPendingLimits)
+			return true, fmt.Errorf("ratelimit: fallback: Redis is down and key's backlog holds %d limits already; this reset cannot be kept", maxPendingLimits)
 		}
 	}
 	for i := range set.Limits {
@@ -247,7 +262,7 @@ func (f *Fallback) resetLocally(sh *backlogShard, key string, set, local *spec.S
 		e.reset, e.seeded, e.spent = true, true, nil
 	}
 	f.local.Forget(key, local, true)
-	return nil
+	return true, nil
 }
 
 // tooCostly denies a request that no instance's share can hold.
