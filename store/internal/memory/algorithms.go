@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"maps"
 	"sort"
 
 	"github.com/ratelimit-go/ratelimit/internal/spec"
@@ -80,10 +81,9 @@ func (s *state) take(c *compiled, now, cost int64) (ok bool, remaining, reset, r
 	return s.window.take(c, now, cost)
 }
 
-// reset empties s for c: a full bucket, an empty window or log. A state
-// serves limits of one algorithm and shape only (see memoryLimit.holds),
-// so a window's slots are reused; a log starts afresh, so that the memory
-// of a burst is not kept for good.
+// reset empties s for c. A state serves limits of one algorithm and shape
+// only (see memoryLimit.holds), so a window's slots are reused; a log
+// starts afresh, so that the memory of a burst is not kept for good.
 func (s *state) reset(c *compiled) {
 	if c.Calendar != nil {
 		s.fixed = fixedWindowState{}
@@ -206,11 +206,7 @@ func (s *slotState) check(c *compiled, now, _ int64) (bool, int64, int64) {
 }
 
 func (s *slotState) commit(c *compiled, now, _ int64) int64 {
-	for id, exp := range s.slots {
-		if exp <= now {
-			delete(s.slots, id)
-		}
-	}
+	maps.DeleteFunc(s.slots, func(_, exp int64) bool { return exp <= now })
 	s.slots[s.pending] = now + c.Window
 	s.pending = 0
 	_, _, last := s.live(now)
@@ -342,14 +338,12 @@ func (s *slidingLogState) take(c *compiled, now, cost int64) (ok bool, remaining
 		retry = live[n+cost-c.Quota-1] + c.Window - now
 		return false, max(c.Quota-n, 0), live[n-1] + c.Window - now, retry, live[0] + c.Window - now
 	}
-	for range cost {
-		s.log = append(s.log, now)
-	}
+	s.commit(c, now, cost) // its trim finds nothing more to drop
 	return true, c.Quota - n - cost, c.Window, 0, s.log[s.head] + c.Window - now
 }
 
-// peek is check and settle on the entries trim would keep, found without
-// trimming (which may move them).
+// peek finds the entries trim would keep without trimming, which may move
+// them.
 func (s *slidingLogState) peek(c *compiled, now, cost int64) (bool, int64, int64, int64) {
 	live := s.log[s.head:]
 	live = live[sort.Search(len(live), func(i int) bool { return live[i] > now-c.Window }):]
@@ -363,8 +357,8 @@ func (s *slidingLogState) peek(c *compiled, now, cost int64) (bool, int64, int64
 	return false, max(c.Quota-n, 0), reset, live[n+cost-c.Quota-1] + c.Window - now
 }
 
-// effective is when the oldest entry in the window leaves it, or a whole
-// window when none is in it.
+// effective is when the oldest entry in the window leaves it, or else a
+// whole window.
 func (s *slidingLogState) effective(c *compiled, now int64) int64 {
 	live := s.log[s.head:]
 	if i := sort.Search(len(live), func(i int) bool { return live[i] > now-c.Window }); i < len(live) {
@@ -379,9 +373,8 @@ type slidingWindowState struct {
 	slot, count []int64
 }
 
-// live returns the sum of the slots in the window that hold units, the
-// newest of them (-1 when none) and the oldest (the current slot when
-// none).
+// live returns the sum of the slots in the window, the newest that holds
+// units (-1 when none) and the oldest (else the current slot).
 func (s *slidingWindowState) live(c *compiled, now int64) (sum, newest, oldest int64) {
 	current := now / c.Width
 	newest, oldest = -1, current

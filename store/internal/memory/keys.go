@@ -143,10 +143,9 @@ func (sh *memoryShard) remove(h uint64, k *memoryKey) {
 // evictSample is how many keys evict looks at.
 const evictSample = 32
 
-// evict removes the expired keys among a sample of the shard, or, if none
-// has expired, the sampled key that expires soonest. The shard is locked.
-// A request still deciding an evicted key finishes on its old state, as if
-// the eviction had come just after it.
+// evict removes the expired keys among a sample of the shard, or else
+// the one that expires soonest. The shard is locked. A request still
+// deciding an evicted key finishes on its old state.
 func (sh *memoryShard) evict(now int64) {
 	var soonest *memoryKey
 	var soonestHash uint64

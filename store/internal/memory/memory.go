@@ -212,9 +212,8 @@ func (m *Store) Release(key, slot string, set *spec.Set) {
 	}
 }
 
-// RenewSlots renews the slots held now, as the store's own goroutine
-// does every third of a slot's life: for a test on a pinned clock, on
-// which those renewals never come.
+// RenewSlots renews the slots held now, as the store's own goroutine does
+// every third of a slot's life: for a test on a pinned clock.
 func (m *Store) RenewSlots() { m.renewSlots(m.slots.Held()) }
 
 // renewSlots renews each slot held until its length from now.
@@ -328,9 +327,8 @@ func (m *Store) Reset(ctx context.Context, key string, limits *ratelimit.Limits)
 	return nil
 }
 
-// Forget forgets key's state under set and, when ban is set, key's ban
-// state (which Reset forgets whether set has a ban or not: every set with
-// a ban counts in it).
+// Forget forgets key's state under set and, when ban is set, its ban
+// state (shared by every set with a ban, so Reset forgets it always).
 func (m *Store) Forget(key string, set *spec.Set, ban bool) {
 	k := m.lookup(key)
 	if k == nil {
