@@ -69,16 +69,12 @@ type Fallback struct {
 	untold      atomic.Pointer[failure]          // a timeout, for the prober to log with its cause
 	downLogged  atomic.Bool                      // this outage's line was logged, not held back
 
-	nLocal   atomic.Uint64
-	nAside   atomic.Uint64 // of those, decided aside (see localMode)
-	nFailed  atomic.Uint64
-	nConfig  atomic.Uint64
-	nRevived atomic.Uint64
-	nCharged atomic.Uint64
-	nDown    atomic.Uint64
-	downAt   atomic.Int64 // unix ns when the primary was last marked down
-	movedAt  atomic.Int64 // unix ns when decisions last moved, or the Fallback was made
-	lastErr  atomic.Pointer[failure]
+	// Health's counts; nAside: those of nLocal decided aside (see localMode).
+	nLocal, nAside, nFailed, nConfig, nRevived, nCharged, nDown atomic.Uint64
+
+	downAt  atomic.Int64 // unix ns when the primary was last marked down
+	movedAt atomic.Int64 // unix ns when decisions last moved, or the Fallback was made
+	lastErr atomic.Pointer[failure]
 
 	seen    *lastSeen
 	backlog backlog

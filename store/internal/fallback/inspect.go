@@ -36,9 +36,8 @@ func (f *Fallback) Seen(key string, c *spec.Limit, now int64) (remaining int64, 
 	return f.seen.get(key, c, now)
 }
 
-// Sizes returns how many keys have a backlog, its bound, how many limit
-// states key's backlog holds, and how many keys the in-process store
-// holds.
+// Sizes returns how many keys have a backlog, its bound, the limit states
+// key's backlog holds, and how many keys the in-process store holds.
 func (f *Fallback) Sizes(key string) (backlogKeys, maxBacklog int64, keyLimits, localKeys int) {
 	sh := f.backlog.shard(key)
 	sh.mu.Lock()

@@ -62,8 +62,8 @@ func (f *Fallback) allowLocally(c *Call, mode localMode) (d ratelimit.Decision, 
 }
 
 // inProcess tells whether c is decided in process (see backlogOf): then
-// it counts the decision and returns c's key's shard, locked for the
-// caller to unlock, its backlog and this instance's share of c's limits.
+// it counts it, and returns its key's shard, locked for the caller to
+// unlock, its backlog and this instance's share of c's limits.
 func (f *Fallback) inProcess(c *Call, mode localMode) (sh *backlogShard, p *pendingKey, local *spec.Set, here bool) {
 	sh = f.backlog.shard(c.Key)
 	sh.mu.Lock()
@@ -109,9 +109,8 @@ func (f *Fallback) backlogOf(sh *backlogShard, key string, mode localMode) (p *p
 	return p, true
 }
 
-// endLocally is allowLocally's End: it charges usage to c's limits
-// charged from usage, and records it for Redis; ended is false when Redis
-// is to charge it.
+// endLocally is allowLocally's End: it charges usage in process and
+// records it for Redis; ended is false when Redis is to charge it.
 func (f *Fallback) endLocally(c *Call, usage int, mode localMode) (d ratelimit.Decision, ended bool) {
 	sh, p, local, here := f.inProcess(c, mode)
 	if !here {
@@ -168,9 +167,8 @@ func (f *Fallback) spentOf(remaining, capacity int64) int64 {
 	return capacity - min(capacity, (remaining+n-1)/n)
 }
 
-// peekLocally is allowLocally's Peek, as its decision would find the
-// state; it makes no backlog and seeds nothing. peeked is false when Redis
-// is to answer.
+// peekLocally is allowLocally's Peek; it makes no backlog and seeds
+// nothing. peeked is false when Redis is to answer.
 func (f *Fallback) peekLocally(c *Call, mode localMode) (d ratelimit.Decision, peeked bool) {
 	sh := f.backlog.shard(c.Key)
 	sh.mu.Lock()

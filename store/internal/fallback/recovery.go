@@ -165,9 +165,8 @@ func (f *Fallback) reconcile() error {
 	}
 }
 
-// settle brings to Redis, in the background, the backlogs of keys
-// decided aside while Redis is up, unless the prober or an earlier settle
-// is at it.
+// settle brings the backlogs of keys decided aside to Redis, in the
+// background, unless the prober or an earlier settle is at it.
 func (f *Fallback) settle() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
