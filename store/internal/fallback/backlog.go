@@ -2,6 +2,7 @@ package fallback
 
 import (
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -10,17 +11,15 @@ import (
 	"github.com/ratelimit-go/ratelimit/internal/spec"
 )
 
-// defaultMaxBacklog is how many keys a Fallback keeps what it decided in
-// process for while the primary is down, unless FallbackOptions.MaxBacklog says
-// otherwise.
+// defaultMaxBacklog is how many keys' backlogs a Fallback keeps unless
+// FallbackOptions.MaxBacklog says otherwise.
 const defaultMaxBacklog = 100_000
 
-// backlog holds, per key, what a Fallback did in process while the primary was
-// down and must bring to the primary: the resets, and the units admitted since,
-// with their times. A key with a backlog is decided in process until its
-// backlog has reached the primary; a local decision holds the key's shard from
-// deciding to recording, and the key goes back to the primary only when its
-// backlog is found empty under that lock, so no admission is left behind.
+// backlog holds, per key, what a Fallback did in process while the primary
+// was down: the resets, and the units admitted since, with their times. A
+// local decision holds the key's shard from deciding to recording, and the
+// key goes back to the primary only when its backlog is found empty under
+// that lock, so no admission is left behind.
 type backlog struct {
 	shards [16]backlogShard
 	keys   atomic.Int64 // in all shards
@@ -32,16 +31,15 @@ type backlogShard struct {
 	keys map[string]*pendingKey
 }
 
-// pendingKey is one key's backlog: an entry per limit state touched, and
-// the charge last sent for the key when its answer was lost.
+// pendingKey is one key's backlog: an entry per limit state touched.
 type pendingKey struct {
 	limits []*pendingLimit
 	// unanswered is a charge the primary may or may not have run: it goes
 	// again, with its identity, before anything else of the key, so that
 	// the primary counts it once either way (see charge.lua).
 	unanswered *Charge
-	// aside: the backlog holds only decisions made aside (see localMode),
-	// and the key is decided on the primary meanwhile.
+	// aside: it holds only decisions made aside (see localMode), and the
+	// key is decided on the primary meanwhile.
 	aside bool
 }
 
@@ -86,17 +84,16 @@ func (c *Charge) Horizon() int64 {
 	return longest
 }
 
-// spendings kept per limit and horizon: a new one starts when the last is
-// older than horizon/spendingsPerHorizon.
+// spendingsPerHorizon: a new Spending starts when the last is older than
+// horizon/spendingsPerHorizon.
 const spendingsPerHorizon = 16
 
 func (b *backlog) shard(key string) *backlogShard {
 	return &b.shards[spec.KeyHash(key)%uint32(len(b.shards))]
 }
 
-// get returns key's backlog, making it if there is room; fresh reports
-// that it was made. It returns nil when the backlog is full. The shard is
-// locked.
+// get returns key's backlog, making it (fresh) if there is room; nil
+// when the backlog is full. The shard is locked.
 func (sh *backlogShard) get(b *backlog, key string) (p *pendingKey, fresh bool) {
 	if p, ok := sh.keys[key]; ok {
 		return p, false
@@ -115,15 +112,8 @@ func (sh *backlogShard) get(b *backlog, key string) (p *pendingKey, fresh bool) 
 
 // pending reports whether p holds anything for the primary.
 func (p *pendingKey) pending() bool {
-	if p.unanswered != nil {
-		return true
-	}
-	for _, e := range p.limits {
-		if e.reset || len(e.spent) > 0 {
-			return true
-		}
-	}
-	return false
+	return p.unanswered != nil || slices.ContainsFunc(p.limits,
+		func(e *pendingLimit) bool { return e.reset || len(e.spent) > 0 })
 }
 
 // maxPendingLimits bounds the limit states kept per key.
@@ -157,11 +147,7 @@ func (p *pendingKey) of(c *spec.Limit) *pendingLimit {
 // count anywhere.
 func (e *pendingLimit) spend(cost, now int64) {
 	h := horizon(e.c)
-	drop := 0
-	for drop < len(e.spent) && e.spent[drop].At <= now-h {
-		drop++
-	}
-	e.spent = append(e.spent[:0], e.spent[drop:]...)
+	e.spent = slices.DeleteFunc(e.spent, func(s Spending) bool { return s.At <= now-h })
 	if n := len(e.spent); n > 0 && now-e.spent[n-1].At < h/spendingsPerHorizon {
 		e.spent[n-1] = Spending{At: now, Cost: e.spent[n-1].Cost + cost}
 		return
@@ -178,10 +164,9 @@ func horizon(c *spec.Limit) int64 {
 	return c.Window
 }
 
-// takeKey returns the next charge of key's backlog: the charge whose
-// answer was lost, if any, as it was; else what waits for the primary, under a
-// new identity, leaving the key seeded. When nothing waits, it drops the
-// key, which sends its decisions back to the primary, and returns nil.
+// takeKey returns key's next charge: the one whose answer was lost, as it
+// was; else what waits, under a new identity. When nothing waits, it drops
+// the key, which sends its decisions back to the primary, and returns nil.
 func (sh *backlogShard) takeKey(b *backlog, key string) *Charge {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -206,8 +191,8 @@ func (sh *backlogShard) takeKey(b *backlog, key string) *Charge {
 	return c
 }
 
-// dropAside forgets key's backlog if it holds only decisions made aside
-// (see localMode), which a reset on the primary has made void.
+// dropAside forgets key's backlog if it holds only decisions made aside,
+// which a reset on the primary has made void.
 func (sh *backlogShard) dropAside(b *backlog, key string) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -217,10 +202,9 @@ func (sh *backlogShard) dropAside(b *backlog, key string) {
 	}
 }
 
-// putBack keeps c, which was sent and whose answer was lost, to be sent
-// again, with its identity, before what was recorded since: the primary counts
-// it once, whether it ran c or not. Only the prober takes and puts back
-// charges, one at a time per key, so the key has no other.
+// putBack keeps c, whose answer was lost, to be sent again before what
+// was recorded since. Only the prober takes and puts back charges, one at
+// a time per key, so the key has no other.
 func (b *backlog) putBack(c *Charge) {
 	sh := b.shard(c.Key)
 	sh.mu.Lock()

@@ -6,9 +6,9 @@ import (
 	"time"
 )
 
-// clock is a Fallback's time, in µs on the monotonic clock since the
-// Fallback was made, and Redis's time against it: the Fallback records
-// when it admitted requests in process, and Redis must know those times.
+// clock is a Fallback's time, in µs on the monotonic clock since it was
+// made, and Redis's against it: Redis must know when requests were
+// admitted in process.
 type clock struct {
 	start     time.Time
 	offset    atomic.Int64 // Redis's clock minus this one (µs)
@@ -24,18 +24,16 @@ func (c *clock) at(t time.Time) int64 { return int64(t.Sub(c.start)/time.Microse
 // clockAge is how long a measure of Redis's clock is trusted.
 const clockAge = int64(time.Minute / time.Microsecond)
 
-// measured records the primary's clock read now as offset (see
-// Primary.Probe).
+// measuredAs records the primary's clock read now as offset.
 func (c *clock) measuredAs(offset int64) {
 	c.offset.Store(offset)
 	c.measured.Store(c.now())
 }
 
 // deadline returns the time on Redis's clock after which a decision sent
-// at now (on f's clock) must not be made, because the caller will have
-// decided it in process: the budget from now, and a margin. It is 0
-// (none) until Redis's clock has been read; it is read again, in the
-// background, once a minute.
+// at now must not be made, since its caller will have decided it in
+// process; 0 (none) until Redis's clock has been read. The clock is read
+// again, in the background, once a minute.
 func (f *Fallback) deadline(now int64) int64 {
 	at := f.clock.measured.Load()
 	if (at == 0 || now-at > clockAge) && f.clock.measuring.CompareAndSwap(false, true) {
@@ -59,10 +57,9 @@ func (f *Fallback) deadline(now int64) int64 {
 	if at == 0 {
 		return 0
 	}
-	// A quarter of the budget more, for the error of the clock's measure:
-	// a caller must never see Redis refuse its request for lateness while
-	// it still waits, since Redis, answering, is not down. A decision made
-	// in that margin after its caller gave up counts twice: later
-	// decisions may deny slightly early, never admit too many.
+	// A quarter of the budget more, for the clock's error: Redis must
+	// never refuse a request for lateness while its caller still waits. A
+	// decision in that margin counts twice: it may deny early, never admit
+	// too many.
 	return now + f.clock.offset.Load() + int64(f.budget*5/4/time.Microsecond)
 }

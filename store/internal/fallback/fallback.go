@@ -1,21 +1,15 @@
 // Package fallback is the Fallback store's engine: it decides with a
 // primary store (the Redis store) and, while the primary fails, is slow or
 // is misconfigured, in process (with the Memory store), bringing what it
-// decided in process to the primary when it answers again.
+// decided in process to the primary when it answers again. The store
+// package documents it for users and gives it the Redis store as a
+// [Primary].
 //
-// The store package documents the Fallback for users (store.Fallback,
-// store.FallbackOptions, store.FallbackHealth) and gives it the Redis
-// store as a [Primary]; this package knows the primary only through that
-// interface, and the Memory store only through what package memory
-// exports.
-//
-// The words of this package: the primary decides while it is up; a
-// decision in process is local, under this instance's share of each
-// limit; the backlog is what was decided in process, per key, on its way
-// to the primary; a charge is one key's backlog sent in one run, with an
-// identity the primary records so that a charge sent again counts once;
-// the prober checks a down primary every interval and hands decisions
-// back once the backlog has reached it (reconciling).
+// Words: a decision in process is local, under this instance's share of
+// each limit; the backlog is what was decided in process, per key, on its
+// way to the primary; a charge is one key's backlog sent in one run; the
+// prober checks a down primary every interval and hands decisions back
+// once the backlog has reached it (reconciling).
 package fallback
 
 import (
@@ -33,7 +27,6 @@ import (
 	"github.com/ratelimit-go/ratelimit/store/internal/memory"
 )
 
-// Defaults of Options.
 const (
 	defaultBudget        = 50 * time.Millisecond
 	defaultProbeInterval = 500 * time.Millisecond
@@ -70,26 +63,22 @@ type Fallback struct {
 	stop        chan struct{} // closed to stop the prober; nil when none runs
 	wg          sync.WaitGroup
 	closed      bool
-	settling    bool                             // a settle goroutine runs (see settle)
+	settling    bool                             // a settle goroutine runs
 	reconciler  sync.Mutex                       // held by the one reconcile under way
-	logged      bounded.Map[string, *loggedLine] // what was logged lately, by what it said (see logOnce), under mu
-	untold      atomic.Pointer[failure]          // the timeout that sent decisions to memory, for the prober to log with its cause
-	downLogged  atomic.Bool                      // this outage's line was logged, not held back as a repeat
+	logged      bounded.Map[string, *loggedLine] // see logOnce; under mu
+	untold      atomic.Pointer[failure]          // a timeout, for the prober to log with its cause
+	downLogged  atomic.Bool                      // this outage's line was logged, not held back
 
-	nLocal   atomic.Uint64
-	nAside   atomic.Uint64 // of those, decided aside (see localMode)
-	nFailed  atomic.Uint64
-	nConfig  atomic.Uint64
-	nRevived atomic.Uint64
-	nCharged atomic.Uint64
-	nDown    atomic.Uint64
-	downAt   atomic.Int64 // unix ns when the primary was last marked down
-	movedAt  atomic.Int64 // unix ns when decisions last moved (to memory or back), or the Fallback was made
-	lastErr  atomic.Pointer[failure]
+	// Health's counts; nAside: those of nLocal decided aside (see localMode).
+	nLocal, nAside, nFailed, nConfig, nRevived, nCharged, nDown atomic.Uint64
 
-	seen    *lastSeen // what the primary last said of recent keys
-	backlog backlog   // what was decided in process, for the primary
-	clock   clock     // the Fallback's clock, and the primary's against it
+	downAt  atomic.Int64 // unix ns when the primary was last marked down
+	movedAt atomic.Int64 // unix ns when decisions last moved, or the Fallback was made
+	lastErr atomic.Pointer[failure]
+
+	seen    *lastSeen
+	backlog backlog
+	clock   clock
 }
 
 var _ ratelimit.Store = (*Fallback)(nil)
@@ -145,17 +134,13 @@ func (f *Fallback) Allow(ctx context.Context, key string, cost int, limits *rate
 				if !f.down.Load() {
 					return d, nil
 				}
-				// Redis was marked down while this decision was under
-				// way (another overran the budget, or a check found
-				// Redis misconfigured): decisions in process may have
-				// started from a count older than this answer. So it
-				// is decided in process too, after the answer was
-				// recorded: what Redis admitted counts twice, which
-				// may deny early but never admits too many.
+				// Redis was marked down meanwhile: decisions in process
+				// may have started from an older count, so this one is
+				// decided there too. Counted twice, it may deny early but
+				// never admits too many.
 			} else if fault := f.fault(ctx, err); fault == Waited {
 				// Its time ran out waiting for another request's answer:
-				// decided here, aside, or, once that request has found
-				// Redis failing, as in the outage.
+				// decided aside, or as in the outage once Redis is down.
 				if d, decided := f.allowLocally(&c, aside); decided {
 					f.nAside.Add(1)
 					f.settle()
@@ -186,26 +171,11 @@ func (f *Fallback) End(ctx context.Context, key string, usage int, limits *ratel
 		f.local.Release(key, slot, set.Share(f.instances)) // a slot of this instance's share
 		slot = ""
 	}
-	for {
-		if !f.down.Load() {
-			if f.reconciling.Load() {
-				if d, ended := f.endLocally(&c, usage, waiting); ended {
-					return d, nil
-				}
-			}
-			t := time.Now()
-			rctx, cancel := context.WithTimeout(ctx, f.budget)
-			d, err := f.primary.End(rctx, Call{Key: key, Limits: given, Set: set, Deadline: f.deadline(f.clock.at(t))}, usage, slot)
-			cancel()
-			if err == nil || !f.fault(ctx, err).failing() {
-				return d, err
-			}
-			f.fail(err)
-		}
-		if d, ended := f.endLocally(&c, usage, outage); ended {
-			return d, nil
-		}
-	}
+	return f.run(ctx, func(mode localMode) (ratelimit.Decision, bool) {
+		return f.endLocally(&c, usage, mode)
+	}, func(rctx context.Context) (ratelimit.Decision, error) {
+		return f.primary.End(rctx, Call{Key: key, Limits: given, Set: set, Deadline: f.deadline(f.clock.now())}, usage, slot)
+	})
 }
 
 // Peek answers as the next Allow would, on the primary or in process,
@@ -216,22 +186,33 @@ func (f *Fallback) Peek(ctx context.Context, key string, cost int, limits *ratel
 		return ratelimit.Decision{}, err
 	}
 	c := Call{Key: key, Cost: cost, Limits: given, Set: set}
+	return f.run(ctx, func(mode localMode) (ratelimit.Decision, bool) {
+		return f.peekLocally(&c, mode)
+	}, func(rctx context.Context) (ratelimit.Decision, error) {
+		return f.primary.Peek(rctx, c)
+	})
+}
+
+// run is End's, Peek's and Reset's loop: the primary answers, by remote,
+// unless local does, in process (see localMode).
+func (f *Fallback) run(ctx context.Context, local func(localMode) (ratelimit.Decision, bool),
+	remote func(context.Context) (ratelimit.Decision, error)) (ratelimit.Decision, error) {
 	for {
 		if !f.down.Load() {
 			if f.reconciling.Load() {
-				if d, peeked := f.peekLocally(&c, waiting); peeked {
+				if d, ok := local(waiting); ok {
 					return d, nil
 				}
 			}
 			rctx, cancel := context.WithTimeout(ctx, f.budget)
-			d, err := f.primary.Peek(rctx, c)
+			d, err := remote(rctx)
 			cancel()
 			if err == nil || !f.fault(ctx, err).failing() {
 				return d, err
 			}
 			f.fail(err)
 		}
-		if d, peeked := f.peekLocally(&c, outage); peeked {
+		if d, ok := local(outage); ok {
 			return d, nil
 		}
 	}
@@ -245,42 +226,19 @@ func (f *Fallback) Reset(ctx context.Context, key string, limits *ratelimit.Limi
 		return err
 	}
 	local := set.Share(f.instances)
-	for {
-		if !f.down.Load() && f.reconciling.Load() {
-			// A key whose backlog waits for Redis is reset there with it.
-			sh := f.backlog.shard(key)
-			sh.mu.Lock()
-			if p := sh.keys[key]; p != nil && !p.aside && !f.down.Load() {
-				err := f.resetLocally(sh, key, set, local)
-				sh.mu.Unlock()
-				return err
-			}
-			sh.mu.Unlock()
+	var lerr error
+	_, err = f.run(ctx, func(mode localMode) (d ratelimit.Decision, done bool) {
+		done, lerr = f.resetLocally(key, set, local, mode)
+		return d, done
+	}, func(rctx context.Context) (d ratelimit.Decision, err error) {
+		if err = f.primary.Reset(rctx, key, limits); err == nil {
+			f.seen.forget(key, set.Limits)
+			f.local.Forget(key, local, true)
+			f.backlog.shard(key).dropAside(&f.backlog, key) // admitted before the reset
 		}
-		if !f.down.Load() {
-			rctx, cancel := context.WithTimeout(ctx, f.budget)
-			err := f.primary.Reset(rctx, key, limits)
-			cancel()
-			if err == nil {
-				f.seen.forget(key, set.Limits)
-				f.local.Forget(key, local, true)
-				f.backlog.shard(key).dropAside(&f.backlog, key) // admitted before the reset
-				return nil
-			}
-			if !f.fault(ctx, err).failing() {
-				return err
-			}
-			f.fail(err)
-		}
-		sh := f.backlog.shard(key)
-		sh.mu.Lock()
-		if f.down.Load() {
-			err := f.resetLocally(sh, key, set, local)
-			sh.mu.Unlock()
-			return err
-		}
-		sh.mu.Unlock() // Redis came back meanwhile: reset it there
-	}
+		return d, err
+	})
+	return cmp.Or(err, lerr)
 }
 
 // Close stops the prober and waits for the Fallback's goroutines.

@@ -6,17 +6,14 @@ import (
 	"github.com/ratelimit-go/ratelimit/internal/spec"
 )
 
-// What the store package's tests read of a Fallback, and the hooks they
-// set: they drive a Fallback over a real Redis, which only the store
-// package can give it. Nothing else calls these.
+// For the store package's tests, which drive a Fallback over a real
+// Redis. Nothing else calls these.
 
 // Reconciling reports whether some keys' backlogs still wait for the
 // primary after it came back.
 func (f *Fallback) Reconciling() bool { return f.reconciling.Load() }
 
-// Aside returns how many requests were decided aside (see localMode):
-// in process while the primary was up, their time run out waiting for
-// another request's answer.
+// Aside returns how many requests were decided aside (see localMode).
 func (f *Fallback) Aside() uint64 { return f.nAside.Load() }
 
 // OnProbe has fn called after each round of the prober, with when the
@@ -39,9 +36,8 @@ func (f *Fallback) Seen(key string, c *spec.Limit, now int64) (remaining int64, 
 	return f.seen.get(key, c, now)
 }
 
-// Sizes returns how many keys have a backlog, its bound, how many limit
-// states key's backlog holds, and how many keys the in-process store
-// holds.
+// Sizes returns how many keys have a backlog, its bound, the limit states
+// key's backlog holds, and how many keys the in-process store holds.
 func (f *Fallback) Sizes(key string) (backlogKeys, maxBacklog int64, keyLimits, localKeys int) {
 	sh := f.backlog.shard(key)
 	sh.mu.Lock()

@@ -9,24 +9,16 @@ import (
 	"github.com/ratelimit-go/ratelimit/internal/spec"
 )
 
-// lastSeen remembers, for the keys a Fallback decided on Redis lately, what
-// Redis last said of each of their limits: how much was left, until when.
-// When Redis goes down, a key's first decision in process starts from it,
-// so that the outage does not hand out again what Redis had already
-// given.
+// lastSeen remembers what Redis last said of each limit of the keys it
+// decided lately: how much was left, until when. A key's first decision in
+// an outage starts from it, so that the outage does not hand out again
+// what Redis had already given.
 //
-// It holds at most maxStates states (64 at least), one per key and limit,
-// in two generations per shard: states go to the new one, and when it is
-// full, the old one is dropped whole and the new one becomes the old. So
-// a state is remembered at least until maxStates/64 others of its shard
-// (1/32 of all) have been recorded after it, and making room costs nothing
-// per state: no scan, whatever the traffic.
-//
-// A state is known by a 64-bit hash of its key and limit, seeded per
-// process: the maps hold no pointers, so the garbage collector skips them,
-// and each state takes 32 bytes. Two states sharing a hash (about one
-// chance in 10^7 with a million states, and not one a client can aim for)
-// would share their record.
+// It holds about maxStates states in two generations per shard: when the
+// new one is full, the old one is dropped whole, so making room costs no
+// scan. A state is known by a seeded 64-bit hash of its key and limit, so
+// the maps hold no pointers for the GC to scan; two states sharing a hash
+// (about one chance in 10^7 with a million states) share their record.
 type lastSeen struct {
 	seed   maphash.Seed
 	shards [32]seenShard
@@ -58,12 +50,11 @@ func (s *lastSeen) locate(key string, c *spec.Limit) (uint64, *seenShard) {
 	return h, &s.shards[h%uint64(len(s.shards))]
 }
 
-// put records Redis's answer for key under cs. Answers to concurrent
-// requests arrive in any order: within s.skew of each other, the lowest
-// remaining is kept. now is when the request was sent, and the skew, the
-// Fallback's budget, also bounds its wait for the answer to two budgets at
-// worst (see batcher.do): the limit is held full again no earlier than
-// Redis said, counted from the latest the answer can have been made.
+// put records Redis's answer for key under cs, to a request sent at now.
+// Answers to concurrent requests arrive in any order: within s.skew (the
+// budget) of each other, the lowest remaining is kept. The wait for an
+// answer is two budgets at worst (see batcher.do): the limit is held full
+// again no earlier than Redis said, counted from then.
 func (s *lastSeen) put(key string, cs []spec.Limit, results []ratelimit.Result, now int64) {
 	skew := s.skew
 	for i := range cs {
@@ -113,16 +104,4 @@ func (s *lastSeen) forget(key string, cs []spec.Limit) {
 		delete(sh.old, h)
 		sh.mu.Unlock()
 	}
-}
-
-// len returns how many states are remembered.
-func (s *lastSeen) len() int {
-	n := 0
-	for i := range s.shards {
-		sh := &s.shards[i]
-		sh.mu.Lock()
-		n += len(sh.cur) + len(sh.old)
-		sh.mu.Unlock()
-	}
-	return n
 }

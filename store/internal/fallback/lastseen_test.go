@@ -90,3 +90,15 @@ func BenchmarkLastSeenPut(b *testing.B) {
 		})
 	}
 }
+
+// len returns how many states are remembered.
+func (s *lastSeen) len() int {
+	n := 0
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		n += len(sh.cur) + len(sh.old)
+		sh.mu.Unlock()
+	}
+	return n
+}

@@ -6,17 +6,12 @@ import (
 	"time"
 )
 
-// What a Fallback logs: Redis going down, with the cause, at WARN, or a
-// misconfiguration, with what to fix, at ERROR; Redis coming back, at
-// INFO. A line that says what one logged less than logEvery ago said is
-// held back, and the next one counts those held back.
-
 // logEvery is how often one cause of an outage, or one misconfiguration,
-// is logged again while it lasts or repeats.
+// is logged again while it lasts or repeats; those held back meanwhile are
+// counted on the next line.
 const logEvery = time.Minute
 
-// maxLoggedLines bounds the causes and misconfigurations whose last log
-// time is kept.
+// maxLoggedLines bounds the lines whose last log time is kept.
 const maxLoggedLines = 64
 
 // A loggedLine is when a line was last logged, and how many like it were
@@ -27,7 +22,7 @@ type loggedLine struct {
 }
 
 // logOnce reports whether a line saying what is to be logged at now, and
-// how many such lines were held back since the last one.
+// how many were held back since the last.
 func (f *Fallback) logOnce(what string, now time.Time) (ok bool, held int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -42,9 +37,8 @@ func (f *Fallback) logOnce(what string, now time.Time) (ok bool, held int) {
 }
 
 // logDown logs at WARN that Redis is unavailable because of err, unless
-// the same cause was logged less than logEvery ago. probed, when not nil,
-// is what the prober's first round met: when err only says that a
-// deadline passed, probed may say why.
+// the cause was logged less than logEvery ago. probed, when not nil, is
+// what the prober's first round met: it may say why err's deadline passed.
 func (f *Fallback) logDown(err, probed error, now time.Time) {
 	shown, cause := err, f.primary.Explain(context.Background(), err).Cause
 	if probed != nil && cause == "timeout" {
@@ -67,14 +61,13 @@ func (f *Fallback) logDown(err, probed error, now time.Time) {
 	f.logger.LogAttrs(context.Background(), slog.LevelWarn, "ratelimit: Redis unavailable; deciding in process until it answers", attrs...)
 }
 
-// logMisconfig logs at ERROR each misconfiguration in err: what is wrong
-// and how to fix it, at once the first time, then once every logEvery
-// while it lasts. It reports whether it logged one.
+// logMisconfig logs at ERROR each misconfiguration in err, with its fix,
+// at most once every logEvery. It reports whether it logged one.
 func (f *Fallback) logMisconfig(err error, now time.Time) bool {
-	logged := false
 	if err == nil {
 		return false
 	}
+	logged := false
 	for _, p := range f.primary.Explain(context.Background(), err).Problems {
 		if ok, _ := f.logOnce("misconfigured: "+p.What, now); !ok {
 			continue

@@ -8,14 +8,12 @@ import (
 	"github.com/ratelimit-go/ratelimit/internal/spec"
 )
 
-// Primary is the store a Fallback decides with while it answers: in this
-// module, the Redis store, which implements it in store/primary.go. A
-// Fallback calls nothing else of it.
+// Primary is the store a Fallback decides with while it answers: the
+// Redis store (store/primary.go). A Fallback calls nothing else of it.
 type Primary interface {
 	// Decide, End and Peek are the primary's Allow, End and Peek of c.
 	// End gives back slot, a slot the primary lent on admission ("" for
-	// none). c is passed by value: a pointer passed through an interface
-	// would move each call's Call to the heap.
+	// none). c is passed by value, so that it stays off the heap.
 	Decide(ctx context.Context, c Call) (ratelimit.Decision, error)
 	End(ctx context.Context, c Call, usage int, slot string) (ratelimit.Decision, error)
 	Peek(ctx context.Context, c Call) (ratelimit.Decision, error)
@@ -38,8 +36,8 @@ type Primary interface {
 	Explain(ctx context.Context, err error) Failure
 }
 
-// A Call is a request to the primary: a key's request, checked, and the
-// time its caller waits for the answer.
+// A Call is a key's request to the primary, checked, and how long its
+// caller waits for the answer.
 type Call struct {
 	Key    string
 	Cost   int               // 0 for End

@@ -4,14 +4,12 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/ratelimit-go/ratelimit/internal/spec"
 )
-
-// A Fallback's way down and back: markDown starts a prober; the prober
-// checks Redis every interval and, once Redis can decide, brings to it
-// what was decided in process (see backlog) and hands decisions back.
 
 // fail counts a Redis call that failed with err, an outage or a
 // misconfiguration, and sends decisions to memory.
@@ -36,9 +34,8 @@ func (f *Fallback) markDown(err error) {
 	case why.Fault == Misconfigured:
 		f.downLogged.Store(f.logMisconfig(err, time.Now()))
 	case why.Cause == "timeout":
-		// Maybe the budget ran out while go-redis waited to dial again
-		// (a refused connection): the prober's first round, which dials
-		// once, says why (see logDown).
+		// Maybe go-redis waited to dial again (a refused connection): the
+		// prober's first round, which dials once, says why (see logDown).
 		f.untold.Store(&failure{err: err, at: time.Now()})
 	default:
 		f.logDown(err, nil, time.Now())
@@ -59,8 +56,7 @@ func (f *Fallback) markDown(err error) {
 	}
 }
 
-// checkAtStart checks Redis once, as the prober does, and sends decisions
-// to memory if it is misconfigured.
+// checkAtStart sends decisions to memory if Redis is misconfigured.
 func (f *Fallback) checkAtStart() {
 	defer f.wg.Done()
 	ctx, cancel := context.WithTimeout(context.Background(), f.callTimeout())
@@ -71,7 +67,7 @@ func (f *Fallback) checkAtStart() {
 }
 
 // probe checks Redis every interval until it can decide, brings the
-// backlog to it, and hands decisions back to Redis; or until stop closes.
+// backlog to it, and hands decisions back; or until stop closes.
 func (f *Fallback) probe(stop chan struct{}) {
 	defer f.wg.Done()
 	t := time.NewTicker(f.interval)
@@ -85,6 +81,7 @@ func (f *Fallback) probe(stop chan struct{}) {
 		start := time.Now()
 		ctx, cancel := context.WithTimeout(context.Background(), f.callTimeout())
 		offset, err := f.primary.Probe(ctx, Recover, f.clock.now)
+		cancel()
 		if err == nil {
 			f.clock.measuredAs(offset)
 		}
@@ -96,7 +93,6 @@ func (f *Fallback) probe(stop chan struct{}) {
 				f.logDown(e.err, err, time.Now())
 			}
 		}
-		cancel()
 		if err != nil {
 			f.lastErr.Store(&failure{err: err, at: time.Now()})
 		}
@@ -122,8 +118,7 @@ func (f *Fallback) probe(stop chan struct{}) {
 func (f *Fallback) callTimeout() time.Duration { return max(f.budget, f.interval) }
 
 // markUp sends decisions back to Redis, but for the keys whose backlog
-// has not reached Redis yet: reconcile brings them, and they are decided
-// in process until then.
+// reconcile has not brought yet.
 func (f *Fallback) markUp() {
 	f.reconciling.Store(true)
 	f.down.Store(false)
@@ -139,14 +134,11 @@ func (f *Fallback) markUp() {
 }
 
 // reconcile brings the backlog to Redis, reconcileBatch keys a round
-// trip (see Primary.Charge); each key goes back to Redis once its
-// backlog is empty, checked under its shard's lock, so that a key under
-// steady load still gets there. A key Redis refuses for a reason other
-// than an outage (it holds a foreign value) is dropped and logged, since
-// retrying it would keep the key away from Redis for good. Keys that
-// gain a backlog meanwhile (decided aside) are brought too. When Redis
-// fails meanwhile, decisions go back to memory and reconcile returns the
-// error; the prober tries again. One reconcile runs at a time.
+// trip; each key goes back to Redis once its backlog is found empty under
+// its shard's lock, so that a key under steady load still gets there. A
+// key Redis refuses for a reason other than an outage (a foreign value) is
+// dropped and logged: retrying would keep it away from Redis for good.
+// When Redis fails meanwhile, it returns the error. One runs at a time.
 func (f *Fallback) reconcile() error {
 	f.reconciler.Lock()
 	defer f.reconciler.Unlock()
@@ -156,9 +148,7 @@ func (f *Fallback) reconcile() error {
 		for i := range f.backlog.shards {
 			sh := &f.backlog.shards[i]
 			sh.mu.Lock()
-			for key := range sh.keys {
-				keys = append(keys, key)
-			}
+			keys = slices.AppendSeq(keys, maps.Keys(sh.keys))
 			sh.mu.Unlock()
 		}
 		for len(keys) > 0 {
@@ -171,14 +161,12 @@ func (f *Fallback) reconcile() error {
 		if f.backlog.keys.Load() == 0 {
 			f.reconciling.Store(false)
 			return nil
-		}
-		// Keys decided aside meanwhile.
+		} // else keys were decided aside meanwhile
 	}
 }
 
-// settle brings to Redis, in the background, the backlogs of keys
-// decided aside (see localMode) while Redis is up, unless the prober is
-// at it (it reconciles once Redis is back) or an earlier settle is.
+// settle brings the backlogs of keys decided aside to Redis, in the
+// background, unless the prober or an earlier settle is at it.
 func (f *Fallback) settle() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -192,8 +180,7 @@ func (f *Fallback) settle() {
 		for {
 			err := f.reconcile() // an error marked Redis down: the prober takes over
 			f.mu.Lock()
-			// A key decided aside after reconcile looked last, whose
-			// settle found this one still running, is brought now.
+			// Keys decided aside since reconcile looked are brought now.
 			if err != nil || f.closed || f.backlog.keys.Load() == 0 {
 				f.settling = false
 				f.mu.Unlock()
@@ -204,12 +191,10 @@ func (f *Fallback) settle() {
 	}()
 }
 
-// reconcileBatch is the most keys whose backlogs go to Redis in one round
-// trip.
+// reconcileBatch is the most keys whose backlogs go in one round trip.
 const reconcileBatch = 256
 
-// handBack brings keys' backlogs to Redis, together, until each is empty
-// and its key is back on Redis.
+// handBack brings keys' backlogs to Redis until each key is back there.
 func (f *Fallback) handBack(keys []string, offset int64) error {
 	for len(keys) > 0 {
 		if f.down.Load() {
@@ -219,7 +204,7 @@ func (f *Fallback) handBack(keys []string, offset int64) error {
 		for _, key := range keys {
 			if c := f.backlog.shard(key).takeKey(&f.backlog, key); c != nil {
 				charges = append(charges, c)
-			} // else nothing waits: the key is on Redis now
+			}
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), f.callTimeout())
 		f.primary.Charge(ctx, charges, offset)
@@ -229,8 +214,7 @@ func (f *Fallback) handBack(keys []string, offset int64) error {
 		for _, c := range charges {
 			switch {
 			case f.fault(context.Background(), c.Err).failing():
-				// Redis may have run it: it goes again as it was, which
-				// Redis recognizes by its identity.
+				// Redis may have run it: it goes again, known by its ID.
 				f.backlog.putBack(c)
 				failed = c.Err
 			case c.Err != nil:

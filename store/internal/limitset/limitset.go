@@ -18,8 +18,7 @@ import (
 // MaxKeyLength is the longest key a store accepts, in bytes.
 const MaxKeyLength = 1024
 
-// compiledSet is a ratelimit.Limits as the stores use it: its limits,
-// and their integers.
+// compiledSet is a ratelimit.Limits' limits, and their integers.
 type compiledSet struct {
 	set    *spec.Set
 	limits []ratelimit.Limit
@@ -28,9 +27,9 @@ type compiledSet struct {
 // maxSets bounds the sets compiled and kept; when full, it starts afresh.
 const maxSets = 4096
 
-// sets holds the compiled form of every ratelimit.Limits the stores
-// have seen, so that each is compiled once: a service has a few, made
-// when it starts (a Limiter's WithLimitsFunc keeps at most 1,024).
+// sets holds every ratelimit.Limits compiled, so that each is compiled
+// once: a service has a few (a Limiter's WithLimitsFunc keeps at most
+// 1,024).
 var sets struct {
 	m sync.Map // *ratelimit.Limits to *compiledSet
 	n atomic.Int64
@@ -63,7 +62,7 @@ func compile(limits *ratelimit.Limits) *compiledSet {
 			}
 			cs[i] = spec.CompileCalendar(a, l.Quota, l.Zone, loc, l.Weekday)
 		} else {
-			cs[i] = spec.Compile(uint8(l.Algorithm), l.Quota, l.Window, l.Precision, l.Burst)
+			cs[i] = spec.Compile(a, l.Quota, l.Window, l.Precision, l.Burst)
 		}
 		if l.Usage {
 			cs[i].ChargedFromUsage()
@@ -124,9 +123,8 @@ func CheckEnd(key string, usage int, limits *ratelimit.Limits) ([]ratelimit.Limi
 }
 
 // MaxInline is how many results a store builds on the stack before
-// ratelimit.MakeDecision copies them: a Decision of up to MaxInline
-// limits costs at most the one allocation MakeDecision makes for several,
-// and one of one limit none.
+// ratelimit.MakeDecision copies them: a Decision of up to MaxInline limits
+// costs at most MakeDecision's one allocation, and one of one limit none.
 const MaxInline = 4
 
 // Results returns a denial by each limit, with only its Limit filled in,

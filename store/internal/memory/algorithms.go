@@ -1,22 +1,21 @@
 package memory
 
 import (
+	"maps"
 	"sort"
 
 	"github.com/ratelimit-go/ratelimit/internal/spec"
 )
 
-// The four algorithms in Go, for the Memory store. Each follows its Lua
-// script in lua/ step for step, so that both stores give the same answers
-// (a differential test holds them to it); the comments there explain the
-// arithmetic. Times are microseconds. The Memory store's clock never goes
-// back, so the caps the scripts put on their times for a Redis clock that
-// stepped back never apply here.
+// The algorithms follow their Lua scripts in lua/ step for step, so that
+// both stores give the same answers (a differential test holds them to
+// it); the comments there explain the arithmetic. Times are µs. The
+// store's clock never goes back, so the scripts' caps for a Redis clock
+// that stepped back never apply here.
 
-// state is one limit's state for one key. Only the part of the limit's
-// algorithm is used (see of). The small states live in it and the larger
-// ones behind a pointer, so that a key takes little memory, which keeps
-// the store fast when it holds many keys.
+// state is one limit's state for one key; only its algorithm's part is
+// used (see of). The larger parts live behind pointers, so that a key
+// takes little memory.
 type state struct {
 	fixed fixedWindowState // also a calendar's count and period end
 
@@ -65,10 +64,8 @@ func (s *state) of(c *compiled) algorithmState {
 	return s.window
 }
 
-// take is what the one-limit path does with s for c's algorithm: check,
-// then commit if cost fits or settle if not, then effective, as the
-// multi-limit path does with algorithmState, in fewer steps and without
-// its dynamic dispatch.
+// take is the one-limit path: check, then commit if cost fits or settle
+// if not, then effective, in fewer steps and without dynamic dispatch.
 func (s *state) take(c *compiled, now, cost int64) (ok bool, remaining, reset, retry, window int64) {
 	if c.Calendar != nil {
 		return (*calendarState)(&s.fixed).take(c, now, cost)
@@ -84,10 +81,9 @@ func (s *state) take(c *compiled, now, cost int64) (ok bool, remaining, reset, r
 	return s.window.take(c, now, cost)
 }
 
-// reset empties s for c: a full bucket, an empty window or log. A state
-// only ever serves limits of one algorithm and shape (see
-// memoryLimit.holds), so a window's slots are reused; a log starts afresh,
-// so that the memory of a burst is not kept for good.
+// reset empties s for c. A state serves limits of one algorithm and shape
+// only (see memoryLimit.holds), so a window's slots are reused; a log
+// starts afresh, so that the memory of a burst is not kept for good.
 func (s *state) reset(c *compiled) {
 	if c.Calendar != nil {
 		s.fixed = fixedWindowState{}
@@ -144,8 +140,7 @@ func (s *fixedWindowState) commit(c *compiled, now, cost int64) int64 {
 	s.expire(now)
 	s.count += cost
 	if s.end == 0 {
-		s.end = now + c.Window
-		return c.Window
+		s.end = now + c.Window // reset is then c.Window
 	}
 	return s.reset(c, now)
 }
@@ -164,7 +159,6 @@ func (s *fixedWindowState) effective(c *compiled, now int64) int64 {
 	return min((s.end-now)/1000*1000, c.Window)
 }
 
-// take is check, then commit or settle, then effective, in one pass.
 func (s *fixedWindowState) take(c *compiled, now, cost int64) (ok bool, remaining, reset, retry, window int64) {
 	s.expire(now)
 	if s.count+cost > c.Quota {
@@ -172,14 +166,7 @@ func (s *fixedWindowState) take(c *compiled, now, cost int64) (ok bool, remainin
 		return false, max(c.Quota-s.count, 0), reset, reset, s.effective(c, now)
 	}
 	remaining = c.Quota - s.count - cost
-	s.count += cost
-	if s.end == 0 {
-		s.end = now + c.Window
-		reset = c.Window
-	} else {
-		reset = s.reset(c, now)
-	}
-	return true, remaining, reset, 0, s.effective(c, now)
+	return true, remaining, s.commit(c, now, cost), 0, s.effective(c, now)
 }
 
 func (s *fixedWindowState) peek(c *compiled, now, cost int64) (bool, int64, int64, int64) {
@@ -188,15 +175,15 @@ func (s *fixedWindowState) peek(c *compiled, now, cost int64) (bool, int64, int6
 	return ok, remaining, v.settle(c, now), retry
 }
 
-// slotState mirrors concurrent.lua: the slots of the requests in
-// flight, by id, with when each expires.
+// slotState mirrors concurrent.lua: when each slot in flight expires, by
+// id.
 type slotState struct {
 	slots   map[int64]int64
 	pending int64 // the slot the next commit takes
 }
 
-// live returns how many slots are live at now, and when the soonest
-// and the latest expire (0 when none is).
+// live returns how many slots are live at now, and when the soonest and
+// the latest expire (0 when none is).
 func (s *slotState) live(now int64) (n, soonest, last int64) {
 	for _, exp := range s.slots {
 		if exp > now {
@@ -210,24 +197,16 @@ func (s *slotState) live(now int64) (n, soonest, last int64) {
 	return n, soonest, last
 }
 
-// slotRetry is concurrent_retry: a second, or sooner when a slot
-// expires sooner.
-func slotRetry(soonest, now int64) int64 { return max(min(1_000_000, soonest-now), 1) }
-
 func (s *slotState) check(c *compiled, now, _ int64) (bool, int64, int64) {
 	n, soonest, _ := s.live(now)
 	if n < c.Quota {
 		return true, c.Quota - n, 0
 	}
-	return false, 0, slotRetry(soonest, now)
+	return false, 0, max(min(1_000_000, soonest-now), 1) // concurrent_retry
 }
 
 func (s *slotState) commit(c *compiled, now, _ int64) int64 {
-	for id, exp := range s.slots {
-		if exp <= now {
-			delete(s.slots, id)
-		}
-	}
+	maps.DeleteFunc(s.slots, func(_, exp int64) bool { return exp <= now })
 	s.slots[s.pending] = now + c.Window
 	s.pending = 0
 	_, _, last := s.live(now)
@@ -262,15 +241,6 @@ func (s *calendarState) in(end int64) int64 {
 	return s.count
 }
 
-// reset is the time until nothing is spent: the period's end, or 0 when
-// nothing is.
-func (s *calendarState) reset(count, end, now int64) int64 {
-	if count > 0 {
-		return end - now
-	}
-	return 0
-}
-
 func (s *calendarState) check(c *compiled, now, cost int64) (bool, int64, int64) {
 	_, end := c.Calendar.Period(now)
 	n := s.in(end)
@@ -287,8 +257,10 @@ func (s *calendarState) commit(c *compiled, now, cost int64) int64 {
 }
 
 func (s *calendarState) settle(c *compiled, now int64) int64 {
-	_, end := c.Calendar.Period(now)
-	return s.reset(s.in(end), end, now)
+	if _, end := c.Calendar.Period(now); s.in(end) > 0 {
+		return end - now
+	}
+	return 0
 }
 
 func (s *calendarState) effective(c *compiled, now int64) int64 {
@@ -356,9 +328,8 @@ func (s *slidingLogState) settle(c *compiled, now int64) int64 {
 	return s.log[len(s.log)-1] + c.Window - now
 }
 
-// take is check, then commit or settle, then effective, in one pass. Once
-// trimmed, the log holds only entries in the window, oldest first, and a
-// denial leaves at least one (a cost is at most Quota).
+// take: a denial leaves at least one entry in the window (a cost is at
+// most Quota).
 func (s *slidingLogState) take(c *compiled, now, cost int64) (ok bool, remaining, reset, retry, window int64) {
 	s.trim(c, now)
 	live := s.log[s.head:]
@@ -367,14 +338,12 @@ func (s *slidingLogState) take(c *compiled, now, cost int64) (ok bool, remaining
 		retry = live[n+cost-c.Quota-1] + c.Window - now
 		return false, max(c.Quota-n, 0), live[n-1] + c.Window - now, retry, live[0] + c.Window - now
 	}
-	for range cost {
-		s.log = append(s.log, now)
-	}
+	s.commit(c, now, cost) // its trim finds nothing more to drop
 	return true, c.Quota - n - cost, c.Window, 0, s.log[s.head] + c.Window - now
 }
 
-// peek is check and settle on the entries trim would keep, found without
-// trimming (which may move them).
+// peek finds the entries trim would keep without trimming, which may move
+// them.
 func (s *slidingLogState) peek(c *compiled, now, cost int64) (bool, int64, int64, int64) {
 	live := s.log[s.head:]
 	live = live[sort.Search(len(live), func(i int) bool { return live[i] > now-c.Window }):]
@@ -388,8 +357,8 @@ func (s *slidingLogState) peek(c *compiled, now, cost int64) (bool, int64, int64
 	return false, max(c.Quota-n, 0), reset, live[n+cost-c.Quota-1] + c.Window - now
 }
 
-// effective is when the oldest entry in the window leaves it, or a whole
-// window when none is in it.
+// effective is when the oldest entry in the window leaves it, or else a
+// whole window.
 func (s *slidingLogState) effective(c *compiled, now int64) int64 {
 	live := s.log[s.head:]
 	if i := sort.Search(len(live), func(i int) bool { return live[i] > now-c.Window }); i < len(live) {
@@ -404,51 +373,39 @@ type slidingWindowState struct {
 	slot, count []int64
 }
 
-// live returns the sum of the slots in the window, and the newest of them
-// (-1 when none).
-func (s *slidingWindowState) live(c *compiled, now int64) (sum, newest int64) {
-	first, newest := now/c.Width-c.Slots+1, int64(-1)
+// live returns the sum of the slots in the window, the newest that holds
+// units (-1 when none) and the oldest (else the current slot).
+func (s *slidingWindowState) live(c *compiled, now int64) (sum, newest, oldest int64) {
+	current := now / c.Width
+	newest, oldest = -1, current
 	for i, n := range s.slot {
-		if s.count[i] > 0 && n >= first {
+		if s.count[i] > 0 && n > current-c.Slots {
 			sum += s.count[i]
-			newest = max(newest, n)
+			newest, oldest = max(newest, n), min(oldest, n)
 		}
 	}
-	return sum, newest
+	return sum, newest, oldest
 }
 
 func (s *slidingWindowState) check(c *compiled, now, cost int64) (bool, int64, int64) {
-	sum, _ := s.live(c, now)
+	sum, _, _ := s.live(c, now)
 	if sum+cost <= c.Quota {
 		return true, c.Quota - sum, 0
 	}
 	return false, max(c.Quota-sum, 0), s.retry(c, now, sum, cost)
 }
 
-// take is check, then commit or settle, then effective, with one pass
-// over the slots: a commit adds to the current slot only, which is the
-// newest and, unless it is alone, not the oldest.
+// take makes one pass over the slots: a commit adds to the current slot
+// only, the newest.
 func (s *slidingWindowState) take(c *compiled, now, cost int64) (ok bool, remaining, reset, retry, window int64) {
 	current := now / c.Width
-	first := current - c.Slots + 1
-	var sum int64
-	newest, oldest := int64(-1), current
-	for i, n := range s.slot {
-		if s.count[i] > 0 && n >= first {
-			sum += s.count[i]
-			newest, oldest = max(newest, n), min(oldest, n)
-		}
-	}
+	sum, newest, oldest := s.live(c, now)
 	window = (oldest+c.Slots)*c.Width - now
 	if sum+cost > c.Quota {
 		// sum > 0, as a cost is at most Quota: newest is a slot.
 		return false, max(c.Quota-sum, 0), (newest+c.Slots)*c.Width - now, s.retry(c, now, sum, cost), window
 	}
-	i := current % c.Slots
-	if s.slot[i] != current {
-		s.slot[i], s.count[i] = current, 0
-	}
-	s.count[i] += cost
+	s.add(c, current, cost)
 	return true, c.Quota - sum - cost, (current+c.Slots)*c.Width - now, 0, window
 }
 
@@ -467,19 +424,22 @@ func (s *slidingWindowState) retry(c *compiled, now, sum, cost int64) int64 {
 	panic("store: sliding window: the live slots do not add up") // unreachable: sum >= excess
 }
 
-func (s *slidingWindowState) commit(c *compiled, now, cost int64) int64 {
-	current := now / c.Width
+// add counts cost in slot current.
+func (s *slidingWindowState) add(c *compiled, current, cost int64) {
 	i := current % c.Slots
 	if s.slot[i] != current {
 		s.slot[i], s.count[i] = current, 0
 	}
 	s.count[i] += cost
-	_, newest := s.live(c, now)
-	return (newest+c.Slots)*c.Width - now
+}
+
+func (s *slidingWindowState) commit(c *compiled, now, cost int64) int64 {
+	s.add(c, now/c.Width, cost)
+	return s.settle(c, now) // the current slot holds cost >= 1: it is the newest
 }
 
 func (s *slidingWindowState) settle(c *compiled, now int64) int64 {
-	if _, newest := s.live(c, now); newest >= 0 {
+	if _, newest, _ := s.live(c, now); newest >= 0 {
 		return (newest+c.Slots)*c.Width - now
 	}
 	return 0
@@ -495,13 +455,7 @@ func (s *slidingWindowState) peek(c *compiled, now, cost int64) (bool, int64, in
 // effective is when the oldest slot in the window that holds a unit
 // leaves it, or, when none does, the current slot.
 func (s *slidingWindowState) effective(c *compiled, now int64) int64 {
-	current := now / c.Width
-	oldest, first := current, current-c.Slots+1
-	for i, n := range s.slot {
-		if s.count[i] > 0 && n >= first && n < oldest {
-			oldest = n
-		}
-	}
+	_, _, oldest := s.live(c, now)
 	return (oldest+c.Slots)*c.Width - now
 }
 
@@ -511,8 +465,8 @@ type tokenBucketState struct {
 	level, last int64
 }
 
-// refill brings the level up to now. A limit of larger burst sharing the
-// state may have left more than this one holds: the level is capped.
+// refill brings the level up to now, capped: a limit of larger burst
+// sharing the state may have left more than this one holds.
 func (s *tokenBucketState) refill(c *compiled, now int64) {
 	if now > s.last {
 		if gap := c.Units - s.level; (now - s.last) >= ceilDiv(gap, c.Rate) {
@@ -533,9 +487,7 @@ func (s *tokenBucketState) check(c *compiled, now, cost int64) (bool, int64, int
 	return true, s.level / c.Unit, 0
 }
 
-// take is check, then commit or settle, then effective, in one refill.
-// Spending whole tokens leaves level/Unit down by as many: remaining is
-// the whole tokens left either way.
+// take refills once.
 func (s *tokenBucketState) take(c *compiled, now, cost int64) (ok bool, remaining, reset, retry, window int64) {
 	s.refill(c, now)
 	remaining = max(s.level/c.Unit, 0) // a level below zero is a debt
@@ -586,11 +538,10 @@ func (s *tokenBucketState) effective(c *compiled, now int64) int64 {
 }
 
 // keyTTL is how long the script keeps a limit's key after a commit that
-// returned reset: until the state is empty again, in whole milliseconds
-// for the token bucket, whose PEXPIRE rounds up. Limits of one algorithm
-// and window may share a state with different quotas or bursts, and then
-// the key's expiry, not the state alone, says when it starts afresh. A
-// denial writes no TTL.
+// returned reset: until the state is empty again, in whole ms for the
+// token bucket, whose PEXPIRE rounds up. Limits sharing a state with
+// different quotas or bursts need the key's expiry to know when it starts
+// afresh. A denial writes no TTL.
 func keyTTL(c *compiled, reset int64) int64 {
 	if c.Algorithm == spec.TokenBucket {
 		return max(1, ceilDiv(reset, 1000)) * 1000
@@ -604,14 +555,13 @@ func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
 // freshWindow is the effective window of an empty state of c: a full
 // bucket, an empty window or log.
 func freshWindow(c *compiled, now int64) int64 {
-	if c.Algorithm == spec.Concurrent {
-		return 0
-	}
 	if c.Calendar != nil {
 		_, end := c.Calendar.Period(now)
 		return end - now
 	}
 	switch c.Algorithm {
+	case spec.Concurrent:
+		return 0
 	case spec.TokenBucket:
 		return ceilDiv(c.Unit, c.Rate)
 	case spec.SlidingWindow:

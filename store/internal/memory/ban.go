@@ -6,12 +6,9 @@ import (
 	"github.com/ratelimit-go/ratelimit/store/internal/limitset"
 )
 
-// Bans (see ratelimit.Ban) in the Memory store, step for step as
-// decide.lua keeps them in a key's ban hash; the comments there explain
-// the rules. Times are microseconds.
-
-// banState is one key's ban state, shared by every set of limits with a
-// ban that the key is decided under.
+// banState is one key's ban state (see ratelimit.Ban), shared by every set
+// of limits with a ban, kept step for step as decide.lua keeps its ban
+// hash; the comments there explain the rules. Times are µs.
 type banState struct {
 	strikes int64 // denials counted since first
 	first   int64 // when the first of them came
@@ -53,10 +50,9 @@ func (k *memoryKey) strike(b *spec.Ban, now int64) (length int64) {
 		length = b.Length(s.level)
 		s.strikes, s.ends = 0, now+length
 	}
-	// Nothing in it matters any more once the strikes are Within old and
-	// the last ban ended Max ago. The script's PEXPIRE rounds up to the
-	// millisecond: so does this, so that limits with other bans find the
-	// state as they would on Redis.
+	// Nothing matters once the strikes are Within old and the last ban
+	// ended Max ago. Rounded up to the ms, as the script's PEXPIRE, so that
+	// limits with other bans find the state as they would on Redis.
 	expires := int64(0)
 	if s.strikes > 0 {
 		expires = s.first + b.Within
@@ -68,8 +64,8 @@ func (k *memoryKey) strike(b *spec.Ban, now int64) (length int64) {
 	return length
 }
 
-// bannedDecision is the answer to a request of a key banned for left
-// more: denied by every limit, nothing remaining, until the ban ends.
+// bannedDecision answers a request of a key banned for left more: denied
+// by every limit, nothing remaining, until the ban ends.
 func bannedDecision(limits []ratelimit.Limit, left int64) ratelimit.Decision {
 	var buf [limitset.MaxInline]ratelimit.Result
 	rs := limitset.Results(limits, &buf)

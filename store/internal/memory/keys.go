@@ -7,18 +7,11 @@ import (
 	"sync/atomic"
 )
 
-// The Memory store's table of keys: shards with a lock each, a state per
-// key and limit, and eviction when a shard is full.
-
 // memoryShard holds some of the keys. Its lock guards the map only: a
 // key's state has a lock of its own, so that requests for different keys
-// of a shard, and all lookups of known keys, run side by side.
-//
-// The map is keyed by the key's hash, the one that chose the shard
-// (Memory.hash), so that a key is hashed once per decision; the map's own
-// hash of a uint64 costs little, and its groups are smaller than with
-// string keys. Keys of the same hash, which with 64 bits almost never
-// meet, are chained through memoryKey.collided.
+// of a shard run side by side. The map is keyed by the hash that chose the
+// shard, so that a key is hashed once per decision; keys of the same hash
+// are chained through memoryKey.collided.
 type memoryShard struct {
 	mu   sync.RWMutex
 	keys map[uint64]*memoryKey
@@ -27,8 +20,7 @@ type memoryShard struct {
 }
 
 // memoryKey is one key's state under each limit it was decided with: a
-// list whose first element lives in the key, since most keys have one
-// limit.
+// list whose first element lives in the key, as most keys have one limit.
 type memoryKey struct {
 	mu       sync.Mutex
 	expires  atomic.Int64 // the latest expiry of its limits and ban; read by eviction
@@ -51,6 +43,13 @@ func (s *memoryLimit) holds(c *compiled) bool {
 	return s.c == c || s.c != nil && s.c.Suffix == c.Suffix
 }
 
+// extend keeps the key at least until at. The key is locked.
+func (k *memoryKey) extend(at int64) {
+	if at > k.expires.Load() {
+		k.expires.Store(at)
+	}
+}
+
 // MaxKeys is the most keys the store holds.
 func (m *Store) MaxKeys() int { return m.perShard * len(m.shards) }
 
@@ -66,22 +65,21 @@ func (m *Store) Len() int {
 	return n
 }
 
-// hash returns key's hash, which picks its shard and finds it there.
-func (m *Store) hash(key string) uint64 { return maphash.String(m.seed, key) }
-
-func (m *Store) shard(h uint64) *memoryShard {
-	return &m.shards[h&uint64(len(m.shards)-1)]
+// shard returns key's hash, which picks its shard and finds it there,
+// and the shard.
+func (m *Store) shard(key string) (uint64, *memoryShard) {
+	h := maphash.String(m.seed, key)
+	return h, &m.shards[h&uint64(len(m.shards)-1)]
 }
 
 // key returns key's state, creating it, and making room for it, if need
 // be.
 func (m *Store) key(key string, now int64) *memoryKey {
-	h := m.hash(key)
-	return m.shard(h).key(h, key, now, m.perShard)
+	h, sh := m.shard(key)
+	return sh.key(h, key, now, m.perShard)
 }
 
-// key returns the state of key, whose hash is h, creating it, and making
-// room for it among capacity keys, if need be.
+// key is Store.key for key of hash h, among capacity keys.
 func (sh *memoryShard) key(h uint64, key string, now int64, capacity int) *memoryKey {
 	sh.mu.RLock()
 	k := sh.find(h, key)
@@ -106,8 +104,7 @@ func (sh *memoryShard) key(h uint64, key string, now int64, capacity int) *memor
 // lookup returns key's state, or nil when the store holds none: it adds
 // no key.
 func (m *Store) lookup(key string) *memoryKey {
-	h := m.hash(key)
-	sh := m.shard(h)
+	h, sh := m.shard(key)
 	sh.mu.RLock()
 	defer sh.mu.RUnlock()
 	return sh.find(h, key)
@@ -146,10 +143,9 @@ func (sh *memoryShard) remove(h uint64, k *memoryKey) {
 // evictSample is how many keys evict looks at.
 const evictSample = 32
 
-// evict removes the expired keys among a sample of the shard, or, if none
-// has expired, the sampled key that expires soonest. The shard is locked.
-// A request still deciding an evicted key finishes on its old state, as if
-// the eviction had come just after it.
+// evict removes the expired keys among a sample of the shard, or else
+// the one that expires soonest. The shard is locked. A request still
+// deciding an evicted key finishes on its old state.
 func (sh *memoryShard) evict(now int64) {
 	var soonest *memoryKey
 	var soonestHash uint64
@@ -175,9 +171,8 @@ func (sh *memoryShard) evict(now int64) {
 	}
 }
 
-// find returns the key's state for c, or nil when it has none or its
-// state has expired: limit without its changes. The key, if not nil, is
-// locked.
+// find returns the key's state for c, or nil when it has none or it has
+// expired: limit without its changes. The key, if not nil, is locked.
 func (k *memoryKey) find(c *compiled, now int64) *memoryLimit {
 	if k == nil {
 		return nil

@@ -77,10 +77,10 @@ func TestMemoryHashFindsTheKey(t *testing.T) {
 		if got := m.key(key, m.now()); got != k {
 			t.Fatalf("key %q: a decision found another state than the lookup", key)
 		}
-		h := m.hash(key)
+		h, home := m.shard(key)
 		for j := range m.shards {
 			sh := &m.shards[j]
-			if got := sh.find(h, key) != nil; got != (sh == m.shard(h)) {
+			if got := sh.find(h, key) != nil; got != (sh == home) {
 				t.Fatalf("key %q: held in shard %d: %v, want only in its hash's shard", key, j, got)
 			}
 		}

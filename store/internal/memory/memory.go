@@ -21,10 +21,10 @@ import (
 const defaultMaxKeys = 100_000
 
 // Store is the Memory store (store.NewMemory's): see its documentation
-// there. Beside the [ratelimit.Store] contract, it decides for a
-// Fallback (package fallback) under compiled limits, which may be a share
-// of a set's (see [spec.Set.Share]): Decide, Take, Charge, Release,
-// PeekFrom and Forget, each documented below, and MaxKeys.
+// there. Beside the [ratelimit.Store] contract, it decides for a Fallback
+// under compiled limits, which may be a share of a set's (see
+// [spec.Set.Share]): Decide, Take, Charge, Release, PeekFrom, Forget and
+// MaxKeys.
 type Store struct {
 	shards   []memoryShard
 	perShard int
@@ -52,9 +52,16 @@ func New(opts Options) (*Store, error) {
 	if opts.MaxKeys < 0 {
 		return nil, fmt.Errorf("%w: store.MemoryOptions.MaxKeys %d: must be 0 (the default) or more", ratelimit.ErrInvalid, opts.MaxKeys)
 	}
+	// Shards of at least 64 keys, so that eviction's sample is drawn from
+	// a real crowd; up to 8 per core.
+	maxKeys, n := cmp.Or(opts.MaxKeys, defaultMaxKeys), 1
+	for n*2 <= 8*runtime.GOMAXPROCS(0) && n*2 <= maxKeys/64 {
+		n *= 2
+	}
 	start := time.Now()
 	m := &Store{
-		perShard: cmp.Or(opts.MaxKeys, defaultMaxKeys),
+		shards:   make([]memoryShard, n),
+		perShard: max(maxKeys/n, 1),
 		seed:     maphash.MakeSeed(),
 		start:    start,
 		startUS:  start.UnixMicro(),
@@ -71,15 +78,6 @@ func New(opts Options) (*Store, error) {
 			return last
 		}
 	}
-	// Shards of at least 64 keys, so that eviction's sample is drawn from
-	// a real crowd; up to 8 per core.
-	n := 1
-	for n*2 <= 8*runtime.GOMAXPROCS(0) && n*2 <= m.perShard/64 {
-		n *= 2
-	}
-	maxKeys := m.perShard
-	m.shards = make([]memoryShard, n)
-	m.perShard = max(maxKeys/n, 1)
 	for i := range m.shards {
 		m.shards[i].keys = make(map[uint64]*memoryKey)
 	}
@@ -108,12 +106,14 @@ func (m *Store) Allow(ctx context.Context, key string, cost int, limits *ratelim
 func (m *Store) Decide(key string, cost int, limits []ratelimit.Limit, set *spec.Set) ratelimit.Decision {
 	cs := set.Limits
 	if len(cs) == 1 && set.Ban == nil && !cs[0].Usage && set.Slot < 0 {
-		return m.decideOne(key, cost, limits, &cs[0])
+		// The common request, in fewer steps.
+		ok, remaining, window, reset, retry := m.Take(key, cs[0].CostFor(int64(cost)), &cs[0])
+		return ratelimit.MakeDecision(ratelimit.Result{Limit: limits[0], Allowed: ok, Remaining: int(remaining), Window: us(window), ResetAfter: us(reset), RetryAfter: us(retry)})
 	}
 	now, c64, allowed := m.now(), int64(cost), true
-	var obuf [limitset.MaxInline]outcome
+	var rbuf [limitset.MaxInline]ratelimit.Result
 	var sbuf [limitset.MaxInline]*memoryLimit
-	out, states := obuf[:0], sbuf[:0]
+	rs, states := limitset.Results(limits, &rbuf), sbuf[:0]
 	var id int64 // the slot the request takes
 	k := m.key(key, now)
 	k.mu.Lock()
@@ -127,70 +127,42 @@ func (m *Store) Decide(key string, cost int, limits []ratelimit.Limit, set *spec
 		c := &cs[i]
 		s := k.limit(c, now)
 		states = append(states, s)
-		var o outcome
-		o.ok, o.remaining, o.retry = s.state.of(c).check(c, now, c.CostFor(c64))
-		out = append(out, o)
-		allowed = allowed && o.ok
+		ok, remaining, retry := s.state.of(c).check(c, now, c.CostFor(c64))
+		rs[i].Allowed, rs[i].Remaining, rs[i].RetryAfter = ok, int(remaining), us(retry)
+		allowed = allowed && ok
 	}
-	latest := k.expires.Load()
 	for i, s := range states {
-		c := &cs[i]
+		c, r := &cs[i], &rs[i]
 		if allowed && !c.Usage { // a limit charged from usage takes nothing now: see End
 			taken := c.CostFor(c64)
 			if i == set.Slot {
 				id = slots.NewID()
 				s.state.slots.pending, taken = id, 1 // one slot, whatever the cost
 			}
-			out[i].reset = s.state.of(c).commit(c, now, c.CostFor(c64))
-			out[i].remaining -= taken
-			s.expires = now + keyTTL(c, out[i].reset)
-			latest = max(latest, s.expires)
+			reset := s.state.of(c).commit(c, now, c.CostFor(c64))
+			r.ResetAfter, r.Remaining = us(reset), r.Remaining-int(taken)
+			s.expires = now + keyTTL(c, reset)
+			k.extend(s.expires)
 		} else {
-			out[i].reset = s.state.of(c).settle(c, now)
+			r.ResetAfter = us(s.state.of(c).settle(c, now))
 		}
-		out[i].window = s.state.of(c).effective(c, now)
+		r.Window = us(s.state.of(c).effective(c, now))
 	}
 	var ban int64
 	if !allowed && set.Ban != nil {
 		ban = k.strike(set.Ban, now)
-		latest = max(latest, k.ban.expires)
+		k.extend(k.ban.expires)
 	}
-	k.expires.Store(latest)
 	k.mu.Unlock()
-	d := decisionOf(limits, out, ban)
+	d := ratelimit.MakeDecision(rs...)
+	if ban > 0 {
+		d = startBan(d, ban)
+	}
 	if id != 0 && d.Allowed {
 		d.Slot = strconv.FormatInt(id, 10)
 		m.slots.Hold(slots.Slot{ID: id, Key: key, Limit: &cs[set.Slot]})
 	}
 	return d
-}
-
-// An outcome is one limit's part of a decision; durations in µs.
-type outcome struct {
-	ok                              bool
-	remaining, retry, reset, window int64
-}
-
-// decisionOf returns the Decision of limits' outcomes, banned for ban µs
-// when ban is not 0.
-func decisionOf(limits []ratelimit.Limit, out []outcome, ban int64) ratelimit.Decision {
-	var rbuf [limitset.MaxInline]ratelimit.Result
-	rs := rbuf[:0]
-	for i, o := range out {
-		rs = append(rs, ratelimit.Result{Limit: limits[i], Allowed: o.ok, Remaining: int(o.remaining), Window: us(o.window), ResetAfter: us(o.reset), RetryAfter: us(o.retry)})
-	}
-	d := ratelimit.MakeDecision(rs...)
-	if ban > 0 {
-		d = startBan(d, ban)
-	}
-	return d
-}
-
-// decideOne is decide for the common request with one limit, in fewer
-// steps.
-func (m *Store) decideOne(key string, cost int, limits []ratelimit.Limit, c *compiled) ratelimit.Decision {
-	ok, remaining, window, reset, retry := m.Take(key, c.CostFor(int64(cost)), c)
-	return ratelimit.MakeDecision(ratelimit.Result{Limit: limits[0], Allowed: ok, Remaining: int(remaining), Window: us(window), ResetAfter: us(reset), RetryAfter: us(retry)})
 }
 
 // Take decides a request costing c64 for key under the one limit c.
@@ -202,9 +174,7 @@ func (m *Store) Take(key string, c64 int64, c *compiled) (ok bool, remaining, wi
 	ok, remaining, reset, retry, window = s.state.take(c, now, c64)
 	if ok {
 		s.expires = now + keyTTL(c, reset)
-		if s.expires > k.expires.Load() {
-			k.expires.Store(s.expires)
-		}
+		k.extend(s.expires)
 	}
 	k.mu.Unlock()
 	return ok, remaining, window, reset, retry
@@ -242,13 +212,11 @@ func (m *Store) Release(key, slot string, set *spec.Set) {
 	}
 }
 
-// RenewSlots renews the slots held now, as the store's
-// own goroutine does every third of a slot's life: for a test on a pinned
-// clock, on which those renewals never come.
+// RenewSlots renews the slots held now, as the store's own goroutine does
+// every third of a slot's life: for a test on a pinned clock.
 func (m *Store) RenewSlots() { m.renewSlots(m.slots.Held()) }
 
-// renewSlots renews the slots held: each until its length
-// from now.
+// renewSlots renews each slot held until its length from now.
 func (m *Store) renewSlots(held []slots.Slot) {
 	now := m.now()
 	for _, h := range held {
@@ -261,9 +229,7 @@ func (m *Store) renewSlots(held []slots.Slot) {
 			if _, ok := st.state.slots.slots[h.ID]; ok {
 				st.state.slots.slots[h.ID] = now + h.Limit.Window
 				st.expires = max(st.expires, now+h.Limit.Window)
-				if st.expires > k.expires.Load() {
-					k.expires.Store(st.expires)
-				}
+				k.extend(st.expires)
 			}
 		}
 		k.mu.Unlock()
@@ -280,18 +246,14 @@ func (m *Store) Charge(key string, units int64, set *spec.Set) {
 	k := m.key(key, now)
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	latest := k.expires.Load()
 	for i := range set.Limits {
-		c := &set.Limits[i]
-		if !c.Usage {
-			continue
+		if c := &set.Limits[i]; c.Usage {
+			s := k.limit(c, now)
+			reset := s.state.of(c).commit(c, now, units)
+			s.expires = max(s.expires, now+keyTTL(c, reset))
+			k.extend(s.expires)
 		}
-		s := k.limit(c, now)
-		reset := s.state.of(c).commit(c, now, units)
-		s.expires = max(s.expires, now+keyTTL(c, reset))
-		latest = max(latest, s.expires)
 	}
-	k.expires.Store(latest)
 }
 
 // Peek implements [ratelimit.Store]. A key the store holds nothing for
@@ -311,9 +273,8 @@ type Peek struct {
 	Limits []ratelimit.Limit // as given
 	Set    *spec.Set         // what Limits are counted under: their own set or a Fallback's share of it
 	// Spent, when not nil, answers each limit i with Spent[i] >= 0 as if
-	// its state had started afresh now and Spent[i] units had been taken:
-	// as a Fallback's first decision of the key in an outage will find it
-	// (see the Fallback's seed).
+	// its state had started afresh now and Spent[i] units had been taken,
+	// as a Fallback's seed will make it.
 	Spent []int64
 }
 
@@ -366,9 +327,8 @@ func (m *Store) Reset(ctx context.Context, key string, limits *ratelimit.Limits)
 	return nil
 }
 
-// Forget forgets key's state under set and, when ban is set, key's ban
-// state (which Reset forgets whether set has a ban or not: every set with
-// a ban counts in it).
+// Forget forgets key's state under set and, when ban is set, its ban
+// state (shared by every set with a ban, so Reset forgets it always).
 func (m *Store) Forget(key string, set *spec.Set, ban bool) {
 	k := m.lookup(key)
 	if k == nil {

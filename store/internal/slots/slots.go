@@ -1,11 +1,12 @@
-// Package slots keeps the slots of Concurrent limits that this
-// process's requests hold, for a store to renew: each renewed
-// every third of its length until its request ends.
+// Package slots keeps the slots of Concurrent limits that this process's
+// requests hold, for a store to renew every third of their length until
+// their requests end.
 package slots
 
 import (
-	"crypto/rand"
-	"encoding/binary"
+	"maps"
+	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,8 +14,8 @@ import (
 	"github.com/ratelimit-go/ratelimit/internal/spec"
 )
 
-// Slot is one slot held: its id, the key it is held under
-// (the store's key of its client) and its Concurrent limit.
+// Slot is one slot held: its id, the key it is held under (the store's
+// key of its client) and its Concurrent limit.
 type Slot struct {
 	ID    int64
 	Key   string
@@ -22,8 +23,8 @@ type Slot struct {
 }
 
 // MaxHeld bounds the slots a store renews: the requests in flight under
-// Concurrent limits. Past it, a slot is held without renewal, and its
-// slot ends after its life even if its request is still running.
+// Concurrent limits. Past it, a slot is held without renewal, and ends
+// after its life even if its request is still running.
 const MaxHeld = 1 << 20
 
 // Table is a store's table of the slots it renews. Renew is the store's
@@ -35,7 +36,7 @@ type Table struct {
 	mu      sync.Mutex
 	held    map[int64]Slot
 	running bool
-	emptied chan struct{} // told when the table empties, so that the goroutine ends at once
+	emptied chan struct{} // told when the table empties, so that loop ends at once
 }
 
 // Hold renews s from now on, until Drop.
@@ -72,7 +73,6 @@ func (t *Table) Drop(id int64) {
 // loop renews the slots held every third of the shortest slot's life, and
 // ends when none is held.
 func (t *Table) loop() {
-	var batch []Slot
 	for {
 		t.mu.Lock()
 		every := time.Duration(0)
@@ -94,39 +94,27 @@ func (t *Table) loop() {
 			timer.Stop()
 			continue
 		}
-		if batch = t.Held(); len(batch) > 0 {
+		if batch := t.Held(); len(batch) > 0 {
 			t.Renew(batch)
 		}
 	}
 }
 
-// ids makes the ids of slots: a random 20-bit prefix of this
-// process, then a count, so that ids of several instances do not meet and
-// each fits in the 53 bits a script keeps exact.
-var ids struct {
-	once   sync.Once
-	prefix int64
-	n      atomic.Uint32
-}
+// A slot's id is a random 20-bit prefix of this process, then a count,
+// so that ids of several instances do not meet and each fits in the 53
+// bits a script keeps exact.
+var (
+	idPrefix = rand.Int64N(1<<20) + 1
+	idCount  atomic.Uint32
+)
 
 // NewID returns a new slot's id, unique among this process's and, most
 // likely, other instances'.
-func NewID() int64 {
-	ids.once.Do(func() {
-		var b [4]byte
-		rand.Read(b[:])
-		ids.prefix = int64(binary.BigEndian.Uint32(b[:])&(1<<20-1)) + 1
-	})
-	return ids.prefix<<32 | int64(ids.n.Add(1))
-}
+func NewID() int64 { return idPrefix<<32 | int64(idCount.Add(1)) }
 
 // Held returns the slots held.
 func (t *Table) Held() []Slot {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	batch := make([]Slot, 0, len(t.held))
-	for _, s := range t.held {
-		batch = append(batch, s)
-	}
-	return batch
+	return slices.Collect(maps.Values(t.held))
 }
