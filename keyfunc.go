@@ -1,6 +1,7 @@
 package ratelimit
 
 import (
+	"bytes"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
@@ -10,6 +11,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/textproto"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -85,7 +87,7 @@ func HeaderKey(name string, secret []byte) (KeyFunc, error) {
 	}
 	name = textproto.CanonicalMIMEHeaderKey(name)
 	tag := "header:" + name + ":"
-	pool := sync.Pool{New: func() any { return hmac.New(sha256.New, secret) }}
+	macs := newHMACs(secret)
 	return func(r Request) (string, error) {
 		v, ok := firstValue(r, name)
 		if v == "" {
@@ -94,17 +96,32 @@ func HeaderKey(name string, secret []byte) (KeyFunc, error) {
 			}
 			return "", &requestError{detail: "header " + name + " is missing", field: name}
 		}
-		h := pool.Get().(hash.Hash)
-		h.Reset()
-		h.Write([]byte(v))
-		var sum [sha256.Size]byte
-		h.Sum(sum[:0])
-		pool.Put(h)
+		sum := macs.sum16(v)
 		var buf [128]byte
 		k := append(buf[:0], tag...)
-		k = hex.AppendEncode(k, sum[:16])
+		k = hex.AppendEncode(k, sum[:])
 		return string(k), nil
 	}, nil
+}
+
+// hmacs are HMAC-SHA256s under one secret, pooled.
+type hmacs struct{ pool sync.Pool }
+
+func newHMACs(secret []byte) *hmacs {
+	secret = bytes.Clone(secret)
+	return &hmacs{pool: sync.Pool{New: func() any { return hmac.New(sha256.New, secret) }}}
+}
+
+// sum16 returns the first 16 bytes of the HMAC of v.
+func (m *hmacs) sum16(v string) (out [16]byte) {
+	h := m.pool.Get().(hash.Hash)
+	h.Reset()
+	h.Write([]byte(v))
+	var sum [sha256.Size]byte
+	h.Sum(sum[:0])
+	m.pool.Put(h)
+	copy(out[:], sum[:])
+	return out
 }
 
 // User keys requests by a value that earlier middleware, typically
@@ -264,12 +281,7 @@ type ipKeyer struct {
 }
 
 func (k *ipKeyer) isTrusted(a netip.Addr) bool {
-	for _, p := range k.trusted {
-		if p.Contains(a) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(k.trusted, func(p netip.Prefix) bool { return p.Contains(a) })
 }
 
 func (k *ipKeyer) key(r Request) (string, error) {
@@ -440,26 +452,24 @@ func unquote(s string) string {
 // that a request's keys and header values share one allocation; with the
 // default key, the client's address is appended in place.
 func storeKey(r Request, key KeyFunc, prefix string, b *strings.Builder) (string, error) {
-	if b.Cap() == 0 {
-		b.Grow(192)
-	}
-	start := b.Len()
-	if key == nil {
-		a, err := peerKeyer.client(r)
-		if err != nil {
-			return "", err
-		}
-		var buf [64]byte
-		b.WriteString(prefix)
-		b.Write(peerKeyer.appendKey(buf[:0], a))
-	} else {
+	if key != nil {
 		k, err := key(r)
 		if err != nil {
 			return "", err
 		}
-		b.WriteString(prefix)
-		b.WriteString(clientKey(k))
+		return storeKeyOf(prefix, k, b), nil
 	}
+	a, err := peerKeyer.client(r)
+	if err != nil {
+		return "", err
+	}
+	if b.Cap() == 0 {
+		b.Grow(192)
+	}
+	start := b.Len()
+	var buf [64]byte
+	b.WriteString(prefix)
+	b.Write(peerKeyer.appendKey(buf[:0], a))
 	return b.String()[start:], nil
 }
 

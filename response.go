@@ -1,15 +1,11 @@
 package ratelimit
 
 import (
-	"bytes"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash"
 	"net/http"
 	"strconv"
 	"strings"
@@ -331,14 +327,10 @@ func setRetryAfter(w http.ResponseWriter, s *responseState, secs int64) {
 
 // partitionKeys makes the pk parameter of Headers.PartitionKey. A nil
 // *partitionKeys makes none. It is safe for concurrent use.
-type partitionKeys struct {
-	pool sync.Pool // of HMAC-SHA256s under the secret
-}
+type partitionKeys struct{ macs *hmacs }
 
-// newPartitionKeys returns the partitionKeys of secret, which it copies.
 func newPartitionKeys(secret []byte) *partitionKeys {
-	secret = bytes.Clone(secret)
-	return &partitionKeys{pool: sync.Pool{New: func() any { return hmac.New(sha256.New, secret) }}}
+	return &partitionKeys{macs: newHMACs(secret)}
 }
 
 // of returns the pk of the quota counted under key, as an RFC 9651
@@ -348,15 +340,10 @@ func (k *partitionKeys) of(key string) string {
 	if k == nil {
 		return ""
 	}
-	h := k.pool.Get().(hash.Hash)
-	h.Reset()
-	h.Write([]byte(key))
-	var sum [sha256.Size]byte
-	h.Sum(sum[:0])
-	k.pool.Put(h)
+	sum := k.macs.sum16(key)
 	var buf [32]byte // ':' + 24 base64 digits + ':'
 	b := append(buf[:0], ':')
-	b = base64.StdEncoding.AppendEncode(b, sum[:16])
+	b = base64.StdEncoding.AppendEncode(b, sum[:])
 	return string(append(b, ':'))
 }
 
