@@ -325,32 +325,23 @@ func (s *Set) Share(n int) *Set {
 	limits := make([]Limit, len(s.Limits))
 	for i, l := range s.Limits {
 		quota := (l.Quota + int64(n) - 1) / int64(n)
-		if l.Algorithm == Concurrent {
-			limits[i] = CompileConcurrent(int(quota), time.Duration(l.Window)*time.Microsecond)
+		burst := (l.Capacity + int64(n) - 1) / int64(n) // a token bucket's
+		window := time.Duration(l.Window) * time.Microsecond
+		_, _, _, exact := TokenUnits(l.Window, quota, burst)
+		switch cal := l.Calendar; {
+		case l.Algorithm == Concurrent:
+			limits[i] = CompileConcurrent(int(quota), window)
 			continue
-		}
-		if cal := l.Calendar; cal != nil {
+		case cal != nil:
 			limits[i] = l
 			limits[i].Quota, limits[i].Capacity = quota, quota
 			limits[i].Calendar = NewCalendar(cal.Algorithm, quota, cal.Location, cal.Weekday)
-			if l.Usage {
-				limits[i].ChargedFromUsage()
-			}
-			if l.Cost != 0 {
-				limits[i].FixedCost(l.Cost)
-			}
+		case l.Algorithm == TokenBucket && !exact:
+			limits[i] = l
 			continue
+		default:
+			limits[i] = Compile(l.Algorithm, int(quota), window, time.Duration(l.Width)*time.Microsecond, int(burst))
 		}
-		window, precision := time.Duration(l.Window)*time.Microsecond, time.Duration(l.Width)*time.Microsecond
-		burst := int64(0)
-		if l.Algorithm == TokenBucket {
-			burst = (l.Capacity + int64(n) - 1) / int64(n)
-			if _, _, _, ok := TokenUnits(l.Window, quota, burst); !ok {
-				limits[i] = l
-				continue
-			}
-		}
-		limits[i] = Compile(l.Algorithm, int(quota), window, precision, int(burst))
 		if l.Usage {
 			limits[i].ChargedFromUsage()
 		}
