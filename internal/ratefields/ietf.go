@@ -1,6 +1,7 @@
 package ratefields
 
 import (
+	"slices"
 	"strings"
 	"time"
 
@@ -79,7 +80,9 @@ func (p *parser) policyField() (named, unnamed []Policy) {
 				p.report(wire.FieldPolicy, reason)
 				continue
 			}
-			ps = p.addQuota(ps, pol)
+			// Drafts 6 and 7 name no policy, and forbid two of one quota.
+			i := slices.IndexFunc(ps, func(q Policy) bool { return q.Quota == pol.Quota })
+			ps = add(p, wire.FieldPolicy, ps, i, pol, tighter)
 		} else {
 			p.report(wire.FieldPolicy, ReasonMalformed)
 		}
@@ -111,12 +114,9 @@ func namedPolicy(m sfItem) (k itemKey, pol Policy, reason Reason) {
 	if textLen(m.text) > MaxName {
 		return itemKey{}, Policy{}, ReasonTooLarge
 	}
-	q, ok, reason := intParam(m.params, "q")
+	q, _, reason := intParam(m.params, "q", true)
 	if reason != "" {
 		return itemKey{}, Policy{}, reason
-	}
-	if !ok {
-		return itemKey{}, Policy{}, ReasonMalformed
 	}
 	pol = Policy{Quota: q, Unit: unitRequests}
 	if pol.Window, reason = window(m.params, false); reason != "" {
@@ -149,11 +149,11 @@ func quotaPolicy(q int64, params string) (Policy, Reason) {
 
 // window reads the parameter w: whole seconds, from 1 to MaxWindow.
 func window(params string, required bool) (time.Duration, Reason) {
-	w, ok, reason := intParam(params, "w")
+	w, ok, reason := intParam(params, "w", required)
 	switch {
 	case reason != "":
 		return 0, reason
-	case !ok && required, ok && w == 0:
+	case ok && w == 0:
 		return 0, ReasonMalformed
 	case w > int64(MaxWindow/time.Second):
 		return 0, ReasonTooLarge
@@ -181,48 +181,32 @@ func unit(v sfItem) string {
 // addPolicy adds the policy of key k to ps, unless ps has one of that
 // key. Of two that differ, the tighter is kept.
 func (p *parser) addPolicy(ps []Policy, k itemKey, pol Policy) []Policy {
-	for i, q := range ps {
-		if !k.is(q.Name, q.Partition) {
-			continue
-		}
-		pol.Name, pol.Partition = q.Name, q.Partition
-		if q != pol {
-			p.report(wire.FieldPolicy, ReasonDuplicate)
-			if tighter(pol, q) {
-				ps[i] = pol
-			}
-		}
-		return ps
+	i := slices.IndexFunc(ps, func(q Policy) bool { return k.is(q.Name, q.Partition) })
+	if i >= 0 {
+		pol.Name, pol.Partition = ps[i].Name, ps[i].Partition
+	} else if len(ps) < MaxItems {
+		pol.Name, pol.Partition = textValue(k.name), b64Value(k.pk)
 	}
-	if len(ps) == MaxItems {
-		p.report(wire.FieldPolicy, ReasonTooMany)
-		return ps
-	}
-	pol.Name, pol.Partition = textValue(k.name), b64Value(k.pk)
-	return append(ps, pol)
+	return add(p, wire.FieldPolicy, ps, i, pol, tighter)
 }
 
-// addQuota adds pol, a policy of drafts 6 and 7, to ps, unless ps has
-// one of the same quota: those drafts name none, and forbid two policies
-// of one quota. Of two that differ, the tighter is kept.
-func (p *parser) addQuota(ps []Policy, pol Policy) []Policy {
-	for i, q := range ps {
-		if q.Quota != pol.Quota {
-			continue
-		}
-		if q != pol {
-			p.report(wire.FieldPolicy, ReasonDuplicate)
-			if tighter(pol, q) {
-				ps[i] = pol
+// add appends v to vs, or with i not -1, keeps the tighter of v and
+// vs[i], an item of the same key, reporting field when they differ.
+func add[T comparable](p *parser, field string, vs []T, i int, v T, tighter func(a, b T) bool) []T {
+	switch {
+	case i >= 0:
+		if vs[i] != v {
+			p.report(field, ReasonDuplicate)
+			if tighter(v, vs[i]) {
+				vs[i] = v
 			}
 		}
-		return ps
+	case len(vs) == MaxItems:
+		p.report(field, ReasonTooMany)
+	default:
+		vs = append(vs, v)
 	}
-	if len(ps) == MaxItems {
-		p.report(wire.FieldPolicy, ReasonTooMany)
-		return ps
-	}
-	return append(ps, pol)
+	return vs
 }
 
 // tighter reports whether policy a allows less than b: a smaller quota,
@@ -279,14 +263,11 @@ func (p *parser) namedLimit(m sfItem) (k itemKey, l Limit, reason Reason) {
 	if textLen(m.text) > MaxName {
 		return itemKey{}, Limit{}, ReasonTooLarge
 	}
-	r, ok, reason := intParam(m.params, "r")
+	r, _, reason := intParam(m.params, "r", true)
 	if reason != "" {
 		return itemKey{}, Limit{}, reason
 	}
-	if !ok {
-		return itemKey{}, Limit{}, ReasonMalformed
-	}
-	t, _, reason := intParam(m.params, "t")
+	t, _, reason := intParam(m.params, "t", false)
 	if reason != "" {
 		return itemKey{}, Limit{}, reason
 	}
@@ -301,25 +282,15 @@ func (p *parser) namedLimit(m sfItem) (k itemKey, l Limit, reason Reason) {
 // Of two that differ, the tighter is kept: the fewer units remaining, or
 // the same for longer.
 func (p *parser) addLimit(ls []Limit, k itemKey, l Limit) []Limit {
-	for i, q := range ls {
-		if !k.is(q.Name, q.Partition) {
-			continue
-		}
-		l.Name, l.Partition = q.Name, q.Partition
-		if q != l {
-			p.report(wire.FieldRateLimit, ReasonDuplicate)
-			if l.Remaining < q.Remaining || l.Remaining == q.Remaining && l.Reset > q.Reset {
-				ls[i] = l
-			}
-		}
-		return ls
+	i := slices.IndexFunc(ls, func(q Limit) bool { return k.is(q.Name, q.Partition) })
+	if i >= 0 {
+		l.Name, l.Partition = ls[i].Name, ls[i].Partition
+	} else if len(ls) < MaxItems {
+		l.Name, l.Partition = textValue(k.name), b64Value(k.pk)
 	}
-	if len(ls) == MaxItems {
-		p.report(wire.FieldRateLimit, ReasonTooMany)
-		return ls
-	}
-	l.Name, l.Partition = textValue(k.name), b64Value(k.pk)
-	return append(ls, l)
+	return add(p, wire.FieldRateLimit, ls, i, l, func(a, b Limit) bool {
+		return a.Remaining < b.Remaining || a.Remaining == b.Remaining && a.Reset > b.Reset
+	})
 }
 
 // withinQuota returns the limits that do not have more units remaining
@@ -414,16 +385,14 @@ func (p *parser) integerField(field string) (n int64, ok bool) {
 	if !ok {
 		return 0, false
 	}
-	it, ok := parseItem(v)
-	if !ok || it.typ != sfInteger {
-		p.report(field, ReasonMalformed)
-		return 0, false
+	reason := ReasonMalformed
+	if it, ok := parseItem(v); ok && it.typ == sfInteger {
+		if reason = count(it.n); reason == "" {
+			return it.n, true
+		}
 	}
-	if reason := count(it.n); reason != "" {
-		p.report(field, reason)
-		return 0, false
-	}
-	return it.n, true
+	p.report(field, reason)
+	return 0, false
 }
 
 // unnamed sets p.info from the limit l of drafts 6 and 7 and the unnamed
@@ -470,19 +439,18 @@ func isName(m sfItem) bool {
 }
 
 // intParam reads the parameter key, an Integer from 0 to MaxInt; ok is
-// false when it is absent.
-func intParam(params, key string) (n int64, ok bool, reason Reason) {
-	v, ok := param(params, key)
-	if !ok {
+// false when it is absent, which is malformed when it is required.
+func intParam(params, key string, required bool) (n int64, ok bool, reason Reason) {
+	switch v, ok := param(params, key); {
+	case !ok && !required:
 		return 0, false, ""
-	}
-	if v.typ != sfInteger {
+	case !ok || v.typ != sfInteger:
 		return 0, false, ReasonMalformed
+	case count(v.n) != "":
+		return 0, false, count(v.n)
+	default:
+		return v.n, true, ""
 	}
-	if reason := count(v.n); reason != "" {
-		return 0, false, reason
-	}
-	return v.n, true, ""
 }
 
 // partition returns the parameter pk, a Byte Sequence of at most

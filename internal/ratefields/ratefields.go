@@ -2,6 +2,7 @@ package ratefields
 
 import (
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/ratelimit-go/ratelimit/internal/wire"
@@ -271,17 +272,9 @@ func (p *parser) single(field string) (v string, ok bool) {
 	return trimOWS(lines[0]), true
 }
 
-// trimOWS trims the optional whitespace (spaces and tabs) around a field
-// value, as net/http does when it reads one.
-func trimOWS(s string) string {
-	for len(s) > 0 && (s[0] == ' ' || s[0] == '\t') {
-		s = s[1:]
-	}
-	for len(s) > 0 && (s[len(s)-1] == ' ' || s[len(s)-1] == '\t') {
-		s = s[:len(s)-1]
-	}
-	return s
-}
+// trimOWS trims the optional whitespace around a field value, as
+// net/http does when it reads one.
+func trimOWS(s string) string { return strings.Trim(s, " \t") }
 
 // count checks a quota or remaining count n of field: the reason it is
 // not one, or "".

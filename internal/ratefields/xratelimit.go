@@ -1,6 +1,7 @@
 package ratefields
 
 import (
+	"strings"
 	"time"
 
 	"github.com/ratelimit-go/ratelimit/internal/wire"
@@ -134,7 +135,7 @@ func parseCount(s string) (int64, Reason) {
 // of up to nine digits: whole seconds (at most MaxInt+1, which stands for
 // any more) and nanoseconds.
 func parseSeconds(s string) (secs, nanos int64, reason Reason) {
-	whole, frac, dot := cutByte(s, '.')
+	whole, frac, dot := strings.Cut(s, ".")
 	if len(whole) > 1 && whole[0] == '-' && isDigits(whole[1:]) && (!dot || isDigits(frac)) {
 		return 0, 0, ReasonNegative
 	}
@@ -150,27 +151,9 @@ func parseSeconds(s string) (secs, nanos int64, reason Reason) {
 	return digits(whole), nanos, ""
 }
 
-// cutByte slices s around the first c.
-func cutByte(s string, c byte) (before, after string, found bool) {
-	for i := 0; i < len(s); i++ {
-		if s[i] == c {
-			return s[:i], s[i+1:], true
-		}
-	}
-	return s, "", false
-}
-
 // isDigits reports whether s is one or more decimal digits.
 func isDigits(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return true
+	return s != "" && strings.TrimLeft(s, "0123456789") == ""
 }
 
 // digits returns the value of the decimal digits s, at most MaxInt+1,
@@ -188,26 +171,15 @@ func digits(s string) int64 {
 
 // isToken reports whether s is an HTTP token (RFC 9110, section 5.6.2).
 func isToken(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
+	for i := range len(s) {
 		if !isTchar(s[i]) {
 			return false
 		}
 	}
-	return true
+	return s != ""
 }
 
 // isTchar reports whether c may be in an HTTP token.
 func isTchar(c byte) bool {
-	switch {
-	case isAlpha(c), isDigit(c):
-		return true
-	}
-	switch c {
-	case '!', '#', '$', '%', '&', '\'', '*', '+', '-', '.', '^', '_', '`', '|', '~':
-		return true
-	}
-	return false
+	return isAlpha(c) || isDigit(c) || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
 }
