@@ -8,11 +8,6 @@ import (
 	"github.com/ratelimit-go/ratelimit/internal/wire"
 )
 
-// The fields of draft-ietf-httpapi-ratelimit-headers: RateLimit-Policy
-// and RateLimit as drafts 8 to 11 define them (named items), and as
-// drafts 6 and 7 did (Integers, a Dictionary), with draft 6's
-// RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset.
-
 // The quota units of the draft's registry.
 const (
 	unitRequests   = "requests"
@@ -20,8 +15,8 @@ const (
 	unitConcurrent = "concurrent-requests"
 )
 
-// ietf reads the draft's fields into p.info, drafts 8 to 11 before 6 and
-// 7, and reports whether they said anything.
+// ietf reads the draft's fields into p.info, drafts 8 to 11 before 6
+// and 7, and reports whether they said anything.
 func (p *parser) ietf() bool {
 	named, unnamed := p.policyField()
 	limits, dict := p.rateLimitField()
@@ -37,8 +32,7 @@ func (p *parser) ietf() bool {
 	return p.unnamed(l, unnamed)
 }
 
-// fieldValue returns a field's lines as the one value RFC 9651 parses
-// (section 4.2): joined with ", ".
+// fieldValue joins a field's lines as RFC 9651 (section 4.2) parses them.
 func fieldValue(lines []string) string {
 	if len(lines) == 1 {
 		return lines[0]
@@ -46,9 +40,9 @@ func fieldValue(lines []string) string {
 	return strings.Join(lines, ", ")
 }
 
-// policyField reads RateLimit-Policy: named policies (drafts 8 to 11) or
-// unnamed ones (drafts 6 and 7), as its first item is; an item of the
-// other kind is malformed.
+// policyField reads RateLimit-Policy: named policies (drafts 8 to 11)
+// or unnamed ones (6 and 7), as its first item is; the other kind is
+// malformed.
 func (p *parser) policyField() (named, unnamed []Policy) {
 	lines := p.lines(wire.FieldPolicy)
 	if len(lines) == 0 {
@@ -96,20 +90,17 @@ func (p *parser) policyField() (named, unnamed []Policy) {
 	return nil, ps
 }
 
-// An itemKey tells a named policy or limit from another: its name and
-// partition key as its item sends them, a String's or Token's text and
-// base64. It is compared in place and copied only into what is kept, so
-// that an item not kept allocates nothing.
+// An itemKey is a named item's name and pk as sent (text and base64),
+// compared in place and copied only when kept: an item not kept
+// allocates nothing.
 type itemKey struct{ name, pk string }
 
-// is reports whether k is the key of a policy or limit kept.
 func (k itemKey) is(name, partition string) bool {
 	return textEqual(k.name, name) && b64Equal(k.pk, partition)
 }
 
-// namedPolicy reads a policy item of drafts 8 to 11: q, required; w, qu
-// and pk. Other parameters are comments. The policy returned has no
-// name or partition key yet: they are k's.
+// namedPolicy reads a policy item of drafts 8 to 11: q, required; w,
+// qu and pk; other parameters are comments. Its name and pk are k's.
 func namedPolicy(m sfItem) (k itemKey, pol Policy, reason Reason) {
 	if textLen(m.text) > MaxName {
 		return itemKey{}, Policy{}, ReasonTooLarge
@@ -134,8 +125,8 @@ func namedPolicy(m sfItem) (k itemKey, pol Policy, reason Reason) {
 	return itemKey{name: m.text, pk: pk}, pol, ""
 }
 
-// quotaPolicy reads a policy item of drafts 6 and 7: the quota q, with w
-// required. Other parameters are comments.
+// quotaPolicy reads a policy item of drafts 6 and 7: the quota q, with
+// w required; other parameters are comments.
 func quotaPolicy(q int64, params string) (Policy, Reason) {
 	if reason := count(q); reason != "" {
 		return Policy{}, reason
@@ -161,9 +152,8 @@ func window(params string, required bool) (time.Duration, Reason) {
 	return time.Duration(w) * time.Second, ""
 }
 
-// unit returns the quota unit qu names, or "" when it names none of the
-// draft's registry. The registry spells the first "request", the text
-// "requests": both are read as "requests".
+// unit returns the registered quota unit qu names, or "". The registry
+// spells "request", the text "requests": both are read.
 func unit(v sfItem) string {
 	switch {
 	case !isName(v):
@@ -209,15 +199,14 @@ func add[T comparable](p *parser, field string, vs []T, i int, v T, tighter func
 	return vs
 }
 
-// tighter reports whether policy a allows less than b: a smaller quota,
-// or the same over a longer window.
+// tighter reports whether a allows less than b: a smaller quota, or
+// the same over a longer window.
 func tighter(a, b Policy) bool {
 	return a.Quota < b.Quota || a.Quota == b.Quota && a.Window > b.Window
 }
 
-// rateLimitField reads RateLimit: the limits of drafts 8 to 11, a List of
-// named items, or else draft 7's Dictionary, returned unread ("" when
-// there is none).
+// rateLimitField reads RateLimit: the named limits of drafts 8 to 11,
+// or else draft 7's Dictionary, returned unread ("" when none).
 func (p *parser) rateLimitField() (limits []Limit, dict string) {
 	lines := p.lines(wire.FieldRateLimit)
 	if len(lines) == 0 {
@@ -256,9 +245,8 @@ func (p *parser) rateLimitField() (limits []Limit, dict string) {
 	return limits, ""
 }
 
-// namedLimit reads a limit item of drafts 8 to 11: r, required; t and pk.
-// Other parameters are comments. The limit returned has no name or
-// partition key yet: they are k's.
+// namedLimit reads a limit item of drafts 8 to 11: r, required; t and
+// pk; other parameters are comments. Its name and pk are k's.
 func (p *parser) namedLimit(m sfItem) (k itemKey, l Limit, reason Reason) {
 	if textLen(m.text) > MaxName {
 		return itemKey{}, Limit{}, ReasonTooLarge
@@ -278,9 +266,8 @@ func (p *parser) namedLimit(m sfItem) (k itemKey, l Limit, reason Reason) {
 	return itemKey{name: m.text, pk: pk}, Limit{Remaining: r, Reset: p.delay(wire.FieldRateLimit, t, 0, true)}, ""
 }
 
-// addLimit adds the limit of key k to ls, unless ls has one of that key.
-// Of two that differ, the tighter is kept: the fewer units remaining, or
-// the same for longer.
+// addLimit is addPolicy for limits: the tighter has fewer units
+// remaining, or the same for longer.
 func (p *parser) addLimit(ls []Limit, k itemKey, l Limit) []Limit {
 	i := slices.IndexFunc(ls, func(q Limit) bool { return k.is(q.Name, q.Partition) })
 	if i >= 0 {
@@ -293,8 +280,8 @@ func (p *parser) addLimit(ls []Limit, k itemKey, l Limit) []Limit {
 	})
 }
 
-// withinQuota returns the limits that do not have more units remaining
-// than a policy they count against allows, reporting the others.
+// withinQuota returns the limits with no more units remaining than
+// their policies allow, reporting the others.
 func (p *parser) withinQuota(policies []Policy, limits []Limit) []Limit {
 	kept := limits[:0]
 	for _, l := range limits {
@@ -316,8 +303,7 @@ func (p *parser) withinQuota(policies []Policy, limits []Limit) []Limit {
 	return kept
 }
 
-// draftLimit is the one limit of drafts 6 and 7: the quota it counts
-// against, what remains, and when more comes back.
+// draftLimit is the one limit of drafts 6 and 7.
 type draftLimit struct {
 	limit, remaining int64
 	hasLimit         bool
@@ -328,7 +314,7 @@ type draftLimit struct {
 
 // dictionary reads draft 7's RateLimit Dictionary d: limit and reset,
 // required, and remaining; ok is false when d is "" or, reported, not
-// what draft 7 defines. Other keys and all parameters are ignored.
+// draft 7's. Other keys and all parameters are ignored.
 func (p *parser) dictionary(d string) (l draftLimit, ok bool) {
 	if d == "" {
 		return draftLimit{}, false
@@ -377,9 +363,8 @@ func (p *parser) separateFields() draftLimit {
 	return l
 }
 
-// integerField reads a single-valued field whose value is an RFC 9651
-// Integer, not negative; ok is false when it is absent or, reported,
-// anything else.
+// integerField reads a single-valued field, a non-negative Integer; ok
+// is false when it is absent or, reported, anything else.
 func (p *parser) integerField(field string) (n int64, ok bool) {
 	v, ok := p.single(field)
 	if !ok {
@@ -395,10 +380,9 @@ func (p *parser) integerField(field string) (n int64, ok bool) {
 	return 0, false
 }
 
-// unnamed sets p.info from the limit l of drafts 6 and 7 and the unnamed
-// policies of RateLimit-Policy, the policy of l's limit first; it reports
-// whether they said anything. A remaining count with no limit beside it
-// would count against no known quota, and is ignored.
+// unnamed sets p.info from l and the unnamed policies, l's first, and
+// reports whether they said anything. A remaining count without a limit
+// counts against no known quota: it is ignored.
 func (p *parser) unnamed(l draftLimit, policies []Policy) bool {
 	if !l.hasLimit {
 		if l.hasRemaining {
@@ -432,14 +416,14 @@ func (p *parser) unnamed(l draftLimit, policies []Policy) bool {
 	return true
 }
 
-// isName reports whether m is a name, as an item of drafts 8 to 11
-// gives it: a String (draft 11) or a Token (drafts 8 to 10).
+// isName reports whether m is a name: a String (draft 11) or a Token
+// (drafts 8 to 10).
 func isName(m sfItem) bool {
 	return m.typ == sfString || m.typ == sfToken
 }
 
-// intParam reads the parameter key, an Integer from 0 to MaxInt; ok is
-// false when it is absent, which is malformed when it is required.
+// intParam reads the Integer parameter key, from 0 to MaxInt; ok is
+// false when it is absent, malformed when required.
 func intParam(params, key string, required bool) (n int64, ok bool, reason Reason) {
 	switch v, ok := param(params, key); {
 	case !ok && !required:

@@ -2,6 +2,7 @@ package ratefields
 
 import (
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -205,8 +206,7 @@ func Parse(h http.Header, status int, body []byte, now time.Time, maxDelay time.
 	return p.info, p.problems
 }
 
-// The fields Parse reads, in canonical form, beside those a Limiter of
-// this module sends (package wire).
+// The fields Parse reads beside those of package wire.
 const (
 	fieldLimit       = "Ratelimit-Limit"
 	fieldRemaining   = "Ratelimit-Remaining"
@@ -227,9 +227,8 @@ type parser struct {
 	problems []Problem
 }
 
-// report records that field's value was ignored or changed for reason,
-// once per field and reason, so that the problems of a response are
-// bounded by the fields read times the reasons.
+// report records a Problem once per field and reason, so that a
+// response's problems are bounded.
 func (p *parser) report(field string, reason Reason) {
 	for _, q := range p.problems {
 		if q.Field == field && q.Reason == reason {
@@ -239,9 +238,9 @@ func (p *parser) report(field string, reason Reason) {
 	p.problems = append(p.problems, Problem{Field: field, Reason: reason})
 }
 
-// lines returns the lines of field, or nil when it is absent or, reported,
-// longer than MaxField in all, counting the ", " that joins them into
-// one value: a thousand empty lines are not a small field.
+// lines returns field's lines, or nil when it is absent or, reported,
+// over MaxField with the ", " that join them: a thousand empty lines are
+// not a small field.
 func (p *parser) lines(field string) []string {
 	lines := p.h[field]
 	n := 0
@@ -255,29 +254,25 @@ func (p *parser) lines(field string) []string {
 	return lines
 }
 
-// single returns the value of a single-valued field: ok is false when the
-// field is absent, too large, or on several lines that differ
-// (reported).
+// single returns a single-valued field's value; ok is false when it is
+// absent, too large, or on lines that differ (reported).
 func (p *parser) single(field string) (v string, ok bool) {
 	lines := p.lines(field)
 	if len(lines) == 0 {
 		return "", false
 	}
-	for _, l := range lines[1:] {
-		if trimOWS(l) != trimOWS(lines[0]) {
-			p.report(field, ReasonDuplicate)
-			return "", false
-		}
+	v = trimOWS(lines[0])
+	if slices.ContainsFunc(lines[1:], func(l string) bool { return trimOWS(l) != v }) {
+		p.report(field, ReasonDuplicate)
+		return "", false
 	}
-	return trimOWS(lines[0]), true
+	return v, true
 }
 
-// trimOWS trims the optional whitespace around a field value, as
-// net/http does when it reads one.
+// trimOWS trims a value's optional whitespace, as net/http does.
 func trimOWS(s string) string { return strings.Trim(s, " \t") }
 
-// count checks a quota or remaining count n of field: the reason it is
-// not one, or "".
+// count returns why n is not a quota or remaining count, or "".
 func count(n int64) Reason {
 	switch {
 	case n < 0:
@@ -288,12 +283,10 @@ func count(n int64) Reason {
 	return ""
 }
 
-// delay returns secs seconds and nanos nanoseconds, both non-negative,
-// as a wait (Retry-After) of at most the caller's cap, reporting field
-// (ReasonCapped) when it cuts them; or, with reset set, as the time until
-// a limit resets, which is no wait while the limit has units left, so
-// that a monthly quota's reset is not cut: at most MaxWindow, reported
-// (ReasonTooLarge) beyond.
+// delay returns secs and nanos, non-negative, as a wait cut to the
+// caller's cap (ReasonCapped); or, with reset, as a limit's reset, no
+// wait while units are left (a monthly quota's), cut to MaxWindow
+// (ReasonTooLarge).
 func (p *parser) delay(field string, secs, nanos int64, reset bool) time.Duration {
 	limit, reason := p.maxDelay, ReasonCapped
 	if reset {

@@ -7,18 +7,13 @@ import (
 	"github.com/ratelimit-go/ratelimit/internal/wire"
 )
 
-// The X-RateLimit-* fields: no standard, one common shape. Limit,
-// Remaining and Reset describe one limit; GitHub adds Resource, the
-// limit's name, and Used; Discord adds Reset-After.
-
-// epoch is the X-RateLimit-Reset above which it is a Unix time rather
-// than seconds from now: a year of seconds. GitHub and express-rate-limit
-// send Unix times (about 1.7e9 in 2024); a wait of more than a year is
-// no wait a client makes.
+// epoch is the X-RateLimit-Reset above which it is a Unix time (as
+// GitHub and express-rate-limit send), not seconds from now: no client
+// waits a year.
 const epoch = 365 * 24 * 60 * 60
 
-// xRateLimit reads the X-RateLimit-* fields into p.info. A remaining
-// count above the limit is ignored.
+// xRateLimit reads X-RateLimit-* into p.info, ignoring a remaining
+// count above the limit.
 func (p *parser) xRateLimit() {
 	limit, hasLimit := p.xCount(wire.FieldXLimit)
 	remaining, hasRemaining := p.xCount(wire.FieldXRemaining)
@@ -56,8 +51,8 @@ func (p *parser) xCount(field string) (int64, bool) {
 	return n, true
 }
 
-// resource returns the policy name X-RateLimit-Resource gives: an HTTP
-// token of at most MaxName bytes; "" when absent or ignored.
+// resource returns X-RateLimit-Resource, a token of at most MaxName
+// bytes; "" when absent or ignored.
 func (p *parser) resource() string {
 	v, ok := p.single(fieldXResource)
 	if !ok {
@@ -74,9 +69,8 @@ func (p *parser) resource() string {
 	return v
 }
 
-// checkUsed reports X-RateLimit-Used when it says more was used than
-// the limit and remaining leave room for. It sets nothing: GitHub's used
-// plus remaining is its limit, which the others give already.
+// checkUsed reports an X-RateLimit-Used above limit-remaining; it sets
+// nothing, as GitHub's used plus remaining is its limit.
 func (p *parser) checkUsed(limit, remaining int64) {
 	used, ok := p.xCount(fieldXUsed)
 	if ok && used > limit-remaining {
@@ -84,10 +78,9 @@ func (p *parser) checkUsed(limit, remaining int64) {
 	}
 }
 
-// xReset returns the time until the limit resets: X-RateLimit-Reset-After
-// or else X-RateLimit-Reset, seconds possibly with a fraction; the
-// latter is a Unix time when above a year of seconds. 0 when neither
-// says.
+// xReset returns the time until the limit resets, from
+// X-RateLimit-Reset-After or else X-RateLimit-Reset (a Unix time above
+// epoch); 0 when neither says.
 func (p *parser) xReset() time.Duration {
 	if v, ok := p.single(fieldXResetAfter); ok {
 		secs, nanos, reason := parseSeconds(v)
@@ -131,9 +124,8 @@ func parseCount(s string) (int64, Reason) {
 	return n, ""
 }
 
-// parseSeconds reads seconds as decimal digits, possibly with a fraction
-// of up to nine digits: whole seconds (at most MaxInt+1, which stands for
-// any more) and nanoseconds.
+// parseSeconds reads decimal seconds with up to nine fractional digits:
+// whole seconds (at most MaxInt+1, standing for any more) and nanos.
 func parseSeconds(s string) (secs, nanos int64, reason Reason) {
 	whole, frac, dot := strings.Cut(s, ".")
 	if len(whole) > 1 && whole[0] == '-' && isDigits(whole[1:]) && (!dot || isDigits(frac)) {
@@ -156,8 +148,7 @@ func isDigits(s string) bool {
 	return s != "" && strings.TrimLeft(s, "0123456789") == ""
 }
 
-// digits returns the value of the decimal digits s, at most MaxInt+1,
-// which stands for any more.
+// digits returns the value of decimal digits s, at most MaxInt+1.
 func digits(s string) int64 {
 	var n int64
 	for i := 0; i < len(s); i++ {
