@@ -126,11 +126,7 @@ func Summarize(m int, sketches ...*Sketch) Summary {
 			e.High += c.n - s.floor()
 		}
 	}
-	counts := make([]Count, 0, len(all))
-	for _, c := range all {
-		counts = append(counts, *c)
-	}
-	sortCounts(counts)
+	counts := sorted(all)
 	sum := Summary{Counts: counts, Rest: floors, Total: total}
 	if m >= 0 && m < len(counts) {
 		for _, c := range counts[m:] {
@@ -163,22 +159,20 @@ func Merge(n int, summaries ...Summary) []Count {
 			e.High += c.High - s.Rest
 		}
 	}
+	counts := sorted(all)
+	return counts[:min(n, len(counts))]
+}
+
+// sorted returns the counts of all most first, by estimate, then key.
+func sorted(all map[string]*Count) []Count {
 	counts := make([]Count, 0, len(all))
 	for _, c := range all {
 		counts = append(counts, *c)
 	}
-	sortCounts(counts)
-	return counts[:min(n, len(counts))]
-}
-
-// sortCounts sorts counts most first, by estimate, then key.
-func sortCounts(counts []Count) {
 	slices.SortFunc(counts, func(a, b Count) int {
-		if c := cmp.Compare(b.N, a.N); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.Key, b.Key)
+		return cmp.Or(cmp.Compare(b.N, a.N), cmp.Compare(a.Key, b.Key))
 	})
+	return counts
 }
 
 type minHeap []*counter
