@@ -6,6 +6,7 @@
 package override
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -275,8 +276,7 @@ func (t *Table) Get(policy, key string) (Override, bool) {
 	if t == nil || t.policies[policy] == nil {
 		return Override{}, false
 	}
-	p := t.policies[policy]
-	s, ok := noSlot, false
+	p, s, ok := t.policies[policy], noSlot, false
 	switch prefix, isPrefix := strings.CutSuffix(key, "*"); {
 	case key == "":
 		s, ok = p.whole, p.whole.set >= 0
@@ -327,11 +327,10 @@ func (t *Table) Effects() int {
 
 // lookup returns the slot of the override of policy for key.
 func (t *Table) lookup(policy, key string) (slot, bool) {
-	if t == nil {
-		return noSlot, false
-	}
-	if p := t.policies[policy]; p != nil {
-		return p.lookup(key)
+	if t != nil {
+		if p := t.policies[policy]; p != nil {
+			return p.lookup(key)
+		}
 	}
 	return noSlot, false
 }
@@ -388,10 +387,7 @@ func (t *Table) All() []Override {
 	}
 	all := slices.Clone(t.set)
 	slices.SortFunc(all, func(a, b Override) int {
-		if c := strings.Compare(a.Policy, b.Policy); c != 0 {
-			return c
-		}
-		return strings.Compare(a.StoredKey, b.StoredKey)
+		return cmp.Or(strings.Compare(a.Policy, b.Policy), strings.Compare(a.StoredKey, b.StoredKey))
 	})
 	return all
 }
