@@ -187,9 +187,8 @@ func Compile(algorithm uint8, quota int, window, precision time.Duration, burst 
 	return c
 }
 
-// newLimit returns the integers every limit has: its quota, which is
-// also its capacity until a burst says otherwise, and its window in µs
-// and ms.
+// newLimit returns the integers every limit has; its capacity is its
+// quota until a burst says otherwise.
 func newLimit(algorithm uint8, quota int, window time.Duration) Limit {
 	return Limit{
 		Algorithm: algorithm,
