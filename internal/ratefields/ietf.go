@@ -1,6 +1,7 @@
 package ratefields
 
 import (
+	"cmp"
 	"slices"
 	"strings"
 	"time"
@@ -32,14 +33,6 @@ func (p *parser) ietf() bool {
 	return p.unnamed(l, unnamed)
 }
 
-// fieldValue joins a field's lines as RFC 9651 (section 4.2) parses them.
-func fieldValue(lines []string) string {
-	if len(lines) == 1 {
-		return lines[0]
-	}
-	return strings.Join(lines, ", ")
-}
-
 // policyField reads RateLimit-Policy: named policies (drafts 8 to 11)
 // or unnamed ones (6 and 7), as its first item is; the other kind is
 // malformed.
@@ -48,7 +41,7 @@ func (p *parser) policyField() (named, unnamed []Policy) {
 	if len(lines) == 0 {
 		return nil, nil
 	}
-	v := fieldValue(lines)
+	v := strings.Join(lines, ", ") // as RFC 9651 parses them (section 4.2)
 	n, ok := listLen(v)
 	if !ok || n == 0 {
 		p.report(wire.FieldPolicy, ReasonMalformed)
@@ -101,38 +94,31 @@ func (k itemKey) is(name, partition string) bool {
 
 // namedPolicy reads a policy item of drafts 8 to 11: q, required; w,
 // qu and pk; other parameters are comments. Its name and pk are k's.
-func namedPolicy(m sfItem) (k itemKey, pol Policy, reason Reason) {
-	if textLen(m.text) > MaxName {
-		return itemKey{}, Policy{}, ReasonTooLarge
-	}
-	q, _, reason := intParam(m.params, "q", true)
-	if reason != "" {
+func namedPolicy(m sfItem) (itemKey, Policy, Reason) {
+	q, _, qReason := intParam(m.params, "q", true)
+	w, wReason := window(m.params, false)
+	u, uReason := unit(m.params)
+	pk, pkReason := partition(m.params)
+	// The first reason, in the order the parameters are checked.
+	if reason := cmp.Or(nameReason(m.text), qReason, wReason, uReason, pkReason); reason != "" {
 		return itemKey{}, Policy{}, reason
 	}
-	pol = Policy{Quota: q, Unit: unitRequests}
-	if pol.Window, reason = window(m.params, false); reason != "" {
-		return itemKey{}, Policy{}, reason
+	return itemKey{name: m.text, pk: pk}, Policy{Quota: q, Window: w, Unit: u}, ""
+}
+
+// nameReason returns why a name's text is not kept, or "".
+func nameReason(text string) Reason {
+	if textLen(text) > MaxName {
+		return ReasonTooLarge
 	}
-	if v, ok := param(m.params, "qu"); ok {
-		if pol.Unit = unit(v); pol.Unit == "" {
-			return itemKey{}, Policy{}, ReasonMalformed
-		}
-	}
-	pk, reason := partition(m.params)
-	if reason != "" {
-		return itemKey{}, Policy{}, reason
-	}
-	return itemKey{name: m.text, pk: pk}, pol, ""
+	return ""
 }
 
 // quotaPolicy reads a policy item of drafts 6 and 7: the quota q, with
 // w required; other parameters are comments.
 func quotaPolicy(q int64, params string) (Policy, Reason) {
-	if reason := count(q); reason != "" {
-		return Policy{}, reason
-	}
-	w, reason := window(params, true)
-	if reason != "" {
+	w, wReason := window(params, true)
+	if reason := cmp.Or(count(q), wReason); reason != "" {
 		return Policy{}, reason
 	}
 	return Policy{Quota: q, Window: w, Unit: unitRequests}, ""
@@ -152,20 +138,23 @@ func window(params string, required bool) (time.Duration, Reason) {
 	return time.Duration(w) * time.Second, ""
 }
 
-// unit returns the registered quota unit qu names, or "". The registry
-// spells "request", the text "requests": both are read.
-func unit(v sfItem) string {
-	switch {
+// unit returns the registered quota unit qu names, "requests" when
+// absent. The registry spells "request", the text "requests": both are
+// read.
+func unit(params string) (string, Reason) {
+	switch v, ok := param(params, "qu"); {
+	case !ok:
+		return unitRequests, ""
 	case !isName(v):
-		return ""
+		return "", ReasonMalformed
 	case textEqual(v.text, "requests"), textEqual(v.text, "request"):
-		return unitRequests
+		return unitRequests, ""
 	case textEqual(v.text, unitBytes):
-		return unitBytes
+		return unitBytes, ""
 	case textEqual(v.text, unitConcurrent):
-		return unitConcurrent
+		return unitConcurrent, ""
 	}
-	return ""
+	return "", ReasonMalformed
 }
 
 // addPolicy adds the policy of key k to ps, unless ps has one of that
@@ -212,16 +201,12 @@ func (p *parser) rateLimitField() (limits []Limit, dict string) {
 	if len(lines) == 0 {
 		return nil, ""
 	}
-	v := fieldValue(lines)
+	v := strings.Join(lines, ", ")
 	n, ok := listLen(v)
-	if !ok {
-		if n, ok := dictLen(v); !ok || n == 0 {
-			p.report(wire.FieldRateLimit, ReasonMalformed)
-			return nil, ""
+	if !ok || n == 0 {
+		if n, ok := dictLen(v); ok && n > 0 {
+			return nil, v
 		}
-		return nil, v
-	}
-	if n == 0 {
 		p.report(wire.FieldRateLimit, ReasonMalformed)
 		return nil, ""
 	}
@@ -247,20 +232,11 @@ func (p *parser) rateLimitField() (limits []Limit, dict string) {
 
 // namedLimit reads a limit item of drafts 8 to 11: r, required; t and
 // pk; other parameters are comments. Its name and pk are k's.
-func (p *parser) namedLimit(m sfItem) (k itemKey, l Limit, reason Reason) {
-	if textLen(m.text) > MaxName {
-		return itemKey{}, Limit{}, ReasonTooLarge
-	}
-	r, _, reason := intParam(m.params, "r", true)
-	if reason != "" {
-		return itemKey{}, Limit{}, reason
-	}
-	t, _, reason := intParam(m.params, "t", false)
-	if reason != "" {
-		return itemKey{}, Limit{}, reason
-	}
-	pk, reason := partition(m.params)
-	if reason != "" {
+func (p *parser) namedLimit(m sfItem) (itemKey, Limit, Reason) {
+	r, _, rReason := intParam(m.params, "r", true)
+	t, _, tReason := intParam(m.params, "t", false)
+	pk, pkReason := partition(m.params)
+	if reason := cmp.Or(nameReason(m.text), rReason, tReason, pkReason); reason != "" {
 		return itemKey{}, Limit{}, reason
 	}
 	return itemKey{name: m.text, pk: pk}, Limit{Remaining: r, Reset: p.delay(wire.FieldRateLimit, t, 0, true)}, ""
@@ -283,20 +259,15 @@ func (p *parser) addLimit(ls []Limit, k itemKey, l Limit) []Limit {
 // withinQuota returns the limits with no more units remaining than
 // their policies allow, reporting the others.
 func (p *parser) withinQuota(policies []Policy, limits []Limit) []Limit {
-	kept := limits[:0]
-	for _, l := range limits {
-		ok := true
-		for _, pol := range policies {
-			if pol.Name == l.Name && (pol.Partition == "" || pol.Partition == l.Partition) && l.Remaining > pol.Quota {
-				ok = false
-			}
-		}
-		if !ok {
+	kept := slices.DeleteFunc(limits, func(l Limit) bool {
+		over := slices.ContainsFunc(policies, func(pol Policy) bool {
+			return pol.Name == l.Name && (pol.Partition == "" || pol.Partition == l.Partition) && l.Remaining > pol.Quota
+		})
+		if over {
 			p.report(wire.FieldRateLimit, ReasonContradicts)
-			continue
 		}
-		kept = append(kept, l)
-	}
+		return over
+	})
 	if len(kept) == 0 {
 		return nil
 	}
@@ -330,14 +301,11 @@ func (p *parser) dictionary(d string) (l draftLimit, ok bool) {
 		return m.n, true, count(m.n)
 	}
 	l.field = wire.FieldRateLimit
-	var hasReset bool
-	var reset int64
-	var reason Reason
-	if l.limit, l.hasLimit, reason = member("limit"); reason == "" {
-		if l.remaining, l.hasRemaining, reason = member("remaining"); reason == "" {
-			reset, hasReset, reason = member("reset")
-		}
-	}
+	var limitReason, remainingReason Reason
+	l.limit, l.hasLimit, limitReason = member("limit")
+	l.remaining, l.hasRemaining, remainingReason = member("remaining")
+	reset, hasReset, resetReason := member("reset")
+	reason := cmp.Or(limitReason, remainingReason, resetReason)
 	if reason == "" && (!l.hasLimit || !hasReset) {
 		reason = ReasonMalformed
 	}
@@ -392,20 +360,15 @@ func (p *parser) unnamed(l draftLimit, policies []Policy) bool {
 		return len(policies) > 0
 	}
 	lead := Policy{Quota: l.limit, Unit: unitRequests}
-	all := make([]Policy, 1, 1+len(policies))
-	for i, pol := range policies {
-		if pol.Quota == l.limit {
-			lead.Window = pol.Window
-			policies = append(policies[:i:i], policies[i+1:]...)
-			break
-		}
+	if i := slices.IndexFunc(policies, func(q Policy) bool { return q.Quota == l.limit }); i >= 0 {
+		lead.Window = policies[i].Window
+		policies = slices.Delete(policies, i, i+1)
 	}
 	if len(policies) == MaxItems {
 		p.report(wire.FieldPolicy, ReasonTooMany)
 		policies = policies[:MaxItems-1]
 	}
-	all[0] = lead
-	p.info.Policies = append(all, policies...)
+	p.info.Policies = slices.Insert(policies, 0, lead)
 	if l.hasRemaining {
 		if l.remaining > l.limit {
 			p.report(l.field, ReasonContradicts)
