@@ -50,21 +50,20 @@ type Writer struct {
 // WriteHeader finishes with code, unless it is informational, and
 // writes it.
 func (w *Writer) WriteHeader(code int) {
-	if code >= 200 { // not an informational answer
+	if code >= 200 {
 		w.Finish(code)
 	}
 	w.ResponseWriter.WriteHeader(code)
 }
 
-// Write finishes with 200, if the header is not written yet, and writes
-// b.
+// Write finishes with 200, if the header is unwritten, and writes b.
 func (w *Writer) Write(b []byte) (int, error) {
 	w.Finish(http.StatusOK)
 	return w.ResponseWriter.Write(b)
 }
 
-// Flush finishes with 200, if the header is not written yet, and flushes
-// the server's writer, when it can.
+// Flush finishes with 200, if the header is unwritten, and flushes the
+// server's writer, when it can.
 func (w *Writer) Flush() {
 	w.Finish(http.StatusOK)
 	http.NewResponseController(w.ResponseWriter).Flush()

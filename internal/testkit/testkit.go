@@ -52,9 +52,9 @@ func (s *Buffer) String() string {
 	return s.b.String()
 }
 
-// A Clock is a pinned clock, safe for concurrent use: its time moves only
-// by Advance, which then tells moved, when set (a miniredis's SetTime, so
-// that its TIME and key expiry follow).
+// A Clock is a pinned clock, safe for concurrent use: its time moves
+// only by Advance, which then tells moved, when set (a miniredis's
+// SetTime, so that its TIME and key expiry follow).
 type Clock struct {
 	mu    sync.Mutex
 	now   time.Time
