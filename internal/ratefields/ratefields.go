@@ -107,10 +107,10 @@ type Limit struct {
 	Remaining int64
 
 	// Reset is the time within which the client may spend at most
-	// Remaining more units, and after which more may come back: t (the
-	// draft 11 effective window, which need not be when the quota is full
+	// Remaining more units, and after which more may come back: t (draft
+	// 11's effective window, not necessarily when the quota is full
 	// again), reset, X-RateLimit-Reset or X-RateLimit-Reset-After; at most
-	// the caller's cap; 0 when the form does not say.
+	// MaxWindow (a reset is no wait); 0 when the form does not say.
 	Reset time.Duration
 
 	// Partition is the partition key pk, as in Policy.
@@ -121,10 +121,8 @@ type Limit struct {
 type Problem struct {
 	// Field is the canonical name of the header field that holds the
 	// value, such as "Ratelimit-Policy" or "X-Ratelimit-Reset", or "body".
-	Field string
-
-	// Reason says what was wrong with it.
-	Reason Reason
+	Field  string
+	Reason Reason // what was wrong with it
 }
 
 // A Reason says why Parse ignored or changed a value. The set is closed
@@ -141,14 +139,12 @@ const (
 	// its item, is ignored.
 	ReasonMalformed Reason = "malformed"
 
-	// ReasonDuplicate: a single-valued field on several lines that differ
-	// (ignored); a policy or limit listed twice with different values (the
-	// tighter kept); a problem details member given twice (the body
-	// ignored).
+	// ReasonDuplicate: a single-valued field on lines that differ
+	// (ignored); a policy or limit listed twice, differently (the tighter
+	// kept); a problem details member given twice (the body ignored).
 	ReasonDuplicate Reason = "duplicate"
 
-	// ReasonNegative: a number below zero. Its value, or its item, is
-	// ignored.
+	// ReasonNegative: a number below zero; it, or its item, is ignored.
 	ReasonNegative Reason = "negative"
 
 	// ReasonTooLarge: a number above MaxInt, a window above MaxWindow, a
@@ -174,21 +170,17 @@ const (
 	ReasonContradicts Reason = "contradicts"
 )
 
-// Parse reads what a response's header h (and, for a 429 or 503 with an
-// RFC 9457 problem+json body, that body) say of the upstream's limits, at
-// now.
-// A wait, Retry-After, is capped at maxDelay (e.g. a Retry-After of a
-// year); a value over the cap is capped and reported (ReasonCapped), not
-// dropped. A maxDelay below zero caps at zero. A limit's Reset is not a
-// wait while the limit has units left (a monthly quota resets in weeks):
-// it is kept up to MaxWindow.
+// Parse reads what a response's header h, status code and body say of
+// the upstream's limits, at now. A wait, Retry-After, over maxDelay (a
+// maxDelay below zero caps at zero) is capped and reported
+// (ReasonCapped), not dropped. A limit's Reset is no wait while units
+// are left (a monthly quota resets in weeks): it is kept up to MaxWindow.
 //
-// h is a response's header as net/http gives it, with canonical keys;
-// status is its status code. body is read only for a 429 or 503 whose
-// Content-Type is application/problem+json: the caller may pass nil for
-// any other, and at most MaxBody+1 bytes of one. Parse returns a Problem
-// for every value it ignored or changed; none is an error: what remains
-// of the response is still read. Parse reads but never modifies h or
+// h is as net/http gives it, with canonical keys. body is read only for
+// a 429 or 503 whose Content-Type is RFC 9457's application/problem+json:
+// the caller may pass nil for any other, and at most MaxBody+1 bytes of
+// one. Parse returns a Problem for every value it ignored or changed;
+// none is an error: the rest is still read. Parse never modifies h or
 // body, keeps neither, and is safe for concurrent use.
 func Parse(h http.Header, status int, body []byte, now time.Time, maxDelay time.Duration) (Info, []Problem) {
 	p := parser{h: h, now: now, maxDelay: max(maxDelay, 0)}

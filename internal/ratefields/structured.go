@@ -227,13 +227,11 @@ func (p *sfParser) innerList() (sfItem, bool) {
 			p.off++
 			return m, true
 		}
-		if _, ok := p.bareItem(); !ok {
-			return sfItem{}, false
+		_, ok := p.bareItem()
+		if ok {
+			_, ok = p.params()
 		}
-		if _, ok := p.params(); !ok {
-			return sfItem{}, false
-		}
-		if !p.at(' ') && !p.at(')') {
+		if !ok || !p.at(' ') && !p.at(')') {
 			return sfItem{}, false
 		}
 	}
@@ -463,13 +461,8 @@ func (p *sfParser) displayString() (sfItem, bool) {
 
 // unhex reads a lowercase hexadecimal digit.
 func unhex(c byte) (byte, bool) {
-	switch {
-	case isDigit(c):
-		return c - '0', true
-	case 'a' <= c && c <= 'f':
-		return c - 'a' + 10, true
-	}
-	return 0, false
+	i := strings.IndexByte("0123456789abcdef", c)
+	return byte(i), i >= 0
 }
 
 func isDigit(c byte) bool { return '0' <= c && c <= '9' }
@@ -573,17 +566,8 @@ func b64Byte(b64 string, i int) byte {
 	return b64Bits(b64[q+2])<<6 | b64Bits(b64[q+3])
 }
 
+// b64Alphabet holds base64's characters at the index of their 6 bits.
+const b64Alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+
 // b64Bits returns the 6 bits a base64 character stands for.
-func b64Bits(c byte) byte {
-	switch {
-	case 'A' <= c && c <= 'Z':
-		return c - 'A'
-	case isLower(c):
-		return c - 'a' + 26
-	case isDigit(c):
-		return c - '0' + 52
-	case c == '+':
-		return 62
-	}
-	return 63 // /
-}
+func b64Bits(c byte) byte { return byte(strings.IndexByte(b64Alphabet, c)) }
