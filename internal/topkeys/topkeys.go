@@ -19,12 +19,10 @@ import (
 
 // A Count is a key's estimated count and the range its true count lies in.
 type Count struct {
-	Key string `json:"k"`
-	// N is the estimate: the sum of the counters that hold the key.
-	N int64 `json:"n"`
-	// Low and High bound the true count.
-	Low  int64 `json:"l"`
-	High int64 `json:"h"`
+	Key  string `json:"k"`
+	N    int64  `json:"n"` // the estimate: the sum of the counters holding the key
+	Low  int64  `json:"l"` // Low and High bound the true count
+	High int64  `json:"h"`
 }
 
 // A Sketch counts a stream's keys in k counters. It is not safe for
@@ -38,7 +36,7 @@ type Sketch struct {
 
 type counter struct {
 	key   string
-	n     int64 // what the counter holds
+	n     int64
 	err   int64 // what it held before it took this key: the most it overcounts
 	index int   // in the heap
 }
@@ -78,8 +76,7 @@ func (s *Sketch) Add(key string, n int64) {
 // Total returns the units counted.
 func (s *Sketch) Total() int64 { return s.total }
 
-// floor is the most a key the sketch does not hold may have had: the
-// least counter when every counter is taken, else 0.
+// floor is the most a key the sketch does not hold may have had.
 func (s *Sketch) floor() int64 {
 	if len(s.mins) < s.k {
 		return 0
@@ -116,8 +113,8 @@ func Summarize(m int, sketches ...*Sketch) Summary {
 		for key, c := range s.byKey {
 			e := all[key]
 			if e == nil {
-				// A sketch that does not hold the key may have seen as
-				// much as its floor of it; one that does, nothing more.
+				// A sketch not holding the key may have seen its floor
+				// of it; one holding it, nothing more.
 				e = &Count{Key: key, High: floors}
 				all[key] = e
 			}
