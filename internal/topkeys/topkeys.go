@@ -13,6 +13,7 @@ package topkeys
 import (
 	"cmp"
 	"container/heap"
+	"math"
 	"slices"
 	"time"
 )
@@ -100,31 +101,21 @@ type Summary struct {
 }
 
 // Summarize returns the summary of sketches with their m keys counted
-// most (every key they hold when m is negative).
+// most (every key they hold when m is negative): the merge of each
+// sketch's own summary, whose Rest is its floor.
 func Summarize(m int, sketches ...*Sketch) Summary {
-	all := make(map[string]*Count)
-	var floors int64
-	for _, s := range sketches {
-		floors += s.floor()
-	}
-	var total int64
-	for _, s := range sketches {
-		total += s.total
+	var sum Summary
+	own := make([]Summary, len(sketches))
+	for i, s := range sketches {
+		own[i] = Summary{Counts: make([]Count, 0, len(s.byKey)), Rest: s.floor(), Total: s.total}
 		for key, c := range s.byKey {
-			e := all[key]
-			if e == nil {
-				// A sketch not holding the key may have seen its floor
-				// of it; one holding it, nothing more.
-				e = &Count{Key: key, High: floors}
-				all[key] = e
-			}
-			e.N += c.n
-			e.Low += c.n - c.err
-			e.High += c.n - s.floor()
+			own[i].Counts = append(own[i].Counts, Count{Key: key, N: c.n, Low: c.n - c.err, High: c.n})
 		}
+		sum.Rest += own[i].Rest
+		sum.Total += s.total
 	}
-	counts := sorted(all)
-	sum := Summary{Counts: counts, Rest: floors, Total: total}
+	counts := Merge(math.MaxInt, own...)
+	sum.Counts = counts
 	if m >= 0 && m < len(counts) {
 		for _, c := range counts[m:] {
 			sum.Rest = max(sum.Rest, c.High)
@@ -156,12 +147,6 @@ func Merge(n int, summaries ...Summary) []Count {
 			e.High += c.High - s.Rest
 		}
 	}
-	counts := sorted(all)
-	return counts[:min(n, len(counts))]
-}
-
-// sorted returns the counts of all most first, by estimate, then key.
-func sorted(all map[string]*Count) []Count {
 	counts := make([]Count, 0, len(all))
 	for _, c := range all {
 		counts = append(counts, *c)
@@ -169,7 +154,7 @@ func sorted(all map[string]*Count) []Count {
 	slices.SortFunc(counts, func(a, b Count) int {
 		return cmp.Or(cmp.Compare(b.N, a.N), cmp.Compare(a.Key, b.Key))
 	})
-	return counts
+	return counts[:min(n, len(counts))]
 }
 
 type minHeap []*counter
