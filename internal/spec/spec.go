@@ -4,6 +4,7 @@
 package spec
 
 import (
+	"cmp"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -96,10 +97,7 @@ func (c *Limit) FixedCost(n int64) {
 
 // CostFor returns what a request of cost takes from c.
 func (c *Limit) CostFor(cost int64) int64 {
-	if c.Cost != 0 {
-		return c.Cost
-	}
-	return cost
+	return cmp.Or(c.Cost, cost)
 }
 
 // ChargedFromUsage marks c as charged from usage (ratelimit.Limit.Usage):
@@ -120,10 +118,7 @@ func (c *Limit) ChargedFromUsage() {
 // takes one slot whatever its cost: its Capacity, quota, bounds no cost
 // (see Set.MinCapacity).
 func CompileConcurrent(quota int, life time.Duration) Limit {
-	if life == 0 {
-		life = DefaultSlotLife
-	}
-	c := newLimit(Concurrent, quota, life)
+	c := newLimit(Concurrent, quota, cmp.Or(life, DefaultSlotLife))
 	c.Suffix = ":k"
 	c.Args = LimitArgs{Code: "k", A: strconv.FormatInt(c.Quota, 10), B: strconv.FormatInt(c.Window, 10), C: "0"}
 	return c
@@ -150,10 +145,7 @@ var longestPeriod = map[uint8]time.Duration{
 func CompileCalendar(algorithm uint8, quota int, zone string, loc *time.Location, weekday time.Weekday) Limit {
 	c := newLimit(algorithm, quota, longestPeriod[algorithm])
 	c.Calendar = NewCalendar(algorithm, c.Quota, loc, weekday)
-	if zone == "" {
-		zone = "UTC"
-	}
-	c.Suffix = ":c" + string("dwm"[algorithm-Daily]) + "/" + zone
+	c.Suffix = ":c" + string("dwm"[algorithm-Daily]) + "/" + cmp.Or(zone, "UTC")
 	if algorithm == Weekly {
 		c.Suffix += "/" + strconv.Itoa(int(weekday))
 	}
@@ -163,12 +155,7 @@ func CompileCalendar(algorithm uint8, quota int, zone string, loc *time.Location
 // Compile returns the integers of a valid limit. A zero burst means
 // quota, a zero precision window/DefaultSlots.
 func Compile(algorithm uint8, quota int, window, precision time.Duration, burst int) Limit {
-	if burst == 0 {
-		burst = quota
-	}
-	if precision == 0 {
-		precision = window / DefaultSlots
-	}
+	burst, precision = cmp.Or(burst, quota), cmp.Or(precision, window/DefaultSlots)
 	c := newLimit(algorithm, quota, window)
 	switch algorithm {
 	case FixedWindow:
@@ -225,10 +212,7 @@ func gcd(a, b int64) int64 {
 	for b != 0 {
 		a, b = b, a%b
 	}
-	if a == 0 {
-		return 1
-	}
-	return a
+	return cmp.Or(a, 1)
 }
 
 // BanSuffix ends the key of a key's ban state. No limit's suffix is
