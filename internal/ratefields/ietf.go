@@ -54,22 +54,20 @@ func (p *parser) policyField() (named, unnamed []Policy) {
 	for m, ok := list.next(); ok; m, ok = list.next() {
 		if isName(m) && kind != byQuota {
 			kind = byName
-			k, pol, reason := namedPolicy(m)
-			if reason != "" {
+			if k, pol, reason := namedPolicy(m); reason != "" {
 				p.report(wire.FieldPolicy, reason)
-				continue
+			} else {
+				ps = p.addPolicy(ps, k, pol)
 			}
-			ps = p.addPolicy(ps, k, pol)
 		} else if m.typ == sfInteger && kind != byName {
 			kind = byQuota
-			pol, reason := quotaPolicy(m.n, m.params)
-			if reason != "" {
+			if pol, reason := quotaPolicy(m.n, m.params); reason != "" {
 				p.report(wire.FieldPolicy, reason)
-				continue
+			} else {
+				// Drafts 6 and 7 name no policy, and forbid two of one quota.
+				i := slices.IndexFunc(ps, func(q Policy) bool { return q.Quota == pol.Quota })
+				ps = add(p, wire.FieldPolicy, ps, i, pol, tighter)
 			}
-			// Drafts 6 and 7 name no policy, and forbid two of one quota.
-			i := slices.IndexFunc(ps, func(q Policy) bool { return q.Quota == pol.Quota })
-			ps = add(p, wire.FieldPolicy, ps, i, pol, tighter)
 		} else {
 			p.report(wire.FieldPolicy, ReasonMalformed)
 		}
@@ -100,15 +98,18 @@ func namedPolicy(m sfItem) (itemKey, Policy, Reason) {
 	u, uReason := unit(m.params)
 	pk, pkReason := partition(m.params)
 	// The first reason, in the order the parameters are checked.
-	if reason := cmp.Or(nameReason(m.text), qReason, wReason, uReason, pkReason); reason != "" {
+	if reason := cmp.Or(nameReason(m), qReason, wReason, uReason, pkReason); reason != "" {
 		return itemKey{}, Policy{}, reason
 	}
 	return itemKey{name: m.text, pk: pk}, Policy{Quota: q, Window: w, Unit: u}, ""
 }
 
-// nameReason returns why a name's text is not kept, or "".
-func nameReason(text string) Reason {
-	if textLen(text) > MaxName {
+// nameReason returns why m is not a name kept, or "".
+func nameReason(m sfItem) Reason {
+	switch {
+	case !isName(m):
+		return ReasonMalformed
+	case textLen(m.text) > MaxName:
 		return ReasonTooLarge
 	}
 	return ""
@@ -213,21 +214,13 @@ func (p *parser) rateLimitField() (limits []Limit, dict string) {
 	limits = make([]Limit, 0, min(n, MaxItems))
 	list := newList(v)
 	for m, ok := list.next(); ok; m, ok = list.next() {
-		if !isName(m) {
-			p.report(wire.FieldRateLimit, ReasonMalformed)
-			continue
-		}
-		k, l, reason := p.namedLimit(m)
-		if reason != "" {
+		if k, l, reason := p.namedLimit(m); reason != "" {
 			p.report(wire.FieldRateLimit, reason)
-			continue
+		} else {
+			limits = p.addLimit(limits, k, l)
 		}
-		limits = p.addLimit(limits, k, l)
 	}
-	if len(limits) == 0 {
-		return nil, ""
-	}
-	return limits, ""
+	return limits, "" // withinQuota makes none nil
 }
 
 // namedLimit reads a limit item of drafts 8 to 11: r, required; t and
@@ -236,7 +229,7 @@ func (p *parser) namedLimit(m sfItem) (itemKey, Limit, Reason) {
 	r, _, rReason := intParam(m.params, "r", true)
 	t, _, tReason := intParam(m.params, "t", false)
 	pk, pkReason := partition(m.params)
-	if reason := cmp.Or(nameReason(m.text), rReason, tReason, pkReason); reason != "" {
+	if reason := cmp.Or(nameReason(m), rReason, tReason, pkReason); reason != "" {
 		return itemKey{}, Limit{}, reason
 	}
 	return itemKey{name: m.text, pk: pk}, Limit{Remaining: r, Reset: p.delay(wire.FieldRateLimit, t, 0, true)}, ""

@@ -31,8 +31,10 @@ func (p *parser) xRateLimit() {
 		p.report(wire.FieldXRemaining, ReasonContradicts)
 		return
 	}
-	if hasLimit {
-		p.checkUsed(limit, remaining)
+	if hasLimit { // GitHub's Used plus remaining is its limit: only checked
+		if used, ok := p.xCount(fieldXUsed); ok && used > limit-remaining {
+			p.report(fieldXUsed, ReasonContradicts)
+		}
 	}
 	p.info.Limits = []Limit{{Name: name, Remaining: remaining, Reset: p.xReset()}}
 }
@@ -67,15 +69,6 @@ func (p *parser) resource() string {
 		return ""
 	}
 	return v
-}
-
-// checkUsed reports an X-RateLimit-Used above limit-remaining; it sets
-// nothing, as GitHub's used plus remaining is its limit.
-func (p *parser) checkUsed(limit, remaining int64) {
-	used, ok := p.xCount(fieldXUsed)
-	if ok && used > limit-remaining {
-		p.report(fieldXUsed, ReasonContradicts)
-	}
 }
 
 // xReset returns the time until the limit resets, from
