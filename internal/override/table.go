@@ -44,10 +44,9 @@ type Override struct {
 	// name. A change ignores it.
 	Label string `json:"label,omitempty"`
 
-	// Quota is the quota in place of the limit's, from 1 up to what the
-	// limit's algorithm takes (see ratelimit.Limit's Quota); zero keeps
-	// the limit's. For a token bucket it is the rate, and a Burst that was
-	// set scales with it.
+	// Quota is the quota in place of the limit's, from 1 up to what its
+	// algorithm takes (see ratelimit.Limit's Quota); zero keeps the
+	// limit's. For a token bucket it is the rate; a set Burst scales with it.
 	Quota int `json:"quota,omitempty"`
 
 	// Window, when not zero, is the window in place of the limit's, in
@@ -56,9 +55,8 @@ type Override struct {
 	Window time.Duration `json:"-"`
 
 	// Unlimited takes the keys out of the limit: it counts nothing for
-	// them. Blocked denies every request of the keys, without asking the
-	// store. Each goes alone, without a Quota, Window, Shadow or
-	// Enforced.
+	// them. Blocked denies their every request, without asking the
+	// store. Each goes alone: no Quota, Window, Shadow or Enforced.
 	Unlimited bool `json:"unlimited,omitempty"`
 	Blocked   bool `json:"blocked,omitempty"`
 
@@ -78,8 +76,7 @@ const MaxOverrides = 10_000
 // maxKey is the longest key the store takes.
 const maxKey = 1024
 
-// ErrInvalid is wrapped by every error for an override that cannot be
-// set.
+// ErrInvalid is wrapped by every error for an override that cannot be set.
 var ErrInvalid = errors.New("override: invalid")
 
 // Check returns what is wrong with o, naming the field and why, or nil.
@@ -169,14 +166,13 @@ func NewTable(list []Override) (*Table, error) {
 			return nil, fmt.Errorf("%w: more than %d overrides; a namespace holds at most %d", ErrInvalid, MaxOverrides, MaxOverrides)
 		}
 	}
-	var effects []Override
 	index := make(map[Override]int32)
 	effectOf := func(o Override) int32 {
 		o = o.Effect()
 		j, ok := index[o]
 		if !ok {
-			j = int32(len(effects))
-			effects = append(effects, o)
+			j = int32(len(t.effects))
+			t.effects = append(t.effects, o)
 			index[o] = j
 		}
 		return j
@@ -200,8 +196,7 @@ func NewTable(list []Override) (*Table, error) {
 		for k, s := range p.prefixes {
 			p.prefixes[k] = inForce(s)
 		}
-		slices.Sort(p.lengths)
-		slices.Reverse(p.lengths)
+		slices.SortFunc(p.lengths, func(a, b int) int { return cmp.Compare(b, a) })
 		p.lengths = slices.Compact(p.lengths)
 		p.ends = make([]byteSet, len(p.lengths))
 		for prefix := range p.prefixes {
@@ -210,7 +205,6 @@ func NewTable(list []Override) (*Table, error) {
 			}
 		}
 	}
-	t.effects = effects
 	return t, nil
 }
 
