@@ -51,6 +51,5 @@ var tags = sync.OnceValue(func() []string {
 	return tags
 })
 
-// Tag returns a hash tag whose keys live in slot: "{" + Tag(s) + "}..."
-// is in slot s.
+// Tag returns a hash tag of slot: "{" + Tag(s) + "}..." is in slot s.
 func Tag(slot int) string { return tags()[slot%Count] }

@@ -17,11 +17,10 @@ type Limiter interface {
 	Finish(ctx context.Context, status int) error
 }
 
-// A Finisher tells Limiter the status of the response to Request, once: a
-// writer calls Finish as the response's header is about to be written,
-// and the middleware once more when the handlers have returned, for a
-// response they left unwritten. Set both fields; it is not safe for
-// concurrent use.
+// A Finisher tells Limiter the status of the response to Request, once:
+// a writer calls Finish as the header is about to be written, and the
+// middleware again when the handlers have returned, for a response left
+// unwritten. Set both fields; it is not safe for concurrent use.
 type Finisher struct {
 	Limiter Limiter
 	Request *http.Request // the request as Limiter.Allow returned it
@@ -47,8 +46,7 @@ type Writer struct {
 	Finisher
 }
 
-// WriteHeader finishes with code, unless it is informational, and
-// writes it.
+// WriteHeader finishes with code, unless informational, and writes it.
 func (w *Writer) WriteHeader(code int) {
 	if code >= 200 {
 		w.Finish(code)

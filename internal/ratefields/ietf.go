@@ -34,8 +34,7 @@ func (p *parser) ietf() bool {
 }
 
 // policyField reads RateLimit-Policy: named policies (drafts 8 to 11)
-// or unnamed ones (6 and 7), as its first item is; the other kind is
-// malformed.
+// or unnamed (6 and 7), as its first item is; the other is malformed.
 func (p *parser) policyField() (named, unnamed []Policy) {
 	lines := p.lines(wire.FieldPolicy)
 	if len(lines) == 0 {
@@ -81,9 +80,8 @@ func (p *parser) policyField() (named, unnamed []Policy) {
 	return nil, ps
 }
 
-// An itemKey is a named item's name and pk as sent (text and base64),
-// compared in place and copied only when kept: an item not kept
-// allocates nothing.
+// An itemKey is a named item's name and pk as sent, compared in place
+// and copied only when kept: an item not kept allocates nothing.
 type itemKey struct{ name, pk string }
 
 func (k itemKey) is(name, partition string) bool {
@@ -140,8 +138,7 @@ func window(params string, required bool) (time.Duration, Reason) {
 }
 
 // unit returns the registered quota unit qu names, "requests" when
-// absent. The registry spells "request", the text "requests": both are
-// read.
+// absent: the registry spells "request", the text "requests".
 func unit(params string) (string, Reason) {
 	switch v, ok := param(params, "qu"); {
 	case !ok:
@@ -372,8 +369,7 @@ func (p *parser) unnamed(l draftLimit, policies []Policy) bool {
 	return true
 }
 
-// isName reports whether m is a name: a String (draft 11) or a Token
-// (drafts 8 to 10).
+// isName reports whether m is a String (draft 11) or Token (8 to 10).
 func isName(m sfItem) bool {
 	return m.typ == sfString || m.typ == sfToken
 }

@@ -37,8 +37,7 @@ const (
 	MaxField = 16 << 10
 
 	// MaxBody is the longest problem details body Parse reads; a caller
-	// that reads MaxBody+1 bytes of a body lets Parse tell that it is
-	// longer.
+	// reading MaxBody+1 bytes of a body lets Parse tell it is longer.
 	MaxBody = 64 << 10
 )
 
@@ -63,8 +62,7 @@ type Info struct {
 	RetryAfter time.Duration
 
 	// Limited reports whether the response refused the request for a
-	// limit: a 429, or a 503 with a usable Retry-After or a problem type
-	// of the draft.
+	// limit: a 429, or a 503 with a usable Retry-After or a draft problem type.
 	Limited bool
 
 	// Violated are the problem details' "violated-policies" of a 429 or
@@ -98,8 +96,7 @@ type Policy struct {
 
 // A Limit is where a quota stands: Remaining units until Reset.
 type Limit struct {
-	// Name is the name of the policy the limit counts against, "" for a
-	// form that names none.
+	// Name is its policy's name, "" for a form that names none.
 	Name string
 
 	// Remaining is how many units the client may still spend: r, remaining
@@ -230,9 +227,8 @@ func (p *parser) report(field string, reason Reason) {
 	p.problems = append(p.problems, Problem{Field: field, Reason: reason})
 }
 
-// lines returns field's lines, or nil when it is absent or, reported,
-// over MaxField with the ", " that join them: a thousand empty lines are
-// not a small field.
+// lines returns field's lines, or nil when absent or, reported, over
+// MaxField with their joining ", ": a thousand empty lines are not small.
 func (p *parser) lines(field string) []string {
 	lines := p.h[field]
 	n := 0
@@ -275,10 +271,9 @@ func count(n int64) Reason {
 	return ""
 }
 
-// delay returns secs and nanos, non-negative, as a wait cut to the
-// caller's cap (ReasonCapped); or, with reset, as a limit's reset, no
-// wait while units are left (a monthly quota's), cut to MaxWindow
-// (ReasonTooLarge).
+// delay returns secs and nanos as a wait cut to the caller's cap
+// (ReasonCapped); or, with reset, as a limit's reset, no wait while
+// units are left (a monthly quota's), cut to MaxWindow (ReasonTooLarge).
 func (p *parser) delay(field string, secs, nanos int64, reset bool) time.Duration {
 	limit, reason := p.maxDelay, ReasonCapped
 	if reset {

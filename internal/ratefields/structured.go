@@ -132,8 +132,7 @@ func parseItem(value string) (sfItem, bool) {
 	return it, true
 }
 
-// param returns the last parameter key of params, as section 4.2.3.2
-// overwrites.
+// param returns the last parameter key of params (section 4.2.3.2).
 func param(params, key string) (v sfItem, found bool) {
 	p := sfParser{s: params}
 	for p.at(';') {
@@ -553,8 +552,7 @@ func b64Value(b64 string) string {
 	return b.String()
 }
 
-// b64Byte returns byte i of what base64 decodes to: 4 characters of 6
-// bits hold 3 bytes.
+// b64Byte returns byte i of base64 decoded: 4 characters hold 3 bytes.
 func b64Byte(b64 string, i int) byte {
 	q := i / 3 * 4
 	switch i % 3 {

@@ -7,13 +7,11 @@ import (
 	"github.com/ratelimit-go/ratelimit/internal/wire"
 )
 
-// epoch is the X-RateLimit-Reset above which it is a Unix time (as
-// GitHub and express-rate-limit send), not seconds from now: no client
-// waits a year.
+// epoch is the X-RateLimit-Reset above which it is a Unix time, as
+// GitHub and express-rate-limit send: no client waits a year.
 const epoch = 365 * 24 * 60 * 60
 
-// xRateLimit reads X-RateLimit-* into p.info, ignoring a remaining
-// count above the limit.
+// xRateLimit reads X-RateLimit-* into p.info.
 func (p *parser) xRateLimit() {
 	limit, hasLimit := p.xCount(wire.FieldXLimit)
 	remaining, hasRemaining := p.xCount(wire.FieldXRemaining)

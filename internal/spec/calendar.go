@@ -77,8 +77,7 @@ func (c *Calendar) Start(t time.Time) time.Time {
 	return s
 }
 
-// Next returns the start of the period after the one that starts at
-// start.
+// Next returns the start of the period after the one starting at start.
 func (c *Calendar) Next(start time.Time) time.Time {
 	start = start.In(c.Location)
 	y, m, d := start.Date()
@@ -91,8 +90,7 @@ func (c *Calendar) Next(start time.Time) time.Time {
 	return time.Date(y, m, d+1, 0, 0, 0, 0, c.Location)
 }
 
-// Period returns the start and end, in µs, of the period that holds now
-// (µs).
+// Period returns the start and end of the period holding now, in µs.
 func (c *Calendar) Period(now int64) (start, end int64) {
 	b := c.around(now)
 	if now >= b.b1 {
