@@ -311,31 +311,22 @@ func (p *parser) dictionary(d string) (l draftLimit, ok bool) {
 // and RateLimit-Reset, each an Integer; its parameters are ignored.
 func (p *parser) separateFields() draftLimit {
 	l := draftLimit{field: fieldRemaining}
-	l.limit, l.hasLimit = p.integerField(fieldLimit)
-	l.remaining, l.hasRemaining = p.integerField(fieldRemaining)
+	l.limit, l.hasLimit = read(p, fieldLimit, parseInteger)
+	l.remaining, l.hasRemaining = read(p, fieldRemaining, parseInteger)
 	if l.hasRemaining {
-		if reset, ok := p.integerField(fieldReset); ok {
+		if reset, ok := read(p, fieldReset, parseInteger); ok {
 			l.reset = p.delay(fieldReset, reset, 0, true)
 		}
 	}
 	return l
 }
 
-// integerField reads a single-valued field, a non-negative Integer; ok
-// is false when it is absent or, reported, anything else.
-func (p *parser) integerField(field string) (n int64, ok bool) {
-	v, ok := p.single(field)
-	if !ok {
-		return 0, false
-	}
-	reason := ReasonMalformed
+// parseInteger reads a non-negative RFC 9651 Integer field.
+func parseInteger(v string) (int64, Reason) {
 	if it, ok := parseItem(v); ok && it.typ == sfInteger {
-		if reason = count(it.n); reason == "" {
-			return it.n, true
-		}
+		return it.n, count(it.n)
 	}
-	p.report(field, reason)
-	return 0, false
+	return 0, ReasonMalformed
 }
 
 // unnamed sets p.info from l and the unnamed policies, l's first, and

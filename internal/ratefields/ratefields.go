@@ -186,12 +186,9 @@ func Parse(h http.Header, status int, body []byte, now time.Time, maxDelay time.
 	if !p.ietf() {
 		p.xRateLimit()
 	}
-	problem := false
-	if status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable {
-		problem = p.problemDetails(body)
-	}
-	p.info.Limited = status == http.StatusTooManyRequests ||
-		status == http.StatusServiceUnavailable && (read || problem)
+	refused := status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable
+	problem := refused && p.problemDetails(body)
+	p.info.Limited = status == http.StatusTooManyRequests || refused && (read || problem)
 	return p.info, p.problems
 }
 
@@ -253,6 +250,22 @@ func (p *parser) single(field string) (v string, ok bool) {
 	if slices.ContainsFunc(lines[1:], func(l string) bool { return trimOWS(l) != v }) {
 		p.report(field, ReasonDuplicate)
 		return "", false
+	}
+	return v, true
+}
+
+// read reads a single-valued field with parse; ok is false when it is
+// absent or, reported, not what parse reads.
+func read[T any](p *parser, field string, parse func(string) (T, Reason)) (v T, ok bool) {
+	s, ok := p.single(field)
+	if !ok {
+		return v, false
+	}
+	v, reason := parse(s)
+	if reason != "" {
+		p.report(field, reason)
+		var zero T
+		return zero, false
 	}
 	return v, true
 }

@@ -13,12 +13,12 @@ const epoch = 365 * 24 * 60 * 60
 
 // xRateLimit reads X-RateLimit-* into p.info.
 func (p *parser) xRateLimit() {
-	limit, hasLimit := p.xCount(wire.FieldXLimit)
-	remaining, hasRemaining := p.xCount(wire.FieldXRemaining)
+	limit, hasLimit := read(p, wire.FieldXLimit, parseCount)
+	remaining, hasRemaining := read(p, wire.FieldXRemaining, parseCount)
 	if !hasLimit && !hasRemaining {
 		return
 	}
-	name := p.resource()
+	name, _ := read(p, fieldXResource, parseResource)
 	if hasLimit {
 		p.info.Policies = []Policy{{Name: name, Quota: limit, Unit: unitRequests}}
 	}
@@ -30,43 +30,23 @@ func (p *parser) xRateLimit() {
 		return
 	}
 	if hasLimit { // GitHub's Used plus remaining is its limit: only checked
-		if used, ok := p.xCount(fieldXUsed); ok && used > limit-remaining {
+		if used, ok := read(p, fieldXUsed, parseCount); ok && used > limit-remaining {
 			p.report(fieldXUsed, ReasonContradicts)
 		}
 	}
 	p.info.Limits = []Limit{{Name: name, Remaining: remaining, Reset: p.xReset()}}
 }
 
-// xCount reads a single-valued field of decimal digits, from 0 to MaxInt.
-func (p *parser) xCount(field string) (int64, bool) {
-	v, ok := p.single(field)
-	if !ok {
-		return 0, false
-	}
-	n, reason := parseCount(v)
-	if reason != "" {
-		p.report(field, reason)
-		return 0, false
-	}
-	return n, true
-}
-
-// resource returns X-RateLimit-Resource, a token of at most MaxName
-// bytes; "" when absent or ignored.
-func (p *parser) resource() string {
-	v, ok := p.single(fieldXResource)
-	if !ok {
-		return ""
-	}
+// parseResource reads X-RateLimit-Resource: a token of at most MaxName
+// bytes.
+func parseResource(v string) (string, Reason) {
 	switch {
 	case len(v) > MaxName:
-		p.report(fieldXResource, ReasonTooLarge)
-		return ""
+		return "", ReasonTooLarge
 	case !isToken(v):
-		p.report(fieldXResource, ReasonMalformed)
-		return ""
+		return "", ReasonMalformed
 	}
-	return v
+	return v, ""
 }
 
 // xReset returns the time until the limit resets, from
@@ -102,17 +82,13 @@ func (p *parser) xReset() time.Duration {
 
 // parseCount reads decimal digits, a count from 0 to MaxInt.
 func parseCount(s string) (int64, Reason) {
-	if len(s) > 1 && s[0] == '-' && isDigits(s[1:]) {
+	switch {
+	case strings.HasPrefix(s, "-") && isDigits(s[1:]):
 		return 0, ReasonNegative
-	}
-	if !isDigits(s) {
+	case !isDigits(s):
 		return 0, ReasonMalformed
 	}
-	n := digits(s)
-	if n > MaxInt {
-		return 0, ReasonTooLarge
-	}
-	return n, ""
+	return digits(s), count(digits(s))
 }
 
 // parseSeconds reads decimal seconds with up to nine fractional digits:
