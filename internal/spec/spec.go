@@ -96,9 +96,7 @@ func (c *Limit) FixedCost(n int64) {
 }
 
 // CostFor returns what a request of cost takes from c.
-func (c *Limit) CostFor(cost int64) int64 {
-	return cmp.Or(c.Cost, cost)
-}
+func (c *Limit) CostFor(cost int64) int64 { return cmp.Or(c.Cost, cost) }
 
 // ChargedFromUsage marks c as charged from usage (ratelimit.Limit.Usage):
 // its state is apart from that of the same limit not charged so, which
