@@ -53,26 +53,17 @@ func parseResource(v string) (string, Reason) {
 // X-RateLimit-Reset-After or else X-RateLimit-Reset (a Unix time above
 // epoch); 0 when neither says.
 func (p *parser) xReset() time.Duration {
-	if v, ok := p.single(fieldXResetAfter); ok {
-		secs, nanos, reason := parseSeconds(v)
-		if reason == "" {
-			return p.delay(fieldXResetAfter, secs, nanos, true)
-		}
-		p.report(fieldXResetAfter, reason)
+	if s, ok := read(p, fieldXResetAfter, parseSeconds); ok {
+		return p.delay(fieldXResetAfter, s.secs, s.nanos, true)
 	}
-	v, ok := p.single(wire.FieldXReset)
-	if !ok {
+	s, ok := read(p, wire.FieldXReset, parseSeconds)
+	switch {
+	case !ok:
 		return 0
+	case s.secs <= epoch:
+		return p.delay(wire.FieldXReset, s.secs, s.nanos, true)
 	}
-	secs, nanos, reason := parseSeconds(v)
-	if reason != "" {
-		p.report(wire.FieldXReset, reason)
-		return 0
-	}
-	if secs <= epoch {
-		return p.delay(wire.FieldXReset, secs, nanos, true)
-	}
-	at := time.Unix(secs, nanos)
+	at := time.Unix(s.secs, s.nanos)
 	if at.Before(p.now.Truncate(time.Second)) {
 		p.report(wire.FieldXReset, ReasonInPast)
 		return 0
@@ -91,23 +82,27 @@ func parseCount(s string) (int64, Reason) {
 	return digits(s), count(digits(s))
 }
 
-// parseSeconds reads decimal seconds with up to nine fractional digits:
-// whole seconds (at most MaxInt+1, standing for any more) and nanos.
-func parseSeconds(s string) (secs, nanos int64, reason Reason) {
+// seconds are whole seconds (at most MaxInt+1, standing for any more)
+// and nanoseconds.
+type seconds struct{ secs, nanos int64 }
+
+// parseSeconds reads decimal seconds with up to nine fractional digits.
+func parseSeconds(s string) (seconds, Reason) {
 	whole, frac, dot := strings.Cut(s, ".")
-	if len(whole) > 1 && whole[0] == '-' && isDigits(whole[1:]) && (!dot || isDigits(frac)) {
-		return 0, 0, ReasonNegative
+	if strings.HasPrefix(whole, "-") && isDigits(whole[1:]) && (!dot || isDigits(frac)) {
+		return seconds{}, ReasonNegative
 	}
 	if !isDigits(whole) || dot && (!isDigits(frac) || len(frac) > 9) {
-		return 0, 0, ReasonMalformed
+		return seconds{}, ReasonMalformed
 	}
+	v := seconds{secs: digits(whole)}
 	for i := range 9 {
-		nanos *= 10
+		v.nanos *= 10
 		if i < len(frac) {
-			nanos += int64(frac[i] - '0')
+			v.nanos += int64(frac[i] - '0')
 		}
 	}
-	return digits(whole), nanos, ""
+	return v, ""
 }
 
 // isDigits reports whether s is one or more decimal digits.
