@@ -38,23 +38,18 @@ func crc16(s string) uint16 {
 	return crc
 }
 
-var (
-	tagsOnce sync.Once
-	tags     []string // slot -> a hash tag in it
-)
-
-// Tag returns a hash tag whose keys live in slot: "{" + Tag(s) + "}..."
-// is in slot s.
-func Tag(slot int) string {
-	tagsOnce.Do(func() {
-		tags = make([]string, Count)
-		for i, left := 0, Count; left > 0; i++ {
-			tag := strconv.Itoa(i)
-			if n := crc16(tag) % Count; tags[n] == "" {
-				tags[n] = tag
-				left--
-			}
+// tags holds a hash tag in each slot.
+var tags = sync.OnceValue(func() []string {
+	tags := make([]string, Count)
+	for i, left := 0, Count; left > 0; i++ {
+		tag := strconv.Itoa(i)
+		if n := crc16(tag) % Count; tags[n] == "" {
+			tags[n] = tag
+			left--
 		}
-	})
-	return tags[slot%Count]
-}
+	}
+	return tags
+})
+
+// Tag returns a hash tag of slot: "{" + Tag(s) + "}..." is in slot s.
+func Tag(slot int) string { return tags()[slot%Count] }

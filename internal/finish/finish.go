@@ -17,11 +17,10 @@ type Limiter interface {
 	Finish(ctx context.Context, status int) error
 }
 
-// A Finisher tells Limiter the status of the response to Request, once: a
-// writer calls Finish as the response's header is about to be written,
-// and the middleware once more when the handlers have returned, for a
-// response they left unwritten. Set both fields; it is not safe for
-// concurrent use.
+// A Finisher tells Limiter the status of the response to Request, once:
+// a writer calls Finish as the header is about to be written, and the
+// middleware again when the handlers have returned, for a response left
+// unwritten. Set both fields; it is not safe for concurrent use.
 type Finisher struct {
 	Limiter Limiter
 	Request *http.Request // the request as Limiter.Allow returned it
@@ -47,24 +46,22 @@ type Writer struct {
 	Finisher
 }
 
-// WriteHeader finishes with code, unless it is informational, and
-// writes it.
+// WriteHeader finishes with code, unless informational, and writes it.
 func (w *Writer) WriteHeader(code int) {
-	if code >= 200 { // not an informational answer
+	if code >= 200 {
 		w.Finish(code)
 	}
 	w.ResponseWriter.WriteHeader(code)
 }
 
-// Write finishes with 200, if the header is not written yet, and writes
-// b.
+// Write finishes with 200, if the header is unwritten, and writes b.
 func (w *Writer) Write(b []byte) (int, error) {
 	w.Finish(http.StatusOK)
 	return w.ResponseWriter.Write(b)
 }
 
-// Flush finishes with 200, if the header is not written yet, and flushes
-// the server's writer, when it can.
+// Flush finishes with 200, if the header is unwritten, and flushes the
+// server's writer, when it can.
 func (w *Writer) Flush() {
 	w.Finish(http.StatusOK)
 	http.NewResponseController(w.ResponseWriter).Flush()

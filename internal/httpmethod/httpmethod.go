@@ -1,7 +1,6 @@
 // Package httpmethod checks the method of a route pattern, for the
-// Limiter's route tables and for the tables the adapters take in a
-// router's syntax alike, so that both refuse the same methods with the
-// same words.
+// Limiter's route tables and the adapters' tables in a router's syntax
+// alike, so that both refuse the same methods with the same words.
 package httpmethod
 
 import (

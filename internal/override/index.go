@@ -5,16 +5,13 @@ import (
 	"math/bits"
 )
 
-// A keyIndex finds the slot of a policy's exact key: a hash table of open
-// addressing, whose control bytes (a byte of each key's hash, 0 for an
-// empty cell) come apart from its cells, and whose cells are a cache
-// line each, with a key of up to 52 bytes inside (IP and API keys fit).
-// What a lookup among thousands of keys costs is memory out of the
-// processor's caches: the control bytes, a byte a cell and read by every
-// lookup, stay in them, so a key not found reads no more, but for 1 in
-// 100 or so, and a key found reads one cell. Go's map of strings reads
-// more for either (middleware_bench_test.go's
-// BenchmarkMiddlewareOverrides).
+// A keyIndex finds the slot of a policy's exact key: an open-addressing
+// hash table whose control bytes (a byte of the key's hash, 0 for
+// empty) lie apart from its cells, a cache line each with a key of up to
+// 52 bytes inside. A lookup's cost is memory out of the caches: the
+// control bytes stay in them, so a key not found reads no more (but for
+// 1 in 100 or so) and a key found one cell, less than Go's map reads
+// (BenchmarkMiddlewareOverrides).
 type keyIndex struct {
 	seed  maphash.Seed
 	ctrl  []byte // a power of two of them, at most 3/4 in use
@@ -61,8 +58,7 @@ func newKeyIndex(m map[string]slot) keyIndex {
 	return x
 }
 
-// fingerprint returns the control byte of a key of hash h: its top byte,
-// never 0.
+// fingerprint returns the control byte of hash h: its top byte, never 0.
 func fingerprint(h uint64) byte { return max(byte(h>>56), 1) }
 
 // find returns the slot of key.

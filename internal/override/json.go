@@ -7,8 +7,7 @@ import (
 	"time"
 )
 
-// jsonOverride is an Override's JSON: its fields, with Window in
-// milliseconds.
+// jsonOverride is an Override's JSON, with Window in milliseconds.
 type jsonOverride struct {
 	Policy    string `json:"policy,omitempty"`
 	StoredKey string `json:"stored_key,omitempty"`
@@ -35,10 +34,9 @@ func (o Override) MarshalJSON() ([]byte, error) {
 	return json.Marshal(v)
 }
 
-// UnmarshalJSON reads what MarshalJSON writes, and refuses a field it
-// does not know, and the forms of a quota or shadow that meant something
-// else before (a quota of -1 or 0, "shadow": false), naming what to
-// write.
+// UnmarshalJSON reads what MarshalJSON writes, refusing an unknown
+// field and the forms that meant something else before (a quota of -1
+// or 0, "shadow": false), naming what to write.
 func (o *Override) UnmarshalJSON(b []byte) error {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
@@ -72,9 +70,8 @@ func (o Override) Stored() string {
 }
 
 // Parse returns the override stored at the field of policy and
-// storedKey with value (see Stored). It reads the values of before this
-// form too: "quota" -1 for unlimited, -2 for blocked, 0 for the limit's,
-// and "enforce".
+// storedKey with value (see Stored), and reads older values too: "quota"
+// -1 (unlimited), -2 (blocked), 0 (the limit's), and "enforce".
 func Parse(policy, storedKey, value string) (Override, error) {
 	var v struct {
 		jsonOverride

@@ -31,6 +31,5 @@ type Keeper interface {
 	GetTop(ctx context.Context, age time.Duration, window, policy string) ([]string, error)
 }
 
-// FullReply is the error of a change that would make more overrides than
-// a namespace holds.
+// FullReply is the error of a change beyond the overrides a namespace holds.
 const FullReply = "ratelimit: overrides full"

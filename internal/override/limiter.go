@@ -12,13 +12,11 @@ type Source interface {
 	Table() *Table
 
 	// Attach is called by ratelimit.New with the Limiter. An
-	// implementation refuses an override that a Limiter attached finds
-	// wrong.
+	// implementation refuses an override an attached Limiter finds wrong.
 	Attach(Limiter)
 
-	// Denied is told of each request that a policy denied, or would
-	// have denied for a Shadow limit. It must be quick and safe for
-	// concurrent use.
+	// Denied is told of each request a policy denied, or would have for
+	// a Shadow limit. It must be quick and safe for concurrent use.
 	Denied(d Denial)
 }
 

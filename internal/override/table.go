@@ -6,6 +6,7 @@
 package override
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -15,42 +16,37 @@ import (
 	"github.com/ratelimit-go/ratelimit/internal/wire"
 )
 
-// An Override replaces, for some keys of one policy, the policy's limit:
-// its quota, its window, or both, or whether it is shadow; or it makes
-// the keys unlimited, or blocks them. It is the one form of an override
-// everywhere: the package admin's Go API (admin.Override) and JSON API
-// (its fields, in the names of their tags), the value stored in Redis
-// (its JSON without the policy and keys, which name the value's field),
-// and what a Limiter applies. The zero Override is not valid: name a
-// policy, and change something.
+// An Override replaces, for some keys of one policy, the policy's
+// quota, window or shadow, or makes the keys unlimited or blocked. It is
+// the one form of an override: admin's Go API (admin.Override) and JSON
+// API (its tags), the value stored in Redis (its JSON without the policy
+// and keys, which name the field), and what a Limiter applies. The zero
+// Override is not valid: name a policy, and change something.
 type Override struct {
 	// Policy is the name of the limit overridden, as the RateLimit-Policy
 	// header gives it (see ratelimit.Limit's Name).
 	Policy string `json:"policy"`
 
-	// StoredKey is which of the policy's keys the override applies to, in
-	// the form the store is given, after the key function (hashed where
-	// it hashes, as ratelimit.HeaderKey does), for example
-	// "ip:192.0.2.1": one key; or every key that starts with what comes
-	// before a final "*"; or, empty, every key of the policy. The
-	// override of a key's own beats that of a prefix, a longer prefix a
-	// shorter one, and any of them the whole policy's. Listings give it.
+	// StoredKey is the policy's keys the override applies to, in the
+	// store's form, after the key function (hashed where it hashes, as
+	// ratelimit.HeaderKey does), e.g. "ip:192.0.2.1": one key; or every
+	// key starting with what precedes a final "*"; or, empty, every key.
+	// A key's own override beats a prefix's, a longer prefix a shorter,
+	// and any of them the whole policy's. Listings give it.
 	StoredKey string `json:"stored_key,omitempty"`
 
 	// Key is the key as a client sends it (an API key, an address), in
 	// place of StoredKey, which admin.Options.Key makes of it (without
-	// Options.Key, Key is taken in the store's form). Listings never give
-	// it.
+	// it, Key is in the store's form). Listings never give it.
 	Key string `json:"key,omitempty"`
 
 	// Label names StoredKey for people, in listings: admin.Options.Label's
 	// name. A change ignores it.
 	Label string `json:"label,omitempty"`
 
-	// Quota is the quota in place of the limit's, from 1 up to what the
-	// limit's algorithm takes (see ratelimit.Limit's Quota); zero keeps
-	// the limit's. For a token bucket it is the rate, and a Burst that was
-	// set scales with it.
+	// Quota is the quota in place of the limit's, from 1 up to what its
+	// algorithm takes (see ratelimit.Limit's Quota); zero keeps the
+	// limit's. For a token bucket it is the rate; a set Burst scales with it.
 	Quota int `json:"quota,omitempty"`
 
 	// Window, when not zero, is the window in place of the limit's, in
@@ -59,18 +55,17 @@ type Override struct {
 	Window time.Duration `json:"-"`
 
 	// Unlimited takes the keys out of the limit: it counts nothing for
-	// them. Blocked denies every request of the keys, without asking the
-	// store. Each goes alone, without a Quota, Window, Shadow or
-	// Enforced.
+	// them. Blocked denies their every request, without asking the
+	// store. Each goes alone: no Quota, Window, Shadow or Enforced.
 	Unlimited bool `json:"unlimited,omitempty"`
 	Blocked   bool `json:"blocked,omitempty"`
 
-	// Shadow makes the limit, for the keys, decided and counted but never
-	// denying (see ratelimit.Limit's Shadow); Enforced makes it deny for
-	// them when it is shadow by itself (Limit.Shadow, or
-	// ratelimit.WithDryRun). Neither leaves it as it is. A key's override
-	// that leaves a field as the limit's takes it from the whole policy's
-	// override, when there is one.
+	// Shadow makes the limit, for the keys, decided and counted but
+	// never denying (see ratelimit.Limit's Shadow); Enforced makes it
+	// deny when it is shadow by itself (Limit.Shadow, or
+	// ratelimit.WithDryRun); neither leaves it as it is. A key's override
+	// takes a field it leaves as the limit's from the policy's override,
+	// if any.
 	Shadow   bool `json:"shadow,omitempty"`
 	Enforced bool `json:"enforced,omitempty"`
 }
@@ -78,16 +73,13 @@ type Override struct {
 // MaxOverrides is how many overrides a namespace holds at most.
 const MaxOverrides = 10_000
 
-// maxKey is the longest key an override names, as the store refuses a
-// longer one.
+// maxKey is the longest key the store takes.
 const maxKey = 1024
 
-// ErrInvalid is wrapped by every error for an override that cannot be
-// set.
+// ErrInvalid is wrapped by every error for an override that cannot be set.
 var ErrInvalid = errors.New("override: invalid")
 
-// Check returns what is wrong with o, or nil: every field is named with
-// the reason.
+// Check returns what is wrong with o, naming the field and why, or nil.
 func (o Override) Check() error {
 	switch {
 	case o.Policy == "":
@@ -143,9 +135,8 @@ type policyTable struct {
 }
 
 // A slot is where an override stands in its table: as set, and in
-// force. The maps hold slots, not pointers, so that a lookup reads no
-// more memory than the map's, and the collector has fewer pointers to
-// follow.
+// force. Not pointers: a lookup reads no more than the map, and the
+// collector follows fewer pointers.
 type slot struct{ set, effect int32 }
 
 var noSlot = slot{-1, -1}
@@ -175,14 +166,13 @@ func NewTable(list []Override) (*Table, error) {
 			return nil, fmt.Errorf("%w: more than %d overrides; a namespace holds at most %d", ErrInvalid, MaxOverrides, MaxOverrides)
 		}
 	}
-	var effects []Override
 	index := make(map[Override]int32)
 	effectOf := func(o Override) int32 {
 		o = o.Effect()
 		j, ok := index[o]
 		if !ok {
-			j = int32(len(effects))
-			effects = append(effects, o)
+			j = int32(len(t.effects))
+			t.effects = append(t.effects, o)
 			index[o] = j
 		}
 		return j
@@ -206,8 +196,7 @@ func NewTable(list []Override) (*Table, error) {
 		for k, s := range p.prefixes {
 			p.prefixes[k] = inForce(s)
 		}
-		slices.Sort(p.lengths)
-		slices.Reverse(p.lengths)
+		slices.SortFunc(p.lengths, func(a, b int) int { return cmp.Compare(b, a) })
 		p.lengths = slices.Compact(p.lengths)
 		p.ends = make([]byteSet, len(p.lengths))
 		for prefix := range p.prefixes {
@@ -216,12 +205,10 @@ func NewTable(list []Override) (*Table, error) {
 			}
 		}
 	}
-	t.effects = effects
 	return t, nil
 }
 
-// put adds o to the policy's overrides in t, or replaces the one of its
-// key.
+// put adds o to the policy's overrides, or replaces its key's.
 func (p *policyTable) put(t *Table, o Override) {
 	m, k := p.exact, o.StoredKey
 	prefix, isPrefix := strings.CutSuffix(o.StoredKey, "*")
@@ -246,7 +233,7 @@ func (p *policyTable) put(t *Table, o Override) {
 	}
 }
 
-// add appends o to t's overrides as set, and returns its index there.
+// add appends o to t.set and returns its index.
 func (t *Table) add(o Override) int32 {
 	t.set = append(t.set, o)
 	return int32(len(t.set) - 1)
@@ -275,8 +262,7 @@ func (t *Table) Get(policy, key string) (Override, bool) {
 	if t == nil || t.policies[policy] == nil {
 		return Override{}, false
 	}
-	p := t.policies[policy]
-	s, ok := noSlot, false
+	p, s, ok := t.policies[policy], noSlot, false
 	switch prefix, isPrefix := strings.CutSuffix(key, "*"); {
 	case key == "":
 		s, ok = p.whole, p.whole.set >= 0
@@ -306,10 +292,9 @@ func (t *Table) Lookup(policy, key string) (Override, bool) {
 	return o, true
 }
 
-// Find is Lookup returning the override in force as the table holds it,
-// without keys (see Override.Effect), and its index among the table's
-// distinct effects (see Effects), or -1 and nil. The overrides of a
-// policy with the same effect share it.
+// Find is Lookup returning the override in force, without keys (see
+// Override.Effect), and its index among the table's distinct Effects,
+// or -1 and nil. A policy's overrides of the same effect share it.
 func (t *Table) Find(policy, key string) (int, *Override) {
 	if s, ok := t.lookup(policy, key); ok {
 		return int(s.effect), &t.effects[s.effect]
@@ -327,16 +312,15 @@ func (t *Table) Effects() int {
 
 // lookup returns the slot of the override of policy for key.
 func (t *Table) lookup(policy, key string) (slot, bool) {
-	if t == nil {
-		return noSlot, false
-	}
-	if p := t.policies[policy]; p != nil {
-		return p.lookup(key)
+	if t != nil {
+		if p := t.policies[policy]; p != nil {
+			return p.lookup(key)
+		}
 	}
 	return noSlot, false
 }
 
-// under returns o with each field it leaves as the limit's taken from
+// under returns o with the fields it leaves as the limit's taken from
 // w, the policy's override.
 func (o *Override) under(w *Override) Override {
 	v := *o
@@ -345,8 +329,7 @@ func (o *Override) under(w *Override) Override {
 	}
 	if w.Unlimited || w.Blocked {
 		if v.Quota == 0 {
-			// No quota of its own, of a limit the policy's override
-			// takes away or blocks: that holds.
+			// No quota of its own: the policy's override holds.
 			return Override{Policy: v.Policy, StoredKey: v.StoredKey, Unlimited: w.Unlimited, Blocked: w.Blocked}
 		}
 		return v
@@ -363,9 +346,9 @@ func (o *Override) under(w *Override) Override {
 	return v
 }
 
-// lookup returns the slot of the most specific override of the policy
-// for key. A prefix length whose prefixes all end in a byte other than
-// the key's there costs no map lookup.
+// lookup returns the slot of the policy's most specific override for
+// key. A prefix length whose prefixes all end in another byte than the
+// key's there costs no map lookup.
 func (p *policyTable) lookup(key string) (slot, bool) {
 	if s, ok := p.index.find(key); ok {
 		return s, true
@@ -388,10 +371,7 @@ func (t *Table) All() []Override {
 	}
 	all := slices.Clone(t.set)
 	slices.SortFunc(all, func(a, b Override) int {
-		if c := strings.Compare(a.Policy, b.Policy); c != 0 {
-			return c
-		}
-		return strings.Compare(a.StoredKey, b.StoredKey)
+		return cmp.Or(strings.Compare(a.Policy, b.Policy), strings.Compare(a.StoredKey, b.StoredKey))
 	})
 	return all
 }

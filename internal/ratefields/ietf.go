@@ -1,16 +1,13 @@
 package ratefields
 
 import (
+	"cmp"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/ratelimit-go/ratelimit/internal/wire"
 )
-
-// The fields of draft-ietf-httpapi-ratelimit-headers: RateLimit-Policy
-// and RateLimit as drafts 8 to 11 define them (named items), and as
-// drafts 6 and 7 did (Integers, a Dictionary), with draft 6's
-// RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset.
 
 // The quota units of the draft's registry.
 const (
@@ -19,8 +16,8 @@ const (
 	unitConcurrent = "concurrent-requests"
 )
 
-// ietf reads the draft's fields into p.info, drafts 8 to 11 before 6 and
-// 7, and reports whether they said anything.
+// ietf reads the draft's fields into p.info, drafts 8 to 11 before 6
+// and 7, and reports whether they said anything.
 func (p *parser) ietf() bool {
 	named, unnamed := p.policyField()
 	limits, dict := p.rateLimitField()
@@ -36,24 +33,14 @@ func (p *parser) ietf() bool {
 	return p.unnamed(l, unnamed)
 }
 
-// fieldValue returns a field's lines as the one value RFC 9651 parses
-// (section 4.2): joined with ", ".
-func fieldValue(lines []string) string {
-	if len(lines) == 1 {
-		return lines[0]
-	}
-	return strings.Join(lines, ", ")
-}
-
-// policyField reads RateLimit-Policy: named policies (drafts 8 to 11) or
-// unnamed ones (drafts 6 and 7), as its first item is; an item of the
-// other kind is malformed.
+// policyField reads RateLimit-Policy: named policies (drafts 8 to 11)
+// or unnamed (6 and 7), as its first item is; the other is malformed.
 func (p *parser) policyField() (named, unnamed []Policy) {
 	lines := p.lines(wire.FieldPolicy)
 	if len(lines) == 0 {
 		return nil, nil
 	}
-	v := fieldValue(lines)
+	v := strings.Join(lines, ", ") // as RFC 9651 parses them (section 4.2)
 	n, ok := listLen(v)
 	if !ok || n == 0 {
 		p.report(wire.FieldPolicy, ReasonMalformed)
@@ -66,20 +53,20 @@ func (p *parser) policyField() (named, unnamed []Policy) {
 	for m, ok := list.next(); ok; m, ok = list.next() {
 		if isName(m) && kind != byQuota {
 			kind = byName
-			k, pol, reason := namedPolicy(m)
-			if reason != "" {
+			if k, pol, reason := namedPolicy(m); reason != "" {
 				p.report(wire.FieldPolicy, reason)
-				continue
+			} else {
+				ps = p.addPolicy(ps, k, pol)
 			}
-			ps = p.addPolicy(ps, k, pol)
 		} else if m.typ == sfInteger && kind != byName {
 			kind = byQuota
-			pol, reason := quotaPolicy(m.n, m.params)
-			if reason != "" {
+			if pol, reason := quotaPolicy(m.n, m.params); reason != "" {
 				p.report(wire.FieldPolicy, reason)
-				continue
+			} else {
+				// Drafts 6 and 7 name no policy, and forbid two of one quota.
+				i := slices.IndexFunc(ps, func(q Policy) bool { return q.Quota == pol.Quota })
+				ps = add(p, wire.FieldPolicy, ps, i, pol, tighter)
 			}
-			ps = p.addQuota(ps, pol)
 		} else {
 			p.report(wire.FieldPolicy, ReasonMalformed)
 		}
@@ -93,55 +80,44 @@ func (p *parser) policyField() (named, unnamed []Policy) {
 	return nil, ps
 }
 
-// An itemKey tells a named policy or limit from another: its name and
-// partition key as its item sends them, a String's or Token's text and
-// base64. It is compared in place and copied only into what is kept, so
-// that an item not kept allocates nothing.
+// An itemKey is a named item's name and pk as sent, compared in place
+// and copied only when kept: an item not kept allocates nothing.
 type itemKey struct{ name, pk string }
 
-// is reports whether k is the key of a policy or limit kept.
 func (k itemKey) is(name, partition string) bool {
 	return textEqual(k.name, name) && b64Equal(k.pk, partition)
 }
 
-// namedPolicy reads a policy item of drafts 8 to 11: q, required; w, qu
-// and pk. Other parameters are comments. The policy returned has no
-// name or partition key yet: they are k's.
-func namedPolicy(m sfItem) (k itemKey, pol Policy, reason Reason) {
-	if textLen(m.text) > MaxName {
-		return itemKey{}, Policy{}, ReasonTooLarge
-	}
-	q, ok, reason := intParam(m.params, "q")
-	if reason != "" {
+// namedPolicy reads a policy item of drafts 8 to 11: q, required; w,
+// qu and pk; other parameters are comments. Its name and pk are k's.
+func namedPolicy(m sfItem) (itemKey, Policy, Reason) {
+	q, _, qReason := intParam(m.params, "q", true)
+	w, wReason := window(m.params, false)
+	u, uReason := unit(m.params)
+	pk, pkReason := partition(m.params)
+	// The first reason, in the order the parameters are checked.
+	if reason := cmp.Or(nameReason(m), qReason, wReason, uReason, pkReason); reason != "" {
 		return itemKey{}, Policy{}, reason
 	}
-	if !ok {
-		return itemKey{}, Policy{}, ReasonMalformed
-	}
-	pol = Policy{Quota: q, Unit: unitRequests}
-	if pol.Window, reason = window(m.params, false); reason != "" {
-		return itemKey{}, Policy{}, reason
-	}
-	if v, ok := param(m.params, "qu"); ok {
-		if pol.Unit = unit(v); pol.Unit == "" {
-			return itemKey{}, Policy{}, ReasonMalformed
-		}
-	}
-	pk, reason := partition(m.params)
-	if reason != "" {
-		return itemKey{}, Policy{}, reason
-	}
-	return itemKey{name: m.text, pk: pk}, pol, ""
+	return itemKey{name: m.text, pk: pk}, Policy{Quota: q, Window: w, Unit: u}, ""
 }
 
-// quotaPolicy reads a policy item of drafts 6 and 7: the quota q, with w
-// required. Other parameters are comments.
-func quotaPolicy(q int64, params string) (Policy, Reason) {
-	if reason := count(q); reason != "" {
-		return Policy{}, reason
+// nameReason returns why m is not a name kept, or "".
+func nameReason(m sfItem) Reason {
+	switch {
+	case !isName(m):
+		return ReasonMalformed
+	case textLen(m.text) > MaxName:
+		return ReasonTooLarge
 	}
-	w, reason := window(params, true)
-	if reason != "" {
+	return ""
+}
+
+// quotaPolicy reads a policy item of drafts 6 and 7: the quota q, with
+// w required; other parameters are comments.
+func quotaPolicy(q int64, params string) (Policy, Reason) {
+	w, wReason := window(params, true)
+	if reason := cmp.Or(count(q), wReason); reason != "" {
 		return Policy{}, reason
 	}
 	return Policy{Quota: q, Window: w, Unit: unitRequests}, ""
@@ -149,11 +125,11 @@ func quotaPolicy(q int64, params string) (Policy, Reason) {
 
 // window reads the parameter w: whole seconds, from 1 to MaxWindow.
 func window(params string, required bool) (time.Duration, Reason) {
-	w, ok, reason := intParam(params, "w")
+	w, ok, reason := intParam(params, "w", required)
 	switch {
 	case reason != "":
 		return 0, reason
-	case !ok && required, ok && w == 0:
+	case ok && w == 0:
 		return 0, ReasonMalformed
 	case w > int64(MaxWindow/time.Second):
 		return 0, ReasonTooLarge
@@ -161,192 +137,134 @@ func window(params string, required bool) (time.Duration, Reason) {
 	return time.Duration(w) * time.Second, ""
 }
 
-// unit returns the quota unit qu names, or "" when it names none of the
-// draft's registry. The registry spells the first "request", the text
-// "requests": both are read as "requests".
-func unit(v sfItem) string {
-	switch {
+// unit returns the registered quota unit qu names, "requests" when
+// absent: the registry spells "request", the text "requests".
+func unit(params string) (string, Reason) {
+	switch v, ok := param(params, "qu"); {
+	case !ok:
+		return unitRequests, ""
 	case !isName(v):
-		return ""
+		return "", ReasonMalformed
 	case textEqual(v.text, "requests"), textEqual(v.text, "request"):
-		return unitRequests
+		return unitRequests, ""
 	case textEqual(v.text, unitBytes):
-		return unitBytes
+		return unitBytes, ""
 	case textEqual(v.text, unitConcurrent):
-		return unitConcurrent
+		return unitConcurrent, ""
 	}
-	return ""
+	return "", ReasonMalformed
 }
 
 // addPolicy adds the policy of key k to ps, unless ps has one of that
 // key. Of two that differ, the tighter is kept.
 func (p *parser) addPolicy(ps []Policy, k itemKey, pol Policy) []Policy {
-	for i, q := range ps {
-		if !k.is(q.Name, q.Partition) {
-			continue
-		}
-		pol.Name, pol.Partition = q.Name, q.Partition
-		if q != pol {
-			p.report(wire.FieldPolicy, ReasonDuplicate)
-			if tighter(pol, q) {
-				ps[i] = pol
-			}
-		}
-		return ps
+	i := slices.IndexFunc(ps, func(q Policy) bool { return k.is(q.Name, q.Partition) })
+	if i >= 0 {
+		pol.Name, pol.Partition = ps[i].Name, ps[i].Partition
+	} else if len(ps) < MaxItems {
+		pol.Name, pol.Partition = textValue(k.name), b64Value(k.pk)
 	}
-	if len(ps) == MaxItems {
-		p.report(wire.FieldPolicy, ReasonTooMany)
-		return ps
-	}
-	pol.Name, pol.Partition = textValue(k.name), b64Value(k.pk)
-	return append(ps, pol)
+	return add(p, wire.FieldPolicy, ps, i, pol, tighter)
 }
 
-// addQuota adds pol, a policy of drafts 6 and 7, to ps, unless ps has
-// one of the same quota: those drafts name none, and forbid two policies
-// of one quota. Of two that differ, the tighter is kept.
-func (p *parser) addQuota(ps []Policy, pol Policy) []Policy {
-	for i, q := range ps {
-		if q.Quota != pol.Quota {
-			continue
-		}
-		if q != pol {
-			p.report(wire.FieldPolicy, ReasonDuplicate)
-			if tighter(pol, q) {
-				ps[i] = pol
+// add appends v to vs, or with i not -1, keeps the tighter of v and
+// vs[i], an item of the same key, reporting field when they differ.
+func add[T comparable](p *parser, field string, vs []T, i int, v T, tighter func(a, b T) bool) []T {
+	switch {
+	case i >= 0:
+		if vs[i] != v {
+			p.report(field, ReasonDuplicate)
+			if tighter(v, vs[i]) {
+				vs[i] = v
 			}
 		}
-		return ps
+	case len(vs) == MaxItems:
+		p.report(field, ReasonTooMany)
+	default:
+		vs = append(vs, v)
 	}
-	if len(ps) == MaxItems {
-		p.report(wire.FieldPolicy, ReasonTooMany)
-		return ps
-	}
-	return append(ps, pol)
+	return vs
 }
 
-// tighter reports whether policy a allows less than b: a smaller quota,
-// or the same over a longer window.
+// tighter reports whether a allows less than b: a smaller quota, or
+// the same over a longer window.
 func tighter(a, b Policy) bool {
 	return a.Quota < b.Quota || a.Quota == b.Quota && a.Window > b.Window
 }
 
-// rateLimitField reads RateLimit: the limits of drafts 8 to 11, a List of
-// named items, or else draft 7's Dictionary, returned unread ("" when
-// there is none).
+// rateLimitField reads RateLimit: the named limits of drafts 8 to 11,
+// or else draft 7's Dictionary, returned unread ("" when none).
 func (p *parser) rateLimitField() (limits []Limit, dict string) {
 	lines := p.lines(wire.FieldRateLimit)
 	if len(lines) == 0 {
 		return nil, ""
 	}
-	v := fieldValue(lines)
+	v := strings.Join(lines, ", ")
 	n, ok := listLen(v)
-	if !ok {
-		if n, ok := dictLen(v); !ok || n == 0 {
-			p.report(wire.FieldRateLimit, ReasonMalformed)
-			return nil, ""
+	if !ok || n == 0 {
+		if n, ok := dictLen(v); ok && n > 0 {
+			return nil, v
 		}
-		return nil, v
-	}
-	if n == 0 {
 		p.report(wire.FieldRateLimit, ReasonMalformed)
 		return nil, ""
 	}
 	limits = make([]Limit, 0, min(n, MaxItems))
 	list := newList(v)
 	for m, ok := list.next(); ok; m, ok = list.next() {
-		if !isName(m) {
-			p.report(wire.FieldRateLimit, ReasonMalformed)
-			continue
-		}
-		k, l, reason := p.namedLimit(m)
-		if reason != "" {
+		if k, l, reason := p.namedLimit(m); reason != "" {
 			p.report(wire.FieldRateLimit, reason)
-			continue
+		} else {
+			limits = p.addLimit(limits, k, l)
 		}
-		limits = p.addLimit(limits, k, l)
 	}
-	if len(limits) == 0 {
-		return nil, ""
-	}
-	return limits, ""
+	return limits, "" // withinQuota makes none nil
 }
 
-// namedLimit reads a limit item of drafts 8 to 11: r, required; t and pk.
-// Other parameters are comments. The limit returned has no name or
-// partition key yet: they are k's.
-func (p *parser) namedLimit(m sfItem) (k itemKey, l Limit, reason Reason) {
-	if textLen(m.text) > MaxName {
-		return itemKey{}, Limit{}, ReasonTooLarge
-	}
-	r, ok, reason := intParam(m.params, "r")
-	if reason != "" {
-		return itemKey{}, Limit{}, reason
-	}
-	if !ok {
-		return itemKey{}, Limit{}, ReasonMalformed
-	}
-	t, _, reason := intParam(m.params, "t")
-	if reason != "" {
-		return itemKey{}, Limit{}, reason
-	}
-	pk, reason := partition(m.params)
-	if reason != "" {
+// namedLimit reads a limit item of drafts 8 to 11: r, required; t and
+// pk; other parameters are comments. Its name and pk are k's.
+func (p *parser) namedLimit(m sfItem) (itemKey, Limit, Reason) {
+	r, _, rReason := intParam(m.params, "r", true)
+	t, _, tReason := intParam(m.params, "t", false)
+	pk, pkReason := partition(m.params)
+	if reason := cmp.Or(nameReason(m), rReason, tReason, pkReason); reason != "" {
 		return itemKey{}, Limit{}, reason
 	}
 	return itemKey{name: m.text, pk: pk}, Limit{Remaining: r, Reset: p.delay(wire.FieldRateLimit, t, 0, true)}, ""
 }
 
-// addLimit adds the limit of key k to ls, unless ls has one of that key.
-// Of two that differ, the tighter is kept: the fewer units remaining, or
-// the same for longer.
+// addLimit is addPolicy for limits: the tighter has fewer units
+// remaining, or the same for longer.
 func (p *parser) addLimit(ls []Limit, k itemKey, l Limit) []Limit {
-	for i, q := range ls {
-		if !k.is(q.Name, q.Partition) {
-			continue
-		}
-		l.Name, l.Partition = q.Name, q.Partition
-		if q != l {
-			p.report(wire.FieldRateLimit, ReasonDuplicate)
-			if l.Remaining < q.Remaining || l.Remaining == q.Remaining && l.Reset > q.Reset {
-				ls[i] = l
-			}
-		}
-		return ls
+	i := slices.IndexFunc(ls, func(q Limit) bool { return k.is(q.Name, q.Partition) })
+	if i >= 0 {
+		l.Name, l.Partition = ls[i].Name, ls[i].Partition
+	} else if len(ls) < MaxItems {
+		l.Name, l.Partition = textValue(k.name), b64Value(k.pk)
 	}
-	if len(ls) == MaxItems {
-		p.report(wire.FieldRateLimit, ReasonTooMany)
-		return ls
-	}
-	l.Name, l.Partition = textValue(k.name), b64Value(k.pk)
-	return append(ls, l)
+	return add(p, wire.FieldRateLimit, ls, i, l, func(a, b Limit) bool {
+		return a.Remaining < b.Remaining || a.Remaining == b.Remaining && a.Reset > b.Reset
+	})
 }
 
-// withinQuota returns the limits that do not have more units remaining
-// than a policy they count against allows, reporting the others.
+// withinQuota returns the limits with no more units remaining than
+// their policies allow, reporting the others.
 func (p *parser) withinQuota(policies []Policy, limits []Limit) []Limit {
-	kept := limits[:0]
-	for _, l := range limits {
-		ok := true
-		for _, pol := range policies {
-			if pol.Name == l.Name && (pol.Partition == "" || pol.Partition == l.Partition) && l.Remaining > pol.Quota {
-				ok = false
-			}
-		}
-		if !ok {
+	kept := slices.DeleteFunc(limits, func(l Limit) bool {
+		over := slices.ContainsFunc(policies, func(pol Policy) bool {
+			return pol.Name == l.Name && (pol.Partition == "" || pol.Partition == l.Partition) && l.Remaining > pol.Quota
+		})
+		if over {
 			p.report(wire.FieldRateLimit, ReasonContradicts)
-			continue
 		}
-		kept = append(kept, l)
-	}
+		return over
+	})
 	if len(kept) == 0 {
 		return nil
 	}
 	return kept
 }
 
-// draftLimit is the one limit of drafts 6 and 7: the quota it counts
-// against, what remains, and when more comes back.
+// draftLimit is the one limit of drafts 6 and 7.
 type draftLimit struct {
 	limit, remaining int64
 	hasLimit         bool
@@ -357,7 +275,7 @@ type draftLimit struct {
 
 // dictionary reads draft 7's RateLimit Dictionary d: limit and reset,
 // required, and remaining; ok is false when d is "" or, reported, not
-// what draft 7 defines. Other keys and all parameters are ignored.
+// draft 7's. Other keys and all parameters are ignored.
 func (p *parser) dictionary(d string) (l draftLimit, ok bool) {
 	if d == "" {
 		return draftLimit{}, false
@@ -373,14 +291,11 @@ func (p *parser) dictionary(d string) (l draftLimit, ok bool) {
 		return m.n, true, count(m.n)
 	}
 	l.field = wire.FieldRateLimit
-	var hasReset bool
-	var reset int64
-	var reason Reason
-	if l.limit, l.hasLimit, reason = member("limit"); reason == "" {
-		if l.remaining, l.hasRemaining, reason = member("remaining"); reason == "" {
-			reset, hasReset, reason = member("reset")
-		}
-	}
+	var limitReason, remainingReason Reason
+	l.limit, l.hasLimit, limitReason = member("limit")
+	l.remaining, l.hasRemaining, remainingReason = member("remaining")
+	reset, hasReset, resetReason := member("reset")
+	reason := cmp.Or(limitReason, remainingReason, resetReason)
 	if reason == "" && (!l.hasLimit || !hasReset) {
 		reason = ReasonMalformed
 	}
@@ -396,40 +311,27 @@ func (p *parser) dictionary(d string) (l draftLimit, ok bool) {
 // and RateLimit-Reset, each an Integer; its parameters are ignored.
 func (p *parser) separateFields() draftLimit {
 	l := draftLimit{field: fieldRemaining}
-	l.limit, l.hasLimit = p.integerField(fieldLimit)
-	l.remaining, l.hasRemaining = p.integerField(fieldRemaining)
+	l.limit, l.hasLimit = read(p, fieldLimit, parseInteger)
+	l.remaining, l.hasRemaining = read(p, fieldRemaining, parseInteger)
 	if l.hasRemaining {
-		if reset, ok := p.integerField(fieldReset); ok {
+		if reset, ok := read(p, fieldReset, parseInteger); ok {
 			l.reset = p.delay(fieldReset, reset, 0, true)
 		}
 	}
 	return l
 }
 
-// integerField reads a single-valued field whose value is an RFC 9651
-// Integer, not negative; ok is false when it is absent or, reported,
-// anything else.
-func (p *parser) integerField(field string) (n int64, ok bool) {
-	v, ok := p.single(field)
-	if !ok {
-		return 0, false
+// parseInteger reads a non-negative RFC 9651 Integer field.
+func parseInteger(v string) (int64, Reason) {
+	if it, ok := parseItem(v); ok && it.typ == sfInteger {
+		return it.n, count(it.n)
 	}
-	it, ok := parseItem(v)
-	if !ok || it.typ != sfInteger {
-		p.report(field, ReasonMalformed)
-		return 0, false
-	}
-	if reason := count(it.n); reason != "" {
-		p.report(field, reason)
-		return 0, false
-	}
-	return it.n, true
+	return 0, ReasonMalformed
 }
 
-// unnamed sets p.info from the limit l of drafts 6 and 7 and the unnamed
-// policies of RateLimit-Policy, the policy of l's limit first; it reports
-// whether they said anything. A remaining count with no limit beside it
-// would count against no known quota, and is ignored.
+// unnamed sets p.info from l and the unnamed policies, l's first, and
+// reports whether they said anything. A remaining count without a limit
+// counts against no known quota: it is ignored.
 func (p *parser) unnamed(l draftLimit, policies []Policy) bool {
 	if !l.hasLimit {
 		if l.hasRemaining {
@@ -439,20 +341,15 @@ func (p *parser) unnamed(l draftLimit, policies []Policy) bool {
 		return len(policies) > 0
 	}
 	lead := Policy{Quota: l.limit, Unit: unitRequests}
-	all := make([]Policy, 1, 1+len(policies))
-	for i, pol := range policies {
-		if pol.Quota == l.limit {
-			lead.Window = pol.Window
-			policies = append(policies[:i:i], policies[i+1:]...)
-			break
-		}
+	if i := slices.IndexFunc(policies, func(q Policy) bool { return q.Quota == l.limit }); i >= 0 {
+		lead.Window = policies[i].Window
+		policies = slices.Delete(policies, i, i+1)
 	}
 	if len(policies) == MaxItems {
 		p.report(wire.FieldPolicy, ReasonTooMany)
 		policies = policies[:MaxItems-1]
 	}
-	all[0] = lead
-	p.info.Policies = append(all, policies...)
+	p.info.Policies = slices.Insert(policies, 0, lead)
 	if l.hasRemaining {
 		if l.remaining > l.limit {
 			p.report(l.field, ReasonContradicts)
@@ -463,26 +360,24 @@ func (p *parser) unnamed(l draftLimit, policies []Policy) bool {
 	return true
 }
 
-// isName reports whether m is a name, as an item of drafts 8 to 11
-// gives it: a String (draft 11) or a Token (drafts 8 to 10).
+// isName reports whether m is a String (draft 11) or Token (8 to 10).
 func isName(m sfItem) bool {
 	return m.typ == sfString || m.typ == sfToken
 }
 
-// intParam reads the parameter key, an Integer from 0 to MaxInt; ok is
-// false when it is absent.
-func intParam(params, key string) (n int64, ok bool, reason Reason) {
-	v, ok := param(params, key)
-	if !ok {
+// intParam reads the Integer parameter key, from 0 to MaxInt; ok is
+// false when it is absent, malformed when required.
+func intParam(params, key string, required bool) (n int64, ok bool, reason Reason) {
+	switch v, ok := param(params, key); {
+	case !ok && !required:
 		return 0, false, ""
-	}
-	if v.typ != sfInteger {
+	case !ok || v.typ != sfInteger:
 		return 0, false, ReasonMalformed
+	case count(v.n) != "":
+		return 0, false, count(v.n)
+	default:
+		return v.n, true, ""
 	}
-	if reason := count(v.n); reason != "" {
-		return 0, false, reason
-	}
-	return v.n, true, ""
 }
 
 // partition returns the parameter pk, a Byte Sequence of at most

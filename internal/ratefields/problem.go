@@ -8,11 +8,9 @@ import (
 	"github.com/ratelimit-go/ratelimit/internal/wire"
 )
 
-// problemDetails reads body, RFC 9457 problem details when the response's
-// Content-Type says application/problem+json, and reports whether its
-// type is one of the draft's; then p.info.Violated is its
-// "violated-policies". The document must be valid JSON, an object whose
-// "type" is a string and "violated-policies" an array of strings, each
+// problemDetails reads body, when application/problem+json, and
+// reports whether its type is the draft's; then p.info.Violated is its
+// "violated-policies". Those two members must be of the right type and
 // given once; other members are not read.
 func (p *parser) problemDetails(body []byte) bool {
 	if len(body) == 0 || !isProblemJSON(p.h[fieldContentType]) {
@@ -46,7 +44,7 @@ func (p *parser) problemDetails(body []byte) bool {
 	return true
 }
 
-// isProblemJSON reports whether a Content-Type field is one line naming
+// isProblemJSON reports whether Content-Type is one line naming
 // application/problem+json, whatever its parameters.
 func isProblemJSON(lines []string) bool {
 	if len(lines) != 1 {
@@ -64,8 +62,7 @@ type members struct {
 	tooMany  bool     // violated policies past MaxItems were left out
 }
 
-// problemMembers reads the members "type" and "violated-policies" of
-// body, valid JSON.
+// problemMembers reads "type" and "violated-policies" of valid JSON.
 func problemMembers(body []byte) (members, Reason) {
 	var m members
 	dec := json.NewDecoder(bytes.NewReader(body))
@@ -76,41 +73,30 @@ func problemMembers(body []byte) (members, Reason) {
 	var haveType, haveViolated bool
 	for dec.More() {
 		tok, err := dec.Token()
-		if err != nil {
-			return members{}, ReasonMalformed
-		}
-		switch tok {
-		case "type":
-			if haveType {
-				return members{}, ReasonDuplicate
-			}
+		ok := err == nil
+		switch {
+		case !ok:
+		case tok == "type" && haveType, tok == "violated-policies" && haveViolated:
+			return members{}, ReasonDuplicate
+		case tok == "type":
 			haveType = true
 			tok, err := dec.Token()
-			s, ok := tok.(string)
-			if err != nil || !ok {
-				return members{}, ReasonMalformed
-			}
-			m.typ = s
-		case "violated-policies":
-			if haveViolated {
-				return members{}, ReasonDuplicate
-			}
-			haveViolated = true
-			if !m.names(dec) {
-				return members{}, ReasonMalformed
-			}
+			m.typ, ok = tok.(string)
+			ok = ok && err == nil
+		case tok == "violated-policies":
+			haveViolated, ok = true, m.names(dec)
 		default:
-			if err := skipValue(dec); err != nil {
-				return members{}, ReasonMalformed
-			}
+			ok = skipValue(dec) == nil
+		}
+		if !ok {
+			return members{}, ReasonMalformed
 		}
 	}
 	return m, ""
 }
 
-// names reads a JSON array of strings from dec into m.violated: the
-// first MaxItems of at most MaxName bytes. It reports whether dec held
-// one.
+// names reads an array of strings into m.violated, the first MaxItems
+// of at most MaxName bytes, and reports whether dec held one.
 func (m *members) names(dec *json.Decoder) bool {
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('[') {
 		return false

@@ -2,6 +2,8 @@ package ratefields
 
 import (
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/ratelimit-go/ratelimit/internal/wire"
@@ -35,8 +37,7 @@ const (
 	MaxField = 16 << 10
 
 	// MaxBody is the longest problem details body Parse reads; a caller
-	// that reads MaxBody+1 bytes of a body lets Parse tell that it is
-	// longer.
+	// reading MaxBody+1 bytes of a body lets Parse tell it is longer.
 	MaxBody = 64 << 10
 )
 
@@ -61,8 +62,7 @@ type Info struct {
 	RetryAfter time.Duration
 
 	// Limited reports whether the response refused the request for a
-	// limit: a 429, or a 503 with a usable Retry-After or a problem type
-	// of the draft.
+	// limit: a 429, or a 503 with a usable Retry-After or a draft problem type.
 	Limited bool
 
 	// Violated are the problem details' "violated-policies" of a 429 or
@@ -96,8 +96,7 @@ type Policy struct {
 
 // A Limit is where a quota stands: Remaining units until Reset.
 type Limit struct {
-	// Name is the name of the policy the limit counts against, "" for a
-	// form that names none.
+	// Name is its policy's name, "" for a form that names none.
 	Name string
 
 	// Remaining is how many units the client may still spend: r, remaining
@@ -105,10 +104,10 @@ type Limit struct {
 	Remaining int64
 
 	// Reset is the time within which the client may spend at most
-	// Remaining more units, and after which more may come back: t (the
-	// draft 11 effective window, which need not be when the quota is full
+	// Remaining more units, and after which more may come back: t (draft
+	// 11's effective window, not necessarily when the quota is full
 	// again), reset, X-RateLimit-Reset or X-RateLimit-Reset-After; at most
-	// the caller's cap; 0 when the form does not say.
+	// MaxWindow (a reset is no wait); 0 when the form does not say.
 	Reset time.Duration
 
 	// Partition is the partition key pk, as in Policy.
@@ -119,10 +118,8 @@ type Limit struct {
 type Problem struct {
 	// Field is the canonical name of the header field that holds the
 	// value, such as "Ratelimit-Policy" or "X-Ratelimit-Reset", or "body".
-	Field string
-
-	// Reason says what was wrong with it.
-	Reason Reason
+	Field  string
+	Reason Reason // what was wrong with it
 }
 
 // A Reason says why Parse ignored or changed a value. The set is closed
@@ -139,14 +136,12 @@ const (
 	// its item, is ignored.
 	ReasonMalformed Reason = "malformed"
 
-	// ReasonDuplicate: a single-valued field on several lines that differ
-	// (ignored); a policy or limit listed twice with different values (the
-	// tighter kept); a problem details member given twice (the body
-	// ignored).
+	// ReasonDuplicate: a single-valued field on lines that differ
+	// (ignored); a policy or limit listed twice, differently (the tighter
+	// kept); a problem details member given twice (the body ignored).
 	ReasonDuplicate Reason = "duplicate"
 
-	// ReasonNegative: a number below zero. Its value, or its item, is
-	// ignored.
+	// ReasonNegative: a number below zero; it, or its item, is ignored.
 	ReasonNegative Reason = "negative"
 
 	// ReasonTooLarge: a number above MaxInt, a window above MaxWindow, a
@@ -172,21 +167,17 @@ const (
 	ReasonContradicts Reason = "contradicts"
 )
 
-// Parse reads what a response's header h (and, for a 429 or 503 with an
-// RFC 9457 problem+json body, that body) say of the upstream's limits, at
-// now.
-// A wait, Retry-After, is capped at maxDelay (e.g. a Retry-After of a
-// year); a value over the cap is capped and reported (ReasonCapped), not
-// dropped. A maxDelay below zero caps at zero. A limit's Reset is not a
-// wait while the limit has units left (a monthly quota resets in weeks):
-// it is kept up to MaxWindow.
+// Parse reads what a response's header h, status code and body say of
+// the upstream's limits, at now. A wait, Retry-After, over maxDelay (a
+// maxDelay below zero caps at zero) is capped and reported
+// (ReasonCapped), not dropped. A limit's Reset is no wait while units
+// are left (a monthly quota resets in weeks): it is kept up to MaxWindow.
 //
-// h is a response's header as net/http gives it, with canonical keys;
-// status is its status code. body is read only for a 429 or 503 whose
-// Content-Type is application/problem+json: the caller may pass nil for
-// any other, and at most MaxBody+1 bytes of one. Parse returns a Problem
-// for every value it ignored or changed; none is an error: what remains
-// of the response is still read. Parse reads but never modifies h or
+// h is as net/http gives it, with canonical keys. body is read only for
+// a 429 or 503 whose Content-Type is RFC 9457's application/problem+json:
+// the caller may pass nil for any other, and at most MaxBody+1 bytes of
+// one. Parse returns a Problem for every value it ignored or changed;
+// none is an error: the rest is still read. Parse never modifies h or
 // body, keeps neither, and is safe for concurrent use.
 func Parse(h http.Header, status int, body []byte, now time.Time, maxDelay time.Duration) (Info, []Problem) {
 	p := parser{h: h, now: now, maxDelay: max(maxDelay, 0)}
@@ -195,17 +186,13 @@ func Parse(h http.Header, status int, body []byte, now time.Time, maxDelay time.
 	if !p.ietf() {
 		p.xRateLimit()
 	}
-	problem := false
-	if status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable {
-		problem = p.problemDetails(body)
-	}
-	p.info.Limited = status == http.StatusTooManyRequests ||
-		status == http.StatusServiceUnavailable && (read || problem)
+	refused := status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable
+	problem := refused && p.problemDetails(body)
+	p.info.Limited = status == http.StatusTooManyRequests || refused && (read || problem)
 	return p.info, p.problems
 }
 
-// The fields Parse reads, in canonical form, beside those a Limiter of
-// this module sends (package wire).
+// The fields Parse reads beside those of package wire.
 const (
 	fieldLimit       = "Ratelimit-Limit"
 	fieldRemaining   = "Ratelimit-Remaining"
@@ -226,9 +213,8 @@ type parser struct {
 	problems []Problem
 }
 
-// report records that field's value was ignored or changed for reason,
-// once per field and reason, so that the problems of a response are
-// bounded by the fields read times the reasons.
+// report records a Problem once per field and reason, so that a
+// response's problems are bounded.
 func (p *parser) report(field string, reason Reason) {
 	for _, q := range p.problems {
 		if q.Field == field && q.Reason == reason {
@@ -238,9 +224,8 @@ func (p *parser) report(field string, reason Reason) {
 	p.problems = append(p.problems, Problem{Field: field, Reason: reason})
 }
 
-// lines returns the lines of field, or nil when it is absent or, reported,
-// longer than MaxField in all, counting the ", " that joins them into
-// one value: a thousand empty lines are not a small field.
+// lines returns field's lines, or nil when absent or, reported, over
+// MaxField with their joining ", ": a thousand empty lines are not small.
 func (p *parser) lines(field string) []string {
 	lines := p.h[field]
 	n := 0
@@ -254,37 +239,41 @@ func (p *parser) lines(field string) []string {
 	return lines
 }
 
-// single returns the value of a single-valued field: ok is false when the
-// field is absent, too large, or on several lines that differ
-// (reported).
+// single returns a single-valued field's value; ok is false when it is
+// absent, too large, or on lines that differ (reported).
 func (p *parser) single(field string) (v string, ok bool) {
 	lines := p.lines(field)
 	if len(lines) == 0 {
 		return "", false
 	}
-	for _, l := range lines[1:] {
-		if trimOWS(l) != trimOWS(lines[0]) {
-			p.report(field, ReasonDuplicate)
-			return "", false
-		}
+	v = trimOWS(lines[0])
+	if slices.ContainsFunc(lines[1:], func(l string) bool { return trimOWS(l) != v }) {
+		p.report(field, ReasonDuplicate)
+		return "", false
 	}
-	return trimOWS(lines[0]), true
+	return v, true
 }
 
-// trimOWS trims the optional whitespace (spaces and tabs) around a field
-// value, as net/http does when it reads one.
-func trimOWS(s string) string {
-	for len(s) > 0 && (s[0] == ' ' || s[0] == '\t') {
-		s = s[1:]
+// read reads a single-valued field with parse; ok is false when it is
+// absent or, reported, not what parse reads.
+func read[T any](p *parser, field string, parse func(string) (T, Reason)) (v T, ok bool) {
+	s, ok := p.single(field)
+	if !ok {
+		return v, false
 	}
-	for len(s) > 0 && (s[len(s)-1] == ' ' || s[len(s)-1] == '\t') {
-		s = s[:len(s)-1]
+	v, reason := parse(s)
+	if reason != "" {
+		p.report(field, reason)
+		var zero T
+		return zero, false
 	}
-	return s
+	return v, true
 }
 
-// count checks a quota or remaining count n of field: the reason it is
-// not one, or "".
+// trimOWS trims a value's optional whitespace, as net/http does.
+func trimOWS(s string) string { return strings.Trim(s, " \t") }
+
+// count returns why n is not a quota or remaining count, or "".
 func count(n int64) Reason {
 	switch {
 	case n < 0:
@@ -295,12 +284,9 @@ func count(n int64) Reason {
 	return ""
 }
 
-// delay returns secs seconds and nanos nanoseconds, both non-negative,
-// as a wait (Retry-After) of at most the caller's cap, reporting field
-// (ReasonCapped) when it cuts them; or, with reset set, as the time until
-// a limit resets, which is no wait while the limit has units left, so
-// that a monthly quota's reset is not cut: at most MaxWindow, reported
-// (ReasonTooLarge) beyond.
+// delay returns secs and nanos as a wait cut to the caller's cap
+// (ReasonCapped); or, with reset, as a limit's reset, no wait while
+// units are left (a monthly quota's), cut to MaxWindow (ReasonTooLarge).
 func (p *parser) delay(field string, secs, nanos int64, reset bool) time.Duration {
 	limit, reason := p.maxDelay, ReasonCapped
 	if reset {

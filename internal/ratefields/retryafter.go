@@ -7,9 +7,8 @@ import (
 	"github.com/ratelimit-go/ratelimit/internal/wire"
 )
 
-// retryAfter reads Retry-After (RFC 9110, section 10.2.3): delay-seconds
-// or an HTTP-date, at most the cap. read is false when the field is
-// absent or ignored; a date already past reads as 0, and counts as read.
+// retryAfter reads Retry-After (RFC 9110, section 10.2.3), at most the
+// cap; read is false when it is absent or ignored, not for a past date.
 func (p *parser) retryAfter() (d time.Duration, read bool) {
 	v, ok := p.single(wire.FieldRetryAfter)
 	if !ok {

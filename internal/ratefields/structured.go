@@ -5,17 +5,12 @@ import (
 	"unicode/utf8"
 )
 
-// A strict reader of RFC 9651 structured fields, for what ietf.go
-// reads: Lists, Dictionaries and Items. Every construct RFC 9651 defines
-// is checked as its section 4.2 parses it, so that a field with anything
-// malformed, even in a parameter no form reads, fails whole; values are
-// read only of the types the drafts use (Integer, String, Token, Byte
-// Sequence). It reads in place: a member is its type and its text in the
-// field's value, and a parameter is looked up in its item's text, so
-// reading a field allocates nothing. A caller copies what it keeps.
+// A strict reader of RFC 9651 Lists, Dictionaries and Items: every
+// construct is checked as section 4.2 parses it, so that a field with
+// anything malformed, even in a parameter no form reads, fails whole.
+// It reads in place, allocating nothing: a caller copies what it keeps.
 
-// An sfType is the type of a bare item, or of a member that is an Inner
-// List.
+// An sfType is the type of a bare item or an Inner List.
 type sfType uint8
 
 const (
@@ -30,34 +25,29 @@ const (
 	sfInnerList
 )
 
-// An sfItem is a bare item, or a member that is an Inner List, as it
-// stands in a field's value.
+// An sfItem is a bare item or an Inner List, as it stands in a value.
 type sfItem struct {
 	typ sfType
 
-	// text is a String's text between its quotes, escapes kept (read it
-	// with textLen, textEqual and textValue, which a Token's text, free of
-	// backslashes, reads with too); a Byte Sequence's base64 between its
-	// colons (read with b64Len, b64Equal and b64Value); a Display
-	// String's text between `%"` and `"`; an Inner List's between its
-	// parentheses; the item as sent otherwise, without a Date's "@".
+	// text is a String's text between its quotes, escapes kept (read
+	// it, or a Token's, with textLen, textEqual and textValue); a Byte
+	// Sequence's base64 (read with b64Len, b64Equal and b64Value); a
+	// Display String's or Inner List's text inside its delimiters; the
+	// item as sent otherwise, without a Date's "@".
 	text string
 
-	// n is an Integer's or a Date's value.
-	n int64
+	n int64 // an Integer's or a Date's value
 
-	// params is the text of the parameters, from their first ";" (read
-	// with param); "" when there are none. Set for the members of a List
-	// or Dictionary and an Item field's item, not for parameter values.
+	// params is the parameters' text from their first ";" (read with
+	// param), for a List's or Dictionary's member or an Item field.
 	params string
 }
 
-// boolTrue is the value of a parameter or Dictionary member that has
-// none: Boolean true.
+// boolTrue is the value of a parameter or member that has none.
 var boolTrue = sfItem{typ: sfBoolean, text: "?1"}
 
 // listLen returns how many members the List value has, and whether it
-// is a List (section 4.2.1).
+// is one (section 4.2.1).
 func listLen(value string) (n int, ok bool) {
 	l := newList(value)
 	for {
@@ -80,8 +70,8 @@ func newList(value string) sfList {
 	return l
 }
 
-// next returns the List's next member; ok is false at its end, or at a
-// syntax error (then l.bad is set).
+// next returns the List's next member; ok is false at its end, or at
+// an error (then l.bad is set).
 func (l *sfList) next() (m sfItem, ok bool) {
 	if l.bad || l.p.eof() {
 		return sfItem{}, false
@@ -97,8 +87,7 @@ func (l *sfList) next() (m sfItem, ok bool) {
 }
 
 // dictLen returns how many members the Dictionary value has, a key
-// given twice counting twice, and whether it is a Dictionary (section
-// 4.2.2).
+// given twice counting twice, and whether it is one (section 4.2.2).
 func dictLen(value string) (n int, ok bool) {
 	p := sfParser{s: value}
 	p.skipSP()
@@ -111,8 +100,8 @@ func dictLen(value string) (n int, ok bool) {
 	return n, true
 }
 
-// dictGet returns the member key of value, a Dictionary dictLen
-// accepted: the last given, as section 4.2.2 overwrites.
+// dictGet returns the last member key of value, a Dictionary dictLen
+// accepted, as section 4.2.2 overwrites.
 func dictGet(value, key string) (v sfItem, found bool) {
 	p := sfParser{s: value}
 	p.skipSP()
@@ -143,8 +132,7 @@ func parseItem(value string) (sfItem, bool) {
 	return it, true
 }
 
-// param returns the parameter key of params, an item's parameters: the
-// last given, as section 4.2.3.2 overwrites.
+// param returns the last parameter key of params (section 4.2.3.2).
 func param(params, key string) (v sfItem, found bool) {
 	p := sfParser{s: params}
 	for p.at(';') {
@@ -183,9 +171,8 @@ func (p *sfParser) skipOWS() {
 	}
 }
 
-// endMember reads what follows a member of a List or Dictionary: the
-// end of the value, or a comma and another member to come, with
-// optional whitespace around.
+// endMember reads what follows a member: the end, or a comma and
+// another member to come.
 func (p *sfParser) endMember() bool {
 	p.skipOWS()
 	if p.eof() {
@@ -199,8 +186,7 @@ func (p *sfParser) endMember() bool {
 	return !p.eof() // a trailing comma
 }
 
-// member reads an Item or an Inner List, with its parameters (section
-// 4.2.1.1).
+// member reads an Item or Inner List and parameters (section 4.2.1.1).
 func (p *sfParser) member() (m sfItem, ok bool) {
 	if p.at('(') {
 		m, ok = p.innerList()
@@ -229,8 +215,7 @@ func (p *sfParser) dictMember() (key string, m sfItem, ok bool) {
 	return key, m, ok
 }
 
-// innerList reads an Inner List without its parameters (section
-// 4.2.1.2).
+// innerList reads an Inner List but its parameters (section 4.2.1.2).
 func (p *sfParser) innerList() (sfItem, bool) {
 	p.off++ // (
 	start := p.off
@@ -241,13 +226,11 @@ func (p *sfParser) innerList() (sfItem, bool) {
 			p.off++
 			return m, true
 		}
-		if _, ok := p.bareItem(); !ok {
-			return sfItem{}, false
+		_, ok := p.bareItem()
+		if ok {
+			_, ok = p.params()
 		}
-		if _, ok := p.params(); !ok {
-			return sfItem{}, false
-		}
-		if !p.at(' ') && !p.at(')') {
+		if !ok || !p.at(' ') && !p.at(')') {
 			return sfItem{}, false
 		}
 	}
@@ -383,8 +366,7 @@ func (p *sfParser) str() (sfItem, bool) {
 	return sfItem{}, false
 }
 
-// token reads a Token (section 4.2.6), its first character already
-// checked.
+// token reads a Token (section 4.2.6), its first character checked.
 func (p *sfParser) token() sfItem {
 	start := p.off
 	for p.off++; !p.eof(); p.off++ {
@@ -395,9 +377,8 @@ func (p *sfParser) token() sfItem {
 	return sfItem{typ: sfToken, text: p.s[start:p.off]}
 }
 
-// byteSequence reads a Byte Sequence (section 4.2.7): base64 between
-// colons, with its padding or, as the section asks parsers to accept,
-// without.
+// byteSequence reads a Byte Sequence (section 4.2.7), padded or, as
+// the section asks to accept, not.
 func (p *sfParser) byteSequence() (sfItem, bool) {
 	p.off++ // :
 	start := p.off
@@ -479,21 +460,16 @@ func (p *sfParser) displayString() (sfItem, bool) {
 
 // unhex reads a lowercase hexadecimal digit.
 func unhex(c byte) (byte, bool) {
-	switch {
-	case isDigit(c):
-		return c - '0', true
-	case 'a' <= c && c <= 'f':
-		return c - 'a' + 10, true
-	}
-	return 0, false
+	i := strings.IndexByte("0123456789abcdef", c)
+	return byte(i), i >= 0
 }
 
 func isDigit(c byte) bool { return '0' <= c && c <= '9' }
 func isLower(c byte) bool { return 'a' <= c && c <= 'z' }
 func isAlpha(c byte) bool { return isLower(c) || 'A' <= c && c <= 'Z' }
 
-// textLen returns the length of the value of a String's or Token's
-// text: the text less the backslashes that escape.
+// textLen returns the length of a String's or Token's value: its text
+// less the escaping backslashes.
 func textLen(text string) int {
 	n := 0
 	for i := 0; i < len(text); i++ {
@@ -533,11 +509,9 @@ func textValue(text string) string {
 	return b.String()
 }
 
-// isBase64 reports whether s, of base64's characters, is base64
-// (RFC 4648) as encoding/base64's StdEncoding reads it, padded, or as
-// its RawStdEncoding does, unpadded: at most two "=", only at the end of
-// a multiple of 4 characters, and no single character left over. Pad
-// bits that are not zero are ignored, as RFC 9651 asks.
+// isBase64 reports whether s, of base64's characters, is base64 as
+// StdEncoding or RawStdEncoding reads it. Non-zero pad bits are
+// ignored, as RFC 9651 asks.
 func isBase64(s string) bool {
 	data := strings.TrimRight(s, "=")
 	switch pad := len(s) - len(data); {
@@ -578,8 +552,7 @@ func b64Value(b64 string) string {
 	return b.String()
 }
 
-// b64Byte returns the byte i of what base64 decodes to: each 4
-// characters of 6 bits hold 3 bytes.
+// b64Byte returns byte i of base64 decoded: 4 characters hold 3 bytes.
 func b64Byte(b64 string, i int) byte {
 	q := i / 3 * 4
 	switch i % 3 {
@@ -591,17 +564,8 @@ func b64Byte(b64 string, i int) byte {
 	return b64Bits(b64[q+2])<<6 | b64Bits(b64[q+3])
 }
 
+// b64Alphabet holds base64's characters at the index of their 6 bits.
+const b64Alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+
 // b64Bits returns the 6 bits a base64 character stands for.
-func b64Bits(c byte) byte {
-	switch {
-	case 'A' <= c && c <= 'Z':
-		return c - 'A'
-	case isLower(c):
-		return c - 'a' + 26
-	case isDigit(c):
-		return c - '0' + 52
-	case c == '+':
-		return 62
-	}
-	return 63 // /
-}
+func b64Bits(c byte) byte { return byte(strings.IndexByte(b64Alphabet, c)) }

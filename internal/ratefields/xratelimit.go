@@ -1,30 +1,24 @@
 package ratefields
 
 import (
+	"strings"
 	"time"
 
 	"github.com/ratelimit-go/ratelimit/internal/wire"
 )
 
-// The X-RateLimit-* fields: no standard, one common shape. Limit,
-// Remaining and Reset describe one limit; GitHub adds Resource, the
-// limit's name, and Used; Discord adds Reset-After.
-
-// epoch is the X-RateLimit-Reset above which it is a Unix time rather
-// than seconds from now: a year of seconds. GitHub and express-rate-limit
-// send Unix times (about 1.7e9 in 2024); a wait of more than a year is
-// no wait a client makes.
+// epoch is the X-RateLimit-Reset above which it is a Unix time, as
+// GitHub and express-rate-limit send: no client waits a year.
 const epoch = 365 * 24 * 60 * 60
 
-// xRateLimit reads the X-RateLimit-* fields into p.info. A remaining
-// count above the limit is ignored.
+// xRateLimit reads X-RateLimit-* into p.info.
 func (p *parser) xRateLimit() {
-	limit, hasLimit := p.xCount(wire.FieldXLimit)
-	remaining, hasRemaining := p.xCount(wire.FieldXRemaining)
+	limit, hasLimit := read(p, wire.FieldXLimit, parseCount)
+	remaining, hasRemaining := read(p, wire.FieldXRemaining, parseCount)
 	if !hasLimit && !hasRemaining {
 		return
 	}
-	name := p.resource()
+	name, _ := read(p, fieldXResource, parseResource)
 	if hasLimit {
 		p.info.Policies = []Policy{{Name: name, Quota: limit, Unit: unitRequests}}
 	}
@@ -35,79 +29,41 @@ func (p *parser) xRateLimit() {
 		p.report(wire.FieldXRemaining, ReasonContradicts)
 		return
 	}
-	if hasLimit {
-		p.checkUsed(limit, remaining)
+	if hasLimit { // GitHub's Used plus remaining is its limit: only checked
+		if used, ok := read(p, fieldXUsed, parseCount); ok && used > limit-remaining {
+			p.report(fieldXUsed, ReasonContradicts)
+		}
 	}
 	p.info.Limits = []Limit{{Name: name, Remaining: remaining, Reset: p.xReset()}}
 }
 
-// xCount reads a single-valued field of decimal digits, from 0 to MaxInt.
-func (p *parser) xCount(field string) (int64, bool) {
-	v, ok := p.single(field)
-	if !ok {
-		return 0, false
-	}
-	n, reason := parseCount(v)
-	if reason != "" {
-		p.report(field, reason)
-		return 0, false
-	}
-	return n, true
-}
-
-// resource returns the policy name X-RateLimit-Resource gives: an HTTP
-// token of at most MaxName bytes; "" when absent or ignored.
-func (p *parser) resource() string {
-	v, ok := p.single(fieldXResource)
-	if !ok {
-		return ""
-	}
+// parseResource reads X-RateLimit-Resource: a token of at most MaxName
+// bytes.
+func parseResource(v string) (string, Reason) {
 	switch {
 	case len(v) > MaxName:
-		p.report(fieldXResource, ReasonTooLarge)
-		return ""
+		return "", ReasonTooLarge
 	case !isToken(v):
-		p.report(fieldXResource, ReasonMalformed)
-		return ""
+		return "", ReasonMalformed
 	}
-	return v
+	return v, ""
 }
 
-// checkUsed reports X-RateLimit-Used when it says more was used than
-// the limit and remaining leave room for. It sets nothing: GitHub's used
-// plus remaining is its limit, which the others give already.
-func (p *parser) checkUsed(limit, remaining int64) {
-	used, ok := p.xCount(fieldXUsed)
-	if ok && used > limit-remaining {
-		p.report(fieldXUsed, ReasonContradicts)
-	}
-}
-
-// xReset returns the time until the limit resets: X-RateLimit-Reset-After
-// or else X-RateLimit-Reset, seconds possibly with a fraction; the
-// latter is a Unix time when above a year of seconds. 0 when neither
-// says.
+// xReset returns the time until the limit resets, from
+// X-RateLimit-Reset-After or else X-RateLimit-Reset (a Unix time above
+// epoch); 0 when neither says.
 func (p *parser) xReset() time.Duration {
-	if v, ok := p.single(fieldXResetAfter); ok {
-		secs, nanos, reason := parseSeconds(v)
-		if reason == "" {
-			return p.delay(fieldXResetAfter, secs, nanos, true)
-		}
-		p.report(fieldXResetAfter, reason)
+	if s, ok := read(p, fieldXResetAfter, parseSeconds); ok {
+		return p.delay(fieldXResetAfter, s.secs, s.nanos, true)
 	}
-	v, ok := p.single(wire.FieldXReset)
-	if !ok {
+	s, ok := read(p, wire.FieldXReset, parseSeconds)
+	switch {
+	case !ok:
 		return 0
+	case s.secs <= epoch:
+		return p.delay(wire.FieldXReset, s.secs, s.nanos, true)
 	}
-	secs, nanos, reason := parseSeconds(v)
-	if reason != "" {
-		p.report(wire.FieldXReset, reason)
-		return 0
-	}
-	if secs <= epoch {
-		return p.delay(wire.FieldXReset, secs, nanos, true)
-	}
-	at := time.Unix(secs, nanos)
+	at := time.Unix(s.secs, s.nanos)
 	if at.Before(p.now.Truncate(time.Second)) {
 		p.report(wire.FieldXReset, ReasonInPast)
 		return 0
@@ -117,64 +73,44 @@ func (p *parser) xReset() time.Duration {
 
 // parseCount reads decimal digits, a count from 0 to MaxInt.
 func parseCount(s string) (int64, Reason) {
-	if len(s) > 1 && s[0] == '-' && isDigits(s[1:]) {
+	switch {
+	case strings.HasPrefix(s, "-") && isDigits(s[1:]):
 		return 0, ReasonNegative
-	}
-	if !isDigits(s) {
+	case !isDigits(s):
 		return 0, ReasonMalformed
 	}
-	n := digits(s)
-	if n > MaxInt {
-		return 0, ReasonTooLarge
-	}
-	return n, ""
+	return digits(s), count(digits(s))
 }
 
-// parseSeconds reads seconds as decimal digits, possibly with a fraction
-// of up to nine digits: whole seconds (at most MaxInt+1, which stands for
-// any more) and nanoseconds.
-func parseSeconds(s string) (secs, nanos int64, reason Reason) {
-	whole, frac, dot := cutByte(s, '.')
-	if len(whole) > 1 && whole[0] == '-' && isDigits(whole[1:]) && (!dot || isDigits(frac)) {
-		return 0, 0, ReasonNegative
+// seconds are whole seconds (at most MaxInt+1, standing for any more)
+// and nanoseconds.
+type seconds struct{ secs, nanos int64 }
+
+// parseSeconds reads decimal seconds with up to nine fractional digits.
+func parseSeconds(s string) (seconds, Reason) {
+	whole, frac, dot := strings.Cut(s, ".")
+	if strings.HasPrefix(whole, "-") && isDigits(whole[1:]) && (!dot || isDigits(frac)) {
+		return seconds{}, ReasonNegative
 	}
 	if !isDigits(whole) || dot && (!isDigits(frac) || len(frac) > 9) {
-		return 0, 0, ReasonMalformed
+		return seconds{}, ReasonMalformed
 	}
+	v := seconds{secs: digits(whole)}
 	for i := range 9 {
-		nanos *= 10
+		v.nanos *= 10
 		if i < len(frac) {
-			nanos += int64(frac[i] - '0')
+			v.nanos += int64(frac[i] - '0')
 		}
 	}
-	return digits(whole), nanos, ""
-}
-
-// cutByte slices s around the first c.
-func cutByte(s string, c byte) (before, after string, found bool) {
-	for i := 0; i < len(s); i++ {
-		if s[i] == c {
-			return s[:i], s[i+1:], true
-		}
-	}
-	return s, "", false
+	return v, ""
 }
 
 // isDigits reports whether s is one or more decimal digits.
 func isDigits(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return true
+	return s != "" && strings.TrimLeft(s, "0123456789") == ""
 }
 
-// digits returns the value of the decimal digits s, at most MaxInt+1,
-// which stands for any more.
+// digits returns the value of decimal digits s, at most MaxInt+1.
 func digits(s string) int64 {
 	var n int64
 	for i := 0; i < len(s); i++ {
@@ -188,26 +124,15 @@ func digits(s string) int64 {
 
 // isToken reports whether s is an HTTP token (RFC 9110, section 5.6.2).
 func isToken(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
+	for i := range len(s) {
 		if !isTchar(s[i]) {
 			return false
 		}
 	}
-	return true
+	return s != ""
 }
 
 // isTchar reports whether c may be in an HTTP token.
 func isTchar(c byte) bool {
-	switch {
-	case isAlpha(c), isDigit(c):
-		return true
-	}
-	switch c {
-	case '!', '#', '$', '%', '&', '\'', '*', '+', '-', '.', '^', '_', '`', '|', '~':
-		return true
-	}
-	return false
+	return isAlpha(c) || isDigit(c) || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
 }

@@ -6,10 +6,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	// The time-zone database, for a machine without one (a scratch or
-	// distroless image): calendar limits name their zone, and a zone that
-	// cannot be loaded would make them unusable. docs/limits.md says what
-	// it costs.
+	// The time-zone database, for a machine without one (scratch or
+	// distroless): calendar limits name their zone. See docs/limits.md.
 	_ "time/tzdata"
 )
 
@@ -23,9 +21,8 @@ const (
 // IsCalendar reports whether algorithm counts in calendar periods.
 func IsCalendar(algorithm uint8) bool { return algorithm >= Daily && algorithm <= Monthly }
 
-// maxPeriodSeconds bounds a period's length in seconds: a month of 31
-// days and an hour gained from daylight saving fits with room to spare.
-// Two lengths are packed in one script argument (see Calendar.args).
+// maxPeriodSeconds bounds a period's length in seconds, 31 days and an
+// hour with room to spare: two are packed in one script argument.
 const maxPeriodSeconds = 1 << 22
 
 // Calendar is the calendar of a Daily, Weekly or Monthly limit: its
@@ -42,8 +39,7 @@ type Calendar struct {
 	bounds atomic.Pointer[bounds]
 }
 
-// bounds are three consecutive period starts, in µs, and the script
-// arguments that name them.
+// bounds are three consecutive period starts, in µs, and their args.
 type bounds struct {
 	b0, b1, b2 int64
 	args       LimitArgs
@@ -67,26 +63,21 @@ func NewCalendar(algorithm uint8, quota int64, loc *time.Location, weekday time.
 func (c *Calendar) Start(t time.Time) time.Time {
 	t = t.In(c.Location)
 	y, m, d := t.Date()
+	back, days := 0, 1 // to the period's start, and a period's days
 	switch c.Algorithm {
 	case Monthly:
 		return time.Date(y, m, 1, 0, 0, 0, 0, c.Location)
 	case Weekly:
-		back := (int(t.Weekday()) - int(c.Weekday) + 7) % 7
-		s := time.Date(y, m, d-back, 0, 0, 0, 0, c.Location)
-		if s.After(t) { // midnight skipped by a clock change: a later start
-			s = time.Date(y, m, d-back-7, 0, 0, 0, 0, c.Location)
-		}
-		return s
+		back, days = (int(t.Weekday())-int(c.Weekday)+7)%7, 7
 	}
-	s := time.Date(y, m, d, 0, 0, 0, 0, c.Location)
-	if s.After(t) {
-		s = time.Date(y, m, d-1, 0, 0, 0, 0, c.Location)
+	s := time.Date(y, m, d-back, 0, 0, 0, 0, c.Location)
+	if s.After(t) { // midnight skipped by a clock change: a later start
+		s = time.Date(y, m, d-back-days, 0, 0, 0, 0, c.Location)
 	}
 	return s
 }
 
-// Next returns the start of the period after the one that starts at
-// start.
+// Next returns the start of the period after the one starting at start.
 func (c *Calendar) Next(start time.Time) time.Time {
 	start = start.In(c.Location)
 	y, m, d := start.Date()
@@ -99,8 +90,7 @@ func (c *Calendar) Next(start time.Time) time.Time {
 	return time.Date(y, m, d+1, 0, 0, 0, 0, c.Location)
 }
 
-// Period returns the start and end, in µs, of the period that holds now
-// (µs).
+// Period returns the start and end of the period holding now, in µs.
 func (c *Calendar) Period(now int64) (start, end int64) {
 	b := c.around(now)
 	if now >= b.b1 {
@@ -109,8 +99,7 @@ func (c *Calendar) Period(now int64) (start, end int64) {
 	return b.b0, b.b1
 }
 
-// around returns bounds whose periods hold now, the kept ones when they
-// do.
+// around returns bounds whose periods hold now, the kept ones if so.
 func (c *Calendar) around(now int64) *bounds {
 	if b := c.bounds.Load(); b != nil && b.b0 <= now && now < b.b2 {
 		return b

@@ -4,6 +4,7 @@
 package spec
 
 import (
+	"cmp"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -95,12 +96,7 @@ func (c *Limit) FixedCost(n int64) {
 }
 
 // CostFor returns what a request of cost takes from c.
-func (c *Limit) CostFor(cost int64) int64 {
-	if c.Cost != 0 {
-		return c.Cost
-	}
-	return cost
-}
+func (c *Limit) CostFor(cost int64) int64 { return cmp.Or(c.Cost, cost) }
 
 // ChargedFromUsage marks c as charged from usage (ratelimit.Limit.Usage):
 // its state is apart from that of the same limit not charged so, which
@@ -120,10 +116,7 @@ func (c *Limit) ChargedFromUsage() {
 // takes one slot whatever its cost: its Capacity, quota, bounds no cost
 // (see Set.MinCapacity).
 func CompileConcurrent(quota int, life time.Duration) Limit {
-	if life == 0 {
-		life = DefaultSlotLife
-	}
-	c := newLimit(Concurrent, quota, life)
+	c := newLimit(Concurrent, quota, cmp.Or(life, DefaultSlotLife))
 	c.Suffix = ":k"
 	c.Args = LimitArgs{Code: "k", A: strconv.FormatInt(c.Quota, 10), B: strconv.FormatInt(c.Window, 10), C: "0"}
 	return c
@@ -150,10 +143,7 @@ var longestPeriod = map[uint8]time.Duration{
 func CompileCalendar(algorithm uint8, quota int, zone string, loc *time.Location, weekday time.Weekday) Limit {
 	c := newLimit(algorithm, quota, longestPeriod[algorithm])
 	c.Calendar = NewCalendar(algorithm, c.Quota, loc, weekday)
-	if zone == "" {
-		zone = "UTC"
-	}
-	c.Suffix = ":c" + string("dwm"[algorithm-Daily]) + "/" + zone
+	c.Suffix = ":c" + string("dwm"[algorithm-Daily]) + "/" + cmp.Or(zone, "UTC")
 	if algorithm == Weekly {
 		c.Suffix += "/" + strconv.Itoa(int(weekday))
 	}
@@ -163,12 +153,7 @@ func CompileCalendar(algorithm uint8, quota int, zone string, loc *time.Location
 // Compile returns the integers of a valid limit. A zero burst means
 // quota, a zero precision window/DefaultSlots.
 func Compile(algorithm uint8, quota int, window, precision time.Duration, burst int) Limit {
-	if burst == 0 {
-		burst = quota
-	}
-	if precision == 0 {
-		precision = window / DefaultSlots
-	}
+	burst, precision = cmp.Or(burst, quota), cmp.Or(precision, window/DefaultSlots)
 	c := newLimit(algorithm, quota, window)
 	switch algorithm {
 	case FixedWindow:
@@ -187,9 +172,8 @@ func Compile(algorithm uint8, quota int, window, precision time.Duration, burst 
 	return c
 }
 
-// newLimit returns the integers every limit has: its quota, which is
-// also its capacity until a burst says otherwise, and its window in µs
-// and ms.
+// newLimit returns the integers every limit has; its capacity is its
+// quota until a burst says otherwise.
 func newLimit(algorithm uint8, quota int, window time.Duration) Limit {
 	return Limit{
 		Algorithm: algorithm,
@@ -226,10 +210,7 @@ func gcd(a, b int64) int64 {
 	for b != 0 {
 		a, b = b, a%b
 	}
-	if a == 0 {
-		return 1
-	}
-	return a
+	return cmp.Or(a, 1)
 }
 
 // BanSuffix ends the key of a key's ban state. No limit's suffix is
@@ -325,32 +306,23 @@ func (s *Set) Share(n int) *Set {
 	limits := make([]Limit, len(s.Limits))
 	for i, l := range s.Limits {
 		quota := (l.Quota + int64(n) - 1) / int64(n)
-		if l.Algorithm == Concurrent {
-			limits[i] = CompileConcurrent(int(quota), time.Duration(l.Window)*time.Microsecond)
+		burst := (l.Capacity + int64(n) - 1) / int64(n) // a token bucket's
+		window := time.Duration(l.Window) * time.Microsecond
+		_, _, _, exact := TokenUnits(l.Window, quota, burst)
+		switch cal := l.Calendar; {
+		case l.Algorithm == Concurrent:
+			limits[i] = CompileConcurrent(int(quota), window)
 			continue
-		}
-		if cal := l.Calendar; cal != nil {
+		case cal != nil:
 			limits[i] = l
 			limits[i].Quota, limits[i].Capacity = quota, quota
 			limits[i].Calendar = NewCalendar(cal.Algorithm, quota, cal.Location, cal.Weekday)
-			if l.Usage {
-				limits[i].ChargedFromUsage()
-			}
-			if l.Cost != 0 {
-				limits[i].FixedCost(l.Cost)
-			}
+		case l.Algorithm == TokenBucket && !exact:
+			limits[i] = l
 			continue
+		default:
+			limits[i] = Compile(l.Algorithm, int(quota), window, time.Duration(l.Width)*time.Microsecond, int(burst))
 		}
-		window, precision := time.Duration(l.Window)*time.Microsecond, time.Duration(l.Width)*time.Microsecond
-		burst := int64(0)
-		if l.Algorithm == TokenBucket {
-			burst = (l.Capacity + int64(n) - 1) / int64(n)
-			if _, _, _, ok := TokenUnits(l.Window, quota, burst); !ok {
-				limits[i] = l
-				continue
-			}
-		}
-		limits[i] = Compile(l.Algorithm, int(quota), window, precision, int(burst))
 		if l.Usage {
 			limits[i].ChargedFromUsage()
 		}

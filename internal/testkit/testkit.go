@@ -23,8 +23,7 @@ func LimitsOf(t testing.TB, limits ...ratelimit.Limit) *ratelimit.Limits {
 	return set
 }
 
-// WithBan returns limits as a set with ban b, failing t if either is
-// invalid.
+// WithBan returns limits as a set with ban b, failing t if invalid.
 func WithBan(t testing.TB, b ratelimit.Ban, limits ...ratelimit.Limit) *ratelimit.Limits {
 	t.Helper()
 	set, err := LimitsOf(t, limits...).WithBan(b)
@@ -52,17 +51,17 @@ func (s *Buffer) String() string {
 	return s.b.String()
 }
 
-// A Clock is a pinned clock, safe for concurrent use: its time moves only
-// by Advance, which then tells moved, when set (a miniredis's SetTime, so
-// that its TIME and key expiry follow).
+// A Clock is a pinned clock, safe for concurrent use: its time moves
+// only by Advance, which then tells moved, when set (a miniredis's
+// SetTime, so that its TIME and key expiry follow).
 type Clock struct {
 	mu    sync.Mutex
 	now   time.Time
 	moved func(time.Time)
 }
 
-// NewClock returns a Clock at now that tells moved, when not nil, each
-// time it is advanced.
+// NewClock returns a Clock at now that tells moved, if not nil, of
+// each Advance.
 func NewClock(now time.Time, moved func(time.Time)) *Clock {
 	return &Clock{now: now, moved: moved}
 }

@@ -13,18 +13,17 @@ package topkeys
 import (
 	"cmp"
 	"container/heap"
+	"math"
 	"slices"
 	"time"
 )
 
 // A Count is a key's estimated count and the range its true count lies in.
 type Count struct {
-	Key string `json:"k"`
-	// N is the estimate: the sum of the counters that hold the key.
-	N int64 `json:"n"`
-	// Low and High bound the true count.
-	Low  int64 `json:"l"`
-	High int64 `json:"h"`
+	Key  string `json:"k"`
+	N    int64  `json:"n"` // the estimate: the sum of the counters holding the key
+	Low  int64  `json:"l"` // Low and High bound the true count
+	High int64  `json:"h"`
 }
 
 // A Sketch counts a stream's keys in k counters. It is not safe for
@@ -38,7 +37,7 @@ type Sketch struct {
 
 type counter struct {
 	key   string
-	n     int64 // what the counter holds
+	n     int64
 	err   int64 // what it held before it took this key: the most it overcounts
 	index int   // in the heap
 }
@@ -78,8 +77,7 @@ func (s *Sketch) Add(key string, n int64) {
 // Total returns the units counted.
 func (s *Sketch) Total() int64 { return s.total }
 
-// floor is the most a key the sketch does not hold may have had: the
-// least counter when every counter is taken, else 0.
+// floor is the most a key the sketch does not hold may have had.
 func (s *Sketch) floor() int64 {
 	if len(s.mins) < s.k {
 		return 0
@@ -103,35 +101,21 @@ type Summary struct {
 }
 
 // Summarize returns the summary of sketches with their m keys counted
-// most (every key they hold when m is negative).
+// most (every key they hold when m is negative): the merge of each
+// sketch's own summary, whose Rest is its floor.
 func Summarize(m int, sketches ...*Sketch) Summary {
-	all := make(map[string]*Count)
-	var floors int64
-	for _, s := range sketches {
-		floors += s.floor()
-	}
-	var total int64
-	for _, s := range sketches {
-		total += s.total
+	var sum Summary
+	own := make([]Summary, len(sketches))
+	for i, s := range sketches {
+		own[i] = Summary{Counts: make([]Count, 0, len(s.byKey)), Rest: s.floor(), Total: s.total}
 		for key, c := range s.byKey {
-			e := all[key]
-			if e == nil {
-				// A sketch that does not hold the key may have seen as
-				// much as its floor of it; one that does, nothing more.
-				e = &Count{Key: key, High: floors}
-				all[key] = e
-			}
-			e.N += c.n
-			e.Low += c.n - c.err
-			e.High += c.n - s.floor()
+			own[i].Counts = append(own[i].Counts, Count{Key: key, N: c.n, Low: c.n - c.err, High: c.n})
 		}
+		sum.Rest += own[i].Rest
+		sum.Total += s.total
 	}
-	counts := make([]Count, 0, len(all))
-	for _, c := range all {
-		counts = append(counts, *c)
-	}
-	sortCounts(counts)
-	sum := Summary{Counts: counts, Rest: floors, Total: total}
+	counts := Merge(math.MaxInt, own...)
+	sum.Counts = counts
 	if m >= 0 && m < len(counts) {
 		for _, c := range counts[m:] {
 			sum.Rest = max(sum.Rest, c.High)
@@ -167,18 +151,10 @@ func Merge(n int, summaries ...Summary) []Count {
 	for _, c := range all {
 		counts = append(counts, *c)
 	}
-	sortCounts(counts)
-	return counts[:min(n, len(counts))]
-}
-
-// sortCounts sorts counts most first, by estimate, then key.
-func sortCounts(counts []Count) {
 	slices.SortFunc(counts, func(a, b Count) int {
-		if c := cmp.Compare(b.N, a.N); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.Key, b.Key)
+		return cmp.Or(cmp.Compare(b.N, a.N), cmp.Compare(a.Key, b.Key))
 	})
+	return counts[:min(n, len(counts))]
 }
 
 type minHeap []*counter

@@ -13,13 +13,12 @@ const MaxQuota = 1<<53 - 1
 // namespace or an upstream's policy.
 const MaxName = 64
 
-// DefaultPrefix starts every Redis key of the store's, and of admin's,
-// unless told otherwise.
+// DefaultPrefix starts every Redis key of the store and admin, unless
+// told otherwise.
 const DefaultPrefix = "rl:"
 
-// The response fields a Limiter sets and ratefields reads, in canonical
-// form (draft-ietf-httpapi-ratelimit-headers-11, and the X-RateLimit-*
-// fields of common use).
+// The response fields a Limiter sets and ratefields reads, canonical:
+// draft-ietf-httpapi-ratelimit-headers-11's, and X-RateLimit-*.
 const (
 	FieldPolicy     = "Ratelimit-Policy"
 	FieldRateLimit  = "Ratelimit"
@@ -32,8 +31,7 @@ const (
 	FieldShadow = "X-Ratelimit-Shadow"
 )
 
-// The problem types of the draft's section 5, for RFC 9457 problem
-// details.
+// The problem types of the draft's section 5, for RFC 9457.
 const (
 	ProblemQuotaExceeded   = "https://iana.org/assignments/http-problem-types#quota-exceeded"
 	ProblemAbnormalUsage   = "https://iana.org/assignments/http-problem-types#abnormal-usage-detected"
