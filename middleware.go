@@ -229,9 +229,8 @@ func (l *Limiter) Decide(r Request) Verdict {
 	return l.verdict(l.decide(req, s, p, pattern, hdr), s, hdr)
 }
 
-// verdict completes v, decided by decide on a request whose state is s
-// with its fields set on hdr, for a caller outside HTTP: the error
-// handler's choice, and the fields.
+// verdict completes v for a caller outside HTTP: the error handler's
+// choice, and the fields set on hdr.
 func (l *Limiter) verdict(v Verdict, s *requestState, hdr http.Header) Verdict {
 	if v.Err != nil {
 		v.Allowed = !errors.Is(v.Err, ErrInvalid) && !l.failClosed
@@ -248,10 +247,9 @@ func (l *Limiter) verdict(v Verdict, s *requestState, hdr http.Header) Verdict {
 	return v
 }
 
-// decide is the one decision behind every edge: it decides req, whose
-// state is s, under p (its route's policy, nil for none) and the route
-// table's pattern, and returns the Verdict, with the rate-limit fields
-// set on hdr. It counts, observes and logs; it writes no answer.
+// decide is the one decision behind every edge: it decides req under p
+// (its route's policy, nil for none), sets the rate-limit fields on hdr,
+// counts, observes and logs; it writes no answer.
 func (l *Limiter) decide(req Request, s *requestState, p *policy, pattern string, hdr http.Header) Verdict {
 	ctx := req.Context()
 	v := Verdict{Context: ctx}
@@ -332,12 +330,10 @@ func (l *Limiter) decide(req Request, s *requestState, p *policy, pattern string
 	return v
 }
 
-// ask sets d to the store's decision on a request of key at cost
-// under p, or to the denial of p when an override blocks it, without the
-// store. When Shadow limits alone deny the request, it returns that
-// denial, and, beside limits that are not Shadow, sets d to their own
-// decision: the policy returned is then theirs. d is the caller's, so
-// that the common decision is not copied on the way.
+// ask sets d to the store's decision on key at cost under p (a blocked
+// p's denial without the store). When Shadow limits alone deny, it
+// returns that denial and sets d to the decision of the limits that are
+// not Shadow, whose policy it returns. d is the caller's: no copy.
 func (l *Limiter) ask(ctx context.Context, p *policy, key string, cost int, d *Decision) (*policy, *Decision, error) {
 	if p.blocked {
 		*d = blockedDecision(p)
@@ -375,8 +371,7 @@ func (l *Limiter) routePolicy(r Request) (*policy, string) {
 }
 
 // funcPolicy returns the policy of the limits WithLimitsFunc gives r
-// under the route pattern, or, when it gives none or is not set, p. Each
-// distinct set is checked once and kept, up to maxSets of them.
+// under the route pattern, or p when it gives none or is not set.
 func (l *Limiter) funcPolicy(r Request, p *policy, pattern string) (*policy, error) {
 	if l.limitsFunc == nil {
 		return p, nil
@@ -425,10 +420,8 @@ func (l *Limiter) costOf(r Request) int {
 	return l.costFunc(r)
 }
 
-// fail logs err, a failure to decide req, and tells the observer (e
-// holds what is known of the request: its route, and its cost and the
-// store's latency once asked). A request whose context ended before the
-// store decided is no store failure: it is not logged.
+// fail logs err, a failure to decide req, and tells the observer what e
+// knows of it. A request whose context ended first is not logged.
 func (l *Limiter) fail(req Request, err error, e Event) {
 	ctx := req.Context()
 	if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
@@ -448,8 +441,7 @@ func (l *Limiter) fail(req Request, err error, e Event) {
 }
 
 // what describes req for a log line, after attrs: an HTTP request's
-// method and path, another's route (a gRPC call's full method, work's
-// route).
+// method and path, another's route.
 func what(req Request, attrs ...slog.Attr) []slog.Attr {
 	if r, ok := req.(*http.Request); ok {
 		return append(attrs, slog.String("method", r.Method), slog.String("path", r.URL.Path))
@@ -670,8 +662,7 @@ func (l *Limiter) Peek(r Request) (Decision, error) {
 	return l.store.Peek(r.Context(), key, cost, p.set)
 }
 
-// keyOf returns r's key and cost under p, outside a decision: the key
-// function's and WithCost's, or those Key gave.
+// keyOf returns r's key and cost under p, outside a decision.
 func (l *Limiter) keyOf(r Request, p *policy) (string, int, error) {
 	var b strings.Builder
 	if k, ok := r.(*keyRequest); ok {
@@ -715,12 +706,9 @@ func (l *Limiter) policyFor(r Request) (*policy, error) {
 
 // requestState is what the Limiters that see a request keep in its
 // context: what its response is written from (see responseState) and,
-// for each decision there, at the same index, what ends the request
-// for its Limiter. It is the request's context itself, and holds the copy
-// of the request that carries it, so that both cost one allocation; the
-// keys and header values its Limiters make share a second one, the
-// buffer's. The first Limiter puts it there, and the others add to it,
-// before the handler runs.
+// for each decision, at the same index, what ends the request for its
+// Limiter. It is the request's context itself and holds the copy of the
+// request that carries it, so that both cost one allocation.
 type requestState struct {
 	parent context.Context // the request's context before the state
 	responseState
@@ -810,9 +798,8 @@ func (e *ending) used() int {
 }
 
 // expect sets d, e's decision, to what the store will hold once e's
-// usage so far is charged: each limit charged from usage has that much
-// less left. Then, while the header is not sent, the rate-limit fields
-// say so.
+// usage so far is charged, and the fields to say so while the header is
+// not sent.
 func (s *requestState) expect(e *ending, d *limiterDecision) {
 	if e.admitted == nil {
 		stored := d.decision
@@ -870,8 +857,7 @@ func stateOf(ctx context.Context) *requestState {
 }
 
 // withState returns r and its requestState, adding one to a copy of r
-// when it has none. When r has no Pattern and the Limiter's table
-// matched pattern, the request returned has it.
+// when it has none, with pattern when r has no Pattern.
 func withState(r *http.Request, pattern string) (*http.Request, *requestState) {
 	if s := stateOf(r.Context()); s != nil {
 		if pattern != "" && r.Pattern == "" {

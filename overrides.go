@@ -20,32 +20,26 @@ import (
 
 // WithOverrides makes the Limiter apply the overrides o holds, and tell
 // o which keys its limits deny: o is a Plane of the package admin, which
-// keeps them in Redis, where every instance reads them (see
-// docs/overrides.md). For each limit of a request, the override of its
-// policy that matches the request's key applies, in the same store call
-// as the limits it keeps. A quota override keeps what the window counted
-// so far (the new quota applies to what remains), but for a token
-// bucket, whose state is kept per rate, where a new bucket starts full;
-// a window override starts the limit's count afresh. A blocked key is
-// denied without asking the store; an unlimited one is not counted
-// against that limit. The headers name the policy as before, with the
-// quota in force.
+// keeps them in Redis, where every instance reads them. For each limit
+// of a request, the override of its policy that matches the request's
+// key applies, in the same store call as the limits it keeps. A blocked
+// key is denied without asking the store; an unlimited one is not
+// counted against that limit. docs/overrides.md tells what a change of
+// quota or window keeps of the counts.
 func WithOverrides(o override.Source) Option {
 	return nonNil("WithOverrides: the overrides", o == nil, func(l *Limiter) { l.overrides = o })
 }
 
-// overrideKey names a policy under the effects of its overrides (see
-// override.Override.Effect; the zero Override for none): what the
-// Limiter keeps its policy in force for.
+// overrideKey names a policy under the effects of its overrides (the
+// zero Override for none).
 type overrideKey struct {
 	p       *policy
 	effects [maxSetLimits]override.Override
 }
 
 // The policies in force under overrides, made once for each distinct
-// set of effects on a policy; at most maxOverridden of each kind are
-// kept, and past that one is made on each request. A policy of one
-// limit, the common case, is kept by a small key.
+// set of effects on a policy, at most maxOverridden of each kind; a
+// policy of one limit, the common case, is kept by a small key.
 const maxOverridden = 4096
 
 type overriddenPolicies struct {
@@ -53,9 +47,8 @@ type overriddenPolicies struct {
 	many bounded.Map[overrideKey, checkedSet]
 
 	// byEffect holds, for the table in force, the policy in force under
-	// each of its effects (see override.Table.Find) for the Limiter's
-	// policy that met it last, so that most requests find it without a
-	// lock or a map.
+	// each of its effects for the policy that met it last: most requests
+	// find it without a lock or a map.
 	byEffect atomic.Pointer[effectMemo]
 }
 
@@ -89,10 +82,9 @@ type oneKey struct {
 	e override.Override
 }
 
-// overridden returns the policy in force for key, the store's key made
-// under p, under the Limiter's overrides: p when none applies, nil when
-// an override makes every limit unlimited. A policy that blocks is
-// marked so (policy.blocked): its request is denied without the store.
+// overridden returns the policy in force for key (the store's, under p)
+// under the Limiter's overrides: p when none applies, nil when every
+// limit is unlimited; a blocking one is marked blocked.
 func (l *Limiter) overridden(ctx context.Context, p *policy, key string) *policy {
 	t := l.overrides.Table()
 	if t.Len() == 0 {
@@ -219,10 +211,8 @@ func blockedDecision(p *policy) Decision {
 	return MakeDecision(rs...)
 }
 
-// checkOverride reports whether the Limiter has a limit of o's policy
-// (of WithLimits, WithRoutes, or a set WithLimitsFunc returned so far),
-// and what is wrong with o for such a limit (the first): a quota or
-// window that limit cannot take, as NewLimits would say.
+// checkOverride reports whether the Limiter has a limit of o's policy,
+// and what is wrong with o for such a limit, as NewLimits would say.
 func (l *Limiter) checkOverride(o override.Override) (known bool, err error) {
 	if err := o.Check(); err != nil {
 		return false, err

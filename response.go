@@ -107,14 +107,11 @@ func (h Headers) check() string {
 	return ""
 }
 
-// responseState is what a request's response is written from, kept in
-// the request's context as part of its requestState, where the Limiters
-// that decide the request put it: the decision of each, in the order
-// they ran, the buffer the request's keys and header values are written to, so
-// that they share one allocation, and an array for the []string values
-// of the header fields set. The answers to a request the Limiters did not
-// let through (deny429, FailClosed), which get only the request, find it
-// with responseOf.
+// responseState is what a request's response is written from, part of
+// its requestState: each Limiter's decision, in the order they ran, the
+// buffer the request's keys and header values share, and an array for
+// the fields' []string values. deny429 and FailClosed, which get only
+// the request, find it with responseOf.
 type responseState struct {
 	decisions      []limiterDecision
 	one            [1]limiterDecision // decisions' first array: one Limiter's; a second moves it
@@ -156,19 +153,14 @@ func (s *responseState) headerValue(v string) []string {
 }
 
 // setHeaders writes the rate-limit headers of every decision taken on
-// the request so far, as h says: RateLimit-Policy and RateLimit list
-// every limit of every Limiter that decided, X-RateLimit-* describe the
-// one closest to denying (see tighter). retryAfter is the Retry-After, in
-// seconds, that the response will carry when the request is denied, 0
-// when it has none; no denying limit's t exceeds it.
+// the request so far, as h says; X-RateLimit-* describe the limit closest
+// to denying (see tighter). retryAfter is the Retry-After, in seconds, of
+// a denial (0 for none); no denying limit's t exceeds it.
 //
-// The values that change per request are written to the request's
-// buffer, where its keys are (see storeKey): the RateLimit value,
-// then X-RateLimit-Reset; X-RateLimit-Remaining is the r of the tightest
-// item. They are substrings of one string, and their []string values
-// come from the state's array, so that the headers allocate nothing
-// more; two more allocations when several Limiters decided or one sets a
-// pk: the RateLimit-Policy value is then made per request.
+// The values that change per request are substrings of the request's
+// buffer, where its keys are, and their []string values come from the
+// state's array, so that the headers allocate nothing more (two more when
+// several Limiters decided or one sets a pk).
 func setHeaders(hdr http.Header, h Headers, s *responseState, retryAfter int64) {
 	if h.NoDraft && h.NoX {
 		return
@@ -447,10 +439,9 @@ type problemDetails struct {
 }
 
 // writeProblem answers with p: RFC 9457 problem JSON when the client
-// accepts JSON, plain text otherwise; results are the Decision's whose
-// denied limits p.policies names. They are not a field of p: escape
-// analysis treats p's fields as one, p's strings leak, and the Decision
-// holding the results would be moved to the heap.
+// accepts JSON, plain text otherwise. results (whose denied limits
+// p.policies names) are not a field of p, so that the Decision holding
+// them does not escape with p's strings.
 func writeProblem(w http.ResponseWriter, r *http.Request, p problemDetails, results []Result) {
 	h, s := w.Header(), responseOf(r.Context())
 	h["X-Content-Type-Options"] = s.headerValue("nosniff")
