@@ -131,15 +131,9 @@ func (h handler) set(w http.ResponseWriter, r *http.Request) {
 	if !readJSON(w, r, &o) {
 		return
 	}
-	if err := h.p.resolve(&o); !h.done(w, err) {
-		return
+	if _, _, err := h.apply(r, "set", o); h.done(w, err) {
+		w.WriteHeader(http.StatusNoContent)
 	}
-	before := h.current(o.Policy, o.StoredKey)
-	if !h.done(w, h.p.Set(r.Context(), o)) {
-		return
-	}
-	h.audit(r, o.Policy, "override "+o.Policy+" "+strconv.Quote(o.StoredKey), before, h.current(o.Policy, o.StoredKey))
-	w.WriteHeader(http.StatusNoContent)
 }
 
 // delete handles DELETE overrides: of the override a listing's entry in
@@ -158,18 +152,12 @@ func (h handler) delete(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "policy is missing: name the limit whose override to delete")
 		return
 	}
-	o = Override{Policy: o.Policy, StoredKey: o.StoredKey, Key: o.Key, Quota: 1} // what Delete reads
-	if !h.done(w, h.p.resolve(&o)) {
-		return
-	}
-	before := h.current(o.Policy, o.StoredKey)
-	deleted, err := h.p.Delete(r.Context(), o)
+	o, deleted, err := h.apply(r, "delete", o)
 	switch {
 	case !h.done(w, err):
 	case !deleted:
 		writeError(w, http.StatusNotFound, "no override of "+o.Policy+" for stored_key "+strconv.Quote(o.StoredKey))
 	default:
-		h.audit(r, o.Policy, "override "+o.Policy+" "+strconv.Quote(o.StoredKey), before, "")
 		w.WriteHeader(http.StatusNoContent)
 	}
 }
@@ -187,12 +175,43 @@ func (h handler) shadow(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "shadow is missing: true puts the policy in shadow, false enforces it")
 		return
 	}
-	before := h.current(v.Policy, "")
-	if !h.done(w, h.p.SetShadow(r.Context(), v.Policy, *v.Shadow)) {
-		return
+	if _, _, err := h.apply(r, "shadow", Override{Policy: v.Policy, Shadow: *v.Shadow}); h.done(w, err) {
+		w.WriteHeader(http.StatusNoContent)
 	}
-	h.audit(r, v.Policy, "shadow "+v.Policy, before, h.current(v.Policy, ""))
-	w.WriteHeader(http.StatusNoContent)
+}
+
+// apply makes the change action names, audited: "set" o, "delete" the
+// override o names, reporting whether there was one, or "shadow" o's
+// policy (o.Shadow) or enforce it. It returns o resolved.
+func (h handler) apply(r *http.Request, action string, o Override) (Override, bool, error) {
+	what, key := "shadow "+o.Policy, ""
+	if action != "shadow" {
+		if action == "delete" {
+			o = Override{Policy: o.Policy, StoredKey: o.StoredKey, Key: o.Key, Quota: 1} // what Delete reads
+		}
+		if err := h.p.resolve(&o); err != nil {
+			return o, false, err
+		}
+		what, key = "override "+o.Policy+" "+strconv.Quote(o.StoredKey), o.StoredKey
+	}
+	before, after := h.current(o.Policy, key), ""
+	var err error
+	changed := true
+	switch action {
+	case "set":
+		err = h.p.Set(r.Context(), o)
+	case "delete":
+		changed, err = h.p.Delete(r.Context(), o)
+	default:
+		err = h.p.SetShadow(r.Context(), o.Policy, o.Shadow)
+	}
+	if err == nil && changed {
+		if action != "delete" {
+			after = h.current(o.Policy, key)
+		}
+		h.audit(r, o.Policy, what, before, after)
+	}
+	return o, changed, err
 }
 
 // current returns the override of policy and key, as JSON, or "".
@@ -212,8 +231,8 @@ func (h handler) audit(r *http.Request, policy, what, before, after string) {
 	if w, ok := r.Context().Value(whoKey{}).(string); ok {
 		who = w
 	}
-	if h.p.who != nil {
-		who = h.p.who(r)
+	if h.p.opts.Who != nil {
+		who = h.p.opts.Who(r)
 	}
 	h.p.changes.add(change{When: time.Now(), Who: who, What: what, Before: before, After: after})
 	limiters := h.p.attached()
@@ -482,43 +501,24 @@ func (h handler) act(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		o.Window = time.Duration(windowMS) * time.Millisecond
-		switch f.Get("mode") {
-		case "unlimited":
-			o.Unlimited = true
-		case "blocked":
-			o.Blocked = true
-		case "shadow":
-			o.Shadow = true
-		case "enforced":
-			o.Enforced = true
+		modes := map[string]*bool{"unlimited": &o.Unlimited, "blocked": &o.Blocked, "shadow": &o.Shadow, "enforced": &o.Enforced}
+		if mode := modes[f.Get("mode")]; mode != nil {
+			*mode = true
 		}
-		if err = h.p.resolve(&o); err == nil {
-			before := h.current(o.Policy, o.StoredKey)
-			if err = h.p.Set(r.Context(), o); err == nil {
-				h.audit(r, o.Policy, "override "+o.Policy+" "+strconv.Quote(o.StoredKey), before, h.current(o.Policy, o.StoredKey))
-				done = "Set the override of " + o.Policy + " for " + cmp.Or(o.StoredKey, "every key") + "."
-			}
+		if o, _, err = h.apply(r, "set", o); err == nil {
+			done = "Set the override of " + o.Policy + " for " + cmp.Or(o.StoredKey, "every key") + "."
 		}
 	case "delete":
-		o.Quota = 1 // what Delete reads, resolve checks
-		if err = h.p.resolve(&o); err == nil {
-			before := h.current(o.Policy, o.StoredKey)
-			var deleted bool
-			if deleted, err = h.p.Delete(r.Context(), o); err == nil && deleted {
-				h.audit(r, o.Policy, "override "+o.Policy+" "+strconv.Quote(o.StoredKey), before, "")
-			}
+		if o, _, err = h.apply(r, "delete", o); err == nil {
 			done = "Deleted the override of " + o.Policy + " for " + cmp.Or(o.StoredKey, "every key") + "."
 		}
 	case "shadow":
-		shadow := f.Get("shadow") == "true"
-		before := h.current(o.Policy, "")
-		if err = h.p.SetShadow(r.Context(), o.Policy, shadow); err == nil {
-			h.audit(r, o.Policy, "shadow "+o.Policy, before, h.current(o.Policy, ""))
-			done = "Put " + o.Policy + " in shadow."
-			if !shadow {
-				done = "Enforced " + o.Policy + "."
-			}
+		o.Shadow = f.Get("shadow") == "true"
+		done = "Put " + o.Policy + " in shadow."
+		if !o.Shadow {
+			done = "Enforced " + o.Policy + "."
 		}
+		_, _, err = h.apply(r, "shadow", o)
 	default:
 		h.page(w, r, http.StatusBadRequest, pageNote{Error: "No such action."})
 		return

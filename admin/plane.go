@@ -114,9 +114,7 @@ type Plane struct {
 	changes  changes   // made through the handler, for its page
 	bans     bans      // seen in force
 
-	keyOf func(string, string) (string, error) // Options.Key
-	who   func(*http.Request) string           // Options.Who
-	label func(string) string                  // Options.Label
+	opts Options // Key, Who and Label
 
 	stop context.CancelFunc
 	done chan struct{}
@@ -152,9 +150,7 @@ func New(st *store.Redis, namespace string, opts Options) (*Plane, error) {
 		namespace: namespace,
 		keeper:    st.Overrides(namespace),
 		top:       newTopCounts(),
-		keyOf:     opts.Key,
-		who:       opts.Who,
-		label:     opts.Label,
+		opts:      opts,
 		life:      overridesLife,
 		most:      override.MaxOverrides,
 		logger:    cmp.Or(opts.Logger, slog.Default()),
@@ -307,14 +303,14 @@ func (p *Plane) resolve(o *Override) error {
 		if !strings.HasPrefix(k, tag) && !(prefix && strings.HasPrefix(tag, strings.TrimSuffix(k, "*"))) || !prefix && size > 0 && len(k) != size {
 			return fmt.Errorf("%w: StoredKey %q is no key the key function of %s makes (they start %q): give the key as the client sends it, as Key, or a StoredKey from a listing", errInvalid, k, o.Policy, tag)
 		}
-	case o.Key == "" || p.keyOf == nil:
+	case o.Key == "" || p.opts.Key == nil:
 		o.StoredKey, o.Key = cmp.Or(o.StoredKey, o.Key), ""
 	case tag != "" && strings.HasPrefix(o.Key, tag):
 		return fmt.Errorf("%w: Key %q is in the store's form, as listings give it: give it as StoredKey", errInvalid, o.Key)
 	case strings.HasSuffix(o.Key, "*"):
 		return fmt.Errorf("%w: Key %q is a prefix: give it in the store's form, as StoredKey", errInvalid, o.Key)
 	default:
-		k, err := p.keyOf(o.Policy, o.Key)
+		k, err := p.opts.Key(o.Policy, o.Key)
 		if err != nil {
 			return fmt.Errorf("%w: Key: %v", errInvalid, err)
 		}
@@ -332,11 +328,11 @@ func (p *Plane) resolve(o *Override) error {
 // ':' ("ip:", "header:X-Api-Key:"). It returns "" without Options.Key,
 // or when it takes neither key.
 func (p *Plane) keyShape(policy string) (tag string, size int) {
-	if p.keyOf == nil {
+	if p.opts.Key == nil {
 		return "", 0
 	}
-	a, errA := p.keyOf(policy, "192.0.2.1")
-	b, errB := p.keyOf(policy, "203.0.113.9")
+	a, errA := p.opts.Key(policy, "192.0.2.1")
+	b, errB := p.opts.Key(policy, "203.0.113.9")
 	if errA != nil || errB != nil {
 		return "", 0
 	}

@@ -6,6 +6,7 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"log/slog"
+	"maps"
 	"net/http"
 	"strings"
 	"sync"
@@ -92,19 +93,9 @@ func (s *sessions) login(w http.ResponseWriter, r *http.Request) {
 	value := hex.EncodeToString(b[:])
 	now := s.now()
 	s.mu.Lock()
-	for id, end := range s.ends {
-		if !now.Before(end) {
-			delete(s.ends, id)
-		}
-	}
+	maps.DeleteFunc(s.ends, func(_ string, end time.Time) bool { return !now.Before(end) })
 	if len(s.ends) >= maxSessions {
-		oldest := ""
-		for id, end := range s.ends {
-			if oldest == "" || end.Before(s.ends[oldest]) {
-				oldest = id
-			}
-		}
-		delete(s.ends, oldest)
+		deleteFirst(s.ends)
 	}
 	s.ends[sessionID(value)] = now.Add(sessionLife)
 	s.mu.Unlock()
