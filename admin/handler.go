@@ -400,14 +400,12 @@ func (h handler) page(w http.ResponseWriter, r *http.Request, status int, note p
 	list, _ := h.p.List()
 	d := pageData{Policies: h.policies(), Overrides: list, Health: h.health(), pageNote: note,
 		Now: time.Now().Format("2006-01-02 15:04:05 MST"), Instance: h.p.top.instance, Changes: h.p.changes.list(), Session: h.p.sessions != nil}
-	seen := map[string]bool{}
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
 	for _, pv := range d.Policies {
-		if seen[pv.Policy] {
+		if slices.Contains(d.PolicyNames, pv.Policy) {
 			continue
 		}
-		seen[pv.Policy] = true
 		d.PolicyNames = append(d.PolicyNames, pv.Policy)
 		for _, name := range []string{pv.Policy, pv.Policy + " (shadow)"} {
 			minute, err1 := h.p.Top(ctx, name, time.Minute, 20)
@@ -628,10 +626,8 @@ const maxChanges = 20
 func (c *changes) add(ch change) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(c.last) == maxChanges {
-		c.last = slices.Delete(c.last, 0, 1)
-	}
 	c.last = append(c.last, ch)
+	c.last = c.last[max(0, len(c.last)-maxChanges):]
 }
 
 // list returns the changes, newest first.

@@ -13,13 +13,9 @@ import (
 	"time"
 )
 
-// With Options.Token, the handler serves only requests that bear it: an
-// API client sends "Authorization: Bearer TOKEN" (the scheme in any
-// case, as RFC 9110 allows); a browser logs in on the page's form, whose
-// POST of the token sets a session cookie (HttpOnly, SameSite=Strict,
-// Secure over TLS) that lasts sessionLife, until logout. Tokens are
-// compared in constant time; refusals are logged at most once a minute,
-// with how many there were, never with the client's address.
+// With Options.Token, an API client sends "Authorization: Bearer TOKEN"
+// (the scheme in any case, RFC 9110); a browser logs in on the page for a
+// session cookie. Refusals are logged never with the client's address.
 
 // sessionCookie names the session's cookie.
 const sessionCookie = "ratelimit_admin"

@@ -68,16 +68,14 @@ func route(name string) (pattern, problem string) {
 		return "", `the method is empty; "/` + service + `/*" is every method of the service`
 	case strings.Contains(service, "*"):
 		return "", "a '*' stands for every method of one service, not for services"
-	case method == "*":
-		if problem := serviceProblem(service); problem != "" {
-			return "", problem
-		}
-		return "POST /" + service + "/{method}", ""
-	case strings.Contains(method, "*"):
+	case strings.Contains(method, "*") && method != "*":
 		return "", fmt.Sprintf("%q: a '*' stands for every method of the service, alone", method)
 	}
 	if problem := serviceProblem(service); problem != "" {
 		return "", problem
+	}
+	if method == "*" {
+		return "POST /" + service + "/{method}", ""
 	}
 	if !identifier(method) {
 		return "", fmt.Sprintf("the method %q is not a proto identifier: letters, digits and '_', not starting with a digit", method)
