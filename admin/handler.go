@@ -23,13 +23,12 @@ import (
 	"github.com/ratelimit-go/ratelimit/store"
 )
 
-// Handler returns the operators' handler of the Plane: JSON endpoints to
-// read and change the overrides, and a page that shows the same. It
-// changes limits, and shows keys that may be clients' addresses: mount
-// it behind the application's own authentication, for operators only;
-// nothing is served unless the application mounts it. The endpoints are
-// matched by the last segment of the path, wherever it is mounted (for
-// example under "/admin/"):
+// Handler returns the Plane's handler for operators: JSON endpoints to
+// read and change the overrides, and a page showing the same. It changes
+// limits and shows keys that may be clients' addresses: mount it behind
+// the application's own authentication, for operators only (nothing is
+// served unless mounted). Endpoints are matched by the path's last
+// segment, wherever it is mounted (for example under "/admin/"):
 //
 //	GET    policies   the limits of the Limiters given the Plane, as in force now:
 //	                  [{"policy", "route", "algorithm", "quota", "window_ms", "unlimited", "blocked", "shadow", "overridden"}]
@@ -42,24 +41,23 @@ import (
 //	GET    health     whether the overrides were read, each Fallback's health, the bans seen in force
 //	GET    (the path ending in "/")  the page
 //
-// An override is the JSON of [Override], whose fields it names: for
-// example {"policy": "gen-tpm", "key": "k1", "quota": 100000},
-// {"policy": "login", "stored_key": "ip:192.0.2.*", "blocked": true}. An
-// entry of a listing can be sent back unchanged to PUT or DELETE. A
-// field it does not take is refused, and so are the forms of before
-// this one ("quota" -1 or 0, "shadow" false), naming what to write. A bad
-// request is a 400 whose JSON "error" names the field and the value
-// expected; a Redis failure a 503 that says so, the cause in the Plane's
-// log. Every change is told to the observer of one Limiter given
-// the Plane, the first that has the policy (ratelimit.Event's outcome
+// An override is the JSON of [Override]: for example {"policy":
+// "gen-tpm", "key": "k1", "quota": 100000}, {"policy": "login",
+// "stored_key": "ip:192.0.2.*", "blocked": true}. A listing's entry can
+// be sent back unchanged to PUT or DELETE. An unknown field is refused,
+// and so are older forms ("quota" -1 or 0, "shadow" false), naming what
+// to write. A bad request is a 400 whose JSON "error" names the field
+// and the value expected; a Redis failure a 503 that says so, the cause
+// in the Plane's log. Every change is told to the observer of the first
+// Limiter given the Plane that has the policy (ratelimit.Event's outcome
 // "changed": who, what, before, after), who being what Options.Who says.
 //
-// The page shows the same as the endpoints, and changes overrides and
-// shadow with forms, posted to it. With Options.Token, the page first
-// asks for the token, and keeps a session in a cookie until "Log out";
-// an API client bears the token instead. A request that changes
-// something from a browser must come from the handler's own origin
-// (http.CrossOriginProtection), and the session's cookie is SameSite=Strict.
+// The page shows the same, and changes overrides and shadow with forms
+// posted to it. With Options.Token, the page first asks for the token
+// and keeps a session in a cookie until "Log out"; an API client bears
+// the token instead. A change from a browser must come from the
+// handler's own origin (http.CrossOriginProtection), and the session's
+// cookie is SameSite=Strict.
 func (p *Plane) Handler() http.Handler {
 	return http.NewCrossOriginProtection().Handler(handler{p})
 }

@@ -31,9 +31,8 @@ type TopKey struct {
 	High   int64 `json:"high"`
 }
 
-// The sketches of the keys denied: each policy's over the last minute
-// (6 slots of 10s) and the last hour (12 of 5 minutes), each slot in
-// sketchCounters counters, for at most maxTopPolicies policies.
+// The sketches of the keys denied, per policy (at most maxTopPolicies)
+// and window (see topWindows), each slot of sketchCounters counters.
 const (
 	sketchCounters = 128
 	maxTopPolicies = 64
@@ -155,12 +154,10 @@ func (p *Plane) publish(ctx context.Context) error {
 
 // Top returns the n keys that policy denied most over the last minute
 // (last is time.Minute) or hour (time.Hour), most first, on every
-// instance (those a Shadow limit would have denied are counted apart:
-// give policy + " (shadow)"): this one's counts as they
-// are, and the others' as each told them last, every 5 seconds (an
-// instance that has not told them for three times that is gone). Keys
-// are in the form the store is given, which may be a client's IP:
-// show them to operators only.
+// instance (a Shadow limit's would-be denials apart: give policy + "
+// (shadow)"): this one's counts as they are, the others' as each told
+// them last, every 5 seconds (one silent for three times that is gone).
+// Keys are in the store's form, maybe a client's IP: for operators only.
 func (p *Plane) Top(ctx context.Context, policy string, last time.Duration, n int) ([]TopKey, error) {
 	w, ok := map[time.Duration]int{time.Minute: 0, time.Hour: 1}[last]
 	if !ok {

@@ -92,7 +92,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		t.stats.refused.Add(1)
 		fallthrough
 	case errors.Is(err, ratelimit.ErrInvalid):
-		closeBody(req)
+		if req.Body != nil {
+			req.Body.Close() // not sent, as a RoundTripper must
+		}
 		return nil, err
 	default:
 		t.stats.storeErrors.Add(1) // send as if nothing were known
@@ -121,14 +123,6 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		t.end(b, sets, d, usage)
 	}
 	return resp, nil
-}
-
-// closeBody closes the body of a request not sent, as a RoundTripper
-// must.
-func closeBody(req *http.Request) {
-	if req.Body != nil {
-		req.Body.Close()
-	}
 }
 
 // admit takes cost from b, waiting for room unless told not to, and
@@ -396,7 +390,13 @@ type Stats struct {
 
 // Stats returns what t counted.
 func (t *Transport) Stats() Stats {
-	return t.stats.snapshot()
+	c := &t.stats
+	s := Stats{Sent: c.sent.Load(), Waited: c.waited.Load(), Refused: c.refused.Load(), Limited: c.limited.Load(), StoreErrors: c.storeErrors.Load()}
+	c.mu.Lock()
+	s.Ignored = make(map[string]int64, len(c.ignored))
+	maps.Copy(s.Ignored, c.ignored)
+	c.mu.Unlock()
+	return s
 }
 
 type counters struct {
@@ -412,15 +412,6 @@ func (c *counters) ignore(reason ratefields.Reason) {
 	}
 	c.ignored[string(reason)]++
 	c.mu.Unlock()
-}
-
-func (c *counters) snapshot() Stats {
-	s := Stats{Sent: c.sent.Load(), Waited: c.waited.Load(), Refused: c.refused.Load(), Limited: c.limited.Load(), StoreErrors: c.storeErrors.Load()}
-	c.mu.Lock()
-	s.Ignored = make(map[string]int64, len(c.ignored))
-	maps.Copy(s.Ignored, c.ignored)
-	c.mu.Unlock()
-	return s
 }
 
 // lower returns s in lower case, without allocating when it is already.
