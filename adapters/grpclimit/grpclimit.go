@@ -42,16 +42,15 @@ func WithSkipper(skip func(ctx context.Context, fullMethod string) bool) Option 
 
 // UnaryServerInterceptor returns an interceptor that lets l decide each
 // unary call (see the package's documentation for what l reads of it). A
-// call l admits goes on to the handler with a context that carries the
+// call l admits goes on to the handler with a context carrying the
 // decision (see [ratelimit.Decisions] and [ratelimit.Charge]), the
 // rate-limit fields in its header metadata; its code, as an HTTP status,
 // goes to l.Finish (for [ratelimit.WithCountOnly]) when the handler
-// returns; and once it has returned, however it returns (an error, a
-// client gone away, a panic, which goes on to the interceptors before
-// this one, after a Finish with 500), l.End gives back its slots and
-// charges its usage. A call l refuses gets the error of the refusal,
-// without the handler, sent Trailers-Only with the fields and the retry
-// delay in its trailer (see the package's documentation).
+// returns; once it has returned, however (an error, a client gone, a
+// panic, passed on to the interceptors before this one after a Finish
+// with 500), l.End gives back its slots and charges its usage. A call l
+// refuses gets the refusal's error without the handler, sent
+// Trailers-Only with the fields and retry delay in its trailer.
 //
 // It panics, when the server is built, if l is nil. The interceptor is
 // safe for concurrent use.
@@ -78,12 +77,11 @@ func UnaryServerInterceptor(l *ratelimit.Limiter, opts ...Option) grpc.UnaryServ
 }
 
 // StreamServerInterceptor returns an interceptor that lets l decide each
-// stream once, when it opens, as [UnaryServerInterceptor] decides a
-// call: the handler gets a stream whose Context carries the decision,
-// l.Finish the code it returns, and l.End runs once it has returned,
-// however it returns. The rate-limit fields are set as the stream's
-// header metadata, sent with its first message or its end; a stream
-// refused is sent Trailers-Only.
+// stream once, when it opens, as [UnaryServerInterceptor] decides a call:
+// the handler gets a stream whose Context carries the decision, l.Finish
+// the code it returns, and l.End runs once it has returned, however. The
+// rate-limit fields are the stream's header metadata, sent with its
+// first message or its end; a stream refused is sent Trailers-Only.
 //
 // It panics, when the server is built, if l is nil. The interceptor is
 // safe for concurrent use.
@@ -121,8 +119,7 @@ type decidedStream struct {
 
 func (s *decidedStream) Context() context.Context { return s.ctx }
 
-// interceptor is what both interceptors share: the Limiter, the options,
-// and the routes of the methods called.
+// interceptor is what both interceptors share.
 type interceptor struct {
 	config
 	l      *ratelimit.Limiter
