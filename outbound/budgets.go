@@ -78,9 +78,7 @@ func (bs *budgets) init(t *Transport) {
 			return made{err: fmt.Errorf("%w: outbound: the request's host is %d bytes long", ratelimit.ErrInvalid, len(k.upstream))}
 		}
 		b := &budget{upstream: k.upstream, key: key, declared: t.declared[k.upstream], learnt: make(chan struct{})}
-		for _, l := range b.declared {
-			b.usage = b.usage || l.Usage
-		}
+		b.usage = slices.ContainsFunc(b.declared, func(l ratelimit.Limit) bool { return l.Usage })
 		s, err := b.build(nil, len(b.declared) == 0)
 		if err != nil {
 			return made{err: err} // WithLimits checked these limits

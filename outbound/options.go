@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -35,10 +36,8 @@ func WithLimits(upstream string, limits ...ratelimit.Limit) Option {
 		if _, dup := t.declared[lower(upstream)]; dup {
 			return fmt.Errorf("%w: outbound.WithLimits: %s is declared twice", ratelimit.ErrInvalid, upstream)
 		}
-		for _, l := range limits {
-			if l.Name == holdName {
-				return fmt.Errorf("%w: outbound.WithLimits(%s): a limit is named %q, the name of the upstream's holds", ratelimit.ErrInvalid, upstream, holdName)
-			}
+		if slices.ContainsFunc(limits, func(l ratelimit.Limit) bool { return l.Name == holdName }) {
+			return fmt.Errorf("%w: outbound.WithLimits(%s): a limit is named %q, the name of the upstream's holds", ratelimit.ErrInvalid, upstream, holdName)
 		}
 		if _, err := ratelimit.NewLimits(append(limits[:len(limits):len(limits)], holdLimit)...); err != nil {
 			return fmt.Errorf("outbound.WithLimits(%s): %w", upstream, err)

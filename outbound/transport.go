@@ -346,11 +346,9 @@ type Error struct {
 
 func newError(upstream string, d ratelimit.Decision, err error) *Error {
 	e := &Error{Upstream: upstream, RetryAfter: d.RetryAfter, Err: err}
-	for _, r := range d.Results() {
-		if !r.Allowed {
-			e.Policy = r.Limit.Name
-			break
-		}
+	results := d.Results()
+	if i := slices.IndexFunc(results, func(r ratelimit.Result) bool { return !r.Allowed }); i >= 0 {
+		e.Policy = results[i].Limit.Name
 	}
 	return e
 }

@@ -25,12 +25,11 @@ import (
 )
 
 // Routes is [ratelimit.WithRoutes] for a route table in Echo's syntax,
-// the patterns as Echo's c.Path() names them, with or without a method:
-// "GET /users/:id", "/files/*". It writes them the ServeMux way and
-// passes them to WithRoutes, which also takes a table written that way.
-// A pattern that ServeMux cannot write (a parameter inside a segment, such
-// as "/v:version") or that holds braces is refused when the Limiter is
-// built, naming the pattern; so are a method not in upper case ("post
+// as c.Path() names routes, with or without a method: "GET /users/:id",
+// "/files/*", written the ServeMux way (as WithRoutes also takes them).
+// Refused when the Limiter is built, naming the pattern, are a pattern
+// ServeMux cannot write (a parameter inside a segment, such as
+// "/v:version") or holding braces, a method not in upper case ("post
 // /login") and two patterns of one shape ("/users/:id" and
 // "/users/:name"). As with WithRoutes, a request gets the entry of its
 // route's shape, whatever the parameters are called and wherever the

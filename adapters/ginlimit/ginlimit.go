@@ -22,13 +22,12 @@ import (
 	"github.com/ratelimit-go/ratelimit/adapters/framework"
 )
 
-// Routes is [ratelimit.WithRoutes] for a route table in Gin's syntax, the
-// patterns as Gin's FullPath names them, with or without a method: "GET
-// /users/:id", "/files/*path". It writes them the ServeMux way and passes
-// them to WithRoutes, which also takes a table written that way. A
-// pattern that ServeMux cannot write (a parameter inside a segment, such
-// as "/v:version") or that holds braces is refused when the Limiter is
-// built, naming the pattern; so are a method not in upper case ("post
+// Routes is [ratelimit.WithRoutes] for a route table in Gin's syntax, as
+// FullPath names routes, with or without a method: "GET /users/:id",
+// "/files/*path", written the ServeMux way (as WithRoutes also takes
+// them). Refused when the Limiter is built, naming the pattern, are a
+// pattern ServeMux cannot write (a parameter inside a segment, such as
+// "/v:version") or holding braces, a method not in upper case ("post
 // /login") and two patterns of one shape ("/users/:id" and
 // "/users/:name"). As with WithRoutes, a request gets the entry of its
 // route's shape, whatever the parameters are called and wherever the
