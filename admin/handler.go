@@ -23,13 +23,12 @@ import (
 	"github.com/ratelimit-go/ratelimit/store"
 )
 
-// Handler returns the operators' handler of the Plane: JSON endpoints to
-// read and change the overrides, and a page that shows the same. It
-// changes limits, and shows keys that may be clients' addresses: mount
-// it behind the application's own authentication, for operators only;
-// nothing is served unless the application mounts it. The endpoints are
-// matched by the last segment of the path, wherever it is mounted (for
-// example under "/admin/"):
+// Handler returns the Plane's handler for operators: JSON endpoints to
+// read and change the overrides, and a page showing the same. It changes
+// limits and shows keys that may be clients' addresses: mount it behind
+// the application's own authentication, for operators only (nothing is
+// served unless mounted). Endpoints are matched by the path's last
+// segment, wherever it is mounted (for example under "/admin/"):
 //
 //	GET    policies   the limits of the Limiters given the Plane, as in force now:
 //	                  [{"policy", "route", "algorithm", "quota", "window_ms", "unlimited", "blocked", "shadow", "overridden"}]
@@ -42,24 +41,23 @@ import (
 //	GET    health     whether the overrides were read, each Fallback's health, the bans seen in force
 //	GET    (the path ending in "/")  the page
 //
-// An override is the JSON of [Override], whose fields it names: for
-// example {"policy": "gen-tpm", "key": "k1", "quota": 100000},
-// {"policy": "login", "stored_key": "ip:192.0.2.*", "blocked": true}. An
-// entry of a listing can be sent back unchanged to PUT or DELETE. A
-// field it does not take is refused, and so are the forms of before
-// this one ("quota" -1 or 0, "shadow" false), naming what to write. A bad
-// request is a 400 whose JSON "error" names the field and the value
-// expected; a Redis failure a 503 that says so, the cause in the Plane's
-// log. Every change is told to the observer of one Limiter given
-// the Plane, the first that has the policy (ratelimit.Event's outcome
+// An override is the JSON of [Override]: for example {"policy":
+// "gen-tpm", "key": "k1", "quota": 100000}, {"policy": "login",
+// "stored_key": "ip:192.0.2.*", "blocked": true}. A listing's entry can
+// be sent back unchanged to PUT or DELETE. An unknown field is refused,
+// and so are older forms ("quota" -1 or 0, "shadow" false), naming what
+// to write. A bad request is a 400 whose JSON "error" names the field
+// and the value expected; a Redis failure a 503 that says so, the cause
+// in the Plane's log. Every change is told to the observer of the first
+// Limiter given the Plane that has the policy (ratelimit.Event's outcome
 // "changed": who, what, before, after), who being what Options.Who says.
 //
-// The page shows the same as the endpoints, and changes overrides and
-// shadow with forms, posted to it. With Options.Token, the page first
-// asks for the token, and keeps a session in a cookie until "Log out";
-// an API client bears the token instead. A request that changes
-// something from a browser must come from the handler's own origin
-// (http.CrossOriginProtection), and the session's cookie is SameSite=Strict.
+// The page shows the same, and changes overrides and shadow with forms
+// posted to it. With Options.Token, the page first asks for the token
+// and keeps a session in a cookie until "Log out"; an API client bears
+// the token instead. A change from a browser must come from the
+// handler's own origin (http.CrossOriginProtection), and the session's
+// cookie is SameSite=Strict.
 func (p *Plane) Handler() http.Handler {
 	return http.NewCrossOriginProtection().Handler(handler{p})
 }
@@ -131,15 +129,9 @@ func (h handler) set(w http.ResponseWriter, r *http.Request) {
 	if !readJSON(w, r, &o) {
 		return
 	}
-	if err := h.p.resolve(&o); !h.done(w, err) {
-		return
+	if _, _, err := h.apply(r, "set", o); h.done(w, err) {
+		w.WriteHeader(http.StatusNoContent)
 	}
-	before := h.current(o.Policy, o.StoredKey)
-	if !h.done(w, h.p.Set(r.Context(), o)) {
-		return
-	}
-	h.audit(r, o.Policy, "override "+o.Policy+" "+strconv.Quote(o.StoredKey), before, h.current(o.Policy, o.StoredKey))
-	w.WriteHeader(http.StatusNoContent)
 }
 
 // delete handles DELETE overrides: of the override a listing's entry in
@@ -158,18 +150,12 @@ func (h handler) delete(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "policy is missing: name the limit whose override to delete")
 		return
 	}
-	o = Override{Policy: o.Policy, StoredKey: o.StoredKey, Key: o.Key, Quota: 1} // what Delete reads
-	if !h.done(w, h.p.resolve(&o)) {
-		return
-	}
-	before := h.current(o.Policy, o.StoredKey)
-	deleted, err := h.p.Delete(r.Context(), o)
+	o, deleted, err := h.apply(r, "delete", o)
 	switch {
 	case !h.done(w, err):
 	case !deleted:
 		writeError(w, http.StatusNotFound, "no override of "+o.Policy+" for stored_key "+strconv.Quote(o.StoredKey))
 	default:
-		h.audit(r, o.Policy, "override "+o.Policy+" "+strconv.Quote(o.StoredKey), before, "")
 		w.WriteHeader(http.StatusNoContent)
 	}
 }
@@ -187,12 +173,43 @@ func (h handler) shadow(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "shadow is missing: true puts the policy in shadow, false enforces it")
 		return
 	}
-	before := h.current(v.Policy, "")
-	if !h.done(w, h.p.SetShadow(r.Context(), v.Policy, *v.Shadow)) {
-		return
+	if _, _, err := h.apply(r, "shadow", Override{Policy: v.Policy, Shadow: *v.Shadow}); h.done(w, err) {
+		w.WriteHeader(http.StatusNoContent)
 	}
-	h.audit(r, v.Policy, "shadow "+v.Policy, before, h.current(v.Policy, ""))
-	w.WriteHeader(http.StatusNoContent)
+}
+
+// apply makes the change action names, audited: "set" o, "delete" the
+// override o names, reporting whether there was one, or "shadow" o's
+// policy (o.Shadow) or enforce it. It returns o resolved.
+func (h handler) apply(r *http.Request, action string, o Override) (Override, bool, error) {
+	what, key := "shadow "+o.Policy, ""
+	if action != "shadow" {
+		if action == "delete" {
+			o = Override{Policy: o.Policy, StoredKey: o.StoredKey, Key: o.Key, Quota: 1} // what Delete reads
+		}
+		if err := h.p.resolve(&o); err != nil {
+			return o, false, err
+		}
+		what, key = "override "+o.Policy+" "+strconv.Quote(o.StoredKey), o.StoredKey
+	}
+	before, after := h.current(o.Policy, key), ""
+	var err error
+	changed := true
+	switch action {
+	case "set":
+		err = h.p.Set(r.Context(), o)
+	case "delete":
+		changed, err = h.p.Delete(r.Context(), o)
+	default:
+		err = h.p.SetShadow(r.Context(), o.Policy, o.Shadow)
+	}
+	if err == nil && changed {
+		if action != "delete" {
+			after = h.current(o.Policy, key)
+		}
+		h.audit(r, o.Policy, what, before, after)
+	}
+	return o, changed, err
 }
 
 // current returns the override of policy and key, as JSON, or "".
@@ -212,8 +229,8 @@ func (h handler) audit(r *http.Request, policy, what, before, after string) {
 	if w, ok := r.Context().Value(whoKey{}).(string); ok {
 		who = w
 	}
-	if h.p.who != nil {
-		who = h.p.who(r)
+	if h.p.opts.Who != nil {
+		who = h.p.opts.Who(r)
 	}
 	h.p.changes.add(change{When: time.Now(), Who: who, What: what, Before: before, After: after})
 	limiters := h.p.attached()
@@ -381,14 +398,12 @@ func (h handler) page(w http.ResponseWriter, r *http.Request, status int, note p
 	list, _ := h.p.List()
 	d := pageData{Policies: h.policies(), Overrides: list, Health: h.health(), pageNote: note,
 		Now: time.Now().Format("2006-01-02 15:04:05 MST"), Instance: h.p.top.instance, Changes: h.p.changes.list(), Session: h.p.sessions != nil}
-	seen := map[string]bool{}
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
 	for _, pv := range d.Policies {
-		if seen[pv.Policy] {
+		if slices.Contains(d.PolicyNames, pv.Policy) {
 			continue
 		}
-		seen[pv.Policy] = true
 		d.PolicyNames = append(d.PolicyNames, pv.Policy)
 		for _, name := range []string{pv.Policy, pv.Policy + " (shadow)"} {
 			minute, err1 := h.p.Top(ctx, name, time.Minute, 20)
@@ -482,43 +497,24 @@ func (h handler) act(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		o.Window = time.Duration(windowMS) * time.Millisecond
-		switch f.Get("mode") {
-		case "unlimited":
-			o.Unlimited = true
-		case "blocked":
-			o.Blocked = true
-		case "shadow":
-			o.Shadow = true
-		case "enforced":
-			o.Enforced = true
+		modes := map[string]*bool{"unlimited": &o.Unlimited, "blocked": &o.Blocked, "shadow": &o.Shadow, "enforced": &o.Enforced}
+		if mode := modes[f.Get("mode")]; mode != nil {
+			*mode = true
 		}
-		if err = h.p.resolve(&o); err == nil {
-			before := h.current(o.Policy, o.StoredKey)
-			if err = h.p.Set(r.Context(), o); err == nil {
-				h.audit(r, o.Policy, "override "+o.Policy+" "+strconv.Quote(o.StoredKey), before, h.current(o.Policy, o.StoredKey))
-				done = "Set the override of " + o.Policy + " for " + cmp.Or(o.StoredKey, "every key") + "."
-			}
+		if o, _, err = h.apply(r, "set", o); err == nil {
+			done = "Set the override of " + o.Policy + " for " + cmp.Or(o.StoredKey, "every key") + "."
 		}
 	case "delete":
-		o.Quota = 1 // what Delete reads, resolve checks
-		if err = h.p.resolve(&o); err == nil {
-			before := h.current(o.Policy, o.StoredKey)
-			var deleted bool
-			if deleted, err = h.p.Delete(r.Context(), o); err == nil && deleted {
-				h.audit(r, o.Policy, "override "+o.Policy+" "+strconv.Quote(o.StoredKey), before, "")
-			}
+		if o, _, err = h.apply(r, "delete", o); err == nil {
 			done = "Deleted the override of " + o.Policy + " for " + cmp.Or(o.StoredKey, "every key") + "."
 		}
 	case "shadow":
-		shadow := f.Get("shadow") == "true"
-		before := h.current(o.Policy, "")
-		if err = h.p.SetShadow(r.Context(), o.Policy, shadow); err == nil {
-			h.audit(r, o.Policy, "shadow "+o.Policy, before, h.current(o.Policy, ""))
-			done = "Put " + o.Policy + " in shadow."
-			if !shadow {
-				done = "Enforced " + o.Policy + "."
-			}
+		o.Shadow = f.Get("shadow") == "true"
+		done = "Put " + o.Policy + " in shadow."
+		if !o.Shadow {
+			done = "Enforced " + o.Policy + "."
 		}
+		_, _, err = h.apply(r, "shadow", o)
 	default:
 		h.page(w, r, http.StatusBadRequest, pageNote{Error: "No such action."})
 		return
@@ -628,10 +624,8 @@ const maxChanges = 20
 func (c *changes) add(ch change) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(c.last) == maxChanges {
-		c.last = slices.Delete(c.last, 0, 1)
-	}
 	c.last = append(c.last, ch)
+	c.last = c.last[max(0, len(c.last)-maxChanges):]
 }
 
 // list returns the changes, newest first.

@@ -41,9 +41,8 @@ import (
 // each field does to a window under way.
 type Override = override.Override
 
-// errInvalid is wrapped by every error for an override that cannot be
-// set, which names the field at fault: it wraps ratelimit.ErrInvalid,
-// which callers test for.
+// errInvalid, wrapping ratelimit.ErrInvalid, is wrapped by every error
+// for an override that cannot be set, which names the field at fault.
 var errInvalid = fmt.Errorf("%w: admin", ratelimit.ErrInvalid)
 
 // Options configures [New]. The zero value means every default.
@@ -78,18 +77,17 @@ type Options struct {
 }
 
 // A Plane holds a namespace's overrides in Redis, where every instance
-// of the service reads them, and the overrides it read last in process,
-// where each decision of a Limiter given the Plane (see
-// ratelimit.WithOverrides) finds its override with no call to Redis.
+// reads them, and in process those it read last, where each decision of
+// a Limiter given the Plane (see ratelimit.WithOverrides) finds its
+// override with no call to Redis.
 //
-// Every instance's Plane reads the overrides every 250ms, one run of a
-// program of the store's, which carries them all only when they changed, so a change made
-// on one instance applies on every other within that period and a read:
-// about 250ms, see docs/overrides.md for what was measured. A change is
-// applied whole: a decision sees the overrides before it or after it.
-// While Redis fails, an instance keeps deciding with the overrides it
-// read last; one that has read none yet applies none, and says so
-// (List reports false), until Redis answers.
+// Every instance's Plane reads the overrides every 250ms, in one run of a
+// store's script that carries them only when they changed, so a change
+// on one instance applies on every other within about 250ms (see
+// docs/overrides.md for what was measured). A change is applied whole: a
+// decision sees the overrides before it or after it. While Redis fails,
+// an instance decides with the overrides it read last; one that has read
+// none yet applies none until Redis answers, and says so (List: false).
 //
 // Build it with [New], and Close it when done; the zero Plane is not
 // usable. A Plane is safe for concurrent use.
@@ -114,17 +112,15 @@ type Plane struct {
 	changes  changes   // made through the handler, for its page
 	bans     bans      // seen in force
 
-	keyOf func(string, string) (string, error) // Options.Key
-	who   func(*http.Request) string           // Options.Who
-	label func(string) string                  // Options.Label
+	opts Options // Key, Who and Label
 
 	stop context.CancelFunc
 	done chan struct{}
 }
 
-// overridesLife is how long the overrides stay in Redis after the last change or
-// the last read that renewed them (a read renews them once half of it has
-// passed): as long as any instance runs, and that long after.
+// overridesLife is how long the overrides stay in Redis after the last
+// change or renewing read (once half of it has passed): as long as any
+// instance runs, and that long after.
 const overridesLife = 30 * 24 * time.Hour
 
 // syncEvery is how often a Plane reads the overrides.
@@ -135,12 +131,11 @@ const readTimeout = time.Second
 
 // New returns the Plane of namespace's overrides, kept in Redis through
 // the store st (see store.Redis.Overrides), beside its counters and under
-// its prefix, and starts reading them every 250ms until Close. It reads
-// them once before it returns; when Redis does not answer that read, it
-// logs so and returns a Plane that has read none yet. The namespace
-// names the overrides in Redis: give it that of the Limiters it serves
-// (see ratelimit.New), or one for several namespaces whose Limiters then
-// share overrides by policy name.
+// its prefix, and reads them every 250ms until Close, once before it
+// returns: when Redis does not answer that read, it logs so and returns
+// a Plane that has read none yet. The namespace names the overrides in
+// Redis: give that of the Limiters it serves (see ratelimit.New), or one
+// for several namespaces whose Limiters then share overrides by policy.
 func New(st *store.Redis, namespace string, opts Options) (*Plane, error) {
 	switch {
 	case st == nil:
@@ -152,9 +147,7 @@ func New(st *store.Redis, namespace string, opts Options) (*Plane, error) {
 		namespace: namespace,
 		keeper:    st.Overrides(namespace),
 		top:       newTopCounts(),
-		keyOf:     opts.Key,
-		who:       opts.Who,
-		label:     opts.Label,
+		opts:      opts,
 		life:      overridesLife,
 		most:      override.MaxOverrides,
 		logger:    cmp.Or(opts.Logger, slog.Default()),
@@ -225,8 +218,8 @@ func (p *Plane) read(ctx context.Context) {
 func (p *Plane) Table() *override.Table { return p.table.Load() }
 
 // Attach is how ratelimit.New tells the Plane of a Limiter given it: Set
-// checks an override against its limits, the handler lists them and
-// tells its observer of the changes made.
+// checks overrides against its limits, the handler lists them and tells
+// its observer of changes.
 func (p *Plane) Attach(l override.Limiter) {
 	p.limitersMu.Lock()
 	defer p.limitersMu.Unlock()
@@ -257,13 +250,12 @@ func (p *Plane) List() ([]Override, bool) {
 
 // Set stores o in place of the override of its policy and key, for
 // every instance, then reads the overrides, so that this instance
-// applies it at once. It checks o first, and refuses it, before
-// anything is written, with an error wrapping ratelimit.ErrInvalid that names the
-// field: a field out of range, a policy that no Limiter given the Plane
-// has (when any is), a quota or window the policy's limit cannot take
-// (as ratelimit.NewLimits would say), a key (see storedKey) the policy's
-// key function could not make, or a new override past the most a
-// namespace holds (10,000).
+// applies it at once. Before writing anything it refuses, with an error
+// wrapping ratelimit.ErrInvalid that names the field, a field out of
+// range, a policy no Limiter given the Plane has (when any is), a quota
+// or window the policy's limit cannot take (as ratelimit.NewLimits
+// says), a key the policy's key function could not make, or a new
+// override past the most a namespace holds (10,000).
 func (p *Plane) Set(ctx context.Context, o Override) error {
 	o.Label = ""
 	if err := p.resolve(&o); err != nil {
@@ -292,10 +284,9 @@ func (p *Plane) change(ctx context.Context, op, policy, key, value string) error
 	return err
 }
 
-// resolve checks o, and sets its StoredKey from its Key: what
-// Options.Key makes of it. It refuses, naming the fix, a key in the
-// store's form given as Key, a prefix given as Key, and a StoredKey the
-// policy's key function could not have made (see keyShape).
+// resolve checks o, and sets its StoredKey to what Options.Key makes of
+// its Key. It refuses, naming the fix, a stored key or a prefix given as
+// Key, and a StoredKey the key function could not make (see keyShape).
 func (p *Plane) resolve(o *Override) error {
 	if o.Key != "" && o.StoredKey != "" {
 		return fmt.Errorf("%w: Key and StoredKey are both set: give one", errInvalid)
@@ -307,14 +298,14 @@ func (p *Plane) resolve(o *Override) error {
 		if !strings.HasPrefix(k, tag) && !(prefix && strings.HasPrefix(tag, strings.TrimSuffix(k, "*"))) || !prefix && size > 0 && len(k) != size {
 			return fmt.Errorf("%w: StoredKey %q is no key the key function of %s makes (they start %q): give the key as the client sends it, as Key, or a StoredKey from a listing", errInvalid, k, o.Policy, tag)
 		}
-	case o.Key == "" || p.keyOf == nil:
+	case o.Key == "" || p.opts.Key == nil:
 		o.StoredKey, o.Key = cmp.Or(o.StoredKey, o.Key), ""
 	case tag != "" && strings.HasPrefix(o.Key, tag):
 		return fmt.Errorf("%w: Key %q is in the store's form, as listings give it: give it as StoredKey", errInvalid, o.Key)
 	case strings.HasSuffix(o.Key, "*"):
 		return fmt.Errorf("%w: Key %q is a prefix: give it in the store's form, as StoredKey", errInvalid, o.Key)
 	default:
-		k, err := p.keyOf(o.Policy, o.Key)
+		k, err := p.opts.Key(o.Policy, o.Key)
 		if err != nil {
 			return fmt.Errorf("%w: Key: %v", errInvalid, err)
 		}
@@ -332,11 +323,11 @@ func (p *Plane) resolve(o *Override) error {
 // ':' ("ip:", "header:X-Api-Key:"). It returns "" without Options.Key,
 // or when it takes neither key.
 func (p *Plane) keyShape(policy string) (tag string, size int) {
-	if p.keyOf == nil {
+	if p.opts.Key == nil {
 		return "", 0
 	}
-	a, errA := p.keyOf(policy, "192.0.2.1")
-	b, errB := p.keyOf(policy, "203.0.113.9")
+	a, errA := p.opts.Key(policy, "192.0.2.1")
+	b, errB := p.opts.Key(policy, "203.0.113.9")
 	if errA != nil || errB != nil {
 		return "", 0
 	}
@@ -376,14 +367,13 @@ func (p *Plane) check(o Override) error {
 // SetShadow puts policy, for every key, in shadow (decided and counted,
 // never denying; see ratelimit.Limit's Shadow) or, with shadow false,
 // enforces it, for every instance, then reads the overrides. It changes
-// only that of the policy's override for every key (StoredKey ""),
-// keeping its quota and window, in one step that no other change can
-// split; a key's own override that says Shadow or Enforced still wins
-// for that key. Enforcing a policy that the Limiters given the Plane
-// configure, none as shadow by itself, leaves it its own: nothing of
-// shadow stays in the override, which goes when nothing else is in it.
-// It checks the policy as Set does, and refuses a policy unlimited or
-// blocked for every key.
+// only the shadow of the policy's override for every key (StoredKey ""),
+// keeping its quota and window, in one step no other change can split;
+// a key's own override saying Shadow or Enforced still wins for the key.
+// Enforcing a policy that the Limiters given the Plane configure, none
+// as shadow, leaves it its own: nothing of shadow stays in the override,
+// which goes when nothing else is in it. It checks the policy as Set
+// does, and refuses a policy unlimited or blocked for every key.
 func (p *Plane) SetShadow(ctx context.Context, policy string, shadow bool) error {
 	o := Override{Policy: policy, Shadow: shadow, Enforced: !shadow}
 	if err := o.Check(); err != nil {
@@ -406,8 +396,7 @@ func (p *Plane) SetShadow(ctx context.Context, policy string, shadow bool) error
 }
 
 // enforcedByItself reports whether the Limiters given the Plane configure
-// policy, and none of them as a shadow limit: enforcing it is then its
-// own, which an override need not say.
+// policy, none as a shadow limit: no override need say it is enforced.
 func (p *Plane) enforcedByItself(policy string) bool {
 	known := false
 	for _, l := range p.attached() {
@@ -447,9 +436,8 @@ func (p *Plane) Delete(ctx context.Context, o Override) (bool, error) {
 	return true, p.sync(ctx)
 }
 
-// sync reads the overrides when their version is not the one read last:
-// one run, which carries them all when it moved. On an error the table
-// read last stays.
+// sync reads the overrides when their version moved, in one run. On an
+// error the table read last stays.
 func (p *Plane) sync(ctx context.Context) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()

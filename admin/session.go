@@ -6,19 +6,16 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"log/slog"
+	"maps"
 	"net/http"
 	"strings"
 	"sync"
 	"time"
 )
 
-// With Options.Token, the handler serves only requests that bear it: an
-// API client sends "Authorization: Bearer TOKEN" (the scheme in any
-// case, as RFC 9110 allows); a browser logs in on the page's form, whose
-// POST of the token sets a session cookie (HttpOnly, SameSite=Strict,
-// Secure over TLS) that lasts sessionLife, until logout. Tokens are
-// compared in constant time; refusals are logged at most once a minute,
-// with how many there were, never with the client's address.
+// With Options.Token, an API client sends "Authorization: Bearer TOKEN"
+// (the scheme in any case, RFC 9110); a browser logs in on the page for a
+// session cookie. Refusals are logged never with the client's address.
 
 // sessionCookie names the session's cookie.
 const sessionCookie = "ratelimit_admin"
@@ -92,19 +89,9 @@ func (s *sessions) login(w http.ResponseWriter, r *http.Request) {
 	value := hex.EncodeToString(b[:])
 	now := s.now()
 	s.mu.Lock()
-	for id, end := range s.ends {
-		if !now.Before(end) {
-			delete(s.ends, id)
-		}
-	}
+	maps.DeleteFunc(s.ends, func(_ string, end time.Time) bool { return !now.Before(end) })
 	if len(s.ends) >= maxSessions {
-		oldest := ""
-		for id, end := range s.ends {
-			if oldest == "" || end.Before(s.ends[oldest]) {
-				oldest = id
-			}
-		}
-		delete(s.ends, oldest)
+		deleteFirst(s.ends)
 	}
 	s.ends[sessionID(value)] = now.Add(sessionLife)
 	s.mu.Unlock()

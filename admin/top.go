@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -30,9 +31,8 @@ type TopKey struct {
 	High   int64 `json:"high"`
 }
 
-// The sketches of the keys denied: each policy's over the last minute
-// (6 slots of 10s) and the last hour (12 of 5 minutes), each slot in
-// sketchCounters counters, for at most maxTopPolicies policies.
+// The sketches of the keys denied, per policy (at most maxTopPolicies)
+// and window (see topWindows), each slot of sketchCounters counters.
 const (
 	sketchCounters = 128
 	maxTopPolicies = 64
@@ -127,10 +127,7 @@ func (c *topCounts) summary(policy string, i int) (topkeys.Summary, bool) {
 func (p *Plane) publish(ctx context.Context) error {
 	c := &p.top
 	c.mu.Lock()
-	policies := make([]string, 0, len(c.policies))
-	for name := range c.policies {
-		policies = append(policies, name)
-	}
+	policies := slices.Collect(maps.Keys(c.policies))
 	c.mu.Unlock()
 	var fields []string
 	for _, policy := range policies {
@@ -157,15 +154,12 @@ func (p *Plane) publish(ctx context.Context) error {
 
 // Top returns the n keys that policy denied most over the last minute
 // (last is time.Minute) or hour (time.Hour), most first, on every
-// instance (those a Shadow limit would have denied are counted apart:
-// give policy + " (shadow)"): this one's counts as they
-// are, and the others' as each told them last, every 5 seconds (an
-// instance that has not told them for three times that is gone). Keys
-// are in the form the store is given, which may be a client's IP:
-// show them to operators only.
+// instance (a Shadow limit's would-be denials apart: give policy + "
+// (shadow)"): this one's counts as they are, the others' as each told
+// them last, every 5 seconds (one silent for three times that is gone).
+// Keys are in the store's form, maybe a client's IP: for operators only.
 func (p *Plane) Top(ctx context.Context, policy string, last time.Duration, n int) ([]TopKey, error) {
-	i := map[time.Duration]int{time.Minute: 0, time.Hour: 1}
-	w, ok := i[last]
+	w, ok := map[time.Duration]int{time.Minute: 0, time.Hour: 1}[last]
 	if !ok {
 		return nil, fmt.Errorf("%w: Top: last is %v: want time.Minute or time.Hour", errInvalid, last)
 	}
@@ -200,10 +194,10 @@ func (p *Plane) Top(ctx context.Context, policy string, last time.Duration, n in
 
 // labelOf returns Options.Label's name of key, or "".
 func (p *Plane) labelOf(key string) string {
-	if p.label == nil || key == "" {
+	if p.opts.Label == nil || key == "" {
 		return ""
 	}
-	return p.label(key)
+	return p.opts.Label(key)
 }
 
 // bans are the keys this instance saw banned, until when, at most
@@ -222,15 +216,14 @@ func (b *bans) add(key string, until time.Time) {
 		b.until = map[string]time.Time{}
 	}
 	if _, ok := b.until[key]; !ok && len(b.until) >= maxBans {
-		first := ""
-		for k, t := range b.until {
-			if first == "" || t.Before(b.until[first]) {
-				first = k
-			}
-		}
-		delete(b.until, first)
+		deleteFirst(b.until)
 	}
 	b.until[key] = until
+}
+
+// deleteFirst deletes the key of m whose time comes first.
+func deleteFirst(m map[string]time.Time) {
+	delete(m, slices.MinFunc(slices.Collect(maps.Keys(m)), func(a, b string) int { return m[a].Compare(m[b]) }))
 }
 
 // banView is a key banned, until when.

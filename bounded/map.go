@@ -6,13 +6,12 @@ import (
 )
 
 // A Map holds, for each key K, the V that Make made for it, up to Max
-// keys. Past Max, a new key is first replaced by what Overflow makes of
-// it (a route or limit name turned into "other"), whose V is kept like
-// any other; with Overflow nil, the Map forgets every key and starts
-// afresh with the new one, so that it keeps the keys in use now, for a
-// cache whose V can be made again. Make runs at most once for each key kept, with the Map
-// locked; a key kept is read without a lock, as from a sync.Map, since
-// every request reads it.
+// keys. Past Max, a new key is replaced by what Overflow makes of it (a
+// route or limit name turned into "other"), whose V is kept like any
+// other; with Overflow nil, the Map forgets every key and starts afresh
+// with the new one: a cache of the keys in use now, whose V can be made
+// again. Make runs at most once per key kept, with the Map locked; a key
+// kept is read without a lock, as from a sync.Map: every request reads it.
 //
 // Its zero value is not usable: set Max and Make, and Overflow if a key
 // past Max has one, before the first Get, and change none of them after.

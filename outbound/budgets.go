@@ -48,10 +48,8 @@ type sets struct {
 	probe          bool // limits hold the probe
 }
 
-// budgets are a Transport's, by upstream and partition: at most
-// maxBudgets of them, past which they start afresh (what they learned is
-// learned again from the next responses; what they counted is in the
-// store).
+// budgets are a Transport's, by upstream and partition: past maxBudgets
+// they start afresh (what they counted is in the store).
 type budgets struct {
 	t *Transport
 	m bounded.Map[budgetKey, made]
@@ -80,12 +78,12 @@ func (bs *budgets) init(t *Transport) {
 			return made{err: fmt.Errorf("%w: outbound: the request's host is %d bytes long", ratelimit.ErrInvalid, len(k.upstream))}
 		}
 		b := &budget{upstream: k.upstream, key: key, declared: t.declared[k.upstream], learnt: make(chan struct{})}
-		for _, l := range b.declared {
-			b.usage = b.usage || l.Usage
-		}
-		if err := b.set(nil, len(b.declared) == 0); err != nil {
+		b.usage = slices.ContainsFunc(b.declared, func(l ratelimit.Limit) bool { return l.Usage })
+		s, err := b.build(nil, len(b.declared) == 0)
+		if err != nil {
 			return made{err: err} // WithLimits checked these limits
 		}
+		b.sets.Store(s)
 		return made{b: b}
 	}}
 }
@@ -110,18 +108,13 @@ func (bs *budgets) of(req *http.Request) (*budget, error) {
 // maxLearned is how many limits a budget learns at most.
 const maxLearned = 4
 
-// learn makes b's limits those declared and those of policies, the
-// policies an upstream's response published: of those counted in
-// requests over a window, a sliding window of each window, at the least
-// quota published for it; of those counted in requests in flight, one
-// limit of requests in flight, at the least quota. A policy that states
-// no window (X-RateLimit-*) takes the longest reset its limits have shown
-// (in whole seconds): the reset of a window's first response is the
-// window, and a later one's is less. Those of a declared limit's
-// algorithm and window are left to it. The probe of cost probe (0 for
-// another request), which no limit of the upstream's counted, is counted
-// under those it taught before they are b's, so that no other request
-// is admitted under them before it is counted.
+// learn makes b's limits those declared and those of the policies a
+// response published: per window (or in flight), one limit at the least
+// quota published, unless a declared limit has its shape. A policy with
+// no window takes the longest reset seen (see windowed). The probe of
+// cost probe (0 for another request) is counted under the limits it
+// taught before they are b's, so that no request is admitted under them
+// before it is counted.
 func (b *budget) learn(ctx context.Context, s ratelimit.Store, policies []ratefields.Policy, limits []ratefields.Limit, probe int) error {
 	policies = b.windowed(policies, limits)
 	var learned []ratelimit.Limit
@@ -221,16 +214,6 @@ func sameShape(a, b ratelimit.Limit) bool {
 	return a.Algorithm == b.Algorithm && a.Window == b.Window
 }
 
-// set makes b's limits its declared ones and learned, with the probe.
-func (b *budget) set(learned []ratelimit.Limit, probe bool) error {
-	s, err := b.build(learned, probe)
-	if err != nil {
-		return err
-	}
-	b.sets.Store(s)
-	return nil
-}
-
 // build returns the sets of b's declared limits and learned, with the
 // probe.
 func (b *budget) build(learned []ratelimit.Limit, probe bool) (*sets, error) {
@@ -239,32 +222,27 @@ func (b *budget) build(learned []ratelimit.Limit, probe bool) (*sets, error) {
 		all = append(all, probeLimit)
 	}
 	s := &sets{probe: probe}
+	var err error
 	if len(all) > 0 {
-		var err error
 		if s.ending, err = ratelimit.NewLimits(all...); err != nil {
 			return nil, err
 		}
 	}
-	var err error
 	if s.limits, err = ratelimit.NewLimits(append(all, holdLimit)...); err != nil {
 		return nil, err
 	}
 	return s, nil
 }
 
-// probeLimit lets a single request go to an upstream the budget knows
-// nothing of, declared or learned, across every process: its response
-// says what the upstream allows before the others are sent. Once it has
-// come, the budget has learned what it says, or that it says nothing.
+// probeLimit lets a single request, across every process, go to an
+// upstream the budget knows nothing of: its answer teaches the others.
 var probeLimit = ratelimit.Limit{Algorithm: ratelimit.Concurrent, Quota: 1, Name: "probe"}
 
 // catchUp takes from b's learned limit named as l what the upstream
-// counted beyond what b has: where l.Remaining is less than b's limit
-// has left, another client spends the same budget, or b's count began
-// after the upstream's. The requests b admitted that the upstream has
-// not counted yet make b's count the larger, never the smaller, so
-// catching up never takes what b itself spent. It asks the store only
-// when d, the decision on the request l answered, left more than l.
+// counted beyond b (another client of the budget, or a count begun
+// earlier). Requests the upstream has not counted yet only make b's
+// count larger, so it never takes what b spent. It asks the store only
+// when d, the decision l answered, left more than l.
 func (b *budget) catchUp(ctx context.Context, s ratelimit.Store, l ratefields.Limit, d ratelimit.Decision) error {
 	var left int64 = -1
 	for _, r := range d.Results() {

@@ -8,16 +8,12 @@ import (
 	"github.com/ratelimit-go/ratelimit"
 )
 
-// A hold is how an upstream that said a budget is spent (a 429, a
-// Retry-After, a quota with nothing remaining) holds every request of
-// that budget back, in every process that shares the store, until the
-// time it said. It is a limit of each budget's set: a token bucket
-// charged from usage that refills a unit a nanosecond and holds
-// holdCapacity, so that a request passes while it has room for the
-// request's cost (which takes nothing from it). To hold the budget back
-// for d, the hold is charged its level and d's nanoseconds: it has room
-// again d later (plus the request's cost in nanoseconds, a millisecond
-// for a cost of a million).
+// A hold keeps every request of a budget the upstream said is spent
+// back, in every process, until the time it said: a token bucket charged
+// from usage that refills a unit a nanosecond, in each budget's set. To
+// hold for d, it is charged its level plus d's nanoseconds: a request
+// (whose cost takes nothing from it) fits again d later, plus its cost
+// in nanoseconds.
 const (
 	holdName     = "hold"
 	holdCapacity = 1 << 40

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -14,16 +15,15 @@ import (
 type Option func(*Transport) error
 
 // WithLimits declares the limits upstream publishes, for example 500
-// requests and 200,000 tokens a minute, with the limits and algorithms of
-// the server side (see [ratelimit.Limit]): each request takes its cost
-// (see [WithCost]) from every limit, and a limit charged from usage (its
-// Usage) takes what [WithUsage] reads from the response. upstream is a
-// request URL's host, with its port when the URLs give one
-// ("api.example.com", "localhost:8080"). The limits must make a valid
-// set for [ratelimit.NewLimits], and none may be named "hold". What the
-// upstream publishes in its responses applies beside them, but for a
-// published policy of the same algorithm and window as a declared limit:
-// the declared limit wins.
+// requests and 200,000 tokens a minute, as server-side limits (see
+// [ratelimit.Limit]): each request takes its cost (see [WithCost]) from
+// every limit, and one charged from usage (its Usage) takes what
+// [WithUsage] reads from the response. upstream is a request URL's host,
+// with its port when the URLs give one ("api.example.com",
+// "localhost:8080"). The limits must make a valid set for
+// [ratelimit.NewLimits], none named "hold". What the responses publish
+// applies beside them, but a declared limit wins over a published policy
+// of its algorithm and window.
 func WithLimits(upstream string, limits ...ratelimit.Limit) Option {
 	return func(t *Transport) error {
 		if upstream == "" {
@@ -35,10 +35,8 @@ func WithLimits(upstream string, limits ...ratelimit.Limit) Option {
 		if _, dup := t.declared[lower(upstream)]; dup {
 			return fmt.Errorf("%w: outbound.WithLimits: %s is declared twice", ratelimit.ErrInvalid, upstream)
 		}
-		for _, l := range limits {
-			if l.Name == holdName {
-				return fmt.Errorf("%w: outbound.WithLimits(%s): a limit is named %q, the name of the upstream's holds", ratelimit.ErrInvalid, upstream, holdName)
-			}
+		if slices.ContainsFunc(limits, func(l ratelimit.Limit) bool { return l.Name == holdName }) {
+			return fmt.Errorf("%w: outbound.WithLimits(%s): a limit is named %q, the name of the upstream's holds", ratelimit.ErrInvalid, upstream, holdName)
 		}
 		if _, err := ratelimit.NewLimits(append(limits[:len(limits):len(limits)], holdLimit)...); err != nil {
 			return fmt.Errorf("outbound.WithLimits(%s): %w", upstream, err)
@@ -65,9 +63,9 @@ func WithCost(cost func(r *http.Request) int) Option {
 // WithUsage sets how a response reports what its request used (tokens,
 // for a model API), charged to the declared limits charged from usage
 // (see [ratelimit.Limit]'s Usage) once the response's header has come;
-// a negative answer counts as 0. The body is the caller's to read: usage
-// reported there is for the caller to read and declare with a limit of
-// its own. By default nothing is charged.
+// a negative answer counts as 0. Usage reported in the body is the
+// caller's to read and charge with a limit of its own. By default
+// nothing is charged.
 func WithUsage(usage func(resp *http.Response) int) Option {
 	return func(t *Transport) error {
 		if usage == nil {
@@ -79,11 +77,10 @@ func WithUsage(usage func(resp *http.Response) int) Option {
 }
 
 // WithPartition sets which of the caller's budgets at its upstream a
-// request spends: for example the API key it sends, when the service
-// calls an upstream with several. Requests of one upstream and partition
-// share a budget. The partition is hashed before it reaches the store,
-// so no key is written there. By default every request of an upstream
-// shares one budget.
+// request spends, such as the API key it sends, when the service has
+// several: requests of one upstream and partition share a budget. The
+// partition is hashed before it reaches the store, so no key is written
+// there. By default every request of an upstream shares one budget.
 func WithPartition(partition func(r *http.Request) string) Option {
 	return func(t *Transport) error {
 		if partition == nil {
@@ -136,8 +133,7 @@ func WithMaxRetryAfter(d time.Duration) Option {
 }
 
 // upstreamProblem says why upstream is not a request URL's host (with
-// its port, if any), which is all a budget is matched by, and what to
-// give instead; or it returns "".
+// its port, if any), and what to give instead; or it returns "".
 func upstreamProblem(upstream string) string {
 	if u, err := url.Parse(upstream); err == nil && u.Scheme != "" && u.Host != "" {
 		return fmt.Sprintf("the upstream is a URL; give its host, %q, which requests to it are matched by", u.Host)

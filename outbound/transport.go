@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"mime"
 	"net/http"
 	"slices"
@@ -20,11 +21,8 @@ import (
 	"github.com/ratelimit-go/ratelimit/internal/ratefields"
 )
 
-// This file is a request's whole path, in the order it runs: RoundTrip
-// finds the budget of the request's upstream and partition
-// (budgets.go), waits for it or refuses, sends, learns from the
-// response, holds every caller back when the upstream says its budget
-// is spent (hold.go), and ends the request once its body is read.
+// This file is a request's whole path, in the order it runs; budgets
+// are in budgets.go, holds in hold.go.
 
 // A Transport is an [http.RoundTripper] that keeps each upstream's rate
 // limits: before it sends a request, the request takes its cost from the
@@ -87,18 +85,18 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 	}
 	sets, d, err := t.admit(req.Context(), b, cost)
+	var refused *Error
 	switch {
 	case err == nil:
+	case errors.As(err, &refused):
+		t.stats.refused.Add(1)
+		fallthrough
 	case errors.Is(err, ratelimit.ErrInvalid):
-		closeBody(req)
+		if req.Body != nil {
+			req.Body.Close() // not sent, as a RoundTripper must
+		}
 		return nil, err
 	default:
-		var refused *Error
-		if errors.As(err, &refused) {
-			t.stats.refused.Add(1)
-			closeBody(req)
-			return nil, err
-		}
 		t.stats.storeErrors.Add(1) // send as if nothing were known
 		sets = nil
 	}
@@ -127,20 +125,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
-// closeBody closes the body of a request not sent, as a RoundTripper
-// must.
-func closeBody(req *http.Request) {
-	if req.Body != nil {
-		req.Body.Close()
-	}
-}
-
 // admit takes cost from b, waiting for room unless told not to, and
 // returns the sets it took it under. While another request probes an
-// upstream that b knows nothing of, it waits for that request's
-// response, told of it at once in this process and asking the store
-// every probePoll for the others, even when told not to wait: a budget
-// unknown is not a budget spent.
+// upstream b knows nothing of, it waits for the probe's answer even when
+// told not to wait: a budget unknown is not a budget spent.
 func (t *Transport) admit(ctx context.Context, b *budget, cost int) (*sets, ratelimit.Decision, error) {
 	for {
 		s := b.sets.Load()
@@ -230,11 +218,9 @@ func (t *Transport) end(b *budget, s *sets, d ratelimit.Decision, usage int) {
 // caller's context bounds: it runs after the caller has its response.
 const endTimeout = 5 * time.Second
 
-// learn reads what resp, the response to the request admitted as d, says
-// of the upstream's limits into b: the policies it published, under
-// which it counts the probe of cost probe (0 for another request); what
-// it has counted, where that is more than b has (another client of the
-// same budget); and holds b back when resp says its budget is spent.
+// learn reads into b what resp, the answer to the request admitted as
+// d, says of the upstream's limits (see budget.learn and catchUp), and
+// holds b back when resp says its budget is spent.
 func (t *Transport) learn(ctx context.Context, b *budget, resp *http.Response, d ratelimit.Decision, probe int) {
 	var body []byte
 	if (resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable) && isProblem(resp.Header) {
@@ -258,15 +244,13 @@ func (t *Transport) learn(ctx context.Context, b *budget, resp *http.Response, d
 		}
 	}
 	if hold > t.maxDelay {
-		// A spent limit whose reset is beyond the cap (a monthly quota
-		// spent): the hold is cut, and that is what counts as capped, not
-		// the reset of a limit that has units left.
+		// Only a hold is capped (a monthly quota spent), not the reset of
+		// a limit with units left.
 		t.stats.ignore(ratefields.ReasonCapped)
 	}
 	if hold > 0 {
-		// Before what the response taught is published: the requests
-		// waiting on a probe wake to find the hold, not a budget with
-		// room under the limits just learned.
+		// Before b.learn: the requests waiting on a probe must wake to
+		// the hold, not to room under the limits just learned.
 		if err := t.hold(ctx, b, min(hold, t.maxDelay)); err != nil {
 			t.stats.storeErrors.Add(1)
 		}
@@ -362,11 +346,9 @@ type Error struct {
 
 func newError(upstream string, d ratelimit.Decision, err error) *Error {
 	e := &Error{Upstream: upstream, RetryAfter: d.RetryAfter, Err: err}
-	for _, r := range d.Results() {
-		if !r.Allowed {
-			e.Policy = r.Limit.Name
-			break
-		}
+	results := d.Results()
+	if i := slices.IndexFunc(results, func(r ratelimit.Result) bool { return !r.Allowed }); i >= 0 {
+		e.Policy = results[i].Limit.Name
 	}
 	return e
 }
@@ -406,7 +388,13 @@ type Stats struct {
 
 // Stats returns what t counted.
 func (t *Transport) Stats() Stats {
-	return t.stats.snapshot()
+	c := &t.stats
+	s := Stats{Sent: c.sent.Load(), Waited: c.waited.Load(), Refused: c.refused.Load(), Limited: c.limited.Load(), StoreErrors: c.storeErrors.Load()}
+	c.mu.Lock()
+	s.Ignored = make(map[string]int64, len(c.ignored))
+	maps.Copy(s.Ignored, c.ignored)
+	c.mu.Unlock()
+	return s
 }
 
 type counters struct {
@@ -422,17 +410,6 @@ func (c *counters) ignore(reason ratefields.Reason) {
 	}
 	c.ignored[string(reason)]++
 	c.mu.Unlock()
-}
-
-func (c *counters) snapshot() Stats {
-	s := Stats{Sent: c.sent.Load(), Waited: c.waited.Load(), Refused: c.refused.Load(), Limited: c.limited.Load(), StoreErrors: c.storeErrors.Load()}
-	c.mu.Lock()
-	s.Ignored = make(map[string]int64, len(c.ignored))
-	for k, v := range c.ignored {
-		s.Ignored[k] = v
-	}
-	c.mu.Unlock()
-	return s
 }
 
 // lower returns s in lower case, without allocating when it is already.

@@ -25,12 +25,11 @@ import (
 )
 
 // Routes is [ratelimit.WithRoutes] for a route table in Echo's syntax,
-// the patterns as Echo's c.Path() names them, with or without a method:
-// "GET /users/:id", "/files/*". It writes them the ServeMux way and
-// passes them to WithRoutes, which also takes a table written that way.
-// A pattern that ServeMux cannot write (a parameter inside a segment, such
-// as "/v:version") or that holds braces is refused when the Limiter is
-// built, naming the pattern; so are a method not in upper case ("post
+// as c.Path() names routes, with or without a method: "GET /users/:id",
+// "/files/*", written the ServeMux way (as WithRoutes also takes them).
+// Refused when the Limiter is built, naming the pattern, are a pattern
+// ServeMux cannot write (a parameter inside a segment, such as
+// "/v:version") or holding braces, a method not in upper case ("post
 // /login") and two patterns of one shape ("/users/:id" and
 // "/users/:name"). As with WithRoutes, a request gets the entry of its
 // route's shape, whatever the parameters are called and wherever the
@@ -58,21 +57,18 @@ func WithSkipper(skip func(c echo.Context) bool) Option {
 // New returns Echo middleware that lets l decide each request. A request
 // l denies or cannot decide is answered by l and goes no further; the
 // others go on with the rate-limit headers set and c.Request() carrying
-// the decision (see [ratelimit.Decisions]), and their status goes to
-// l.Finish (for [ratelimit.WithCountOnly]) as the response's header is
-// about to be written, through a writer that wraps the response's while
-// the handlers run (for a handler that returned an error, the status
-// Echo's default error handler writes for it). Once the handlers have
-// returned, however they return (an error or a panic too), l.End charges
-// the request's usage (see [ratelimit.Charge]). The route l sees is Echo's
-// c.Path() written the ServeMux way (see [Routes]), as the Pattern of the
-// request it decides: c.Request() itself while l.Allow runs, given back
-// unchanged after. Register it with e.Use or on routes or groups, after
-// routing, or with e.Pre, before: then no route is known yet, and l
-// matches the request against its route table (see
-// [ratelimit.WithRoutes]), as around a whole ServeMux. New panics, when
-// the server is built, if l is nil. The middleware is safe for
-// concurrent use.
+// the decision (see [ratelimit.Decisions]). Their status goes to l.Finish
+// (for [ratelimit.WithCountOnly]) as the header is about to be written,
+// through a writer wrapping the response's while the handlers run (for a
+// handler's error, the status Echo's default error handler writes); once
+// they have returned, however (an error or a panic too), l.End charges
+// the request's usage (see [ratelimit.Charge]). l sees c.Path(), written
+// the ServeMux way (see [Routes]), as the Pattern of c.Request() while
+// l.Allow runs. Register it with e.Use or on routes or groups, after
+// routing, or with e.Pre, before: then l matches the request against its
+// route table (see [ratelimit.WithRoutes]), as around a whole ServeMux.
+// New panics, when the server is built, if l is nil. The middleware is
+// safe for concurrent use.
 func New(l *ratelimit.Limiter, opts ...Option) echo.MiddlewareFunc {
 	if l == nil {
 		panic("echolimit: New: the Limiter is nil")

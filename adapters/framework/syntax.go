@@ -57,8 +57,7 @@ func (s Syntax) Routes(table map[string][]ratelimit.Limit) ratelimit.Option {
 	return ratelimit.WithRoutes(mux)
 }
 
-// maxPatterns bounds the routes that the function Patterns returns
-// keeps.
+// maxPatterns bounds the routes a Patterns function keeps.
 const maxPatterns = 4096
 
 // Patterns returns a function that writes the route a router matched
@@ -70,10 +69,7 @@ const maxPatterns = 4096
 // function is safe for concurrent use; each middleware makes its own.
 func (s Syntax) Patterns() func(route string) (pattern string, ok bool) {
 	patterns := &bounded.Map[string, string]{Max: maxPatterns, Make: func(route string) string {
-		p, _, problem := s.serveMux(route)
-		if problem != "" {
-			return "" // a route ServeMux cannot write has none
-		}
+		p, _, _ := s.serveMux(route) // "" for a route ServeMux cannot write
 		return p
 	}}
 	return func(route string) (string, bool) {
@@ -111,9 +107,8 @@ func (s Syntax) serveMux(pattern string) (muxPattern, shape, problem string) {
 		named = ""
 	}
 	segments := strings.Split(path, "/")
-	shapes := make([]string, len(segments))
+	shapes := slices.Clone(segments)
 	for i, seg := range segments {
-		shapes[i] = seg
 		j := strings.IndexAny(seg, ":*")
 		switch {
 		case strings.ContainsAny(seg, "{}"):

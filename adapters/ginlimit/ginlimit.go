@@ -22,13 +22,12 @@ import (
 	"github.com/ratelimit-go/ratelimit/adapters/framework"
 )
 
-// Routes is [ratelimit.WithRoutes] for a route table in Gin's syntax, the
-// patterns as Gin's FullPath names them, with or without a method: "GET
-// /users/:id", "/files/*path". It writes them the ServeMux way and passes
-// them to WithRoutes, which also takes a table written that way. A
-// pattern that ServeMux cannot write (a parameter inside a segment, such
-// as "/v:version") or that holds braces is refused when the Limiter is
-// built, naming the pattern; so are a method not in upper case ("post
+// Routes is [ratelimit.WithRoutes] for a route table in Gin's syntax, as
+// FullPath names routes, with or without a method: "GET /users/:id",
+// "/files/*path", written the ServeMux way (as WithRoutes also takes
+// them). Refused when the Limiter is built, naming the pattern, are a
+// pattern ServeMux cannot write (a parameter inside a segment, such as
+// "/v:version") or holding braces, a method not in upper case ("post
 // /login") and two patterns of one shape ("/users/:id" and
 // "/users/:name"). As with WithRoutes, a request gets the entry of its
 // route's shape, whatever the parameters are called and wherever the
@@ -56,16 +55,14 @@ func WithSkipper(skip func(c *gin.Context) bool) Option {
 // New returns Gin middleware that lets l decide each request. A request
 // l denies or cannot decide is answered by l and aborted; the others go on
 // with the rate-limit headers set and c.Request carrying the decision (see
-// [ratelimit.Decisions]), and their status goes to l.Finish (for
-// [ratelimit.WithCountOnly]) as the response's header is about to be
-// written, through a writer that wraps c.Writer while the handlers run.
-// Once the handlers have returned, however they return (an abort or a
-// panic too), l.End charges the request's usage (see [ratelimit.Charge]).
-// The route l sees is Gin's FullPath written the ServeMux way (see
-// [Routes]), as the Pattern of the request it decides: c.Request itself
-// while l.Allow runs, given back unchanged after. New panics, when the
-// router is built, if l is nil. The middleware is safe for concurrent
-// use.
+// [ratelimit.Decisions]). Their status goes to l.Finish (for
+// [ratelimit.WithCountOnly]) as the header is about to be written, through
+// a writer wrapping c.Writer while the handlers run; once they have
+// returned, however (an abort or a panic too), l.End charges the
+// request's usage (see [ratelimit.Charge]). l sees FullPath, written the
+// ServeMux way (see [Routes]), as the Pattern of c.Request while l.Allow
+// runs. New panics, when the router is built, if l is nil. The middleware
+// is safe for concurrent use.
 func New(l *ratelimit.Limiter, opts ...Option) gin.HandlerFunc {
 	if l == nil {
 		panic("ginlimit: New: the Limiter is nil")
@@ -105,9 +102,8 @@ func New(l *ratelimit.Limiter, opts ...Option) gin.HandlerFunc {
 	}
 }
 
-// statusWriter tells the Limiter the response's status (see
-// framework.Finisher) as its header is about to be written: Gin's
-// WriteHeader only sets the status it will write.
+// statusWriter tells the Limiter the status as the header is about to
+// be written: Gin's WriteHeader only sets the status it will write.
 type statusWriter struct {
 	gin.ResponseWriter
 	framework.Finisher

@@ -13,31 +13,27 @@ import (
 // Limiter.Finish (what ratelimit.WithCountOnly counts by): the code the
 // server sends for err, as grpc-gateway maps codes to statuses.
 func httpStatus(err error) int {
-	switch codeOf(err) {
-	case codes.OK:
-		return http.StatusOK
-	case codes.Canceled:
-		return 499 // a client that closed the request, as nginx says
-	case codes.InvalidArgument, codes.FailedPrecondition, codes.OutOfRange:
-		return http.StatusBadRequest
-	case codes.DeadlineExceeded:
-		return http.StatusGatewayTimeout
-	case codes.NotFound:
-		return http.StatusNotFound
-	case codes.AlreadyExists, codes.Aborted:
-		return http.StatusConflict
-	case codes.PermissionDenied:
-		return http.StatusForbidden
-	case codes.Unauthenticated:
-		return http.StatusUnauthorized
-	case codes.ResourceExhausted:
-		return http.StatusTooManyRequests
-	case codes.Unimplemented:
-		return http.StatusNotImplemented
-	case codes.Unavailable:
-		return http.StatusServiceUnavailable
+	if s, ok := httpStatuses[codeOf(err)]; ok {
+		return s
 	}
 	return http.StatusInternalServerError // Unknown, Internal, DataLoss
+}
+
+var httpStatuses = map[codes.Code]int{
+	codes.OK:                 http.StatusOK,
+	codes.Canceled:           499, // a client that closed the request, as nginx says
+	codes.InvalidArgument:    http.StatusBadRequest,
+	codes.FailedPrecondition: http.StatusBadRequest,
+	codes.OutOfRange:         http.StatusBadRequest,
+	codes.DeadlineExceeded:   http.StatusGatewayTimeout,
+	codes.NotFound:           http.StatusNotFound,
+	codes.AlreadyExists:      http.StatusConflict,
+	codes.Aborted:            http.StatusConflict,
+	codes.PermissionDenied:   http.StatusForbidden,
+	codes.Unauthenticated:    http.StatusUnauthorized,
+	codes.ResourceExhausted:  http.StatusTooManyRequests,
+	codes.Unimplemented:      http.StatusNotImplemented,
+	codes.Unavailable:        http.StatusServiceUnavailable,
 }
 
 // codeOf is the code the server sends for a handler's err: the status

@@ -3,16 +3,15 @@
 //
 // It only maps the Limiter's decision of a call onto gRPC: the
 // decision, the keys and the fields sent are the Limiter's, exactly as
-// with net/http. The Limiter decides each call as a [ratelimit.Request]
-// it reads in place, nothing copied: its route is POST of its full method
-// ("POST /package.Service/Method"), its context the call's (so that
-// [ratelimit.User] keys it by what an authenticating interceptor before
-// this one put there), its header the call's metadata, whatever the case
-// of the name asked for (so that ratelimit.HeaderKey("X-API-Key", secret)
-// reads the metadata "x-api-key", hashed as over HTTP; binary "-bin" keys
-// are never read), and its peer the call's (so that [ratelimit.IPKey]
-// keys it by the peer, or by a trusted proxy's "x-forwarded-for"; a Unix
-// socket has no IP address, and its calls have no such key). [Methods]
+// with net/http. The Limiter reads each call in place, nothing copied, as
+// a [ratelimit.Request]: its route is POST of its full method ("POST
+// /package.Service/Method"); its context the call's (so [ratelimit.User]
+// keys it by what an authenticating interceptor before this one put
+// there); its header the call's metadata, in any case
+// (ratelimit.HeaderKey("X-API-Key", secret) reads "x-api-key", hashed as
+// over HTTP; binary "-bin" keys are never read); its peer the call's (so
+// [ratelimit.IPKey] keys it by the peer, or a trusted proxy's
+// "x-forwarded-for"; a Unix socket's calls have no such key). [Methods]
 // gives methods and services limits of their own.
 //
 // A call the Limiter admits goes on, its handler's context carrying the
@@ -33,13 +32,12 @@
 // status.FromError(err) and Status.Details.
 //
 // An admitted call's header metadata carries the RateLimit and
-// RateLimit-Policy fields the Limiter set, under the keys "ratelimit" and
-// "ratelimit-policy" (see docs/headers.md). They are set when the call is
-// decided, as on a streamed HTTP response: what [ratelimit.Charge] or a
-// count-only Limiter takes afterwards shows in the next call's. Several
-// interceptors of several Limiters each set the fields their Limiter
-// wrote, those of every Limiter that decided the call so far: the last
-// value of each key lists them all.
+// RateLimit-Policy fields the Limiter set, as "ratelimit" and
+// "ratelimit-policy" (see docs/headers.md), when the call is decided, as
+// on a streamed HTTP response: what [ratelimit.Charge] or a count-only
+// Limiter takes afterwards shows in the next call's. With interceptors of
+// several Limiters, each sets the fields of every Limiter that decided
+// the call so far: the last value of each key lists them all.
 //
 // A refused call is sent Trailers-Only, with no header before its
 // status, so that a client's retry policy may retry it (gRFC A6): the

@@ -42,16 +42,15 @@ func WithSkipper(skip func(ctx context.Context, fullMethod string) bool) Option 
 
 // UnaryServerInterceptor returns an interceptor that lets l decide each
 // unary call (see the package's documentation for what l reads of it). A
-// call l admits goes on to the handler with a context that carries the
+// call l admits goes on to the handler with a context carrying the
 // decision (see [ratelimit.Decisions] and [ratelimit.Charge]), the
 // rate-limit fields in its header metadata; its code, as an HTTP status,
 // goes to l.Finish (for [ratelimit.WithCountOnly]) when the handler
-// returns; and once it has returned, however it returns (an error, a
-// client gone away, a panic, which goes on to the interceptors before
-// this one, after a Finish with 500), l.End gives back its slots and
-// charges its usage. A call l refuses gets the error of the refusal,
-// without the handler, sent Trailers-Only with the fields and the retry
-// delay in its trailer (see the package's documentation).
+// returns; once it has returned, however (an error, a client gone, a
+// panic, passed on to the interceptors before this one after a Finish
+// with 500), l.End gives back its slots and charges its usage. A call l
+// refuses gets the refusal's error without the handler, sent
+// Trailers-Only with the fields and retry delay in its trailer.
 //
 // It panics, when the server is built, if l is nil. The interceptor is
 // safe for concurrent use.
@@ -78,12 +77,11 @@ func UnaryServerInterceptor(l *ratelimit.Limiter, opts ...Option) grpc.UnaryServ
 }
 
 // StreamServerInterceptor returns an interceptor that lets l decide each
-// stream once, when it opens, as [UnaryServerInterceptor] decides a
-// call: the handler gets a stream whose Context carries the decision,
-// l.Finish the code it returns, and l.End runs once it has returned,
-// however it returns. The rate-limit fields are set as the stream's
-// header metadata, sent with its first message or its end; a stream
-// refused is sent Trailers-Only.
+// stream once, when it opens, as [UnaryServerInterceptor] decides a call:
+// the handler gets a stream whose Context carries the decision, l.Finish
+// the code it returns, and l.End runs once it has returned, however. The
+// rate-limit fields are the stream's header metadata, sent with its
+// first message or its end; a stream refused is sent Trailers-Only.
 //
 // It panics, when the server is built, if l is nil. The interceptor is
 // safe for concurrent use.
@@ -121,8 +119,7 @@ type decidedStream struct {
 
 func (s *decidedStream) Context() context.Context { return s.ctx }
 
-// interceptor is what both interceptors share: the Limiter, the options,
-// and the routes of the methods called.
+// interceptor is what both interceptors share.
 type interceptor struct {
 	config
 	l      *ratelimit.Limiter
@@ -141,24 +138,20 @@ func newInterceptor(name string, l *ratelimit.Limiter, opts []Option) *intercept
 	return ic
 }
 
-// maxRoutes bounds the routes an interceptor keeps made: a server has a
-// fixed set of methods, and a client cannot name one it has not.
+// maxRoutes bounds the routes an interceptor keeps: a safeguard, as a
+// server's methods are fixed and a client can call no other.
 const maxRoutes = 4096
 
-// end ends the call the handler returned from, or panicked in, for the
-// Limiter: Finish with 500 after a panic (the code a recovering
-// interceptor sends; nothing when the handler returned, which told it),
-// then End.
+// end ends the call for the Limiter: Finish with 500, which counts only
+// after a panic (the code a recovering interceptor sends), then End.
 func (ic *interceptor) end(ctx context.Context) {
 	ic.l.Finish(ctx, http.StatusInternalServerError)
 	ic.l.End(ctx)
 }
 
-// A call is what the Limiter reads of a gRPC call (see
-// [ratelimit.Request]): its context, the metadata of its context, its
-// peer, and its route, POST of its full method, as grpc-gateway and
-// HTTP/2 see it. Nothing of the call is copied: each field is read when
-// asked.
+// A call is the [ratelimit.Request] of a gRPC call, its route POST of
+// its full method, as grpc-gateway sees it; each field is read when
+// asked, nothing copied.
 type call struct {
 	ctx   context.Context
 	route string
@@ -167,10 +160,8 @@ type call struct {
 func (c *call) Context() context.Context { return c.ctx }
 func (c *call) Route() string            { return c.route }
 
-// Header returns the values of the call's metadata name, which gRPC keeps
-// in lower case, whatever the case of name ("X-Api-Key" reads
-// "x-api-key"); binary ("-bin") keys are not text and are never
-// returned.
+// Header returns the values of the metadata name, in any case ("X-Api-Key"
+// reads "x-api-key"); never those of a binary ("-bin") key.
 func (c *call) Header(name string) []string {
 	if len(name) > 4 && strings.EqualFold(name[len(name)-4:], "-bin") {
 		return nil
@@ -196,9 +187,8 @@ func (c *call) Peer() netip.AddrPort {
 	return ap
 }
 
-// metadataOf returns the fields of a Verdict that gRPC carries, the
-// draft's and Retry-After, as metadata under their lower-case keys, in
-// place; nil when there are none.
+// metadataOf returns the fields of a Verdict that gRPC carries as
+// metadata under their lower-case keys, in place; nil when none.
 func metadataOf(fields http.Header) metadata.MD {
 	policy, limit, retry := fields["Ratelimit-Policy"], fields["Ratelimit"], fields["Retry-After"]
 	if policy == nil && limit == nil && retry == nil {
@@ -226,21 +216,22 @@ const (
 	msgInvalid     = "the call cannot be rate limited"
 )
 
-// refusal is the error of a call the Limiter refused, by its Verdict v,
-// and the trailer metadata to send with it: the rate-limit fields and,
-// when v says when to retry, grpc-retry-pushback-ms, the delay of its
-// RetryInfo in milliseconds, which gRPC clients' retry policies wait for
-// (gRFC A6). A denial is ResourceExhausted with the details RetryInfo and
-// QuotaFailure, a violation per limit that denied, whose subject is the
-// key the call was counted under; a store's failure under FailClosed is
-// Unavailable with a RetryInfo; a call that cannot be counted is
-// InvalidArgument, naming the metadata key it lacks when a key function
-// said so. The interceptors send a refusal Trailers-Only: with no header
-// before it, a call refused is not committed, and a client's retry policy
-// may send it again.
+// refusal is the error of a call the Limiter refused, by its Verdict v
+// (see the package's documentation), and the trailer metadata to send
+// with it: the rate-limit fields and, when v says when to retry,
+// grpc-retry-pushback-ms. It is sent Trailers-Only: with no header before
+// it, the call is not committed, and a client's retry policy may retry it.
 func refusal(v ratelimit.Verdict) (metadata.MD, error) {
+	md := metadataOf(v.Fields)
+	var details []protoadapt.MessageV1
+	if v.RetryAfter > 0 {
+		details = append(details, &errdetails.RetryInfo{RetryDelay: durationpb.New(v.RetryAfter)})
+		if md == nil {
+			md = make(metadata.MD, 1)
+		}
+		md[pushbackKey] = []string{strconv.FormatInt(v.RetryAfter.Milliseconds(), 10)}
+	}
 	var st *status.Status
-	var quota *errdetails.QuotaFailure
 	switch {
 	case errors.Is(v.Err, ratelimit.ErrInvalid):
 		msg := msgInvalid
@@ -256,45 +247,20 @@ func refusal(v ratelimit.Verdict) (metadata.MD, error) {
 			msg = msgBanned
 		}
 		st = status.New(codes.ResourceExhausted, msg)
-		quota = &errdetails.QuotaFailure{}
+		quota := &errdetails.QuotaFailure{}
 		for _, res := range v.Decision.Results() {
 			if !res.Allowed {
 				quota.Violations = append(quota.Violations, &errdetails.QuotaFailure_Violation{Subject: v.Key, QuotaId: res.Limit.Name, Description: res.Limit.String()})
 			}
 		}
+		details = append(details, quota)
 	}
-	md := metadataOf(v.Fields)
-	var retry *durationpb.Duration
-	if v.RetryAfter > 0 {
-		retry = durationpb.New(v.RetryAfter)
-		if md == nil {
-			md = make(metadata.MD, 1)
-		}
-		md[pushbackKey] = []string{strconv.FormatInt(v.RetryAfter.Milliseconds(), 10)}
+	if withDetails, err := st.WithDetails(details...); err == nil {
+		return md, withDetails.Err()
 	}
-	return md, withDetails(st, retry, quota)
+	return md, st.Err() // a detail that does not marshal; the code and message are what matter
 }
 
 // pushbackKey is the trailer that tells a gRPC client's retry policy how
 // long to wait before it tries again (gRFC A6).
 const pushbackKey = "grpc-retry-pushback-ms"
-
-// withDetails returns the error of st with, when they are not nil, a
-// RetryInfo of retry and q.
-func withDetails(st *status.Status, retry *durationpb.Duration, q *errdetails.QuotaFailure) error {
-	var details []protoadapt.MessageV1
-	if retry != nil {
-		details = append(details, &errdetails.RetryInfo{RetryDelay: retry})
-	}
-	if q != nil {
-		details = append(details, q)
-	}
-	if len(details) == 0 {
-		return st.Err()
-	}
-	withDetails, err := st.WithDetails(details...)
-	if err != nil {
-		return st.Err() // a detail that does not marshal; the code and message are what matter
-	}
-	return withDetails.Err()
-}

@@ -9,18 +9,16 @@ import (
 	"github.com/ratelimit-go/ratelimit"
 )
 
-// Methods is [ratelimit.WithRoutes] for a table of gRPC methods, written
-// as gRPC names them: "/package.Service/Method" for one method, and
+// Methods is [ratelimit.WithRoutes] for a table of gRPC methods, named as
+// gRPC does: "/package.Service/Method" for one method, and
 // "/package.Service/*" for every method of a service. It writes each
-// entry as the route of the request an interceptor gives the Limiter,
-// "POST /package.Service/Method" and "POST /package.Service/{method}", and
-// passes the table to WithRoutes, with its rules: a method's entry beats
-// its service's, a method in neither gets the limits of
-// [ratelimit.WithLimits] (none without them: unlimited), and each entry
-// counts apart, so the methods of a service's entry share its counters.
-// As with WithRoutes, the tables given to a Limiter are merged: one
-// Limiter may take HTTP routes (WithRoutes) and gRPC methods (Methods)
-// together.
+// entry as the route an interceptor gives the Limiter, "POST
+// /package.Service/Method" and "POST /package.Service/{method}", for
+// WithRoutes and its rules: a method's entry beats its service's, a
+// method in neither gets the limits of [ratelimit.WithLimits] (none
+// without them: unlimited), and each entry counts apart, so the methods
+// of a service's entry share its counters. The tables given to a Limiter
+// are merged: it may take HTTP routes and gRPC methods together.
 //
 // An entry that is not a full method name is refused when the Limiter is
 // built (ratelimit.New returns an error wrapping [ratelimit.ErrInvalid])
@@ -68,16 +66,14 @@ func route(name string) (pattern, problem string) {
 		return "", `the method is empty; "/` + service + `/*" is every method of the service`
 	case strings.Contains(service, "*"):
 		return "", "a '*' stands for every method of one service, not for services"
-	case method == "*":
-		if problem := serviceProblem(service); problem != "" {
-			return "", problem
-		}
-		return "POST /" + service + "/{method}", ""
-	case strings.Contains(method, "*"):
+	case strings.Contains(method, "*") && method != "*":
 		return "", fmt.Sprintf("%q: a '*' stands for every method of the service, alone", method)
 	}
 	if problem := serviceProblem(service); problem != "" {
 		return "", problem
+	}
+	if method == "*" {
+		return "POST /" + service + "/{method}", ""
 	}
 	if !identifier(method) {
 		return "", fmt.Sprintf("the method %q is not a proto identifier: letters, digits and '_', not starting with a digit", method)

@@ -134,17 +134,14 @@ func (o *Observer) Observe(r ratelimit.Request, e ratelimit.Event) {
 	if e.Outcome == "changed" { // an operator's change, not a request
 		return
 	}
-	if e.Outcome == "charged" { // a request's usage, not a decision
-		o.usage.Add(ctx, int64(e.Cost), o.sets.Get(labels{kind: routeKind, namespace: e.Namespace, route: e.Route}).add...)
-		if e.Latency > 0 {
-			o.latency.Record(ctx, e.Latency.Seconds(), o.sets.Get(labels{kind: namespaceKind, namespace: e.Namespace}).record...)
-		}
-		return
-	}
-	o.requests.Add(ctx, 1, o.sets.Get(labels{kind: requestKind, namespace: e.Namespace, route: e.Route, outcome: e.Outcome}).add...)
 	if e.Latency > 0 {
 		o.latency.Record(ctx, e.Latency.Seconds(), o.sets.Get(labels{kind: namespaceKind, namespace: e.Namespace}).record...)
 	}
+	if e.Outcome == "charged" { // a request's usage, not a decision
+		o.usage.Add(ctx, int64(e.Cost), o.sets.Get(labels{kind: routeKind, namespace: e.Namespace, route: e.Route}).add...)
+		return
+	}
+	o.requests.Add(ctx, 1, o.sets.Get(labels{kind: requestKind, namespace: e.Namespace, route: e.Route, outcome: e.Outcome}).add...)
 	if e.Decision.Fallback {
 		o.local.Add(ctx, 1, o.sets.Get(labels{kind: routeKind, namespace: e.Namespace, route: e.Route}).add...)
 	}

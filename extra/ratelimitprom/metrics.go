@@ -64,11 +64,11 @@ type Metrics struct {
 	refillsVec *prometheus.CounterVec
 	latency    *prometheus.HistogramVec
 
-	reqs      *bounded.Map[requestLabels, prometheus.Counter]
-	verdicts  *bounded.Map[limitLabels, prometheus.Counter]
-	fellBack  *bounded.Map[routeLabels, prometheus.Counter]
-	charged   *bounded.Map[routeLabels, prometheus.Counter]
-	refills   *bounded.Map[refillLabels, prometheus.Counter]
+	reqs      *bounded.Map[labels, prometheus.Counter]
+	verdicts  *bounded.Map[labels, prometheus.Counter]
+	fellBack  *bounded.Map[labels, prometheus.Counter]
+	charged   *bounded.Map[labels, prometheus.Counter]
+	refills   *bounded.Map[labels, prometheus.Counter]
 	durations *bounded.Map[string, prometheus.Observer]
 
 	fallbacks   []watched
@@ -76,19 +76,17 @@ type Metrics struct {
 	fallbackSet fallbackDescs
 }
 
-type requestLabels struct {
-	namespace, route string
-	outcome          string
+// labels are a series' label values; those its vector has not are "".
+type labels struct{ namespace, route, limit, outcome string }
+
+// counters returns the counters of vec by labels, made once each with
+// the label values values gives; past MaxSeries, a new one's route and
+// limit are other.
+func counters(vec *prometheus.CounterVec, values func(labels) []string) *bounded.Map[labels, prometheus.Counter] {
+	return &bounded.Map[labels, prometheus.Counter]{Max: MaxSeries,
+		Make:     func(l labels) prometheus.Counter { return vec.WithLabelValues(values(l)...) },
+		Overflow: func(l labels) labels { l.route, l.limit = other, other; return l }}
 }
-
-type limitLabels struct {
-	namespace, route, limit string
-	outcome                 string
-}
-
-type routeLabels struct{ namespace, route string }
-
-type refillLabels struct{ namespace, route, limit string }
 
 // counterVec returns a counter vector of the labels named.
 func counterVec(name, help string, labels ...string) *prometheus.CounterVec {
@@ -121,27 +119,11 @@ func New() *Metrics {
 		}, []string{"namespace"}),
 		fallbackSet: newFallbackDescs(),
 	}
-	m.reqs = &bounded.Map[requestLabels, prometheus.Counter]{Max: MaxSeries,
-		Make: func(l requestLabels) prometheus.Counter {
-			return m.requests.WithLabelValues(l.namespace, l.route, l.outcome)
-		},
-		Overflow: func(l requestLabels) requestLabels { l.route = other; return l }}
-	m.verdicts = &bounded.Map[limitLabels, prometheus.Counter]{Max: MaxSeries,
-		Make: func(l limitLabels) prometheus.Counter {
-			return m.limits.WithLabelValues(l.namespace, l.route, l.limit, l.outcome)
-		},
-		Overflow: func(l limitLabels) limitLabels { l.route, l.limit = other, other; return l }}
-	m.fellBack = &bounded.Map[routeLabels, prometheus.Counter]{Max: MaxSeries,
-		Make:     func(l routeLabels) prometheus.Counter { return m.local.WithLabelValues(l.namespace, l.route) },
-		Overflow: func(l routeLabels) routeLabels { l.route = other; return l }}
-	m.charged = &bounded.Map[routeLabels, prometheus.Counter]{Max: MaxSeries,
-		Make:     func(l routeLabels) prometheus.Counter { return m.usage.WithLabelValues(l.namespace, l.route) },
-		Overflow: func(l routeLabels) routeLabels { l.route = other; return l }}
-	m.refills = &bounded.Map[refillLabels, prometheus.Counter]{Max: MaxSeries,
-		Make: func(l refillLabels) prometheus.Counter {
-			return m.refillsVec.WithLabelValues(l.namespace, l.route, l.limit)
-		},
-		Overflow: func(l refillLabels) refillLabels { l.route, l.limit = other, other; return l }}
+	route := func(l labels) []string { return []string{l.namespace, l.route} }
+	m.reqs = counters(m.requests, func(l labels) []string { return []string{l.namespace, l.route, l.outcome} })
+	m.verdicts = counters(m.limits, func(l labels) []string { return []string{l.namespace, l.route, l.limit, l.outcome} })
+	m.fellBack, m.charged = counters(m.local, route), counters(m.usage, route)
+	m.refills = counters(m.refillsVec, func(l labels) []string { return []string{l.namespace, l.route, l.limit} })
 	m.durations = &bounded.Map[string, prometheus.Observer]{Max: MaxSeries,
 		Make:     func(ns string) prometheus.Observer { return m.latency.WithLabelValues(ns) },
 		Overflow: func(string) string { return other }}
@@ -153,28 +135,25 @@ func (m *Metrics) Observe(_ ratelimit.Request, e ratelimit.Event) {
 	if e.Outcome == "changed" { // an operator's change, not a request
 		return
 	}
-	if e.Outcome == "charged" { // a request's usage, not a decision
-		m.charged.Get(routeLabels{e.Namespace, e.Route}).Add(float64(e.Cost))
-		if e.Latency > 0 {
-			m.durations.Get(e.Namespace).Observe(e.Latency.Seconds())
-		}
-		return
-	}
-	m.reqs.Get(requestLabels{e.Namespace, e.Route, e.Outcome}).Inc()
 	if e.Latency > 0 {
 		m.durations.Get(e.Namespace).Observe(e.Latency.Seconds())
 	}
+	if e.Outcome == "charged" { // a request's usage, not a decision
+		m.charged.Get(labels{namespace: e.Namespace, route: e.Route}).Add(float64(e.Cost))
+		return
+	}
+	m.reqs.Get(labels{namespace: e.Namespace, route: e.Route, outcome: e.Outcome}).Inc()
 	if e.Decision.Fallback {
-		m.fellBack.Get(routeLabels{e.Namespace, e.Route}).Inc()
+		m.fellBack.Get(labels{namespace: e.Namespace, route: e.Route}).Inc()
 	}
 	for _, res := range e.Decision.Results() {
 		o := e.Outcome
 		if res.Allowed {
 			o = "allowed"
 		}
-		m.verdicts.Get(limitLabels{e.Namespace, e.Route, res.Limit.Name, o}).Inc()
+		m.verdicts.Get(labels{e.Namespace, e.Route, res.Limit.Name, o}).Inc()
 		if res.Leased > 0 {
-			m.refills.Get(refillLabels{e.Namespace, e.Route, res.Limit.Name}).Inc()
+			m.refills.Get(labels{namespace: e.Namespace, route: e.Route, limit: res.Limit.Name}).Inc()
 		}
 	}
 }
