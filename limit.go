@@ -149,16 +149,13 @@ type Limit struct {
 
 	// Usage marks a limit charged with what requests use rather than with
 	// what they cost: tokens, bytes, query points, known once the
-	// response is computed. Before the handler runs, a request passes the
-	// limit while it has room for the request's cost (1, or what
-	// [WithCost] says: the usage expected), and takes nothing from it;
+	// response is computed. A request passes while the limit has room for
+	// its cost (the usage expected, see [WithCost]) and takes nothing;
 	// once the response is done, the usage the handler reported (see
-	// [Charge]) is taken from it, whatever it has left. A limit used past
-	// its quota is in debt and denies until time pays the debt back. Every
-	// algorithm but SlidingLog, which keeps an entry per unit, and
-	// Concurrent can be charged this way. A limit charged from usage counts
-	// apart from one that is not: 20 requests and 40,000 tokens a minute
-	// are two limits of one set.
+	// [Charge]) is taken, whatever the limit has left, and a limit in debt
+	// denies until time pays it back. Every algorithm but SlidingLog and
+	// Concurrent can be charged so. A limit charged from usage counts
+	// apart from one that is not. See docs/limits.md.
 	Usage bool
 
 	// Cost, when not zero, is what every request takes from this limit,
@@ -182,12 +179,10 @@ type Limit struct {
 	// Shadow makes the limit one that is decided and counted but never
 	// denies: a request it alone would deny is served and reported as a
 	// would-be denial (to [WithDryRun]'s report or the log, and to an
-	// observer as the outcome "would_deny"), to try a new or stricter
-	// limit on live traffic. Beside limits that are not shadow, such a
-	// request is then decided by those alone, in a second store call, and
-	// its headers describe them. An override sets a limit to shadow or
-	// back at runtime (see [WithOverrides]); [WithDryRun] makes every
-	// limit shadow.
+	// observer as "would_deny"), to try a limit on live traffic. Beside
+	// limits that are not shadow, such a request is decided by those
+	// alone. An override sets it at runtime (see [WithOverrides]); see
+	// docs/limits.md.
 	Shadow bool
 
 	// Name names the limit in RateLimit-Policy headers, logs and errors:

@@ -73,13 +73,8 @@ type Result struct {
 
 	// Window is the effective window of the draft's RateLimit field (its
 	// t): within Window from the decision, this limit admits at most
-	// Remaining more units, whatever the key sends; after it, more may
-	// pass. It is the time until a unit beyond Remaining comes back: the
-	// end of a fixed window, the oldest entry or slot leaving a sliding
-	// log or window, the next token of a bucket (a full Window or one
-	// token's time when nothing is spent). It is never later than the
-	// truth; it is at most RetryAfter when denied, and for a banned key at
-	// most the time until the ban ends.
+	// Remaining more units, whatever the key sends. It is never later than
+	// the truth, and at most RetryAfter when denied (see docs/headers.md).
 	Window time.Duration
 
 	// ResetAfter is the time until the limit is fully replenished
