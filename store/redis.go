@@ -177,7 +177,7 @@ func NewRedis(client RedisClient, opts RedisOptions) (*Redis, error) {
 		case *redis.Client:
 			s.batch = &batcher{client: client, fn: s.fn, maxRuns: defaultRuns, maxBatch: cmp.Or(opts.MaxBatch, defaultMaxBatch)}
 		case *redis.ClusterClient:
-			s.masters = newClusterBatcher(c, s.fn, clusterRuns, cmp.Or(opts.MaxBatch, defaultMaxBatch))
+			s.masters = &clusterBatcher{client: c, fn: s.fn, maxRuns: clusterRuns, maxBatch: cmp.Or(opts.MaxBatch, defaultMaxBatch), masters: make(map[string]*batcher)}
 		}
 	}
 	s.checkEviction()
