@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,8 +28,6 @@ var decisions = sync.Pool{New: func() any {
 	return &decision{programRun: programRun{keys: make([]string, 0, 4), args: make([]any, 0, 18)}, done: make(chan struct{}, 1)}
 }}
 
-func newDecision() *decision { return decisions.Get().(*decision) }
-
 // release returns d to the pool; only when its caller got the answer,
 // never when it gave up waiting (a run may still hold d).
 func (d *decision) release() {
@@ -40,22 +39,16 @@ func (d *decision) release() {
 
 // batcher runs concurrent decisions together. A decision that finds fewer
 // than maxRuns runs under way runs at once, alone, in its caller's
-// goroutine. Otherwise it waits, and when a run ends the decisions that
-// waited meanwhile go together in the next run, up to maxBatch: on a
-// single server, one run of decideAny, which knows every algorithm; with
-// pipeline set (a Redis Cluster master's batcher, see clusterBatcher), one
-// pipeline of each decision's own run. So a lone request is sent at
-// once, and under load the client sends one command, or one pipeline, for
-// many decisions. No goroutine outlives the runs of the decisions that
-// waited for it.
+// goroutine. Otherwise it waits, and when a run ends those that waited go
+// together, up to maxBatch: on a single server, one run of decideAny;
+// with pipeline set (see clusterBatcher), one pipeline of each one's own
+// run. No goroutine outlives the runs of the decisions that waited for it.
 type batcher struct {
 	client   RedisClient
 	fn       *functions // the store's: functions or scripts
 	maxRuns  int
 	maxBatch int
-	// pipeline, when set, makes each batch one pipeline of runs, rather
-	// than one run.
-	pipeline func() redis.Pipeliner
+	pipeline func() redis.Pipeliner // when set, a batch is a pipeline of runs
 
 	mu    sync.Mutex
 	runs  int
@@ -86,17 +79,15 @@ func (d *decision) run(ctx context.Context, fn *functions, c RedisClient) {
 }
 
 // do has d decided and returns when its line or error is set, or ctx is
-// done (then d may still be in a run and must not be released). A
-// decision that waits for a run to end needs no timer of its own to stop
-// at d.until: runs end by the latest until of theirs, and one that has
-// passed when its batch starts is not sent. So it may wait past d.until
+// done (then d may still be in a run and must not be released). A waiting
+// decision needs no timer for d.until: runs end by their latest until, and
+// one past when its batch starts is not sent; so it may wait past d.until
 // by as long as the decisions sent with it came after it, at worst.
 func (b *batcher) do(ctx context.Context, d *decision) error {
 	d.gone = ctx.Done()
 	b.mu.Lock()
 	if b.runs < b.maxRuns {
-		// Nothing waits while a run slot is free: run alone, now.
-		b.runs++
+		b.runs++ // nothing waits while a run slot is free: run alone, now
 		b.mu.Unlock()
 		d.run(ctx, b.fn, b.client)
 		b.next()
@@ -110,19 +101,6 @@ func (b *batcher) do(ctx context.Context, d *decision) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-}
-
-// dequeue returns as many waiting decisions as fit in a batch. The lock is
-// held.
-func (b *batcher) dequeue() []*decision {
-	n := min(len(b.queue), b.maxBatch)
-	batch := append([]*decision(nil), b.queue[:n]...)
-	clear(b.queue[:n])
-	b.queue = b.queue[n:]
-	if len(b.queue) == 0 {
-		b.queue = b.queue[:0:0] // let the backing array go
-	}
-	return batch
 }
 
 // next hands the run slot to the decisions that waited, in a goroutine
@@ -150,7 +128,13 @@ func (b *batcher) take() []*decision {
 		b.runs--
 		return nil
 	}
-	return b.dequeue()
+	n := min(len(b.queue), b.maxBatch)
+	batch := slices.Clone(b.queue[:n])
+	clear(b.queue[:n])
+	if b.queue = b.queue[n:]; len(b.queue) == 0 {
+		b.queue = b.queue[:0:0] // let the backing array go
+	}
+	return batch
 }
 
 // latestUntil returns the latest until of the decisions of batch, zero
@@ -180,16 +164,15 @@ func (b *batcher) exec(batch []*decision) {
 		select {
 		case <-d.gone:
 			d.err = context.Canceled // nobody reads it: the caller returned
-			d.done <- struct{}{}
 		default:
-			if !d.until.IsZero() && !now.Before(d.until) {
-				b.late.Add(1)
-				d.err = context.DeadlineExceeded
-				d.done <- struct{}{}
+			if d.until.IsZero() || now.Before(d.until) {
+				live = append(live, d)
 				continue
 			}
-			live = append(live, d)
+			b.late.Add(1)
+			d.err = context.DeadlineExceeded
 		}
+		d.done <- struct{}{}
 	}
 	if batch = live; len(batch) == 0 {
 		return
@@ -216,9 +199,7 @@ func (b *batcher) exec(batch []*decision) {
 		err = fmt.Errorf("got %d reply lines for %d requests", len(lines), len(batch))
 	}
 	for i, d := range batch {
-		if err != nil {
-			d.err = err
-		} else {
+		if d.err = err; err == nil {
 			d.line = lines[i]
 		}
 		d.done <- struct{}{}
@@ -226,10 +207,8 @@ func (b *batcher) exec(batch []*decision) {
 }
 
 // A runCtx is a context that ends at a deadline and carries its parent's
-// values but not its cancellation, for the runs the Fallback's budget
-// cuts short: one is reused for run after run, as long as none outlives
-// it, where context.WithDeadline would make a context, a channel and a
-// timer each time.
+// values but not its cancellation: pooled, it spares each run the
+// context, channel and timer of context.WithDeadline.
 type runCtx struct {
 	parent   context.Context // for its values
 	deadline time.Time

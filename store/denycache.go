@@ -1,6 +1,7 @@
 package store
 
 import (
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -12,16 +13,10 @@ import (
 )
 
 // denyCache remembers requests Redis denied, so that the same request is
-// denied in process until it could pass, without asking Redis again. A
-// denial takes nothing and only time frees room, so until its retry-after
-// Redis would answer the same; see RedisOptions.DenyCacheSize for what
-// the cache does not know. Any request of a key that passes, and any
-// Reset, makes the cache forget that key; a Reset also keeps out the
-// denials of requests that Redis may have decided before it.
-//
-// For limits with a ban, a denial that is no ban is not kept: its repeat
-// is a strike, which only Redis counts. A ban is kept until it ends, and
-// answers any cost: a banned key is denied whatever it asks.
+// denied in process until it could pass (see RedisOptions.DenyCacheSize).
+// A request of a key that passes, and a Reset, make it forget the key; a
+// Reset also keeps out the denials Redis may have made before it. Of
+// limits with a ban, only bans are kept, answering any cost.
 type denyCache struct {
 	shards   [32]denyShard
 	perShard int          // keys
@@ -32,9 +27,8 @@ type denyShard struct {
 	mu   sync.Mutex
 	m    map[string][]denial // by key; a few entries, one per set of limits
 	keys atomic.Int32        // len(m), readable without the lock
-	// resets counts the Resets of the shard's keys. A decision reads it
-	// before asking Redis and caches its denial only if no Reset came
-	// meanwhile: Redis may have denied it before the Reset's DEL.
+	// resets counts the Resets of the shard's keys: a denial is cached
+	// only if none came while Redis decided, which may predate the DEL.
 	resets atomic.Uint64
 }
 
@@ -78,8 +72,7 @@ func (c *denyCache) get(r *request) (ratelimit.Decision, bool) {
 		sh.mu.Unlock()
 		return ratelimit.Decision{}, false
 	}
-	// A request sent after this get read the clock may have stored the
-	// entry: then no time has passed since the denial.
+	// max: a request sent after now was read may have stored the entry.
 	elapsed := time.Duration(max(now-d.at, 0)) * time.Microsecond
 	var buf [limitset.MaxInline]ratelimit.Result
 	rs := append(buf[:0], d.results...)
@@ -103,8 +96,7 @@ func (c *denyCache) get(r *request) (ratelimit.Decision, bool) {
 	return denied, true
 }
 
-// A denyEpoch is what put needs to know of the time a request asked
-// Redis: the count of its key's Resets, to know that none came after it,
+// A denyEpoch is when a request asked Redis: its key's count of Resets,
 // and the time.
 type denyEpoch struct {
 	resets uint64
@@ -124,15 +116,12 @@ func (c *denyCache) put(r *request, d ratelimit.Decision, epoch denyEpoch) {
 	if set.Ban != nil && d.Banned == 0 {
 		return // its repeat is a strike: Redis must count it
 	}
-	// Redis decided at some time after sent: its times counted from
-	// sent end no later than Redis's, where counted from now they could
-	// outlast them by the round trip, and the cache would deny, or promise,
-	// past what Redis holds.
+	// Counted from sent, not now, the times end no later than Redis's,
+	// which decided after sent.
 	e := denial{set: set, at: sent, until: sent + int64(d.RetryAfter/time.Microsecond), cost: cost, results: append([]ratelimit.Result(nil), d.Results()...)}
 	if d.Banned > 0 {
-		// Until the ban ends Redis answers with the ban alone, as if the
-		// ban had just been read (the first answer of a ban may show
-		// longer times of the limits).
+		// Until the ban ends Redis answers with the ban alone (its first
+		// answer may show the limits' longer times).
 		e.until, e.banned = sent+int64(d.Banned/time.Microsecond), d.Banned
 		for i := range e.results {
 			e.results[i] = ratelimit.Result{Limit: e.results[i].Limit, Window: d.Banned, ResetAfter: d.Banned, RetryAfter: d.Banned}
@@ -164,16 +153,12 @@ func (c *denyCache) put(r *request, d ratelimit.Decision, epoch denyEpoch) {
 	sh.m[strings.Clone(key)] = append(entries, e) // not the caller's buffer, which may hold more: a map keeps the key it is last given
 }
 
-// passed forgets the denials of r's key, as r passed: its room
-// changed. When that request left some limit one unit short of another
-// request of its cost, the next one's denial is kept as if Redis had made
-// it, until a unit comes back to each such limit (its Window, counted
-// from when r was sent, which is then the RetryAfter Redis would give): only time
-// frees room, so until then Redis would deny it. A spent key
-// that time refills slowly (a token bucket's trickle) is then denied in
-// process between its units, not on Redis. Not for limits with a ban,
-// whose denials are strikes, nor for requests in flight, whose slots
-// any instance frees.
+// passed forgets the denials of r's key, whose room changed. When r left
+// some limit one unit short of another request of its cost, the next
+// one's denial is kept as if Redis had made it, until a unit comes back
+// (the limit's Window, from when r was sent): only time frees room. Not
+// for limits with a ban, whose denials are strikes, nor for Concurrent
+// limits, whose slots any instance frees.
 func (c *denyCache) passed(r *request, d ratelimit.Decision, epoch denyEpoch) {
 	c.forget(r.key)
 	if set := r.set; set.Ban != nil || set.Slot >= 0 {
@@ -201,11 +186,7 @@ func (c *denyCache) passed(r *request, d ratelimit.Decision, epoch denyEpoch) {
 // evict makes room in a full shard: expired keys go first, else all.
 func (sh *denyShard) evict(now int64, capacity int) {
 	for key, entries := range sh.m {
-		live := false
-		for _, e := range entries {
-			live = live || now < e.until
-		}
-		if !live {
+		if !slices.ContainsFunc(entries, func(e denial) bool { return now < e.until }) {
 			delete(sh.m, key)
 		}
 	}

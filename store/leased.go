@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,22 +17,17 @@ import (
 )
 
 // Leased limits (ratelimit.Limit.Leased). A request of a leased set is
-// decided in process when this instance holds, for each of its limits, a
-// slice with units enough and time left; the units are counted on Redis
-// already, when the slice was taken, so spending them needs no call. When
-// one lacks, the request goes to Redis as any other, asking besides for a
-// slice of each limit: units beyond its cost, which Redis takes with it
-// (decide.lua's slice says how many, and for how long). One request per
-// key goes to Redis for slices at a time: the others wait for its answer
-// and spend from what it brought, so that a hot key running out of its
-// slice sends one call, not one per request in flight.
+// decided in process from this instance's slices, units Redis counted
+// when it granted them, when each limit's has units enough and time left;
+// else it goes to Redis, asking besides for a new slice of each limit.
+// One request per key asks at a time; the others wait for its answer, so
+// a hot key running out sends one call, not one per request in flight.
 //
 // A slice is sized to last about sliceTarget at the rate its key spent
-// the last one, at most four times that one plus sliceStart, so that a
-// key warms up in a few calls and a burst does not take more than it
-// can spend. It lasts at most sliceLife: a Reset on another instance
-// reaches this one's slices within it, and a token bucket keeps room for
-// the refill of that time (see decide.lua).
+// the last one, at most four times that one plus sliceStart, so a key
+// warms up in a few calls and a burst takes no more than it can spend. It
+// lasts at most sliceLife: a Reset on another instance reaches this one's
+// slices within it, and a token bucket keeps room for that time's refill.
 
 const (
 	sliceTarget = 20 * time.Millisecond
@@ -46,22 +42,18 @@ const (
 // sliceEpoch starts the monotonic clock of slices.
 var sliceEpoch = time.Now()
 
-// sliceNow is the time on the clock of slices, in ns.
-func sliceNow() int64 { return int64(time.Since(sliceEpoch)) }
-
 // sliceTable are a store's slices, by key.
 type sliceTable struct {
 	shards [sliceShards]sliceShard
-	// clock, when set, replaces sliceNow: tests pin it with Redis's.
-	clock func() int64
+	clock  func() int64 // replaces the monotonic clock: tests pin it with Redis's
 }
 
-// now is the time on l's clock, in ns.
+// now is the time on the clock of slices, in ns.
 func (l *sliceTable) now() int64 {
 	if l.clock != nil {
 		return l.clock()
 	}
-	return sliceNow()
+	return int64(time.Since(sliceEpoch))
 }
 
 type sliceShard struct {
@@ -86,9 +78,9 @@ type keySlices struct {
 type slice struct {
 	suffix    string // the limit's
 	units     int64  // left to spend
-	expires   int64  // sliceNow's
+	expires   int64  // on the clock of slices
 	remaining int64  // what Redis had left once it granted the slice
-	resets    int64  // sliceNow's time the limit resets, as Redis said
+	resets    int64  // when the limit resets, as Redis said
 	window    time.Duration
 	since     int64 // when the slice was granted
 	spent     int64 // units spent since
@@ -119,17 +111,13 @@ const (
 	noSlices                    // ask Redis for a plain decision, taking no slice
 )
 
-// spend decides r, a request of a leased set, from the slices
-// this instance holds: when each has units enough and time left, it takes
-// them and returns the decision. Otherwise it says what to do instead.
-// When no request of the key is asking Redis for slices, this one is to
-// (takeSlices). When one is, this one waits for its answer (waitSlices) if
-// it has not waited yet and the key's last answer brought slices; it
-// asks Redis on its own (noSlices) if it has waited already or the
-// last answer brought none (the key is short: a waiting request would
-// likely find nothing and queue behind the next asker), so that a
-// request waits for at most one other's call, and one of a spent key
-// meets the deny cache at once.
+// spend decides r, a request of a leased set, from this instance's
+// slices when each has units enough and time left; otherwise it says what
+// to do instead. With no request of the key asking Redis for slices, r
+// asks (takeSlices). With one, r waits for its answer (waitSlices), unless
+// r waited already or the key is short (its last answer brought none):
+// then r asks Redis on its own (noSlices), so a request waits for at most
+// one other's call, and one of a spent key meets the deny cache at once.
 func (l *sliceTable) spend(r *request, waited bool) (d ratelimit.Decision, next sliceMiss, wait <-chan struct{}) {
 	key, cost, set := r.key, r.cost, r.set
 	sh := l.shard(key)
@@ -205,12 +193,7 @@ func (sh *sliceShard) add(key string, now int64) *keySlices {
 
 // over reports whether every slice of k has ended.
 func (k *keySlices) over(now int64) bool {
-	for i := range k.limits {
-		if k.limits[i].expires > now {
-			return false
-		}
-	}
-	return true
+	return !slices.ContainsFunc(k.limits, func(q slice) bool { return q.expires > now })
 }
 
 // wants returns, per limit of set, how many units beyond the cost the
@@ -235,10 +218,8 @@ func (l *sliceTable) wants(key string, set *spec.Set, out []int64) []int64 {
 }
 
 // granted records the slices Redis granted with decision d of r, asked
-// for at sent: extra units of each limit lasting life µs (see sliceAsk),
-// and ends the taking.
-// d's Remaining then counts the units this instance holds, which it may
-// still spend, as a decision in process does.
+// for at sent (see sliceAsk), and ends the taking. d's Remaining then
+// counts the units this instance holds, as a decision in process does.
 func (l *sliceTable) granted(r *request, d *ratelimit.Decision, sent int64) {
 	key, set, extra, life := r.key, r.set, r.ask.extra, r.ask.life
 	sh := l.shard(key)
@@ -316,18 +297,14 @@ func leasedCode(c *compiled, want int64) string {
 	return c.ScriptArgs().Code.(string) + "~" + strconv.FormatInt(want, 10) + "~" + strconv.FormatInt(int64(sliceLife/time.Microsecond), 10)
 }
 
-// errSliceWait marks the error of a request whose own budget ran out
-// after it waited for the answer another request of its instance was
-// getting from Redis for the key's slices: waiting, or a call of its own
-// left with the rest of its budget. It says nothing of Redis, which the
-// other request's call, with its whole budget, judges: the Fallback does
-// not take it for an outage (see faultOf), and decides the request in
-// process.
+// errSliceWait marks the error of a request whose budget ran out after it
+// waited for another request's call for the key's slices. It says nothing
+// of Redis, which that call, with its whole budget, judges: the Fallback
+// decides the request in process without marking Redis down (faultOf).
 var errSliceWait = errors.New("the request's time ran out after it waited for the answer another request of this instance was getting from Redis")
 
-// afterWait returns err marked with errSliceWait when the request, which
-// waited for another's answer, ran out of time: its time was partly
-// spent waiting.
+// afterWait marks err with errSliceWait when the request, which waited
+// for another's answer, ran out of time.
 func afterWait(err error) error {
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, errLate) || isTimeout(err) {
 		return fmt.Errorf("%w (%w)", err, errSliceWait)

@@ -79,31 +79,27 @@ type RedisOptions struct {
 	// DenyCacheSize is how many denied requests the store remembers in
 	// process. Zero means 10,000; a negative size turns the cache off.
 	//
-	// A request Redis denied is then denied in process, with no call to
-	// Redis, until its RetryAfter has passed, if it comes again with the
-	// same key, limits and cost, and no request of the key has passed
-	// meanwhile. Since a denial takes nothing and only time frees room,
-	// Redis would give the same answer, with three differences: the
-	// cache counts the times Redis gave from when the request was sent, so
-	// they end up to one round trip before Redis's (then Redis decides
-	// again), never after; Remaining is the one Redis gave with the denial; and what other
-	// instances do does not reach this cache: a Reset made through another
-	// instance, or requests another instance let pass (which only make the
-	// retry later), so this instance keeps answering from the cache until
-	// the RetryAfter it was given. In exchange, a client hammering a limit
-	// it has spent costs Redis nothing. A request that passes leaving a
-	// limit one unit short of another of its cost makes that next
-	// request's denial as certain, until a unit comes back (the limit's
-	// Window in the answer): it is cached the same way, so that a key
-	// that time refills slowly is denied in process between its units.
+	// A request Redis denied is then denied in process, without asking
+	// Redis, until its RetryAfter, if it comes again with the same key,
+	// limits and cost and no request of the key passed meanwhile: only
+	// time frees room, so Redis would answer the same, except that the
+	// cache counts Redis's times from when the request was sent (so they
+	// end up to one round trip early, never late), Remaining is the one
+	// Redis gave with the denial, and what other instances do (a Reset
+	// through them, requests they let pass, which only make the retry
+	// later) does not reach the cache before that RetryAfter. In exchange,
+	// a client hammering a limit it has spent costs Redis nothing. A
+	// request that passes leaving a limit one unit short of another of its
+	// cost has that next request's denial cached the same way, until a
+	// unit comes back (the limit's Window in the answer), so a key that
+	// time refills slowly is denied in process between its units.
 	//
 	// For limits with a ban (see [ratelimit.Ban]), only bans are cached:
-	// every other denial is a strike that Redis must count, so its repeats
-	// still go to Redis. A banned key is then denied in process, whatever
-	// the cost, until the ban ends, with the Banned, RetryAfter and
-	// ResetAfter Redis would give, up to the round trip, which ends them
-	// early, never late. A Reset through
-	// another instance does not end it early here.
+	// other denials are strikes that Redis must count. A banned key is
+	// denied in process, whatever the cost, until the ban ends, with the
+	// Banned, RetryAfter and ResetAfter Redis would give, up to one round
+	// trip early, never late; a Reset through another instance does not end
+	// it early here.
 	DenyCacheSize int
 
 	// MaxBatch is the most decisions sent together in one batch. Zero
@@ -111,25 +107,23 @@ type RedisOptions struct {
 	//
 	// A request that arrives while fewer than four batches or lone
 	// requests are under way (two per master of a cluster) is sent at
-	// once, alone. When more arrive, they wait for one to end and then go
-	// together, each request still decided atomically and all or nothing,
-	// as if sent alone, and each getting its own error.
+	// once, alone. Otherwise it waits for one to end and goes with the
+	// others that waited, each still decided atomically, all or nothing,
+	// as if sent alone, and getting its own error.
 	//
-	// On a single Redis server (a *redis.Client, which the Sentinel
-	// failover client is too) a batch is one script run: one command for
-	// the client to send and one script for Redis to run. On a Redis
-	// Cluster (a *redis.ClusterClient, which the client of
-	// redis.NewFailoverClusterClient is too) the requests of a batch
-	// would live in different slots, which one script may not touch, so
-	// each master has its own batches, and a batch is one pipeline to
-	// that master of script runs, one per request. The client follows
-	// MOVED and ASK replies within it, and a master that is slow or down
-	// holds up and fails only the requests of its own slots.
+	// On a single Redis server (a *redis.Client, Sentinel's failover
+	// client included) a batch is one script run: one command, one script
+	// for Redis to run. On a Redis Cluster (a *redis.ClusterClient,
+	// redis.NewFailoverClusterClient's included) one script may not touch
+	// several slots, so each master has its own batches, each one pipeline
+	// of script runs, one per request; the client follows MOVED and ASK
+	// within it, and a slow or down master holds up and fails only the
+	// requests of its own slots.
 	//
 	// A Ring and an AutoPipeliner send each request alone: an
-	// AutoPipeliner batches commands itself; a Ring moves keys, and so
-	// restarts their counts, on other shards whenever one is down, a poor
-	// home for shared limits that batching was not built for.
+	// AutoPipeliner batches commands itself; a Ring moves keys, restarting
+	// their counts, whenever a shard is down, a poor home for shared
+	// limits that batching was not built for.
 	MaxBatch int
 
 	// Logger receives the store's warnings about a Redis configured
@@ -294,12 +288,9 @@ func (s *Redis) decideOnce(ctx context.Context, r *request) (ratelimit.Decision,
 		slot = strconv.FormatInt(id, 10)
 	}
 	line, err := s.send(ctx, s.newCall(ctx, r, slot))
+	d, err := s.parse("deciding", r, r.set.Ban != nil, line, err)
 	if err != nil {
-		return ratelimit.Decision{}, fmt.Errorf("ratelimit: redis: deciding %s: %w", keyRef(r.key, r.limits), misconfigured(err, s.prefix, s.cluster))
-	}
-	d, err := parseDecision(line, r.limits, r.set.Ban != nil, r.ask)
-	if err != nil {
-		return ratelimit.Decision{}, fmt.Errorf("ratelimit: redis: deciding %s: %w", keyRef(r.key, r.limits), err)
+		return d, err
 	}
 	if id != 0 && d.Allowed {
 		c := &r.set.Limits[r.set.Slot]
@@ -315,7 +306,7 @@ func (s *Redis) decideOnce(ctx context.Context, r *request) (ratelimit.Decision,
 // newCall returns the call of decide.lua for r, which takes the slot of
 // slot when r's set has a Concurrent limit.
 func (s *Redis) newCall(ctx context.Context, r *request, slot string) *decision {
-	call := newDecision()
+	call := decisions.Get().(*decision)
 	call.program = decideAny
 	if len(r.set.Limits) == 1 {
 		call.program = decideOne[r.set.Limits[0].Algorithm]
@@ -375,9 +366,9 @@ func (s *Redis) remember(r *request, d ratelimit.Decision, epoch denyEpoch) {
 func (s *Redis) banKey(key string) string { return redisKey(s.prefix, key, spec.BanSuffix) }
 
 // parseDecision reads a script's reply line for a request under limits:
-// five integers per limit (allowed, remaining, then reset_after,
-// retry_after and window, in microseconds), then, when banned is set, the time until
-// the key's ban ends.
+// per limit, allowed, remaining, then reset_after, retry_after and window
+// in µs (and, with ask, the slice's units and life); then, when banned is
+// set, the time until the key's ban ends.
 func parseDecision(line string, limits []ratelimit.Limit, banned bool, ask *sliceAsk) (ratelimit.Decision, error) {
 	var buf [limitset.MaxInline]ratelimit.Result
 	rs := buf[:0]
@@ -439,14 +430,7 @@ func (s *Redis) peek(ctx context.Context, r *request) (ratelimit.Decision, error
 		args = peekArgs(args[:0], r)
 		line, err = s.fn.run(ctx, s.client, programRun{peekProgram, keys, args}).Text()
 	}
-	if err != nil {
-		return ratelimit.Decision{}, fmt.Errorf("ratelimit: redis: peeking %s: %w", keyRef(r.key, r.limits), misconfigured(err, s.prefix, s.cluster))
-	}
-	d, err := parseDecision(line, r.limits, r.set.Ban != nil, nil)
-	if err != nil {
-		return ratelimit.Decision{}, fmt.Errorf("ratelimit: redis: peeking %s: %w", keyRef(r.key, r.limits), err)
-	}
-	return d, nil
+	return s.parse("peeking", r, r.set.Ban != nil, line, err)
 }
 
 // End implements [ratelimit.Store]: one run of end.lua, which takes usage
@@ -483,19 +467,27 @@ func (s *Redis) end(ctx context.Context, r *request, usage int, slot string) (ra
 	if s.denied != nil && (usage > 0 || slot != "") {
 		s.denied.forget(r.key) // its room changed: a cached denial may be too short, or wrong
 	}
+	return s.parse("ending a request of", r, false, line, err)
+}
+
+// parse reads line, a program's reply for r, unless err, and wraps either
+// error as that of doing r.
+func (s *Redis) parse(doing string, r *request, banned bool, line string, err error) (ratelimit.Decision, error) {
+	var d ratelimit.Decision
 	if err != nil {
-		return ratelimit.Decision{}, fmt.Errorf("ratelimit: redis: ending a request of %s: %w", keyRef(r.key, r.limits), misconfigured(err, s.prefix, s.cluster))
+		err = misconfigured(err, s.prefix, s.cluster)
+	} else {
+		d, err = parseDecision(line, r.limits, banned, r.ask)
 	}
-	d, err := parseDecision(line, r.limits, false, nil)
 	if err != nil {
-		return ratelimit.Decision{}, fmt.Errorf("ratelimit: redis: ending a request of %s: %w", keyRef(r.key, r.limits), err)
+		return ratelimit.Decision{}, fmt.Errorf("ratelimit: redis: %s %s: %w", doing, keyRef(r.key, r.limits), err)
 	}
 	return d, nil
 }
 
-// renewSlots renews the slots held, one run of renew.lua
-// per key, each within a third of its life. A failure is not reported: a
-// slot not renewed ends by itself, as an instance's that crashed.
+// renewSlots renews the slots held, one run of renew.lua per key, each
+// within a third of its life. A failure is not reported: a slot not
+// renewed ends by itself, as a crashed instance's does.
 func (s *Redis) renewSlots(held []slots.Slot) {
 	byKey := make(map[string][]any)
 	lengths := make(map[string]int64)
@@ -517,27 +509,20 @@ func (s *Redis) renewSlots(held []slots.Slot) {
 // it), too few to recover it.
 func keyRef(key string, limits []ratelimit.Limit) string {
 	sum := sha256.Sum256([]byte(key))
-	var b strings.Builder
-	b.WriteString("key #")
-	b.WriteString(hex.EncodeToString(sum[:4]))
-	for i, l := range limits {
-		if i == 0 {
-			b.WriteString(" under ")
-		} else {
-			b.WriteString(", ")
+	ref, sep := "key #"+hex.EncodeToString(sum[:4]), " under "
+	for _, l := range limits {
+		name := strconv.Quote(l.Name)
+		if l.Name == "" {
+			name = l.String()
 		}
-		if l.Name != "" {
-			b.WriteString(strconv.Quote(l.Name))
-		} else {
-			b.WriteString(l.String())
-		}
+		ref, sep = ref+sep+name, ", "
 	}
-	return b.String()
+	return ref
 }
 
 // scriptError is an error a script reported for one request (a key
-// holding a foreign value, Redis refusing a write), in the form of Redis's
-// error replies, so that errors.As finds it as a redis.Error.
+// holding a foreign value, Redis refusing a write), a redis.Error for
+// errors.As.
 type scriptError string
 
 func (e scriptError) Error() string { return string(e) }
