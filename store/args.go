@@ -7,11 +7,10 @@ import (
 	"github.com/ratelimit-go/ratelimit/store/internal/fallback"
 )
 
-// The KEYS and ARGV of the store's programs (see scripts.go). Each
-// program's are built here, by one function, in the order its script
-// reads them, which the script's header in package lua states; the
-// script reads them through the names it gives them at its top. Nothing
-// else computes a place in them. reset.lua and probe.lua take no ARGV.
+// The KEYS and ARGV of the store's programs, each built here by one
+// function, in the order its script's header in package lua states.
+// Nothing else computes a place in them. reset.lua and probe.lua take no
+// ARGV.
 
 // redisKey is the Redis key of key's state named by suffix: a limit's
 // (spec.Limit.Suffix), the ban's (spec.BanSuffix), a charge's identity
@@ -39,13 +38,12 @@ func requestKeys(keys []string, prefix string, r *request) []string {
 	return keys
 }
 
-// decideArgs appends the ARGV of a request of decide.lua, in the order of
-// its request_args, limit_args and ban_args: n, the number of limits,
-// negated when a ban follows them; the cost; the deadline, sent by
-// reference, since boxing it would allocate; each limit's code, a, b and
-// c, where the code asks for a slice (see leasedCode) when r.ask is set
-// and a Concurrent limit's c is slot, the id of the slot the
-// request takes; then the ban's after, within, for and max.
+// decideArgs appends the ARGV of a request of decide.lua (its
+// request_args, limit_args and ban_args): n, the number of limits, negated
+// when a ban follows; the cost; the deadline, by reference, since boxing
+// it would allocate; each limit's code (asking for a slice when r.ask is
+// set, see leasedCode), a, b and c (a Concurrent limit's: slot, the id of
+// the slot the request takes); then the ban's after, within, for and max.
 func decideArgs(args []any, r *request, deadline *int64, slot string) []any {
 	n := len(r.set.Limits)
 	if r.set.Ban != nil {
@@ -98,14 +96,14 @@ func endArgs(args []any, r *request, usage int, slot string) []any {
 	return args
 }
 
-// chargeArgs returns the KEYS and ARGV of charge.lua for c, in the order
-// of its charge_args and charge_limit: the key that records c's identity,
-// then its limits' keys, and, when it resets, the ban key; how long the
-// identity is recorded, then for each limit its code, a, b and c, whether
-// it resets, the number of its admissions and each admission's time (on
-// Redis's clock: offset is Redis's clock minus the Fallback's, in µs) and
-// units. The identity lives as long as the longest horizon of c's limits:
-// a resend after that finds admissions too old to count.
+// chargeArgs returns the KEYS and ARGV of charge.lua for c (its
+// charge_args and charge_limit): the key recording c's identity, its
+// limits' keys, and, when it resets, the ban key; how long the identity is
+// kept (the longest horizon of c's limits: a resend after that finds
+// admissions too old to count), then per limit its code, a, b and c,
+// whether it resets, its number of admissions and each one's time on
+// Redis's clock (offset: Redis's clock minus the Fallback's, in µs) and
+// units.
 func chargeArgs(prefix string, c *fallback.Charge, offset int64) ([]string, []any) {
 	keys := make([]string, 0, len(c.Limits)+2)
 	keys = append(keys, redisKey(prefix, c.Key, spec.ChargeSuffix+c.ID))

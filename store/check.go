@@ -17,33 +17,30 @@ import (
 )
 
 // Check reports whether Redis can decide now, and if not, why. It runs
-// two small scripts. The first calls every command the store's scripts
-// call, in forms that change nothing, and returns an error wrapping
-// [ErrMisconfigured] that names those the server or its ACL user
-// refuses; it is sent with EVAL, and on keys of several slots, which a
-// Redis Cluster node refuses when reached by a single server's client.
-// The second reads TIME and writes a key with a TTL, as decisions do, so
-// that a server answering PING but refusing decisions (paused for
-// writes, a read-only replica, out of memory) fails it; it is sent with
-// EVALSHA. On a Redis Cluster, Check first reloads the client's map of
-// the slots, and passes only when every master in it answers with the
-// same map, covering every slot, the client routes each range of slots
-// to its master, and both scripts run there through the client:
-// decisions then find Redis as the check did.
+// two small scripts. The first, sent with EVAL on keys of several slots
+// (which a Redis Cluster node refuses to a single server's client), calls
+// every command the store's scripts call, in forms that change nothing,
+// and returns an error wrapping [ErrMisconfigured] naming those the
+// server or its ACL user refuses. The second, sent with EVALSHA, reads
+// TIME and writes a key with a TTL, as decisions do, so a server that
+// answers PING but refuses decisions (paused for writes, a read-only
+// replica, out of memory) fails it. On a Redis Cluster, Check first
+// reloads the client's map of the slots, and passes only when every
+// master in it answers with the same map, covering every slot, the client
+// routes each range to its master, and both scripts run there through the
+// client: decisions then find Redis as the check did. Once those pass,
+// where CONFIG GET is permitted, Check also fails when a server's
+// maxmemory-policy lets it evict the store's counters.
 //
-// Once those pass, where CONFIG GET is permitted, Check also fails when a
-// server's maxmemory-policy lets it evict the store's counters.
-//
-// Call it at startup: it fails where decisions would, and its error tells
-// two cases apart. One that matches [ErrMisconfigured] (errors.Is) needs
-// a fix: it says what to change, one error for each problem, joined, and
-// never holds a password; exit, or at least log it where it is read. Any
-// other error means that Redis cannot decide now (a refused connection, a
-// timeout, a server loading its data or read-only) and may later, with
-// nothing to change: a [Fallback] decides in process meanwhile and probes
-// Redis until it can, so a service behind one may start and serve. The
-// keys Check writes are under the store's prefix and expire within a
-// minute.
+// Call it at startup: it fails where decisions would. An error matching
+// [ErrMisconfigured] (errors.Is) needs a fix: it says what to change, one
+// error per problem, joined, and never holds a password; exit, or at
+// least log it where it is read. Any other error means that Redis cannot
+// decide now (a refused connection, a timeout, a server loading its data
+// or read-only) and may later, with nothing to change: a [Fallback]
+// decides in process meanwhile and probes Redis until it can, so a
+// service behind one may start and serve. The keys Check writes are under
+// the store's prefix and expire within a minute.
 func (s *Redis) Check(ctx context.Context) error {
 	err := s.check(ctx)
 	if err != nil && !errors.Is(err, ErrMisconfigured) {
@@ -71,7 +68,11 @@ func (s *Redis) checkThrough(ctx context.Context, c RedisClient) error {
 	if cluster, ok := c.(*redis.ClusterClient); ok {
 		return s.checkCluster(ctx, cluster)
 	}
-	if err := s.diagnose(ctx, c, s.checkKeys()); err != nil {
+	keys := make([]string, len(checkSlots))
+	for i, slot := range checkSlots {
+		keys[i] = s.checkKey(slot)
+	}
+	if err := s.diagnose(ctx, c, keys); err != nil {
 		return err
 	}
 	return misconfigured(probeScript.Run(ctx, c, []string{redisKey(s.prefix, "probe", "")}).Err(), s.prefix, s.cluster)
@@ -81,14 +82,6 @@ func (s *Redis) checkThrough(ctx context.Context, c RedisClient) error {
 // server's check uses keys of all of them, so that a cluster node refuses
 // it whichever slots it serves.
 var checkSlots = []int{0, 5461, 10923, 16383}
-
-func (s *Redis) checkKeys() []string {
-	keys := make([]string, len(checkSlots))
-	for i, slot := range checkSlots {
-		keys[i] = s.checkKey(slot)
-	}
-	return keys
-}
 
 // checkKey is a key of slot that the check never writes.
 func (s *Redis) checkKey(slot int) string {
@@ -147,15 +140,14 @@ func (s *Redis) time(ctx context.Context, c RedisClient) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	if len(t) != 2 {
-		return 0, fmt.Errorf("ratelimit: redis: TIME answered %q", t)
+	if len(t) == 2 {
+		sec, err1 := strconv.ParseInt(t[0], 10, 64)
+		usec, err2 := strconv.ParseInt(t[1], 10, 64)
+		if err1 == nil && err2 == nil {
+			return sec*1_000_000 + usec, nil
+		}
 	}
-	sec, err1 := strconv.ParseInt(t[0], 10, 64)
-	usec, err2 := strconv.ParseInt(t[1], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("ratelimit: redis: TIME answered %q", t)
-	}
-	return sec*1_000_000 + usec, nil
+	return 0, fmt.Errorf("ratelimit: redis: TIME answered %q", t)
 }
 
 func (s *Redis) checkCluster(ctx context.Context, cluster *redis.ClusterClient) error {
@@ -178,28 +170,22 @@ func (s *Redis) checkCluster(ctx context.Context, cluster *redis.ClusterClient) 
 	return nil
 }
 
-// A single server's client (a *redis.Client, which the Sentinel failover
-// client is too) stops dialing once it has failed to dial as many times in
-// a row as its pool holds connections, and then tries again only once a
-// second until a dial succeeds. A prober checking a dead Redis through it
-// would trip that, and decisions sent back to Redis once it answers would
-// find no connection for up to a second: each would wait out its budget,
-// and Redis would be marked down and up again and again. So each round of
-// the prober checks through a client of its own, and before decisions go
-// back, the store's client must lend warmConns connections at once, each
-// running the probe script; they then wait in its pool for the decisions.
+// A single server's client that failed to dial as often in a row as its
+// pool holds connections then dials only once a second: probing a dead
+// Redis through it would leave decisions without a connection for up to a
+// second once Redis answers, flapping it down and up. So each probe round
+// uses a client of its own, and before decisions go back the store's
+// client must lend warmConns connections at once, each running the probe.
 
 // warmConns is how many connections a store's client must lend at once:
 // as many as the batcher runs scripts at once.
 const warmConns = defaultRuns
 
 // probeClient returns a client made like c, with one connection, one
-// dial and no retries, for one round of the prober, and a func that closes
-// it; c itself, and a func that does nothing, when c is not a single
-// server's client. It dials first, itself, with c's dialer, and returns
-// the dial's own error (a refused connection, a certificate the client
-// rejects) rather than a client: go-redis would log each failed dial of
-// each round, and report the round's deadline rather than its cause.
+// dial and no retries, for one probe round, and a func that closes it; c
+// itself and a no-op when c is not a single server's client. It dials
+// first, with c's dialer, to return the dial's own error: go-redis would
+// log each failed dial, and report the round's deadline, not its cause.
 func probeClient(ctx context.Context, c RedisClient) (RedisClient, func(), error) {
 	single, ok := c.(*redis.Client)
 	if !ok {
@@ -224,9 +210,8 @@ func probeClient(ctx context.Context, c RedisClient) (RedisClient, func(), error
 	o.PoolSize, o.MinIdleConns, o.MaxIdleConns, o.MaxActiveConns = 1, 0, 1, 0
 	o.MaxRetries = -1
 	o.DialerRetries = 1
-	// c's push processor holds c's handlers for maintenance
-	// notifications: a client made with it fails to register its own, and
-	// go-redis logs that each round. A round has no use for them.
+	// c's push processor holds c's maintenance notification handlers: a
+	// client made with it fails to register its own, logged each round.
 	o.PushNotificationProcessor = nil
 	o.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 	p := redis.NewClient(&o)
@@ -262,10 +247,8 @@ func (s *Redis) warm(ctx context.Context) error {
 			errs[i] = s.fn.run(ctx, conns[i], programRun{program: probeProgram, keys: []string{redisKey(s.prefix, "probe", "")}}).Err()
 		}
 		if i == 0 {
-			// The first connection alone: go-redis v9.22 sets up a
-			// client's first connections with a write to the client's
-			// options that races with another's (its maintenance
-			// notifications, switched off on a server without them).
+			// The first alone: go-redis v9.22 sets up a client's first
+			// connections with racing writes to the client's options.
 			run()
 			continue
 		}

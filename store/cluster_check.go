@@ -12,15 +12,11 @@ import (
 	"github.com/ratelimit-go/ratelimit/internal/clusterslot"
 )
 
-// What the probe checks of a Redis Cluster before decisions return to
-// it: that the client routes every slot to the master that owns it now,
-// and that each of those masters can decide.
-//
-// go-redis v9 does not reload its map of the slots when a master stops
-// answering; it does on MOVED, and every ClusterStateReloadInterval, in
-// the background. ClusterClient.ReloadState only schedules such a
-// reload. ClusterClient.ForEachMaster is the one public call that reloads
-// the map before it returns, so the probe goes through it.
+// Before decisions return to a Redis Cluster, the probe checks that the
+// client routes every slot to the master that owns it now. go-redis v9
+// reloads its map of the slots on MOVED and in the background, and
+// ReloadState only schedules a reload: ForEachMaster is the one public
+// call that reloads it before it returns, so the probe goes through it.
 
 // slotOwner is a range of slots and the master serving it.
 type slotOwner struct {

@@ -40,14 +40,11 @@ func (s *Redis) checkEviction() {
 // evictingServer is a server whose maxmemory-policy lets it delete keys.
 type evictingServer struct{ server, policy string }
 
-// evictingServers returns the servers that may evict the store's keys:
-// with a maxmemory-policy other than noeviction, a Redis under memory
-// pressure deletes counters and limits silently start afresh; and since
-// every key the store writes has a TTL, the volatile-* policies, which
-// evict only keys with one, take the store's first. It asks every server
-// it can (each master of a cluster) once, and leaves out those where
-// CONFIG GET is not permitted, as on many managed services, or that do
-// not answer. It asks through client, the store's or one made like it.
+// evictingServers returns the servers, asked through client, whose
+// maxmemory-policy is not noeviction: under memory pressure they delete
+// counters, and with volatile-* the store's first, since all have a TTL.
+// It asks every server it can (each master of a cluster) once, and leaves
+// out those that do not answer or forbid CONFIG GET (many managed ones).
 func (s *Redis) evictingServers(ctx context.Context, client RedisClient) []evictingServer {
 	var found []evictingServer
 	var mu sync.Mutex

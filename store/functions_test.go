@@ -484,3 +484,7 @@ func (f *functions) pin(path int32) {
 	f.path.Store(path)
 	f.pinned = true
 }
+
+// libraryConstants lists the top-level locals of the library's files that
+// are not in libraryPerCall: the files set them once, at load.
+var libraryConstants = []string{"algorithms", "clockless", "CHECK", "COMMIT", "SETTLE", "DECIDE", "CHARGE", "PEEK", "slice_margin"}

@@ -13,22 +13,14 @@ import (
 	"github.com/ratelimit-go/ratelimit/store/internal/fallback"
 )
 
-// What an error from Redis means. An outage passes: the network, a
-// restart, a failover, a paused or full server. A misconfiguration does
-// not: Redis refuses the store's user, commands or keys, or the client
-// talks to a server it cannot use; waiting changes nothing, someone must
-// fix the setup. Anything else is about one request (a key holding a
-// foreign value) or its caller (canceled), and is returned as it is.
-
 // ErrMisconfigured reports that Redis will not decide until its setup or
 // the client's changes: Redis refuses the store's user, commands or keys,
-// or the client reaches a server it cannot use. Waiting changes nothing;
-// someone must fix the setup. An error the stores return for a
-// misconfiguration wraps both ErrMisconfigured and what Redis or the
-// client said, and its text says what is wrong and what to change,
-// naming neither a password nor a key. A [Fallback] decides in process
-// meanwhile, as in an outage, and logs it at ERROR; without one, the
-// error reaches the middleware's error handler.
+// or the client reaches a server it cannot use; waiting changes nothing.
+// Such an error wraps ErrMisconfigured and what Redis or the client said,
+// and its text says what is wrong and what to change, naming neither a
+// password nor a key. A [Fallback] decides in process meanwhile, as in
+// an outage, and logs it at ERROR; without one, the error reaches the
+// middleware's error handler.
 var ErrMisconfigured = errors.New("store: Redis is misconfigured")
 
 // misconfiguration is an error of ErrMisconfigured: problem says what is
@@ -75,24 +67,18 @@ func ACLRule(prefix string) string {
 	return b.String()
 }
 
-// faultOf classifies err, returned for a request whose context is ctx.
-// This is the one list of what the Fallback takes for Redis failing
+// faultOf classifies err, returned for a request whose context is ctx:
+// the one list of what the Fallback takes for Redis failing
 // (docs/production.md repeats it for operators):
 //
-//   - Misconfigured: any [ErrMisconfigured] (auth, ACL, a disabled command, a
-//     cluster node reached by a single server's client, TLS);
+//   - Misconfigured: any [ErrMisconfigured];
 //   - Outage: an error that is not a reply of Redis's (the network, a
-//     refused or reset connection, a timeout, a call that overran the
-//     budget, a request that reached Redis after its deadline, a closed
-//     client), or a reply starting with one of outageReplies;
+//     timeout, an overrun budget, errLate, a closed client), or a reply
+//     starting with one of outageReplies;
+//   - Waited: errSliceWait (the request it waited for judges Redis);
 //
-// and nothing else: not an error once the caller's context has ended,
-// not a request whose own time ran out after it waited for the answer
-// another request of its instance was getting for the key's slices
-// (errSliceWait, Waited: that request, with its whole budget, judges
-// Redis; the Fallback decides this one in process, aside), and not any
-// other reply of Redis's (WRONGTYPE, a script's own error), which are
-// the request's.
+// and nothing else: not an error once ctx has ended, nor any other reply
+// (WRONGTYPE, a script's own error), which is the request's.
 func faultOf(ctx context.Context, err error) fallback.Fault {
 	switch {
 	case err == nil:
@@ -104,11 +90,10 @@ func faultOf(ctx context.Context, err error) fallback.Fault {
 	case errors.Is(err, errSliceWait):
 		return fallback.Waited // waiting on another request is no fault of Redis's
 	}
-	var reply redis.Error
-	if !errors.As(err, &reply) {
+	msg, ok := replyText(err)
+	if !ok {
 		return fallback.Outage // the network, a timeout, a closed client
 	}
-	msg := reply.Error()
 	for _, prefix := range outageReplies {
 		if strings.HasPrefix(msg, prefix) {
 			return fallback.Outage
@@ -125,22 +110,17 @@ func faultOf(ctx context.Context, err error) fallback.Fault {
 // mid-resharding.
 var outageReplies = []string{"LOADING", "READONLY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "BUSY", "OOM", "MISCONF", "NOREPLICAS", "ERR max number of clients", "MOVED", "ASK"}
 
-// misconfigured returns err as a misconfiguration if it says Redis refuses the
-// store's setup: auth, ACL, a disabled command, a cluster node reached by
-// a single server's client, a TLS certificate the client rejects or a
-// plain-text server reached over TLS. prefix is the store's key prefix.
+// misconfigured returns err as a misconfiguration if it says Redis refuses
+// the store's setup: auth, ACL, a disabled command, a cluster node reached
+// by a single server's client, TLS. prefix is the store's key prefix.
 func misconfigured(err error, prefix string, cluster bool) error {
-	var reply redis.Error
-	if err == nil {
-		return nil
-	}
-	if !errors.As(err, &reply) {
+	msg, ok := replyText(err)
+	if !ok {
 		if ce := tlsProblem(err); ce != nil {
 			return ce
 		}
 		return err
 	}
-	msg := reply.Error()
 	rule := func() string { return "the store needs the ACL rule " + ACLRule(prefix) }
 	ce := &misconfiguration{err: err}
 	switch {

@@ -11,10 +11,8 @@ import (
 	"github.com/ratelimit-go/ratelimit/store/internal/fallback"
 )
 
-// The Redis store as a Fallback's primary: the one place where the
-// Fallback (package fallback) meets the Redis store, through
-// [fallback.Primary].
-
+// primary is the Redis store as a Fallback's: the one place where package
+// fallback meets it.
 type primary struct{ r *Redis }
 
 var _ fallback.Primary = primary{}
@@ -77,12 +75,10 @@ func (p primary) offset(ctx context.Context, c RedisClient, now func() int64) (i
 }
 
 // Charge brings keys' backlogs to Redis, each in one run of charge:
-// resets first, then the admissions since, at their times on Redis's
-// clock. A reset deletes the key's ban on Redis too, as a Reset does;
-// strikes and bans decided in process stay there. Where the client
-// pipelines (a single server, a Redis Cluster, a Ring), the runs go
-// together, one pipeline for all (the client splits it by master); else
-// one by one.
+// resets first (deleting the key's ban too, as a Reset does), then the
+// admissions since, at their times on Redis's clock; strikes and bans
+// decided in process stay there. Where the client pipelines, the runs go
+// in one pipeline (the client splits it by master); else one by one.
 func (p primary) Charge(ctx context.Context, charges []*fallback.Charge, offset int64) {
 	pl, pipelines := p.r.client.(interface{ Pipeline() redis.Pipeliner })
 	todo := charges

@@ -101,11 +101,9 @@ func decideSource(files ...string) string {
 }
 
 // library is the store's library of Redis Functions, built from the same
-// files as the scripts. Its name, and the name of each of its functions
-// (which Redis keeps in one namespace for all libraries), carry a hash of
-// its text, so that two versions of an application running side by side,
-// as in a rolling deploy, each call their own code: a changed library is
-// another library, loaded beside the old one.
+// files as the scripts. Its name and its functions' (one namespace for all
+// libraries) carry a hash of its text, so that two versions side by side,
+// as in a rolling deploy, each call their own code.
 var library = newLibrary()
 
 type functionLibrary struct {
@@ -114,15 +112,9 @@ type functionLibrary struct {
 }
 
 // libraryPerCall lists the top-level locals of the library's files that
-// hold state of one run: a script starts with them afresh, but a
-// library's locals live as long as the library, so each function call
-// resets them. libraryConstants lists the others, which the files set
-// once, at load. TestLibraryState checks that the two lists cover every
-// top-level local of the files.
-var (
-	libraryPerCall   = []string{"now_us", "charged"}
-	libraryConstants = []string{"algorithms", "clockless", "CHECK", "COMMIT", "SETTLE", "DECIDE", "CHARGE", "PEEK", "slice_margin"}
-)
+// hold state of one run: a library's locals outlive the call, so each
+// function call resets them (TestLibraryState checks the list).
+var libraryPerCall = []string{"now_us", "charged"}
 
 // libraryFiles are the files of the library, in order. Those of
 // wrappedFiles are scripts whose chunk is their body; the library wraps

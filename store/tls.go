@@ -13,16 +13,11 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// What TLS mistakes look like, and how Check tells them apart from an
-// outage. A certificate the client rejects, or a plain-text answer to a
-// TLS handshake, says so in the error go-redis returns; tlsProblem turns
-// them into misconfigurations. Plain text sent to a TLS port, or a TLS
-// handshake sent to a plain port, looks like an outage: the first gets
-// the connection closed, the second no answer at all; so may a client
-// certificate the server wants and does not get. Check, when it fails
-// that way, shakes hands once more and waits for the server's verdict
-// (tryHandshake), and dials once more the other way round (tryOtherWay)
-// and says which the server speaks.
+// A rejected certificate, or a plain-text answer to a TLS handshake, shows
+// in go-redis's error (tlsProblem). Plain text to a TLS port, a handshake
+// to a plain port, or a missing client certificate look like an outage:
+// Check then shakes hands once more (tryHandshake) and dials the other
+// way round (tryOtherWay) to say which the server speaks.
 
 // tlsProblem returns the misconfiguration for a TLS error in err, or nil.
 func tlsProblem(err error) *misconfiguration {
@@ -66,8 +61,7 @@ const otherWayTimeout = time.Second
 // withTLSHint returns err, which Check got through c, as a misconfiguration
 // when the server speaks TLS and c plain text, or the other way round.
 func withTLSHint(err error, c RedisClient) error {
-	var reply redis.Error
-	if err == nil || errors.As(err, &reply) || errors.Is(err, ErrMisconfigured) {
+	if _, isReply := replyText(err); err == nil || isReply || errors.Is(err, ErrMisconfigured) {
 		return err
 	}
 	var addr string
@@ -105,11 +99,9 @@ func withTLSHint(err error, c RedisClient) error {
 }
 
 // tryHandshake dials addr with TLS as config says, and returns what the
-// handshake, or the server right after it, said against it. With TLS 1.3
-// a server that wants a client certificate refuses it only after the
-// client's side of the handshake is done; a client that writes then may
-// see its connection reset rather than the server's alert, so this one
-// reads, for a moment, instead.
+// handshake, or the server right after it, said against it. It reads for
+// a moment rather than writes: with TLS 1.3 a server refuses a missing
+// client certificate after the handshake, and a write may see a reset.
 func tryHandshake(addr string, config *tls.Config) error {
 	conn, err := net.DialTimeout("tcp", addr, otherWayTimeout)
 	if err != nil {
@@ -145,9 +137,8 @@ func tryOtherWay(addr string, withTLS bool) bool {
 	defer conn.Close()
 	_ = conn.SetDeadline(time.Now().Add(otherWayTimeout))
 	if withTLS {
-		// Whether the server speaks TLS, not whether it is trusted: a
-		// handshake that completes, or ends in a TLS alert (a client
-		// certificate asked for), says it does.
+		// Not whether it is trusted: a handshake that completes, or ends
+		// in a TLS alert (a client certificate asked for), says it speaks TLS.
 		tc := tls.Client(conn, &tls.Config{InsecureSkipVerify: true})
 		err := tc.HandshakeContext(context.Background())
 		var alert tls.AlertError
