@@ -7,9 +7,6 @@ import (
 	"github.com/ratelimit-go/ratelimit/internal/spec"
 )
 
-// What a Redis store makes of a script's answer that Redis's clock lay
-// outside the calendar periods it was given.
-
 // compiled is what the stores need of one limit, worked out when its
 // ratelimit.Limits was built.
 type compiled = spec.Limit
@@ -23,11 +20,9 @@ func calendarMiss(err error, set *spec.Set) bool {
 		return false
 	}
 	now, ok := calendarTime(err)
-	if ok {
-		for i := range set.Limits {
-			if c := set.Limits[i].Calendar; c != nil {
-				c.Refresh(now)
-			}
+	for i := range set.Limits {
+		if c := set.Limits[i].Calendar; c != nil && ok {
+			c.Refresh(now)
 		}
 	}
 	return ok

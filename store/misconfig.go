@@ -217,10 +217,9 @@ func causeOf(err error) string {
 
 // misconfigurations returns the misconfigurations in err's tree.
 func misconfigurations(err error) []*misconfiguration {
-	if ce, ok := err.(*misconfiguration); ok {
-		return []*misconfiguration{ce}
-	}
 	switch e := err.(type) {
+	case *misconfiguration:
+		return []*misconfiguration{e}
 	case interface{ Unwrap() error }:
 		return misconfigurations(e.Unwrap())
 	case interface{ Unwrap() []error }:

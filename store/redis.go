@@ -54,17 +54,14 @@ type Redis struct {
 	prefix string
 	denied *denyCache // nil when off
 	fn     *functions // functions or scripts
-	batch  *batcher   // a single server's; nil when decisions run one by one
-	// masters batches a Redis Cluster's decisions; nil when they run one
-	// by one.
+	// batch (a single server's) or masters (a Redis Cluster's) batch
+	// decisions; both nil when decisions run one by one.
+	batch   *batcher
 	masters *clusterBatcher
 	logger  *slog.Logger
-	// cluster is set when the client follows MOVED and ASK replies.
-	cluster bool
-	// slots are the slots of Concurrent limits its requests hold.
-	slots slots.Table
-	// leased are this instance's slices of leased limits.
-	leased sliceTable
+	cluster bool        // the client follows MOVED and ASK replies
+	slots   slots.Table // the slots of Concurrent limits its requests hold
+	leased  sliceTable  // this instance's slices of leased limits
 }
 
 var _ ratelimit.Store = (*Redis)(nil)
@@ -137,10 +134,9 @@ const (
 	defaultDenyCacheSize = 10_000
 	defaultMaxBatch      = 128
 	defaultRuns          = 4 // runs a batching store keeps under way on a single server
-	// clusterRuns is the runs under way per master of a cluster: on two
-	// cores at 64 callers over three masters, 1 decided the most and 4
-	// the fewest, with the most Redis CPU per decision; 2 keeps a
-	// master's next batch forming while one is sent.
+	// clusterRuns is the runs under way per master of a cluster: 2 keeps
+	// a master's next batch forming while one is sent (1 and 4 were
+	// measured, 4 spending the most Redis CPU per decision).
 	clusterRuns = 2
 )
 
@@ -150,10 +146,9 @@ const (
 // noeviction): evicted counters would silently start afresh. It says
 // nothing when CONFIG GET is not permitted or Redis does not answer.
 func NewRedis(client RedisClient, opts RedisOptions) (*Redis, error) {
-	if client == nil {
-		return nil, fmt.Errorf("%w: store.NewRedis: client is nil", ratelimit.ErrInvalid)
-	}
 	switch {
+	case client == nil:
+		return nil, fmt.Errorf("%w: store.NewRedis: client is nil", ratelimit.ErrInvalid)
 	case strings.ContainsAny(opts.Prefix, "{}"):
 		return nil, fmt.Errorf("%w: store.RedisOptions.Prefix %q: the prefix may not contain '{' or '}'", ratelimit.ErrInvalid, opts.Prefix)
 	case opts.MaxBatch < 0:
@@ -197,13 +192,10 @@ type request struct {
 	// deadline, when not 0, is when Redis stops deciding the request, on
 	// its clock, in µs: the error is then errLate.
 	deadline int64
-	// until, when not zero, is when the caller stops waiting (or about
-	// then, see batcher), as if ctx ended then, without the cost of a
-	// context of its own.
+	// until, when not zero, is when the caller stops waiting (about then,
+	// see batcher), as if ctx ended, without a context of its own.
 	until time.Time
-	// ask is what a request of a leased set asks for beyond its cost,
-	// and, once answered, what it got; nil when it takes no slices.
-	ask *sliceAsk
+	ask   *sliceAsk // slices asked for and got; nil when it takes none
 }
 
 // errLate is the answer to a request that reached Redis after its
@@ -222,10 +214,8 @@ func (s *Redis) decide(ctx context.Context, r *request) (ratelimit.Decision, err
 	return d, err
 }
 
-// decideLeased is decide for a leased set (see sliceTable): in process
-// from this instance's slices when they have units enough, else on Redis,
-// taking new slices with the decision when no other request of this
-// instance is taking them.
+// decideLeased is decide for a leased set: from this instance's slices
+// when they suffice, else on Redis (see spend).
 func (s *Redis) decideLeased(ctx context.Context, r *request) (ratelimit.Decision, error) {
 	waited := false
 	for {
@@ -263,16 +253,14 @@ func (s *Redis) decideLeased(ctx context.Context, r *request) (ratelimit.Decisio
 	return d, nil
 }
 
-// A sliceAsk is what a request of a leased set asks of Redis beyond its
-// cost, per limit, and, once answered, what Redis granted: units and
-// their life in µs.
+// A sliceAsk is, per limit, what a request of a leased set asks of Redis
+// beyond its cost, then what Redis granted: units and their life in µs.
 type sliceAsk struct {
 	wants, extra, life []int64
 }
 
 // decideOnce is decide, without asking again when Redis's clock lay
-// outside the calendar periods given. A request with an ask asks for
-// slices as it says, and gets them in it.
+// outside the calendar periods given.
 func (s *Redis) decideOnce(ctx context.Context, r *request) (ratelimit.Decision, error) {
 	var epoch denyEpoch
 	if s.denied != nil {
@@ -303,8 +291,8 @@ func (s *Redis) decideOnce(ctx context.Context, r *request) (ratelimit.Decision,
 	return d, nil
 }
 
-// newCall returns the call of decide.lua for r, which takes the slot of
-// slot when r's set has a Concurrent limit.
+// newCall returns the call of decide.lua for r, taking slot when r's set
+// has a Concurrent limit.
 func (s *Redis) newCall(ctx context.Context, r *request, slot string) *decision {
 	call := decisions.Get().(*decision)
 	call.program = decideAny
@@ -349,8 +337,7 @@ func (s *Redis) send(ctx context.Context, call *decision) (string, error) {
 	return line, nil
 }
 
-// remember tells the deny cache of d, Redis's decision of r, asked for
-// at epoch.
+// remember tells the deny cache of d, Redis's decision of r.
 func (s *Redis) remember(r *request, d ratelimit.Decision, epoch denyEpoch) {
 	switch {
 	case d.Allowed:
@@ -358,8 +345,7 @@ func (s *Redis) remember(r *request, d ratelimit.Decision, epoch denyEpoch) {
 	case r.set.Slot < 0 || d.Results()[r.set.Slot].Allowed:
 		s.denied.put(r, d, epoch)
 	}
-	// A denial by a Concurrent limit is not kept: a slot frees up when a
-	// request ends, on any instance, which no cache can see.
+	// Not a Concurrent limit's denial: any instance's End frees a slot.
 }
 
 // banKey is where s keeps key's ban state.
@@ -409,10 +395,10 @@ func parseDecision(line string, limits []ratelimit.Limit, banned bool, ask *slic
 	return d, nil
 }
 
-// Peek implements [ratelimit.Store]: one run of code that only reads
-// (it leaves even expired entries where they are, and every key's TTL as
-// it is). It always asks Redis: the deny cache (see
-// RedisOptions.DenyCacheSize) neither answers a Peek nor learns from one.
+// Peek implements [ratelimit.Store]: one run of code that only reads (it
+// leaves even expired entries, and every key's TTL, as they are). It
+// always asks Redis: the deny cache (see RedisOptions.DenyCacheSize)
+// neither answers a Peek nor learns from one.
 func (s *Redis) Peek(ctx context.Context, key string, cost int, limits *ratelimit.Limits) (ratelimit.Decision, error) {
 	given, set, err := limitset.Check(key, cost, limits)
 	if err != nil {
@@ -445,9 +431,8 @@ func (s *Redis) End(ctx context.Context, key string, usage int, limits *ratelimi
 }
 
 // end is End for a checked request, whose cost is not used: usage is
-// charged, and slot, the id of the slot the request took, given
-// back. When r's deadline is not 0, Redis charges nothing once its clock
-// is past it, and the error is errLate.
+// charged, and slot, the id of the slot the request took, given back.
+// Past r's deadline, if any, Redis charges nothing: the error is errLate.
 func (s *Redis) end(ctx context.Context, r *request, usage int, slot string) (ratelimit.Decision, error) {
 	given := "" // slot, when it is one of r's
 	if id, err := strconv.ParseInt(slot, 10, 64); err == nil && r.set.Slot >= 0 {
@@ -502,11 +487,9 @@ func (s *Redis) renewSlots(held []slots.Slot) {
 	}
 }
 
-// keyRef names key in errors without showing it, since a key may hold an
-// API key or a token: by the policies it was decided under and the first
-// 8 hex digits of its SHA-256, enough to tell keys apart in logs and to
-// match one whose value is known (sha256sum of the key as the store sees
-// it), too few to recover it.
+// keyRef names key in errors without showing it, since a key may hold a
+// token: by its policies and the first 8 hex digits of its SHA-256, enough
+// to tell keys apart and match a known one (sha256sum), too few to recover.
 func keyRef(key string, limits []ratelimit.Limit) string {
 	sum := sha256.Sum256([]byte(key))
 	ref, sep := "key #"+hex.EncodeToString(sum[:4]), " under "
@@ -552,8 +535,7 @@ func parseInts(s string, dst []int64) (string, error) {
 // and key's ban state, whether limits have a ban or not: a key has one ban
 // state, which every set of limits with a ban counts in.
 func (s *Redis) Reset(ctx context.Context, key string, limits *ratelimit.Limits) error {
-	// A cost of 1 fits every valid limit, so this checks key and limits.
-	given, set, err := limitset.Check(key, 1, limits)
+	given, set, err := limitset.Check(key, 1, limits) // 1 fits every valid limit
 	if err != nil {
 		return err
 	}
@@ -562,8 +544,8 @@ func (s *Redis) Reset(ctx context.Context, key string, limits *ratelimit.Limits)
 	s.leased.drop(key)
 	err = s.fn.run(ctx, s.client, programRun{program: resetProgram, keys: keys}).Err()
 	if s.denied != nil {
-		// After the DEL, whatever its outcome: a denial cached before it,
-		// or by a request Redis decided before it, must not outlive it.
+		// After the DEL, whatever its outcome: no denial from before it
+		// may outlive it.
 		s.denied.reset(key)
 	}
 	if err != nil {
