@@ -9,13 +9,9 @@ import (
 
 // The KEYS and ARGV of the store's programs, each built here by one
 // function, in the order its script's header in package lua states.
-// Nothing else computes a place in them. reset.lua and probe.lua take no
-// ARGV.
 
-// redisKey is the Redis key of key's state named by suffix: a limit's
-// (spec.Limit.Suffix), the ban's (spec.BanSuffix), a charge's identity
-// (spec.ChargeSuffix and the identity). The braces are a hash tag: all of
-// key's state sits in one Redis Cluster slot.
+// redisKey is the Redis key of key's state named by suffix. The braces are
+// a hash tag: all of key's state sits in one Redis Cluster slot.
 func redisKey(prefix, key, suffix string) string {
 	return prefix + "{" + key + "}" + suffix
 }
@@ -28,8 +24,8 @@ func limitKeys(keys []string, prefix, key string, set *spec.Set) []string {
 	return keys
 }
 
-// requestKeys appends the KEYS of a request of decide.lua or peek.lua:
-// its limits', then its ban's when its set has a ban.
+// requestKeys appends the KEYS of decide.lua or peek.lua: the limits',
+// then the ban's, if any.
 func requestKeys(keys []string, prefix string, r *request) []string {
 	keys = limitKeys(keys, prefix, r.key, r.set)
 	if r.set.Ban != nil {
@@ -68,8 +64,8 @@ func decideArgs(args []any, r *request, deadline *int64, slot string) []any {
 	return args
 }
 
-// peekArgs appends the ARGV of peek.lua, in the order of its peek_args:
-// the cost, then each limit's code, a, b and c.
+// peekArgs appends the ARGV of peek.lua (peek_args): the cost, then each
+// limit's code, a, b and c.
 func peekArgs(args []any, r *request) []any {
 	args = append(args, r.cost)
 	for i := range r.set.Limits {
@@ -79,10 +75,9 @@ func peekArgs(args []any, r *request) []any {
 	return args
 }
 
-// endArgs appends the ARGV of end.lua, in the order of its end_args: the
-// usage, r's deadline, then each limit's code, a, b and c, where a
-// Concurrent limit's c is slot, the id of the slot given back, when
-// it is not "".
+// endArgs appends the ARGV of end.lua (end_args): the usage, r's
+// deadline, then each limit's code, a, b and c (a Concurrent limit's:
+// slot, the id of the slot given back, unless "").
 func endArgs(args []any, r *request, usage int, slot string) []any {
 	args = append(args, usage, r.deadline)
 	for i := range r.set.Limits {
@@ -128,7 +123,7 @@ func chargeArgs(prefix string, c *fallback.Charge, offset int64) ([]string, []an
 }
 
 // renewArgs returns the ARGV of renew.lua: the slots' life in µs, then
-// the ids of the slots to renew.
+// their ids.
 func renewArgs(length int64, ids []any) []any {
 	return append([]any{length}, ids...)
 }

@@ -55,15 +55,13 @@ type batcher struct {
 	queue []*decision
 
 	// late counts the decisions left out of a batch because their until
-	// had passed when it started: they waited for the runs under way, and
-	// their time ran out before they reached Redis.
+	// had passed while they waited.
 	late atomic.Int64
 }
 
-// run runs d alone through c, as fn says, cut short at d.until. When d.until comes
-// before ctx's deadline, a caller who gives up once the run is under way
-// waits for it, until d.until at most: the request has gone, and
-// abandoning its answer would cost the connection.
+// run runs d alone through c, cut short at d.until. When d.until comes
+// before ctx's deadline, a caller giving up mid-run still waits for it,
+// until d.until: abandoning a sent request's answer costs the connection.
 func (d *decision) run(ctx context.Context, fn *functions, c RedisClient) {
 	if !d.until.IsZero() {
 		if dl, ok := ctx.Deadline(); !ok || d.until.Before(dl) {
@@ -103,8 +101,7 @@ func (b *batcher) do(ctx context.Context, d *decision) error {
 	}
 }
 
-// next hands the run slot to the decisions that waited, in a goroutine
-// that runs batch after batch while decisions wait, or frees it.
+// next hands the run slot to the decisions that waited, or frees it.
 func (b *batcher) next() {
 	if batch := b.take(); batch != nil {
 		go b.drain(batch)
@@ -120,7 +117,7 @@ func (b *batcher) drain(batch []*decision) {
 }
 
 // take returns the decisions that waited, as a batch that keeps the run
-// slot, or, when none waits, nil, and frees the slot.
+// slot, or nil, freeing the slot.
 func (b *batcher) take() []*decision {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -137,8 +134,7 @@ func (b *batcher) take() []*decision {
 	return batch
 }
 
-// latestUntil returns the latest until of the decisions of batch, zero
-// when one of them has none.
+// latestUntil returns the latest until of batch, zero if one has none.
 func latestUntil(batch []*decision) time.Time {
 	var until time.Time
 	for _, d := range batch {
@@ -152,11 +148,9 @@ func latestUntil(batch []*decision) time.Time {
 	return until
 }
 
-// exec runs a batch, as one run or one pipeline, and hands each
-// decision its line. Decisions whose callers gave up while they waited, or
+// exec runs a batch, as one run or one pipeline, until its latest until,
+// and hands each decision its line. Decisions whose callers gave up, or
 // whose until has passed, are left out: nothing of theirs reaches Redis.
-// The run may last until the latest of the decisions' until; one with none
-// lets it last as go-redis's own timeouts allow.
 func (b *batcher) exec(batch []*decision) {
 	live := batch[:0]
 	now := time.Now()
@@ -219,7 +213,6 @@ type runCtx struct {
 
 var runCtxs sync.Pool
 
-// newRunCtx returns a context with parent's values that ends at deadline.
 func newRunCtx(parent context.Context, deadline time.Time) *runCtx {
 	c, _ := runCtxs.Get().(*runCtx)
 	if c == nil {
@@ -232,7 +225,6 @@ func newRunCtx(parent context.Context, deadline time.Time) *runCtx {
 	return c
 }
 
-// timeout ends c when its deadline passes.
 func (c *runCtx) timeout() {
 	c.expired.Store(true)
 	close(c.done)

@@ -49,8 +49,8 @@ func (s *Redis) Check(ctx context.Context) error {
 	return err
 }
 
-// check is Check, through a client of the prober's (see probeClient), so
-// that an unreachable Redis fails it at once with the dial's error.
+// check is Check through a probe client (see probeClient): an
+// unreachable Redis fails it at once with the dial's error.
 func (s *Redis) check(ctx context.Context) error {
 	c, end, err := probeClient(ctx, s.client)
 	if err != nil {
@@ -78,9 +78,8 @@ func (s *Redis) checkThrough(ctx context.Context, c RedisClient) error {
 	return misconfigured(probeScript.Run(ctx, c, []string{redisKey(s.prefix, "probe", "")}).Err(), s.prefix, s.cluster)
 }
 
-// checkSlots are slots spread over the cluster's range: a single
-// server's check uses keys of all of them, so that a cluster node refuses
-// it whichever slots it serves.
+// checkSlots spread a single server's check over the cluster's range, so
+// that a cluster node refuses it whichever slots it serves.
 var checkSlots = []int{0, 5461, 10923, 16383}
 
 // checkKey is a key of slot that the check never writes.
@@ -88,8 +87,8 @@ func (s *Redis) checkKey(slot int) string {
 	return redisKey(s.prefix, clusterslot.Tag(slot), ":check")
 }
 
-// diagnose runs check.lua through c with EVAL and returns what it or
-// Redis refused, as misconfigurations.
+// diagnose runs check.lua through c and returns what was refused, as
+// misconfigurations.
 func (s *Redis) diagnose(ctx context.Context, c RedisClient, keys []string) error {
 	args := make([]any, len(storeCommands))
 	for i, name := range storeCommands {
@@ -133,8 +132,7 @@ func (s *Redis) diagnose(ctx context.Context, c RedisClient, keys []string) erro
 	return errors.Join(errs...)
 }
 
-// time returns Redis's clock in microseconds, read by the probe script
-// through c.
+// time returns Redis's clock in µs, read by the probe script through c.
 func (s *Redis) time(ctx context.Context, c RedisClient) (int64, error) {
 	t, err := probeScript.Run(ctx, c, []string{redisKey(s.prefix, "probe", "")}).StringSlice()
 	if err != nil {
@@ -177,8 +175,7 @@ func (s *Redis) checkCluster(ctx context.Context, cluster *redis.ClusterClient) 
 // uses a client of its own, and before decisions go back the store's
 // client must lend warmConns connections at once, each running the probe.
 
-// warmConns is how many connections a store's client must lend at once:
-// as many as the batcher runs scripts at once.
+// warmConns is as many connections as the batcher runs scripts at once.
 const warmConns = defaultRuns
 
 // probeClient returns a client made like c, with one connection, one
@@ -223,11 +220,9 @@ func probeClient(ctx context.Context, c RedisClient) (RedisClient, func(), error
 	}, nil
 }
 
-// warm has the store's client, when it is a single server's, run the
-// probe on warmConns connections held at once, as decisions will run: as
-// a function, loading the library if Redis lost it meanwhile, or as a
-// script. On a Redis Cluster, it loads the library on every master that
-// lacks it.
+// warm has a single server's client run the probe on warmConns
+// connections at once, as decisions will run (loading the library if
+// Redis lost it). On a Redis Cluster, it loads the library where missing.
 func (s *Redis) warm(ctx context.Context) error {
 	single, ok := s.client.(*redis.Client)
 	if !ok {

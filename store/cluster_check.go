@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -69,11 +70,8 @@ func ownersOf(ranges []redis.ClusterSlot) ([]slotOwner, error) {
 		if len(r.Nodes) == 0 {
 			continue
 		}
-		id := r.Nodes[0].ID
-		if id == "" {
-			id = r.Nodes[0].Addr
-		}
-		owners = append(owners, slotOwner{start: r.Start, end: r.End, id: id, addr: r.Nodes[0].Addr})
+		n := r.Nodes[0]
+		owners = append(owners, slotOwner{start: r.Start, end: r.End, id: cmp.Or(n.ID, n.Addr), addr: n.Addr})
 	}
 	slices.SortFunc(owners, func(a, b slotOwner) int { return a.start - b.start })
 	next := 0

@@ -45,9 +45,7 @@ type denial struct {
 
 func newDenyCache(size int) *denyCache {
 	start := time.Now()
-	c := &denyCache{perShard: max(size/32, 1)}
-	c.now = func() int64 { return int64(time.Since(start) / time.Microsecond) }
-	return c
+	return &denyCache{perShard: max(size/32, 1), now: func() int64 { return int64(time.Since(start) / time.Microsecond) }}
 }
 
 func (c *denyCache) shard(key string) *denyShard {

@@ -117,11 +117,6 @@ type onceCmd struct{ *redis.Cmd }
 // NoRetry tells go-redis not to send the command again.
 func (onceCmd) NoRetry() bool { return true }
 
-// processor is what sends a command: every go-redis client and pipeline.
-type processor interface {
-	Process(ctx context.Context, cmd redis.Cmder) error
-}
-
 // maxSendAgain is how many more times a program is sent after answers
 // that prove it did not run.
 const maxSendAgain = 3
@@ -191,7 +186,9 @@ var verbNames = [verbs]any{fcallVerb: "fcall", evalShaVerb: "evalsha", evalVerb:
 // Process gets it through its own method, which retries as it does.
 func send(ctx context.Context, c any, v verb, r programRun) *redis.Cmd {
 	p, keys, args := r.program, r.keys, r.args
-	pc, ok := c.(processor)
+	pc, ok := c.(interface { // every go-redis client and pipeline
+		Process(ctx context.Context, cmd redis.Cmder) error
+	})
 	if !ok {
 		switch s, _ := c.(redis.Scripter); v {
 		case evalShaVerb:

@@ -16,25 +16,20 @@ import (
 	"github.com/ratelimit-go/ratelimit/store/internal/limitset"
 )
 
-// Leased limits (ratelimit.Limit.Leased). A request of a leased set is
-// decided in process from this instance's slices, units Redis counted
-// when it granted them, when each limit's has units enough and time left;
-// else it goes to Redis, asking besides for a new slice of each limit.
-// One request per key asks at a time; the others wait for its answer, so
-// a hot key running out sends one call, not one per request in flight.
-//
-// A slice is sized to last about sliceTarget at the rate its key spent
-// the last one, at most four times that one plus sliceStart, so a key
-// warms up in a few calls and a burst takes no more than it can spend. It
-// lasts at most sliceLife: a Reset on another instance reaches this one's
-// slices within it, and a token bucket keeps room for that time's refill.
+// Leased limits: a request is decided in process from this instance's
+// slices (units Redis counted when it granted them) when they suffice;
+// else it goes to Redis, asking besides for new slices. One request per
+// key asks at a time, so a hot key running out sends one call, not one per
+// request in flight. A slice is sized to last about sliceTarget at the
+// key's last rate, at most four times the last one plus sliceStart, so a
+// key warms up in a few calls and a burst takes no more than it can spend.
+// It lasts at most sliceLife: a Reset on another instance reaches this
+// one's slices within it, and a token bucket keeps room for that refill.
 
 const (
-	sliceTarget = 20 * time.Millisecond
-	sliceLife   = spec.SliceLife
-	sliceStart  = 16
-	// maxLeasedKeys bounds the keys holding slices; past it, a key
-	// takes the place of one whose slices are over, or of any.
+	sliceTarget   = 20 * time.Millisecond
+	sliceLife     = spec.SliceLife
+	sliceStart    = 16
 	maxLeasedKeys = 1 << 16
 	sliceShards   = 64
 )
@@ -61,20 +56,15 @@ type sliceShard struct {
 	keys map[string]*keySlices
 }
 
-// keySlices is one key's slices, one per limit of the set that took them,
-// and the request that is taking new ones, if any.
+// keySlices is one key's slices, one per limit of the set that took them.
 type keySlices struct {
 	limits []slice
-	// taking, while a request asks Redis for slices of the key, is closed
-	// when it has its answer.
-	taking chan struct{}
-	// short is set when the key's last answer from Redis brought no
-	// slices: a denial, or too little left to slice.
-	short bool
+	taking chan struct{} // closed when the request asking for slices has its answer
+	short  bool          // the key's last answer brought no slices
 }
 
-// slice is an instance's slice of one limit of a key: units it may
-// spend until expires, and what Redis said of the limit with it.
+// slice is an instance's slice of one limit of a key: units it may spend
+// until expires, and what Redis said of the limit with it.
 type slice struct {
 	suffix    string // the limit's
 	units     int64  // left to spend
@@ -90,7 +80,7 @@ func (l *sliceTable) shard(key string) *sliceShard {
 	return &l.shards[spec.KeyHash(key)%sliceShards]
 }
 
-// find returns key's slice of c in k, nil when none.
+// find returns k's slice of c, nil when none.
 func (k *keySlices) find(c *compiled) *slice {
 	for i := range k.limits {
 		if k.limits[i].suffix == c.Suffix {
@@ -100,8 +90,7 @@ func (k *keySlices) find(c *compiled) *slice {
 	return nil
 }
 
-// What a request of a leased set that its instance's slices could not
-// decide does next (see spend).
+// What a request of a leased set does next (see spend).
 type sliceMiss uint8
 
 const (
@@ -166,7 +155,8 @@ func (l *sliceTable) spend(r *request, waited bool) (d ratelimit.Decision, next 
 	return ratelimit.MakeDecision(rs...), fromSlices, nil
 }
 
-// add makes key's entry, in room made if need be. The shard is locked.
+// add makes key's entry, in room made, past maxLeasedKeys, from keys
+// whose slices are over, or any. The shard is locked.
 func (sh *sliceShard) add(key string, now int64) *keySlices {
 	if sh.keys == nil {
 		sh.keys = make(map[string]*keySlices)
@@ -196,8 +186,8 @@ func (k *keySlices) over(now int64) bool {
 	return !slices.ContainsFunc(k.limits, func(q slice) bool { return q.expires > now })
 }
 
-// wants returns, per limit of set, how many units beyond the cost the
-// request asking Redis for key's slices asks for.
+// wants returns, per limit of set, the units key's request asks beyond
+// its cost.
 func (l *sliceTable) wants(key string, set *spec.Set, out []int64) []int64 {
 	sh := l.shard(key)
 	now := l.now()
@@ -259,8 +249,8 @@ func (l *sliceTable) granted(r *request, d *ratelimit.Decision, sent int64) {
 	l.done(k)
 }
 
-// abandon ends the taking of key's slices without a grant: the request
-// failed, or was denied from the deny cache, which makes the key short.
+// abandon ends the taking of key's slices without a grant; short: it was
+// denied from the deny cache.
 func (l *sliceTable) abandon(key string, short bool) {
 	sh := l.shard(key)
 	sh.mu.Lock()
@@ -279,8 +269,7 @@ func (l *sliceTable) done(k *keySlices) {
 	}
 }
 
-// drop forgets key's slices (a Reset): their units, counted on Redis
-// before the reset, are not spent.
+// drop forgets key's slices, for a Reset.
 func (l *sliceTable) drop(key string) {
 	sh := l.shard(key)
 	sh.mu.Lock()
@@ -291,8 +280,8 @@ func (l *sliceTable) drop(key string) {
 	}
 }
 
-// leasedCode is the script code of a leased limit whose request asks for
-// want units beyond its cost, for at most sliceLife.
+// leasedCode is the script code of a leased limit asking for want units
+// beyond the cost, for at most sliceLife.
 func leasedCode(c *compiled, want int64) string {
 	return c.ScriptArgs().Code.(string) + "~" + strconv.FormatInt(want, 10) + "~" + strconv.FormatInt(int64(sliceLife/time.Microsecond), 10)
 }
@@ -318,8 +307,7 @@ func isTimeout(err error) bool {
 	return errors.As(err, &ne) && ne.Timeout()
 }
 
-// waitForSlices waits for the request under way for a key's slices, until
-// ctx ends or until, when set.
+// waitForSlices waits for wait to close, until ctx ends or until, if set.
 func waitForSlices(ctx context.Context, wait <-chan struct{}, until time.Time) error {
 	var late <-chan time.Time // never, without until
 	if !until.IsZero() {

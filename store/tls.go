@@ -24,31 +24,23 @@ func tlsProblem(err error) *misconfiguration {
 	if err == nil {
 		return nil
 	}
-	var (
-		unknown  x509.UnknownAuthorityError
-		hostname x509.HostnameError
-		invalid  x509.CertificateInvalidError
-		record   tls.RecordHeaderError
-		verify   *tls.CertificateVerificationError
-		alert    tls.AlertError
-	)
 	switch {
-	case errors.As(err, &unknown):
+	case errors.As(err, new(x509.UnknownAuthorityError)):
 		return &misconfiguration{problem: "Redis's TLS certificate is signed by an authority the client does not trust",
 			fix: "give the client the certificate of the authority that signed it (tls.Config.RootCAs)", err: err}
-	case errors.As(err, &hostname):
+	case errors.As(err, new(x509.HostnameError)):
 		return &misconfiguration{problem: "Redis's TLS certificate does not name the host the client dials",
 			fix: "dial a name or address the certificate holds, or set tls.Config.ServerName to one", err: err}
-	case errors.As(err, &invalid):
+	case errors.As(err, new(x509.CertificateInvalidError)):
 		return &misconfiguration{problem: "Redis's TLS certificate is not valid now (expired, not yet valid, or not for a server)",
 			fix: "renew the server's certificate, or check the clocks", err: err}
-	case errors.As(err, &verify):
+	case errors.As(err, new(*tls.CertificateVerificationError)):
 		return &misconfiguration{problem: "the client rejected Redis's TLS certificate",
 			fix: "check the server's certificate and the client's tls.Config.RootCAs", err: err}
-	case errors.As(err, &record):
+	case errors.As(err, new(tls.RecordHeaderError)):
 		return &misconfiguration{problem: "the server answered a TLS handshake in plain text: this is not a TLS port",
 			fix: "use redis:// rather than rediss:// (no TLSConfig), or the server's TLS port", err: err}
-	case errors.As(err, &alert) || strings.Contains(err.Error(), "remote error: tls:"):
+	case errors.As(err, new(tls.AlertError)) || strings.Contains(err.Error(), "remote error: tls:"):
 		return &misconfiguration{problem: "Redis refused the TLS handshake",
 			fix: "if it asks for client certificates, give the client one its authority signed (tls.Config.Certificates)", err: err}
 	}
@@ -141,8 +133,7 @@ func tryOtherWay(addr string, withTLS bool) bool {
 		// in a TLS alert (a client certificate asked for), says it speaks TLS.
 		tc := tls.Client(conn, &tls.Config{InsecureSkipVerify: true})
 		err := tc.HandshakeContext(context.Background())
-		var alert tls.AlertError
-		return err == nil || errors.As(err, &alert) || strings.Contains(err.Error(), "remote error: tls:")
+		return err == nil || errors.As(err, new(tls.AlertError)) || strings.Contains(err.Error(), "remote error: tls:")
 	}
 	if _, err := conn.Write([]byte("PING\r\n")); err != nil {
 		return false
