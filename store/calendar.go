@@ -12,9 +12,8 @@ import (
 type compiled = spec.Limit
 
 // calendarMiss reports whether err is a script's answer that Redis's
-// clock lay outside the calendar periods it was given, and then makes the
-// calendars of set name the periods around Redis's time, so that the
-// caller may ask again.
+// clock lay outside the calendar periods it was given, and then moves
+// set's calendars to Redis's time, so that the caller may ask again.
 func calendarMiss(err error, set *spec.Set) bool {
 	if !set.Calendar {
 		return false

@@ -25,8 +25,7 @@ type clusterBatcher struct {
 	masters map[string]*batcher
 }
 
-// do is batcher.do for the batcher of the master that owns d's slot, as
-// the client's map of the slots says now.
+// do is batcher.do for the batcher of the master that owns d's slot.
 func (c *clusterBatcher) do(ctx context.Context, d *decision) error {
 	master, err := c.client.MasterForKey(ctx, d.keys[0])
 	if err != nil { // no map of the slots: d runs alone
@@ -97,10 +96,9 @@ func (b *batcher) pipelineOnce(ctx context.Context, batch []*decision, todo []in
 	b.sendPipeline(ctx, evalVerb, batch, failed(cmds, todo, noScript), cmds)
 }
 
-// fcallPipeline sends the decisions of batch at todo as FCALL; when a
-// master lacked the library, it loads it and sends those again. It
-// returns those to run as scripts: refused FCALL, or still missing the
-// library.
+// fcallPipeline sends the decisions of batch at todo as FCALL, again
+// once the library is loaded where missing, and returns those to run as
+// scripts.
 func (b *batcher) fcallPipeline(ctx context.Context, batch []*decision, todo []int, cmds []*redis.Cmd) []int {
 	b.sendPipeline(ctx, fcallVerb, batch, todo, cmds)
 	if missing := failed(cmds, todo, functionMissing); len(missing) > 0 {
@@ -120,8 +118,8 @@ func (b *batcher) fcallPipeline(ctx context.Context, batch []*decision, todo []i
 	return scripts
 }
 
-// sendPipeline sends the decisions of batch at todo as one pipeline of v,
-// each command into cmds, where it holds its own reply or error.
+// sendPipeline sends the decisions of batch at todo as one pipeline of v
+// into cmds.
 func (b *batcher) sendPipeline(ctx context.Context, v verb, batch []*decision, todo []int, cmds []*redis.Cmd) {
 	if len(todo) == 0 {
 		return

@@ -27,9 +27,8 @@ type slotOwner struct {
 }
 
 // clusterOwners reloads cluster's map of the slots and returns the
-// owners of every slot, as every master in that map sees them: each must
-// answer, and all must agree, so that a reload the client makes later,
-// from any of them, keeps the routing the probe checked.
+// owners of every slot, as all its masters agree: a later reload from any
+// of them keeps the routing the probe checked.
 func clusterOwners(ctx context.Context, cluster *redis.ClusterClient) ([]slotOwner, error) {
 	var mu sync.Mutex
 	var views [][]slotOwner
@@ -87,9 +86,8 @@ func ownersOf(ranges []redis.ClusterSlot) ([]slotOwner, error) {
 	return owners, nil
 }
 
-// routesTo checks that cluster sends keys of o's slots to o's master,
-// without following a MOVED: to the address Redis gave for it, or else to
-// the node that says it has o's node ID.
+// routesTo checks that cluster sends keys of o's slots, without a MOVED,
+// to o's address or to the node that says it has o's node ID.
 func routesTo(ctx context.Context, cluster *redis.ClusterClient, o slotOwner) error {
 	master, err := cluster.MasterForKey(ctx, "{"+clusterslot.Tag(o.start)+"}")
 	if err != nil {

@@ -52,8 +52,7 @@ func (c *denyCache) shard(key string) *denyShard {
 	return &c.shards[spec.KeyHash(key)%uint32(len(c.shards))]
 }
 
-// get returns the cached denial of r, its times brought up to now, if r
-// cannot pass yet.
+// get returns the cached denial of r, its times brought up to now.
 func (c *denyCache) get(r *request) (ratelimit.Decision, bool) {
 	key, set, cost := r.key, r.set, r.cost
 	sh := c.shard(key)
@@ -101,14 +100,13 @@ type denyEpoch struct {
 	sent   int64 // µs, on the cache's clock
 }
 
-// epoch returns key's epoch now: read it before asking Redis.
+// epoch returns key's epoch: read it before asking Redis.
 func (c *denyCache) epoch(key string) denyEpoch {
 	return denyEpoch{resets: c.shard(key).resets.Load(), sent: c.now()}
 }
 
-// put remembers d, a denial of r that Redis just made, asked for at
-// epoch; unless a Reset of r's key came since, or r's set has a ban and
-// the key is not banned.
+// put remembers d, Redis's denial of r asked for at epoch, unless a Reset
+// came since, or r's set has a ban and the key is not banned.
 func (c *denyCache) put(r *request, d ratelimit.Decision, epoch denyEpoch) {
 	key, set, cost, sent := r.key, r.set, r.cost, epoch.sent
 	if set.Ban != nil && d.Banned == 0 {
@@ -193,8 +191,8 @@ func (sh *denyShard) evict(now int64, capacity int) {
 	}
 }
 
-// reset drops every cached denial of key, and keeps out the denials of
-// requests under way: call it once the Reset's DEL is done.
+// reset drops key's denials and keeps out those of requests under way:
+// call it once the Reset's DEL is done.
 func (c *denyCache) reset(key string) {
 	sh := c.shard(key)
 	sh.mu.Lock()
@@ -204,8 +202,7 @@ func (c *denyCache) reset(key string) {
 	sh.mu.Unlock()
 }
 
-// forget drops every cached denial of key: after a request of it passed
-// (its room changed).
+// forget drops key's denials: its room changed.
 func (c *denyCache) forget(key string) {
 	sh := c.shard(key)
 	if sh.keys.Load() == 0 {

@@ -14,8 +14,8 @@ import (
 // evictionCheckTimeout bounds how long NewRedis waits for CONFIG GET.
 const evictionCheckTimeout = time.Second
 
-// configGetter is the part of a go-redis client that reads the
-// configuration of one server.
+// configGetter is the part of a go-redis client that reads a server's
+// configuration.
 type configGetter interface {
 	ConfigGet(ctx context.Context, parameter string) *redis.MapStringStringCmd
 }
@@ -53,7 +53,8 @@ func (s *Redis) evictingServers(ctx context.Context, client RedisClient) []evict
 		if err != nil {
 			return
 		}
-		if policy := cfg["maxmemory-policy"]; evicting(policy) {
+		policy := cfg["maxmemory-policy"]
+		if strings.HasPrefix(policy, "allkeys-") || strings.HasPrefix(policy, "volatile-") {
 			mu.Lock()
 			found = append(found, evictingServer{where, policy})
 			mu.Unlock()
@@ -73,8 +74,7 @@ func (s *Redis) evictingServers(ctx context.Context, client RedisClient) []evict
 	return found
 }
 
-// evictionError is the misconfiguration of servers that may evict the
-// store's keys, or nil.
+// evictionError is the misconfiguration of evicting servers, or nil.
 func evictionError(servers []evictingServer) error {
 	if len(servers) == 0 {
 		return nil
@@ -92,9 +92,4 @@ func evictionError(servers []evictingServer) error {
 		fix:     "set maxmemory-policy to noeviction, or give the limiter a Redis of its own with noeviction",
 		err:     errors.New(strings.Join(where, "; ")),
 	}
-}
-
-// evicting reports whether a maxmemory-policy lets Redis delete keys.
-func evicting(policy string) bool {
-	return strings.HasPrefix(policy, "allkeys-") || strings.HasPrefix(policy, "volatile-")
 }

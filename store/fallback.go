@@ -184,9 +184,7 @@ func (f *Fallback) Reset(ctx context.Context, key string, limits *ratelimit.Limi
 
 // Close stops the probing goroutine and waits for it. Decisions still
 // work afterwards, but a down Redis is no longer probed.
-func (f *Fallback) Close() error {
-	return f.impl.Close()
-}
+func (f *Fallback) Close() error { return f.impl.Close() }
 
 // FallbackHealth is a snapshot of a [Fallback]: where its decisions are
 // made, since when, its last Redis failure, and what it has counted since

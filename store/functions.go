@@ -117,9 +117,7 @@ type onceCmd struct{ *redis.Cmd }
 // NoRetry tells go-redis not to send the command again.
 func (onceCmd) NoRetry() bool { return true }
 
-// maxSendAgain is how many more times a program is sent after answers
-// that prove it did not run.
-const maxSendAgain = 3
+const maxSendAgain = 3 // resends of a program that provably did not run
 
 // notRun reports whether err is Redis refusing a command before running
 // it: loading, a replica, a cluster not ready. A lost connection or a
@@ -154,9 +152,7 @@ func settle(ctx context.Context, cmd *redis.Cmd) *redis.Cmd {
 // cutShort is a call that ctx ended after the network failed it.
 type cutShort struct{ ctx, cause error }
 
-func (e *cutShort) Error() string {
-	return e.ctx.Error() + " (after: " + e.cause.Error() + ")"
-}
+func (e *cutShort) Error() string { return e.ctx.Error() + " (after: " + e.cause.Error() + ")" }
 
 func (e *cutShort) Unwrap() []error { return []error{e.ctx, e.cause} }
 
@@ -167,8 +163,7 @@ func pause(ctx context.Context, again int) error {
 	return wait.For(ctx, min(d/2+rand.N(d/2+1), 512*time.Millisecond))
 }
 
-// A verb is how a program is run: FCALL of its function, EVALSHA of its
-// script's hash, or EVAL of its source.
+// A verb is how a program is run: FCALL, EVALSHA or EVAL.
 type verb int
 
 const (
@@ -222,8 +217,7 @@ func runScript(ctx context.Context, c RedisClient, r programRun) *redis.Cmd {
 	return cmd
 }
 
-// noScript reports whether err says Redis lacks the script: it did not
-// run.
+// noScript reports whether err says Redis lacks the script: it did not run.
 func noScript(err error) bool {
 	return err != nil && (errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT"))
 }
@@ -253,10 +247,9 @@ func (f *functions) refuse(err error) bool {
 }
 
 // refusal reports whether err is Redis refusing FCALL or FUNCTION LOAD:
-// an unknown command (Redis before 7, miniredis, a command renamed away),
-// logged at DEBUG, or one the ACL user may not run, at INFO. Not a key's
-// permission, nor that of a command the function calls, which Redis
-// reports otherwise, and after writes the function may have made.
+// an unknown command, logged at DEBUG, or one the ACL user may not run, at
+// INFO; not a key or a command the function calls, refused otherwise and
+// maybe after the function's writes.
 func refusal(err error) (msg string, level slog.Level, ok bool) {
 	msg, ok = replyText(err)
 	switch {
@@ -269,8 +262,7 @@ func refusal(err error) (msg string, level slog.Level, ok bool) {
 	return "", 0, false
 }
 
-// functionMissing reports whether err says Redis has no such function:
-// the call did not run.
+// functionMissing reports whether err says Redis has no such function.
 func functionMissing(err error) bool {
 	msg, ok := replyText(err)
 	return ok && strings.HasPrefix(msg, "ERR Function not found")
@@ -288,10 +280,8 @@ func replyText(err error) (string, bool) {
 	return reply.Error(), true
 }
 
-// loadShared loads the library through c (see loadLibrary). refused
-// reports that Redis or its user refused it: programs now run as scripts.
-// A load under way through c is shared; a caller whose ctx ends first gets
-// ctx's error.
+// loadShared loads the library through c, sharing a load under way.
+// refused reports that Redis refused it: programs now run as scripts.
 func (f *functions) loadShared(ctx context.Context, c RedisClient) (refused bool, err error) {
 	f.mu.Lock()
 	l := f.loads[c]
@@ -348,8 +338,8 @@ func loadLibrary(ctx context.Context, c RedisClient) error {
 	return errors.New("ratelimit: the Redis client does not call Redis Functions")
 }
 
-// loaded is the error of FUNCTION LOAD, nil when the library was there
-// already: its name says its version.
+// loaded is FUNCTION LOAD's error, nil when the library (its name says
+// its version) was there already.
 func loaded(err error) error {
 	if msg, _ := replyText(err); strings.HasPrefix(msg, "ERR Library") && strings.HasSuffix(msg, "already exists") {
 		return nil

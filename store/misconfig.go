@@ -23,9 +23,8 @@ import (
 // middleware's error handler.
 var ErrMisconfigured = errors.New("store: Redis is misconfigured")
 
-// misconfiguration is an error of ErrMisconfigured: problem says what is
-// wrong, fix what to change, and neither holds a password or a key; err
-// is what Redis or the client said.
+// misconfiguration is an error of ErrMisconfigured: what is wrong, what
+// to change (neither holds a password or a key), and what Redis said.
 type misconfiguration struct {
 	problem string
 	fix     string
@@ -39,9 +38,8 @@ func (e *misconfiguration) Error() string {
 func (e *misconfiguration) Unwrap() []error { return []error{ErrMisconfigured, e.err} }
 
 // storeCommands are the commands the library's scripts call, in lower
-// case: the store's, and those of the package admin's overrides and top
-// keys (hexists, hget, hlen), so that one rule serves both; it also
-// needs EVAL and EVALSHA to run them.
+// case, the package admin's (hexists, hget, hlen) included, so that one
+// rule serves both.
 var storeCommands = []string{
 	"ping", "time", "del", "get", "set", "pttl", "pexpire", "incrby", "decrby",
 	"zadd", "zcard", "zcount", "zrange", "zrangebyscore", "zrem", "zremrangebyscore",
@@ -59,12 +57,7 @@ var storeCommands = []string{
 // A Redis Cluster client also needs +cluster|slots, to learn which node
 // holds which keys.
 func ACLRule(prefix string) string {
-	var b strings.Builder
-	b.WriteString("~" + prefix + "* resetchannels -@all +eval +evalsha")
-	for _, c := range storeCommands {
-		b.WriteString(" +" + c)
-	}
-	return b.String()
+	return "~" + prefix + "* resetchannels -@all +eval +evalsha +" + strings.Join(storeCommands, " +")
 }
 
 // faultOf classifies err, returned for a request whose context is ctx:
@@ -103,11 +96,9 @@ func faultOf(ctx context.Context, err error) fallback.Fault {
 }
 
 // outageReplies start the replies of a Redis that cannot decide now but
-// will without a change of setup: loading, a replica or a master without
-// its replicas, a cluster resharding or down, a busy script, full memory,
-// a failing disk, too many clients. MOVED and ASK reach here only through
-// a cluster client, which follows them: one that still gets them is
-// mid-resharding.
+// will without a change of setup (MISCONF: a failing disk; BUSY: a busy
+// script). MOVED and ASK reach here only through a cluster client, which
+// follows them: one that still gets them is mid-resharding.
 var outageReplies = []string{"LOADING", "READONLY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "BUSY", "OOM", "MISCONF", "NOREPLICAS", "ERR max number of clients", "MOVED", "ASK"}
 
 // misconfigured returns err as a misconfiguration if it says Redis refuses

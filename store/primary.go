@@ -38,9 +38,8 @@ func (p primary) Reset(ctx context.Context, key string, limits *ratelimit.Limits
 	return p.r.Reset(ctx, key, limits)
 }
 
-// Probe checks Redis through a client of its own with one connection (see
-// probeClient), and reads Redis's clock through it; Recover then readies
-// the store's own client (see Redis.warm).
+// Probe checks Redis, and reads its clock, through a probe client (see
+// probeClient); Recover then readies the store's own client (Redis.warm).
 func (p primary) Probe(ctx context.Context, what fallback.Probe, now func() int64) (int64, error) {
 	if what == fallback.ReadClock {
 		return p.offset(ctx, p.r.client, now)
@@ -62,8 +61,7 @@ func (p primary) Probe(ctx context.Context, what fallback.Probe, now func() int6
 	return offset, p.r.warm(ctx)
 }
 
-// offset reads Redis's clock through c: Redis's time minus now's, read
-// around it.
+// offset is Redis's clock, read through c, minus now's, read around it.
 func (p primary) offset(ctx context.Context, c RedisClient, now func() int64) (int64, error) {
 	before := now()
 	redisNow, err := p.r.time(ctx, c)

@@ -26,9 +26,7 @@ import (
 // *redis.Ring, the failover clients of redis.NewFailoverClient and
 // redis.NewFailoverClusterClient, and *redis.AutoPipeliner all satisfy
 // it.
-type RedisClient interface {
-	redis.Scripter
-}
+type RedisClient interface{ redis.Scripter }
 
 // Redis is a [ratelimit.Store] that keeps its counters in Redis, so that
 // every instance of a service shares them. Each decision is one atomic

@@ -50,8 +50,8 @@ func tlsProblem(err error) *misconfiguration {
 // otherWayTimeout bounds tryOtherWay's dial and exchange.
 const otherWayTimeout = time.Second
 
-// withTLSHint returns err, which Check got through c, as a misconfiguration
-// when the server speaks TLS and c plain text, or the other way round.
+// withTLSHint returns err, which Check got through c, as a
+// misconfiguration when the server and c speak TLS and plain text.
 func withTLSHint(err error, c RedisClient) error {
 	if _, isReply := replyText(err); err == nil || isReply || errors.Is(err, ErrMisconfigured) {
 		return err
