@@ -63,15 +63,13 @@ type batcher struct {
 // before ctx's deadline, a caller giving up mid-run still waits for it,
 // until d.until: abandoning a sent request's answer costs the connection.
 func (d *decision) run(ctx context.Context, fn *functions, c RedisClient) {
-	if !d.until.IsZero() {
-		if dl, ok := ctx.Deadline(); !ok || d.until.Before(dl) {
-			if d.err = ctx.Err(); d.err != nil {
-				return // not sent
-			}
-			rc := newRunCtx(ctx, d.until)
-			defer rc.release()
-			ctx = rc
+	if dl, ok := ctx.Deadline(); !d.until.IsZero() && (!ok || d.until.Before(dl)) {
+		if d.err = ctx.Err(); d.err != nil {
+			return // not sent
 		}
+		rc := newRunCtx(ctx, d.until)
+		defer rc.release()
+		ctx = rc
 	}
 	d.line, d.err = fn.run(ctx, c, d.programRun).Text()
 }

@@ -16,31 +16,29 @@ import (
 	"github.com/ratelimit-go/ratelimit/internal/clusterslot"
 )
 
-// Check reports whether Redis can decide now, and if not, why. It runs
-// two small scripts. The first, sent with EVAL on keys of several slots
-// (which a Redis Cluster node refuses to a single server's client), calls
-// every command the store's scripts call, in forms that change nothing,
-// and returns an error wrapping [ErrMisconfigured] naming those the
-// server or its ACL user refuses. The second, sent with EVALSHA, reads
+// Check reports whether Redis can decide now, and if not, why. One script,
+// sent with EVAL on keys of several slots (which a Redis Cluster node
+// refuses to a single server's client), calls every command the store's
+// scripts call, in forms that change nothing, and names those refused in
+// an error wrapping [ErrMisconfigured]. Another, sent with EVALSHA, reads
 // TIME and writes a key with a TTL, as decisions do, so a server that
 // answers PING but refuses decisions (paused for writes, a read-only
 // replica, out of memory) fails it. On a Redis Cluster, Check first
 // reloads the client's map of the slots, and passes only when every
-// master in it answers with the same map, covering every slot, the client
+// master in it answers with the same map covering every slot, the client
 // routes each range to its master, and both scripts run there through the
-// client: decisions then find Redis as the check did. Once those pass,
-// where CONFIG GET is permitted, Check also fails when a server's
-// maxmemory-policy lets it evict the store's counters.
+// client. Then, where CONFIG GET is permitted, Check fails when a
+// server's maxmemory-policy lets it evict the store's counters.
 //
 // Call it at startup: it fails where decisions would. An error matching
-// [ErrMisconfigured] (errors.Is) needs a fix: it says what to change, one
-// error per problem, joined, and never holds a password; exit, or at
-// least log it where it is read. Any other error means that Redis cannot
-// decide now (a refused connection, a timeout, a server loading its data
-// or read-only) and may later, with nothing to change: a [Fallback]
-// decides in process meanwhile and probes Redis until it can, so a
-// service behind one may start and serve. The keys Check writes are under
-// the store's prefix and expire within a minute.
+// [ErrMisconfigured] (errors.Is) says what to change, one joined error per
+// problem, never holding a password: exit, or at least log it where it is
+// read. Any other error means that Redis cannot decide now (a refused
+// connection, a timeout, a server loading its data or read-only) and may
+// later, with nothing to change: a [Fallback] decides in process meanwhile
+// and probes Redis until it can, so a service behind one may start. The
+// keys Check writes are under the store's prefix and expire within a
+// minute.
 func (s *Redis) Check(ctx context.Context) error {
 	err := s.check(ctx)
 	if err != nil && !errors.Is(err, ErrMisconfigured) {

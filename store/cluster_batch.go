@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"maps"
 	"sync"
 
 	"github.com/redis/go-redis/v9"
@@ -41,11 +42,7 @@ func (c *clusterBatcher) batcher(addr string) *batcher {
 	if b := c.masters[addr]; b != nil {
 		return b
 	}
-	for a, b := range c.masters {
-		if b.idle() {
-			delete(c.masters, a)
-		}
-	}
+	maps.DeleteFunc(c.masters, func(_ string, b *batcher) bool { return b.idle() })
 	b := &batcher{client: c.client, fn: c.fn, maxRuns: c.maxRuns, maxBatch: c.maxBatch, pipeline: c.client.Pipeline}
 	c.masters[addr] = b
 	return b

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -58,17 +59,14 @@ func (c *denyCache) get(r *request) (ratelimit.Decision, bool) {
 	sh := c.shard(key)
 	now := c.now()
 	sh.mu.Lock()
-	var d *denial
-	for i := range sh.m[key] {
-		if e := &sh.m[key][i]; e.set == set && now < e.until && (cost == e.cost || e.banned > 0) {
-			d = e
-			break
-		}
-	}
-	if d == nil {
+	i := slices.IndexFunc(sh.m[key], func(e denial) bool {
+		return e.set == set && now < e.until && (cost == e.cost || e.banned > 0)
+	})
+	if i < 0 {
 		sh.mu.Unlock()
 		return ratelimit.Decision{}, false
 	}
+	d := &sh.m[key][i]
 	// max: a request sent after now was read may have stored the entry.
 	elapsed := time.Duration(max(now-d.at, 0)) * time.Microsecond
 	var buf [limitset.MaxInline]ratelimit.Result
@@ -181,11 +179,9 @@ func (c *denyCache) passed(r *request, d ratelimit.Decision, epoch denyEpoch) {
 
 // evict makes room in a full shard: expired keys go first, else all.
 func (sh *denyShard) evict(now int64, capacity int) {
-	for key, entries := range sh.m {
-		if !slices.ContainsFunc(entries, func(e denial) bool { return now < e.until }) {
-			delete(sh.m, key)
-		}
-	}
+	maps.DeleteFunc(sh.m, func(_ string, entries []denial) bool {
+		return !slices.ContainsFunc(entries, func(e denial) bool { return now < e.until })
+	})
 	if len(sh.m) >= capacity {
 		clear(sh.m)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"slices"
 	"strconv"
@@ -82,10 +83,8 @@ func (l *sliceTable) shard(key string) *sliceShard {
 
 // find returns k's slice of c, nil when none.
 func (k *keySlices) find(c *compiled) *slice {
-	for i := range k.limits {
-		if k.limits[i].suffix == c.Suffix {
-			return &k.limits[i]
-		}
+	if i := slices.IndexFunc(k.limits, func(q slice) bool { return q.suffix == c.Suffix }); i >= 0 {
+		return &k.limits[i]
 	}
 	return nil
 }
@@ -162,11 +161,9 @@ func (sh *sliceShard) add(key string, now int64) *keySlices {
 		sh.keys = make(map[string]*keySlices)
 	}
 	if len(sh.keys) >= maxLeasedKeys/sliceShards {
-		for other, k := range sh.keys {
-			if k.taking == nil && k.over(now) {
-				delete(sh.keys, other)
-			}
-		}
+		maps.DeleteFunc(sh.keys, func(_ string, k *keySlices) bool {
+			return k.taking == nil && k.over(now)
+		})
 		for other, k := range sh.keys {
 			if len(sh.keys) < maxLeasedKeys/sliceShards {
 				break

@@ -48,14 +48,12 @@ func (p primary) Probe(ctx context.Context, what fallback.Probe, now func() int6
 	if err != nil {
 		return 0, misconfigured(err, p.r.prefix, p.r.cluster) // a certificate the client rejects
 	}
-	err = p.r.checkThrough(ctx, c)
-	if err != nil || what == fallback.Check {
-		end()
-		return 0, err
+	var offset int64
+	if err = p.r.checkThrough(ctx, c); err == nil && what != fallback.Check {
+		offset, err = p.offset(ctx, c, now)
 	}
-	offset, err := p.offset(ctx, c, now)
 	end()
-	if err != nil {
+	if err != nil || what == fallback.Check {
 		return 0, err
 	}
 	return offset, p.r.warm(ctx)

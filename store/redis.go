@@ -23,25 +23,23 @@ import (
 
 // RedisClient is the part of a go-redis v9 client that [Redis] uses: it
 // runs scripts and nothing else. *redis.Client, *redis.ClusterClient,
-// *redis.Ring, the failover clients of redis.NewFailoverClient and
-// redis.NewFailoverClusterClient, and *redis.AutoPipeliner all satisfy
-// it.
+// *redis.Ring, *redis.AutoPipeliner and the failover clients of
+// redis.NewFailoverClient and redis.NewFailoverClusterClient satisfy it.
 type RedisClient interface{ redis.Scripter }
 
 // Redis is a [ratelimit.Store] that keeps its counters in Redis, so that
 // every instance of a service shares them. Each decision is one atomic
 // run of Lua code, whatever the number and mix of limits, which reads the
 // time from Redis, so app servers with skewed clocks share one timeline.
-// On Redis 7 and later the code is a library of Redis Functions, which
-// the store loads when Redis lacks it and calls with FCALL; it is sent as
-// a script with EVALSHA (EVAL when Redis lacks it) where Redis, its ACL
-// user or the client does not allow functions.
+// On Redis 7 and later the code is a library of Redis Functions, loaded
+// when Redis lacks it and called with FCALL; where Redis, its ACL user or
+// the client does not allow functions, it is sent as a script (EVALSHA,
+// or EVAL when Redis lacks it).
 //
 // A key k with a limit is stored at Prefix + "{k}" + a suffix naming the
-// limit's algorithm and window, for example
-// "rl:{api|POST /login|ip:192.0.2.1}:l60000", and its ban state (see
-// [ratelimit.Ban]), for limits that have a ban, at Prefix + "{k}:b", a
-// hash. The braces are a hash tag: all of a decision's keys sit in one
+// limit's algorithm and window ("rl:{api|POST /login|ip:192.0.2.1}:l60000"),
+// and its ban state (see [ratelimit.Ban]), if any, in a hash at Prefix +
+// "{k}:b". The braces are a hash tag: all of a decision's keys sit in one
 // Redis Cluster slot. Every write sets a TTL that ends when the state is
 // no longer needed. Redis 5.0 or later is needed (the tests run on 7.0).
 //
@@ -139,10 +137,10 @@ const (
 )
 
 // NewRedis returns a store that keeps its counters in Redis through
-// client. It asks Redis once for its maxmemory-policy, waiting up to a
-// second, and logs a warning if Redis may evict keys (anything but
-// noeviction): evicted counters would silently start afresh. It says
-// nothing when CONFIG GET is not permitted or Redis does not answer.
+// client. It asks Redis once, waiting up to a second, for its
+// maxmemory-policy, and logs a warning unless it is noeviction: evicted
+// counters would silently start afresh. It says nothing when CONFIG GET
+// is not permitted or Redis does not answer.
 func NewRedis(client RedisClient, opts RedisOptions) (*Redis, error) {
 	switch {
 	case client == nil:
@@ -283,8 +281,13 @@ func (s *Redis) decideOnce(ctx context.Context, r *request) (ratelimit.Decision,
 		d.Slot = slot
 		s.slots.Hold(slots.Slot{ID: id, Key: redisKey(s.prefix, r.key, c.Suffix), Limit: c})
 	}
-	if s.denied != nil {
-		s.remember(r, d, epoch)
+	switch {
+	case s.denied == nil:
+	case d.Allowed:
+		s.denied.passed(r, d, epoch)
+	case r.set.Slot < 0 || d.Results()[r.set.Slot].Allowed:
+		// Not a Concurrent limit's denial: any instance's End frees a slot.
+		s.denied.put(r, d, epoch)
 	}
 	return d, nil
 }
@@ -333,17 +336,6 @@ func (s *Redis) send(ctx context.Context, call *decision) (string, error) {
 		return "", errLate
 	}
 	return line, nil
-}
-
-// remember tells the deny cache of d, Redis's decision of r.
-func (s *Redis) remember(r *request, d ratelimit.Decision, epoch denyEpoch) {
-	switch {
-	case d.Allowed:
-		s.denied.passed(r, d, epoch)
-	case r.set.Slot < 0 || d.Results()[r.set.Slot].Allowed:
-		s.denied.put(r, d, epoch)
-	}
-	// Not a Concurrent limit's denial: any instance's End frees a slot.
 }
 
 // banKey is where s keeps key's ban state.
