@@ -34,12 +34,9 @@ func requestKeys(keys []string, prefix string, r *request) []string {
 	return keys
 }
 
-// decideArgs appends the ARGV of a request of decide.lua (its
-// request_args, limit_args and ban_args): n, the number of limits, negated
-// when a ban follows; the cost; the deadline, by reference, since boxing
-// it would allocate; each limit's code (asking for a slice when r.ask is
-// set, see leasedCode), a, b and c (a Concurrent limit's: slot, the id of
-// the slot the request takes); then the ban's after, within, for and max.
+// decideArgs appends the ARGV of decide.lua (request_args, limit_args,
+// ban_args), the deadline by reference, since boxing it would allocate; a
+// Concurrent limit's c is slot, the id of the slot the request takes.
 func decideArgs(args []any, r *request, deadline *int64, slot string) []any {
 	n := len(r.set.Limits)
 	if r.set.Ban != nil {
@@ -64,8 +61,7 @@ func decideArgs(args []any, r *request, deadline *int64, slot string) []any {
 	return args
 }
 
-// peekArgs appends the ARGV of peek.lua (peek_args): the cost, then each
-// limit's code, a, b and c.
+// peekArgs appends the ARGV of peek.lua (peek_args).
 func peekArgs(args []any, r *request) []any {
 	args = append(args, r.cost)
 	for i := range r.set.Limits {
@@ -75,9 +71,8 @@ func peekArgs(args []any, r *request) []any {
 	return args
 }
 
-// endArgs appends the ARGV of end.lua (end_args): the usage, r's
-// deadline, then each limit's code, a, b and c (a Concurrent limit's:
-// slot, the id of the slot given back, unless "").
+// endArgs appends the ARGV of end.lua (end_args); a Concurrent limit's c
+// is slot, the id of the slot given back, unless "".
 func endArgs(args []any, r *request, usage int, slot string) []any {
 	args = append(args, usage, r.deadline)
 	for i := range r.set.Limits {
@@ -91,14 +86,10 @@ func endArgs(args []any, r *request, usage int, slot string) []any {
 	return args
 }
 
-// chargeArgs returns the KEYS and ARGV of charge.lua for c (its
-// charge_args and charge_limit): the key recording c's identity, its
-// limits' keys, and, when it resets, the ban key; how long the identity is
-// kept (the longest horizon of c's limits: a resend after that finds
-// admissions too old to count), then per limit its code, a, b and c,
-// whether it resets, its number of admissions and each one's time on
-// Redis's clock (offset: Redis's clock minus the Fallback's, in µs) and
-// units.
+// chargeArgs returns the KEYS and ARGV of charge.lua for c (charge_args,
+// charge_limit). c's identity is kept for the longest horizon of its
+// limits: a resend after that finds admissions too old to count. offset
+// is Redis's clock minus the Fallback's, in µs.
 func chargeArgs(prefix string, c *fallback.Charge, offset int64) ([]string, []any) {
 	keys := make([]string, 0, len(c.Limits)+2)
 	keys = append(keys, redisKey(prefix, c.Key, spec.ChargeSuffix+c.ID))

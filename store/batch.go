@@ -28,8 +28,8 @@ var decisions = sync.Pool{New: func() any {
 	return &decision{programRun: programRun{keys: make([]string, 0, 4), args: make([]any, 0, 18)}, done: make(chan struct{}, 1)}
 }}
 
-// release returns d to the pool; only when its caller got the answer,
-// never when it gave up waiting (a run may still hold d).
+// release returns d to the pool once its caller got the answer (a run may
+// still hold d of a caller that gave up).
 func (d *decision) release() {
 	clear(d.keys)
 	clear(d.args)
@@ -38,11 +38,10 @@ func (d *decision) release() {
 }
 
 // batcher runs concurrent decisions together. A decision that finds fewer
-// than maxRuns runs under way runs at once, alone, in its caller's
-// goroutine. Otherwise it waits, and when a run ends those that waited go
-// together, up to maxBatch: on a single server, one run of decideAny;
-// with pipeline set (see clusterBatcher), one pipeline of each one's own
-// run. No goroutine outlives the runs of the decisions that waited for it.
+// than maxRuns runs under way runs at once, in its caller's goroutine;
+// else it waits, and when a run ends those that waited go together, up to
+// maxBatch, in one run of decideAny or, with pipeline, one pipeline. No
+// goroutine outlives the runs of the decisions that waited for it.
 type batcher struct {
 	client   RedisClient
 	fn       *functions // the store's: functions or scripts
@@ -75,10 +74,9 @@ func (d *decision) run(ctx context.Context, fn *functions, c RedisClient) {
 }
 
 // do has d decided and returns when its line or error is set, or ctx is
-// done (then d may still be in a run and must not be released). A waiting
+// done (then a run may still hold d: do not release it). A waiting
 // decision needs no timer for d.until: runs end by their latest until, and
-// one past when its batch starts is not sent; so it may wait past d.until
-// by as long as the decisions sent with it came after it, at worst.
+// one already past is not sent.
 func (b *batcher) do(ctx context.Context, d *decision) error {
 	d.gone = ctx.Done()
 	b.mu.Lock()

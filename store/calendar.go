@@ -27,8 +27,7 @@ func calendarMiss(err error, set *spec.Set) bool {
 	return ok
 }
 
-// calendarTime returns Redis's time from a script's answer that its clock
-// lay outside the calendar periods it was given.
+// calendarTime returns Redis's time from a calendar miss in err.
 func calendarTime(err error) (int64, bool) {
 	msg := err.Error()
 	i := strings.Index(msg, spec.CalendarMiss)

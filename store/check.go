@@ -68,7 +68,7 @@ func (s *Redis) checkThrough(ctx context.Context, c RedisClient) error {
 	}
 	keys := make([]string, len(checkSlots))
 	for i, slot := range checkSlots {
-		keys[i] = s.checkKey(slot)
+		keys[i] = redisKey(s.prefix, clusterslot.Tag(slot), ":check")
 	}
 	if err := s.diagnose(ctx, c, keys); err != nil {
 		return err
@@ -77,13 +77,9 @@ func (s *Redis) checkThrough(ctx context.Context, c RedisClient) error {
 }
 
 // checkSlots spread a single server's check over the cluster's range, so
-// that a cluster node refuses it whichever slots it serves.
+// that a cluster node refuses it whichever slots it serves. Its ":check"
+// keys are never written.
 var checkSlots = []int{0, 5461, 10923, 16383}
-
-// checkKey is a key of slot that the check never writes.
-func (s *Redis) checkKey(slot int) string {
-	return redisKey(s.prefix, clusterslot.Tag(slot), ":check")
-}
 
 // diagnose runs check.lua through c and returns what was refused, as
 // misconfigurations.
@@ -155,11 +151,11 @@ func (s *Redis) checkCluster(ctx context.Context, cluster *redis.ClusterClient) 
 		if err := routesTo(ctx, cluster, o); err != nil {
 			return fmt.Errorf("slots %d-%d: %w", o.start, o.end, misconfigured(err, s.prefix, s.cluster))
 		}
-		if err := s.diagnose(ctx, cluster, []string{s.checkKey(o.start)}); err != nil {
+		tag := clusterslot.Tag(o.start)
+		if err := s.diagnose(ctx, cluster, []string{redisKey(s.prefix, tag, ":check")}); err != nil {
 			return err
 		}
-		key := redisKey(s.prefix, clusterslot.Tag(o.start), "probe")
-		if err := probeScript.Run(ctx, cluster, []string{key}).Err(); err != nil {
+		if err := probeScript.Run(ctx, cluster, []string{redisKey(s.prefix, tag, "probe")}).Err(); err != nil {
 			return fmt.Errorf("slots %d-%d: %w", o.start, o.end, misconfigured(err, s.prefix, s.cluster))
 		}
 	}
@@ -167,11 +163,10 @@ func (s *Redis) checkCluster(ctx context.Context, cluster *redis.ClusterClient) 
 }
 
 // A single server's client that failed to dial as often in a row as its
-// pool holds connections then dials only once a second: probing a dead
-// Redis through it would leave decisions without a connection for up to a
-// second once Redis answers, flapping it down and up. So each probe round
-// uses a client of its own, and before decisions go back the store's
-// client must lend warmConns connections at once, each running the probe.
+// pool holds connections then dials once a second: probing through it
+// would leave decisions without a connection for up to a second once Redis
+// answers. So probes use a client of their own (probeClient), and the
+// store's client must lend warmConns connections before decisions go back.
 
 // warmConns is as many connections as the batcher runs scripts at once.
 const warmConns = defaultRuns

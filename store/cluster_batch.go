@@ -8,12 +8,10 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// clusterBatcher batches the decisions of a Redis Cluster, with a batcher
-// per master. One run may not touch keys of several slots, so a batch is
-// one pipeline of each decision's own run; the ClusterClient follows MOVED
-// and ASK, so a batch made before a resharding still reaches its slots'
-// masters. A batcher per master keeps a slow or down master's decisions
-// from holding up or failing the others'.
+// clusterBatcher batches a Redis Cluster's decisions, with a batcher per
+// master, so a slow or down master holds up and fails only its own. One
+// run may not touch several slots, so a batch is a pipeline of each
+// decision's own run; the client follows MOVED and ASK within it.
 type clusterBatcher struct {
 	client   *redis.ClusterClient
 	fn       *functions
@@ -56,12 +54,10 @@ func (b *batcher) idle() bool {
 	return b.runs == 0 && len(b.queue) == 0
 }
 
-// execPipeline sends batch as one pipeline, of FCALL while the store calls
-// functions, then EVALSHA for the rest, then EVAL for those whose script
-// Redis lacked: what functions.run does for one. Commands go at most once
-// (see onceCmd), and again only when Redis's answer proves that they did
-// not run. Each decision stays one atomic run and gets its own command's
-// error: a master that fails fails only the decisions of its slots.
+// execPipeline sends batch as pipelines (FCALL, EVALSHA for the rest,
+// EVAL where Redis lacked the script) as functions.run does for one,
+// resending only what provably did not run. Each decision stays one atomic
+// run and gets its own command's error.
 func (b *batcher) execPipeline(ctx context.Context, batch []*decision) {
 	cmds := make([]*redis.Cmd, len(batch))
 	todo := make([]int, len(batch))
@@ -83,8 +79,7 @@ func (b *batcher) execPipeline(ctx context.Context, batch []*decision) {
 	}
 }
 
-// pipelineOnce sends the decisions of batch at todo as execPipeline says,
-// once, into cmds.
+// pipelineOnce sends the decisions of batch at todo once, into cmds.
 func (b *batcher) pipelineOnce(ctx context.Context, batch []*decision, todo []int, cmds []*redis.Cmd) {
 	if b.fn.useFunctions() {
 		todo = b.fcallPipeline(ctx, batch, todo, cmds)

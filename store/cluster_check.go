@@ -13,11 +13,9 @@ import (
 	"github.com/ratelimit-go/ratelimit/internal/clusterslot"
 )
 
-// Before decisions return to a Redis Cluster, the probe checks that the
-// client routes every slot to the master that owns it now. go-redis v9
-// reloads its map of the slots on MOVED and in the background, and
-// ReloadState only schedules a reload: ForEachMaster is the one public
-// call that reloads it before it returns, so the probe goes through it.
+// The probe reloads a cluster client's map of the slots through
+// ForEachMaster, the one public call of go-redis v9 that reloads it before
+// it returns (ReloadState only schedules a reload).
 
 // slotOwner is a range of slots and the master serving it.
 type slotOwner struct {

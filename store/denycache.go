@@ -148,11 +148,9 @@ func (c *denyCache) put(r *request, d ratelimit.Decision, epoch denyEpoch) {
 }
 
 // passed forgets the denials of r's key, whose room changed. When r left
-// some limit one unit short of another request of its cost, the next
-// one's denial is kept as if Redis had made it, until a unit comes back
-// (the limit's Window, from when r was sent): only time frees room. Not
-// for limits with a ban, whose denials are strikes, nor for Concurrent
-// limits, whose slots any instance frees.
+// a limit one unit short of another request of its cost, that denial is
+// kept until a unit comes back (the limit's Window, from when r was sent).
+// Not with a ban, whose denials are strikes, nor a Concurrent limit.
 func (c *denyCache) passed(r *request, d ratelimit.Decision, epoch denyEpoch) {
 	c.forget(r.key)
 	if set := r.set; set.Ban != nil || set.Slot >= 0 {

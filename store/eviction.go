@@ -20,9 +20,8 @@ type configGetter interface {
 	ConfigGet(ctx context.Context, parameter string) *redis.MapStringStringCmd
 }
 
-// checkEviction warns when Redis may evict the store's keys (see
-// evictingServers). An unreachable Redis is left to decisions to find,
-// without a line of go-redis's (see probeClient).
+// checkEviction warns when Redis may evict the store's keys. An
+// unreachable Redis is left to decisions to find (see probeClient).
 func (s *Redis) checkEviction() {
 	ctx, cancel := context.WithTimeout(context.Background(), evictionCheckTimeout)
 	defer cancel()
@@ -40,10 +39,8 @@ func (s *Redis) checkEviction() {
 // evictingServer is a server whose maxmemory-policy lets it delete keys.
 type evictingServer struct{ server, policy string }
 
-// evictingServers returns the servers, asked through client, whose
-// maxmemory-policy is not noeviction: under memory pressure they delete
-// counters, and with volatile-* the store's first, since all have a TTL.
-// It asks every server it can (each master of a cluster) once, and leaves
+// evictingServers returns the servers (each master of a cluster), asked
+// once through client, whose maxmemory-policy is not noeviction, leaving
 // out those that do not answer or forbid CONFIG GET (many managed ones).
 func (s *Redis) evictingServers(ctx context.Context, client RedisClient) []evictingServer {
 	var found []evictingServer

@@ -16,18 +16,17 @@ import (
 // fails or is slow, with an in-process store (see [NewMemory]), so that a
 // Redis outage never becomes an outage of the service.
 //
-// Each decision has a time budget (see FallbackOptions.Budget). When Redis
-// is unavailable (the network, a restart, a failover, a paused or full
-// server), is misconfigured (see [ErrMisconfigured]: logged at ERROR, with
-// what to fix), or overruns the budget, the request is decided in process
-// and Redis is marked down: later requests are decided in process at once.
-// One goroutine then checks Redis every FallbackOptions.ProbeInterval (see
-// [Redis.Check]) and, once Redis can decide and the client can lend
-// connections for decisions, they go back to it. While Redis is down,
-// each instance enforces the limits on its own; FallbackOptions.Instances
-// divides them to keep the total near the limit. Decisions made in
-// process have Decision.Fallback set. A request costing more than a
-// divided limit's capacity is denied while Redis is down.
+// When Redis is unavailable (the network, a restart, a failover, a paused
+// or full server), misconfigured (see [ErrMisconfigured]: logged at ERROR,
+// with what to fix), or overruns a decision's FallbackOptions.Budget, the
+// request is decided in process and Redis is marked down: later requests
+// are decided in process at once, until a goroutine checking Redis every
+// FallbackOptions.ProbeInterval (see [Redis.Check]) finds that it can
+// decide and the client can lend connections for decisions. Meanwhile
+// each instance enforces the limits on its own, divided by
+// FallbackOptions.Instances to keep the total near the limit; a request
+// costing more than a divided limit's capacity is denied. Decisions made
+// in process have Decision.Fallback set.
 //
 // No request fails because Redis is away: one of a leased limit whose
 // budget ran out while it waited for another request's answer from Redis
@@ -104,10 +103,10 @@ type FallbackOptions struct {
 // (ContextTimeoutEnabled: true in go-redis's options), or the budget could
 // not cut a slow call short; NewFallback checks it where it can.
 func NewFallback(r *Redis, opts FallbackOptions) (*Fallback, error) {
-	if r == nil {
+	switch {
+	case r == nil:
 		return nil, fmt.Errorf("%w: store.NewFallback: the Redis store is nil", ratelimit.ErrInvalid)
-	}
-	if !honorsDeadlines(r.client) {
+	case !honorsDeadlines(r.client):
 		return nil, fmt.Errorf("%w: store.NewFallback: the go-redis client ignores context deadlines; set ContextTimeoutEnabled: true in its options so that the time budget can cut a slow call short", ratelimit.ErrInvalid)
 	}
 	for _, o := range []struct {
@@ -133,8 +132,7 @@ func NewFallback(r *Redis, opts FallbackOptions) (*Fallback, error) {
 	return &Fallback{redis: r, impl: impl}, nil
 }
 
-// honorsDeadlines reports whether a go-redis client applies context
-// deadlines to its commands, when it can tell.
+// honorsDeadlines reports whether c applies context deadlines, if known.
 func honorsDeadlines(c RedisClient) bool {
 	switch c := c.(type) {
 	case *redis.Client:
@@ -186,9 +184,9 @@ func (f *Fallback) Reset(ctx context.Context, key string, limits *ratelimit.Limi
 // work afterwards, but a down Redis is no longer probed.
 func (f *Fallback) Close() error { return f.impl.Close() }
 
-// FallbackHealth is a snapshot of a [Fallback]: where its decisions are
-// made, since when, its last Redis failure, and what it has counted since
-// it was made. See [Fallback.Health].
+// FallbackHealth is a snapshot of a [Fallback] (see [Fallback.Health]):
+// where its decisions are made, since when, its last Redis failure, and
+// its counts.
 //
 // It marshals with encoding/json to what a status page needs, never to
 // the error's own text, which may hold an address or a key:
@@ -217,9 +215,9 @@ type FallbackHealth struct {
 	Since time.Time `json:"since"`
 
 	// LastError is the last failure of a call to Redis (a decision, or a
-	// check while Redis was down), nil when none failed yet. It stays
-	// after Redis recovers. Its text may name an address or a key: log
-	// it, do not serve it; it is never marshaled.
+	// check while Redis was down), nil when none failed yet; it stays after
+	// Redis recovers. Its text may name an address or a key: log it, do not
+	// serve it; it is never marshaled.
 	LastError error `json:"-"`
 
 	// LastErrorKind names LastError in words safe to serve: "" (none
@@ -252,7 +250,7 @@ type FallbackHealth struct {
 }
 
 // Health returns where decisions are made now, since when, the last Redis
-// failure, and the counts so far. Each is read on its own, at once: under
-// load, one count may include an event another does not yet. It is safe
-// to call at any time. A Peek is not counted.
+// failure, and the counts so far, each read on its own: under load, one
+// may include an event another does not yet. It is safe to call at any
+// time. A Peek is not counted.
 func (f *Fallback) Health() FallbackHealth { return FallbackHealth(f.impl.Health()) }

@@ -19,14 +19,11 @@ import (
 // EVALSHA runs a script's whole chunk each time; a library of Redis
 // Functions (Redis 7+) runs it once, at load, so FCALL costs Redis less
 // CPU. The store calls its library where it can and runs the same code as
-// scripts where it cannot (no function support in the client or server,
-// or an ACL user without FCALL or FUNCTION LOAD): not a misconfiguration,
-// logged once at DEBUG or INFO.
-//
-// The library is loaded lazily: "Function not found" means the call did
-// not run (never loaded, a restart without persistence, FUNCTION FLUSH, a
-// new master), so the store loads it (on every master of a cluster) and
-// calls once more, else runs the call as a script. Failovers keep it.
+// scripts where the client, server or ACL user cannot: not a
+// misconfiguration, logged once at DEBUG or INFO. The library is loaded
+// lazily: "Function not found" (a restart without persistence, FUNCTION
+// FLUSH, a new master) means the call did not run, so the store loads it
+// and calls once more, else runs the call as a script.
 
 // functionCaller is the part of a go-redis client that calls Redis
 // Functions; a custom RedisClient without it runs scripts.
@@ -42,8 +39,7 @@ const (
 	pathScripts                // scripts: Redis or its user has no functions
 )
 
-// functions chooses, for one store, whether its programs run as
-// functions or as scripts, and loads the library where it is missing.
+// functions runs a store's programs as functions or as scripts.
 type functions struct {
 	logger *slog.Logger
 	path   atomic.Int32
@@ -128,8 +124,8 @@ func notRun(err error) bool {
 }
 
 // settle gives cmd ctx's error when cmd failed on the network after ctx
-// ended or passed its deadline: the caller's deadline cut it short. A
-// network error that is not a timeout is kept with ctx's, as its cause.
+// ended or passed its deadline, keeping a network error that is not a
+// timeout as its cause.
 func settle(ctx context.Context, cmd *redis.Cmd) *redis.Cmd {
 	err := cmd.Err()
 	if err == nil {
@@ -156,8 +152,8 @@ func (e *cutShort) Error() string { return e.ctx.Error() + " (after: " + e.cause
 
 func (e *cutShort) Unwrap() []error { return []error{e.ctx, e.cause} }
 
-// pause waits before the again-th sending again, as go-redis would: 8ms
-// doubled each time, up to 512ms, with jitter; or until ctx is done.
+// pause waits before the again-th resend as go-redis would, or until ctx
+// is done.
 func pause(ctx context.Context, again int) error {
 	d := 8 * time.Millisecond << again
 	return wait.For(ctx, min(d/2+rand.N(d/2+1), 512*time.Millisecond))
@@ -176,9 +172,8 @@ const (
 // verbNames are the verbs' commands, boxed once.
 var verbNames = [verbs]any{fcallVerb: "fcall", evalShaVerb: "evalsha", evalVerb: "eval"}
 
-// send sends r's program as v says through c, a client or a pipeline
-// (then it goes with the pipeline), at most once. A client without
-// Process gets it through its own method, which retries as it does.
+// send sends r's program as v says through c, a client or a pipeline, at
+// most once; a client without Process retries as it does.
 func send(ctx context.Context, c any, v verb, r programRun) *redis.Cmd {
 	p, keys, args := r.program, r.keys, r.args
 	pc, ok := c.(interface { // every go-redis client and pipeline
@@ -228,9 +223,8 @@ func (f *functions) worked() {
 	}
 }
 
-// refuse reports whether err is Redis refusing FCALL or FUNCTION LOAD,
-// which then did nothing; if so, and f is not pinned, programs run as
-// scripts from then on, and the first refusal is logged.
+// refuse reports whether err is Redis refusing FCALL or FUNCTION LOAD;
+// unless f is pinned, programs then run as scripts, logged once.
 func (f *functions) refuse(err error) bool {
 	msg, level, ok := refusal(err)
 	if !ok || f.pinned {

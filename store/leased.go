@@ -19,13 +19,12 @@ import (
 
 // Leased limits: a request is decided in process from this instance's
 // slices (units Redis counted when it granted them) when they suffice;
-// else it goes to Redis, asking besides for new slices. One request per
-// key asks at a time, so a hot key running out sends one call, not one per
-// request in flight. A slice is sized to last about sliceTarget at the
-// key's last rate, at most four times the last one plus sliceStart, so a
-// key warms up in a few calls and a burst takes no more than it can spend.
-// It lasts at most sliceLife: a Reset on another instance reaches this
-// one's slices within it, and a token bucket keeps room for that refill.
+// else it goes to Redis, asking besides for new slices, one request per
+// key at a time. A slice is sized to last about sliceTarget at the key's
+// last rate, at most four times the last one plus sliceStart, so a key
+// warms up in a few calls and a burst takes no more than it can spend. It
+// lasts at most sliceLife: a Reset on another instance reaches this one's
+// slices within it, and a token bucket keeps room for that refill.
 
 const (
 	sliceTarget   = 20 * time.Millisecond
@@ -99,13 +98,12 @@ const (
 	noSlices                    // ask Redis for a plain decision, taking no slice
 )
 
-// spend decides r, a request of a leased set, from this instance's
-// slices when each has units enough and time left; otherwise it says what
-// to do instead. With no request of the key asking Redis for slices, r
-// asks (takeSlices). With one, r waits for its answer (waitSlices), unless
-// r waited already or the key is short (its last answer brought none):
-// then r asks Redis on its own (noSlices), so a request waits for at most
-// one other's call, and one of a spent key meets the deny cache at once.
+// spend decides r from this instance's slices when each has units enough
+// and time left; else it says what to do. With no request of the key
+// asking Redis for slices, r asks. With one, r waits for it, unless r
+// waited already or the key is short: then r asks Redis on its own, so a
+// request waits for at most one other's call, and a spent key's meets the
+// deny cache at once.
 func (l *sliceTable) spend(r *request, waited bool) (d ratelimit.Decision, next sliceMiss, wait <-chan struct{}) {
 	key, cost, set := r.key, r.cost, r.set
 	sh := l.shard(key)

@@ -62,16 +62,9 @@ func ACLRule(prefix string) string {
 
 // faultOf classifies err, returned for a request whose context is ctx:
 // the one list of what the Fallback takes for Redis failing
-// (docs/production.md repeats it for operators):
-//
-//   - Misconfigured: any [ErrMisconfigured];
-//   - Outage: an error that is not a reply of Redis's (the network, a
-//     timeout, an overrun budget, errLate, a closed client), or a reply
-//     starting with one of outageReplies;
-//   - Waited: errSliceWait (the request it waited for judges Redis);
-//
-// and nothing else: not an error once ctx has ended, nor any other reply
-// (WRONGTYPE, a script's own error), which is the request's.
+// (docs/production.md repeats it). Not an error once ctx has ended, nor a
+// reply of Redis's but outageReplies (WRONGTYPE, a script's own error),
+// which is the request's.
 func faultOf(ctx context.Context, err error) fallback.Fault {
 	switch {
 	case err == nil:
@@ -173,10 +166,8 @@ func quoted(msg string) (string, bool) {
 }
 
 // causeOf names in a few words why a call to Redis failed with err: what
-// the network said ("connection refused", "connection reset by peer", "no
-// such host", "connection closed"), "timeout", the first word of Redis's
-// answer ("LOADING", "READONLY"), or the problem of a misconfiguration
-// (see [ErrMisconfigured]). It holds no address, key or password.
+// the network said, "timeout", the first word of Redis's answer, or the
+// problem of a misconfiguration. It holds no address, key or password.
 func causeOf(err error) string {
 	var (
 		m     *misconfiguration

@@ -93,8 +93,7 @@ func (p primary) Charge(ctx context.Context, charges []*fallback.Charge, offset 
 		}
 		var missed []*fallback.Charge
 		for i, c := range todo {
-			c.Err = runs[i].err
-			if c.Err == nil {
+			if c.Err = runs[i].err; c.Err == nil {
 				continue
 			}
 			if now, miss := calendarTime(c.Err); miss {

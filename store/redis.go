@@ -178,24 +178,20 @@ func (s *Redis) Allow(ctx context.Context, key string, cost int, limits *ratelim
 	return s.decide(ctx, &request{key: key, cost: cost, limits: given, set: set})
 }
 
-// A request is what decide, peek and end take: a key's request, checked,
-// and how long its caller waits for Redis.
+// A request is a key's request, checked, and how long its caller waits.
 type request struct {
-	key    string
-	cost   int
-	limits []ratelimit.Limit // as given
-	set    *spec.Set         // limits compiled
-	// deadline, when not 0, is when Redis stops deciding the request, on
-	// its clock, in µs: the error is then errLate.
-	deadline int64
+	key      string
+	cost     int
+	limits   []ratelimit.Limit // as given
+	set      *spec.Set         // limits compiled
+	deadline int64             // when not 0, Redis's time (µs) past which it answers errLate
 	// until, when not zero, is when the caller stops waiting (about then,
 	// see batcher), as if ctx ended, without a context of its own.
 	until time.Time
 	ask   *sliceAsk // slices asked for and got; nil when it takes none
 }
 
-// errLate is the answer to a request that reached Redis after its
-// deadline: Redis did not decide it.
+// errLate answers a request that reached Redis after its deadline.
 var errLate = errors.New("the request reached Redis after its deadline")
 
 // decide is Allow for a checked request.
@@ -255,8 +251,7 @@ type sliceAsk struct {
 	wants, extra, life []int64
 }
 
-// decideOnce is decide, without asking again when Redis's clock lay
-// outside the calendar periods given.
+// decideOnce is decide, without asking again on a calendar miss.
 func (s *Redis) decideOnce(ctx context.Context, r *request) (ratelimit.Decision, error) {
 	var epoch denyEpoch
 	if s.denied != nil {
@@ -311,7 +306,7 @@ func (s *Redis) newCall(ctx context.Context, r *request, slot string) *decision 
 }
 
 // send has Redis decide call, alone or in a batch, and returns its reply
-// line; call goes back to the pool when its answer came.
+// line; call goes back to the pool once answered.
 func (s *Redis) send(ctx context.Context, call *decision) (string, error) {
 	var err error
 	switch {
@@ -445,8 +440,7 @@ func (s *Redis) end(ctx context.Context, r *request, usage int, slot string) (ra
 	return s.parse("ending a request of", r, false, line, err)
 }
 
-// parse reads line, a program's reply for r, unless err, and wraps either
-// error as that of doing r.
+// parse reads line, a program's reply for r, and wraps its error or err.
 func (s *Redis) parse(doing string, r *request, banned bool, line string, err error) (ratelimit.Decision, error) {
 	var d ratelimit.Decision
 	if err != nil {
@@ -460,9 +454,8 @@ func (s *Redis) parse(doing string, r *request, banned bool, line string, err er
 	return d, nil
 }
 
-// renewSlots renews the slots held, one run of renew.lua per key, each
-// within a third of its life. A failure is not reported: a slot not
-// renewed ends by itself, as a crashed instance's does.
+// renewSlots renews the slots held, one run of renew.lua per key, within
+// a third of its life. A slot not renewed ends by itself.
 func (s *Redis) renewSlots(held []slots.Slot) {
 	byKey := make(map[string][]any)
 	lengths := make(map[string]int64)
@@ -494,8 +487,7 @@ func keyRef(key string, limits []ratelimit.Limit) string {
 }
 
 // scriptError is an error a script reported for one request (a key
-// holding a foreign value, Redis refusing a write), a redis.Error for
-// errors.As.
+// holding a foreign value), a redis.Error for errors.As.
 type scriptError string
 
 func (e scriptError) Error() string { return string(e) }
@@ -534,9 +526,7 @@ func (s *Redis) Reset(ctx context.Context, key string, limits *ratelimit.Limits)
 	s.leased.drop(key)
 	err = s.fn.run(ctx, s.client, programRun{program: resetProgram, keys: keys}).Err()
 	if s.denied != nil {
-		// After the DEL, whatever its outcome: no denial from before it
-		// may outlive it.
-		s.denied.reset(key)
+		s.denied.reset(key) // whatever the DEL's outcome: no older denial may outlive it
 	}
 	if err != nil {
 		return fmt.Errorf("ratelimit: redis: resetting %s: %w", keyRef(key, given), misconfigured(err, s.prefix, s.cluster))

@@ -13,11 +13,9 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// A rejected certificate, or a plain-text answer to a TLS handshake, shows
-// in go-redis's error (tlsProblem). Plain text to a TLS port, a handshake
-// to a plain port, or a missing client certificate look like an outage:
-// Check then shakes hands once more (tryHandshake) and dials the other
-// way round (tryOtherWay) to say which the server speaks.
+// Plain text to a TLS port, a handshake to a plain port, or a missing
+// client certificate look like an outage: Check then shakes hands once
+// more (tryHandshake) and dials the other way round (tryOtherWay).
 
 // tlsProblem returns the misconfiguration for a TLS error in err, or nil.
 func tlsProblem(err error) *misconfiguration {
