@@ -113,8 +113,7 @@ func chargeArgs(prefix string, c *fallback.Charge, offset int64) ([]string, []an
 	return keys, args
 }
 
-// renewArgs returns the ARGV of renew.lua: the slots' life in µs, then
-// their ids.
+// renewArgs returns the ARGV of renew.lua: the slots' life (µs), their ids.
 func renewArgs(length int64, ids []any) []any {
 	return append([]any{length}, ids...)
 }

@@ -36,9 +36,9 @@ import (
 // read. Any other error means that Redis cannot decide now (a refused
 // connection, a timeout, a server loading its data or read-only) and may
 // later, with nothing to change: a [Fallback] decides in process meanwhile
-// and probes Redis until it can, so a service behind one may start. The
-// keys Check writes are under the store's prefix and expire within a
-// minute.
+// and probes Redis until it can, so a service behind one may start and
+// serve. The keys Check writes are under the store's prefix and expire
+// within a minute.
 func (s *Redis) Check(ctx context.Context) error {
 	err := s.check(ctx)
 	if err != nil && !errors.Is(err, ErrMisconfigured) {

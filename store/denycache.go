@@ -46,7 +46,9 @@ type denial struct {
 
 func newDenyCache(size int) *denyCache {
 	start := time.Now()
-	return &denyCache{perShard: max(size/32, 1), now: func() int64 { return int64(time.Since(start) / time.Microsecond) }}
+	return &denyCache{perShard: max(size/32, 1), now: func() int64 {
+		return int64(time.Since(start) / time.Microsecond)
+	}}
 }
 
 func (c *denyCache) shard(key string) *denyShard {
@@ -91,8 +93,7 @@ func (c *denyCache) get(r *request) (ratelimit.Decision, bool) {
 	return denied, true
 }
 
-// A denyEpoch is when a request asked Redis: its key's count of Resets,
-// and the time.
+// A denyEpoch is when a request asked Redis: Resets counted, and time.
 type denyEpoch struct {
 	resets uint64
 	sent   int64 // µs, on the cache's clock

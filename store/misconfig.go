@@ -95,8 +95,7 @@ func faultOf(ctx context.Context, err error) fallback.Fault {
 var outageReplies = []string{"LOADING", "READONLY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "BUSY", "OOM", "MISCONF", "NOREPLICAS", "ERR max number of clients", "MOVED", "ASK"}
 
 // misconfigured returns err as a misconfiguration if it says Redis refuses
-// the store's setup: auth, ACL, a disabled command, a cluster node reached
-// by a single server's client, TLS. prefix is the store's key prefix.
+// the store's setup; prefix is the store's key prefix.
 func misconfigured(err error, prefix string, cluster bool) error {
 	msg, ok := replyText(err)
 	if !ok {

@@ -158,11 +158,12 @@ func NewRedis(client RedisClient, opts RedisOptions) (*Redis, error) {
 	}
 	_, s.cluster = client.(*redis.ClusterClient)
 	if opts.MaxBatch != 1 {
+		maxBatch := cmp.Or(opts.MaxBatch, defaultMaxBatch)
 		switch c := client.(type) {
 		case *redis.Client:
-			s.batch = &batcher{client: client, fn: s.fn, maxRuns: defaultRuns, maxBatch: cmp.Or(opts.MaxBatch, defaultMaxBatch)}
+			s.batch = &batcher{client: client, fn: s.fn, maxRuns: defaultRuns, maxBatch: maxBatch}
 		case *redis.ClusterClient:
-			s.masters = &clusterBatcher{client: c, fn: s.fn, maxRuns: clusterRuns, maxBatch: cmp.Or(opts.MaxBatch, defaultMaxBatch), masters: make(map[string]*batcher)}
+			s.masters = &clusterBatcher{client: c, fn: s.fn, maxRuns: clusterRuns, maxBatch: maxBatch, masters: make(map[string]*batcher)}
 		}
 	}
 	s.checkEviction()
