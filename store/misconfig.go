@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -77,13 +78,8 @@ func faultOf(ctx context.Context, err error) fallback.Fault {
 		return fallback.Waited // waiting on another request is no fault of Redis's
 	}
 	msg, ok := replyText(err)
-	if !ok {
-		return fallback.Outage // the network, a timeout, a closed client
-	}
-	for _, prefix := range outageReplies {
-		if strings.HasPrefix(msg, prefix) {
-			return fallback.Outage
-		}
+	if !ok || slices.ContainsFunc(outageReplies, func(p string) bool { return strings.HasPrefix(msg, p) }) {
+		return fallback.Outage // the network, a timeout, a closed client, or an outage reply
 	}
 	return fallback.None
 }
