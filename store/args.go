@@ -7,16 +7,11 @@ import (
 	"github.com/ratelimit-go/ratelimit/store/internal/fallback"
 )
 
-// The KEYS and ARGV of the store's programs (see scripts.go). Each
-// program's are built here, by one function, in the order its script
-// reads them, which the script's header in package lua states; the
-// script reads them through the names it gives them at its top. Nothing
-// else computes a place in them. reset.lua and probe.lua take no ARGV.
+// The KEYS and ARGV of the store's programs, each built here by one
+// function, in the order its script's header in package lua states.
 
-// redisKey is the Redis key of key's state named by suffix: a limit's
-// (spec.Limit.Suffix), the ban's (spec.BanSuffix), a charge's identity
-// (spec.ChargeSuffix and the identity). The braces are a hash tag: all of
-// key's state sits in one Redis Cluster slot.
+// redisKey is the Redis key of key's state named by suffix. The braces are
+// a hash tag: all of key's state sits in one Redis Cluster slot.
 func redisKey(prefix, key, suffix string) string {
 	return prefix + "{" + key + "}" + suffix
 }
@@ -29,8 +24,8 @@ func limitKeys(keys []string, prefix, key string, set *spec.Set) []string {
 	return keys
 }
 
-// requestKeys appends the KEYS of a request of decide.lua or peek.lua:
-// its limits', then its ban's when its set has a ban.
+// requestKeys appends the KEYS of decide.lua or peek.lua: the limits',
+// then the ban's, if any.
 func requestKeys(keys []string, prefix string, r *request) []string {
 	keys = limitKeys(keys, prefix, r.key, r.set)
 	if r.set.Ban != nil {
@@ -39,13 +34,9 @@ func requestKeys(keys []string, prefix string, r *request) []string {
 	return keys
 }
 
-// decideArgs appends the ARGV of a request of decide.lua, in the order of
-// its request_args, limit_args and ban_args: n, the number of limits,
-// negated when a ban follows them; the cost; the deadline, sent by
-// reference, since boxing it would allocate; each limit's code, a, b and
-// c, where the code asks for a slice (see leasedCode) when r.ask is set
-// and a Concurrent limit's c is slot, the id of the slot the
-// request takes; then the ban's after, within, for and max.
+// decideArgs appends the ARGV of decide.lua (request_args, limit_args,
+// ban_args), the deadline by reference, since boxing it would allocate; a
+// Concurrent limit's c is slot, the id of the slot the request takes.
 func decideArgs(args []any, r *request, deadline *int64, slot string) []any {
 	n := len(r.set.Limits)
 	if r.set.Ban != nil {
@@ -70,8 +61,7 @@ func decideArgs(args []any, r *request, deadline *int64, slot string) []any {
 	return args
 }
 
-// peekArgs appends the ARGV of peek.lua, in the order of its peek_args:
-// the cost, then each limit's code, a, b and c.
+// peekArgs appends the ARGV of peek.lua (peek_args).
 func peekArgs(args []any, r *request) []any {
 	args = append(args, r.cost)
 	for i := range r.set.Limits {
@@ -81,10 +71,8 @@ func peekArgs(args []any, r *request) []any {
 	return args
 }
 
-// endArgs appends the ARGV of end.lua, in the order of its end_args: the
-// usage, r's deadline, then each limit's code, a, b and c, where a
-// Concurrent limit's c is slot, the id of the slot given back, when
-// it is not "".
+// endArgs appends the ARGV of end.lua (end_args); a Concurrent limit's c
+// is slot, the id of the slot given back, unless "".
 func endArgs(args []any, r *request, usage int, slot string) []any {
 	args = append(args, usage, r.deadline)
 	for i := range r.set.Limits {
@@ -98,14 +86,10 @@ func endArgs(args []any, r *request, usage int, slot string) []any {
 	return args
 }
 
-// chargeArgs returns the KEYS and ARGV of charge.lua for c, in the order
-// of its charge_args and charge_limit: the key that records c's identity,
-// then its limits' keys, and, when it resets, the ban key; how long the
-// identity is recorded, then for each limit its code, a, b and c, whether
-// it resets, the number of its admissions and each admission's time (on
-// Redis's clock: offset is Redis's clock minus the Fallback's, in µs) and
-// units. The identity lives as long as the longest horizon of c's limits:
-// a resend after that finds admissions too old to count.
+// chargeArgs returns the KEYS and ARGV of charge.lua for c (charge_args,
+// charge_limit). c's identity is kept for the longest horizon of its
+// limits: a resend after that finds admissions too old to count. offset
+// is Redis's clock minus the Fallback's, in µs.
 func chargeArgs(prefix string, c *fallback.Charge, offset int64) ([]string, []any) {
 	keys := make([]string, 0, len(c.Limits)+2)
 	keys = append(keys, redisKey(prefix, c.Key, spec.ChargeSuffix+c.ID))
@@ -129,8 +113,7 @@ func chargeArgs(prefix string, c *fallback.Charge, offset int64) ([]string, []an
 	return keys, args
 }
 
-// renewArgs returns the ARGV of renew.lua: the slots' life in µs, then
-// the ids of the slots to renew.
+// renewArgs returns the ARGV of renew.lua: the slots' life (µs), their ids.
 func renewArgs(length int64, ids []any) []any {
 	return append([]any{length}, ids...)
 }

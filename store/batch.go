@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,10 +28,8 @@ var decisions = sync.Pool{New: func() any {
 	return &decision{programRun: programRun{keys: make([]string, 0, 4), args: make([]any, 0, 18)}, done: make(chan struct{}, 1)}
 }}
 
-func newDecision() *decision { return decisions.Get().(*decision) }
-
-// release returns d to the pool; only when its caller got the answer,
-// never when it gave up waiting (a run may still hold d).
+// release returns d to the pool once its caller got the answer (a run may
+// still hold d of a caller that gave up).
 func (d *decision) release() {
 	clear(d.keys)
 	clear(d.args)
@@ -39,64 +38,50 @@ func (d *decision) release() {
 }
 
 // batcher runs concurrent decisions together. A decision that finds fewer
-// than maxRuns runs under way runs at once, alone, in its caller's
-// goroutine. Otherwise it waits, and when a run ends the decisions that
-// waited meanwhile go together in the next run, up to maxBatch: on a
-// single server, one run of decideAny, which knows every algorithm; with
-// pipeline set (a Redis Cluster master's batcher, see clusterBatcher), one
-// pipeline of each decision's own run. So a lone request is sent at
-// once, and under load the client sends one command, or one pipeline, for
-// many decisions. No goroutine outlives the runs of the decisions that
-// waited for it.
+// than maxRuns runs under way runs at once, in its caller's goroutine;
+// else it waits, and when a run ends those that waited go together, up to
+// maxBatch, in one run of decideAny or, with pipeline, one pipeline. No
+// goroutine outlives the runs of the decisions that waited for it.
 type batcher struct {
 	client   RedisClient
 	fn       *functions // the store's: functions or scripts
 	maxRuns  int
 	maxBatch int
-	// pipeline, when set, makes each batch one pipeline of runs, rather
-	// than one run.
-	pipeline func() redis.Pipeliner
+	pipeline func() redis.Pipeliner // when set, a batch is a pipeline of runs
 
 	mu    sync.Mutex
 	runs  int
 	queue []*decision
 
 	// late counts the decisions left out of a batch because their until
-	// had passed when it started: they waited for the runs under way, and
-	// their time ran out before they reached Redis.
+	// had passed while they waited.
 	late atomic.Int64
 }
 
-// run runs d alone through c, as fn says, cut short at d.until. When d.until comes
-// before ctx's deadline, a caller who gives up once the run is under way
-// waits for it, until d.until at most: the request has gone, and
-// abandoning its answer would cost the connection.
+// run runs d alone through c, cut short at d.until. When d.until comes
+// before ctx's deadline, a caller giving up mid-run still waits for it,
+// until d.until: abandoning a sent request's answer costs the connection.
 func (d *decision) run(ctx context.Context, fn *functions, c RedisClient) {
-	if !d.until.IsZero() {
-		if dl, ok := ctx.Deadline(); !ok || d.until.Before(dl) {
-			if d.err = ctx.Err(); d.err != nil {
-				return // not sent
-			}
-			rc := newRunCtx(ctx, d.until)
-			defer rc.release()
-			ctx = rc
+	if dl, ok := ctx.Deadline(); !d.until.IsZero() && (!ok || d.until.Before(dl)) {
+		if d.err = ctx.Err(); d.err != nil {
+			return // not sent
 		}
+		rc := newRunCtx(ctx, d.until)
+		defer rc.release()
+		ctx = rc
 	}
 	d.line, d.err = fn.run(ctx, c, d.programRun).Text()
 }
 
 // do has d decided and returns when its line or error is set, or ctx is
-// done (then d may still be in a run and must not be released). A
-// decision that waits for a run to end needs no timer of its own to stop
-// at d.until: runs end by the latest until of theirs, and one that has
-// passed when its batch starts is not sent. So it may wait past d.until
-// by as long as the decisions sent with it came after it, at worst.
+// done (then a run may still hold d: do not release it). A waiting
+// decision needs no timer for d.until: runs end by their latest until, and
+// one already past is not sent.
 func (b *batcher) do(ctx context.Context, d *decision) error {
 	d.gone = ctx.Done()
 	b.mu.Lock()
 	if b.runs < b.maxRuns {
-		// Nothing waits while a run slot is free: run alone, now.
-		b.runs++
+		b.runs++ // nothing waits while a run slot is free: run alone, now
 		b.mu.Unlock()
 		d.run(ctx, b.fn, b.client)
 		b.next()
@@ -112,21 +97,7 @@ func (b *batcher) do(ctx context.Context, d *decision) error {
 	}
 }
 
-// dequeue returns as many waiting decisions as fit in a batch. The lock is
-// held.
-func (b *batcher) dequeue() []*decision {
-	n := min(len(b.queue), b.maxBatch)
-	batch := append([]*decision(nil), b.queue[:n]...)
-	clear(b.queue[:n])
-	b.queue = b.queue[n:]
-	if len(b.queue) == 0 {
-		b.queue = b.queue[:0:0] // let the backing array go
-	}
-	return batch
-}
-
-// next hands the run slot to the decisions that waited, in a goroutine
-// that runs batch after batch while decisions wait, or frees it.
+// next hands the run slot to the decisions that waited, or frees it.
 func (b *batcher) next() {
 	if batch := b.take(); batch != nil {
 		go b.drain(batch)
@@ -142,7 +113,7 @@ func (b *batcher) drain(batch []*decision) {
 }
 
 // take returns the decisions that waited, as a batch that keeps the run
-// slot, or, when none waits, nil, and frees the slot.
+// slot, or nil, freeing the slot.
 func (b *batcher) take() []*decision {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -150,11 +121,16 @@ func (b *batcher) take() []*decision {
 		b.runs--
 		return nil
 	}
-	return b.dequeue()
+	n := min(len(b.queue), b.maxBatch)
+	batch := slices.Clone(b.queue[:n])
+	clear(b.queue[:n])
+	if b.queue = b.queue[n:]; len(b.queue) == 0 {
+		b.queue = b.queue[:0:0] // let the backing array go
+	}
+	return batch
 }
 
-// latestUntil returns the latest until of the decisions of batch, zero
-// when one of them has none.
+// latestUntil returns the latest until of batch, zero if one has none.
 func latestUntil(batch []*decision) time.Time {
 	var until time.Time
 	for _, d := range batch {
@@ -168,11 +144,9 @@ func latestUntil(batch []*decision) time.Time {
 	return until
 }
 
-// exec runs a batch, as one run or one pipeline, and hands each
-// decision its line. Decisions whose callers gave up while they waited, or
+// exec runs a batch, as one run or one pipeline, until its latest until,
+// and hands each decision its line. Decisions whose callers gave up, or
 // whose until has passed, are left out: nothing of theirs reaches Redis.
-// The run may last until the latest of the decisions' until; one with none
-// lets it last as go-redis's own timeouts allow.
 func (b *batcher) exec(batch []*decision) {
 	live := batch[:0]
 	now := time.Now()
@@ -180,16 +154,15 @@ func (b *batcher) exec(batch []*decision) {
 		select {
 		case <-d.gone:
 			d.err = context.Canceled // nobody reads it: the caller returned
-			d.done <- struct{}{}
 		default:
-			if !d.until.IsZero() && !now.Before(d.until) {
-				b.late.Add(1)
-				d.err = context.DeadlineExceeded
-				d.done <- struct{}{}
+			if d.until.IsZero() || now.Before(d.until) {
+				live = append(live, d)
 				continue
 			}
-			live = append(live, d)
+			b.late.Add(1)
+			d.err = context.DeadlineExceeded
 		}
+		d.done <- struct{}{}
 	}
 	if batch = live; len(batch) == 0 {
 		return
@@ -216,9 +189,7 @@ func (b *batcher) exec(batch []*decision) {
 		err = fmt.Errorf("got %d reply lines for %d requests", len(lines), len(batch))
 	}
 	for i, d := range batch {
-		if err != nil {
-			d.err = err
-		} else {
+		if d.err = err; err == nil {
 			d.line = lines[i]
 		}
 		d.done <- struct{}{}
@@ -226,10 +197,8 @@ func (b *batcher) exec(batch []*decision) {
 }
 
 // A runCtx is a context that ends at a deadline and carries its parent's
-// values but not its cancellation, for the runs the Fallback's budget
-// cuts short: one is reused for run after run, as long as none outlives
-// it, where context.WithDeadline would make a context, a channel and a
-// timer each time.
+// values but not its cancellation: pooled, it spares each run the
+// context, channel and timer of context.WithDeadline.
 type runCtx struct {
 	parent   context.Context // for its values
 	deadline time.Time
@@ -240,7 +209,6 @@ type runCtx struct {
 
 var runCtxs sync.Pool
 
-// newRunCtx returns a context with parent's values that ends at deadline.
 func newRunCtx(parent context.Context, deadline time.Time) *runCtx {
 	c, _ := runCtxs.Get().(*runCtx)
 	if c == nil {
@@ -253,7 +221,6 @@ func newRunCtx(parent context.Context, deadline time.Time) *runCtx {
 	return c
 }
 
-// timeout ends c when its deadline passes.
 func (c *runCtx) timeout() {
 	c.expired.Store(true)
 	close(c.done)

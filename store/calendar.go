@@ -7,34 +7,27 @@ import (
 	"github.com/ratelimit-go/ratelimit/internal/spec"
 )
 
-// What a Redis store makes of a script's answer that Redis's clock lay
-// outside the calendar periods it was given.
-
 // compiled is what the stores need of one limit, worked out when its
 // ratelimit.Limits was built.
 type compiled = spec.Limit
 
 // calendarMiss reports whether err is a script's answer that Redis's
-// clock lay outside the calendar periods it was given, and then makes the
-// calendars of set name the periods around Redis's time, so that the
-// caller may ask again.
+// clock lay outside the calendar periods it was given, and then moves
+// set's calendars to Redis's time, so that the caller may ask again.
 func calendarMiss(err error, set *spec.Set) bool {
 	if !set.Calendar {
 		return false
 	}
 	now, ok := calendarTime(err)
-	if ok {
-		for i := range set.Limits {
-			if c := set.Limits[i].Calendar; c != nil {
-				c.Refresh(now)
-			}
+	for i := range set.Limits {
+		if c := set.Limits[i].Calendar; c != nil && ok {
+			c.Refresh(now)
 		}
 	}
 	return ok
 }
 
-// calendarTime returns Redis's time from a script's answer that its clock
-// lay outside the calendar periods it was given.
+// calendarTime returns Redis's time from a calendar miss in err.
 func calendarTime(err error) (int64, bool) {
 	msg := err.Error()
 	i := strings.Index(msg, spec.CalendarMiss)

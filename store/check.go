@@ -16,34 +16,29 @@ import (
 	"github.com/ratelimit-go/ratelimit/internal/clusterslot"
 )
 
-// Check reports whether Redis can decide now, and if not, why. It runs
-// two small scripts. The first calls every command the store's scripts
-// call, in forms that change nothing, and returns an error wrapping
-// [ErrMisconfigured] that names those the server or its ACL user
-// refuses; it is sent with EVAL, and on keys of several slots, which a
-// Redis Cluster node refuses when reached by a single server's client.
-// The second reads TIME and writes a key with a TTL, as decisions do, so
-// that a server answering PING but refusing decisions (paused for
-// writes, a read-only replica, out of memory) fails it; it is sent with
-// EVALSHA. On a Redis Cluster, Check first reloads the client's map of
-// the slots, and passes only when every master in it answers with the
-// same map, covering every slot, the client routes each range of slots
-// to its master, and both scripts run there through the client:
-// decisions then find Redis as the check did.
-//
-// Once those pass, where CONFIG GET is permitted, Check also fails when a
+// Check reports whether Redis can decide now, and if not, why. One script,
+// sent with EVAL on keys of several slots (which a Redis Cluster node
+// refuses to a single server's client), calls every command the store's
+// scripts call, in forms that change nothing, and names those refused in
+// an error wrapping [ErrMisconfigured]. Another, sent with EVALSHA, reads
+// TIME and writes a key with a TTL, as decisions do, so a server that
+// answers PING but refuses decisions (paused for writes, a read-only
+// replica, out of memory) fails it. On a Redis Cluster, Check first
+// reloads the client's map of the slots, and passes only when every
+// master in it answers with the same map covering every slot, the client
+// routes each range to its master, and both scripts run there through the
+// client. Then, where CONFIG GET is permitted, Check fails when a
 // server's maxmemory-policy lets it evict the store's counters.
 //
-// Call it at startup: it fails where decisions would, and its error tells
-// two cases apart. One that matches [ErrMisconfigured] (errors.Is) needs
-// a fix: it says what to change, one error for each problem, joined, and
-// never holds a password; exit, or at least log it where it is read. Any
-// other error means that Redis cannot decide now (a refused connection, a
-// timeout, a server loading its data or read-only) and may later, with
-// nothing to change: a [Fallback] decides in process meanwhile and probes
-// Redis until it can, so a service behind one may start and serve. The
-// keys Check writes are under the store's prefix and expire within a
-// minute.
+// Call it at startup: it fails where decisions would. An error matching
+// [ErrMisconfigured] (errors.Is) says what to change, one joined error per
+// problem, never holding a password: exit, or at least log it where it is
+// read. Any other error means that Redis cannot decide now (a refused
+// connection, a timeout, a server loading its data or read-only) and may
+// later, with nothing to change: a [Fallback] decides in process meanwhile
+// and probes Redis until it can, so a service behind one may start and
+// serve. The keys Check writes are under the store's prefix and expire
+// within a minute.
 func (s *Redis) Check(ctx context.Context) error {
 	err := s.check(ctx)
 	if err != nil && !errors.Is(err, ErrMisconfigured) {
@@ -52,8 +47,8 @@ func (s *Redis) Check(ctx context.Context) error {
 	return err
 }
 
-// check is Check, through a client of the prober's (see probeClient), so
-// that an unreachable Redis fails it at once with the dial's error.
+// check is Check through a probe client (see probeClient): an
+// unreachable Redis fails it at once with the dial's error.
 func (s *Redis) check(ctx context.Context) error {
 	c, end, err := probeClient(ctx, s.client)
 	if err != nil {
@@ -71,32 +66,23 @@ func (s *Redis) checkThrough(ctx context.Context, c RedisClient) error {
 	if cluster, ok := c.(*redis.ClusterClient); ok {
 		return s.checkCluster(ctx, cluster)
 	}
-	if err := s.diagnose(ctx, c, s.checkKeys()); err != nil {
+	keys := make([]string, len(checkSlots))
+	for i, slot := range checkSlots {
+		keys[i] = redisKey(s.prefix, clusterslot.Tag(slot), ":check")
+	}
+	if err := s.diagnose(ctx, c, keys); err != nil {
 		return err
 	}
 	return misconfigured(probeScript.Run(ctx, c, []string{redisKey(s.prefix, "probe", "")}).Err(), s.prefix, s.cluster)
 }
 
-// checkSlots are slots spread over the cluster's range: a single
-// server's check uses keys of all of them, so that a cluster node refuses
-// it whichever slots it serves.
+// checkSlots spread a single server's check over the cluster's range, so
+// that a cluster node refuses it whichever slots it serves. Its ":check"
+// keys are never written.
 var checkSlots = []int{0, 5461, 10923, 16383}
 
-func (s *Redis) checkKeys() []string {
-	keys := make([]string, len(checkSlots))
-	for i, slot := range checkSlots {
-		keys[i] = s.checkKey(slot)
-	}
-	return keys
-}
-
-// checkKey is a key of slot that the check never writes.
-func (s *Redis) checkKey(slot int) string {
-	return redisKey(s.prefix, clusterslot.Tag(slot), ":check")
-}
-
-// diagnose runs check.lua through c with EVAL and returns what it or
-// Redis refused, as misconfigurations.
+// diagnose runs check.lua through c and returns what was refused, as
+// misconfigurations.
 func (s *Redis) diagnose(ctx context.Context, c RedisClient, keys []string) error {
 	args := make([]any, len(storeCommands))
 	for i, name := range storeCommands {
@@ -140,22 +126,20 @@ func (s *Redis) diagnose(ctx context.Context, c RedisClient, keys []string) erro
 	return errors.Join(errs...)
 }
 
-// time returns Redis's clock in microseconds, read by the probe script
-// through c.
+// time returns Redis's clock in µs, read by the probe script through c.
 func (s *Redis) time(ctx context.Context, c RedisClient) (int64, error) {
 	t, err := probeScript.Run(ctx, c, []string{redisKey(s.prefix, "probe", "")}).StringSlice()
 	if err != nil {
 		return 0, err
 	}
-	if len(t) != 2 {
-		return 0, fmt.Errorf("ratelimit: redis: TIME answered %q", t)
+	if len(t) == 2 {
+		sec, err1 := strconv.ParseInt(t[0], 10, 64)
+		usec, err2 := strconv.ParseInt(t[1], 10, 64)
+		if err1 == nil && err2 == nil {
+			return sec*1_000_000 + usec, nil
+		}
 	}
-	sec, err1 := strconv.ParseInt(t[0], 10, 64)
-	usec, err2 := strconv.ParseInt(t[1], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("ratelimit: redis: TIME answered %q", t)
-	}
-	return sec*1_000_000 + usec, nil
+	return 0, fmt.Errorf("ratelimit: redis: TIME answered %q", t)
 }
 
 func (s *Redis) checkCluster(ctx context.Context, cluster *redis.ClusterClient) error {
@@ -167,39 +151,31 @@ func (s *Redis) checkCluster(ctx context.Context, cluster *redis.ClusterClient) 
 		if err := routesTo(ctx, cluster, o); err != nil {
 			return fmt.Errorf("slots %d-%d: %w", o.start, o.end, misconfigured(err, s.prefix, s.cluster))
 		}
-		if err := s.diagnose(ctx, cluster, []string{s.checkKey(o.start)}); err != nil {
+		tag := clusterslot.Tag(o.start)
+		if err := s.diagnose(ctx, cluster, []string{redisKey(s.prefix, tag, ":check")}); err != nil {
 			return err
 		}
-		key := redisKey(s.prefix, clusterslot.Tag(o.start), "probe")
-		if err := probeScript.Run(ctx, cluster, []string{key}).Err(); err != nil {
+		if err := probeScript.Run(ctx, cluster, []string{redisKey(s.prefix, tag, "probe")}).Err(); err != nil {
 			return fmt.Errorf("slots %d-%d: %w", o.start, o.end, misconfigured(err, s.prefix, s.cluster))
 		}
 	}
 	return nil
 }
 
-// A single server's client (a *redis.Client, which the Sentinel failover
-// client is too) stops dialing once it has failed to dial as many times in
-// a row as its pool holds connections, and then tries again only once a
-// second until a dial succeeds. A prober checking a dead Redis through it
-// would trip that, and decisions sent back to Redis once it answers would
-// find no connection for up to a second: each would wait out its budget,
-// and Redis would be marked down and up again and again. So each round of
-// the prober checks through a client of its own, and before decisions go
-// back, the store's client must lend warmConns connections at once, each
-// running the probe script; they then wait in its pool for the decisions.
+// A single server's client that failed to dial as often in a row as its
+// pool holds connections then dials once a second: probing through it
+// would leave decisions without a connection for up to a second once Redis
+// answers. So probes use a client of their own (probeClient), and the
+// store's client must lend warmConns connections before decisions go back.
 
-// warmConns is how many connections a store's client must lend at once:
-// as many as the batcher runs scripts at once.
+// warmConns is as many connections as the batcher runs scripts at once.
 const warmConns = defaultRuns
 
 // probeClient returns a client made like c, with one connection, one
-// dial and no retries, for one round of the prober, and a func that closes
-// it; c itself, and a func that does nothing, when c is not a single
-// server's client. It dials first, itself, with c's dialer, and returns
-// the dial's own error (a refused connection, a certificate the client
-// rejects) rather than a client: go-redis would log each failed dial of
-// each round, and report the round's deadline rather than its cause.
+// dial and no retries, for one probe round, and a func that closes it; c
+// itself and a no-op when c is not a single server's client. It dials
+// first, with c's dialer, to return the dial's own error: go-redis would
+// log each failed dial, and report the round's deadline, not its cause.
 func probeClient(ctx context.Context, c RedisClient) (RedisClient, func(), error) {
 	single, ok := c.(*redis.Client)
 	if !ok {
@@ -224,9 +200,8 @@ func probeClient(ctx context.Context, c RedisClient) (RedisClient, func(), error
 	o.PoolSize, o.MinIdleConns, o.MaxIdleConns, o.MaxActiveConns = 1, 0, 1, 0
 	o.MaxRetries = -1
 	o.DialerRetries = 1
-	// c's push processor holds c's handlers for maintenance
-	// notifications: a client made with it fails to register its own, and
-	// go-redis logs that each round. A round has no use for them.
+	// c's push processor holds c's maintenance notification handlers: a
+	// client made with it fails to register its own, logged each round.
 	o.PushNotificationProcessor = nil
 	o.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 	p := redis.NewClient(&o)
@@ -238,11 +213,9 @@ func probeClient(ctx context.Context, c RedisClient) (RedisClient, func(), error
 	}, nil
 }
 
-// warm has the store's client, when it is a single server's, run the
-// probe on warmConns connections held at once, as decisions will run: as
-// a function, loading the library if Redis lost it meanwhile, or as a
-// script. On a Redis Cluster, it loads the library on every master that
-// lacks it.
+// warm has a single server's client run the probe on warmConns
+// connections at once, as decisions will run (loading the library if
+// Redis lost it). On a Redis Cluster, it loads the library where missing.
 func (s *Redis) warm(ctx context.Context) error {
 	single, ok := s.client.(*redis.Client)
 	if !ok {
@@ -262,10 +235,8 @@ func (s *Redis) warm(ctx context.Context) error {
 			errs[i] = s.fn.run(ctx, conns[i], programRun{program: probeProgram, keys: []string{redisKey(s.prefix, "probe", "")}}).Err()
 		}
 		if i == 0 {
-			// The first connection alone: go-redis v9.22 sets up a
-			// client's first connections with a write to the client's
-			// options that races with another's (its maintenance
-			// notifications, switched off on a server without them).
+			// The first alone: go-redis v9.22 sets up a client's first
+			// connections with racing writes to the client's options.
 			run()
 			continue
 		}

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -12,15 +13,9 @@ import (
 	"github.com/ratelimit-go/ratelimit/internal/clusterslot"
 )
 
-// What the probe checks of a Redis Cluster before decisions return to
-// it: that the client routes every slot to the master that owns it now,
-// and that each of those masters can decide.
-//
-// go-redis v9 does not reload its map of the slots when a master stops
-// answering; it does on MOVED, and every ClusterStateReloadInterval, in
-// the background. ClusterClient.ReloadState only schedules such a
-// reload. ClusterClient.ForEachMaster is the one public call that reloads
-// the map before it returns, so the probe goes through it.
+// The probe reloads a cluster client's map of the slots through
+// ForEachMaster, the one public call of go-redis v9 that reloads it before
+// it returns (ReloadState only schedules a reload).
 
 // slotOwner is a range of slots and the master serving it.
 type slotOwner struct {
@@ -30,9 +25,8 @@ type slotOwner struct {
 }
 
 // clusterOwners reloads cluster's map of the slots and returns the
-// owners of every slot, as every master in that map sees them: each must
-// answer, and all must agree, so that a reload the client makes later,
-// from any of them, keeps the routing the probe checked.
+// owners of every slot, as all its masters agree: a later reload from any
+// of them keeps the routing the probe checked.
 func clusterOwners(ctx context.Context, cluster *redis.ClusterClient) ([]slotOwner, error) {
 	var mu sync.Mutex
 	var views [][]slotOwner
@@ -73,11 +67,8 @@ func ownersOf(ranges []redis.ClusterSlot) ([]slotOwner, error) {
 		if len(r.Nodes) == 0 {
 			continue
 		}
-		id := r.Nodes[0].ID
-		if id == "" {
-			id = r.Nodes[0].Addr
-		}
-		owners = append(owners, slotOwner{start: r.Start, end: r.End, id: id, addr: r.Nodes[0].Addr})
+		n := r.Nodes[0]
+		owners = append(owners, slotOwner{start: r.Start, end: r.End, id: cmp.Or(n.ID, n.Addr), addr: n.Addr})
 	}
 	slices.SortFunc(owners, func(a, b slotOwner) int { return a.start - b.start })
 	next := 0
@@ -93,9 +84,8 @@ func ownersOf(ranges []redis.ClusterSlot) ([]slotOwner, error) {
 	return owners, nil
 }
 
-// routesTo checks that cluster sends keys of o's slots to o's master,
-// without following a MOVED: to the address Redis gave for it, or else to
-// the node that says it has o's node ID.
+// routesTo checks that cluster sends keys of o's slots, without a MOVED,
+// to o's address or to the node that says it has o's node ID.
 func routesTo(ctx context.Context, cluster *redis.ClusterClient, o slotOwner) error {
 	master, err := cluster.MasterForKey(ctx, "{"+clusterslot.Tag(o.start)+"}")
 	if err != nil {

@@ -1,6 +1,8 @@
 package store
 
 import (
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -12,16 +14,10 @@ import (
 )
 
 // denyCache remembers requests Redis denied, so that the same request is
-// denied in process until it could pass, without asking Redis again. A
-// denial takes nothing and only time frees room, so until its retry-after
-// Redis would answer the same; see RedisOptions.DenyCacheSize for what
-// the cache does not know. Any request of a key that passes, and any
-// Reset, makes the cache forget that key; a Reset also keeps out the
-// denials of requests that Redis may have decided before it.
-//
-// For limits with a ban, a denial that is no ban is not kept: its repeat
-// is a strike, which only Redis counts. A ban is kept until it ends, and
-// answers any cost: a banned key is denied whatever it asks.
+// denied in process until it could pass (see RedisOptions.DenyCacheSize).
+// A request of a key that passes, and a Reset, make it forget the key; a
+// Reset also keeps out the denials Redis may have made before it. Of
+// limits with a ban, only bans are kept, answering any cost.
 type denyCache struct {
 	shards   [32]denyShard
 	perShard int          // keys
@@ -32,9 +28,8 @@ type denyShard struct {
 	mu   sync.Mutex
 	m    map[string][]denial // by key; a few entries, one per set of limits
 	keys atomic.Int32        // len(m), readable without the lock
-	// resets counts the Resets of the shard's keys. A decision reads it
-	// before asking Redis and caches its denial only if no Reset came
-	// meanwhile: Redis may have denied it before the Reset's DEL.
+	// resets counts the Resets of the shard's keys: a denial is cached
+	// only if none came while Redis decided, which may predate the DEL.
 	resets atomic.Uint64
 }
 
@@ -51,35 +46,30 @@ type denial struct {
 
 func newDenyCache(size int) *denyCache {
 	start := time.Now()
-	c := &denyCache{perShard: max(size/32, 1)}
-	c.now = func() int64 { return int64(time.Since(start) / time.Microsecond) }
-	return c
+	return &denyCache{perShard: max(size/32, 1), now: func() int64 {
+		return int64(time.Since(start) / time.Microsecond)
+	}}
 }
 
 func (c *denyCache) shard(key string) *denyShard {
 	return &c.shards[spec.KeyHash(key)%uint32(len(c.shards))]
 }
 
-// get returns the cached denial of r, its times brought up to now, if r
-// cannot pass yet.
+// get returns the cached denial of r, its times brought up to now.
 func (c *denyCache) get(r *request) (ratelimit.Decision, bool) {
 	key, set, cost := r.key, r.set, r.cost
 	sh := c.shard(key)
 	now := c.now()
 	sh.mu.Lock()
-	var d *denial
-	for i := range sh.m[key] {
-		if e := &sh.m[key][i]; e.set == set && now < e.until && (cost == e.cost || e.banned > 0) {
-			d = e
-			break
-		}
-	}
-	if d == nil {
+	i := slices.IndexFunc(sh.m[key], func(e denial) bool {
+		return e.set == set && now < e.until && (cost == e.cost || e.banned > 0)
+	})
+	if i < 0 {
 		sh.mu.Unlock()
 		return ratelimit.Decision{}, false
 	}
-	// A request sent after this get read the clock may have stored the
-	// entry: then no time has passed since the denial.
+	d := &sh.m[key][i]
+	// max: a request sent after now was read may have stored the entry.
 	elapsed := time.Duration(max(now-d.at, 0)) * time.Microsecond
 	var buf [limitset.MaxInline]ratelimit.Result
 	rs := append(buf[:0], d.results...)
@@ -103,36 +93,30 @@ func (c *denyCache) get(r *request) (ratelimit.Decision, bool) {
 	return denied, true
 }
 
-// A denyEpoch is what put needs to know of the time a request asked
-// Redis: the count of its key's Resets, to know that none came after it,
-// and the time.
+// A denyEpoch is when a request asked Redis: Resets counted, and time.
 type denyEpoch struct {
 	resets uint64
 	sent   int64 // µs, on the cache's clock
 }
 
-// epoch returns key's epoch now: read it before asking Redis.
+// epoch returns key's epoch: read it before asking Redis.
 func (c *denyCache) epoch(key string) denyEpoch {
 	return denyEpoch{resets: c.shard(key).resets.Load(), sent: c.now()}
 }
 
-// put remembers d, a denial of r that Redis just made, asked for at
-// epoch; unless a Reset of r's key came since, or r's set has a ban and
-// the key is not banned.
+// put remembers d, Redis's denial of r asked for at epoch, unless a Reset
+// came since, or r's set has a ban and the key is not banned.
 func (c *denyCache) put(r *request, d ratelimit.Decision, epoch denyEpoch) {
 	key, set, cost, sent := r.key, r.set, r.cost, epoch.sent
 	if set.Ban != nil && d.Banned == 0 {
 		return // its repeat is a strike: Redis must count it
 	}
-	// Redis decided at some time after sent: its times counted from
-	// sent end no later than Redis's, where counted from now they could
-	// outlast them by the round trip, and the cache would deny, or promise,
-	// past what Redis holds.
+	// Counted from sent, not now, the times end no later than Redis's,
+	// which decided after sent.
 	e := denial{set: set, at: sent, until: sent + int64(d.RetryAfter/time.Microsecond), cost: cost, results: append([]ratelimit.Result(nil), d.Results()...)}
 	if d.Banned > 0 {
-		// Until the ban ends Redis answers with the ban alone, as if the
-		// ban had just been read (the first answer of a ban may show
-		// longer times of the limits).
+		// Until the ban ends Redis answers with the ban alone (its first
+		// answer may show the limits' longer times).
 		e.until, e.banned = sent+int64(d.Banned/time.Microsecond), d.Banned
 		for i := range e.results {
 			e.results[i] = ratelimit.Result{Limit: e.results[i].Limit, Window: d.Banned, ResetAfter: d.Banned, RetryAfter: d.Banned}
@@ -164,16 +148,10 @@ func (c *denyCache) put(r *request, d ratelimit.Decision, epoch denyEpoch) {
 	sh.m[strings.Clone(key)] = append(entries, e) // not the caller's buffer, which may hold more: a map keeps the key it is last given
 }
 
-// passed forgets the denials of r's key, as r passed: its room
-// changed. When that request left some limit one unit short of another
-// request of its cost, the next one's denial is kept as if Redis had made
-// it, until a unit comes back to each such limit (its Window, counted
-// from when r was sent, which is then the RetryAfter Redis would give): only time
-// frees room, so until then Redis would deny it. A spent key
-// that time refills slowly (a token bucket's trickle) is then denied in
-// process between its units, not on Redis. Not for limits with a ban,
-// whose denials are strikes, nor for requests in flight, whose slots
-// any instance frees.
+// passed forgets the denials of r's key, whose room changed. When r left
+// a limit one unit short of another request of its cost, that denial is
+// kept until a unit comes back (the limit's Window, from when r was sent).
+// Not with a ban, whose denials are strikes, nor a Concurrent limit.
 func (c *denyCache) passed(r *request, d ratelimit.Decision, epoch denyEpoch) {
 	c.forget(r.key)
 	if set := r.set; set.Ban != nil || set.Slot >= 0 {
@@ -200,22 +178,16 @@ func (c *denyCache) passed(r *request, d ratelimit.Decision, epoch denyEpoch) {
 
 // evict makes room in a full shard: expired keys go first, else all.
 func (sh *denyShard) evict(now int64, capacity int) {
-	for key, entries := range sh.m {
-		live := false
-		for _, e := range entries {
-			live = live || now < e.until
-		}
-		if !live {
-			delete(sh.m, key)
-		}
-	}
+	maps.DeleteFunc(sh.m, func(_ string, entries []denial) bool {
+		return !slices.ContainsFunc(entries, func(e denial) bool { return now < e.until })
+	})
 	if len(sh.m) >= capacity {
 		clear(sh.m)
 	}
 }
 
-// reset drops every cached denial of key, and keeps out the denials of
-// requests under way: call it once the Reset's DEL is done.
+// reset drops key's denials and keeps out those of requests under way:
+// call it once the Reset's DEL is done.
 func (c *denyCache) reset(key string) {
 	sh := c.shard(key)
 	sh.mu.Lock()
@@ -225,8 +197,7 @@ func (c *denyCache) reset(key string) {
 	sh.mu.Unlock()
 }
 
-// forget drops every cached denial of key: after a request of it passed
-// (its room changed).
+// forget drops key's denials: its room changed.
 func (c *denyCache) forget(key string) {
 	sh := c.shard(key)
 	if sh.keys.Load() == 0 {

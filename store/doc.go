@@ -24,36 +24,35 @@
 //   - backlog: what a Fallback decided in process, per key, on its way to
 //     Redis once Redis answers again.
 //
-// [Redis] keeps the counters in Redis, so that every instance of a
-// service shares one limit. Each decision is one atomic run of the Lua
-// scripts of the package lua, which read the time from Redis; every key it
-// writes has a TTL. It works with a single server, Sentinel (go-redis's
-// failover client), Redis Cluster and Ring, and [Redis.Check] tells a
-// misconfigured Redis (missing ACL permissions, TLS mistakes, a cluster
-// node behind a single server's client, an evicting maxmemory-policy) from
-// a working one, with an error saying what to fix that wraps
-// [ErrMisconfigured].
+// [Redis] keeps the counters in Redis, shared by every instance of a
+// service. Each decision is one atomic run of the Lua scripts of the
+// package lua, which read the time from Redis; every key it writes has a
+// TTL. It works with a single server, Sentinel (go-redis's failover
+// client), Redis Cluster and Ring. [Redis.Check] tells a misconfigured
+// Redis (missing ACL permissions, TLS mistakes, a cluster node behind a
+// single server's client, an evicting maxmemory-policy) from a working
+// one, with an error saying what to fix that wraps [ErrMisconfigured].
 //
-// [NewMemory]'s store keeps the counters in this process, with the same semantics as
-// the Redis scripts, in bounded memory: for a service with one instance,
-// for tests, and as the Fallback's local store.
+// [NewMemory]'s store keeps the counters in this process, with the same
+// semantics as the Redis scripts, in bounded memory: for a service with
+// one instance, for tests, and as the Fallback's local store.
 //
 // [Fallback] decides with Redis and, when Redis is down, slow,
-// misconfigured or failing over, in process, dividing each limit among the
-// service's instances; when Redis answers again it brings what was decided
-// meanwhile to Redis, then sends decisions back to it. It is the
+// misconfigured or failing over, in process, dividing each limit among
+// the service's instances; when Redis answers again it brings what was
+// decided meanwhile to Redis, then sends decisions back to it: the
 // configuration to run in production. [Fallback.Health] says where its
 // decisions are made and what it has counted; its [FallbackHealth]
 // marshals to JSON for a health handler.
 //
 // Each applies the ban a set of limits may carry (see [ratelimit.Ban]) in
-// the same atomic step as the limits: Redis keeps a key's ban state beside
-// its counters, in a hash under the same hash tag, with a TTL that ends
-// when the state no longer matters; Memory keeps it with the key's
-// counters, within the same bound. A Fallback's bans are Redis's while
-// Redis decides, and this instance's own while it decides in process;
-// only admissions and resets are brought back to Redis, never strikes or
-// bans (see [Fallback]).
+// the same atomic step as the limits: Redis keeps a key's ban state in a
+// hash beside its counters, under the same hash tag, with a TTL that ends when it no longer
+// matters; Memory
+// keeps it with the key's counters, within the same bound. A Fallback's
+// bans are Redis's while Redis decides, this instance's own while it
+// decides in process; only admissions and resets go back to Redis, never
+// strikes or bans (see [Fallback]).
 //
 // All three are safe for concurrent use, and take their options as a
 // struct whose zero value means every default.

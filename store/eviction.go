@@ -14,15 +14,14 @@ import (
 // evictionCheckTimeout bounds how long NewRedis waits for CONFIG GET.
 const evictionCheckTimeout = time.Second
 
-// configGetter is the part of a go-redis client that reads the
-// configuration of one server.
+// configGetter is the part of a go-redis client that reads a server's
+// configuration.
 type configGetter interface {
 	ConfigGet(ctx context.Context, parameter string) *redis.MapStringStringCmd
 }
 
-// checkEviction warns when Redis may evict the store's keys (see
-// evictingServers). An unreachable Redis is left to decisions to find,
-// without a line of go-redis's (see probeClient).
+// checkEviction warns when Redis may evict the store's keys. An
+// unreachable Redis is left to decisions to find (see probeClient).
 func (s *Redis) checkEviction() {
 	ctx, cancel := context.WithTimeout(context.Background(), evictionCheckTimeout)
 	defer cancel()
@@ -40,14 +39,9 @@ func (s *Redis) checkEviction() {
 // evictingServer is a server whose maxmemory-policy lets it delete keys.
 type evictingServer struct{ server, policy string }
 
-// evictingServers returns the servers that may evict the store's keys:
-// with a maxmemory-policy other than noeviction, a Redis under memory
-// pressure deletes counters and limits silently start afresh; and since
-// every key the store writes has a TTL, the volatile-* policies, which
-// evict only keys with one, take the store's first. It asks every server
-// it can (each master of a cluster) once, and leaves out those where
-// CONFIG GET is not permitted, as on many managed services, or that do
-// not answer. It asks through client, the store's or one made like it.
+// evictingServers returns the servers (each master of a cluster), asked
+// once through client, whose maxmemory-policy is not noeviction, leaving
+// out those that do not answer or forbid CONFIG GET (many managed ones).
 func (s *Redis) evictingServers(ctx context.Context, client RedisClient) []evictingServer {
 	var found []evictingServer
 	var mu sync.Mutex
@@ -56,7 +50,8 @@ func (s *Redis) evictingServers(ctx context.Context, client RedisClient) []evict
 		if err != nil {
 			return
 		}
-		if policy := cfg["maxmemory-policy"]; evicting(policy) {
+		policy := cfg["maxmemory-policy"]
+		if strings.HasPrefix(policy, "allkeys-") || strings.HasPrefix(policy, "volatile-") {
 			mu.Lock()
 			found = append(found, evictingServer{where, policy})
 			mu.Unlock()
@@ -76,8 +71,7 @@ func (s *Redis) evictingServers(ctx context.Context, client RedisClient) []evict
 	return found
 }
 
-// evictionError is the misconfiguration of servers that may evict the
-// store's keys, or nil.
+// evictionError is the misconfiguration of evicting servers, or nil.
 func evictionError(servers []evictingServer) error {
 	if len(servers) == 0 {
 		return nil
@@ -95,9 +89,4 @@ func evictionError(servers []evictingServer) error {
 		fix:     "set maxmemory-policy to noeviction, or give the limiter a Redis of its own with noeviction",
 		err:     errors.New(strings.Join(where, "; ")),
 	}
-}
-
-// evicting reports whether a maxmemory-policy lets Redis delete keys.
-func evicting(policy string) bool {
-	return strings.HasPrefix(policy, "allkeys-") || strings.HasPrefix(policy, "volatile-")
 }

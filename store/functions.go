@@ -16,28 +16,17 @@ import (
 	"github.com/ratelimit-go/ratelimit/internal/wait"
 )
 
-// Redis runs a script's whole chunk on every EVALSHA, creating its
-// functions and tables anew each time; a library of Redis Functions
-// (Redis 7 and later) runs its chunk once, when it is loaded, and FCALL
-// calls a function directly, for less of Redis's CPU per decision. So the
-// store calls its library (see library) where it can, and runs the same
-// code as scripts where it cannot: a client that does not call functions,
-// a server without them (Redis before 7, miniredis, FCALL or FUNCTION
-// renamed away), or an ACL user that may not run FCALL or FUNCTION LOAD.
-// None of those is a misconfiguration: the store runs scripts from then
-// on, and says so once, in its log, at DEBUG or INFO.
-//
-// The library is loaded lazily: a call that Redis answers "Function not
-// found" (never loaded there; a restart without persistence; FUNCTION
-// FLUSH; a new master) did not run, so the store loads the library where
-// it was called, on every master of a Redis Cluster, and calls once more;
-// if the load fails, or the library is gone again, that call runs as a
-// script. A failover keeps the library, which replicas receive and RDB
-// and AOF keep.
+// EVALSHA runs a script's whole chunk each time; a library of Redis
+// Functions (Redis 7+) runs it once, at load, so FCALL costs Redis less
+// CPU. The store calls its library where it can and runs the same code as
+// scripts where the client, server or ACL user cannot: not a
+// misconfiguration, logged once at DEBUG or INFO. The library is loaded
+// lazily: "Function not found" (a restart without persistence, FUNCTION
+// FLUSH, a new master) means the call did not run, so the store loads it
+// and calls once more, else runs the call as a script.
 
 // functionCaller is the part of a go-redis client that calls Redis
-// Functions. Every go-redis client has it; a custom RedisClient may not,
-// and then the store runs scripts.
+// Functions; a custom RedisClient without it runs scripts.
 type functionCaller interface {
 	FCall(ctx context.Context, function string, keys []string, args ...any) *redis.Cmd
 	FunctionLoad(ctx context.Context, code string) *redis.StringCmd
@@ -50,19 +39,15 @@ const (
 	pathScripts                // scripts: Redis or its user has no functions
 )
 
-// functions chooses, for one store, whether its programs run as
-// functions or as scripts, and loads the library where it is missing. It
-// is safe for concurrent use.
+// functions runs a store's programs as functions or as scripts.
 type functions struct {
 	logger *slog.Logger
 	path   atomic.Int32
-	// pinned keeps path as it is, whatever Redis answers: tests set it to
-	// run one path only, where the other would hide a failure.
+	// pinned keeps path as it is, whatever Redis answers (tests).
 	pinned bool
 
 	mu sync.Mutex
-	// loads holds the loads under way, by the client they go through, so
-	// that the calls that find the library missing at once share one.
+	// loads under way, by client, shared by the calls that need them.
 	loads map[RedisClient]*libraryLoad
 }
 
@@ -72,7 +57,6 @@ type libraryLoad struct {
 	refused bool // Redis or its user refused FUNCTION LOAD
 }
 
-// newFunctions returns the choice of a store whose client is c.
 func newFunctions(c RedisClient, logger *slog.Logger) *functions {
 	f := &functions{logger: logger, loads: make(map[RedisClient]*libraryLoad)}
 	if _, ok := c.(functionCaller); !ok {
@@ -82,22 +66,11 @@ func newFunctions(c RedisClient, logger *slog.Logger) *functions {
 	return f
 }
 
-// pin makes f take path, whatever Redis answers.
-func (f *functions) pin(path int32) {
-	f.path.Store(path)
-	f.pinned = true
-}
-
-// useFunctions reports whether programs go as functions.
 func (f *functions) useFunctions() bool { return f.path.Load() != pathScripts }
 
-// run runs r's program with its keys and args through c: as a function
-// while f says so, else as a script. A call that finds the library
-// missing did not run: the library is loaded and the program called once
-// more; if the load fails, or the library is missing again (flushed again
-// meanwhile), it runs as a script, this once. It is sent at most once, but again, up to
-// maxSendAgain times, when Redis's answer proves that it did not run (see
-// notRun).
+// run runs r's program through c, as a function while f says so, else as
+// a script. It is sent once, and again (up to maxSendAgain times) only
+// when Redis's answer proves that it did not run (see notRun).
 func (f *functions) run(ctx context.Context, c RedisClient, r programRun) *redis.Cmd {
 	for again := 0; ; again++ {
 		cmd := f.runOnce(ctx, c, r)
@@ -108,21 +81,20 @@ func (f *functions) run(ctx context.Context, c RedisClient, r programRun) *redis
 }
 
 func (f *functions) runOnce(ctx context.Context, c RedisClient, r programRun) *redis.Cmd {
-	fc, ok := c.(functionCaller)
-	if !ok || !f.useFunctions() {
+	if _, ok := c.(functionCaller); !ok || !f.useFunctions() {
 		return runScript(ctx, c, r)
 	}
-	cmd := fcall(ctx, c, r)
+	cmd := send(ctx, c, fcallVerb, r)
 	if functionMissing(cmd.Err()) {
 		if _, err := f.loadShared(ctx, c); err != nil {
 			return runScript(ctx, c, r)
 		}
-		if cmd = fcall(ctx, fc, r); functionMissing(cmd.Err()) {
-			return runScript(ctx, c, r)
+		if cmd = send(ctx, c, fcallVerb, r); functionMissing(cmd.Err()) {
+			return runScript(ctx, c, r) // missing again: flushed meanwhile
 		}
 	}
 	if f.refuse(cmd.Err()) {
-		return runScript(ctx, c, r) // p did not run
+		return runScript(ctx, c, r) // the call did not run
 	}
 	if cmd.Err() == nil {
 		f.worked()
@@ -130,47 +102,30 @@ func (f *functions) runOnce(ctx context.Context, c RedisClient, r programRun) *r
 	return cmd
 }
 
-// Sending once. go-redis sends a command again when its connection fails
-// after the command went (a reset, an EOF), as though Redis had not run
-// it; a decision or a charge that Redis ran, whose answer was lost, would
-// count twice. So the store sends its programs as commands that go-redis
-// never sends again (onceCmd), and sends one again itself only when
-// Redis's answer proves that it did not run. A custom RedisClient without
-// a Process method runs them through its Scripter methods, which retry as
-// the client does.
+// go-redis resends a command whose connection failed after it went, so a
+// decision whose answer was lost would count twice. The store's programs
+// go as onceCmd, resent only when Redis's answer proves they did not run.
 
 // onceCmd is a command that go-redis sends at most once, whatever its
-// client's MaxRetries, and in pipelines as well: a pipeline that holds one
-// is never sent again either.
+// client's MaxRetries; a pipeline that holds one is never resent either.
 type onceCmd struct{ *redis.Cmd }
 
 // NoRetry tells go-redis not to send the command again.
 func (onceCmd) NoRetry() bool { return true }
 
-// processor is what sends a command: every go-redis client and pipeline.
-type processor interface {
-	Process(ctx context.Context, cmd redis.Cmder) error
-}
-
-// maxSendAgain is how many more times a program is sent after answers
-// that prove it did not run.
-const maxSendAgain = 3
+const maxSendAgain = 3 // resends of a program that provably did not run
 
 // notRun reports whether err is Redis refusing a command before running
-// it: loading its data, a replica, a cluster not ready. A lost connection,
-// a timeout or a script's own error prove nothing, and are not sent
-// again; nor is a command that could not be sent for want of a
-// connection, since go-redis tries to dial several times already.
+// it: loading, a replica, a cluster not ready. A lost connection or a
+// timeout proves nothing; a failed dial go-redis already retried.
 func notRun(err error) bool {
 	return err != nil && (redis.IsLoadingError(err) || redis.IsReadOnlyError(err) || redis.IsMasterDownError(err) ||
 		redis.IsClusterDownError(err) || redis.IsTryAgainError(err))
 }
 
 // settle gives cmd ctx's error when cmd failed on the network after ctx
-// ended or passed its deadline, which set the connection's: the caller's
-// deadline, not the network, cut the call short. A network error that is
-// not a timeout (a refused connection, between dials go-redis spaced
-// until ctx ended) is kept with ctx's, as its cause. It returns cmd.
+// ended or passed its deadline, keeping a network error that is not a
+// timeout as its cause.
 func settle(ctx context.Context, cmd *redis.Cmd) *redis.Cmd {
 	err := cmd.Err()
 	if err == nil {
@@ -193,21 +148,18 @@ func settle(ctx context.Context, cmd *redis.Cmd) *redis.Cmd {
 // cutShort is a call that ctx ended after the network failed it.
 type cutShort struct{ ctx, cause error }
 
-func (e *cutShort) Error() string {
-	return e.ctx.Error() + " (after: " + e.cause.Error() + ")"
-}
+func (e *cutShort) Error() string { return e.ctx.Error() + " (after: " + e.cause.Error() + ")" }
 
 func (e *cutShort) Unwrap() []error { return []error{e.ctx, e.cause} }
 
-// pause waits before the again-th sending again, as go-redis would: 8ms
-// doubled each time, up to 512ms, with jitter; or until ctx is done.
+// pause waits before the again-th resend as go-redis would, or until ctx
+// is done.
 func pause(ctx context.Context, again int) error {
 	d := 8 * time.Millisecond << again
 	return wait.For(ctx, min(d/2+rand.N(d/2+1), 512*time.Millisecond))
 }
 
-// A verb is how a program is run: FCALL of its function, EVALSHA of its
-// script's hash, or EVAL of its source.
+// A verb is how a program is run: FCALL, EVALSHA or EVAL.
 type verb int
 
 const (
@@ -220,14 +172,13 @@ const (
 // verbNames are the verbs' commands, boxed once.
 var verbNames = [verbs]any{fcallVerb: "fcall", evalShaVerb: "evalsha", evalVerb: "eval"}
 
-// send sends r's program p with its keys and args as v says (FCALL, EVALSHA or EVAL)
-// through c, a client or a pipeline, at most once, and returns the
-// command; through a pipeline, it goes when the pipeline does. A client
-// without Process gets it through its own method, which retries as it
-// does.
+// send sends r's program as v says through c, a client or a pipeline, at
+// most once; a client without Process retries as it does.
 func send(ctx context.Context, c any, v verb, r programRun) *redis.Cmd {
 	p, keys, args := r.program, r.keys, r.args
-	pc, ok := c.(processor)
+	pc, ok := c.(interface { // every go-redis client and pipeline
+		Process(ctx context.Context, cmd redis.Cmder) error
+	})
 	if !ok {
 		switch s, _ := c.(redis.Scripter); v {
 		case evalShaVerb:
@@ -251,46 +202,29 @@ func send(ctx context.Context, c any, v verb, r programRun) *redis.Cmd {
 	return cmd
 }
 
-// fcall calls r's program's function through c.
-func fcall(ctx context.Context, c any, r programRun) *redis.Cmd {
-	return send(ctx, c, fcallVerb, r)
-}
-
-// evalSha and eval run r's program as a script through c, a client or a pipeline.
-func evalSha(ctx context.Context, c any, r programRun) *redis.Cmd {
-	return send(ctx, c, evalShaVerb, r)
-}
-
-func eval(ctx context.Context, c any, r programRun) *redis.Cmd {
-	return send(ctx, c, evalVerb, r)
-}
-
-// runScript runs r's program as a script through c: EVALSHA, then EVAL when Redis
+// runScript runs r's program through c with EVALSHA, then EVAL when Redis
 // lacks the script.
 func runScript(ctx context.Context, c RedisClient, r programRun) *redis.Cmd {
-	cmd := evalSha(ctx, c, r)
+	cmd := send(ctx, c, evalShaVerb, r)
 	if noScript(cmd.Err()) {
-		return eval(ctx, c, r)
+		return send(ctx, c, evalVerb, r)
 	}
 	return cmd
 }
 
-// noScript reports whether err says Redis lacks the script: it did not
-// run.
+// noScript reports whether err says Redis lacks the script: it did not run.
 func noScript(err error) bool {
 	return err != nil && (errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT"))
 }
 
-// worked records that a function call succeeded.
 func (f *functions) worked() {
 	if f.path.CompareAndSwap(pathUntried, pathFunctions) {
 		f.logger.LogAttrs(context.Background(), slog.LevelDebug, "ratelimit: calling Redis Functions with FCALL", slog.String("library", library.name))
 	}
 }
 
-// refuse reports whether err is Redis refusing FCALL or FUNCTION LOAD,
-// which then did nothing; if so, and f is not pinned, programs run as
-// scripts from then on, and the first refusal is logged.
+// refuse reports whether err is Redis refusing FCALL or FUNCTION LOAD;
+// unless f is pinned, programs then run as scripts, logged once.
 func (f *functions) refuse(err error) bool {
 	msg, level, ok := refusal(err)
 	if !ok || f.pinned {
@@ -307,20 +241,13 @@ func (f *functions) refuse(err error) bool {
 }
 
 // refusal reports whether err is Redis refusing FCALL or FUNCTION LOAD:
-// an unknown command (Redis before 7, miniredis, a command renamed away),
-// logged at DEBUG, or one the ACL user may not run, at INFO. Not a key's
-// permission, nor that of a command the function calls, which Redis
-// reports otherwise, and after writes the function may have made.
+// an unknown command, logged at DEBUG, or one the ACL user may not run, at
+// INFO; not a key or a command the function calls, refused otherwise and
+// maybe after the function's writes.
 func refusal(err error) (msg string, level slog.Level, ok bool) {
-	if err == nil {
-		return "", 0, false // before errors.As, whose target escapes
-	}
-	var reply redis.Error
-	if !errors.As(err, &reply) {
-		return "", 0, false
-	}
-	msg = reply.Error()
+	msg, ok = replyText(err)
 	switch {
+	case !ok:
 	case strings.HasPrefix(msg, "ERR unknown command"):
 		return msg, slog.LevelDebug, true
 	case strings.HasPrefix(msg, "NOPERM") && (strings.Contains(msg, "'fcall'") || strings.Contains(msg, "'function|load'")):
@@ -329,20 +256,26 @@ func refusal(err error) (msg string, level slog.Level, ok bool) {
 	return "", 0, false
 }
 
-// functionMissing reports whether err says Redis has no such function:
-// the call did not run.
+// functionMissing reports whether err says Redis has no such function.
 func functionMissing(err error) bool {
-	if err == nil {
-		return false // before errors.As, whose target escapes
-	}
-	var reply redis.Error
-	return errors.As(err, &reply) && strings.HasPrefix(reply.Error(), "ERR Function not found")
+	msg, ok := replyText(err)
+	return ok && strings.HasPrefix(msg, "ERR Function not found")
 }
 
-// loadShared loads the library through c, on every master of a Redis Cluster
-// and on every shard of a Ring. refused reports that Redis or its user
-// refused it, and that programs now run as scripts. A load under way
-// through c is shared; a caller whose ctx ends first gets ctx's error.
+// replyText returns the text of the Redis reply in err, if it holds one.
+func replyText(err error) (string, bool) {
+	if err == nil {
+		return "", false // before errors.As, whose target escapes
+	}
+	var reply redis.Error
+	if !errors.As(err, &reply) {
+		return "", false
+	}
+	return reply.Error(), true
+}
+
+// loadShared loads the library through c, sharing a load under way.
+// refused reports that Redis refused it: programs now run as scripts.
 func (f *functions) loadShared(ctx context.Context, c RedisClient) (refused bool, err error) {
 	f.mu.Lock()
 	l := f.loads[c]
@@ -367,9 +300,9 @@ func (f *functions) loadShared(ctx context.Context, c RedisClient) (refused bool
 	}
 }
 
-// loadLibrary loads the library through c. On a Redis Cluster it loads it
-// on every master and returns only a refusal: a master that failed
-// otherwise fails the call that follows, if it is that call's.
+// loadLibrary loads the library through c, on every master of a Redis
+// Cluster (returning only a refusal: a master that failed otherwise fails
+// the call that follows) and on every shard of a Ring.
 func loadLibrary(ctx context.Context, c RedisClient) error {
 	each := func(ctx context.Context, c *redis.Client) error {
 		return loaded(c.FunctionLoad(ctx, library.source).Err())
@@ -399,11 +332,10 @@ func loadLibrary(ctx context.Context, c RedisClient) error {
 	return errors.New("ratelimit: the Redis client does not call Redis Functions")
 }
 
-// loaded is the error of FUNCTION LOAD, nil when the library was there
-// already: its name says its version.
+// loaded is FUNCTION LOAD's error, nil when the library (its name says
+// its version) was there already.
 func loaded(err error) error {
-	var reply redis.Error
-	if errors.As(err, &reply) && strings.HasPrefix(reply.Error(), "ERR Library") && strings.HasSuffix(reply.Error(), "already exists") {
+	if msg, _ := replyText(err); strings.HasPrefix(msg, "ERR Library") && strings.HasSuffix(msg, "already exists") {
 		return nil
 	}
 	return err

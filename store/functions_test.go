@@ -478,3 +478,13 @@ func TestWarmLoadsLibrary(t *testing.T) {
 		t.Errorf("after warm: FUNCTION LIST %v, %v; want the library", libs, err)
 	}
 }
+
+// pin makes f take path, whatever Redis answers.
+func (f *functions) pin(path int32) {
+	f.path.Store(path)
+	f.pinned = true
+}
+
+// libraryConstants lists the top-level locals of the library's files that
+// are not in libraryPerCall: the files set them once, at load.
+var libraryConstants = []string{"algorithms", "clockless", "CHECK", "COMMIT", "SETTLE", "DECIDE", "CHARGE", "PEEK", "slice_margin"}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,30 +17,19 @@ import (
 	"github.com/ratelimit-go/ratelimit/store/internal/limitset"
 )
 
-// Leased limits (ratelimit.Limit.Leased). A request of a leased set is
-// decided in process when this instance holds, for each of its limits, a
-// slice with units enough and time left; the units are counted on Redis
-// already, when the slice was taken, so spending them needs no call. When
-// one lacks, the request goes to Redis as any other, asking besides for a
-// slice of each limit: units beyond its cost, which Redis takes with it
-// (decide.lua's slice says how many, and for how long). One request per
-// key goes to Redis for slices at a time: the others wait for its answer
-// and spend from what it brought, so that a hot key running out of its
-// slice sends one call, not one per request in flight.
-//
-// A slice is sized to last about sliceTarget at the rate its key spent
-// the last one, at most four times that one plus sliceStart, so that a
-// key warms up in a few calls and a burst does not take more than it
-// can spend. It lasts at most sliceLife: a Reset on another instance
-// reaches this one's slices within it, and a token bucket keeps room for
-// the refill of that time (see decide.lua).
+// Leased limits: a request is decided in process from this instance's
+// slices (units Redis counted when it granted them) when they suffice;
+// else it goes to Redis, asking besides for new slices, one request per
+// key at a time. A slice is sized to last about sliceTarget at the key's
+// last rate, at most four times the last one plus sliceStart, so a key
+// warms up in a few calls and a burst takes no more than it can spend. It
+// lasts at most sliceLife: a Reset on another instance reaches this one's
+// slices within it, and a token bucket keeps room for that refill.
 
 const (
-	sliceTarget = 20 * time.Millisecond
-	sliceLife   = spec.SliceLife
-	sliceStart  = 16
-	// maxLeasedKeys bounds the keys holding slices; past it, a key
-	// takes the place of one whose slices are over, or of any.
+	sliceTarget   = 20 * time.Millisecond
+	sliceLife     = spec.SliceLife
+	sliceStart    = 16
 	maxLeasedKeys = 1 << 16
 	sliceShards   = 64
 )
@@ -46,22 +37,18 @@ const (
 // sliceEpoch starts the monotonic clock of slices.
 var sliceEpoch = time.Now()
 
-// sliceNow is the time on the clock of slices, in ns.
-func sliceNow() int64 { return int64(time.Since(sliceEpoch)) }
-
 // sliceTable are a store's slices, by key.
 type sliceTable struct {
 	shards [sliceShards]sliceShard
-	// clock, when set, replaces sliceNow: tests pin it with Redis's.
-	clock func() int64
+	clock  func() int64 // replaces the monotonic clock: tests pin it with Redis's
 }
 
-// now is the time on l's clock, in ns.
+// now is the time on the clock of slices, in ns.
 func (l *sliceTable) now() int64 {
 	if l.clock != nil {
 		return l.clock()
 	}
-	return sliceNow()
+	return int64(time.Since(sliceEpoch))
 }
 
 type sliceShard struct {
@@ -69,26 +56,21 @@ type sliceShard struct {
 	keys map[string]*keySlices
 }
 
-// keySlices is one key's slices, one per limit of the set that took them,
-// and the request that is taking new ones, if any.
+// keySlices is one key's slices, one per limit of the set that took them.
 type keySlices struct {
 	limits []slice
-	// taking, while a request asks Redis for slices of the key, is closed
-	// when it has its answer.
-	taking chan struct{}
-	// short is set when the key's last answer from Redis brought no
-	// slices: a denial, or too little left to slice.
-	short bool
+	taking chan struct{} // closed when the request asking for slices has its answer
+	short  bool          // the key's last answer brought no slices
 }
 
-// slice is an instance's slice of one limit of a key: units it may
-// spend until expires, and what Redis said of the limit with it.
+// slice is an instance's slice of one limit of a key: units it may spend
+// until expires, and what Redis said of the limit with it.
 type slice struct {
 	suffix    string // the limit's
 	units     int64  // left to spend
-	expires   int64  // sliceNow's
+	expires   int64  // on the clock of slices
 	remaining int64  // what Redis had left once it granted the slice
-	resets    int64  // sliceNow's time the limit resets, as Redis said
+	resets    int64  // when the limit resets, as Redis said
 	window    time.Duration
 	since     int64 // when the slice was granted
 	spent     int64 // units spent since
@@ -98,18 +80,15 @@ func (l *sliceTable) shard(key string) *sliceShard {
 	return &l.shards[spec.KeyHash(key)%sliceShards]
 }
 
-// find returns key's slice of c in k, nil when none.
+// find returns k's slice of c, nil when none.
 func (k *keySlices) find(c *compiled) *slice {
-	for i := range k.limits {
-		if k.limits[i].suffix == c.Suffix {
-			return &k.limits[i]
-		}
+	if i := slices.IndexFunc(k.limits, func(q slice) bool { return q.suffix == c.Suffix }); i >= 0 {
+		return &k.limits[i]
 	}
 	return nil
 }
 
-// What a request of a leased set that its instance's slices could not
-// decide does next (see spend).
+// What a request of a leased set does next (see spend).
 type sliceMiss uint8
 
 const (
@@ -119,17 +98,12 @@ const (
 	noSlices                    // ask Redis for a plain decision, taking no slice
 )
 
-// spend decides r, a request of a leased set, from the slices
-// this instance holds: when each has units enough and time left, it takes
-// them and returns the decision. Otherwise it says what to do instead.
-// When no request of the key is asking Redis for slices, this one is to
-// (takeSlices). When one is, this one waits for its answer (waitSlices) if
-// it has not waited yet and the key's last answer brought slices; it
-// asks Redis on its own (noSlices) if it has waited already or the
-// last answer brought none (the key is short: a waiting request would
-// likely find nothing and queue behind the next asker), so that a
-// request waits for at most one other's call, and one of a spent key
-// meets the deny cache at once.
+// spend decides r from this instance's slices when each has units enough
+// and time left; else it says what to do. With no request of the key
+// asking Redis for slices, r asks. With one, r waits for it, unless r
+// waited already or the key is short: then r asks Redis on its own, so a
+// request waits for at most one other's call, and a spent key's meets the
+// deny cache at once.
 func (l *sliceTable) spend(r *request, waited bool) (d ratelimit.Decision, next sliceMiss, wait <-chan struct{}) {
 	key, cost, set := r.key, r.cost, r.set
 	sh := l.shard(key)
@@ -178,17 +152,16 @@ func (l *sliceTable) spend(r *request, waited bool) (d ratelimit.Decision, next 
 	return ratelimit.MakeDecision(rs...), fromSlices, nil
 }
 
-// add makes key's entry, in room made if need be. The shard is locked.
+// add makes key's entry, in room made, past maxLeasedKeys, from keys
+// whose slices are over, or any. The shard is locked.
 func (sh *sliceShard) add(key string, now int64) *keySlices {
 	if sh.keys == nil {
 		sh.keys = make(map[string]*keySlices)
 	}
 	if len(sh.keys) >= maxLeasedKeys/sliceShards {
-		for other, k := range sh.keys {
-			if k.taking == nil && k.over(now) {
-				delete(sh.keys, other)
-			}
-		}
+		maps.DeleteFunc(sh.keys, func(_ string, k *keySlices) bool {
+			return k.taking == nil && k.over(now)
+		})
 		for other, k := range sh.keys {
 			if len(sh.keys) < maxLeasedKeys/sliceShards {
 				break
@@ -205,16 +178,11 @@ func (sh *sliceShard) add(key string, now int64) *keySlices {
 
 // over reports whether every slice of k has ended.
 func (k *keySlices) over(now int64) bool {
-	for i := range k.limits {
-		if k.limits[i].expires > now {
-			return false
-		}
-	}
-	return true
+	return !slices.ContainsFunc(k.limits, func(q slice) bool { return q.expires > now })
 }
 
-// wants returns, per limit of set, how many units beyond the cost the
-// request asking Redis for key's slices asks for.
+// wants returns, per limit of set, the units key's request asks beyond
+// its cost.
 func (l *sliceTable) wants(key string, set *spec.Set, out []int64) []int64 {
 	sh := l.shard(key)
 	now := l.now()
@@ -235,10 +203,8 @@ func (l *sliceTable) wants(key string, set *spec.Set, out []int64) []int64 {
 }
 
 // granted records the slices Redis granted with decision d of r, asked
-// for at sent: extra units of each limit lasting life µs (see sliceAsk),
-// and ends the taking.
-// d's Remaining then counts the units this instance holds, which it may
-// still spend, as a decision in process does.
+// for at sent (see sliceAsk), and ends the taking. d's Remaining then
+// counts the units this instance holds, as a decision in process does.
 func (l *sliceTable) granted(r *request, d *ratelimit.Decision, sent int64) {
 	key, set, extra, life := r.key, r.set, r.ask.extra, r.ask.life
 	sh := l.shard(key)
@@ -278,8 +244,8 @@ func (l *sliceTable) granted(r *request, d *ratelimit.Decision, sent int64) {
 	l.done(k)
 }
 
-// abandon ends the taking of key's slices without a grant: the request
-// failed, or was denied from the deny cache, which makes the key short.
+// abandon ends the taking of key's slices without a grant; short: it was
+// denied from the deny cache.
 func (l *sliceTable) abandon(key string, short bool) {
 	sh := l.shard(key)
 	sh.mu.Lock()
@@ -298,8 +264,7 @@ func (l *sliceTable) done(k *keySlices) {
 	}
 }
 
-// drop forgets key's slices (a Reset): their units, counted on Redis
-// before the reset, are not spent.
+// drop forgets key's slices, for a Reset.
 func (l *sliceTable) drop(key string) {
 	sh := l.shard(key)
 	sh.mu.Lock()
@@ -310,24 +275,20 @@ func (l *sliceTable) drop(key string) {
 	}
 }
 
-// leasedCode is the script code of a leased limit whose request asks for
-// want units beyond its cost, for at most sliceLife.
+// leasedCode is the script code of a leased limit asking for want units
+// beyond the cost, for at most sliceLife.
 func leasedCode(c *compiled, want int64) string {
 	return c.ScriptArgs().Code.(string) + "~" + strconv.FormatInt(want, 10) + "~" + strconv.FormatInt(int64(sliceLife/time.Microsecond), 10)
 }
 
-// errSliceWait marks the error of a request whose own budget ran out
-// after it waited for the answer another request of its instance was
-// getting from Redis for the key's slices: waiting, or a call of its own
-// left with the rest of its budget. It says nothing of Redis, which the
-// other request's call, with its whole budget, judges: the Fallback does
-// not take it for an outage (see faultOf), and decides the request in
-// process.
+// errSliceWait marks the error of a request whose budget ran out after it
+// waited for another request's call for the key's slices. It says nothing
+// of Redis, which that call, with its whole budget, judges: the Fallback
+// decides the request in process without marking Redis down (faultOf).
 var errSliceWait = errors.New("the request's time ran out after it waited for the answer another request of this instance was getting from Redis")
 
-// afterWait returns err marked with errSliceWait when the request, which
-// waited for another's answer, ran out of time: its time was partly
-// spent waiting.
+// afterWait marks err with errSliceWait when the request, which waited
+// for another's answer, ran out of time.
 func afterWait(err error) error {
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, errLate) || isTimeout(err) {
 		return fmt.Errorf("%w (%w)", err, errSliceWait)
@@ -341,8 +302,7 @@ func isTimeout(err error) bool {
 	return errors.As(err, &ne) && ne.Timeout()
 }
 
-// waitForSlices waits for the request under way for a key's slices, until
-// ctx ends or until, when set.
+// waitForSlices waits for wait to close, until ctx ends or until, if set.
 func waitForSlices(ctx context.Context, wait <-chan struct{}, until time.Time) error {
 	var late <-chan time.Time // never, without until
 	if !until.IsZero() {

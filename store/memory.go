@@ -19,23 +19,21 @@ type MemoryOptions struct {
 	Clock func() time.Time
 }
 
-// NewMemory returns an empty in-process [ratelimit.Store], which keeps its
-// counters in this process: for a service with a single instance, for
-// tests, or as the fallback of a Redis store (see [NewFallback]). It
-// implements the algorithms with the semantics of the Redis scripts, step
-// for step; a differential test holds the two stores to the same
-// decisions.
+// NewMemory returns an empty [ratelimit.Store] that keeps its counters in
+// this process: for a service with a single instance, for tests, or as the
+// fallback of a Redis store (see [NewFallback]). It implements the
+// algorithms with the semantics of the Redis scripts, step for step; a
+// differential test holds the two stores to the same decisions.
 //
-// Its memory is bounded. It holds at most MemoryOptions.MaxKeys keys;
-// a key's state is dropped as soon as it expires. When a new key finds the
-// store full, it first evicts keys whose state has expired and, if none
-// has, the key of a small random sample whose state would expire soonest.
-// So a flood of new keys can make other keys forget their counts early,
-// but the store never denies everyone and never grows without bound. Per
-// key, a sliding log holds up to Quota timestamps and a sliding window
-// Window/Precision slots; a key decided under limits with a ban (see
-// [ratelimit.Ban]) keeps its ban state with them, and is kept as long as
-// that state matters.
+// Its memory is bounded: at most MemoryOptions.MaxKeys keys, each dropped
+// as soon as its state expires. A new key finding the store full first
+// evicts expired keys, else the key of a small random sample that would
+// expire soonest: a flood of new keys can make other keys forget their
+// counts early, but the store never denies everyone nor grows without
+// bound. Per key, a sliding log holds up to Quota timestamps and a sliding
+// window Window/Precision slots; a key decided under limits with a ban
+// (see [ratelimit.Ban]) keeps its ban state with them, as long as it
+// matters.
 //
 // Keys are spread over shards with a lock each, so it scales across cores.
 // The store is safe for concurrent use.

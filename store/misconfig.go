@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -13,27 +14,18 @@ import (
 	"github.com/ratelimit-go/ratelimit/store/internal/fallback"
 )
 
-// What an error from Redis means. An outage passes: the network, a
-// restart, a failover, a paused or full server. A misconfiguration does
-// not: Redis refuses the store's user, commands or keys, or the client
-// talks to a server it cannot use; waiting changes nothing, someone must
-// fix the setup. Anything else is about one request (a key holding a
-// foreign value) or its caller (canceled), and is returned as it is.
-
 // ErrMisconfigured reports that Redis will not decide until its setup or
 // the client's changes: Redis refuses the store's user, commands or keys,
-// or the client reaches a server it cannot use. Waiting changes nothing;
-// someone must fix the setup. An error the stores return for a
-// misconfiguration wraps both ErrMisconfigured and what Redis or the
-// client said, and its text says what is wrong and what to change,
-// naming neither a password nor a key. A [Fallback] decides in process
-// meanwhile, as in an outage, and logs it at ERROR; without one, the
-// error reaches the middleware's error handler.
+// or the client reaches a server it cannot use; waiting changes nothing.
+// Such an error wraps ErrMisconfigured and what Redis or the client said,
+// and its text says what is wrong and what to change, naming neither a
+// password nor a key. A [Fallback] decides in process meanwhile, as in
+// an outage, and logs it at ERROR; without one, the error reaches the
+// middleware's error handler.
 var ErrMisconfigured = errors.New("store: Redis is misconfigured")
 
-// misconfiguration is an error of ErrMisconfigured: problem says what is
-// wrong, fix what to change, and neither holds a password or a key; err
-// is what Redis or the client said.
+// misconfiguration is an error of ErrMisconfigured: what is wrong, what
+// to change (neither holds a password or a key), and what Redis said.
 type misconfiguration struct {
 	problem string
 	fix     string
@@ -47,9 +39,8 @@ func (e *misconfiguration) Error() string {
 func (e *misconfiguration) Unwrap() []error { return []error{ErrMisconfigured, e.err} }
 
 // storeCommands are the commands the library's scripts call, in lower
-// case: the store's, and those of the package admin's overrides and top
-// keys (hexists, hget, hlen), so that one rule serves both; it also
-// needs EVAL and EVALSHA to run them.
+// case, the package admin's (hexists, hget, hlen) included, so that one
+// rule serves both.
 var storeCommands = []string{
 	"ping", "time", "del", "get", "set", "pttl", "pexpire", "incrby", "decrby",
 	"zadd", "zcard", "zcount", "zrange", "zrangebyscore", "zrem", "zremrangebyscore",
@@ -67,32 +58,14 @@ var storeCommands = []string{
 // A Redis Cluster client also needs +cluster|slots, to learn which node
 // holds which keys.
 func ACLRule(prefix string) string {
-	var b strings.Builder
-	b.WriteString("~" + prefix + "* resetchannels -@all +eval +evalsha")
-	for _, c := range storeCommands {
-		b.WriteString(" +" + c)
-	}
-	return b.String()
+	return "~" + prefix + "* resetchannels -@all +eval +evalsha +" + strings.Join(storeCommands, " +")
 }
 
-// faultOf classifies err, returned for a request whose context is ctx.
-// This is the one list of what the Fallback takes for Redis failing
-// (docs/production.md repeats it for operators):
-//
-//   - Misconfigured: any [ErrMisconfigured] (auth, ACL, a disabled command, a
-//     cluster node reached by a single server's client, TLS);
-//   - Outage: an error that is not a reply of Redis's (the network, a
-//     refused or reset connection, a timeout, a call that overran the
-//     budget, a request that reached Redis after its deadline, a closed
-//     client), or a reply starting with one of outageReplies;
-//
-// and nothing else: not an error once the caller's context has ended,
-// not a request whose own time ran out after it waited for the answer
-// another request of its instance was getting for the key's slices
-// (errSliceWait, Waited: that request, with its whole budget, judges
-// Redis; the Fallback decides this one in process, aside), and not any
-// other reply of Redis's (WRONGTYPE, a script's own error), which are
-// the request's.
+// faultOf classifies err, returned for a request whose context is ctx:
+// the one list of what the Fallback takes for Redis failing
+// (docs/production.md repeats it). Not an error once ctx has ended, nor a
+// reply of Redis's but outageReplies (WRONGTYPE, a script's own error),
+// which is the request's.
 func faultOf(ctx context.Context, err error) fallback.Fault {
 	switch {
 	case err == nil:
@@ -104,43 +77,29 @@ func faultOf(ctx context.Context, err error) fallback.Fault {
 	case errors.Is(err, errSliceWait):
 		return fallback.Waited // waiting on another request is no fault of Redis's
 	}
-	var reply redis.Error
-	if !errors.As(err, &reply) {
-		return fallback.Outage // the network, a timeout, a closed client
-	}
-	msg := reply.Error()
-	for _, prefix := range outageReplies {
-		if strings.HasPrefix(msg, prefix) {
-			return fallback.Outage
-		}
+	msg, ok := replyText(err)
+	if !ok || slices.ContainsFunc(outageReplies, func(p string) bool { return strings.HasPrefix(msg, p) }) {
+		return fallback.Outage // the network, a timeout, a closed client, or an outage reply
 	}
 	return fallback.None
 }
 
 // outageReplies start the replies of a Redis that cannot decide now but
-// will without a change of setup: loading, a replica or a master without
-// its replicas, a cluster resharding or down, a busy script, full memory,
-// a failing disk, too many clients. MOVED and ASK reach here only through
-// a cluster client, which follows them: one that still gets them is
-// mid-resharding.
+// will without a change of setup (MISCONF: a failing disk; BUSY: a busy
+// script). MOVED and ASK reach here only through a cluster client, which
+// follows them: one that still gets them is mid-resharding.
 var outageReplies = []string{"LOADING", "READONLY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "BUSY", "OOM", "MISCONF", "NOREPLICAS", "ERR max number of clients", "MOVED", "ASK"}
 
-// misconfigured returns err as a misconfiguration if it says Redis refuses the
-// store's setup: auth, ACL, a disabled command, a cluster node reached by
-// a single server's client, a TLS certificate the client rejects or a
-// plain-text server reached over TLS. prefix is the store's key prefix.
+// misconfigured returns err as a misconfiguration if it says Redis refuses
+// the store's setup; prefix is the store's key prefix.
 func misconfigured(err error, prefix string, cluster bool) error {
-	var reply redis.Error
-	if err == nil {
-		return nil
-	}
-	if !errors.As(err, &reply) {
+	msg, ok := replyText(err)
+	if !ok {
 		if ce := tlsProblem(err); ce != nil {
 			return ce
 		}
 		return err
 	}
-	msg := reply.Error()
 	rule := func() string { return "the store needs the ACL rule " + ACLRule(prefix) }
 	ce := &misconfiguration{err: err}
 	switch {
@@ -202,10 +161,8 @@ func quoted(msg string) (string, bool) {
 }
 
 // causeOf names in a few words why a call to Redis failed with err: what
-// the network said ("connection refused", "connection reset by peer", "no
-// such host", "connection closed"), "timeout", the first word of Redis's
-// answer ("LOADING", "READONLY"), or the problem of a misconfiguration
-// (see [ErrMisconfigured]). It holds no address, key or password.
+// the network said, "timeout", the first word of Redis's answer, or the
+// problem of a misconfiguration. It holds no address, key or password.
 func causeOf(err error) string {
 	var (
 		m     *misconfiguration
@@ -237,10 +194,9 @@ func causeOf(err error) string {
 
 // misconfigurations returns the misconfigurations in err's tree.
 func misconfigurations(err error) []*misconfiguration {
-	if ce, ok := err.(*misconfiguration); ok {
-		return []*misconfiguration{ce}
-	}
 	switch e := err.(type) {
+	case *misconfiguration:
+		return []*misconfiguration{e}
 	case interface{ Unwrap() error }:
 		return misconfigurations(e.Unwrap())
 	case interface{ Unwrap() []error }:

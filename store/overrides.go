@@ -10,13 +10,11 @@ import (
 )
 
 // Overrides returns the door through which the package admin keeps
-// namespace's overrides, and the keys its Limiters denied most, in Redis
-// beside the store's counters: at the store's Prefix + "overrides:{" +
-// namespace + "}" and Prefix + "top:{" + namespace + "}", through the
-// store's client, run as the store runs its own programs (functions or
-// scripts) and diagnosed as it diagnoses them (see [ErrMisconfigured]
-// and [ACLRule], which covers them). Give the store to admin.New; an
-// application has no other use for it.
+// namespace's overrides, and the keys its Limiters denied most, beside
+// the store's counters, at Prefix + "overrides:{" + namespace + "}" and
+// Prefix + "top:{" + namespace + "}", run and diagnosed as the store's
+// own programs (see [ErrMisconfigured]; [ACLRule] covers them). Give the
+// store to admin.New; an application has no other use for it.
 func (s *Redis) Overrides(namespace string) override.Keeper {
 	return &keeper{s: s, overrides: s.prefix + "overrides:{" + namespace + "}", top: s.prefix + "top:{" + namespace + "}"}
 }

@@ -11,10 +11,8 @@ import (
 	"github.com/ratelimit-go/ratelimit/store/internal/fallback"
 )
 
-// The Redis store as a Fallback's primary: the one place where the
-// Fallback (package fallback) meets the Redis store, through
-// [fallback.Primary].
-
+// primary is the Redis store as a Fallback's: the one place where package
+// fallback meets it.
 type primary struct{ r *Redis }
 
 var _ fallback.Primary = primary{}
@@ -40,9 +38,8 @@ func (p primary) Reset(ctx context.Context, key string, limits *ratelimit.Limits
 	return p.r.Reset(ctx, key, limits)
 }
 
-// Probe checks Redis through a client of its own with one connection (see
-// probeClient), and reads Redis's clock through it; Recover then readies
-// the store's own client (see Redis.warm).
+// Probe checks Redis, and reads its clock, through a probe client (see
+// probeClient); Recover then readies the store's own client (Redis.warm).
 func (p primary) Probe(ctx context.Context, what fallback.Probe, now func() int64) (int64, error) {
 	if what == fallback.ReadClock {
 		return p.offset(ctx, p.r.client, now)
@@ -51,21 +48,18 @@ func (p primary) Probe(ctx context.Context, what fallback.Probe, now func() int6
 	if err != nil {
 		return 0, misconfigured(err, p.r.prefix, p.r.cluster) // a certificate the client rejects
 	}
-	err = p.r.checkThrough(ctx, c)
-	if err != nil || what == fallback.Check {
-		end()
-		return 0, err
+	var offset int64
+	if err = p.r.checkThrough(ctx, c); err == nil && what != fallback.Check {
+		offset, err = p.offset(ctx, c, now)
 	}
-	offset, err := p.offset(ctx, c, now)
 	end()
-	if err != nil {
+	if err != nil || what == fallback.Check {
 		return 0, err
 	}
 	return offset, p.r.warm(ctx)
 }
 
-// offset reads Redis's clock through c: Redis's time minus now's, read
-// around it.
+// offset is Redis's clock, read through c, minus now's, read around it.
 func (p primary) offset(ctx context.Context, c RedisClient, now func() int64) (int64, error) {
 	before := now()
 	redisNow, err := p.r.time(ctx, c)
@@ -77,12 +71,10 @@ func (p primary) offset(ctx context.Context, c RedisClient, now func() int64) (i
 }
 
 // Charge brings keys' backlogs to Redis, each in one run of charge:
-// resets first, then the admissions since, at their times on Redis's
-// clock. A reset deletes the key's ban on Redis too, as a Reset does;
-// strikes and bans decided in process stay there. Where the client
-// pipelines (a single server, a Redis Cluster, a Ring), the runs go
-// together, one pipeline for all (the client splits it by master); else
-// one by one.
+// resets first (deleting the key's ban too, as a Reset does), then the
+// admissions since, at their times on Redis's clock; strikes and bans
+// decided in process stay there. Where the client pipelines, the runs go
+// in one pipeline (the client splits it by master); else one by one.
 func (p primary) Charge(ctx context.Context, charges []*fallback.Charge, offset int64) {
 	pl, pipelines := p.r.client.(interface{ Pipeline() redis.Pipeliner })
 	todo := charges
@@ -101,8 +93,7 @@ func (p primary) Charge(ctx context.Context, charges []*fallback.Charge, offset 
 		}
 		var missed []*fallback.Charge
 		for i, c := range todo {
-			c.Err = runs[i].err
-			if c.Err == nil {
+			if c.Err = runs[i].err; c.Err == nil {
 				continue
 			}
 			if now, miss := calendarTime(c.Err); miss {

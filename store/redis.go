@@ -23,27 +23,23 @@ import (
 
 // RedisClient is the part of a go-redis v9 client that [Redis] uses: it
 // runs scripts and nothing else. *redis.Client, *redis.ClusterClient,
-// *redis.Ring, the failover clients of redis.NewFailoverClient and
-// redis.NewFailoverClusterClient, and *redis.AutoPipeliner all satisfy
-// it.
-type RedisClient interface {
-	redis.Scripter
-}
+// *redis.Ring, *redis.AutoPipeliner and the failover clients of
+// redis.NewFailoverClient and redis.NewFailoverClusterClient satisfy it.
+type RedisClient interface{ redis.Scripter }
 
 // Redis is a [ratelimit.Store] that keeps its counters in Redis, so that
 // every instance of a service shares them. Each decision is one atomic
 // run of Lua code, whatever the number and mix of limits, which reads the
 // time from Redis, so app servers with skewed clocks share one timeline.
-// On Redis 7 and later the code is a library of Redis Functions, which
-// the store loads when Redis lacks it and calls with FCALL; it is sent as
-// a script with EVALSHA (EVAL when Redis lacks it) where Redis, its ACL
-// user or the client does not allow functions.
+// On Redis 7 and later the code is a library of Redis Functions, loaded
+// when Redis lacks it and called with FCALL; where Redis, its ACL user or
+// the client does not allow functions, it is sent as a script (EVALSHA,
+// or EVAL when Redis lacks it).
 //
 // A key k with a limit is stored at Prefix + "{k}" + a suffix naming the
-// limit's algorithm and window, for example
-// "rl:{api|POST /login|ip:192.0.2.1}:l60000", and its ban state (see
-// [ratelimit.Ban]), for limits that have a ban, at Prefix + "{k}:b", a
-// hash. The braces are a hash tag: all of a decision's keys sit in one
+// limit's algorithm and window ("rl:{api|POST /login|ip:192.0.2.1}:l60000"),
+// and its ban state (see [ratelimit.Ban]), if any, in a hash at Prefix +
+// "{k}:b". The braces are a hash tag: all of a decision's keys sit in one
 // Redis Cluster slot. Every write sets a TTL that ends when the state is
 // no longer needed. Redis 5.0 or later is needed (the tests run on 7.0).
 //
@@ -54,17 +50,14 @@ type Redis struct {
 	prefix string
 	denied *denyCache // nil when off
 	fn     *functions // functions or scripts
-	batch  *batcher   // a single server's; nil when decisions run one by one
-	// masters batches a Redis Cluster's decisions; nil when they run one
-	// by one.
+	// batch (a single server's) or masters (a Redis Cluster's) batch
+	// decisions; both nil when decisions run one by one.
+	batch   *batcher
 	masters *clusterBatcher
 	logger  *slog.Logger
-	// cluster is set when the client follows MOVED and ASK replies.
-	cluster bool
-	// slots are the slots of Concurrent limits its requests hold.
-	slots slots.Table
-	// leased are this instance's slices of leased limits.
-	leased sliceTable
+	cluster bool        // the client follows MOVED and ASK replies
+	slots   slots.Table // the slots of Concurrent limits its requests hold
+	leased  sliceTable  // this instance's slices of leased limits
 }
 
 var _ ratelimit.Store = (*Redis)(nil)
@@ -79,31 +72,27 @@ type RedisOptions struct {
 	// DenyCacheSize is how many denied requests the store remembers in
 	// process. Zero means 10,000; a negative size turns the cache off.
 	//
-	// A request Redis denied is then denied in process, with no call to
-	// Redis, until its RetryAfter has passed, if it comes again with the
-	// same key, limits and cost, and no request of the key has passed
-	// meanwhile. Since a denial takes nothing and only time frees room,
-	// Redis would give the same answer, with three differences: the
-	// cache counts the times Redis gave from when the request was sent, so
-	// they end up to one round trip before Redis's (then Redis decides
-	// again), never after; Remaining is the one Redis gave with the denial; and what other
-	// instances do does not reach this cache: a Reset made through another
-	// instance, or requests another instance let pass (which only make the
-	// retry later), so this instance keeps answering from the cache until
-	// the RetryAfter it was given. In exchange, a client hammering a limit
-	// it has spent costs Redis nothing. A request that passes leaving a
-	// limit one unit short of another of its cost makes that next
-	// request's denial as certain, until a unit comes back (the limit's
-	// Window in the answer): it is cached the same way, so that a key
-	// that time refills slowly is denied in process between its units.
+	// A request Redis denied is then denied in process, without asking
+	// Redis, until its RetryAfter, if it comes again with the same key,
+	// limits and cost and no request of the key passed meanwhile: only
+	// time frees room, so Redis would answer the same, except that the
+	// cache counts Redis's times from when the request was sent (so they
+	// end up to one round trip early, never late), Remaining is the one
+	// Redis gave with the denial, and what other instances do (a Reset
+	// through them, requests they let pass, which only make the retry
+	// later) does not reach the cache before that RetryAfter. In exchange,
+	// a client hammering a limit it has spent costs Redis nothing. A
+	// request that passes leaving a limit one unit short of another of its
+	// cost has that next request's denial cached the same way, until a
+	// unit comes back (the limit's Window in the answer), so a key that
+	// time refills slowly is denied in process between its units.
 	//
 	// For limits with a ban (see [ratelimit.Ban]), only bans are cached:
-	// every other denial is a strike that Redis must count, so its repeats
-	// still go to Redis. A banned key is then denied in process, whatever
-	// the cost, until the ban ends, with the Banned, RetryAfter and
-	// ResetAfter Redis would give, up to the round trip, which ends them
-	// early, never late. A Reset through
-	// another instance does not end it early here.
+	// other denials are strikes that Redis must count. A banned key is
+	// denied in process, whatever the cost, until the ban ends, with the
+	// Banned, RetryAfter and ResetAfter Redis would give, up to one round
+	// trip early, never late; a Reset through another instance does not end
+	// it early here.
 	DenyCacheSize int
 
 	// MaxBatch is the most decisions sent together in one batch. Zero
@@ -111,25 +100,23 @@ type RedisOptions struct {
 	//
 	// A request that arrives while fewer than four batches or lone
 	// requests are under way (two per master of a cluster) is sent at
-	// once, alone. When more arrive, they wait for one to end and then go
-	// together, each request still decided atomically and all or nothing,
-	// as if sent alone, and each getting its own error.
+	// once, alone. Otherwise it waits for one to end and goes with the
+	// others that waited, each still decided atomically, all or nothing,
+	// as if sent alone, and getting its own error.
 	//
-	// On a single Redis server (a *redis.Client, which the Sentinel
-	// failover client is too) a batch is one script run: one command for
-	// the client to send and one script for Redis to run. On a Redis
-	// Cluster (a *redis.ClusterClient, which the client of
-	// redis.NewFailoverClusterClient is too) the requests of a batch
-	// would live in different slots, which one script may not touch, so
-	// each master has its own batches, and a batch is one pipeline to
-	// that master of script runs, one per request. The client follows
-	// MOVED and ASK replies within it, and a master that is slow or down
-	// holds up and fails only the requests of its own slots.
+	// On a single Redis server (a *redis.Client, Sentinel's failover
+	// client included) a batch is one script run: one command, one script
+	// for Redis to run. On a Redis Cluster (a *redis.ClusterClient,
+	// redis.NewFailoverClusterClient's included) one script may not touch
+	// several slots, so each master has its own batches, each one pipeline
+	// of script runs, one per request; the client follows MOVED and ASK
+	// within it, and a slow or down master holds up and fails only the
+	// requests of its own slots.
 	//
 	// A Ring and an AutoPipeliner send each request alone: an
-	// AutoPipeliner batches commands itself; a Ring moves keys, and so
-	// restarts their counts, on other shards whenever one is down, a poor
-	// home for shared limits that batching was not built for.
+	// AutoPipeliner batches commands itself; a Ring moves keys, restarting
+	// their counts, whenever a shard is down, a poor home for shared
+	// limits that batching was not built for.
 	MaxBatch int
 
 	// Logger receives the store's warnings about a Redis configured
@@ -143,23 +130,21 @@ const (
 	defaultDenyCacheSize = 10_000
 	defaultMaxBatch      = 128
 	defaultRuns          = 4 // runs a batching store keeps under way on a single server
-	// clusterRuns is the runs under way per master of a cluster: on two
-	// cores at 64 callers over three masters, 1 decided the most and 4
-	// the fewest, with the most Redis CPU per decision; 2 keeps a
-	// master's next batch forming while one is sent.
+	// clusterRuns is the runs under way per master of a cluster: 2 keeps
+	// a master's next batch forming while one is sent (1 and 4 were
+	// measured, 4 spending the most Redis CPU per decision).
 	clusterRuns = 2
 )
 
 // NewRedis returns a store that keeps its counters in Redis through
-// client. It asks Redis once for its maxmemory-policy, waiting up to a
-// second, and logs a warning if Redis may evict keys (anything but
-// noeviction): evicted counters would silently start afresh. It says
-// nothing when CONFIG GET is not permitted or Redis does not answer.
+// client. It asks Redis once, waiting up to a second, for its
+// maxmemory-policy, and logs a warning unless it is noeviction: evicted
+// counters would silently start afresh. It says nothing when CONFIG GET
+// is not permitted or Redis does not answer.
 func NewRedis(client RedisClient, opts RedisOptions) (*Redis, error) {
-	if client == nil {
-		return nil, fmt.Errorf("%w: store.NewRedis: client is nil", ratelimit.ErrInvalid)
-	}
 	switch {
+	case client == nil:
+		return nil, fmt.Errorf("%w: store.NewRedis: client is nil", ratelimit.ErrInvalid)
 	case strings.ContainsAny(opts.Prefix, "{}"):
 		return nil, fmt.Errorf("%w: store.RedisOptions.Prefix %q: the prefix may not contain '{' or '}'", ratelimit.ErrInvalid, opts.Prefix)
 	case opts.MaxBatch < 0:
@@ -173,11 +158,12 @@ func NewRedis(client RedisClient, opts RedisOptions) (*Redis, error) {
 	}
 	_, s.cluster = client.(*redis.ClusterClient)
 	if opts.MaxBatch != 1 {
+		maxBatch := cmp.Or(opts.MaxBatch, defaultMaxBatch)
 		switch c := client.(type) {
 		case *redis.Client:
-			s.batch = &batcher{client: client, fn: s.fn, maxRuns: defaultRuns, maxBatch: cmp.Or(opts.MaxBatch, defaultMaxBatch)}
+			s.batch = &batcher{client: client, fn: s.fn, maxRuns: defaultRuns, maxBatch: maxBatch}
 		case *redis.ClusterClient:
-			s.masters = newClusterBatcher(c, s.fn, clusterRuns, cmp.Or(opts.MaxBatch, defaultMaxBatch))
+			s.masters = &clusterBatcher{client: c, fn: s.fn, maxRuns: clusterRuns, maxBatch: maxBatch, masters: make(map[string]*batcher)}
 		}
 	}
 	s.checkEviction()
@@ -193,27 +179,20 @@ func (s *Redis) Allow(ctx context.Context, key string, cost int, limits *ratelim
 	return s.decide(ctx, &request{key: key, cost: cost, limits: given, set: set})
 }
 
-// A request is what decide, peek and end take: a key's request, checked,
-// and how long its caller waits for Redis.
+// A request is a key's request, checked, and how long its caller waits.
 type request struct {
-	key    string
-	cost   int
-	limits []ratelimit.Limit // as given
-	set    *spec.Set         // limits compiled
-	// deadline, when not 0, is when Redis stops deciding the request, on
-	// its clock, in µs: the error is then errLate.
-	deadline int64
-	// until, when not zero, is when the caller stops waiting (or about
-	// then, see batcher), as if ctx ended then, without the cost of a
-	// context of its own.
+	key      string
+	cost     int
+	limits   []ratelimit.Limit // as given
+	set      *spec.Set         // limits compiled
+	deadline int64             // when not 0, Redis's time (µs) past which it answers errLate
+	// until, when not zero, is when the caller stops waiting (about then,
+	// see batcher), as if ctx ended, without a context of its own.
 	until time.Time
-	// ask is what a request of a leased set asks for beyond its cost,
-	// and, once answered, what it got; nil when it takes no slices.
-	ask *sliceAsk
+	ask   *sliceAsk // slices asked for and got; nil when it takes none
 }
 
-// errLate is the answer to a request that reached Redis after its
-// deadline: Redis did not decide it.
+// errLate answers a request that reached Redis after its deadline.
 var errLate = errors.New("the request reached Redis after its deadline")
 
 // decide is Allow for a checked request.
@@ -228,10 +207,8 @@ func (s *Redis) decide(ctx context.Context, r *request) (ratelimit.Decision, err
 	return d, err
 }
 
-// decideLeased is decide for a leased set (see sliceTable): in process
-// from this instance's slices when they have units enough, else on Redis,
-// taking new slices with the decision when no other request of this
-// instance is taking them.
+// decideLeased is decide for a leased set: from this instance's slices
+// when they suffice, else on Redis (see spend).
 func (s *Redis) decideLeased(ctx context.Context, r *request) (ratelimit.Decision, error) {
 	waited := false
 	for {
@@ -269,16 +246,13 @@ func (s *Redis) decideLeased(ctx context.Context, r *request) (ratelimit.Decisio
 	return d, nil
 }
 
-// A sliceAsk is what a request of a leased set asks of Redis beyond its
-// cost, per limit, and, once answered, what Redis granted: units and
-// their life in µs.
+// A sliceAsk is, per limit, what a request of a leased set asks of Redis
+// beyond its cost, then what Redis granted: units and their life in µs.
 type sliceAsk struct {
 	wants, extra, life []int64
 }
 
-// decideOnce is decide, without asking again when Redis's clock lay
-// outside the calendar periods given. A request with an ask asks for
-// slices as it says, and gets them in it.
+// decideOnce is decide, without asking again on a calendar miss.
 func (s *Redis) decideOnce(ctx context.Context, r *request) (ratelimit.Decision, error) {
 	var epoch denyEpoch
 	if s.denied != nil {
@@ -294,28 +268,30 @@ func (s *Redis) decideOnce(ctx context.Context, r *request) (ratelimit.Decision,
 		slot = strconv.FormatInt(id, 10)
 	}
 	line, err := s.send(ctx, s.newCall(ctx, r, slot))
+	d, err := s.parse("deciding", r, r.set.Ban != nil, line, err)
 	if err != nil {
-		return ratelimit.Decision{}, fmt.Errorf("ratelimit: redis: deciding %s: %w", keyRef(r.key, r.limits), misconfigured(err, s.prefix, s.cluster))
-	}
-	d, err := parseDecision(line, r.limits, r.set.Ban != nil, r.ask)
-	if err != nil {
-		return ratelimit.Decision{}, fmt.Errorf("ratelimit: redis: deciding %s: %w", keyRef(r.key, r.limits), err)
+		return d, err
 	}
 	if id != 0 && d.Allowed {
 		c := &r.set.Limits[r.set.Slot]
 		d.Slot = slot
 		s.slots.Hold(slots.Slot{ID: id, Key: redisKey(s.prefix, r.key, c.Suffix), Limit: c})
 	}
-	if s.denied != nil {
-		s.remember(r, d, epoch)
+	switch {
+	case s.denied == nil:
+	case d.Allowed:
+		s.denied.passed(r, d, epoch)
+	case r.set.Slot < 0 || d.Results()[r.set.Slot].Allowed:
+		// Not a Concurrent limit's denial: any instance's End frees a slot.
+		s.denied.put(r, d, epoch)
 	}
 	return d, nil
 }
 
-// newCall returns the call of decide.lua for r, which takes the slot of
-// slot when r's set has a Concurrent limit.
+// newCall returns the call of decide.lua for r, taking slot when r's set
+// has a Concurrent limit.
 func (s *Redis) newCall(ctx context.Context, r *request, slot string) *decision {
-	call := newDecision()
+	call := decisions.Get().(*decision)
 	call.program = decideAny
 	if len(r.set.Limits) == 1 {
 		call.program = decideOne[r.set.Limits[0].Algorithm]
@@ -331,7 +307,7 @@ func (s *Redis) newCall(ctx context.Context, r *request, slot string) *decision 
 }
 
 // send has Redis decide call, alone or in a batch, and returns its reply
-// line; call goes back to the pool when its answer came.
+// line; call goes back to the pool once answered.
 func (s *Redis) send(ctx context.Context, call *decision) (string, error) {
 	var err error
 	switch {
@@ -358,26 +334,13 @@ func (s *Redis) send(ctx context.Context, call *decision) (string, error) {
 	return line, nil
 }
 
-// remember tells the deny cache of d, Redis's decision of r, asked for
-// at epoch.
-func (s *Redis) remember(r *request, d ratelimit.Decision, epoch denyEpoch) {
-	switch {
-	case d.Allowed:
-		s.denied.passed(r, d, epoch)
-	case r.set.Slot < 0 || d.Results()[r.set.Slot].Allowed:
-		s.denied.put(r, d, epoch)
-	}
-	// A denial by a Concurrent limit is not kept: a slot frees up when a
-	// request ends, on any instance, which no cache can see.
-}
-
 // banKey is where s keeps key's ban state.
 func (s *Redis) banKey(key string) string { return redisKey(s.prefix, key, spec.BanSuffix) }
 
 // parseDecision reads a script's reply line for a request under limits:
-// five integers per limit (allowed, remaining, then reset_after,
-// retry_after and window, in microseconds), then, when banned is set, the time until
-// the key's ban ends.
+// per limit, allowed, remaining, then reset_after, retry_after and window
+// in µs (and, with ask, the slice's units and life); then, when banned is
+// set, the time until the key's ban ends.
 func parseDecision(line string, limits []ratelimit.Limit, banned bool, ask *sliceAsk) (ratelimit.Decision, error) {
 	var buf [limitset.MaxInline]ratelimit.Result
 	rs := buf[:0]
@@ -418,10 +381,10 @@ func parseDecision(line string, limits []ratelimit.Limit, banned bool, ask *slic
 	return d, nil
 }
 
-// Peek implements [ratelimit.Store]: one run of code that only reads
-// (it leaves even expired entries where they are, and every key's TTL as
-// it is). It always asks Redis: the deny cache (see
-// RedisOptions.DenyCacheSize) neither answers a Peek nor learns from one.
+// Peek implements [ratelimit.Store]: one run of code that only reads (it
+// leaves even expired entries, and every key's TTL, as they are). It
+// always asks Redis: the deny cache (see RedisOptions.DenyCacheSize)
+// neither answers a Peek nor learns from one.
 func (s *Redis) Peek(ctx context.Context, key string, cost int, limits *ratelimit.Limits) (ratelimit.Decision, error) {
 	given, set, err := limitset.Check(key, cost, limits)
 	if err != nil {
@@ -439,14 +402,7 @@ func (s *Redis) peek(ctx context.Context, r *request) (ratelimit.Decision, error
 		args = peekArgs(args[:0], r)
 		line, err = s.fn.run(ctx, s.client, programRun{peekProgram, keys, args}).Text()
 	}
-	if err != nil {
-		return ratelimit.Decision{}, fmt.Errorf("ratelimit: redis: peeking %s: %w", keyRef(r.key, r.limits), misconfigured(err, s.prefix, s.cluster))
-	}
-	d, err := parseDecision(line, r.limits, r.set.Ban != nil, nil)
-	if err != nil {
-		return ratelimit.Decision{}, fmt.Errorf("ratelimit: redis: peeking %s: %w", keyRef(r.key, r.limits), err)
-	}
-	return d, nil
+	return s.parse("peeking", r, r.set.Ban != nil, line, err)
 }
 
 // End implements [ratelimit.Store]: one run of end.lua, which takes usage
@@ -461,9 +417,8 @@ func (s *Redis) End(ctx context.Context, key string, usage int, limits *ratelimi
 }
 
 // end is End for a checked request, whose cost is not used: usage is
-// charged, and slot, the id of the slot the request took, given
-// back. When r's deadline is not 0, Redis charges nothing once its clock
-// is past it, and the error is errLate.
+// charged, and slot, the id of the slot the request took, given back.
+// Past r's deadline, if any, Redis charges nothing: the error is errLate.
 func (s *Redis) end(ctx context.Context, r *request, usage int, slot string) (ratelimit.Decision, error) {
 	given := "" // slot, when it is one of r's
 	if id, err := strconv.ParseInt(slot, 10, 64); err == nil && r.set.Slot >= 0 {
@@ -483,19 +438,25 @@ func (s *Redis) end(ctx context.Context, r *request, usage int, slot string) (ra
 	if s.denied != nil && (usage > 0 || slot != "") {
 		s.denied.forget(r.key) // its room changed: a cached denial may be too short, or wrong
 	}
+	return s.parse("ending a request of", r, false, line, err)
+}
+
+// parse reads line, a program's reply for r, and wraps its error or err.
+func (s *Redis) parse(doing string, r *request, banned bool, line string, err error) (ratelimit.Decision, error) {
+	var d ratelimit.Decision
 	if err != nil {
-		return ratelimit.Decision{}, fmt.Errorf("ratelimit: redis: ending a request of %s: %w", keyRef(r.key, r.limits), misconfigured(err, s.prefix, s.cluster))
+		err = misconfigured(err, s.prefix, s.cluster)
+	} else {
+		d, err = parseDecision(line, r.limits, banned, r.ask)
 	}
-	d, err := parseDecision(line, r.limits, false, nil)
 	if err != nil {
-		return ratelimit.Decision{}, fmt.Errorf("ratelimit: redis: ending a request of %s: %w", keyRef(r.key, r.limits), err)
+		return ratelimit.Decision{}, fmt.Errorf("ratelimit: redis: %s %s: %w", doing, keyRef(r.key, r.limits), err)
 	}
 	return d, nil
 }
 
-// renewSlots renews the slots held, one run of renew.lua
-// per key, each within a third of its life. A failure is not reported: a
-// slot not renewed ends by itself, as an instance's that crashed.
+// renewSlots renews the slots held, one run of renew.lua per key, within
+// a third of its life. A slot not renewed ends by itself.
 func (s *Redis) renewSlots(held []slots.Slot) {
 	byKey := make(map[string][]any)
 	lengths := make(map[string]int64)
@@ -510,34 +471,24 @@ func (s *Redis) renewSlots(held []slots.Slot) {
 	}
 }
 
-// keyRef names key in errors without showing it, since a key may hold an
-// API key or a token: by the policies it was decided under and the first
-// 8 hex digits of its SHA-256, enough to tell keys apart in logs and to
-// match one whose value is known (sha256sum of the key as the store sees
-// it), too few to recover it.
+// keyRef names key in errors without showing it, since a key may hold a
+// token: by its policies and the first 8 hex digits of its SHA-256, enough
+// to tell keys apart and match a known one (sha256sum), too few to recover.
 func keyRef(key string, limits []ratelimit.Limit) string {
 	sum := sha256.Sum256([]byte(key))
-	var b strings.Builder
-	b.WriteString("key #")
-	b.WriteString(hex.EncodeToString(sum[:4]))
-	for i, l := range limits {
-		if i == 0 {
-			b.WriteString(" under ")
-		} else {
-			b.WriteString(", ")
+	ref, sep := "key #"+hex.EncodeToString(sum[:4]), " under "
+	for _, l := range limits {
+		name := strconv.Quote(l.Name)
+		if l.Name == "" {
+			name = l.String()
 		}
-		if l.Name != "" {
-			b.WriteString(strconv.Quote(l.Name))
-		} else {
-			b.WriteString(l.String())
-		}
+		ref, sep = ref+sep+name, ", "
 	}
-	return b.String()
+	return ref
 }
 
 // scriptError is an error a script reported for one request (a key
-// holding a foreign value, Redis refusing a write), in the form of Redis's
-// error replies, so that errors.As finds it as a redis.Error.
+// holding a foreign value), a redis.Error for errors.As.
 type scriptError string
 
 func (e scriptError) Error() string { return string(e) }
@@ -567,8 +518,7 @@ func parseInts(s string, dst []int64) (string, error) {
 // and key's ban state, whether limits have a ban or not: a key has one ban
 // state, which every set of limits with a ban counts in.
 func (s *Redis) Reset(ctx context.Context, key string, limits *ratelimit.Limits) error {
-	// A cost of 1 fits every valid limit, so this checks key and limits.
-	given, set, err := limitset.Check(key, 1, limits)
+	given, set, err := limitset.Check(key, 1, limits) // 1 fits every valid limit
 	if err != nil {
 		return err
 	}
@@ -577,9 +527,7 @@ func (s *Redis) Reset(ctx context.Context, key string, limits *ratelimit.Limits)
 	s.leased.drop(key)
 	err = s.fn.run(ctx, s.client, programRun{program: resetProgram, keys: keys}).Err()
 	if s.denied != nil {
-		// After the DEL, whatever its outcome: a denial cached before it,
-		// or by a request Redis decided before it, must not outlive it.
-		s.denied.reset(key)
+		s.denied.reset(key) // whatever the DEL's outcome: no older denial may outlive it
 	}
 	if err != nil {
 		return fmt.Errorf("ratelimit: redis: resetting %s: %w", keyRef(key, given), misconfigured(err, s.prefix, s.cluster))

@@ -12,21 +12,17 @@ import (
 	"github.com/ratelimit-go/ratelimit/lua"
 )
 
-// A program is one of the store's Lua programs, in both of the forms the
-// store runs: a script, sent with EVALSHA (and EVAL when Redis lacks it),
-// and a function of the library, called with FCALL where Redis has
-// Functions (see functions).
+// A program is one of the store's Lua programs, as a script (EVALSHA,
+// EVAL) and as a function of the library (FCALL; see functions).
 type program struct {
 	script   *redis.Script
 	source   string // the script's, for EVAL
 	function string // its name in the library
-	// targets are what each verb names: the function, the script's hash
-	// and its source, boxed once so that a call does not box them anew.
+	// targets are what each verb names, boxed once, not on every call.
 	targets [verbs]any
 }
 
-// A programRun is one run of a program: the program and its KEYS and
-// ARGV, as args.go builds them.
+// A programRun is one run of a program, with its KEYS and ARGV.
 type programRun struct {
 	program *program
 	keys    []string
@@ -35,10 +31,9 @@ type programRun struct {
 
 // The programs the Redis store runs, from the package lua.
 var (
-	// decideAny decides requests whose limits use any algorithms;
-	// decideOne[a] one whose single limit uses algorithm a: as a script,
-	// a shorter one, which Redis compiles faster on every run. Both are
-	// the library's one decide function, compiled once, at load.
+	// decideOne[a] decides a request whose single limit uses algorithm
+	// a: a shorter script, which Redis compiles faster on every run. As
+	// functions, both are the library's one decide, compiled at load.
 	decideAny = newProgram("decide", decideSource(scriptFiles...)+"return decide()\n")
 	decideOne = func() (p [len(algorithmFiles)]*program) {
 		for a, file := range algorithmFiles {
@@ -69,8 +64,7 @@ var (
 	checkScript = redis.NewScript(lua.Source("check.lua"))
 )
 
-// algorithmFiles holds each algorithm's script, by its spec code; the
-// three calendar algorithms share one.
+// algorithmFiles holds each algorithm's script, by its spec code.
 var algorithmFiles = [...]string{
 	spec.SlidingWindow: "sliding_window.lua",
 	spec.FixedWindow:   "fixed_window.lua",
@@ -101,11 +95,9 @@ func decideSource(files ...string) string {
 }
 
 // library is the store's library of Redis Functions, built from the same
-// files as the scripts. Its name, and the name of each of its functions
-// (which Redis keeps in one namespace for all libraries), carry a hash of
-// its text, so that two versions of an application running side by side,
-// as in a rolling deploy, each call their own code: a changed library is
-// another library, loaded beside the old one.
+// files as the scripts. Its name and its functions' (one namespace for all
+// libraries) carry a hash of its text, so that two versions side by side,
+// as in a rolling deploy, each call their own code.
 var library = newLibrary()
 
 type functionLibrary struct {
@@ -114,19 +106,12 @@ type functionLibrary struct {
 }
 
 // libraryPerCall lists the top-level locals of the library's files that
-// hold state of one run: a script starts with them afresh, but a
-// library's locals live as long as the library, so each function call
-// resets them. libraryConstants lists the others, which the files set
-// once, at load. TestLibraryState checks that the two lists cover every
-// top-level local of the files.
-var (
-	libraryPerCall   = []string{"now_us", "charged"}
-	libraryConstants = []string{"algorithms", "clockless", "CHECK", "COMMIT", "SETTLE", "DECIDE", "CHARGE", "PEEK", "slice_margin"}
-)
+// hold state of one run: a library's locals outlive the call, so each
+// function call resets them (TestLibraryState checks the list).
+var libraryPerCall = []string{"now_us", "charged"}
 
-// libraryFiles are the files of the library, in order. Those of
-// wrappedFiles are scripts whose chunk is their body; the library wraps
-// each in a local function of the same name.
+// libraryFiles are the files of the library, in order; it wraps each of
+// wrappedFiles, whose chunk is their body, in a local function.
 var libraryFiles = append(append([]string{"decide.lua"}, scriptFiles...), "peek.lua", "charge.lua", "end.lua", "renew.lua", "reset.lua", "probe.lua", "override.lua", "top.lua")
 
 var wrappedFiles = []string{"reset.lua", "probe.lua", "override.lua", "top.lua"}

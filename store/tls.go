@@ -13,47 +13,32 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// What TLS mistakes look like, and how Check tells them apart from an
-// outage. A certificate the client rejects, or a plain-text answer to a
-// TLS handshake, says so in the error go-redis returns; tlsProblem turns
-// them into misconfigurations. Plain text sent to a TLS port, or a TLS
-// handshake sent to a plain port, looks like an outage: the first gets
-// the connection closed, the second no answer at all; so may a client
-// certificate the server wants and does not get. Check, when it fails
-// that way, shakes hands once more and waits for the server's verdict
-// (tryHandshake), and dials once more the other way round (tryOtherWay)
-// and says which the server speaks.
+// Plain text to a TLS port, a handshake to a plain port, or a missing
+// client certificate look like an outage: Check then shakes hands once
+// more (tryHandshake) and dials the other way round (tryOtherWay).
 
 // tlsProblem returns the misconfiguration for a TLS error in err, or nil.
 func tlsProblem(err error) *misconfiguration {
 	if err == nil {
 		return nil
 	}
-	var (
-		unknown  x509.UnknownAuthorityError
-		hostname x509.HostnameError
-		invalid  x509.CertificateInvalidError
-		record   tls.RecordHeaderError
-		verify   *tls.CertificateVerificationError
-		alert    tls.AlertError
-	)
 	switch {
-	case errors.As(err, &unknown):
+	case errors.As(err, new(x509.UnknownAuthorityError)):
 		return &misconfiguration{problem: "Redis's TLS certificate is signed by an authority the client does not trust",
 			fix: "give the client the certificate of the authority that signed it (tls.Config.RootCAs)", err: err}
-	case errors.As(err, &hostname):
+	case errors.As(err, new(x509.HostnameError)):
 		return &misconfiguration{problem: "Redis's TLS certificate does not name the host the client dials",
 			fix: "dial a name or address the certificate holds, or set tls.Config.ServerName to one", err: err}
-	case errors.As(err, &invalid):
+	case errors.As(err, new(x509.CertificateInvalidError)):
 		return &misconfiguration{problem: "Redis's TLS certificate is not valid now (expired, not yet valid, or not for a server)",
 			fix: "renew the server's certificate, or check the clocks", err: err}
-	case errors.As(err, &verify):
+	case errors.As(err, new(*tls.CertificateVerificationError)):
 		return &misconfiguration{problem: "the client rejected Redis's TLS certificate",
 			fix: "check the server's certificate and the client's tls.Config.RootCAs", err: err}
-	case errors.As(err, &record):
+	case errors.As(err, new(tls.RecordHeaderError)):
 		return &misconfiguration{problem: "the server answered a TLS handshake in plain text: this is not a TLS port",
 			fix: "use redis:// rather than rediss:// (no TLSConfig), or the server's TLS port", err: err}
-	case errors.As(err, &alert) || strings.Contains(err.Error(), "remote error: tls:"):
+	case errors.As(err, new(tls.AlertError)) || strings.Contains(err.Error(), "remote error: tls:"):
 		return &misconfiguration{problem: "Redis refused the TLS handshake",
 			fix: "if it asks for client certificates, give the client one its authority signed (tls.Config.Certificates)", err: err}
 	}
@@ -63,11 +48,10 @@ func tlsProblem(err error) *misconfiguration {
 // otherWayTimeout bounds tryOtherWay's dial and exchange.
 const otherWayTimeout = time.Second
 
-// withTLSHint returns err, which Check got through c, as a misconfiguration
-// when the server speaks TLS and c plain text, or the other way round.
+// withTLSHint returns err, which Check got through c, as a
+// misconfiguration when the server and c speak TLS and plain text.
 func withTLSHint(err error, c RedisClient) error {
-	var reply redis.Error
-	if err == nil || errors.As(err, &reply) || errors.Is(err, ErrMisconfigured) {
+	if _, isReply := replyText(err); err == nil || isReply || errors.Is(err, ErrMisconfigured) {
 		return err
 	}
 	var addr string
@@ -105,11 +89,9 @@ func withTLSHint(err error, c RedisClient) error {
 }
 
 // tryHandshake dials addr with TLS as config says, and returns what the
-// handshake, or the server right after it, said against it. With TLS 1.3
-// a server that wants a client certificate refuses it only after the
-// client's side of the handshake is done; a client that writes then may
-// see its connection reset rather than the server's alert, so this one
-// reads, for a moment, instead.
+// handshake, or the server right after it, said against it. It reads for
+// a moment rather than writes: with TLS 1.3 a server refuses a missing
+// client certificate after the handshake, and a write may see a reset.
 func tryHandshake(addr string, config *tls.Config) error {
 	conn, err := net.DialTimeout("tcp", addr, otherWayTimeout)
 	if err != nil {
@@ -145,13 +127,11 @@ func tryOtherWay(addr string, withTLS bool) bool {
 	defer conn.Close()
 	_ = conn.SetDeadline(time.Now().Add(otherWayTimeout))
 	if withTLS {
-		// Whether the server speaks TLS, not whether it is trusted: a
-		// handshake that completes, or ends in a TLS alert (a client
-		// certificate asked for), says it does.
+		// Not whether it is trusted: a handshake that completes, or ends
+		// in a TLS alert (a client certificate asked for), says it speaks TLS.
 		tc := tls.Client(conn, &tls.Config{InsecureSkipVerify: true})
 		err := tc.HandshakeContext(context.Background())
-		var alert tls.AlertError
-		return err == nil || errors.As(err, &alert) || strings.Contains(err.Error(), "remote error: tls:")
+		return err == nil || errors.As(err, new(tls.AlertError)) || strings.Contains(err.Error(), "remote error: tls:")
 	}
 	if _, err := conn.Write([]byte("PING\r\n")); err != nil {
 		return false
