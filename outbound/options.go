@@ -51,13 +51,7 @@ func WithLimits(upstream string, limits ...ratelimit.Limit) Option {
 // usage expected, which must fit before the request is sent. By default
 // a request costs 1.
 func WithCost(cost func(r *http.Request) int) Option {
-	return func(t *Transport) error {
-		if cost == nil {
-			return fmt.Errorf("%w: outbound.WithCost: the function is nil", ratelimit.ErrInvalid)
-		}
-		t.cost = cost
-		return nil
-	}
+	return nonNil("outbound.WithCost: the function", cost == nil, func(t *Transport) { t.cost = cost })
 }
 
 // WithUsage sets how a response reports what its request used (tokens,
@@ -67,13 +61,7 @@ func WithCost(cost func(r *http.Request) int) Option {
 // caller's to read and charge with a limit of its own. By default
 // nothing is charged.
 func WithUsage(usage func(resp *http.Response) int) Option {
-	return func(t *Transport) error {
-		if usage == nil {
-			return fmt.Errorf("%w: outbound.WithUsage: the function is nil", ratelimit.ErrInvalid)
-		}
-		t.usage = usage
-		return nil
-	}
+	return nonNil("outbound.WithUsage: the function", usage == nil, func(t *Transport) { t.usage = usage })
 }
 
 // WithPartition sets which of the caller's budgets at its upstream a
@@ -82,13 +70,7 @@ func WithUsage(usage func(resp *http.Response) int) Option {
 // partition is hashed before it reaches the store, so no key is written
 // there. By default every request of an upstream shares one budget.
 func WithPartition(partition func(r *http.Request) string) Option {
-	return func(t *Transport) error {
-		if partition == nil {
-			return fmt.Errorf("%w: outbound.WithPartition: the function is nil", ratelimit.ErrInvalid)
-		}
-		t.partition = partition
-		return nil
-	}
+	return nonNil("outbound.WithPartition: the function", partition == nil, func(t *Transport) { t.partition = partition })
 }
 
 // WithMaxWait bounds how long a request waits for room in its budget,
@@ -142,4 +124,16 @@ func upstreamProblem(upstream string) string {
 		return fmt.Sprintf("%q is not a host: the upstream is a request URL's host, with its port when the URLs give one (\"api.example.com\", \"localhost:8080\")", upstream[i:i+1])
 	}
 	return ""
+}
+
+// nonNil returns an Option that refuses a nil value, named by what, or
+// else sets it.
+func nonNil(what string, isNil bool, set func(*Transport)) Option {
+	return func(t *Transport) error {
+		if isNil {
+			return fmt.Errorf("%w: %s is nil", ratelimit.ErrInvalid, what)
+		}
+		set(t)
+		return nil
+	}
 }
