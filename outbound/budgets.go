@@ -37,6 +37,12 @@ type budget struct {
 	why     string // what held the budget back last, as this process saw it
 
 	sets atomic.Pointer[sets]
+
+	// bridge holds this process's requests back (until, in unix
+	// nanoseconds) from the moment a response says the budget is spent to
+	// the moment the store holds it: requests admitted meanwhile are not
+	// sent (see Transport.hold).
+	bridge atomic.Int64
 }
 
 // sets are the limits of a budget at a time: the declared, the learned,

@@ -45,7 +45,7 @@ func mustLimits(l ratelimit.Limit) *ratelimit.Limits {
 // hold holds b back for d, unless it is held for as long already.
 func (t *Transport) hold(ctx context.Context, b *budget, d time.Duration) error {
 	until := t.now().Add(d).Unix()
-	c, err := t.store.Allow(ctx, b.key+":hold@"+strconv.FormatInt(until, 10), 1, claimLimits)
+	c, err := t.store.Allow(ctx, claimKey(b, until), 1, claimLimits)
 	if err != nil || !c.Allowed {
 		return err // another caller holds it back until then
 	}
@@ -61,4 +61,10 @@ func (t *Transport) hold(ctx context.Context, b *budget, d time.Duration) error 
 	}
 	_, err = t.store.End(ctx, b.key, int(units), holdLimits, ratelimit.Decision{})
 	return err
+}
+
+// claimKey is the key of the claim to hold b back until the second
+// until.
+func claimKey(b *budget, until int64) string {
+	return b.key + ":hold@" + strconv.FormatInt(until, 10)
 }

@@ -131,6 +131,46 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 // told not to wait: a budget unknown is not a budget spent.
 func (t *Transport) admit(ctx context.Context, b *budget, cost int) (*sets, ratelimit.Decision, error) {
 	for {
+		if err := t.crossBridge(ctx, b); err != nil {
+			return nil, ratelimit.Decision{}, err
+		}
+		s, d, err := t.admitOnce(ctx, b, cost)
+		if err != nil || b.bridge.Load() <= t.now().UnixNano() {
+			return s, d, err
+		}
+		t.end(b, s, d, 0) // a response said the budget is spent meanwhile
+	}
+}
+
+// crossBridge waits until b's bridge ends, or refuses the request when
+// it may not wait that long.
+func (t *Transport) crossBridge(ctx context.Context, b *budget) error {
+	for {
+		wait := time.Duration(b.bridge.Load() - t.now().UnixNano())
+		if wait <= 0 {
+			return nil
+		}
+		d := ratelimit.MakeDecision(ratelimit.Result{Limit: holdLimit, RetryAfter: wait})
+		deadline, ok := ctx.Deadline()
+		switch {
+		case t.noWait:
+			return newError(b.upstream, d, nil)
+		case t.maxWait > 0 && wait > t.maxWait, ok && t.now().Add(wait).After(deadline):
+			return newError(b.upstream, d, context.DeadlineExceeded)
+		}
+		timer := time.NewTimer(min(wait, probePoll))
+		select {
+		case <-timer.C:
+		case <-ctx.Done():
+			timer.Stop()
+			return newError(b.upstream, d, ctx.Err())
+		}
+	}
+}
+
+// admitOnce is admit but for the bridge.
+func (t *Transport) admitOnce(ctx context.Context, b *budget, cost int) (*sets, ratelimit.Decision, error) {
+	for {
 		s := b.sets.Load()
 		if !s.probe {
 			d, err := t.take(ctx, b, cost, s.limits)
@@ -251,8 +291,12 @@ func (t *Transport) learn(ctx context.Context, b *budget, resp *http.Response, d
 	if hold > 0 {
 		// Before b.learn: the requests waiting on a probe must wake to
 		// the hold, not to room under the limits just learned.
+		until := t.now().Add(min(hold, t.maxDelay)).UnixNano()
+		b.bridge.Store(max(b.bridge.Load(), until))
 		if err := t.hold(ctx, b, min(hold, t.maxDelay)); err != nil {
-			t.stats.storeErrors.Add(1)
+			t.stats.storeErrors.Add(1) // the bridge stays: the store may not hold
+		} else {
+			b.bridge.CompareAndSwap(until, 0)
 		}
 		b.mu.Lock()
 		b.why = why
@@ -476,9 +520,24 @@ func (t *Transport) Lift(ctx context.Context, req *http.Request) error {
 	if err != nil {
 		return err
 	}
+	// The claim of the hold's end (see Transport.hold), so that a response
+	// saying the same again holds again.
+	p, err := t.store.Peek(ctx, b.key, 1, holdLimits)
+	if err != nil {
+		return err
+	}
+	if !p.Allowed {
+		until := t.now().Add(p.RetryAfter).Unix()
+		for s := until - 1; s <= until+1; s++ {
+			if err := t.store.Reset(ctx, claimKey(b, s), claimLimits); err != nil {
+				return err
+			}
+		}
+	}
 	if err := t.store.Reset(ctx, b.key, holdLimits); err != nil {
 		return err
 	}
+	b.bridge.Store(0)
 	b.mu.Lock()
 	b.why = ""
 	b.mu.Unlock()

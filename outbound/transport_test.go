@@ -550,7 +550,7 @@ func TestBudgetAndLift(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			var calls atomic.Int64
 			u := newUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				if calls.Add(1) == 1 {
+				if n := calls.Add(1); n == 1 || n == 3 {
 					w.Header().Set("Retry-After", "30")
 					w.WriteHeader(http.StatusTooManyRequests)
 				}
@@ -585,6 +585,78 @@ func TestBudgetAndLift(t *testing.T) {
 			if resp, err := tr.RoundTrip(req); err != nil || resp.StatusCode != 200 || calls.Load() != 2 {
 				t.Errorf("after Lift: %v, %v, %d calls; want the request sent and served", resp, err, calls.Load())
 			}
+			// The same Retry-After again, most likely ending in the same
+			// second as the hold lifted: it holds again.
+			if resp, err := tr.RoundTrip(req); err != nil || resp.StatusCode != 429 {
+				t.Fatalf("third request: %v, %v; want the upstream's 429", resp, err)
+			}
+			if b, err := other.Budget(ctx, req); err != nil || b.Held < 29*time.Second {
+				t.Errorf("Budget after a second 429: %+v, %v; want held again for about 30s", b, err)
+			}
 		})
+	}
+}
+
+// slowHold is a store whose End of the hold (see outbound's hold.go)
+// waits until release is closed, having closed entered.
+type slowHold struct {
+	ratelimit.Store
+	entered, release chan struct{}
+	once             sync.Once
+}
+
+func (s *slowHold) End(ctx context.Context, key string, usage int, limits *ratelimit.Limits, d ratelimit.Decision) (ratelimit.Decision, error) {
+	if all := limits.All(); len(all) == 1 && all[0].Name == "hold" {
+		s.once.Do(func() { close(s.entered) })
+		<-s.release
+	}
+	return s.Store.End(ctx, key, usage, limits, d)
+}
+
+// TestBridgeHoldsUntilTheStoreDoes: from the moment a 429 comes to the
+// moment the store holds the budget, a request of the same process is
+// not sent: it waits for the hold, or, told not to wait, is refused.
+func TestBridgeHoldsUntilTheStoreDoes(t *testing.T) {
+	var calls atomic.Int64
+	u := newUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if calls.Add(1) == 1 {
+			w.Header().Set("Retry-After", "30")
+			w.WriteHeader(http.StatusTooManyRequests)
+		}
+	}))
+	mem, err := store.NewMemory(store.MemoryOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &slowHold{Store: mem, entered: make(chan struct{}), release: make(chan struct{})}
+	host := strings.TrimPrefix(u.URL, "http://")
+	tr, err := outbound.New(nil, s, outbound.WithoutWaiting(), outbound.WithLimits(host, ratelimit.PerMinute(1000))) // known: no probe
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := make(chan error, 1)
+	go func() {
+		req, _ := http.NewRequest("GET", u.URL, nil)
+		resp, err := tr.RoundTrip(req)
+		if err == nil && resp.StatusCode != 429 {
+			err = fmt.Errorf("status %d", resp.StatusCode)
+		}
+		first <- err
+	}()
+	<-s.entered // the 429 has come; the store does not hold yet
+	req, _ := http.NewRequest("GET", u.URL, nil)
+	var refused *outbound.Error
+	if _, err := tr.RoundTrip(req); !errors.As(err, &refused) || refused.Policy != "hold" || refused.RetryAfter < 29*time.Second {
+		t.Errorf("a request while the hold is written: %v; want it refused by the hold, for about 30s", err)
+	}
+	close(s.release)
+	if err := <-first; err != nil {
+		t.Fatalf("first request: %v; want the upstream's 429", err)
+	}
+	if _, err := tr.RoundTrip(req); !errors.As(err, &refused) || refused.Policy != "hold" {
+		t.Errorf("a request once the store holds: %v; want it refused by the hold", err)
+	}
+	if n := calls.Load(); n != 1 {
+		t.Errorf("the upstream got %d requests, want 1: none after its 429", n)
 	}
 }

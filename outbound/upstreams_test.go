@@ -38,6 +38,7 @@ const (
 // upstreamStats is what server.mjs counted.
 type upstreamStats struct {
 	Admitted, Refused, SentInHold int
+	SentAfterRefusal              int   // of SentInHold, those sent after the refusal, by their X-Sent-At
 	FirstRefusedAt                int64 // ms since the epoch; 0: none
 	RetryAfter                    int   // seconds, of the first refusal
 	Start                         int64
@@ -74,9 +75,9 @@ func TestRealUpstreams(t *testing.T) {
 	node := lookNode(t)
 	srv := redistest.Require(t)
 	type row struct {
-		form, client                    string
-		sent, admitted, refused, inHold int
-		full, allowed                   int // admitted and allowed in the windows the run spans whole
+		form, client                                  string
+		sent, admitted, refused, inHold, afterRefusal int
+		full, allowed                                 int // admitted and allowed in the windows the run spans whole
 	}
 	var mu sync.Mutex
 	var rows []row
@@ -99,7 +100,7 @@ func TestRealUpstreams(t *testing.T) {
 					wg.Wait()
 					s := stats()
 					full, windows := s.full()
-					r := row{form: form, client: client, sent: s.Admitted + s.Refused, admitted: s.Admitted, refused: s.Refused, inHold: s.SentInHold,
+					r := row{form: form, client: client, sent: s.Admitted + s.Refused, admitted: s.Admitted, refused: s.Refused, inHold: s.SentInHold, afterRefusal: s.SentAfterRefusal,
 						full: full, allowed: upstreamLimit * windows}
 					mu.Lock()
 					rows = append(rows, r)
@@ -121,10 +122,10 @@ func TestRealUpstreams(t *testing.T) {
 			}
 		})
 	}
-	t.Logf("%-9s %-8s %6s %8s %7s %6s %8s %7s", "form", "client", "sent", "admitted", "refused", "share", "adm/allw", "in hold")
+	t.Logf("%-9s %-8s %6s %8s %7s %6s %8s %7s %7s", "form", "client", "sent", "admitted", "refused", "share", "adm/allw", "in hold", "sent so")
 	for _, r := range rows {
-		t.Logf("%-9s %-8s %6d %8d %7d %5.1f%% %7.2f %7d", r.form, r.client, r.sent, r.admitted, r.refused,
-			100*float64(r.refused)/float64(max(r.sent, 1)), float64(r.full)/float64(max(r.allowed, 1)), r.inHold)
+		t.Logf("%-9s %-8s %6d %8d %7d %5.1f%% %7.2f %7d %7d", r.form, r.client, r.sent, r.admitted, r.refused,
+			100*float64(r.refused)/float64(max(r.sent, 1)), float64(r.full)/float64(max(r.allowed, 1)), r.inHold, r.afterRefusal)
 	}
 }
 
@@ -190,14 +191,14 @@ func upstreamClient(spec string) {
 	f := strings.Split(spec, "|")
 	client, url, addr, prefix := f[0], f[1], f[2], f[3]
 	fmt.Println("started")
-	var rt http.RoundTripper = http.DefaultTransport
+	var rt http.RoundTripper = stampSent{}
 	if client == "outbound" {
 		c := redis.NewClient(&redis.Options{Addr: addr})
 		s, err := store.NewRedis(c, store.RedisOptions{Prefix: prefix})
 		if err != nil {
 			panic(err)
 		}
-		if rt, err = outbound.New(nil, s); err != nil {
+		if rt, err = outbound.New(stampSent{}, s); err != nil {
 			panic(err)
 		}
 	}
@@ -239,4 +240,15 @@ func upstreamClient(spec string) {
 		os.Exit(1)
 	}
 	os.Exit(0)
+}
+
+// stampSent sends through http.DefaultTransport, with the time it sends
+// in X-Sent-At (ms since the epoch), so that the server tells requests
+// sent after its refusal from those in flight when it came.
+type stampSent struct{}
+
+func (stampSent) RoundTrip(req *http.Request) (*http.Response, error) {
+	req = req.Clone(req.Context())
+	req.Header.Set("X-Sent-At", strconv.FormatInt(time.Now().UnixMilli(), 10))
+	return http.DefaultTransport.RoundTrip(req)
 }

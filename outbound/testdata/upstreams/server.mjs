@@ -18,7 +18,7 @@ import { RateLimiterMemory } from 'rate-limiter-flexible';
 const [form, limitArg, windowArg] = process.argv.slice(2);
 const limit = Number(limitArg);
 const windowMs = Number(windowArg);
-const stats = { admitted: 0, refused: 0, firstRefusedAt: 0, retryAfter: 0, sentInHold: 0, start: Date.now(), windows: [] };
+const stats = { admitted: 0, refused: 0, firstRefusedAt: 0, retryAfter: 0, sentInHold: 0, sentAfterRefusal: 0, start: Date.now(), windows: [] };
 // The server's windows, in order, each with what it admitted and refused.
 const windowOf = (end) => {
   let w = stats.windows.find((w) => Math.abs(w.end - end) < 200);
@@ -36,6 +36,11 @@ app.get('/stats', (req, res) => res.json(stats));
 app.use('/api', (req, res, next) => {
   if (stats.firstRefusedAt && Date.now() < stats.firstRefusedAt + stats.retryAfter * 1000) {
     stats.sentInHold++;
+    // Of those, the ones the client sent after the refusal (X-Sent-At, in
+    // ms on the same clock), not in flight when it came.
+    if (Number(req.get('X-Sent-At')) > stats.firstRefusedAt) {
+      stats.sentAfterRefusal++;
+    }
   }
   next();
 });
