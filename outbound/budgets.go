@@ -121,7 +121,7 @@ const maxLearned = 4
 // cost probe (0 for another request) is counted under the limits it
 // taught before they are b's, so that no request is admitted under them
 // before it is counted.
-func (b *budget) learn(ctx context.Context, s ratelimit.Store, policies []ratefields.Policy, limits []ratefields.Limit, probe int) error {
+func (b *budget) learn(ctx context.Context, s ratelimit.Store, policies []ratefields.Policy, limits []ratefields.Limit, probe int) (changed bool, err error) {
 	policies = b.windowed(policies, limits)
 	var learned []ratelimit.Limit
 	for _, p := range policies {
@@ -155,13 +155,13 @@ func (b *budget) learn(ctx context.Context, s ratelimit.Store, policies []ratefi
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.known && slices.Equal(learned, b.learned) {
-		return nil
+		return false, nil
 	}
 	next, err := b.build(learned, false)
 	if err != nil {
 		learned = nil // a published policy the store cannot keep
 		if next, err = b.build(nil, false); err != nil {
-			return err // WithLimits checked the declared limits
+			return false, err // WithLimits checked the declared limits
 		}
 	}
 	b.counted = counted(learned)
@@ -174,7 +174,7 @@ func (b *budget) learn(ctx context.Context, s ratelimit.Store, policies []ratefi
 		close(b.learnt)
 	}
 	b.known, b.learned = true, learned
-	return err
+	return true, err
 }
 
 // windowed returns policies with the window of each that states none

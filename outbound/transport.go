@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/internal/override"
 	"github.com/ratelimit-go/ratelimit/internal/ratefields"
 )
 
@@ -45,6 +46,7 @@ type Transport struct {
 	now       func() time.Time
 
 	budgets budgets
+	shared  *shared // nil when the store keeps nothing beside its counters
 	stats   counters
 }
 
@@ -63,6 +65,9 @@ func New(base http.RoundTripper, s ratelimit.Store, opts ...Option) (*Transport,
 		if err := opt(t); err != nil {
 			return nil, err
 		}
+	}
+	if k, ok := s.(interface{ Overrides(string) override.Keeper }); ok {
+		t.shared = &shared{k: k.Overrides(sharedNamespace)}
 	}
 	t.budgets.init(t)
 	return t, nil
@@ -172,6 +177,9 @@ func (t *Transport) crossBridge(ctx context.Context, b *budget) error {
 func (t *Transport) admitOnce(ctx context.Context, b *budget, cost int) (*sets, ratelimit.Decision, error) {
 	for {
 		s := b.sets.Load()
+		if s.probe && t.fromShared(ctx, b) {
+			continue // another process learned it
+		}
 		if !s.probe {
 			d, err := t.take(ctx, b, cost, s.limits)
 			return s, d, err
@@ -302,8 +310,10 @@ func (t *Transport) learn(ctx context.Context, b *budget, resp *http.Response, d
 		b.why = why
 		b.mu.Unlock()
 	}
-	if err := b.learn(ctx, t.store, info.Policies, info.Limits, probe); err != nil {
+	if changed, err := b.learn(ctx, t.store, info.Policies, info.Limits, probe); err != nil {
 		t.stats.storeErrors.Add(1)
+	} else if changed {
+		t.toShared(ctx, b)
 	}
 	for _, l := range info.Limits {
 		if l.Remaining != 0 {
@@ -494,6 +504,9 @@ func (t *Transport) Budget(ctx context.Context, req *http.Request) (Budget, erro
 	b, err := t.budgets.of(req)
 	if err != nil {
 		return Budget{}, err
+	}
+	if b.sets.Load().probe {
+		t.fromShared(ctx, b)
 	}
 	b.mu.Lock()
 	v := Budget{Upstream: b.upstream, Limits: append(slices.Clone(b.declared), b.learned...), Known: b.known || len(b.declared) > 0, Why: b.why}

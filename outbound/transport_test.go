@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -493,7 +494,8 @@ func TestCatchesUp(t *testing.T) {
 // once, and an upstream whose quota is spent for the next 30 seconds: the
 // first request goes alone, as the probe, and its refusal holds every
 // request waiting on it, so that the upstream sees that one request, not
-// one per worker woken before the hold was written.
+// one per worker woken before the hold was written; a second fresh
+// process then sends none.
 func TestFreshProcessFacingASpentUpstream(t *testing.T) {
 	var hits atomic.Int64
 	u := newUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -519,6 +521,15 @@ func TestFreshProcessFacingASpentUpstream(t *testing.T) {
 			_, limited, refused := send(t, &http.Client{Transport: tr}, u.URL, 16, 16, 5*time.Second)
 			if n := hits.Load(); n != 1 || limited != 1 || refused != 15 {
 				t.Errorf("round %d, %d: the upstream saw %d requests (%d refused by it, %d before they were sent), want 1: the probe alone", round, i, n, limited, refused)
+			}
+			// A second process, fresh too, sends nothing: the hold and what
+			// the first learned are in the store.
+			other, err := outbound.New(nil, s, opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, _, refused := send(t, &http.Client{Transport: other}, u.URL, 16, 16, 5*time.Second); hits.Load() != 1 || refused != 16 {
+				t.Errorf("round %d, %d: a second process: the upstream saw %d requests in all, %d refused before they were sent; want 1 and 16", round, i, hits.Load(), refused)
 			}
 		}
 	}
@@ -658,5 +669,87 @@ func TestBridgeHoldsUntilTheStoreDoes(t *testing.T) {
 	}
 	if n := calls.Load(); n != 1 {
 		t.Errorf("the upstream got %d requests, want 1: none after its 429", n)
+	}
+}
+
+// TestSharedLearning: what one process learned of an upstream is in the
+// store (the Redis store's, or a Fallback's over it), so that another
+// process knows the budget before its first request, sends no probe of
+// its own, and counts against the same budget; an upstream that
+// publishes nothing is known as such too.
+func TestSharedLearning(t *testing.T) {
+	srv := redistest.Shared(t)
+	for _, name := range []string{"redis", "fallback"} {
+		t.Run(name, func(t *testing.T) {
+			c := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true})
+			t.Cleanup(func() { c.Close() })
+			r, err := store.NewRedis(c, store.RedisOptions{Prefix: "shared-" + t.Name() + ":"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var s ratelimit.Store = r
+			if name == "fallback" {
+				f, err := store.NewFallback(r, store.FallbackOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { f.Close() })
+				s = f
+			}
+			ctx := context.Background()
+			for _, up := range []struct {
+				name    string
+				handler http.Handler
+				want    []ratelimit.Limit
+			}{
+				{"publishing", limited(t, ratelimit.PerMinute(20).Named("api")), []ratelimit.Limit{{Quota: 20, Window: time.Minute, Name: "api"}}},
+				{"silent", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}), nil},
+			} {
+				u := newUpstream(t, up.handler)
+				first, err := outbound.New(nil, s, outbound.WithoutWaiting())
+				if err != nil {
+					t.Fatal(err)
+				}
+				second, err := outbound.New(nil, s, outbound.WithoutWaiting()) // another process of the store
+				if err != nil {
+					t.Fatal(err)
+				}
+				req, _ := http.NewRequest("GET", u.URL, nil)
+				if resp, err := first.RoundTrip(req); err != nil || resp.StatusCode != 200 {
+					t.Fatalf("%s: first request: %v, %v", up.name, resp, err)
+				}
+				b, err := second.Budget(ctx, req)
+				if err != nil || !b.Known || !slices.Equal(b.Limits, up.want) {
+					t.Fatalf("%s: the other process's Budget before its first request: %+v, %v; want known, with %v", up.name, b, err, up.want)
+				}
+				if up.want == nil {
+					continue
+				}
+				// The other process spends the same budget: 19 left, and no
+				// probe goes alone first.
+				var wg sync.WaitGroup
+				var sent, refused atomic.Int64
+				for range 25 {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						req, _ := http.NewRequest("GET", u.URL, nil)
+						resp, err := second.RoundTrip(req)
+						switch {
+						case errors.As(err, new(*outbound.Error)):
+							refused.Add(1)
+						case err != nil || resp.StatusCode != 200:
+							t.Errorf("%s: %v, %v", up.name, resp, err)
+						default:
+							sent.Add(1)
+						}
+					}()
+				}
+				wg.Wait()
+				if sent.Load() != 19 || refused.Load() != 6 || u.limited.Load() != 0 {
+					t.Errorf("%s: the other process sent %d and refused %d, the upstream refused %d; want 19, 6 and 0", up.name, sent.Load(), refused.Load(), u.limited.Load())
+				}
+			}
+		})
 	}
 }

@@ -13,11 +13,17 @@ import (
 // namespace's overrides, and the keys its Limiters denied most, beside
 // the store's counters, at Prefix + "overrides:{" + namespace + "}" and
 // Prefix + "top:{" + namespace + "}", run and diagnosed as the store's
-// own programs (see [ErrMisconfigured]; [ACLRule] covers them). Give the
-// store to admin.New; an application has no other use for it.
+// own programs (see [ErrMisconfigured]; [ACLRule] covers them). The
+// package outbound keeps there, under the namespace "outbound:learned",
+// the limits its Transports learned of their upstreams. Give the store
+// to admin.New and outbound.New; an application has no other use for it.
 func (s *Redis) Overrides(namespace string) override.Keeper {
 	return &keeper{s: s, overrides: s.prefix + "overrides:{" + namespace + "}", top: s.prefix + "top:{" + namespace + "}"}
 }
+
+// Overrides is the Redis store's (see [Redis.Overrides]): what is kept
+// beside the counters is kept in Redis, whoever decides.
+func (f *Fallback) Overrides(namespace string) override.Keeper { return f.redis.Overrides(namespace) }
 
 type keeper struct {
 	s              *Redis
