@@ -22,8 +22,10 @@ type shared struct {
 
 	mu      sync.Mutex
 	version string
-	read    time.Time         // when the hash was read last
 	limits  map[string]string // by budget key
+	read    time.Time         // when the hash was read last
+	every   time.Duration     // how often it may be read
+	reading bool              // a caller reads it now
 }
 
 // sharedNamespace is where the learned limits are kept: a name no
@@ -34,6 +36,11 @@ const sharedNamespace = "outbound:learned"
 // change or read.
 const sharedLife = 24 * time.Hour
 
+// sharedTimeout bounds a read or change of the learned limits: a store
+// that is slow or down costs a request at most that, and the request
+// then goes as if nothing were kept.
+const sharedTimeout = 250 * time.Millisecond
+
 // sharedPolicy is a learned limit as kept.
 type sharedPolicy struct {
 	Name       string `json:"name,omitempty"`
@@ -43,27 +50,39 @@ type sharedPolicy struct {
 }
 
 // get returns what is kept of the budget at key: its learned limits, as
-// the policies they were learned from, and whether any are kept. It
-// reads the store at most once every probePoll.
+// the policies they were learned from, and whether any are kept. One
+// caller at a time reads the store, at most once every probePoll (a
+// second after a failure); the others take what was read last.
 func (sh *shared) get(ctx context.Context, key string) ([]ratefields.Policy, bool, error) {
 	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	if time.Since(sh.read) >= probePoll {
-		version, fields, err := sh.k.Read(ctx, sh.version, sharedLife)
+	due := !sh.reading && time.Since(sh.read) >= sh.every
+	known := sh.version
+	sh.reading = sh.reading || due
+	sh.mu.Unlock()
+	var err error
+	if due {
+		ctx, cancel := context.WithTimeout(ctx, sharedTimeout)
+		var version string
+		var fields []string
+		version, fields, err = sh.k.Read(ctx, known, sharedLife)
+		cancel()
+		sh.mu.Lock()
+		sh.reading, sh.read, sh.every = false, time.Now(), probePoll
 		if err != nil {
-			return nil, false, err
-		}
-		sh.read = time.Now()
-		if version != sh.version {
+			sh.every = time.Second
+		} else if version != sh.version {
 			sh.version, sh.limits = version, make(map[string]string, len(fields)/2)
 			for i := 0; i+1 < len(fields); i += 2 {
 				sh.limits[fields[i]] = fields[i+1]
 			}
 		}
+		sh.mu.Unlock()
 	}
+	sh.mu.Lock()
 	v, ok := sh.limits[key]
+	sh.mu.Unlock()
 	if !ok {
-		return nil, false, nil
+		return nil, false, err
 	}
 	var kept []sharedPolicy
 	if err := json.Unmarshal([]byte(v), &kept); err != nil || len(kept) > maxLearned {
@@ -89,6 +108,8 @@ func (sh *shared) put(ctx context.Context, key string, learned []ratelimit.Limit
 	if err != nil {
 		return err
 	}
+	ctx, cancel := context.WithTimeout(ctx, sharedTimeout)
+	defer cancel()
 	return sh.k.Change(ctx, "set", key, string(v), sharedLife, maxBudgets)
 }
 
