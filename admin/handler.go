@@ -214,12 +214,11 @@ func (h handler) apply(r *http.Request, action string, o Override) (Override, bo
 
 // current returns the override of policy and key, as JSON, or "".
 func (h handler) current(policy, key string) string {
-	o, ok := h.p.table.Load().Get(policy, key)
-	if !ok {
-		return ""
+	if o, ok := h.p.table.Load().Get(policy, key); ok {
+		b, _ := json.Marshal(o)
+		return string(b)
 	}
-	b, _ := json.Marshal(o)
-	return string(b)
+	return ""
 }
 
 // audit tells of a change to policy the first Limiter given the Plane
@@ -311,11 +310,9 @@ func (h handler) top(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "policy is missing: name the limit whose keys to list")
 		return
 	}
-	top, err := h.p.Top(r.Context(), q.Get("policy"), last, n)
-	if !h.done(w, err) {
-		return
+	if top, err := h.p.Top(r.Context(), q.Get("policy"), last, n); h.done(w, err) {
+		writeJSON(w, http.StatusOK, top)
 	}
-	writeJSON(w, http.StatusOK, top)
 }
 
 // healthView is what the health endpoint says.
@@ -501,12 +498,11 @@ func (h handler) act(w http.ResponseWriter, r *http.Request) {
 		if mode := modes[f.Get("mode")]; mode != nil {
 			*mode = true
 		}
-		if o, _, err = h.apply(r, "set", o); err == nil {
-			done = "Set the override of " + o.Policy + " for " + cmp.Or(o.StoredKey, "every key") + "."
-		}
+		fallthrough
 	case "delete":
-		if o, _, err = h.apply(r, "delete", o); err == nil {
-			done = "Deleted the override of " + o.Policy + " for " + cmp.Or(o.StoredKey, "every key") + "."
+		action := f.Get("action")
+		if o, _, err = h.apply(r, action, o); err == nil {
+			done = map[string]string{"set": "Set", "delete": "Deleted"}[action] + " the override of " + o.Policy + " for " + cmp.Or(o.StoredKey, "every key") + "."
 		}
 	case "shadow":
 		o.Shadow = f.Get("shadow") == "true"

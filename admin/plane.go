@@ -118,16 +118,14 @@ type Plane struct {
 	done chan struct{}
 }
 
-// overridesLife is how long the overrides stay in Redis after the last
-// change or renewing read (once half of it has passed): as long as any
-// instance runs, and that long after.
-const overridesLife = 30 * 24 * time.Hour
-
-// syncEvery is how often a Plane reads the overrides.
-const syncEvery = 250 * time.Millisecond
-
-// readTimeout bounds each read of the overrides.
-const readTimeout = time.Second
+const (
+	// overridesLife is how long the overrides stay in Redis after the last
+	// change or renewing read (once half of it has passed): as long as any
+	// instance runs, and that long after.
+	overridesLife = 30 * 24 * time.Hour
+	syncEvery     = 250 * time.Millisecond // how often a Plane reads them
+	readTimeout   = time.Second            // bounds each read
+)
 
 // New returns the Plane of namespace's overrides, kept in Redis through
 // the store st (see store.Redis.Overrides), beside its counters and under
@@ -335,11 +333,10 @@ func (p *Plane) keyShape(policy string) (tag string, size int) {
 	for n < len(a) && n < len(b) && a[n] == b[n] {
 		n++
 	}
-	tag = a[:strings.LastIndexByte(a[:n], ':')+1]
 	if len(a) == len(b) {
 		size = len(a)
 	}
-	return tag, size
+	return a[:strings.LastIndexByte(a[:n], ':')+1], size
 }
 
 // invalid returns err, of override.ErrInvalid, as an error of errInvalid.
