@@ -181,7 +181,7 @@ func (b *budget) learn(ctx context.Context, s ratelimit.Store, policies []ratefi
 // (counted in requests) inferred from limits: the longest reset of its
 // limit seen so far, in whole seconds.
 func (b *budget) windowed(policies []ratefields.Policy, limits []ratefields.Limit) []ratefields.Policy {
-	var out []ratefields.Policy
+	out := slices.Clone(policies)
 	for i, p := range policies {
 		if p.Window != 0 || (p.Unit != "" && p.Unit != "requests") {
 			continue
@@ -198,18 +198,8 @@ func (b *budget) windowed(policies []ratefields.Policy, limits []ratefields.Limi
 		if reset > b.windows[p.Name] && len(b.windows) < maxLearned {
 			b.windows[p.Name] = reset
 		}
-		w := b.windows[p.Name]
+		out[i].Window = b.windows[p.Name] // 0, as p's, when none was kept
 		b.mu.Unlock()
-		if w == 0 {
-			continue
-		}
-		if out == nil {
-			out = slices.Clone(policies)
-		}
-		out[i].Window = w
-	}
-	if out == nil {
-		return policies
 	}
 	return out
 }
