@@ -136,9 +136,7 @@ func (b *budget) learn(ctx context.Context, s ratelimit.Store, policies []ratefi
 		default:
 			continue // content bytes, or no window: what the upstream says of it is still heard, when spent
 		}
-		if l.Name == "" || l.Name == holdName || len(l.Name) > wire.MaxName {
-			l.Name = "upstream"
-		}
+		l.Name = learnedName(l.Name)
 		if slices.ContainsFunc(b.declared, func(d ratelimit.Limit) bool { return sameShape(d, l) }) {
 			continue
 		}
@@ -240,9 +238,10 @@ var probeLimit = ratelimit.Limit{Algorithm: ratelimit.Concurrent, Quota: 1, Name
 // count larger, so it never takes what b spent. It asks the store only
 // when d, the decision l answered, left more than l.
 func (b *budget) catchUp(ctx context.Context, s ratelimit.Store, l ratefields.Limit, d ratelimit.Decision) error {
+	name := learnedName(l.Name)
 	var left int64 = -1
 	for _, r := range d.Results() {
-		if r.Limit.Name == l.Name && r.Limit.Algorithm != ratelimit.Concurrent {
+		if r.Limit.Name == name && r.Limit.Algorithm != ratelimit.Concurrent {
 			left = int64(r.Remaining)
 		}
 	}
@@ -250,7 +249,7 @@ func (b *budget) catchUp(ctx context.Context, s ratelimit.Store, l ratefields.Li
 		return nil
 	}
 	b.mu.Lock()
-	one := b.counted[l.Name]
+	one := b.counted[name]
 	b.mu.Unlock()
 	if one == nil {
 		return nil
@@ -282,4 +281,14 @@ func counted(learned []ratelimit.Limit) map[string]*ratelimit.Limits {
 		m[""] = ls
 	}
 	return m
+}
+
+// learnedName is the name a budget gives the limit of a policy named
+// name: "upstream" for one the upstream names not (drafts 6 and 7,
+// X-RateLimit-*), or names as a budget cannot.
+func learnedName(name string) string {
+	if name == "" || name == holdName || len(name) > wire.MaxName {
+		return "upstream"
+	}
+	return name
 }

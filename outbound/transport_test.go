@@ -470,24 +470,48 @@ func (c *closeCounter) Close() error { c.closed++; return nil }
 // 10 a minute: once a response says less is left than the Transport
 // counted, it takes the difference, and sends no more than is left.
 func TestCatchesUp(t *testing.T) {
-	u := newUpstream(t, limited(t, ratelimit.PerMinute(10).Named("api")))
-	tr := newTransport(t, outbound.WithoutWaiting())
-	c := &http.Client{Transport: tr}
-	if ok, _, _ := send(t, c, u.URL, 1, 1, 5*time.Second); ok != 1 {
-		t.Fatal("the first request was not served")
+	for name, h := range map[string]http.Handler{
+		"draft 11":      limited(t, ratelimit.PerMinute(10).Named("api")),
+		"X-RateLimit-*": xRateLimit(10, time.Minute), // a policy it names not
+	} {
+		t.Run(name, func(t *testing.T) {
+			u := newUpstream(t, h)
+			tr := newTransport(t, outbound.WithoutWaiting())
+			c := &http.Client{Transport: tr}
+			if ok, _, _ := send(t, c, u.URL, 1, 1, 5*time.Second); ok != 1 {
+				t.Fatal("the first request was not served")
+			}
+			if ok, _, _ := send(t, http.DefaultClient, u.URL, 1, 5, 5*time.Second); ok != 5 {
+				t.Fatal("the other client's 5 were not served")
+			}
+			// 6 counted upstream, 1 here: this one is told 3 are left.
+			if ok, _, _ := send(t, c, u.URL, 1, 1, 5*time.Second); ok != 1 {
+				t.Fatal("the request told 3 are left was not served")
+			}
+			// 8 at once, which no answer can stop in time.
+			ok, limited, refused := send(t, c, u.URL, 8, 10, 5*time.Second)
+			if ok != 3 || limited != 0 || refused != 7 {
+				t.Errorf("got %d served, %d refused by the upstream, %d refused before sending; want 3, 0, 7", ok, limited, refused)
+			}
+		})
 	}
-	if ok, _, _ := send(t, http.DefaultClient, u.URL, 1, 5, 5*time.Second); ok != 5 {
-		t.Fatal("the other client's 5 were not served")
-	}
-	// 6 counted upstream, 1 here: this one is told 3 are left.
-	if ok, _, _ := send(t, c, u.URL, 1, 1, 5*time.Second); ok != 1 {
-		t.Fatal("the request told 3 are left was not served")
-	}
-	// 8 at once, which no answer can stop in time.
-	ok, limited, refused := send(t, c, u.URL, 8, 10, 5*time.Second)
-	if ok != 3 || limited != 0 || refused != 7 {
-		t.Errorf("got %d served, %d refused by the upstream, %d refused before sending; want 3, 0, 7", ok, limited, refused)
-	}
+}
+
+// xRateLimit is an upstream that allows quota requests in one window
+// from now, and says so in X-RateLimit-* alone, with a reset as a Unix
+// time (as express-rate-limit's legacy headers and GitHub).
+func xRateLimit(quota int64, window time.Duration) http.Handler {
+	var n atomic.Int64
+	reset := strconv.FormatInt(time.Now().Add(window).Unix(), 10)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		k := n.Add(1)
+		w.Header().Set("X-RateLimit-Limit", strconv.FormatInt(quota, 10))
+		w.Header().Set("X-RateLimit-Remaining", strconv.FormatInt(max(quota-k, 0), 10))
+		w.Header().Set("X-RateLimit-Reset", reset)
+		if k > quota {
+			w.WriteHeader(http.StatusTooManyRequests)
+		}
+	})
 }
 
 // TestFreshProcessFacingASpentUpstream: a fresh Transport, 16 workers at

@@ -77,7 +77,8 @@ func TestRealUpstreams(t *testing.T) {
 	type row struct {
 		form, client                                  string
 		sent, admitted, refused, inHold, afterRefusal int
-		full, allowed                                 int // admitted and allowed in the windows the run spans whole
+		learned                                       string // what the processes learned, as kept in the store
+		full, allowed                                 int    // admitted and allowed in the windows the run spans whole
 	}
 	var mu sync.Mutex
 	var rows []row
@@ -99,8 +100,12 @@ func TestRealUpstreams(t *testing.T) {
 					}
 					wg.Wait()
 					s := stats()
+					learned := ""
+					if client == "outbound" {
+						learned = learnedBy(t, srv.Addr, "up-"+form+":", url+"/api")
+					}
 					full, windows := s.full()
-					r := row{form: form, client: client, sent: s.Admitted + s.Refused, admitted: s.Admitted, refused: s.Refused, inHold: s.SentInHold, afterRefusal: s.SentAfterRefusal,
+					r := row{form: form, client: client, sent: s.Admitted + s.Refused, admitted: s.Admitted, refused: s.Refused, inHold: s.SentInHold, afterRefusal: s.SentAfterRefusal, learned: learned,
 						full: full, allowed: upstreamLimit * windows}
 					mu.Lock()
 					rows = append(rows, r)
@@ -122,10 +127,10 @@ func TestRealUpstreams(t *testing.T) {
 			}
 		})
 	}
-	t.Logf("%-9s %-8s %6s %8s %7s %6s %8s %7s %7s", "form", "client", "sent", "admitted", "refused", "share", "adm/allw", "in hold", "sent so")
+	t.Logf("%-9s %-8s %6s %8s %7s %6s %8s %7s %7s %s", "form", "client", "sent", "admitted", "refused", "share", "adm/allw", "in hold", "sent so", "learned")
 	for _, r := range rows {
-		t.Logf("%-9s %-8s %6d %8d %7d %5.1f%% %7.2f %7d %7d", r.form, r.client, r.sent, r.admitted, r.refused,
-			100*float64(r.refused)/float64(max(r.sent, 1)), float64(r.full)/float64(max(r.allowed, 1)), r.inHold, r.afterRefusal)
+		t.Logf("%-9s %-8s %6d %8d %7d %5.1f%% %7.2f %7d %7d %s", r.form, r.client, r.sent, r.admitted, r.refused,
+			100*float64(r.refused)/float64(max(r.sent, 1)), float64(r.full)/float64(max(r.allowed, 1)), r.inHold, r.afterRefusal, r.learned)
 	}
 }
 
@@ -251,4 +256,25 @@ func (stampSent) RoundTrip(req *http.Request) (*http.Response, error) {
 	req = req.Clone(req.Context())
 	req.Header.Set("X-Sent-At", strconv.FormatInt(time.Now().UnixMilli(), 10))
 	return http.DefaultTransport.RoundTrip(req)
+}
+
+// learnedBy returns the limits the clients of url learned, as a new
+// process reads them from the store under prefix.
+func learnedBy(t *testing.T, addr, prefix, url string) string {
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	defer c.Close()
+	s, err := store.NewRedis(c, store.RedisOptions{Prefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := outbound.New(nil, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest("GET", url, nil)
+	b, err := tr.Budget(context.Background(), req)
+	if err != nil {
+		return err.Error()
+	}
+	return fmt.Sprint(b.Limits)
 }
