@@ -53,11 +53,8 @@ import (
 // "changed": who, what, before, after), who being what Options.Who says.
 //
 // The page shows the same, and changes overrides and shadow with forms
-// posted to it. With Options.Token, the page first asks for the token
-// and keeps a session in a cookie until "Log out"; an API client bears
-// the token instead. A change from a browser must come from the
-// handler's own origin (http.CrossOriginProtection), and the session's
-// cookie is SameSite=Strict.
+// posted to it from the handler's own origin. With Options.Token, a
+// browser logs in on the page; see docs/overrides.md.
 func (p *Plane) Handler() http.Handler {
 	return http.NewCrossOriginProtection().Handler(handler{p})
 }

@@ -74,25 +74,11 @@ type RedisOptions struct {
 	//
 	// A request Redis denied is then denied in process, without asking
 	// Redis, until its RetryAfter, if it comes again with the same key,
-	// limits and cost and no request of the key passed meanwhile: only
-	// time frees room, so Redis would answer the same, except that the
-	// cache counts Redis's times from when the request was sent (so they
-	// end up to one round trip early, never late), Remaining is the one
-	// Redis gave with the denial, and what other instances do (a Reset
-	// through them, requests they let pass, which only make the retry
-	// later) does not reach the cache before that RetryAfter. In exchange,
-	// a client hammering a limit it has spent costs Redis nothing. A
-	// request that passes leaving a limit one unit short of another of its
-	// cost has that next request's denial cached the same way, until a
-	// unit comes back (the limit's Window in the answer), so a key that
-	// time refills slowly is denied in process between its units.
-	//
-	// For limits with a ban (see [ratelimit.Ban]), only bans are cached:
-	// other denials are strikes that Redis must count. A banned key is
-	// denied in process, whatever the cost, until the ban ends, with the
-	// Banned, RetryAfter and ResetAfter Redis would give, up to one round
-	// trip early, never late; a Reset through another instance does not end
-	// it early here.
+	// limits and cost and no request of the key passed meanwhile: Redis
+	// would answer the same, but that the cached times end up to one
+	// round trip early, never late, and that a Reset through another
+	// instance is not seen before that RetryAfter. For limits with a ban,
+	// only bans are cached. See docs/performance.md.
 	DenyCacheSize int
 
 	// MaxBatch is the most decisions sent together in one batch. Zero
@@ -102,21 +88,10 @@ type RedisOptions struct {
 	// requests are under way (two per master of a cluster) is sent at
 	// once, alone. Otherwise it waits for one to end and goes with the
 	// others that waited, each still decided atomically, all or nothing,
-	// as if sent alone, and getting its own error.
-	//
-	// On a single Redis server (a *redis.Client, Sentinel's failover
-	// client included) a batch is one script run: one command, one script
-	// for Redis to run. On a Redis Cluster (a *redis.ClusterClient,
-	// redis.NewFailoverClusterClient's included) one script may not touch
-	// several slots, so each master has its own batches, each one pipeline
-	// of script runs, one per request; the client follows MOVED and ASK
-	// within it, and a slow or down master holds up and fails only the
-	// requests of its own slots.
-	//
-	// A Ring and an AutoPipeliner send each request alone: an
-	// AutoPipeliner batches commands itself; a Ring moves keys, restarting
-	// their counts, whenever a shard is down, a poor home for shared
-	// limits that batching was not built for.
+	// as if sent alone, and getting its own error. A batch is one script
+	// run on a single server, one pipeline per master on a Cluster; a Ring
+	// and an AutoPipeliner send each request alone. See
+	// docs/performance.md.
 	MaxBatch int
 
 	// Logger receives the store's warnings about a Redis configured
