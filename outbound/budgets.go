@@ -181,22 +181,27 @@ func (b *budget) learn(ctx context.Context, s ratelimit.Store, policies []ratefi
 func (b *budget) windowed(policies []ratefields.Policy, limits []ratefields.Limit) []ratefields.Policy {
 	out := slices.Clone(policies)
 	for i, p := range policies {
-		if p.Window != 0 || (p.Unit != "" && p.Unit != "requests") {
+		if p.Unit != "" && p.Unit != "requests" {
 			continue
 		}
-		j := slices.IndexFunc(limits, func(l ratefields.Limit) bool { return l.Name == p.Name && l.Reset > 0 })
-		if j < 0 {
-			continue
+		// Kept by the name the budget gives the limit, so that a window
+		// another process kept (see shared) counts for the policy that
+		// states none here: a window that changes changes the limit's
+		// state, and starts its count afresh.
+		key, seen := learnedName(p.Name), p.Window
+		if j := slices.IndexFunc(limits, func(l ratefields.Limit) bool { return l.Name == p.Name && l.Reset > 0 }); seen == 0 && j >= 0 {
+			seen = limits[j].Reset.Truncate(time.Second) // a Unix time in whole seconds is a ceiling
 		}
-		reset := limits[j].Reset.Truncate(time.Second) // a Unix time in whole seconds is a ceiling
 		b.mu.Lock()
 		if b.windows == nil {
 			b.windows = map[string]time.Duration{}
 		}
-		if reset > b.windows[p.Name] && len(b.windows) < maxLearned {
-			b.windows[p.Name] = reset
+		if seen > b.windows[key] && len(b.windows) < maxLearned {
+			b.windows[key] = seen
 		}
-		out[i].Window = b.windows[p.Name] // 0, as p's, when none was kept
+		if p.Window == 0 {
+			out[i].Window = b.windows[key] // 0, as p's, when none was kept
+		}
 		b.mu.Unlock()
 	}
 	return out

@@ -777,3 +777,41 @@ func TestSharedLearning(t *testing.T) {
 		})
 	}
 }
+
+// TestSharedWindowKept: a window-less policy (X-RateLimit-*) whose window
+// another process inferred keeps that window in a process whose own
+// responses, later in the window, show a shorter reset: a window that
+// changed would start the limit's count afresh.
+func TestSharedWindowKept(t *testing.T) {
+	var resetAt atomic.Int64
+	resetAt.Store(time.Now().Add(time.Minute).Unix())
+	u := newUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-RateLimit-Limit", "20")
+		w.Header().Set("X-RateLimit-Remaining", "10")
+		w.Header().Set("X-RateLimit-Reset", strconv.FormatInt(resetAt.Load(), 10))
+	}))
+	c := redis.NewClient(&redis.Options{Addr: redistest.Shared(t).Addr})
+	t.Cleanup(func() { c.Close() })
+	s, err := store.NewRedis(c, store.RedisOptions{Prefix: "window-" + strconv.FormatInt(time.Now().UnixNano(), 10) + ":"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, _ := outbound.New(nil, s)
+	second, _ := outbound.New(nil, s) // another process of the store
+	ctx := context.Background()
+	req, _ := http.NewRequest("GET", u.URL, nil)
+	if _, err := first.RoundTrip(req); err != nil {
+		t.Fatal(err)
+	}
+	learned, err := first.Budget(ctx, req)
+	if err != nil || len(learned.Limits) != 1 || learned.Limits[0].Window < 59*time.Second {
+		t.Fatalf("the first process learned %+v, %v; want a window of about a minute", learned, err)
+	}
+	resetAt.Store(time.Now().Add(30 * time.Second).Unix()) // later in the window
+	if _, err := second.RoundTrip(req); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := second.Budget(ctx, req); err != nil || !slices.Equal(b.Limits, learned.Limits) {
+		t.Errorf("the second process's limits after its own response: %+v, %v; want the window the first kept, %v", b, err, learned.Limits)
+	}
+}
