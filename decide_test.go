@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -186,6 +187,75 @@ func TestDecideOverridesAndShadow(t *testing.T) {
 				t.Errorf("a's third job: %+v, want denied by jobs (2 a minute)", v)
 			}
 		})
+	}
+}
+
+// TestDecideManyOverridesOfOnePolicy: more distinct overrides of one
+// policy than a Limiter keeps at hand, met in turn, each key held to its
+// own quota, for a policy of one limit and one of two.
+func TestDecideManyOverridesOfOnePolicy(t *testing.T) {
+	const keys = 24
+	var list []override.Override
+	for k := range keys {
+		list = append(list, override.Override{Policy: "jobs", StoredKey: "k" + strconv.Itoa(k), Quota: k + 1})
+	}
+	table, err := override.NewTable(list)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, limits := range map[string][]ratelimit.Limit{
+		"one":     {ratelimit.PerMinute(100).Using(ratelimit.FixedWindow).Named("jobs")},
+		"several": {ratelimit.PerMinute(100).Using(ratelimit.FixedWindow).Named("jobs"), ratelimit.PerMinute(1000).Named("all")},
+	} {
+		t.Run(name, func(t *testing.T) {
+			l, err := ratelimit.New(newMemory(t), "many-"+name, ratelimit.WithLimits(limits...),
+				ratelimit.WithOverrides(override.Fixed(table)), ratelimit.WithLogger(discardLogger))
+			if err != nil {
+				t.Fatal(err)
+			}
+			admitted := make([]int, keys)
+			for range keys + 2 {
+				for k := range keys {
+					if v := l.Decide(ratelimit.Key(context.Background(), "", "k"+strconv.Itoa(k), 1)); v.Err != nil {
+						t.Fatal(v.Err)
+					} else if v.Allowed {
+						admitted[k]++
+					}
+				}
+			}
+			for k, n := range admitted {
+				if n != k+1 {
+					t.Errorf("key k%d: %d admitted, want its override's quota, %d", k, n, k+1)
+				}
+			}
+		})
+	}
+}
+
+// TestDecideOneOverrideOfTwoRoutes: an override of a policy two routes
+// name alike keeps each route's own window, met in turn.
+func TestDecideOneOverrideOfTwoRoutes(t *testing.T) {
+	table, err := override.NewTable([]override.Override{{Policy: "jobs", StoredKey: "k", Quota: 5}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := ratelimit.New(newMemory(t), "routes", ratelimit.WithRoutes(map[string][]ratelimit.Limit{
+		"/a": {ratelimit.PerMinute(100).Using(ratelimit.FixedWindow).Named("jobs")},
+		"/b": {{Quota: 100, Window: time.Hour, Algorithm: ratelimit.FixedWindow, Name: "jobs"}},
+	}), ratelimit.WithOverrides(override.Fixed(table)), ratelimit.WithLogger(discardLogger))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		for route, window := range map[string]time.Duration{"/a": time.Minute, "/b": time.Hour} {
+			v := l.Decide(ratelimit.Key(context.Background(), route, "k", 1))
+			if v.Err != nil || len(v.Decision.Results()) != 1 {
+				t.Fatalf("%s: %+v", route, v)
+			}
+			if got := v.Decision.Results()[0].Limit; got.Quota != 5 || got.Window != window {
+				t.Errorf("%s: decided under %d per %v, want the override's 5 per the route's %v", route, got.Quota, got.Window, window)
+			}
+		}
 	}
 }
 

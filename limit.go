@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/ratelimit-go/ratelimit/internal/spec"
@@ -637,6 +638,9 @@ type policy struct {
 	blocked     bool       // an override blocks the keys of these limits: deny without the store
 	shadows     bool       // some limit is Shadow
 	enforced    *policy    // when some limits are Shadow and some not, those that are not
+
+	overridden     [8]atomic.Pointer[overriddenMemo] // the last policies overrides made of it
+	nextOverridden atomic.Uint32                     // where the next goes
 }
 
 // A policyBase is what every policy of a Limiter takes from its options.

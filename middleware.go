@@ -14,7 +14,6 @@ import (
 
 	"github.com/ratelimit-go/ratelimit/bounded"
 	"github.com/ratelimit-go/ratelimit/internal/finish"
-	"github.com/ratelimit-go/ratelimit/internal/override"
 	"github.com/ratelimit-go/ratelimit/internal/wire"
 )
 
@@ -63,8 +62,8 @@ type Limiter struct {
 	limitsFunc func(Request) []Limit           // of WithLimitsFunc; nil without
 	sets       bounded.Map[setKey, checkedSet] // the sets limitsFunc returned, checked
 
-	overrides      override.Source // of WithOverrides; nil without
-	overriddenMemo overriddenPolicies
+	overrides      Overrides                              // of WithOverrides; nil without
+	overriddenSets bounded.Map[overriddenKey, checkedSet] // the policies in force under them
 
 	// What the options gave, until New turns it into policies.
 	given struct {

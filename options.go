@@ -55,9 +55,12 @@ func New(store Store, namespace string, opts ...Option) (*Limiter, error) {
 	l.base.namespace, l.base.unit, l.base.countOnly = namespace, l.headers.QuotaUnit, l.countOnly != nil
 	l.sets = bounded.Map[setKey, checkedSet]{Max: maxSets, Make: func(k setKey) (c checkedSet) {
 		c.p, c.problem = l.base.newPolicy(k.pattern, k.limits[:k.n])
+		if c.p != nil && l.overrides != nil {
+			l.overrides.Attach(l, namespace, l.store, l.observe, map[string][]Limit{k.pattern: c.p.set.limits})
+		}
 		return c
 	}}
-	l.overriddenMemo.init(l)
+	l.overriddenSets = bounded.Map[overriddenKey, checkedSet]{Max: maxOverridden, Make: l.makeOverridden}
 	if l.given.limits != nil {
 		var problem string
 		if l.all, problem = l.base.newPolicy("", l.given.limits); problem != "" {
@@ -75,7 +78,7 @@ func New(store Store, namespace string, opts ...Option) (*Limiter, error) {
 	}
 	l.given.limits, l.given.routes = nil, nil
 	if l.overrides != nil {
-		l.overrides.Attach(limiterView{l})
+		l.attachOverrides()
 	}
 	return l, nil
 }

@@ -233,7 +233,7 @@ func (h handler) audit(r *http.Request, policy, what, before, after string) {
 	if len(limiters) == 0 {
 		return
 	}
-	i := max(slices.IndexFunc(limiters, func(l override.Limiter) bool {
+	i := max(slices.IndexFunc(limiters, func(l *attached) bool {
 		return slices.ContainsFunc(l.Policies(), func(c override.Policy) bool { return c.Name == policy })
 	}), 0)
 	limiters[i].Audit(r, who, what, before, after)
@@ -337,22 +337,16 @@ func (h handler) health() healthView {
 	v.Fallbacks = []fallbackView{}
 	var seen []ratelimit.Store
 	for _, l := range h.p.attached() {
-		// A ratelimit.Limiter tells its store, which the package override
-		// cannot name.
-		st, ok := l.(interface{ Store() ratelimit.Store })
+		f, ok := l.store.(interface{ Health() store.FallbackHealth })
 		if !ok {
 			continue
 		}
-		f, ok := st.Store().(interface{ Health() store.FallbackHealth })
-		if !ok {
+		if i := slices.Index(seen, l.store); i >= 0 {
+			v.Fallbacks[i].Limiters = append(v.Fallbacks[i].Limiters, l.namespace)
 			continue
 		}
-		if i := slices.Index(seen, st.Store()); i >= 0 {
-			v.Fallbacks[i].Limiters = append(v.Fallbacks[i].Limiters, l.Namespace())
-			continue
-		}
-		seen = append(seen, st.Store())
-		v.Fallbacks = append(v.Fallbacks, fallbackView{Limiters: []string{l.Namespace()}, FallbackHealth: f.Health()})
+		seen = append(seen, l.store)
+		v.Fallbacks = append(v.Fallbacks, fallbackView{Limiters: []string{l.namespace}, FallbackHealth: f.Health()})
 	}
 	v.Bans = h.p.bans.inForce(time.Now(), h.p.labelOf)
 	return v

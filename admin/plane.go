@@ -104,7 +104,7 @@ type Plane struct {
 	failing atomic.Bool // the last read failed, and it was logged
 
 	limitersMu sync.Mutex
-	limiters   []override.Limiter // those given the Plane
+	limiters   []*attached // those given the Plane
 
 	top topCounts // this instance's keys denied most
 
@@ -208,27 +208,6 @@ func (p *Plane) read(ctx context.Context) {
 	case err == nil && p.failing.Swap(false):
 		p.logger.Info("admin: reading the overrides again")
 	}
-}
-
-// Table returns the overrides read last, nil before the first read: a
-// Limiter given the Plane (see ratelimit.WithOverrides) decides with
-// them.
-func (p *Plane) Table() *override.Table { return p.table.Load() }
-
-// Attach is how ratelimit.New tells the Plane of a Limiter given it: Set
-// checks overrides against its limits, the handler lists them and tells
-// its observer of changes.
-func (p *Plane) Attach(l override.Limiter) {
-	p.limitersMu.Lock()
-	defer p.limitersMu.Unlock()
-	p.limiters = append(p.limiters, l)
-}
-
-// attached returns the Limiters given the Plane.
-func (p *Plane) attached() []override.Limiter {
-	p.limitersMu.Lock()
-	defer p.limitersMu.Unlock()
-	return p.limiters
 }
 
 // List returns the overrides this instance applies, by policy, then

@@ -77,7 +77,7 @@ func newTopCounts() topCounts {
 // Shadow limit's, counted apart), and keeps a ban it tells of: a Limiter
 // given the Plane tells it (see ratelimit.WithOverrides). Past 64
 // policies, a new one is not counted.
-func (p *Plane) Denied(d override.Denial) {
+func (p *Plane) denied(d override.Denial) {
 	if d.Banned > 0 {
 		p.bans.add(d.Key, time.Now().Add(d.Banned))
 	}

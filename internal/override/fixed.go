@@ -1,11 +1,22 @@
 package override
 
-// Fixed returns a Source of t, which never changes: overrides as a
-// Plane would have read them, for tests.
-func Fixed(t *Table) Source { return fixed{t} }
+import (
+	"time"
+
+	"github.com/ratelimit-go/ratelimit"
+)
+
+// Fixed returns overrides of t, which never change, for tests: a
+// Limiter decides under them as under a Plane that read t.
+func Fixed(t *Table) ratelimit.Overrides { return fixed{t} }
 
 type fixed struct{ t *Table }
 
-func (f fixed) Table() *Table { return f.t }
-func (fixed) Attach(Limiter)  {}
-func (fixed) Denied(Denial)   {}
+func (f fixed) Apply(limits []ratelimit.Limit, key string) ([]ratelimit.Limit, bool, bool) {
+	return f.t.Apply(limits, key)
+}
+
+func (fixed) Attach(*ratelimit.Limiter, string, ratelimit.Store, func(ratelimit.Request, ratelimit.Event), map[string][]ratelimit.Limit) {
+}
+
+func (fixed) Denied(string, string, bool, time.Duration) {}

@@ -2,7 +2,8 @@
 // as an immutable table that a decision reads without locking: for a
 // policy (a limit's name) and a key in the store's form, the override
 // that applies, found in time independent of how many are set. The
-// package admin keeps them in Redis; the root package applies them.
+// package admin keeps them in Redis; a Limiter decides under them
+// through Apply.
 package override
 
 import (
@@ -11,8 +12,10 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
+	"github.com/ratelimit-go/ratelimit/bounded"
 	"github.com/ratelimit-go/ratelimit/internal/wire"
 )
 
@@ -122,7 +125,12 @@ type Table struct {
 	policies map[string]*policyTable
 	set      []Override // as set
 	effects  []Override // the distinct overrides in force, without keys
+
+	memo []atomicApplied                // by effect: Apply's last of a policy of one limit
+	many bounded.Map[manyKey, *applied] // Apply's of policies of several limits
 }
+
+type atomicApplied = atomic.Pointer[applied]
 
 // policyTable is one policy's overrides.
 type policyTable struct {
@@ -205,6 +213,7 @@ func NewTable(list []Override) (*Table, error) {
 			}
 		}
 	}
+	t.initMemo()
 	return t, nil
 }
 
