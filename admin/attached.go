@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/internal/override"
@@ -155,9 +154,4 @@ func (a *attached) Audit(r *http.Request, who, what, before, after string) {
 	if a.observe != nil {
 		a.observe(r, ratelimit.Event{Namespace: a.namespace, Outcome: "changed", Who: who, What: what, Before: before, After: after})
 	}
-}
-
-// Denied counts a denial a Limiter given the Plane tells of.
-func (p *Plane) Denied(policy, key string, shadow bool, banned time.Duration) {
-	p.denied(override.Denial{Policy: policy, Key: key, Shadow: shadow, Banned: banned})
 }

@@ -12,7 +12,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ratelimit-go/ratelimit/internal/override"
 	"github.com/ratelimit-go/ratelimit/internal/topkeys"
 )
 
@@ -77,12 +76,11 @@ func newTopCounts() topCounts {
 // Shadow limit's, counted apart), and keeps a ban it tells of: a Limiter
 // given the Plane tells it (see ratelimit.WithOverrides). Past 64
 // policies, a new one is not counted.
-func (p *Plane) denied(d override.Denial) {
-	if d.Banned > 0 {
-		p.bans.add(d.Key, time.Now().Add(d.Banned))
+func (p *Plane) Denied(policy, key string, shadow bool, banned time.Duration) {
+	if banned > 0 {
+		p.bans.add(key, time.Now().Add(banned))
 	}
-	policy, key := d.Policy, d.Key
-	if d.Shadow {
+	if shadow {
 		policy += shadowSuffix
 	}
 	c := &p.top
