@@ -13,39 +13,18 @@ import (
 )
 
 // Fallback is a [ratelimit.Store] that decides with Redis and, when Redis
-// fails or is slow, with an in-process store (see [NewMemory]), so that a
-// Redis outage never becomes an outage of the service.
-//
-// When Redis is unavailable (the network, a restart, a failover, a paused
-// or full server), misconfigured (see [ErrMisconfigured]: logged at ERROR,
-// with what to fix), or overruns a decision's FallbackOptions.Budget, the
-// request is decided in process and Redis is marked down: later requests
-// are decided in process at once, until a goroutine checking Redis every
-// FallbackOptions.ProbeInterval (see [Redis.Check]) finds that it can
-// decide and the client can lend connections for decisions. Meanwhile
-// each instance enforces the limits on its own, divided by
-// FallbackOptions.Instances to keep the total near the limit; a request
-// costing more than a divided limit's capacity is denied. Decisions made
-// in process have Decision.Fallback set.
-//
-// No request fails because Redis is away: one of a leased limit whose
-// budget ran out while it waited for another request's answer from Redis
-// is decided in process too, at once, without marking Redis down (the
-// request it waited for judges Redis), and what it admitted is brought to
-// Redis in the background.
-//
-// Bans (see [ratelimit.Ban]) follow the decisions: counted and kept in
-// Redis, for every instance, while Redis decides; in the in-process
-// store, for this instance alone, with the ban's whole After (only quotas
-// and bursts are divided), while decisions are made in process. When Redis
-// answers again, the admissions and resets made in process are brought to
-// it, but not the strikes nor the bans: a key banned in process alone is
-// free again on Redis, and a ban Redis holds resumes there, unless a Reset
-// ended it. A request the in-process share cannot hold is denied without a
-// strike.
-//
-// Errors about the request are returned, not hidden: invalid input, a
-// canceled request, a key holding a foreign value.
+// is unavailable, misconfigured (see [ErrMisconfigured]) or overruns
+// FallbackOptions.Budget, in process (see [NewMemory]), so that a Redis
+// outage never becomes an outage of the service. Redis is then marked
+// down until a check every FallbackOptions.ProbeInterval (see
+// [Redis.Check]) finds it can decide; meanwhile each instance enforces
+// its share of every limit (see FallbackOptions.Instances), a request
+// costing more than its share's capacity is denied, and decisions have
+// Decision.Fallback set. Once Redis answers, what was admitted and reset
+// in process is brought to it; strikes and bans (see [ratelimit.Ban]),
+// held in process for this instance alone meanwhile, are not. Errors
+// about the request (invalid input, a canceled request, a key holding a
+// foreign value) are returned, not hidden. See docs/production.md.
 //
 // Build it with [NewFallback]; the zero Fallback is not usable. Fallback
 // is safe for concurrent use. Close stops its goroutines.
@@ -87,21 +66,18 @@ type FallbackOptions struct {
 	// goroutine that saw the change and must not block.
 	HealthHook func(up bool, err error)
 
-	// Logger receives Redis going down (a warning with its cause and the
-	// error; for a misconfiguration an error, with what to fix) and coming
-	// back (info, with how long it was down). An outage of the same cause
-	// as one logged less than a minute ago is not logged, nor is its end;
-	// the next line of that cause counts them. Nil means slog.Default().
+	// Logger receives Redis going down (a warning; an error for a
+	// misconfiguration) and coming back, repeats within a minute held back
+	// (see docs/production.md). Nil means slog.Default().
 	Logger *slog.Logger
 }
 
 // NewFallback returns a store that decides with r, and in process while r
-// is unavailable or misconfigured. It checks r once, at once, in the
-// background (see [Redis.Check]), so that a misconfiguration only some
-// decisions would meet (a command a script calls only on a denial) is
-// logged now. r's client must honor context deadlines
-// (ContextTimeoutEnabled: true in go-redis's options), or the budget could
-// not cut a slow call short; NewFallback checks it where it can.
+// is unavailable or misconfigured. It checks r once in the background
+// (see [Redis.Check]), so that a misconfiguration is logged at once. r's
+// client must honor context deadlines (ContextTimeoutEnabled: true), or
+// the budget could not cut a slow call short; NewFallback checks it where
+// it can.
 func NewFallback(r *Redis, opts FallbackOptions) (*Fallback, error) {
 	switch {
 	case r == nil:
@@ -150,22 +126,18 @@ func (f *Fallback) Allow(ctx context.Context, key string, cost int, limits *rate
 	return f.impl.Allow(ctx, key, cost, limits)
 }
 
-// End implements [ratelimit.Store]. It charges Redis, within the budget,
-// when Redis is up; an outage or a misconfiguration marks Redis down, as
-// in Allow, and the usage is then charged in process, under this
-// instance's share of each limit, and brought to Redis when it answers
-// again. A charge reaching Redis after the budget is not made there.
+// End implements [ratelimit.Store]. It charges Redis within the budget,
+// as Allow decides; when Redis is down or fails, it charges in process
+// and brings the charge to Redis when it answers again. A charge reaching
+// Redis after the budget is not made there.
 func (f *Fallback) End(ctx context.Context, key string, usage int, limits *ratelimit.Limits, admitted ratelimit.Decision) (ratelimit.Decision, error) {
 	return f.impl.End(ctx, key, usage, limits, admitted)
 }
 
-// Peek implements [ratelimit.Store]. It asks Redis, within the budget,
-// when Redis is up; an outage or a misconfiguration marks Redis down, as
-// in Allow. While Redis is down, and for a key whose decisions in process
-// still wait for Redis, it answers in process, with Decision.Fallback
-// set, as the next Allow in process would (from what Redis last said of
-// the key if that decision would start from it). A Peek records nothing,
-// anywhere, and is not counted in [Fallback.Health].
+// Peek implements [ratelimit.Store]. It asks Redis within the budget, as
+// Allow does, or, where Allow would decide in process, answers as the
+// next Allow there would. A Peek records nothing, anywhere, and is not
+// counted in [Fallback.Health].
 func (f *Fallback) Peek(ctx context.Context, key string, cost int, limits *ratelimit.Limits) (ratelimit.Decision, error) {
 	return f.impl.Peek(ctx, key, cost, limits)
 }
@@ -184,27 +156,10 @@ func (f *Fallback) Reset(ctx context.Context, key string, limits *ratelimit.Limi
 // work afterwards, but a down Redis is no longer probed.
 func (f *Fallback) Close() error { return f.impl.Close() }
 
-// FallbackHealth is a snapshot of a [Fallback] (see [Fallback.Health]):
-// where its decisions are made, since when, its last Redis failure, and
-// its counts.
-//
+// FallbackHealth is a snapshot of a [Fallback] (see [Fallback.Health]).
 // It marshals with encoding/json to what a status page needs, never to
-// the error's own text, which may hold an address or a key:
-//
-//	{"decisions":"in_process","since":"2026-11-24T20:31:07.5Z","last_error":"unavailable","last_error_at":"2026-11-24T20:31:07.5Z",
-//	 "waiting":9,"local":12,"failures":1,"misconfigured":0,"outages":1,"recoveries":0,"reconciled":0}
-//
-// So a health handler is
-//
-//	func(w http.ResponseWriter, r *http.Request) {
-//		w.Header().Set("Content-Type", "application/json")
-//		json.NewEncoder(w).Encode(f.Health())
-//	}
-//
-// Serve it on an internal port, and let it answer 200 while decisions are
-// made in process: failing readiness on every instance because Redis is
-// down would turn a Redis outage into an outage of the service. Alert on
-// the Fallback's metrics or on this body instead.
+// the error's own text. Serve it, but do not fail readiness on it: see
+// docs/observability.md#health.
 type FallbackHealth struct {
 	// Decisions is where decisions are made now: "redis", or "in_process"
 	// while Redis is down.
@@ -214,10 +169,9 @@ type FallbackHealth struct {
 	// they never moved, when the Fallback was made.
 	Since time.Time `json:"since"`
 
-	// LastError is the last failure of a call to Redis (a decision, or a
-	// check while Redis was down), nil when none failed yet; it stays after
-	// Redis recovers. Its text may name an address or a key: log it, do not
-	// serve it; it is never marshaled.
+	// LastError is the last failure of a call to Redis, nil when none
+	// failed yet; it stays after Redis recovers. Its text may name an
+	// address or a key: log it, do not serve it; it is never marshaled.
 	LastError error `json:"-"`
 
 	// LastErrorKind names LastError in words safe to serve: "" (none
@@ -232,12 +186,8 @@ type FallbackHealth struct {
 	LastErrorAt time.Time `json:"last_error_at,omitzero"`
 
 	// Waiting is how many keys have decisions made in process yet to
-	// reach Redis: while Redis is down, every key decided since it failed
-	// (at most FallbackOptions.MaxBacklog); once it is back, those not
-	// handed back yet, decided in process until then. A key with a request
-	// decided in process while Redis was up (see above) counts until that
-	// decision reaches Redis, and stays on Redis meanwhile. It falls to 0
-	// when every key is back on Redis.
+	// reach Redis, and are decided in process until they have; 0 when
+	// every key is back on Redis (see docs/production.md).
 	Waiting int64 `json:"waiting"`
 
 	// The counts since the Fallback was made.
