@@ -31,17 +31,14 @@ type RedisClient interface{ redis.Scripter }
 // every instance of a service shares them. Each decision is one atomic
 // run of Lua code, whatever the number and mix of limits, which reads the
 // time from Redis, so app servers with skewed clocks share one timeline.
-// On Redis 7 and later the code is a library of Redis Functions, loaded
-// when Redis lacks it and called with FCALL; where Redis, its ACL user or
-// the client does not allow functions, it is sent as a script (EVALSHA,
-// or EVAL when Redis lacks it).
+// It runs as a library of Redis Functions where Redis 7, its ACL user and
+// the client allow, else as a script (see
+// docs/managed-redis.md#redis-functions).
 //
 // A key k with a limit is stored at Prefix + "{k}" + a suffix naming the
-// limit's algorithm and window ("rl:{api|POST /login|ip:192.0.2.1}:l60000"),
-// and its ban state (see [ratelimit.Ban]), if any, in a hash at Prefix +
-// "{k}:b". The braces are a hash tag: all of a decision's keys sit in one
-// Redis Cluster slot. Every write sets a TTL that ends when the state is
-// no longer needed. Redis 5.0 or later is needed (the tests run on 7.0).
+// limit's algorithm and window, and its ban state (see [ratelimit.Ban])
+// at Prefix + "{k}:b": all of a decision's keys share one hash tag, and
+// every write sets a TTL (see docs/keys.md). Redis 5.0 or later is needed.
 //
 // Build it with [NewRedis]; the zero Redis is not usable. Redis is safe
 // for concurrent use.
@@ -70,28 +67,15 @@ type RedisOptions struct {
 	Prefix string
 
 	// DenyCacheSize is how many denied requests the store remembers in
-	// process. Zero means 10,000; a negative size turns the cache off.
-	//
-	// A request Redis denied is then denied in process, without asking
-	// Redis, until its RetryAfter, if it comes again with the same key,
-	// limits and cost and no request of the key passed meanwhile: Redis
-	// would answer the same, but that the cached times end up to one
-	// round trip early, never late, and that a Reset through another
-	// instance is not seen before that RetryAfter. For limits with a ban,
-	// only bans are cached. See docs/performance.md.
+	// process, to deny a repeat without asking Redis until its RetryAfter;
+	// a Reset through another instance is not seen meanwhile (see
+	// docs/performance.md#the-deny-cache). Zero means 10,000; a negative
+	// size turns the cache off.
 	DenyCacheSize int
 
-	// MaxBatch is the most decisions sent together in one batch. Zero
-	// means 128; 1 sends each on its own.
-	//
-	// A request that arrives while fewer than four batches or lone
-	// requests are under way (two per master of a cluster) is sent at
-	// once, alone. Otherwise it waits for one to end and goes with the
-	// others that waited, each still decided atomically, all or nothing,
-	// as if sent alone, and getting its own error. A batch is one script
-	// run on a single server, one pipeline per master on a Cluster; a Ring
-	// and an AutoPipeliner send each request alone. See
-	// docs/performance.md.
+	// MaxBatch is the most decisions sent together in one batch, each
+	// still decided atomically, as if alone, with its own error (see
+	// docs/performance.md#batching). Zero means 128; 1 sends each alone.
 	MaxBatch int
 
 	// Logger receives the store's warnings about a Redis configured
