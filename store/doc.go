@@ -29,9 +29,8 @@
 // package lua, which read the time from Redis; every key it writes has a
 // TTL. It works with a single server, Sentinel (go-redis's failover
 // client), Redis Cluster and Ring. [Redis.Check] tells a misconfigured
-// Redis (missing ACL permissions, TLS mistakes, a cluster node behind a
-// single server's client, an evicting maxmemory-policy) from a working
-// one, with an error saying what to fix that wraps [ErrMisconfigured].
+// Redis from a working one, with an error saying what to fix that wraps
+// [ErrMisconfigured] (see docs/managed-redis.md).
 //
 // [NewMemory]'s store keeps the counters in this process, with the same
 // semantics as the Redis scripts, in bounded memory: for a service with
@@ -46,13 +45,8 @@
 // marshals to JSON for a health handler.
 //
 // Each applies the ban a set of limits may carry (see [ratelimit.Ban]) in
-// the same atomic step as the limits: Redis keeps a key's ban state in a
-// hash beside its counters, under the same hash tag, with a TTL that ends when it no longer
-// matters; Memory
-// keeps it with the key's counters, within the same bound. A Fallback's
-// bans are Redis's while Redis decides, this instance's own while it
-// decides in process; only admissions and resets go back to Redis, never
-// strikes or bans (see [Fallback]).
+// the same atomic step as the limits, kept beside the key's counters; a
+// Fallback's bans follow where it decides (see [Fallback]).
 //
 // All three are safe for concurrent use, and take their options as a
 // struct whose zero value means every default.
