@@ -16,14 +16,8 @@ import (
 	"github.com/ratelimit-go/ratelimit/internal/wait"
 )
 
-// EVALSHA runs a script's whole chunk each time; a library of Redis
-// Functions (Redis 7+) runs it once, at load, so FCALL costs Redis less
-// CPU. The store calls its library where it can and runs the same code as
-// scripts where the client, server or ACL user cannot: not a
-// misconfiguration, logged once at DEBUG or INFO. The library is loaded
-// lazily: "Function not found" (a restart without persistence, FUNCTION
-// FLUSH, a new master) means the call did not run, so the store loads it
-// and calls once more, else runs the call as a script.
+// A library of Redis Functions runs its chunk once, at load, where a
+// script runs it on every call: see docs/managed-redis.md#redis-functions.
 
 // functionCaller is the part of a go-redis client that calls Redis
 // Functions; a custom RedisClient without it runs scripts.
@@ -102,12 +96,10 @@ func (f *functions) runOnce(ctx context.Context, c RedisClient, r programRun) *r
 	return cmd
 }
 
-// go-redis resends a command whose connection failed after it went, so a
-// decision whose answer was lost would count twice. The store's programs
-// go as onceCmd, resent only when Redis's answer proves they did not run.
-
 // onceCmd is a command that go-redis sends at most once, whatever its
-// client's MaxRetries; a pipeline that holds one is never resent either.
+// client's MaxRetries, so that a decision whose answer was lost does not
+// count twice (see docs/production.md#sent-once); a pipeline that holds
+// one is never resent either.
 type onceCmd struct{ *redis.Cmd }
 
 // NoRetry tells go-redis not to send the command again.
