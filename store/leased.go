@@ -17,15 +17,9 @@ import (
 	"github.com/ratelimit-go/ratelimit/store/internal/limitset"
 )
 
-// Leased limits: a request is decided in process from this instance's
-// slices (units Redis counted when it granted them) when they suffice;
-// else it goes to Redis, asking besides for new slices, one request per
-// key at a time. A slice is sized to last about sliceTarget at the key's
-// last rate, at most four times the last one plus sliceStart, so a key
-// warms up in a few calls and a burst takes no more than it can spend. It
-// lasts at most sliceLife: a Reset on another instance reaches this one's
-// slices within it, and a token bucket keeps room for that refill.
-
+// Leased limits are decided from this instance's slices when they
+// suffice, else on Redis, which grants new ones: see
+// docs/limits.md#hot-keys-leased-limits.
 const (
 	sliceTarget   = 20 * time.Millisecond
 	sliceLife     = spec.SliceLife
