@@ -15,13 +15,10 @@ import (
 )
 
 // ErrMisconfigured reports that Redis will not decide until its setup or
-// the client's changes: Redis refuses the store's user, commands or keys,
-// or the client reaches a server it cannot use; waiting changes nothing.
-// Such an error wraps ErrMisconfigured and what Redis or the client said,
-// and its text says what is wrong and what to change, naming neither a
-// password nor a key. A [Fallback] decides in process meanwhile, as in
-// an outage, and logs it at ERROR; without one, the error reaches the
-// middleware's error handler.
+// the client's changes; waiting changes nothing. Such an error wraps it
+// and what Redis or the client said, and its text says what to change,
+// naming neither a password nor a key. A [Fallback] decides in process
+// meanwhile; see docs/managed-redis.md.
 var ErrMisconfigured = errors.New("store: Redis is misconfigured")
 
 // misconfiguration is an error of ErrMisconfigured: what is wrong, what
@@ -48,15 +45,9 @@ var storeCommands = []string{
 }
 
 // ACLRule returns the Redis ACL rule that allows an ACL user what a store
-// with the given key prefix needs, and nothing else: its keys, EVAL and
-// EVALSHA, and the commands its scripts call, and those of the package
-// admin's overrides and top keys, kept under the same prefix. For
-// example,
-//
-//	ACL SETUSER ratelimit on >password <ACLRule("rl:")>
-//
-// A Redis Cluster client also needs +cluster|slots, to learn which node
-// holds which keys.
+// with the given key prefix, and the package admin under it, need, and
+// nothing else (see docs/managed-redis.md). A Redis Cluster client also
+// needs +cluster|slots.
 func ACLRule(prefix string) string {
 	return "~" + prefix + "* resetchannels -@all +eval +evalsha +" + strings.Join(storeCommands, " +")
 }
