@@ -16,29 +16,20 @@ import (
 	"github.com/ratelimit-go/ratelimit/internal/clusterslot"
 )
 
-// Check reports whether Redis can decide now, and if not, why. One script,
-// sent with EVAL on keys of several slots (which a Redis Cluster node
-// refuses to a single server's client), calls every command the store's
-// scripts call, in forms that change nothing, and names those refused in
-// an error wrapping [ErrMisconfigured]. Another, sent with EVALSHA, reads
-// TIME and writes a key with a TTL, as decisions do, so a server that
-// answers PING but refuses decisions (paused for writes, a read-only
-// replica, out of memory) fails it. On a Redis Cluster, Check first
-// reloads the client's map of the slots, and passes only when every
-// master in it answers with the same map covering every slot, the client
-// routes each range to its master, and both scripts run there through the
-// client. Then, where CONFIG GET is permitted, Check fails when a
-// server's maxmemory-policy lets it evict the store's counters.
+// Check reports whether Redis can decide now, and if not, why: it runs
+// every command the store's scripts call, in forms that change nothing,
+// on keys of several slots, and a script that reads TIME and writes a key
+// with a TTL, as decisions do; on a Redis Cluster, on every master, once
+// the masters and the client agree on the map of the slots. Where CONFIG
+// GET is permitted, it fails on an evicting maxmemory-policy.
 //
-// Call it at startup: it fails where decisions would. An error matching
-// [ErrMisconfigured] (errors.Is) says what to change, one joined error per
-// problem, never holding a password: exit, or at least log it where it is
-// read. Any other error means that Redis cannot decide now (a refused
-// connection, a timeout, a server loading its data or read-only) and may
-// later, with nothing to change: a [Fallback] decides in process meanwhile
-// and probes Redis until it can, so a service behind one may start and
-// serve. The keys Check writes are under the store's prefix and expire
-// within a minute.
+// Call it at startup. An error matching [ErrMisconfigured] (errors.Is)
+// says what to change, one joined error per problem, never holding a
+// password: exit. Any other error means Redis cannot decide now and may
+// later: a [Fallback] decides in process meanwhile, so a service behind
+// one may start. The keys Check writes are under the store's prefix and
+// expire within a minute. See
+// docs/managed-redis.md#redis-users-permissions-and-the-startup-check.
 func (s *Redis) Check(ctx context.Context) error {
 	err := s.check(ctx)
 	if err != nil && !errors.Is(err, ErrMisconfigured) {
