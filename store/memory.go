@@ -21,22 +21,12 @@ type MemoryOptions struct {
 
 // NewMemory returns an empty [ratelimit.Store] that keeps its counters in
 // this process: for a service with a single instance, for tests, or as the
-// fallback of a Redis store (see [NewFallback]). It implements the
-// algorithms with the semantics of the Redis scripts, step for step; a
-// differential test holds the two stores to the same decisions.
-//
-// Its memory is bounded: at most MemoryOptions.MaxKeys keys, each dropped
-// as soon as its state expires. A new key finding the store full first
-// evicts expired keys, else the key of a small random sample that would
-// expire soonest: a flood of new keys can make other keys forget their
-// counts early, but the store never denies everyone nor grows without
-// bound. Per key, a sliding log holds up to Quota timestamps and a sliding
-// window Window/Precision slots; a key decided under limits with a ban
-// (see [ratelimit.Ban]) keeps its ban state with them, as long as it
-// matters.
-//
-// Keys are spread over shards with a lock each, so it scales across cores.
-// The store is safe for concurrent use.
+// fallback of a Redis store (see [NewFallback]). It decides as the Redis
+// scripts do, step for step, and holds at most MemoryOptions.MaxKeys
+// keys: a new key finding it full evicts expired keys, else one that
+// would expire soon, so a flood of new keys can make others forget their
+// counts early (see docs/production.md#the-memory-store). Keys are spread
+// over shards with a lock each. The store is safe for concurrent use.
 func NewMemory(opts MemoryOptions) (ratelimit.Store, error) {
 	m, err := memory.New(opts.internal())
 	if err != nil {
