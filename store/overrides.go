@@ -9,14 +9,11 @@ import (
 	"github.com/ratelimit-go/ratelimit/internal/override"
 )
 
-// Overrides returns the door through which the package admin keeps
-// namespace's overrides, and the keys its Limiters denied most, beside
-// the store's counters, at Prefix + "overrides:{" + namespace + "}" and
-// Prefix + "top:{" + namespace + "}", run and diagnosed as the store's
-// own programs (see [ErrMisconfigured]; [ACLRule] covers them). The
-// package outbound keeps there, under the namespace "outbound:learned",
-// the limits its Transports learned of their upstreams. Give the store
-// to admin.New and outbound.New; an application has no other use for it.
+// Overrides returns the door through which the packages admin and
+// outbound keep namespace's overrides and top keys beside the store's
+// counters (see docs/overrides.md#in-redis; [ACLRule] covers them). Give
+// the store to admin.New and outbound.New; an application has no other
+// use for it.
 func (s *Redis) Overrides(namespace string) override.Keeper {
 	return &keeper{s: s, overrides: s.prefix + "overrides:{" + namespace + "}", top: s.prefix + "top:{" + namespace + "}"}
 }
