@@ -13,10 +13,6 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Plain text to a TLS port, a handshake to a plain port, or a missing
-// client certificate look like an outage: Check then shakes hands once
-// more (tryHandshake) and dials the other way round (tryOtherWay).
-
 // tlsProblem returns the misconfiguration for a TLS error in err, or nil.
 func tlsProblem(err error) *misconfiguration {
 	if err == nil {
@@ -49,7 +45,9 @@ func tlsProblem(err error) *misconfiguration {
 const otherWayTimeout = time.Second
 
 // withTLSHint returns err, which Check got through c, as a
-// misconfiguration when the server and c speak TLS and plain text.
+// misconfiguration when the server and c speak TLS and plain text, or the
+// handshake fails (a missing client certificate): each looks like an
+// outage otherwise.
 func withTLSHint(err error, c RedisClient) error {
 	if _, isReply := replyText(err); err == nil || isReply || errors.Is(err, ErrMisconfigured) {
 		return err
