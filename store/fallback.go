@@ -143,11 +143,10 @@ func (f *Fallback) Peek(ctx context.Context, key string, cost int, limits *ratel
 }
 
 // Reset implements [ratelimit.Store]. It forgets key's state for limits
-// in process and on Redis. While Redis is down, the reset is kept and
-// applied on Redis before decisions return to it, so it is never lost;
-// in process, the key's next request starts afresh at once. It returns an
-// error only for invalid input, for an error from Redis that is not an
-// outage, or when the backlog is full (see FallbackOptions.MaxBacklog).
+// in process at once and on Redis, while Redis is down before decisions
+// return to it. It returns an error only for invalid input, for an error
+// from Redis that is not an outage, or when the backlog is full (see
+// FallbackOptions.MaxBacklog).
 func (f *Fallback) Reset(ctx context.Context, key string, limits *ratelimit.Limits) error {
 	return f.impl.Reset(ctx, key, limits)
 }
