@@ -216,12 +216,9 @@ type parser struct {
 // report records a Problem once per field and reason, so that a
 // response's problems are bounded.
 func (p *parser) report(field string, reason Reason) {
-	for _, q := range p.problems {
-		if q.Field == field && q.Reason == reason {
-			return
-		}
+	if q := (Problem{Field: field, Reason: reason}); !slices.Contains(p.problems, q) {
+		p.problems = append(p.problems, q)
 	}
-	p.problems = append(p.problems, Problem{Field: field, Reason: reason})
 }
 
 // lines returns field's lines, or nil when absent or, reported, over
@@ -256,18 +253,16 @@ func (p *parser) single(field string) (v string, ok bool) {
 
 // read reads a single-valued field with parse; ok is false when it is
 // absent or, reported, not what parse reads.
-func read[T any](p *parser, field string, parse func(string) (T, Reason)) (v T, ok bool) {
-	s, ok := p.single(field)
-	if !ok {
-		return v, false
-	}
-	v, reason := parse(s)
-	if reason != "" {
+func read[T any](p *parser, field string, parse func(string) (T, Reason)) (T, bool) {
+	if s, ok := p.single(field); ok {
+		v, reason := parse(s)
+		if reason == "" {
+			return v, true
+		}
 		p.report(field, reason)
-		var zero T
-		return zero, false
 	}
-	return v, true
+	var zero T
+	return zero, false
 }
 
 // trimOWS trims a value's optional whitespace, as net/http does.

@@ -122,17 +122,8 @@ func digits(s string) int64 {
 	return n
 }
 
-// isToken reports whether s is an HTTP token (RFC 9110, section 5.6.2).
-func isToken(s string) bool {
-	for i := range len(s) {
-		if !isTchar(s[i]) {
-			return false
-		}
-	}
-	return s != ""
-}
+// tchars are the characters of an HTTP token (RFC 9110, section 5.6.2).
+const tchars = "!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
-// isTchar reports whether c may be in an HTTP token.
-func isTchar(c byte) bool {
-	return isAlpha(c) || isDigit(c) || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
-}
+func isToken(s string) bool { return s != "" && strings.Trim(s, tchars) == "" }
+func isTchar(c byte) bool   { return strings.IndexByte(tchars, c) >= 0 }
