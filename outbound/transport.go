@@ -20,6 +20,7 @@ import (
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/internal/override"
 	"github.com/ratelimit-go/ratelimit/internal/ratefields"
+	"github.com/ratelimit-go/ratelimit/internal/wait"
 )
 
 // This file is a request's whole path, in the order it runs; budgets
@@ -151,24 +152,20 @@ func (t *Transport) admit(ctx context.Context, b *budget, cost int) (*sets, rate
 // it may not wait that long.
 func (t *Transport) crossBridge(ctx context.Context, b *budget) error {
 	for {
-		wait := time.Duration(b.bridge.Load() - t.now().UnixNano())
-		if wait <= 0 {
+		held := time.Duration(b.bridge.Load() - t.now().UnixNano())
+		if held <= 0 {
 			return nil
 		}
-		d := ratelimit.MakeDecision(ratelimit.Result{Limit: holdLimit, RetryAfter: wait})
+		d := ratelimit.MakeDecision(ratelimit.Result{Limit: holdLimit, RetryAfter: held})
 		deadline, ok := ctx.Deadline()
 		switch {
 		case t.noWait:
 			return newError(b.upstream, d, nil)
-		case t.maxWait > 0 && wait > t.maxWait, ok && t.now().Add(wait).After(deadline):
+		case t.maxWait > 0 && held > t.maxWait, ok && t.now().Add(held).After(deadline):
 			return newError(b.upstream, d, context.DeadlineExceeded)
 		}
-		timer := time.NewTimer(min(wait, probePoll))
-		select {
-		case <-timer.C:
-		case <-ctx.Done():
-			timer.Stop()
-			return newError(b.upstream, d, ctx.Err())
+		if err := wait.For(ctx, min(held, probePoll)); err != nil {
+			return newError(b.upstream, d, err)
 		}
 	}
 }
