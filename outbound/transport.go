@@ -70,6 +70,7 @@ func New(base http.RoundTripper, s ratelimit.Store, opts ...Option) (*Transport,
 	if k, ok := s.(interface{ Overrides(string) override.Keeper }); ok {
 		t.shared = &shared{k: k.Overrides(sharedNamespace)}
 	}
+	t.stats.ignored = map[string]int64{}
 	t.budgets.init(t)
 	return t, nil
 }
@@ -442,8 +443,7 @@ func (t *Transport) Stats() Stats {
 	c := &t.stats
 	s := Stats{Sent: c.sent.Load(), Waited: c.waited.Load(), Refused: c.refused.Load(), Limited: c.limited.Load(), StoreErrors: c.storeErrors.Load()}
 	c.mu.Lock()
-	s.Ignored = make(map[string]int64, len(c.ignored))
-	maps.Copy(s.Ignored, c.ignored)
+	s.Ignored = maps.Clone(c.ignored)
 	c.mu.Unlock()
 	return s
 }
@@ -456,9 +456,6 @@ type counters struct {
 
 func (c *counters) ignore(reason ratefields.Reason) {
 	c.mu.Lock()
-	if c.ignored == nil {
-		c.ignored = map[string]int64{}
-	}
 	c.ignored[string(reason)]++
 	c.mu.Unlock()
 }
