@@ -257,13 +257,7 @@ func (t *Table) Len() int {
 }
 
 // Has reports whether t holds an override of policy, for any key.
-func (t *Table) Has(policy string) bool {
-	if t == nil {
-		return false
-	}
-	_, ok := t.policies[policy]
-	return ok
-}
+func (t *Table) Has(policy string) bool { return t != nil && t.policies[policy] != nil }
 
 // Get returns the override set for policy and key, which Key names as
 // the override does ("" for the whole policy, "x*" for a prefix).
