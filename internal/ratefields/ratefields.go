@@ -295,7 +295,14 @@ func (p *parser) delay(field string, secs, nanos int64, reset bool) time.Duratio
 	return time.Duration(secs)*time.Second + time.Duration(nanos)
 }
 
-// capped returns d, non-negative, cut as delay cuts it.
-func (p *parser) capped(field string, d time.Duration, reset bool) time.Duration {
+// until returns the time from now to at, cut as delay cuts it. Dates
+// and Unix times count in seconds: one in the current second is now, one
+// before it past (reported as ReasonInPast, and read as 0).
+func (p *parser) until(field string, at time.Time, reset bool) time.Duration {
+	if at.Before(p.now.Truncate(time.Second)) {
+		p.report(field, ReasonInPast)
+		return 0
+	}
+	d := max(at.Sub(p.now), 0)
 	return p.delay(field, int64(d/time.Second), int64(d%time.Second), reset)
 }

@@ -63,12 +63,7 @@ func (p *parser) xReset() time.Duration {
 	case s.secs <= epoch:
 		return p.delay(wire.FieldXReset, s.secs, s.nanos, true)
 	}
-	at := time.Unix(s.secs, s.nanos)
-	if at.Before(p.now.Truncate(time.Second)) {
-		p.report(wire.FieldXReset, ReasonInPast)
-		return 0
-	}
-	return p.capped(wire.FieldXReset, max(at.Sub(p.now), 0), true)
+	return p.until(wire.FieldXReset, time.Unix(s.secs, s.nanos), true)
 }
 
 // parseCount reads decimal digits, a count from 0 to MaxInt.
