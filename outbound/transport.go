@@ -27,13 +27,11 @@ import (
 // are in budgets.go, holds in hold.go.
 
 // A Transport is an [http.RoundTripper] that keeps each upstream's rate
-// limits: before it sends a request, the request takes its cost from the
-// budget of its upstream (the URL's host) and partition (see
-// [WithPartition]) in the store, under the limits declared with
-// [WithLimits] and those the upstream's responses published; a request
-// that does not fit waits until it does, or is refused with an [*Error].
-// A Transport is safe for concurrent use, and all of them that share a
-// store share the budgets.
+// limits, declared ([WithLimits]) and published: a request takes its cost
+// from the budget of its upstream and partition ([WithPartition]) in the
+// store, and waits until it fits, or is refused with an [*Error] (see
+// docs/outbound.md). A Transport is safe for concurrent use, and all of
+// them that share a store share the budgets.
 type Transport struct {
 	base      http.RoundTripper
 	store     ratelimit.Store
@@ -200,15 +198,12 @@ func (t *Transport) admitOnce(ctx context.Context, b *budget, cost int) (*sets, 
 			d, err := t.take(ctx, b, cost, s.limits)
 			return s, d, err
 		}
-		timer := time.NewTimer(probePoll)
 		select {
 		case <-b.learnt:
-		case <-timer.C:
+		case <-time.After(probePoll): // collected unstopped, since Go 1.23
 		case <-ctx.Done():
-			timer.Stop()
 			return s, d, newError(b.upstream, d, ctx.Err())
 		}
-		timer.Stop()
 	}
 }
 
