@@ -75,7 +75,6 @@ const maxBudgets = 10_000
 // less room for the hold's suffix.
 const maxKey = 1000
 
-// init makes bs the budgets of t.
 func (bs *budgets) init(t *Transport) {
 	bs.t = t
 	bs.m = bounded.Map[budgetKey, made]{Max: maxBudgets, Make: func(k budgetKey) made {

@@ -242,7 +242,6 @@ func (p *policyTable) put(t *Table, o Override) {
 	}
 }
 
-// add appends o to t.set and returns its index.
 func (t *Table) add(o Override) int32 {
 	t.set = append(t.set, o)
 	return int32(len(t.set) - 1)
@@ -313,7 +312,6 @@ func (t *Table) Effects() int {
 	return len(t.effects)
 }
 
-// lookup returns the slot of the override of policy for key.
 func (t *Table) lookup(policy, key string) (slot, bool) {
 	if t != nil {
 		if p := t.policies[policy]; p != nil {
