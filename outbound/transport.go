@@ -309,10 +309,8 @@ func (t *Transport) learn(ctx context.Context, b *budget, resp *http.Response, d
 		t.toShared(ctx, b)
 	}
 	for _, l := range info.Limits {
-		if l.Remaining != 0 {
-			if err := b.catchUp(ctx, t.store, l, d); err != nil {
-				t.stats.storeErrors.Add(1)
-			}
+		if l.Remaining != 0 && b.catchUp(ctx, t.store, l, d) != nil {
+			t.stats.storeErrors.Add(1)
 		}
 	}
 }
