@@ -23,8 +23,7 @@ import (
 	"github.com/ratelimit-go/ratelimit/internal/wait"
 )
 
-// This file is a request's whole path, in the order it runs; budgets
-// are in budgets.go, holds in hold.go.
+// This file is a request's whole path, in the order it runs.
 
 // A Transport is an [http.RoundTripper] that keeps each upstream's rate
 // limits, declared ([WithLimits]) and published: a request takes its cost
