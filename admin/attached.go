@@ -119,11 +119,9 @@ func (a *attached) Check(o Override) (known bool, err error) {
 			if o.Unlimited || o.Blocked {
 				continue // any limit can be
 			}
-			switch lim.Algorithm {
-			case ratelimit.Daily, ratelimit.Weekly, ratelimit.Monthly, ratelimit.Concurrent:
-				if o.Window != 0 {
-					return true, fmt.Errorf("%w: Window: %q is a %s limit, whose window is not a quota's", override.ErrInvalid, o.Policy, lim.Algorithm)
-				}
+			ownWindow := []ratelimit.Algorithm{ratelimit.Daily, ratelimit.Weekly, ratelimit.Monthly, ratelimit.Concurrent}
+			if o.Window != 0 && slices.Contains(ownWindow, lim.Algorithm) {
+				return true, fmt.Errorf("%w: Window: %q is a %s limit, whose window is not a quota's", override.ErrInvalid, o.Policy, lim.Algorithm)
 			}
 			set := slices.Clone(s.limits)
 			set[i] = o.On(lim)
