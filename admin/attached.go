@@ -3,7 +3,6 @@ package admin
 import (
 	"cmp"
 	"fmt"
-	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -143,13 +142,4 @@ func overriddenFields(o Override) string {
 		return "Window"
 	}
 	return "Quota"
-}
-
-// Audit tells the Limiter's observer, if it has one, of a change an
-// operator made with the request r: who made it, what it changed, and
-// the override before and after, as JSON ("" for none).
-func (a *attached) Audit(r *http.Request, who, what, before, after string) {
-	if a.observe != nil {
-		a.observe(r, ratelimit.Event{Namespace: a.namespace, Outcome: "changed", Who: who, What: what, Before: before, After: after})
-	}
 }
