@@ -3,7 +3,6 @@ package admin
 import (
 	"cmp"
 	"fmt"
-	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -119,11 +118,9 @@ func (a *attached) Check(o Override) (known bool, err error) {
 			if o.Unlimited || o.Blocked {
 				continue // any limit can be
 			}
-			switch lim.Algorithm {
-			case ratelimit.Daily, ratelimit.Weekly, ratelimit.Monthly, ratelimit.Concurrent:
-				if o.Window != 0 {
-					return true, fmt.Errorf("%w: Window: %q is a %s limit, whose window is not a quota's", override.ErrInvalid, o.Policy, lim.Algorithm)
-				}
+			ownWindow := []ratelimit.Algorithm{ratelimit.Daily, ratelimit.Weekly, ratelimit.Monthly, ratelimit.Concurrent}
+			if o.Window != 0 && slices.Contains(ownWindow, lim.Algorithm) {
+				return true, fmt.Errorf("%w: Window: %q is a %s limit, whose window is not a quota's", override.ErrInvalid, o.Policy, lim.Algorithm)
 			}
 			set := slices.Clone(s.limits)
 			set[i] = o.On(lim)
@@ -145,13 +142,4 @@ func overriddenFields(o Override) string {
 		return "Window"
 	}
 	return "Quota"
-}
-
-// Audit tells the Limiter's observer, if it has one, of a change an
-// operator made with the request r: who made it, what it changed, and
-// the override before and after, as JSON ("" for none).
-func (a *attached) Audit(r *http.Request, who, what, before, after string) {
-	if a.observe != nil {
-		a.observe(r, ratelimit.Event{Namespace: a.namespace, Outcome: "changed", Who: who, What: what, Before: before, After: after})
-	}
 }

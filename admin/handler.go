@@ -218,8 +218,9 @@ func (h handler) current(policy, key string) string {
 	return ""
 }
 
-// audit tells of a change to policy the first Limiter given the Plane
-// that has the policy, or else the first one: one event per change.
+// audit keeps a change to policy for the page and tells the observer, if
+// any, of the first Limiter given the Plane that has the policy, or else
+// of the first one: one event per change.
 func (h handler) audit(r *http.Request, policy, what, before, after string) {
 	who := r.RemoteAddr
 	if w, ok := r.Context().Value(whoKey{}).(string); ok {
@@ -233,10 +234,13 @@ func (h handler) audit(r *http.Request, policy, what, before, after string) {
 	if len(limiters) == 0 {
 		return
 	}
-	i := max(slices.IndexFunc(limiters, func(l *attached) bool {
+	a := limiters[max(slices.IndexFunc(limiters, func(l *attached) bool {
 		return slices.ContainsFunc(l.Policies(), func(c override.Policy) bool { return c.Name == policy })
-	}), 0)
-	limiters[i].Audit(r, who, what, before, after)
+	}), 0)]
+	if a.observe != nil {
+		a.observe(r, ratelimit.Event{Namespace: a.namespace, Outcome: "changed",
+			Who: who, What: what, Before: before, After: after})
+	}
 }
 
 // done answers err, if any, and reports whether there was none.

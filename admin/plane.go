@@ -21,24 +21,10 @@ import (
 // its quota, its window, or both, or whether it is shadow; or it makes
 // the keys unlimited, or blocks them. The zero Override is not valid:
 // name a policy, and change something. Its fields are those of the
-// handler's JSON, with the same meanings, named by their tags:
-//
-//	Policy     "policy"      the limit's name (ratelimit.Limit's Name)
-//	StoredKey  "stored_key"  the key in the store's form, as listings give it: "ip:192.0.2.1";
-//	                         a prefix, "org-7/*"; or "" (absent) for every key of the policy
-//	Key        "key"         the key as a client sends it, in place of StoredKey (Options.Key)
-//	Label      "label"       Options.Label's name of StoredKey, in listings; ignored by a change
-//	Quota      "quota"       the quota in place of the limit's; 0 (absent): the limit's
-//	Window     "window_ms"   the window in place of the limit's; 0 (absent): the limit's
-//	Unlimited  "unlimited"   the limit counts nothing for the keys; goes alone
-//	Blocked    "blocked"     every request of the keys is denied; goes alone
-//	Shadow     "shadow"      decided and counted, never denying; Enforced, "enforced", denying
-//
-// An entry of a listing ([Plane.List], or GET overrides) can be given
-// back unchanged to [Plane.Set] or [Plane.Delete] (PUT or DELETE
-// overrides). In Redis, an override is stored as its JSON without the
-// policy and keys, which name its field. See docs/overrides.md for what
-// each field does to a window under way.
+// handler's JSON, named by their tags; docs/overrides.md tells each, and
+// what it does to a window under way. An entry of a listing
+// ([Plane.List], or GET overrides) can be given back unchanged to
+// [Plane.Set] or [Plane.Delete] (PUT or DELETE overrides).
 type Override = override.Override
 
 // errInvalid, wrapping ratelimit.ErrInvalid, is wrapped by every error
@@ -81,13 +67,11 @@ type Options struct {
 // a Limiter given the Plane (see ratelimit.WithOverrides) finds its
 // override with no call to Redis.
 //
-// Every instance's Plane reads the overrides every 250ms, in one run of a
-// store's script that carries them only when they changed, so a change
-// on one instance applies on every other within about 250ms (see
-// docs/overrides.md for what was measured). A change is applied whole: a
-// decision sees the overrides before it or after it. While Redis fails,
-// an instance decides with the overrides it read last; one that has read
-// none yet applies none until Redis answers, and says so (List: false).
+// Every instance's Plane reads the overrides every 250ms, so a change on
+// one instance applies on every other within about that (see
+// docs/overrides.md for what was measured, and what happens while Redis
+// fails). A change is applied whole: a decision sees the overrides before
+// it or after it.
 //
 // Build it with [New], and Close it when done; the zero Plane is not
 // usable. A Plane is safe for concurrent use.
@@ -228,11 +212,8 @@ func (p *Plane) List() ([]Override, bool) {
 // Set stores o in place of the override of its policy and key, for
 // every instance, then reads the overrides, so that this instance
 // applies it at once. Before writing anything it refuses, with an error
-// wrapping ratelimit.ErrInvalid that names the field, a field out of
-// range, a policy no Limiter given the Plane has (when any is), a quota
-// or window the policy's limit cannot take (as ratelimit.NewLimits
-// says), a key the policy's key function could not make, or a new
-// override past the most a namespace holds (10,000).
+// wrapping ratelimit.ErrInvalid that names the field, an override that
+// cannot be set: docs/overrides.md lists why one cannot.
 func (p *Plane) Set(ctx context.Context, o Override) error {
 	o.Label = ""
 	if err := p.resolve(&o); err != nil {

@@ -13,11 +13,6 @@ import (
 	"time"
 )
 
-// With Options.Token, an API client sends "Authorization: Bearer TOKEN"
-// (the scheme in any case, RFC 9110); a browser logs in on the page for a
-// session cookie. Refusals are logged never with the client's address.
-
-// sessionCookie names the session's cookie.
 const sessionCookie = "ratelimit_admin"
 
 // sessionLife is how long a session lasts after its login; maxSessions
@@ -110,7 +105,7 @@ func (s *sessions) logout(w http.ResponseWriter, r *http.Request) {
 }
 
 // refuse counts a request refused for want of the token, and logs the
-// count at most once a minute.
+// count at most once a minute, never with the client's address.
 func (s *sessions) refuse() {
 	now := s.now()
 	s.refusedMu.Lock()

@@ -75,7 +75,6 @@ const maxBudgets = 10_000
 // less room for the hold's suffix.
 const maxKey = 1000
 
-// init makes bs the budgets of t.
 func (bs *budgets) init(t *Transport) {
 	bs.t = t
 	bs.m = bounded.Map[budgetKey, made]{Max: maxBudgets, Make: func(k budgetKey) made {
@@ -84,6 +83,7 @@ func (bs *budgets) init(t *Transport) {
 			return made{err: fmt.Errorf("%w: outbound: the request's host is %d bytes long", ratelimit.ErrInvalid, len(k.upstream))}
 		}
 		b := &budget{upstream: k.upstream, key: key, declared: t.declared[k.upstream], learnt: make(chan struct{})}
+		b.windows = map[string]time.Duration{}
 		b.usage = slices.ContainsFunc(b.declared, func(l ratelimit.Limit) bool { return l.Usage })
 		s, err := b.build(nil, len(b.declared) == 0)
 		if err != nil {
@@ -193,9 +193,6 @@ func (b *budget) windowed(policies []ratefields.Policy, limits []ratefields.Limi
 			seen = limits[j].Reset.Truncate(time.Second) // a Unix time in whole seconds is a ceiling
 		}
 		b.mu.Lock()
-		if b.windows == nil {
-			b.windows = map[string]time.Duration{}
-		}
 		if seen > b.windows[key] && len(b.windows) < maxLearned {
 			b.windows[key] = seen
 		}

@@ -14,16 +14,14 @@ import (
 // An Option configures a [Transport] (see [New]).
 type Option func(*Transport) error
 
-// WithLimits declares the limits upstream publishes, for example 500
-// requests and 200,000 tokens a minute, as server-side limits (see
-// [ratelimit.Limit]): each request takes its cost (see [WithCost]) from
-// every limit, and one charged from usage (its Usage) takes what
-// [WithUsage] reads from the response. upstream is a request URL's host,
-// with its port when the URLs give one ("api.example.com",
+// WithLimits declares the limits upstream publishes, as server-side
+// limits (see [ratelimit.Limit]): each request takes its cost (see
+// [WithCost]) from every limit, and one charged from usage (its Usage)
+// what [WithUsage] reads from the response. upstream is a request URL's
+// host, with its port when the URLs give one ("api.example.com",
 // "localhost:8080"). The limits must make a valid set for
-// [ratelimit.NewLimits], none named "hold". What the responses publish
-// applies beside them, but a declared limit wins over a published policy
-// of its algorithm and window.
+// [ratelimit.NewLimits], none named "hold". A declared limit wins over a
+// published policy of its algorithm and window (see docs/outbound.md).
 func WithLimits(upstream string, limits ...ratelimit.Limit) Option {
 	return func(t *Transport) error {
 		if upstream == "" {

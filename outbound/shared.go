@@ -12,10 +12,8 @@ import (
 )
 
 // shared are the limits the budgets learned, kept beside the store's
-// counters where the store has a door for them (the Redis store, and a
-// Fallback's: store.Redis.Overrides) under a namespace no Limiter can
-// have, so that a process learns from another's responses instead of
-// sending a probe of its own: a field per budget key, holding its
+// counters where the store has a door for them (see docs/outbound.md),
+// under a namespace no Limiter can have: a field per budget key, its
 // learned limits as policies, [] when its upstream publishes none. One
 // caller at a time reads them, at most every probePoll (a second after a
 // failure); a read or change waits at most sharedTimeout, so that a

@@ -20,19 +20,17 @@ import (
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/internal/override"
 	"github.com/ratelimit-go/ratelimit/internal/ratefields"
+	"github.com/ratelimit-go/ratelimit/internal/wait"
 )
 
-// This file is a request's whole path, in the order it runs; budgets
-// are in budgets.go, holds in hold.go.
+// This file is a request's whole path, in the order it runs.
 
 // A Transport is an [http.RoundTripper] that keeps each upstream's rate
-// limits: before it sends a request, the request takes its cost from the
-// budget of its upstream (the URL's host) and partition (see
-// [WithPartition]) in the store, under the limits declared with
-// [WithLimits] and those the upstream's responses published; a request
-// that does not fit waits until it does, or is refused with an [*Error].
-// A Transport is safe for concurrent use, and all of them that share a
-// store share the budgets.
+// limits, declared ([WithLimits]) and published: a request takes its cost
+// from the budget of its upstream and partition ([WithPartition]) in the
+// store, and waits until it fits, or is refused with an [*Error] (see
+// docs/outbound.md). A Transport is safe for concurrent use, and all of
+// them that share a store share the budgets.
 type Transport struct {
 	base      http.RoundTripper
 	store     ratelimit.Store
@@ -69,6 +67,7 @@ func New(base http.RoundTripper, s ratelimit.Store, opts ...Option) (*Transport,
 	if k, ok := s.(interface{ Overrides(string) override.Keeper }); ok {
 		t.shared = &shared{k: k.Overrides(sharedNamespace)}
 	}
+	t.stats.ignored = map[string]int64{}
 	t.budgets.init(t)
 	return t, nil
 }
@@ -151,24 +150,20 @@ func (t *Transport) admit(ctx context.Context, b *budget, cost int) (*sets, rate
 // it may not wait that long.
 func (t *Transport) crossBridge(ctx context.Context, b *budget) error {
 	for {
-		wait := time.Duration(b.bridge.Load() - t.now().UnixNano())
-		if wait <= 0 {
+		held := time.Duration(b.bridge.Load() - t.now().UnixNano())
+		if held <= 0 {
 			return nil
 		}
-		d := ratelimit.MakeDecision(ratelimit.Result{Limit: holdLimit, RetryAfter: wait})
+		d := ratelimit.MakeDecision(ratelimit.Result{Limit: holdLimit, RetryAfter: held})
 		deadline, ok := ctx.Deadline()
 		switch {
 		case t.noWait:
 			return newError(b.upstream, d, nil)
-		case t.maxWait > 0 && wait > t.maxWait, ok && t.now().Add(wait).After(deadline):
+		case t.maxWait > 0 && held > t.maxWait, ok && t.now().Add(held).After(deadline):
 			return newError(b.upstream, d, context.DeadlineExceeded)
 		}
-		timer := time.NewTimer(min(wait, probePoll))
-		select {
-		case <-timer.C:
-		case <-ctx.Done():
-			timer.Stop()
-			return newError(b.upstream, d, ctx.Err())
+		if err := wait.For(ctx, min(held, probePoll)); err != nil {
+			return newError(b.upstream, d, err)
 		}
 	}
 }
@@ -202,15 +197,12 @@ func (t *Transport) admitOnce(ctx context.Context, b *budget, cost int) (*sets, 
 			d, err := t.take(ctx, b, cost, s.limits)
 			return s, d, err
 		}
-		timer := time.NewTimer(probePoll)
 		select {
 		case <-b.learnt:
-		case <-timer.C:
+		case <-time.After(probePoll): // collected unstopped, since Go 1.23
 		case <-ctx.Done():
-			timer.Stop()
 			return s, d, newError(b.upstream, d, ctx.Err())
 		}
-		timer.Stop()
 	}
 }
 
@@ -316,10 +308,8 @@ func (t *Transport) learn(ctx context.Context, b *budget, resp *http.Response, d
 		t.toShared(ctx, b)
 	}
 	for _, l := range info.Limits {
-		if l.Remaining != 0 {
-			if err := b.catchUp(ctx, t.store, l, d); err != nil {
-				t.stats.storeErrors.Add(1)
-			}
+		if l.Remaining != 0 && b.catchUp(ctx, t.store, l, d) != nil {
+			t.stats.storeErrors.Add(1)
 		}
 	}
 }
@@ -445,8 +435,7 @@ func (t *Transport) Stats() Stats {
 	c := &t.stats
 	s := Stats{Sent: c.sent.Load(), Waited: c.waited.Load(), Refused: c.refused.Load(), Limited: c.limited.Load(), StoreErrors: c.storeErrors.Load()}
 	c.mu.Lock()
-	s.Ignored = make(map[string]int64, len(c.ignored))
-	maps.Copy(s.Ignored, c.ignored)
+	s.Ignored = maps.Clone(c.ignored)
 	c.mu.Unlock()
 	return s
 }
@@ -459,9 +448,6 @@ type counters struct {
 
 func (c *counters) ignore(reason ratefields.Reason) {
 	c.mu.Lock()
-	if c.ignored == nil {
-		c.ignored = map[string]int64{}
-	}
 	c.ignored[string(reason)]++
 	c.mu.Unlock()
 }

@@ -26,14 +26,10 @@ import (
 
 // Routes is [ratelimit.WithRoutes] for a route table in Echo's syntax,
 // as c.Path() names routes, with or without a method: "GET /users/:id",
-// "/files/*", written the ServeMux way (as WithRoutes also takes them).
-// Refused when the Limiter is built, naming the pattern, are a pattern
-// ServeMux cannot write (a parameter inside a segment, such as
-// "/v:version") or holding braces, a method not in upper case ("post
-// /login") and two patterns of one shape ("/users/:id" and
-// "/users/:name"). As with WithRoutes, a request gets the entry of its
-// route's shape, whatever the parameters are called and wherever the
-// middleware sits.
+// "/files/*", written the ServeMux way. A pattern ServeMux cannot write
+// ("/v:version") or holding braces, a method not in upper case and two
+// patterns of one shape are refused when the Limiter is built, naming the
+// pattern; docs/limits.md tells which entry a request gets.
 func Routes(table map[string][]ratelimit.Limit) ratelimit.Option {
 	return syntax.Routes(table)
 }

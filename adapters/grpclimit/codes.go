@@ -1,6 +1,7 @@
 package grpclimit
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"net/http"
@@ -13,10 +14,7 @@ import (
 // Limiter.Finish (what ratelimit.WithCountOnly counts by): the code the
 // server sends for err, as grpc-gateway maps codes to statuses.
 func httpStatus(err error) int {
-	if s, ok := httpStatuses[codeOf(err)]; ok {
-		return s
-	}
-	return http.StatusInternalServerError // Unknown, Internal, DataLoss
+	return cmp.Or(httpStatuses[codeOf(err)], http.StatusInternalServerError) // Unknown, Internal, DataLoss
 }
 
 var httpStatuses = map[codes.Code]int{
@@ -36,13 +34,10 @@ var httpStatuses = map[codes.Code]int{
 	codes.Unavailable:        http.StatusServiceUnavailable,
 }
 
-// codeOf is the code the server sends for a handler's err: the status
-// err carries, or for another error Canceled or DeadlineExceeded when it
-// is its context's, Unknown otherwise.
+// codeOf is the code the server sends for a handler's err: OK for nil,
+// the status err carries, or for another error Canceled or
+// DeadlineExceeded when it is its context's, Unknown otherwise.
 func codeOf(err error) codes.Code {
-	if err == nil {
-		return codes.OK
-	}
 	if s, ok := status.FromError(err); ok {
 		return s.Code()
 	}

@@ -12,16 +12,11 @@
 //
 // A call the Limiter admits goes on, its handler's context carrying the
 // decision ([ratelimit.Decisions], [ratelimit.Charge]), and its header
-// metadata carries the "ratelimit" and "ratelimit-policy" fields. One it
-// refuses gets a status of fixed text, never the store's:
-// ResourceExhausted when denied, with errdetails.RetryInfo and
-// errdetails.QuotaFailure (Subject the key the call was counted under,
-// never a secret); Unavailable when the store fails under
-// [ratelimit.FailClosed]; InvalidArgument, naming the missing metadata
-// key, for a call without a key. A refusal is sent Trailers-Only, with
-// "grpc-retry-pushback-ms" set to its RetryInfo's delay, so that a
-// client's retry policy retries it (gRFC A6). docs/grpc.md tells each
-// status, detail and field.
+// metadata the "ratelimit" and "ratelimit-policy" fields. One it refuses
+// gets a status of fixed text, never the store's (ResourceExhausted when
+// denied, with errdetails.RetryInfo and errdetails.QuotaFailure), sent
+// Trailers-Only so that a client's retry policy may retry it (gRFC A6).
+// docs/grpc.md tells each status, detail and field.
 //
 //	limiter, err := ratelimit.New(store, "api",
 //		ratelimit.WithLimits(ratelimit.PerMinute(100)),

@@ -41,16 +41,11 @@ func WithSkipper(skip func(ctx context.Context, fullMethod string) bool) Option 
 }
 
 // UnaryServerInterceptor returns an interceptor that lets l decide each
-// unary call (see the package's documentation for what l reads of it). A
-// call l admits goes on to the handler with a context carrying the
-// decision (see [ratelimit.Decisions] and [ratelimit.Charge]), the
-// rate-limit fields in its header metadata; its code, as an HTTP status,
-// goes to l.Finish (for [ratelimit.WithCountOnly]) when the handler
-// returns; once it has returned, however (an error, a client gone, a
-// panic, passed on to the interceptors before this one after a Finish
-// with 500), l.End gives back its slots and charges its usage. A call l
-// refuses gets the refusal's error without the handler, sent
-// Trailers-Only with the fields and retry delay in its trailer.
+// unary call, as the package's documentation tells; a call l refuses
+// never reaches the handler. Of a call l admits, the code, as an HTTP
+// status, goes to l.Finish (for [ratelimit.WithCountOnly]) when the
+// handler returns, and l.End runs once it has returned, however (a panic
+// too, passed on after a Finish with 500): see docs/grpc.md.
 //
 // It panics, when the server is built, if l is nil. The interceptor is
 // safe for concurrent use.

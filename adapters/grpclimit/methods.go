@@ -20,13 +20,10 @@ import (
 // of a service's entry share its counters. The tables given to a Limiter
 // are merged: it may take HTTP routes and gRPC methods together.
 //
-// An entry that is not a full method name is refused when the Limiter is
-// built (ratelimit.New returns an error wrapping [ratelimit.ErrInvalid])
-// naming the entry and what is wrong: no leading '/', other than a
-// service and a method, an empty service or method, a '*' that is not a
-// whole method ("/pkg.Svc/Get*") or stands for a service ("/*/Get"), or
-// a name that is not a proto identifier (letters, digits and '_', not
-// starting with a digit; a service's package parts joined by '.').
+// An entry that is not a full method name ("/pkg.Svc/Get*", "/*/Get", a
+// name that is not a proto identifier) is refused when the Limiter is
+// built: ratelimit.New returns an error wrapping [ratelimit.ErrInvalid]
+// naming the entry and what is wrong.
 func Methods(table map[string][]ratelimit.Limit) ratelimit.Option {
 	if table == nil {
 		return func(*ratelimit.Limiter) error {

@@ -9,21 +9,9 @@
 //	limiter, err := ratelimit.New(s, "api", ratelimit.WithRoutes(routes), ratelimit.WithObserver(o.Observe))
 //	err = o.WatchFallback("redis", fallback)
 //
-// The instruments, with the attributes ratelimit.namespace, http.route
-// (the route pattern, "" outside a route table), ratelimit.outcome and
-// ratelimit.limit, whose values are the Limiters' configuration only,
-// never a key, an address or an API key:
-//
-//	ratelimit.requests             counter   requests by namespace, route, outcome
-//	ratelimit.limit.decisions      counter   each limit's verdict: allowed, denied, would_deny, banned
-//	ratelimit.fallback.decisions   counter   requests decided in process by a Fallback
-//	ratelimit.store.duration       histogram the store's latency, in seconds, by namespace
-//	ratelimit.fallback.active      gauge     1 while a watched Fallback decides in process (attribute ratelimit.store)
-//	ratelimit.fallback.transitions counter   its moves, attribute ratelimit.fallback.to: in_process or redis
-//
-// A denied, banned or would-be-denied request gets the span event
-// "ratelimit.denied" with its namespace, route, outcome, the names of the
-// limits that denied, and the retry-after in seconds.
+// Attribute values are the Limiters' configuration only, never a key, an
+// address or an API key. docs/observability.md lists the instruments,
+// their attributes, and the span event "ratelimit.denied" of a denial.
 package ratelimitotel
 
 import (
@@ -39,7 +27,6 @@ import (
 	"github.com/ratelimit-go/ratelimit/store"
 )
 
-// scope names the meter.
 const scope = "github.com/ratelimit-go/ratelimit/extra/ratelimitotel"
 
 // MaxSeries bounds the attribute sets kept per instrument: past it, a new
@@ -49,7 +36,6 @@ const MaxSeries = 10_000
 
 const other = "other"
 
-// Attribute keys.
 const (
 	keyNamespace = attribute.Key("ratelimit.namespace")
 	keyRoute     = attribute.Key("http.route")
@@ -88,7 +74,6 @@ type labels struct {
 	outcome                 string
 }
 
-// Kinds of labels.
 const (
 	requestKind = iota
 	limitKind

@@ -11,18 +11,7 @@
 //
 // Label values are the Limiters' configuration only: namespaces, route
 // patterns, limit names and outcomes, never a key, an address or an API
-// key. The metrics:
-//
-//	ratelimit_requests_total{namespace,route,outcome}            requests by outcome (see string)
-//	ratelimit_limit_decisions_total{namespace,route,limit,outcome} each limit's verdict: allowed, denied, would_deny (a shadow limit), banned
-//	ratelimit_fallback_decisions_total{namespace,route}          requests decided in process by a Fallback
-//	ratelimit_store_duration_seconds{namespace}                  the store's latency per request (histogram)
-//	ratelimit_fallback_active{store}                             1 while the Fallback decides in process
-//	ratelimit_fallback_last_change_timestamp_seconds{store}      when decisions last moved (Unix time)
-//	ratelimit_fallback_transitions_total{store,to}               moves to "in_process" and back to "redis"
-//	ratelimit_fallback_redis_errors_total{store,kind}            failed Redis calls: "outage" or "misconfigured"
-//	ratelimit_fallback_local_decisions_total{store}              decisions made in process
-//	ratelimit_fallback_reconciled_keys_total{store}              keys whose in-process admissions were brought to Redis
+// key. docs/observability.md lists the metrics and their labels.
 package ratelimitprom
 
 import (
@@ -42,7 +31,6 @@ import (
 // from growing the scrape without end.
 const MaxSeries = 10_000
 
-// other replaces a label value once MaxSeries is reached.
 const other = "other"
 
 // latencyBuckets are the store latency histogram's bounds, in seconds:
@@ -88,7 +76,6 @@ func counters(vec *prometheus.CounterVec, values func(labels) []string) *bounded
 		Overflow: func(l labels) labels { l.route, l.limit = other, other; return l }}
 }
 
-// counterVec returns a counter vector of the labels named.
 func counterVec(name, help string, labels ...string) *prometheus.CounterVec {
 	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
 }

@@ -28,7 +28,6 @@ type cell struct {
 	key         [52]byte
 }
 
-// newKeyIndex returns the index of m.
 func newKeyIndex(m map[string]slot) keyIndex {
 	x := keyIndex{seed: maphash.MakeSeed()}
 	if len(m) == 0 {
@@ -61,7 +60,6 @@ func newKeyIndex(m map[string]slot) keyIndex {
 // fingerprint returns the control byte of hash h: its top byte, never 0.
 func fingerprint(h uint64) byte { return max(byte(h>>56), 1) }
 
-// find returns the slot of key.
 func (x *keyIndex) find(key string) (slot, bool) {
 	if len(x.ctrl) == 0 {
 		return noSlot, false
@@ -80,7 +78,6 @@ func (x *keyIndex) find(key string) (slot, bool) {
 	}
 }
 
-// keyOf returns c's key.
 func (x *keyIndex) keyOf(c *cell) string {
 	if int(c.n) <= len(c.key) {
 		return string(c.key[:c.n])

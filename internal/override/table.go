@@ -242,7 +242,6 @@ func (p *policyTable) put(t *Table, o Override) {
 	}
 }
 
-// add appends o to t.set and returns its index.
 func (t *Table) add(o Override) int32 {
 	t.set = append(t.set, o)
 	return int32(len(t.set) - 1)
@@ -257,13 +256,7 @@ func (t *Table) Len() int {
 }
 
 // Has reports whether t holds an override of policy, for any key.
-func (t *Table) Has(policy string) bool {
-	if t == nil {
-		return false
-	}
-	_, ok := t.policies[policy]
-	return ok
-}
+func (t *Table) Has(policy string) bool { return t != nil && t.policies[policy] != nil }
 
 // Get returns the override set for policy and key, which Key names as
 // the override does ("" for the whole policy, "x*" for a prefix).
@@ -319,7 +312,6 @@ func (t *Table) Effects() int {
 	return len(t.effects)
 }
 
-// lookup returns the slot of the override of policy for key.
 func (t *Table) lookup(policy, key string) (slot, bool) {
 	if t != nil {
 		if p := t.policies[policy]; p != nil {

@@ -266,11 +266,10 @@ func (p *parser) withinQuota(policies []Policy, limits []Limit) []Limit {
 
 // draftLimit is the one limit of drafts 6 and 7.
 type draftLimit struct {
-	limit, remaining int64
-	hasLimit         bool
-	hasRemaining     bool
-	reset            time.Duration
-	field            string // where remaining was read, for reports
+	limit, remaining       int64
+	hasLimit, hasRemaining bool
+	reset                  time.Duration
+	field                  string // where remaining was read, for reports
 }
 
 // dictionary reads draft 7's RateLimit Dictionary d: limit and reset,

@@ -86,7 +86,7 @@ func problemMembers(body []byte) (members, Reason) {
 		case tok == "violated-policies":
 			haveViolated, ok = true, m.names(dec)
 		default:
-			ok = skipValue(dec) == nil
+			ok = dec.Decode(new(json.RawMessage)) == nil
 		}
 		if !ok {
 			return members{}, ReasonMalformed
@@ -117,24 +117,4 @@ func (m *members) names(dec *json.Decoder) bool {
 	}
 	_, err := dec.Token() // the closing ']'
 	return err == nil
-}
-
-// skipValue reads one JSON value from dec, however nested.
-func skipValue(dec *json.Decoder) error {
-	depth := 0
-	for {
-		tok, err := dec.Token()
-		if err != nil {
-			return err
-		}
-		switch tok {
-		case json.Delim('{'), json.Delim('['):
-			depth++
-		case json.Delim('}'), json.Delim(']'):
-			depth--
-		}
-		if depth == 0 {
-			return nil
-		}
-	}
 }

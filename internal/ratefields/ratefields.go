@@ -216,12 +216,9 @@ type parser struct {
 // report records a Problem once per field and reason, so that a
 // response's problems are bounded.
 func (p *parser) report(field string, reason Reason) {
-	for _, q := range p.problems {
-		if q.Field == field && q.Reason == reason {
-			return
-		}
+	if q := (Problem{Field: field, Reason: reason}); !slices.Contains(p.problems, q) {
+		p.problems = append(p.problems, q)
 	}
-	p.problems = append(p.problems, Problem{Field: field, Reason: reason})
 }
 
 // lines returns field's lines, or nil when absent or, reported, over
@@ -256,18 +253,16 @@ func (p *parser) single(field string) (v string, ok bool) {
 
 // read reads a single-valued field with parse; ok is false when it is
 // absent or, reported, not what parse reads.
-func read[T any](p *parser, field string, parse func(string) (T, Reason)) (v T, ok bool) {
-	s, ok := p.single(field)
-	if !ok {
-		return v, false
-	}
-	v, reason := parse(s)
-	if reason != "" {
+func read[T any](p *parser, field string, parse func(string) (T, Reason)) (T, bool) {
+	if s, ok := p.single(field); ok {
+		v, reason := parse(s)
+		if reason == "" {
+			return v, true
+		}
 		p.report(field, reason)
-		var zero T
-		return zero, false
 	}
-	return v, true
+	var zero T
+	return zero, false
 }
 
 // trimOWS trims a value's optional whitespace, as net/http does.
@@ -300,7 +295,14 @@ func (p *parser) delay(field string, secs, nanos int64, reset bool) time.Duratio
 	return time.Duration(secs)*time.Second + time.Duration(nanos)
 }
 
-// capped returns d, non-negative, cut as delay cuts it.
-func (p *parser) capped(field string, d time.Duration, reset bool) time.Duration {
+// until returns the time from now to at, cut as delay cuts it. Dates
+// and Unix times count in seconds: one in the current second is now, one
+// before it past (reported as ReasonInPast, and read as 0).
+func (p *parser) until(field string, at time.Time, reset bool) time.Duration {
+	if at.Before(p.now.Truncate(time.Second)) {
+		p.report(field, ReasonInPast)
+		return 0
+	}
+	d := max(at.Sub(p.now), 0)
 	return p.delay(field, int64(d/time.Second), int64(d%time.Second), reset)
 }

@@ -26,10 +26,5 @@ func (p *parser) retryAfter() (d time.Duration, read bool) {
 		p.report(wire.FieldRetryAfter, ReasonMalformed)
 		return 0, false
 	}
-	// The date has whole seconds: one in the current second is now.
-	if at.Before(p.now.Truncate(time.Second)) {
-		p.report(wire.FieldRetryAfter, ReasonInPast)
-		return 0, true
-	}
-	return p.capped(wire.FieldRetryAfter, max(at.Sub(p.now), 0), false), true
+	return p.until(wire.FieldRetryAfter, at, false), true
 }

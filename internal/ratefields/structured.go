@@ -156,7 +156,6 @@ type sfParser struct {
 
 func (p *sfParser) eof() bool { return p.off == len(p.s) }
 
-// at reports whether the next character is c.
 func (p *sfParser) at(c byte) bool { return p.off < len(p.s) && p.s[p.off] == c }
 
 func (p *sfParser) skipSP() {

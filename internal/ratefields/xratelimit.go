@@ -63,12 +63,7 @@ func (p *parser) xReset() time.Duration {
 	case s.secs <= epoch:
 		return p.delay(wire.FieldXReset, s.secs, s.nanos, true)
 	}
-	at := time.Unix(s.secs, s.nanos)
-	if at.Before(p.now.Truncate(time.Second)) {
-		p.report(wire.FieldXReset, ReasonInPast)
-		return 0
-	}
-	return p.capped(wire.FieldXReset, max(at.Sub(p.now), 0), true)
+	return p.until(wire.FieldXReset, time.Unix(s.secs, s.nanos), true)
 }
 
 // parseCount reads decimal digits, a count from 0 to MaxInt.
@@ -122,17 +117,8 @@ func digits(s string) int64 {
 	return n
 }
 
-// isToken reports whether s is an HTTP token (RFC 9110, section 5.6.2).
-func isToken(s string) bool {
-	for i := range len(s) {
-		if !isTchar(s[i]) {
-			return false
-		}
-	}
-	return s != ""
-}
+// tchars are the characters of an HTTP token (RFC 9110, section 5.6.2).
+const tchars = "!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
-// isTchar reports whether c may be in an HTTP token.
-func isTchar(c byte) bool {
-	return isAlpha(c) || isDigit(c) || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
-}
+func isToken(s string) bool { return s != "" && strings.Trim(s, tchars) == "" }
+func isTchar(c byte) bool   { return strings.IndexByte(tchars, c) >= 0 }

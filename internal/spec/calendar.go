@@ -47,12 +47,7 @@ type bounds struct {
 
 // LoadLocation returns the time zone named zone ("" is UTC), from the
 // system's database or, without one, the one embedded in the binary.
-func LoadLocation(zone string) (*time.Location, error) {
-	if zone == "" {
-		return time.UTC, nil
-	}
-	return time.LoadLocation(zone)
-}
+func LoadLocation(zone string) (*time.Location, error) { return time.LoadLocation(zone) }
 
 // NewCalendar returns the calendar of a valid calendar limit.
 func NewCalendar(algorithm uint8, quota int64, loc *time.Location, weekday time.Weekday) *Calendar {

@@ -13,6 +13,7 @@ package topkeys
 import (
 	"cmp"
 	"container/heap"
+	"maps"
 	"math"
 	"slices"
 	"time"
@@ -130,28 +131,24 @@ func Summarize(m int, sketches ...*Sketch) Summary {
 // a summary that leaves a key out adds nothing to its estimate or its
 // least, and its Rest to its most.
 func Merge(n int, summaries ...Summary) []Count {
-	all := make(map[string]*Count)
+	all := make(map[string]Count)
 	var rests int64
 	for _, s := range summaries {
 		rests += s.Rest
 	}
 	for _, s := range summaries {
 		for _, c := range s.Counts {
-			e := all[c.Key]
-			if e == nil {
-				e = &Count{Key: c.Key, High: rests}
-				all[c.Key] = e
+			e, ok := all[c.Key]
+			if !ok {
+				e = Count{Key: c.Key, High: rests}
 			}
 			e.N += c.N
 			e.Low += c.Low
 			e.High += c.High - s.Rest
+			all[c.Key] = e
 		}
 	}
-	counts := make([]Count, 0, len(all))
-	for _, c := range all {
-		counts = append(counts, *c)
-	}
-	slices.SortFunc(counts, func(a, b Count) int {
+	counts := slices.SortedFunc(maps.Values(all), func(a, b Count) int {
 		return cmp.Or(cmp.Compare(b.N, a.N), cmp.Compare(a.Key, b.Key))
 	})
 	return counts[:min(n, len(counts))]
