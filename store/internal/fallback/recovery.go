@@ -178,7 +178,10 @@ func (f *Fallback) settle() {
 	go func() {
 		defer f.wg.Done()
 		for {
-			err := f.reconcile() // an error marked Redis down: the prober takes over
+			err := f.readClock()
+			if err == nil {
+				err = f.reconcile() // an error marked Redis down: the prober takes over
+			}
 			f.mu.Lock()
 			// Keys decided aside since reconcile looked are brought now.
 			if err != nil || f.closed || f.backlog.keys.Load() == 0 {
@@ -189,6 +192,24 @@ func (f *Fallback) settle() {
 			f.mu.Unlock()
 		}
 	}()
+}
+
+// readClock reads Redis's clock unless it has been read: what was decided
+// aside is brought at Redis's times, and a time on an unread clock would
+// look too old to count. A failure marks Redis down, as reconcile's do.
+func (f *Fallback) readClock() error {
+	if f.clock.measured.Load() != 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), f.callTimeout())
+	defer cancel()
+	offset, err := f.primary.Probe(ctx, ReadClock, f.clock.now)
+	if err != nil {
+		f.fail(err)
+		return err
+	}
+	f.clock.measuredAs(offset)
+	return nil
 }
 
 // reconcileBatch is the most keys whose backlogs go in one round trip.
