@@ -27,6 +27,17 @@ const Concurrent uint8 = 7
 // DefaultSlotLife is a Concurrent limit's slot life when its Window is zero.
 const DefaultSlotLife = 30 * time.Second
 
+// HoldLife is how long a reservation of a limit charged from usage lasts
+// unless its store renews it: a request in flight has its store renew it
+// every third of that, so that only the reservations of an instance that
+// stopped lapse. A settled reservation leaves a mark for as long, so that
+// a second settle of it counts nothing.
+const HoldLife = 30 * time.Second
+
+// HoldsSuffix ends the key of a usage limit's reservations, after the
+// limit's own suffix. No limit's suffix ends so.
+const HoldsSuffix = "/h"
+
 // SliceLife is the longest a slice of a leased limit lasts.
 const SliceLife = 100 * time.Millisecond
 
@@ -262,6 +273,7 @@ type Set struct {
 	Calendar    bool  // some limit is a calendar's
 	Slot        int   // the index of its Concurrent limit; -1: none
 	Leased      bool  // its limits are leased (all or none are)
+	Usage       bool  // some limit is charged from usage: an admitted request reserves its cost there
 
 	share atomic.Pointer[shared]
 }
@@ -275,6 +287,7 @@ func NewSet(limits []Limit) *Set {
 		}
 		s.Calendar = s.Calendar || l.Calendar != nil
 		s.Leased = s.Leased || l.Leased
+		s.Usage = s.Usage || l.Usage
 		if l.Algorithm == Concurrent {
 			s.Slot = i
 		}
@@ -284,12 +297,30 @@ func NewSet(limits []Limit) *Set {
 
 // WithBan returns a copy of s with ban b.
 func (s *Set) WithBan(b *Ban) *Set {
-	return &Set{Limits: s.Limits, MinCapacity: s.MinCapacity, Ban: b, Calendar: s.Calendar, Slot: s.Slot}
+	return &Set{Limits: s.Limits, MinCapacity: s.MinCapacity, Ban: b, Calendar: s.Calendar, Slot: s.Slot, Leased: s.Leased, Usage: s.Usage}
 }
 
 type shared struct {
 	n   int
 	set *Set
+}
+
+// Holds reports whether a request of cost admitted under s reserves
+// units: takes a slot or holds its cost in a limit charged from usage,
+// under one id (ratelimit.Decision.Slot) that End gives back.
+func (s *Set) Holds(cost int64) bool {
+	if s.Slot >= 0 {
+		return true
+	}
+	if !s.Usage {
+		return false
+	}
+	for i := range s.Limits {
+		if s.Limits[i].Usage && s.Limits[i].CostFor(cost) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // Share returns an n-th of s, for one of n instances deciding alone:

@@ -1,6 +1,6 @@
 // Package slots keeps the slots of Concurrent limits that this process's
-// requests hold, for a store to renew every third of their length until
-// their requests end.
+// requests hold, and their reservations of limits charged from usage, for
+// a store to renew every third of their length until their requests end.
 package slots
 
 import (
@@ -15,11 +15,21 @@ import (
 )
 
 // Slot is one slot held: its id, the key it is held under (the store's
-// key of its client) and its Concurrent limit.
+// key of its client) and its Concurrent limit; or one request's
+// reservations, under the limits charged from usage of Set (Limit nil).
 type Slot struct {
 	ID    int64
 	Key   string
 	Limit *spec.Limit
+	Set   *spec.Set
+}
+
+// Life is how long s lasts unrenewed, in µs.
+func (s *Slot) Life() int64 {
+	if s.Limit == nil {
+		return int64(spec.HoldLife / time.Microsecond)
+	}
+	return s.Limit.Window
 }
 
 // MaxHeld bounds the slots a store renews: the requests in flight under
@@ -77,7 +87,7 @@ func (t *Table) loop() {
 		t.mu.Lock()
 		every := time.Duration(0)
 		for _, s := range t.held {
-			if d := time.Duration(s.Limit.Window) * time.Microsecond / 3; every == 0 || d < every {
+			if d := time.Duration(s.Life()) * time.Microsecond / 3; every == 0 || d < every {
 				every = d
 			}
 		}
