@@ -108,10 +108,11 @@ func TestDecideByKey(t *testing.T) {
 			if err := l.End(first.Context); err != nil {
 				t.Fatal(err)
 			}
-			// The slot is back, and the usage charged: 40 pixels left.
+			// The slot is back, and the usage charged: 40 pixels left, of
+			// which the third reserves its cost.
 			third := decide("globex")
-			if !third.Allowed || remainingOf(third.Decision, "pixels") != 40 {
-				t.Errorf("after the first ended: %+v, want admitted with 40 pixels left", third)
+			if !third.Allowed || remainingOf(third.Decision, "pixels") != 39 {
+				t.Errorf("after the first ended: %+v, want admitted with 39 pixels left (60 used, 1 reserved)", third)
 			}
 			if err := l.End(third.Context); err != nil {
 				t.Fatal(err)

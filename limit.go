@@ -151,9 +151,10 @@ type Limit struct {
 	// Usage marks a limit charged with what requests use rather than with
 	// what they cost: tokens, bytes, query points, known once the
 	// response is computed. A request passes while the limit has room for
-	// its cost (the usage expected, see [WithCost]) and takes nothing;
-	// once the response is done, the usage the handler reported (see
-	// [Charge]) is taken, whatever the limit has left, and a limit in debt
+	// its cost (the usage expected, see [WithCost]) beside what requests
+	// in flight reserved, and reserves it; once the response is done, the
+	// reservation is given back and the usage the handler reported (see
+	// [Charge]) taken, whatever the limit has left, and a limit in debt
 	// denies until time pays it back. Every algorithm but SlidingLog and
 	// Concurrent can be charged so. A limit charged from usage counts
 	// apart from one that is not. See docs/limits.md.

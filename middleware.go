@@ -804,12 +804,17 @@ func (s *requestState) expect(e *ending, d *limiterDecision) {
 		stored := d.decision
 		e.admitted = &stored
 	}
-	used := e.used()
+	used, held := e.used(), 0
+	if e.admitted.Slot != "" {
+		held = e.cost // reserved at admission, given back when the usage is charged
+	}
 	var buf [4]Result
 	rs := buf[:0]
 	for _, r := range e.admitted.results() {
+		if r.Limit.Usage {
+			r.Remaining = max(r.Remaining+held-used, 0)
+		}
 		if r.Limit.Usage && used > 0 {
-			r.Remaining = max(r.Remaining-used, 0)
 			r.ResetAfter = max(r.ResetAfter, r.Window) // nothing spent yet: the charge starts it afresh
 		}
 		rs = append(rs, r)

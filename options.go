@@ -208,11 +208,11 @@ func WithSkip(skip func(r Request) bool) Option {
 // Every limit of the Limiter is then charged from usage (see
 // [Limit].Usage): a request's usage is its cost (or what it reported
 // with [Charge]) when its status passes count, else 0. A request passes
-// while its cost fits; as the handler writes its status, the rate-limit
-// headers are set anew, and once it returns the usage is charged
-// ([Limiter.End]). Requests in flight together when the quota runs out
-// were all let through and are all counted: the limit can be overshot
-// by at most the requests in flight at once (see docs/limits.md).
+// while its cost fits beside what the requests in flight reserved, and
+// reserves it; as the handler writes its status, the rate-limit headers
+// are set anew, and once it returns the usage is charged and the
+// reservation given back ([Limiter.End]), so requests in flight together
+// never overshoot the quota (see docs/limits.md).
 //
 // With [Limiter.Handler] the handler writes through a ResponseWriter that
 // reports the status as the header is written; it is an [http.Flusher]

@@ -44,10 +44,11 @@ type Store interface {
 	Reset(ctx context.Context, key string, limits *Limits) error
 
 	// End ends a request that Allow admitted as d, once its response is
-	// done: it gives back the slot d holds of a [Concurrent] limit (see
-	// Decision.Slot) and takes usage units (0 or more) from each of
-	// limits' limits charged from usage (see [Limit].Usage), whatever they
-	// have left, atomically, and leaves the other limits alone. It answers
+	// done: it gives back the slot d holds of a [Concurrent] limit and the
+	// cost d reserved in each of limits' limits charged from usage (see
+	// Decision.Slot), and takes usage units (0 or more) from each of them
+	// ([Limit].Usage), whatever they have left, atomically, and leaves the
+	// other limits alone. An End of d that comes again takes nothing. It answers
 	// for each limit as Peek would for a request of 1: what the key has
 	// left now. It validates like Reset, and refuses a negative usage.
 	End(ctx context.Context, key string, usage int, limits *Limits, d Decision) (Decision, error)
@@ -120,9 +121,11 @@ type Decision struct {
 	// Banned. The request whose denial starts a ban sees it too.
 	Banned time.Duration
 
-	// Slot names the slot a request admitted under a [Concurrent] limit
-	// holds, for [Store.End] to give back; empty otherwise. The store
-	// that made the Decision sets it, and keeps the slot held until End.
+	// Slot names what a request admitted holds until [Store.End] gives it
+	// back: its slot of a [Concurrent] limit, its cost reserved in the
+	// limits charged from usage ([Limit].Usage); empty when it holds
+	// nothing. The store that made the Decision sets it, and renews what
+	// it names until End.
 	Slot string
 
 	// The results, n of them: in one when there is one, in more when

@@ -49,9 +49,10 @@
 --          b, c, then, when the request has a ban, the ban's after,
 --          within, for and max (durations in microseconds). Read only
 --          through request_args, limit_args, limit_code and ban_args.
--- KEYS     for each request, in order, its keys, one per limit, then its
---          ban key when it has a ban; the keys of a request share one
---          {hash tag}.
+-- KEYS     for each request, in order, its keys, one per limit, then the
+--          holds key of each limit charged from usage (see holds_read),
+--          then its ban key when it has a ban; the keys of a request share
+--          one {hash tag}.
 -- Reply    one line per request, joined by newlines: five integers per
 --          limit (allowed 1 or 0, remaining, reset_after, retry_after,
 --          window; a leased limit asking for a slice adds two, the
@@ -110,6 +111,18 @@ end
 -- The readers of ARGV (see the header): nothing else reads it by place.
 -- A request's entries start at ARGV[a]; its limits', at ARGV[first].
 
+-- holds_keys returns how many of the n limits whose entries start at
+-- ARGV[first] are charged from usage: each has a holds key.
+local function holds_keys(first, n)
+  local u = 0
+  for i = 1, n do
+    if usage(ARGV[first + 4 * i - 4]) then
+      u = u + 1
+    end
+  end
+  return u
+end
+
 -- request_args returns the n, cost and deadline of the request whose
 -- entries start at ARGV[a], where its limits' entries start, and its
 -- numbers of KEYS and of ARGV entries.
@@ -119,6 +132,7 @@ local function request_args(a)
   if n < 0 then
     keys, args = 1 - n, 7 - 4 * n
   end
+  keys = keys + holds_keys(a + 3, math.abs(n))
   return n, tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), a + 3, keys, args
 end
 
@@ -169,6 +183,72 @@ local function ceil_div(a, b)
     q = q + 1
   end
   return q
+end
+
+-- A limit charged from usage holds each admitted request's cost from
+-- admission until the request ends (see end.lua), so that requests in
+-- flight together cannot overrun it: a request passes while its cost and
+-- the units held fit. The holds are a hash in the limit's holds key: field
+-- = the request's id, value = "units expires", expires in Redis's us. A
+-- hold lapses at expires unless the instance running its request renews
+-- it (see renew.lua), so the holds of an instance that stopped come back
+-- after hold_life. A request that holds has "#id" after its usage
+-- limits' codes. A holds key keeps at most max_holds holds: a request
+-- past them is denied as if the limit were full.
+local hold_life, max_holds = 30000000, 4096 -- us, spec.HoldLife; memory's maxHolds
+
+-- hold_id returns the id after code's "#", or nil.
+local function hold_id(code)
+  return string.match(code, '#(%d+)$')
+end
+
+-- holds_read returns what the holds key `key` holds at now: the units of
+-- its live holds, the soonest end of one (0: none), their number, and the
+-- fields of those that lapsed. A foreign value raises an error, before
+-- any write.
+local function holds_read(key, now)
+  local v = redis.call('HGETALL', key)
+  local held, soonest, live, lapsed = 0, 0, 0, {}
+  for j = 1, #v, 2 do
+    local units, expires = int_pair(v[j + 1], 'ratelimit: a holds key does not hold reservations')
+    if expires > now then
+      held, live = held + units, live + 1
+      if soonest == 0 or expires < soonest then
+        soonest = expires
+      end
+    else
+      lapsed[#lapsed + 1] = v[j]
+    end
+  end
+  return held, soonest, live, lapsed
+end
+
+-- holds_write holds units for id in the holds key `key` at now (none when
+-- units is 0), and forgets the lapsed fields.
+local function holds_write(key, id, units, now, lapsed)
+  if #lapsed > 0 then
+    redis.call('HDEL', key, unpack(lapsed))
+  end
+  if units > 0 then
+    redis.call('HSET', key, id, int(units) .. ' ' .. int(now + hold_life))
+    redis.call('PEXPIRE', key, hold_life / 1000 + 1)
+  end
+end
+
+-- holds_denial returns the retry_after of a request of cost denied by a
+-- limit of capacity whose holds keep held, the soonest ending at soonest,
+-- given the algorithm's retry for cost + held: a hold ends when its
+-- request does, which nothing foresees, so at most a second, or when the
+-- soonest lapses.
+local function holds_denial(cost, held, soonest, capacity, retry, now)
+  local r = 1000000
+  if soonest > 0 then
+    r = math.min(r, soonest - now)
+  end
+  if cost + held <= capacity then
+    r = math.min(r, retry)
+  end
+  return math.max(r, 1)
 end
 
 local now_us = 0
@@ -258,24 +338,47 @@ end
 -- decide_limits decides the request of cost whose n keys follow KEYS[k]
 -- and whose limits' entries start at ARGV[first], at now (0: read TIME if
 -- a limit needs it): it checks every limit, then takes cost from all of
--- them or from none. It returns whether the request passed and, per limit,
+-- them or from none. A limit charged from usage takes nothing: its holds
+-- key, after the n keys, holds cost for the request when it passes (see
+-- holds_read). It returns whether the request passed and, per limit,
 -- allowed (1 or 0), remaining (after the decision), reset_after,
 -- retry_after and window.
 local function decide_limits(k, n, cost, first, now)
   local alg, pa, pb, pc, s1, s2, s3, ok, remaining, reset, retry, window = {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}
   local later, slot, costs = {}, {}, {} -- charged from usage: checked, not taken; a slot: one taken
   local pass, slices, extra, life = true, leased(limit_code(first, 1)), {}, {} -- a set's limits are leased all or none
+  local hk, held, soonest, lapsed, h = {}, {}, {}, {}, k + n -- holds
   for i = 1, n do
     local code
     code, pa[i], pb[i], pc[i] = limit_args(first, i)
     alg[i], later[i], slot[i], costs[i] = algorithm(code), usage(code), code == 'k', cost_of(code, cost)
-    extra[i], life[i] = 0, 0
-    if now == 0 and not clockless[kind(code)] then
+    extra[i], life[i], held[i] = 0, 0, 0
+    if later[i] then
+      h = h + 1
+      hk[i] = KEYS[h]
+    end
+    if now == 0 and (later[i] or not clockless[kind(code)]) then
       now = clock()
     end
   end
   for i = 1, n do
-    ok[i], remaining[i], retry[i], s1[i], s2[i], s3[i] = alg[i](CHECK, KEYS[k + i], costs[i], pa[i], pb[i], pc[i], now)
+    local live = 0
+    if hk[i] then
+      held[i], soonest[i], live, lapsed[i] = holds_read(hk[i], now)
+    end
+    ok[i], remaining[i], retry[i], s1[i], s2[i], s3[i] = alg[i](CHECK, KEYS[k + i], costs[i] + held[i], pa[i], pb[i], pc[i], now)
+    if hk[i] and held[i] > 0 then
+      local capacity = pa[i]
+      if kind(limit_code(first, i)) == 'T' then
+        capacity = math.floor(pa[i] / pb[i])
+      end
+      if live >= max_holds and costs[i] > 0 then
+        ok[i] = false
+      end
+      if not ok[i] then
+        retry[i] = holds_denial(costs[i], held[i], soonest[i], capacity, retry[i], now)
+      end
+    end
     pass = pass and ok[i]
   end
   if pass and slices then
@@ -293,6 +396,19 @@ local function decide_limits(k, n, cost, first, now)
     else
       reset[i], window[i] = alg[i](SETTLE, KEYS[k + i], costs[i], pa[i], pb[i], pc[i], now, s1[i], s2[i], s3[i])
     end
+    if hk[i] then
+      local id = hold_id(limit_code(first, i))
+      if pass and id then
+        holds_write(hk[i], id, costs[i], now, lapsed[i])
+        remaining[i] = remaining[i] - costs[i]
+      end
+      if ok[i] then
+        remaining[i] = remaining[i] - held[i]
+      elseif held[i] > 0 then
+        remaining[i] = math.max(remaining[i] - held[i], 0)
+        reset[i], window[i] = math.max(reset[i], retry[i]), math.min(window[i], retry[i])
+      end
+    end
     ok[i] = ok[i] and 1 or 0
   end
   return pass, ok, remaining, reset, retry, window, extra, life
@@ -300,15 +416,37 @@ end
 
 -- peek_limits appends to reply each limit's PEEK for a request of cost,
 -- as a line's five integers: the limits whose keys are KEYS[1] on and
--- whose entries start at ARGV[first], n of them.
+-- whose entries start at ARGV[first], n of them, counting the holds of
+-- those charged from usage, whose holds keys follow theirs. It tidies
+-- nothing: a lapsed hold is only left out.
 local function peek_limits(reply, n, first, cost)
+  local h = n
   for i = 1, n do
     local code, pa, pb, pc = limit_args(first, i)
-    local now = 0
-    if not clockless[kind(code)] then
+    local now, c = 0, cost_of(code, cost)
+    if usage(code) or not clockless[kind(code)] then
       now = clock()
     end
-    local ok, remaining, reset, retry, window = algorithm(code)(PEEK, KEYS[i], cost_of(code, cost), pa, pb, pc, now)
+    local held, soonest, live = 0, 0, 0
+    if usage(code) then
+      h = h + 1
+      held, soonest, live = holds_read(KEYS[h], now)
+    end
+    local ok, remaining, reset, retry, window = algorithm(code)(PEEK, KEYS[i], c + held, pa, pb, pc, now)
+    if held > 0 then
+      if live >= max_holds and c > 0 then
+        ok = 0
+      end
+      remaining = math.max(remaining - held, 0)
+      if ok == 0 then
+        local capacity = pa
+        if kind(code) == 'T' then
+          capacity = math.floor(pa / pb)
+        end
+        retry = holds_denial(c, held, soonest, capacity, retry, now)
+        reset, window = math.max(reset, retry), math.min(window, retry)
+      end
+    end
     reply[#reply + 1] = string.format('%d %d %d %d %d', ok, remaining, reset, retry, window)
   end
   return reply
@@ -382,10 +520,10 @@ local function ban_strike(key, first, n, now, s, w, u, l)
 end
 
 -- decide_ban is decide_one for a request of cost with a ban and n
--- limits, whose ban key follows its limits' keys and whose ban follows
--- its limits in ARGV.
+-- limits, whose ban key follows its limits' keys and their holds keys,
+-- and whose ban follows its limits in ARGV.
 local function decide_ban(k, n, cost, first)
-  local now, key = clock(), KEYS[k + n + 1]
+  local now, key = clock(), KEYS[k + n + holds_keys(first, n) + 1] -- after the limits' keys and their holds keys
   local s, w, u, l = ban_state(key)
   if now < u then
     return banned_line(n, u - now)

@@ -9,10 +9,20 @@
 -- The other limits are not touched. The store runs decide.lua, the
 -- algorithm files, then this file.
 --
--- KEYS     the request's keys, one per limit; they share one {hash tag}.
+-- A request that held its cost in the limits charged from usage (see
+-- decide.lua's holds_read) settles there: its hold is given back and its
+-- usage taken, once. Its id goes into the key's ended set until
+-- hold_life from now, so that the same end sent again (a resend after a
+-- lost answer) takes nothing; an end whose hold lapsed takes its usage.
+--
+-- KEYS     the request's keys, one per limit, then the holds key of each
+--          limit charged from usage, then, when there is one, the key's
+--          ended set (member = the id of a request settled, score = when
+--          the member goes); they share one {hash tag}.
 -- ARGV     the usage, a deadline (in Redis's microseconds; 0: none), then
---          for each limit its algorithm code and parameters a, b, c. Read
---          only through end_args and limit_args.
+--          for each limit its algorithm code and parameters a, b, c; the
+--          codes of the limits charged from usage carry the request's
+--          "#id" when it held. Read only through end_args and limit_args.
 -- Reply    one line, as peek.lua's for a request of 1 without a ban: five
 --          integers per limit (allowed 1 or 0, remaining, reset_after,
 --          retry_after, window), separated by spaces; or "X" when the
@@ -38,19 +48,38 @@ local function end_request()
       calendar_period(pb, pc, clock())
     end
   end
-  local reply = {}
+  local reply, h, ended = {}, n, KEYS[#KEYS]
+  local settled = false -- the request's holds were settled by an earlier end
+  local id = nil
+  for i = 1, n do
+    id = id or hold_id(limit_code(first, i))
+  end
+  if id then
+    local now = clock()
+    settled = redis.call('ZSCORE', ended, id) ~= false
+    redis.call('ZREMRANGEBYSCORE', ended, '-inf', now)
+    redis.call('ZADD', ended, now + hold_life, id)
+    redis.call('PEXPIRE', ended, hold_life / 1000 + 1)
+  end
   for i = 1, n do
     local code, pa, pb, pc = limit_args(first, i)
     if code == 'k' and pc ~= 0 then
       redis.call('ZREM', KEYS[i], int(pc)) -- the request's slot, given back (see COMMIT)
     end
-    if used > 0 and usage(code) then
+    local take = used > 0 and usage(code)
+    if usage(code) then
+      h = h + 1
+      if id and redis.call('HDEL', KEYS[h], id) == 0 and settled then
+        take = false -- settled already: its usage was taken then
+      end
+    end
+    if take then
       -- Taken now, as admitted now: CHARGE, whatever is left. A sliding
       -- log (a count-only Limiter's, whose charges are at most a cost)
       -- takes them as a decision does, in members no other run can name.
       local now, at = clock(), nil
       local phase = COMMIT
-      if code ~= 'L' then
+      if kind(code) ~= 'L' then
         phase, at = CHARGE, now
       end
       algorithm(code)(phase, KEYS[i], used, pa, pb, pc, now, at)

@@ -3,8 +3,9 @@
 -- while the request's key is banned, the ban, as decide.lua answers it.
 -- The store runs decide.lua, the four algorithm files, then this file.
 --
--- KEYS     the request's keys, one per limit, then its ban key when its
---          limits have a ban; they share one {hash tag}.
+-- KEYS     the request's keys, one per limit, then the holds key of each
+--          limit charged from usage, then its ban key when its limits have
+--          a ban; they share one {hash tag}.
 -- ARGV     cost, then for each limit its algorithm code and parameters a,
 --          b, c. Read only through peek_args and limit_args.
 -- Reply    one line: five integers per limit (allowed 1 or 0, remaining
@@ -21,10 +22,10 @@ end
 
 local function peek()
   local cost, n, first = peek_args()
-  local reply, ban = {}, #KEYS > n
+  local reply, ban = {}, #KEYS > n + holds_keys(first, n)
   if ban then
     local now = clock()
-    local _, _, u = ban_state(KEYS[n + 1])
+    local _, _, u = ban_state(KEYS[#KEYS])
     if now < u then
       return banned_line(n, u - now)
     end

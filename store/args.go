@@ -24,20 +24,53 @@ func limitKeys(keys []string, prefix, key string, set *spec.Set) []string {
 	return keys
 }
 
+// holdsKeys appends the holds keys of set's limits charged from usage
+// (see decide.lua's holds_read).
+func holdsKeys(keys []string, prefix, key string, set *spec.Set) []string {
+	if !set.Usage {
+		return keys
+	}
+	for i := range set.Limits {
+		if c := &set.Limits[i]; c.Usage {
+			keys = append(keys, redisKey(prefix, key, c.Suffix+spec.HoldsSuffix))
+		}
+	}
+	return keys
+}
+
 // requestKeys appends the KEYS of decide.lua or peek.lua: the limits',
-// then the ban's, if any.
+// their holds keys, then the ban's, if any.
 func requestKeys(keys []string, prefix string, r *request) []string {
 	keys = limitKeys(keys, prefix, r.key, r.set)
+	keys = holdsKeys(keys, prefix, r.key, r.set)
 	if r.set.Ban != nil {
 		keys = append(keys, redisKey(prefix, r.key, spec.BanSuffix))
 	}
 	return keys
 }
 
+// endKeys appends the KEYS of end.lua: the limits', their holds keys,
+// then, with any, the key's ended set.
+func endKeys(keys []string, prefix string, r *request) []string {
+	keys = limitKeys(keys, prefix, r.key, r.set)
+	if r.set.Usage {
+		keys = holdsKeys(keys, prefix, r.key, r.set)
+		keys = append(keys, redisKey(prefix, r.key, spec.EndedSuffix))
+	}
+	return keys
+}
+
+// heldCode is the script code of c, a limit charged from usage, for a
+// request that holds under id.
+func heldCode(c *spec.Limit, id string) any {
+	return c.ScriptArgs().Code.(string) + "#" + id
+}
+
 // decideArgs appends the ARGV of decide.lua (request_args, limit_args,
-// ban_args), the deadline by reference, since boxing it would allocate; a
-// Concurrent limit's c is slot, the id of the slot the request takes.
-func decideArgs(args []any, r *request, deadline *int64, slot string) []any {
+// ban_args), the deadline by reference, since boxing it would allocate.
+// id, unless "", is the request's: a Concurrent limit's c is the id of
+// the slot it takes, and limits charged from usage hold under it.
+func decideArgs(args []any, r *request, deadline *int64, id string) []any {
 	n := len(r.set.Limits)
 	if r.set.Ban != nil {
 		n = -n
@@ -47,11 +80,14 @@ func decideArgs(args []any, r *request, deadline *int64, slot string) []any {
 		c := &r.set.Limits[i]
 		l := c.ScriptArgs()
 		code, last := l.Code, l.C
-		if r.ask != nil {
+		switch {
+		case r.ask != nil:
 			code = leasedCode(c, r.ask.wants[i])
+		case c.Usage && id != "":
+			code = heldCode(c, id)
 		}
 		if i == r.set.Slot {
-			last = slot
+			last = id
 		}
 		args = append(args, code, l.A, l.B, last)
 	}
@@ -71,17 +107,22 @@ func peekArgs(args []any, r *request) []any {
 	return args
 }
 
-// endArgs appends the ARGV of end.lua (end_args); a Concurrent limit's c
-// is slot, the id of the slot given back, unless "".
-func endArgs(args []any, r *request, usage int, slot string) []any {
+// endArgs appends the ARGV of end.lua (end_args). id, unless "", is the
+// request's, as decideArgs took it: a Concurrent limit's c is the slot
+// given back, and limits charged from usage settle its holds.
+func endArgs(args []any, r *request, usage int, id string) []any {
 	args = append(args, usage, r.deadline)
 	for i := range r.set.Limits {
-		l := r.set.Limits[i].ScriptArgs()
-		last := l.C
-		if i == r.set.Slot && slot != "" {
-			last = slot
+		c := &r.set.Limits[i]
+		l := c.ScriptArgs()
+		code, last := l.Code, l.C
+		if id != "" && i == r.set.Slot {
+			last = id
 		}
-		args = append(args, l.Code, l.A, l.B, last)
+		if id != "" && c.Usage {
+			code = heldCode(c, id)
+		}
+		args = append(args, code, l.A, l.B, last)
 	}
 	return args
 }

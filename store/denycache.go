@@ -151,10 +151,11 @@ func (c *denyCache) put(r *request, d ratelimit.Decision, epoch denyEpoch) {
 // passed forgets the denials of r's key, whose room changed. When r left
 // a limit one unit short of another request of its cost, that denial is
 // kept until a unit comes back (the limit's Window, from when r was sent).
-// Not with a ban, whose denials are strikes, nor a Concurrent limit.
+// Not with a ban, whose denials are strikes, nor a Concurrent limit or a
+// limit charged from usage, whose units come back when requests end.
 func (c *denyCache) passed(r *request, d ratelimit.Decision, epoch denyEpoch) {
 	c.forget(r.key)
-	if set := r.set; set.Ban != nil || set.Slot >= 0 {
+	if set := r.set; set.Ban != nil || set.Slot >= 0 || set.Usage {
 		return
 	}
 	var buf [limitset.MaxInline]ratelimit.Result

@@ -487,4 +487,4 @@ func (f *functions) pin(path int32) {
 
 // libraryConstants lists the top-level locals of the library's files that
 // are not in libraryPerCall: the files set them once, at load.
-var libraryConstants = []string{"algorithms", "clockless", "CHECK", "COMMIT", "SETTLE", "DECIDE", "CHARGE", "PEEK", "slice_margin"}
+var libraryConstants = []string{"algorithms", "clockless", "CHECK", "COMMIT", "SETTLE", "DECIDE", "CHARGE", "PEEK", "slice_margin", "hold_life", "max_holds"}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 
 	"github.com/redis/go-redis/v9"
 
@@ -28,6 +29,13 @@ func (p primary) Decide(ctx context.Context, c fallback.Call) (ratelimit.Decisio
 
 func (p primary) End(ctx context.Context, c fallback.Call, usage int, slot string) (ratelimit.Decision, error) {
 	return p.r.end(ctx, p.request(&c), usage, slot)
+}
+
+func (p primary) Forget(slot string) {
+	if id, err := strconv.ParseInt(slot, 10, 64); err == nil {
+		p.r.slots.Drop(id)
+		p.r.holds.Drop(id)
+	}
 }
 
 func (p primary) Peek(ctx context.Context, c fallback.Call) (ratelimit.Decision, error) {

@@ -54,6 +54,7 @@ type Redis struct {
 	logger  *slog.Logger
 	cluster bool        // the client follows MOVED and ASK replies
 	slots   slots.Table // the slots of Concurrent limits its requests hold
+	holds   slots.Table // its requests' holds of limits charged from usage
 	leased  sliceTable  // this instance's slices of leased limits
 }
 
@@ -112,6 +113,7 @@ func NewRedis(client RedisClient, opts RedisOptions) (*Redis, error) {
 	s := &Redis{client: client, prefix: cmp.Or(opts.Prefix, defaultPrefix), logger: cmp.Or(opts.Logger, slog.Default())}
 	s.fn = newFunctions(client, s.logger)
 	s.slots.Renew = s.renewSlots
+	s.holds.Renew = s.renewHolds
 	if opts.DenyCacheSize >= 0 {
 		s.denied = newDenyCache(cmp.Or(opts.DenyCacheSize, defaultDenyCacheSize))
 	}
@@ -220,9 +222,9 @@ func (s *Redis) decideOnce(ctx context.Context, r *request) (ratelimit.Decision,
 		}
 		epoch = s.denied.epoch(r.key)
 	}
-	var id int64 // the slot the request takes
+	var id int64 // the request's slot and holds
 	var slot string
-	if r.set.Slot >= 0 {
+	if r.set.Holds(int64(r.cost)) {
 		id = slots.NewID()
 		slot = strconv.FormatInt(id, 10)
 	}
@@ -232,9 +234,14 @@ func (s *Redis) decideOnce(ctx context.Context, r *request) (ratelimit.Decision,
 		return d, err
 	}
 	if id != 0 && d.Allowed {
-		c := &r.set.Limits[r.set.Slot]
 		d.Slot = slot
-		s.slots.Hold(slots.Slot{ID: id, Key: redisKey(s.prefix, r.key, c.Suffix), Limit: c})
+		if r.set.Slot >= 0 {
+			c := &r.set.Limits[r.set.Slot]
+			s.slots.Hold(slots.Slot{ID: id, Key: redisKey(s.prefix, r.key, c.Suffix), Limit: c})
+		}
+		if r.set.Usage {
+			s.holds.Hold(slots.Slot{ID: id, Key: strings.Clone(r.key), Set: r.set})
+		}
 	}
 	switch {
 	case s.denied == nil:
@@ -247,8 +254,8 @@ func (s *Redis) decideOnce(ctx context.Context, r *request) (ratelimit.Decision,
 	return d, nil
 }
 
-// newCall returns the call of decide.lua for r, taking slot when r's set
-// has a Concurrent limit.
+// newCall returns the call of decide.lua for r, under the request's id
+// slot (see decideArgs).
 func (s *Redis) newCall(ctx context.Context, r *request, slot string) *decision {
 	call := decisions.Get().(*decision)
 	call.program = decideAny
@@ -354,7 +361,7 @@ func (s *Redis) Peek(ctx context.Context, key string, cost int, limits *ratelimi
 
 // peek is Peek for a checked request.
 func (s *Redis) peek(ctx context.Context, r *request) (ratelimit.Decision, error) {
-	keys := requestKeys(make([]string, 0, len(r.set.Limits)+1), s.prefix, r)
+	keys := requestKeys(make([]string, 0, 2*len(r.set.Limits)+1), s.prefix, r)
 	args := peekArgs(make([]any, 0, 1+4*len(r.set.Limits)), r)
 	line, err := s.fn.run(ctx, s.client, programRun{peekProgram, keys, args}).Text()
 	if err != nil && calendarMiss(err, r.set) {
@@ -380,11 +387,13 @@ func (s *Redis) End(ctx context.Context, key string, usage int, limits *ratelimi
 // Past r's deadline, if any, Redis charges nothing: the error is errLate.
 func (s *Redis) end(ctx context.Context, r *request, usage int, slot string) (ratelimit.Decision, error) {
 	given := "" // slot, when it is one of r's
-	if id, err := strconv.ParseInt(slot, 10, 64); err == nil && r.set.Slot >= 0 {
-		s.slots.Drop(id) // whatever the outcome: a slot not given back expires
+	if id, err := strconv.ParseInt(slot, 10, 64); err == nil && (r.set.Slot >= 0 || r.set.Usage) {
+		// Whatever the outcome: a slot or hold not given back lapses.
+		s.slots.Drop(id)
+		s.holds.Drop(id)
 		given = slot
 	}
-	keys := limitKeys(make([]string, 0, len(r.set.Limits)), s.prefix, r.key, r.set)
+	keys := endKeys(make([]string, 0, 2*len(r.set.Limits)+1), s.prefix, r)
 	args := endArgs(make([]any, 0, 2+4*len(r.set.Limits)), r, usage, given)
 	line, err := s.fn.run(ctx, s.client, programRun{endProgram, keys, args}).Text()
 	if err != nil && calendarMiss(err, r.set) {
@@ -426,6 +435,19 @@ func (s *Redis) renewSlots(held []slots.Slot) {
 	for key, ids := range byKey {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Duration(lengths[key])*time.Microsecond/3)
 		s.fn.run(ctx, s.client, programRun{renewProgram, []string{key}, renewArgs(lengths[key], ids)})
+		cancel()
+	}
+}
+
+// renewHolds renews the holds of the requests in flight, one run of
+// renew.lua per request, within a third of their life. A hold not renewed
+// lapses by itself.
+func (s *Redis) renewHolds(held []slots.Slot) {
+	life := spec.HoldLife
+	for _, h := range held {
+		keys := holdsKeys(nil, s.prefix, h.Key, h.Set)
+		ctx, cancel := context.WithTimeout(context.Background(), life/3)
+		s.fn.run(ctx, s.client, programRun{renewProgram, keys, renewArgs(0, []any{strconv.FormatInt(h.ID, 10)})})
 		cancel()
 	}
 }
@@ -481,7 +503,8 @@ func (s *Redis) Reset(ctx context.Context, key string, limits *ratelimit.Limits)
 	if err != nil {
 		return err
 	}
-	keys := limitKeys(make([]string, 0, len(set.Limits)+1), s.prefix, key, set)
+	keys := limitKeys(make([]string, 0, 2*len(set.Limits)+2), s.prefix, key, set)
+	keys = holdsKeys(keys, s.prefix, key, set)
 	keys = append(keys, s.banKey(key))
 	s.leased.drop(key)
 	err = s.fn.run(ctx, s.client, programRun{program: resetProgram, keys: keys}).Err()

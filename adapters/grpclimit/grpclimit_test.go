@@ -325,10 +325,11 @@ func TestStoreFailure(t *testing.T) {
 	}
 }
 
-// TestSlotGivenBack: a call's slot of a Concurrent limit is held while
-// its handler runs, and given back however the handler ends: the client
-// gone away, or a panic, which goes on to the recovery before the
-// interceptor; its usage is charged too.
+// TestSlotGivenBack: a call's slot of a Concurrent limit, and its cost
+// reserved in a limit charged from usage, are held while its handler
+// runs, and given back however the handler ends: the client gone away,
+// or a panic, which goes on to the recovery before the interceptor; its
+// usage is charged too.
 func TestSlotGivenBack(t *testing.T) {
 	for _, kind := range []string{unary, duplex} {
 		t.Run(kind, func(t *testing.T) {
@@ -348,6 +349,9 @@ func TestSlotGivenBack(t *testing.T) {
 				done <- err
 			}()
 			<-r.svc.started
+			if got := remaining(t, l, nil, 1); got != 99 {
+				t.Errorf("while the call runs: %d tokens left, want 99: it reserves its cost of 1", got)
+			}
 			_, err := r.call(context.Background(), kind)
 			if got := refusalOf(err); got.code != codes.ResourceExhausted || !slices.Equal(got.violations, []string{"slot: slot: 1 in flight, slots of 30s"}) {
 				t.Errorf("a call while the slot is held: got %+v, want ResourceExhausted by slot", got)

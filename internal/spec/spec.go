@@ -38,6 +38,11 @@ const HoldLife = 30 * time.Second
 // limit's own suffix. No limit's suffix ends so.
 const HoldsSuffix = "/h"
 
+// EndedSuffix ends the key of the set of a key's requests whose
+// reservations were settled lately (see end.lua in package lua). No
+// limit's suffix is ":e": theirs are a letter and a window in ms.
+const EndedSuffix = ":e"
+
 // SliceLife is the longest a slice of a leased limit lasts.
 const SliceLife = 100 * time.Millisecond
 

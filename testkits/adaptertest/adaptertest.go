@@ -288,7 +288,9 @@ var Cases = []Case{
 				"X-RateLimit-Limit": "10", "X-RateLimit-Remaining": "6",
 			}},
 			{Method: "GET", Path: "/", Header: map[string]string{"X-API-Key": "k1", "X-Use-After": "5"}, Status: 200, Want: map[string]string{
-				"RateLimit": `"rpm";r=98;t=60, "tpm";r=6;t=60`,
+				// Told after the header: it says what remained once the
+				// request reserved its cost of 1.
+				"RateLimit": `"rpm";r=98;t=60, "tpm";r=5;t=60`,
 			}},
 			{Method: "GET", Path: "/", Header: map[string]string{"X-API-Key": "k1", "X-Use": "3"}, Status: 200, Want: map[string]string{
 				"RateLimit": `"rpm";r=97;t=60, "tpm";r=0;t=60`,

@@ -172,7 +172,11 @@ func (f *Fallback) End(ctx context.Context, key string, usage int, limits *ratel
 		slot = ""
 	}
 	return f.run(ctx, func(mode localMode) (ratelimit.Decision, bool) {
-		return f.endLocally(&c, usage, mode)
+		d, ended := f.endLocally(&c, usage, mode)
+		if ended && slot != "" {
+			f.primary.Forget(slot) // not given back there: it lapses
+		}
+		return d, ended
 	}, func(rctx context.Context) (ratelimit.Decision, error) {
 		return f.primary.End(rctx, Call{Key: key, Limits: given, Set: set, Deadline: f.deadline(f.clock.now())}, usage, slot)
 	})

@@ -38,6 +38,7 @@ func (explained) Reset(context.Context, string, *ratelimit.Limits) error {
 }
 func (explained) Probe(context.Context, Probe, func() int64) (int64, error) { return 0, nil }
 func (explained) Charge(context.Context, []*Charge, int64)                  {}
+func (explained) Forget(string)                                             {}
 
 func (explained) Explain(_ context.Context, err error) Failure {
 	if errors.Is(err, context.DeadlineExceeded) {

@@ -18,6 +18,10 @@ type Primary interface {
 	End(ctx context.Context, c Call, usage int, slot string) (ratelimit.Decision, error)
 	Peek(ctx context.Context, c Call) (ratelimit.Decision, error)
 
+	// Forget stops renewing slot, a slot or holds the primary lent, whose
+	// request ended in process: on the primary they lapse.
+	Forget(slot string)
+
 	// Reset is the primary's Reset.
 	Reset(ctx context.Context, key string, limits *ratelimit.Limits) error
 
