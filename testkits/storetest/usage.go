@@ -35,11 +35,12 @@ func end(t *testing.T, s ratelimit.Store, key string, usage int, admitted rateli
 }
 
 // testUsageDebt checks each algorithm charged from usage, beside a limit
-// that is not: a request of cost 3 takes 3 from the other limit and
-// nothing from it; a usage of 8, past its quota of 5, leaves it in debt,
-// denying even a request of 1; it admits again when the debt is paid
-// back, exactly when its RetryAfter says on a pinned clock. Every answer
-// matches the Model's there.
+// that is not: a request of cost 3 takes 3 from the other limit and holds
+// 3 of it, leaving 2; End with a usage of 8, past its quota of 5, gives
+// the hold back and leaves it in debt, denying even a request of 1; a
+// second End of the request charges nothing more; it admits again when
+// the debt is paid back, exactly when its RetryAfter says on a pinned
+// clock. Every answer matches the Model's there.
 func testUsageDebt(t *testing.T, h Harness) {
 	for _, l := range usageLimits() {
 		t.Run(l.Algorithm.String(), func(t *testing.T) {
@@ -58,14 +59,23 @@ func testUsageDebt(t *testing.T, h Harness) {
 				}
 			}
 			d := allow(t, s, key, 3, limits...)
-			same("Allow(3)", d, m.Allow(c.Now().UnixMicro(), key, 3, limits...))
-			if got := d.Results(); !d.Allowed || got[0].Remaining != 5 || got[1].Remaining != 97 {
-				t.Fatalf("Allow(3): got %+v; want allowed, 5 left of the usage limit (nothing taken), 97 of the other", got)
+			want := m.Allow(c.Now().UnixMicro(), key, 3, limits...)
+			same("Allow(3)", d, want)
+			if got := d.Results(); !d.Allowed || got[0].Remaining != 2 || got[1].Remaining != 97 || d.Slot == "" {
+				t.Fatalf("Allow(3): got %+v, slot %q; want allowed, 2 left of the usage limit (3 held), 97 of the other, and an id for the hold", got, d.Slot)
+			}
+			if p := peek(t, s, key, 1, limits...); p.Results()[0].Remaining != 2 {
+				t.Fatalf("Peek(1) with 3 held: got %+v, want 2 left of the usage limit", p.Results())
 			}
 			e := end(t, s, key, 8, d, limits...)
-			same("End(8)", e, m.End(c.Now().UnixMicro(), key, 8, d, limits...))
+			same("End(8)", e, m.End(c.Now().UnixMicro(), key, 8, want, limits...))
 			if got := e.Results(); got[0].Allowed || got[0].Remaining != 0 || got[1].Remaining != 97 {
 				t.Fatalf("End(8): got %+v; want the usage limit in debt, nothing left, and the other untouched", got)
+			}
+			again := end(t, s, key, 8, d, limits...)
+			same("End(8) again", again, m.End(c.Now().UnixMicro(), key, 8, want, limits...))
+			if c.Pinned() && !sameDecision(again, e, 0) {
+				t.Fatalf("End(8) again, at the same instant: got %+v, want %+v: a second settle counts nothing", again.Results(), e.Results())
 			}
 			d = allow(t, s, key, 1, limits...)
 			same("Allow(1) in debt", d, m.Allow(c.Now().UnixMicro(), key, 1, limits...))
