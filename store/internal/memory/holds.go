@@ -11,8 +11,8 @@ const holdLife = int64(spec.HoldLife / time.Microsecond)
 
 // maxHolds bounds the entries, holds and settled marks, of one limit's
 // reservations for one key. Past it, a request that would make a hold
-// is denied by that limit as if it were full, told to retry when the
-// soonest entry expires, in a second at most; a settle of a hold that
+// is denied by that limit as if it were full (nothing remaining), told
+// to retry when the soonest entry expires, in a second at most; a settle of a hold that
 // lapsed leaves no mark then, so a second settle of it would charge again.
 const maxHolds = 4096
 
@@ -96,7 +96,7 @@ func (h *holdState) check(a algorithmState, c *compiled, now, cost int64, peek b
 		r = min(r, soonest-now)
 	}
 	if full {
-		r = min(r, first-now)
+		r, remaining = min(r, first-now), 0
 	}
 	if whole && retry > 0 {
 		r = min(r, retry)

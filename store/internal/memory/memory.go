@@ -120,7 +120,7 @@ func (m *Store) Decide(key string, cost int, limits []ratelimit.Limit, set *spec
 	var sbuf [limitset.MaxInline]*memoryLimit
 	var cbuf [limitset.MaxInline]bool
 	rs, states, capped := limitset.Results(limits, &rbuf), sbuf[:0], cbuf[:0]
-	var id int64 // the request's slot and holds
+	var id int64  // the request's slot and holds
 	held := false // whether it holds units of a limit charged from usage
 	k := m.key(key, now)
 	k.mu.Lock()
