@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -103,14 +104,22 @@ func testUsageDebt(t *testing.T, h Harness) {
 	}
 }
 
-// testUsageMatchesModel replays random traffic whose requests are decided
-// and then ended with a random usage, from nothing to twice the quota,
-// under random limits of which some are charged from usage, and wants the
-// Model's answers to both: exactly on a pinned clock, within a second on a
-// real one (whose windows are days long).
+// testUsageMatchesModel replays random traffic under random limits of
+// which some are charged from usage, and wants the Model's answers to
+// every call: exactly on a pinned clock, within a second on a real one
+// (whose windows are days long). An admitted request is ended at once,
+// with a random usage from nothing to twice the quota, or left in flight,
+// its cost held, until a later step ends it; now and then a request is
+// ended a second time, which counts nothing while its settle's mark
+// lasts. On a pinned clock the holds of requests in flight lapse 30s
+// after they were made, as the Model's do, but for renewals of both now
+// and then when the store takes them (see renewer); on a real one the
+// store renews them itself, and the Model is renewed before each step.
 func testUsageMatchesModel(t *testing.T, h Harness) {
 	s, r := newReplay(t, h)
 	rng := r.rng
+	renew, _ := s.(renewer)
+	type request struct{ got, want ratelimit.Decision }
 	for round := range r.rounds {
 		limits := withFixedCosts(rng, randomLimits(rng, r.windows))
 		for i := range limits {
@@ -119,16 +128,46 @@ func testUsageMatchesModel(t *testing.T, h Harness) {
 			}
 		}
 		key := uniqueKey(t, strconv.Itoa(round)+"u")
+		var flight, ended []request
+		settle := func(what string, q request) {
+			usage := rng.IntN(2*capacity(limits[0]) + 1)
+			r.step(fmt.Sprintf("%s: %v End(%d)", what, limits, usage),
+				func() ratelimit.Decision { return end(t, s, key, usage, q.got, limits...) },
+				func(m *Model, now int64) ratelimit.Decision { return m.End(now, key, usage, q.want, limits...) })
+			if ended = append(ended, q); len(ended) > 8 {
+				ended = ended[1:]
+			}
+		}
 		for step := range r.steps {
 			r.advance(limits)
-			got, want, _ := r.allow(fmt.Sprintf("round %d step %d", round, step), s, key, randomCost(rng, limits), limits)
-			if !got.Allowed {
-				continue
+			if !r.c.Pinned() {
+				r.m.Renew(r.c.Now().UnixMicro())
+			} else if renew != nil && rng.IntN(8) == 0 {
+				renew.RenewSlots()
+				r.m.Renew(r.c.Now().UnixMicro())
 			}
-			usage := rng.IntN(2*capacity(limits[0]) + 1)
-			r.step(fmt.Sprintf("round %d step %d: %v End(%d)", round, step, limits, usage),
-				func() ratelimit.Decision { return end(t, s, key, usage, got, limits...) },
-				func(m *Model, now int64) ratelimit.Decision { return m.End(now, key, usage, want, limits...) })
+			what := fmt.Sprintf("round %d step %d", round, step)
+			switch n := rng.IntN(10); {
+			case n < 3 && len(flight) > 0:
+				i := rng.IntN(len(flight))
+				q := flight[i]
+				flight = slices.Delete(flight, i, i+1)
+				settle(what, q)
+			case n == 3 && len(ended) > 0:
+				settle(what+", a second time", ended[rng.IntN(len(ended))])
+			default:
+				got, want, _ := r.allow(what, s, key, randomCost(rng, limits), limits)
+				switch {
+				case !got.Allowed:
+				case rng.IntN(2) == 0:
+					settle(what, request{got, want})
+				default:
+					flight = append(flight, request{got, want})
+				}
+			}
+		}
+		for _, q := range flight {
+			end(t, s, key, 0, q.got, limits...)
 		}
 	}
 }
