@@ -74,8 +74,9 @@ func TestHoldsAreBounded(t *testing.T) {
 }
 
 // TestHoldsAreRenewedUntilSettled: a request's holds are in the store's
-// table of holds to renew from Decide to Settle, under the id of its
-// Concurrent slot; a request that holds nothing is not.
+// table of holds to renew from Decide to Settle, whatever the limits it
+// ends under, with the id of its Concurrent slot; a request that holds
+// nothing is not.
 func TestHoldsAreRenewedUntilSettled(t *testing.T) {
 	t.Parallel()
 	m := newMemory(t, testkit.NewClock(epoch, nil), Options{})
@@ -97,6 +98,14 @@ func TestHoldsAreRenewedUntilSettled(t *testing.T) {
 	}
 	if _, err := m.Allow(ctx, "other", 4, limitsOf(t, ratelimit.PerMinute(10))); err != nil || len(m.holds.Held()) != 0 {
 		t.Fatalf("a request that holds nothing: %d holds to renew, %v; want none", len(m.holds.Held()), err)
+	}
+	// Ended under limits none of which is charged from usage, its hold is
+	// renewed no more, and lapses.
+	if d, err = m.Allow(ctx, "k", 4, limitsOf(t, tokens)); err != nil || len(m.holds.Held()) != 1 {
+		t.Fatalf("got %+v, %v, %d holds to renew; want one", d, err, len(m.holds.Held()))
+	}
+	if _, err := m.End(ctx, "k", 0, limitsOf(t, ratelimit.PerMinute(10)), d); err != nil || len(m.holds.Held()) != 0 {
+		t.Fatalf("after End under other limits: %d holds to renew, %v; want none", len(m.holds.Held()), err)
 	}
 }
 

@@ -300,17 +300,23 @@ func (m *Store) renewHolds(held []slots.Slot) {
 // takes usage from them, whatever they have left: a live hold is given
 // back and usage taken instead; a request settled already (within
 // HoldLife) is charged nothing more; one whose holds lapsed, or that had
-// none, is charged as Charge charges.
+// none, is charged as Charge charges. The request's holds are renewed no
+// more, under whatever set: those of limits not in set lapse.
 func (m *Store) Settle(key, slot string, usage int64, set *spec.Set) {
+	id, err := strconv.ParseInt(slot, 10, 64)
+	if err != nil {
+		id = 0
+	}
+	if id != 0 {
+		m.holds.Drop(id) // whatever set: the request has ended
+	}
 	if !set.Usage {
 		return
 	}
-	id, err := strconv.ParseInt(slot, 10, 64)
-	if err != nil || id == 0 {
+	if id == 0 {
 		m.Charge(key, usage, set)
 		return
 	}
-	m.holds.Drop(id)
 	now := m.now()
 	k := m.key(key, now)
 	k.mu.Lock()
