@@ -27,13 +27,31 @@ import (
 // A Model applies a ban, as a store applies the ban of limits that carry
 // one, once [Model.SetBan] has given it.
 //
+// A request admitted under a limit charged from usage ([ratelimit.Limit.Usage])
+// holds its cost there until End settles it, or until it lapses HoldLife
+// (30s) after it was made or last renewed ([Model.Renew]): the units held
+// count as taken, though nothing is taken from the limit's state.
+//
 // The zero Model is empty, bans nobody, and is ready to use. It is not
 // safe for concurrent use.
 type Model struct {
-	slots  int // the ids of the slots of Concurrent limits given so far
+	slots  int // the ids given so far, of Concurrent slots and holds
 	states map[modelKey]modelState
-	ban    ratelimit.Ban // zero: none
+	holds  map[modelKey]map[string]modelHold // a usage limit's holds and settled marks, by request id
+	ban    ratelimit.Ban                     // zero: none
 	bans   map[string]*modelBan
+}
+
+// holdLife is how long a hold lasts unrenewed, and a settled mark lasts,
+// in µs: 30s, as stores keep them.
+const holdLife = int64(30 * time.Second / time.Microsecond)
+
+// modelHold is one request's hold of units under a limit charged from
+// usage until expires, or, of units 0, the mark its settle left: a
+// second settle finds it and counts nothing.
+type modelHold struct {
+	units   int
+	expires int64
 }
 
 type modelKey struct {
@@ -83,30 +101,51 @@ func (m *Model) Allow(now int64, key string, cost int, limits ...ratelimit.Limit
 	}
 	rs, allowed := make([]ratelimit.Result, len(limits)), true
 	states := make([]modelState, len(limits))
+	capped := make([]bool, len(limits))
 	for i, l := range limits {
 		s := m.state(key, l)
 		states[i] = s
-		ok, remaining, retry := s.check(now, costOf(l, cost))
+		var ok bool
+		var remaining int
+		var retry int64
+		if l.Usage {
+			m.tidy(now, key, l)
+			ok, remaining, retry, capped[i] = m.check(now, key, l, s, costOf(l, cost))
+		} else {
+			ok, remaining, retry = s.check(now, costOf(l, cost))
+		}
 		rs[i] = ratelimit.Result{Limit: l, Allowed: ok, Remaining: remaining, RetryAfter: us(retry)}
 		allowed = allowed && ok
 	}
-	var slot string
+	var slot string // one id for the request's slot and holds
+	if allowed && reserves(cost, limits) {
+		m.slots++
+		slot = strconv.Itoa(m.slots)
+	}
 	for i, s := range states {
-		r := &rs[i]
-		if allowed && !limits[i].Usage { // charged from usage: see End
+		l, r := limits[i], &rs[i]
+		switch {
+		case allowed && l.Usage: // nothing taken: the cost is held until End
+			if units := costOf(l, cost); units > 0 {
+				m.holdsOf(key, l)[slot] = modelHold{units, now + holdLife}
+				r.Remaining -= units
+			}
+			r.ResetAfter = us(s.settle(now))
+		case allowed:
 			if sl, ok := s.(*slots); ok {
-				m.slots++
-				slot = strconv.Itoa(m.slots)
 				sl.next = slot
 				r.Remaining-- // one slot, whatever the cost
 			} else {
-				r.Remaining -= costOf(limits[i], cost)
+				r.Remaining -= costOf(l, cost)
 			}
-			r.ResetAfter = us(s.commit(now, costOf(limits[i], cost)))
-		} else {
+			r.ResetAfter = us(s.commit(now, costOf(l, cost)))
+		default:
 			r.ResetAfter = us(s.settle(now))
 		}
 		r.Window = us(s.effective(now))
+		if capped[i] {
+			r.ResetAfter, r.Window = max(r.ResetAfter, r.RetryAfter), min(r.Window, r.RetryAfter)
+		}
 	}
 	var banned time.Duration
 	if !allowed && m.ban != (ratelimit.Ban{}) {
@@ -136,7 +175,7 @@ func (m *Model) state(key string, l ratelimit.Limit) modelState {
 		m.states = make(map[modelKey]modelState)
 	}
 	l = withDefaults(l)
-	k := modelKey{key, storageOf(l)}
+	k := stateKey(key, l)
 	s, ok := m.states[k]
 	if !ok {
 		s = newModelState(l)
@@ -144,6 +183,89 @@ func (m *Model) state(key string, l ratelimit.Limit) modelState {
 	}
 	s.adopt(l)
 	return s
+}
+
+// stateKey is where key's state under l is kept, and its holds.
+func stateKey(key string, l ratelimit.Limit) modelKey {
+	return modelKey{key, storageOf(withDefaults(l))}
+}
+
+// reserves reports whether a request of cost admitted under limits gets
+// an id: it takes a Concurrent slot or holds units of a limit charged from
+// usage.
+func reserves(cost int, limits []ratelimit.Limit) bool {
+	for _, l := range limits {
+		if l.Algorithm == ratelimit.Concurrent || l.Usage && costOf(l, cost) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// holdsOf returns key's holds and marks under l, made when it has none.
+func (m *Model) holdsOf(key string, l ratelimit.Limit) map[string]modelHold {
+	if m.holds == nil {
+		m.holds = make(map[modelKey]map[string]modelHold)
+	}
+	k := stateKey(key, l)
+	if m.holds[k] == nil {
+		m.holds[k] = make(map[string]modelHold)
+	}
+	return m.holds[k]
+}
+
+// tidy forgets key's holds and marks under l that expired by now.
+func (m *Model) tidy(now int64, key string, l ratelimit.Limit) {
+	maps.DeleteFunc(m.holds[stateKey(key, l)], func(_ string, h modelHold) bool { return h.expires <= now })
+}
+
+// check is s's check of a request of cost under l, a limit charged from
+// usage, with key's holds there: the cost fits if it does together with
+// the units of every live hold, and what remains is what is left past
+// them. A denial while holds are live (capped) is told to retry when the
+// soonest lapses, in a second at most, or sooner when the algorithm says
+// the whole would fit then; it can never fit past l's capacity.
+func (m *Model) check(now int64, key string, l ratelimit.Limit, s modelState, cost int) (ok bool, remaining int, retry int64, capped bool) {
+	held, soonest := 0, int64(0)
+	for _, h := range m.holds[stateKey(key, l)] {
+		if h.units > 0 && h.expires > now {
+			held += h.units
+			if soonest == 0 || h.expires < soonest {
+				soonest = h.expires
+			}
+		}
+	}
+	if held == 0 {
+		ok, remaining, retry = s.check(now, cost)
+		return ok, remaining, retry, false
+	}
+	whole := cost+held <= capacity(withDefaults(l))
+	if whole {
+		ok, remaining, retry = s.check(now, cost+held)
+	} else {
+		_, remaining, _ = s.check(now, cost)
+	}
+	if remaining -= held; ok {
+		return true, remaining, 0, false
+	}
+	r := min(1_000_000, soonest-now)
+	if whole {
+		r = min(r, retry)
+	}
+	return false, max(remaining, 0), max(r, 1), true
+}
+
+// Renew renews, at now, every hold still live, as a store renews the
+// holds of its requests in flight: each lasts HoldLife from now. A hold
+// that lapsed or was settled stays so. It renews no Concurrent slot.
+func (m *Model) Renew(now int64) {
+	for _, holds := range m.holds {
+		for id, h := range holds {
+			if h.units > 0 && h.expires > now {
+				holds[id] = modelHold{h.units, now + holdLife}
+			}
+		}
+	}
 }
 
 // storageOf keeps the fields of l, with its defaults, that say where a
@@ -166,17 +288,34 @@ func storageOf(l ratelimit.Limit) ratelimit.Limit {
 }
 
 // End ends a request at time now like [ratelimit.Store.End]: the slot
-// admitted holds (its Slot, one the Model gave) is given back, usage is
-// taken from each limit charged from usage ([ratelimit.Limit.Usage]),
-// whatever it has left, and the answer is Peek's for a request of 1. A
-// Model allows every algorithm to be charged so, the sliding log too, as
-// a count-only Limiter charges it.
+// admitted holds (its Slot, an id the Model gave) is given back, and its
+// holds are settled: under each limit charged from usage
+// ([ratelimit.Limit.Usage]), its live hold is given back and usage taken
+// instead, whatever the limit has left; a request settled there already
+// (a mark of it is live) is charged nothing; one whose hold lapsed, or
+// that had none, is charged usage. A settle with an id leaves a mark that
+// lasts HoldLife. The answer is Peek's for a request of 1. A Model allows
+// every algorithm to be charged so, the sliding log too, as a count-only
+// Limiter charges it.
 func (m *Model) End(now int64, key string, usage int, admitted ratelimit.Decision, limits ...ratelimit.Limit) ratelimit.Decision {
+	id := admitted.Slot
 	for _, l := range limits {
 		if l.Algorithm == ratelimit.Concurrent {
-			delete(m.state(key, l).(*slots).held, admitted.Slot)
+			delete(m.state(key, l).(*slots).held, id)
 		}
-		if l.Usage && usage > 0 {
+		if !l.Usage {
+			continue
+		}
+		charge := true
+		if id != "" {
+			holds := m.holdsOf(key, l)
+			if h, ok := holds[id]; ok && h.expires > now && h.units == 0 {
+				charge = false // settled already
+			} else {
+				holds[id] = modelHold{0, now + holdLife}
+			}
+		}
+		if charge && usage > 0 {
 			m.state(key, l).commit(now, usage)
 		}
 	}
@@ -195,16 +334,27 @@ func (m *Model) Peek(now int64, key string, cost int, limits ...ratelimit.Limit)
 	rs := make([]ratelimit.Result, len(limits))
 	for i, l := range limits {
 		state := withDefaults(l)
-		s, ok := m.states[modelKey{key, storageOf(state)}]
+		s, ok := m.states[stateKey(key, l)]
 		if ok {
 			s = s.clone()
 		} else {
 			s = newModelState(state)
 		}
 		s.adopt(state)
-		ok, remaining, retry := s.check(now, costOf(l, cost))
+		var remaining int
+		var retry int64
+		capped := false
+		if l.Usage {
+			ok, remaining, retry, capped = m.check(now, key, l, s, costOf(l, cost))
+		} else {
+			ok, remaining, retry = s.check(now, costOf(l, cost))
+		}
 		reset := us(s.settle(now))
-		rs[i] = ratelimit.Result{Limit: l, Allowed: ok, Remaining: remaining, Window: us(s.effective(now)), ResetAfter: reset, RetryAfter: us(retry)}
+		r := ratelimit.Result{Limit: l, Allowed: ok, Remaining: remaining, Window: us(s.effective(now)), ResetAfter: reset, RetryAfter: us(retry)}
+		if capped {
+			r.ResetAfter, r.Window = max(r.ResetAfter, r.RetryAfter), min(r.Window, r.RetryAfter)
+		}
+		rs[i] = r
 	}
 	return ratelimit.MakeDecision(rs...)
 }
@@ -215,6 +365,10 @@ func (m *Model) clone() *Model {
 	c.states = make(map[modelKey]modelState, len(m.states))
 	for k, s := range m.states {
 		c.states[k] = s.clone()
+	}
+	c.holds = make(map[modelKey]map[string]modelHold, len(m.holds))
+	for k, h := range m.holds {
+		c.holds[k] = maps.Clone(h)
 	}
 	c.bans = make(map[string]*modelBan, len(m.bans))
 	for k, b := range m.bans {

@@ -9,8 +9,9 @@
 // RateLimit header's t), all-or-nothing multi-limit requests, exact counts under
 // concurrency, that Peek answers as Allow would while changing nothing,
 // and bans (see ratelimit.Ban): a worked example, each algorithm, Peek,
-// Reset, and random traffic against the Model; and calendar quotas across
-// month ends, a leap day and clock changes. Tests that need exact
+// Reset, and random traffic against the Model; calendar quotas across
+// month ends, a leap day and clock changes; and limits charged from usage,
+// whose admitted requests hold their cost until End settles it. Tests that need exact
 // timing run only when the harness pins the clock; with a real clock they
 // sleep, with margins. The random traffic runs at full size with
 // RATELIMIT_FAULTS=1, as CI runs it, and a sixth of it otherwise.
@@ -95,6 +96,8 @@ func Run(t *testing.T, h Harness) {
 		{"UsageDebt", testUsageDebt},
 		{"UsageMatchesModel", testUsageMatchesModel},
 		{"UsageInvalid", testUsageInvalid},
+		{"ReserveExample", testReserveExample},
+		{"ReservePeekAgreesWithAllow", testReservePeekAgreesWithAllow},
 		{"ConcurrentSlots", testConcurrentSlots},
 		{"ConcurrentMatchesModel", testConcurrentMatchesModel},
 	}
@@ -203,7 +206,7 @@ func brokenAnswer(d ratelimit.Decision, cost int, limits []ratelimit.Limit, peek
 			return fmt.Sprintf("Results[%d].Window = %v, want within [0, %v]", i, r.Window, maxWindow(l))
 		case !r.Allowed && r.Window > r.RetryAfter:
 			return fmt.Sprintf("Results[%d] denied with Window %v > RetryAfter %v: the promise would outlast the denial", i, r.Window, r.RetryAfter)
-		case !peeked && d.Allowed && !l.Usage && r.Remaining > capacity(l)-cost: // one charged from usage takes nothing now
+		case !peeked && d.Allowed && r.Remaining > capacity(l)-cost: // one charged from usage holds it
 			return fmt.Sprintf("Results[%d] took cost %d but Remaining %d > capacity-cost %d", i, cost, r.Remaining, capacity(l)-cost)
 		case peeked && r.Allowed != (r.Remaining >= cost):
 			return fmt.Sprintf("Results[%d].Allowed = %v with Remaining %d for cost %d, want Allowed exactly when cost fits", i, r.Allowed, r.Remaining, cost)
@@ -268,8 +271,19 @@ func maxWindow(l ratelimit.Limit) time.Duration { _, window := maxTimes(l); retu
 // its longest effective window: its window, or a token bucket's time to
 // refill one token. A token bucket charged from usage has no bound for
 // either: its debt may be any size, and is paid first. A Concurrent limit
-// replenishes within a slot and promises nothing for any time.
+// replenishes within a slot and promises nothing for any time. A limit
+// charged from usage that denies while holds are out may say to retry in
+// up to a second, when the soonest lapses, and to reset no sooner.
 func maxTimes(l ratelimit.Limit) (reset, window time.Duration) {
+	reset, window = maxTimesUnheld(l)
+	if l.Usage {
+		reset = max(reset, time.Second)
+	}
+	return reset, window
+}
+
+// maxTimesUnheld is maxTimes but for holds.
+func maxTimesUnheld(l ratelimit.Limit) (reset, window time.Duration) {
 	switch {
 	case l.Algorithm == ratelimit.Concurrent:
 		return cmp.Or(l.Window, 30*time.Second), 0

@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -35,11 +36,12 @@ func end(t *testing.T, s ratelimit.Store, key string, usage int, admitted rateli
 }
 
 // testUsageDebt checks each algorithm charged from usage, beside a limit
-// that is not: a request of cost 3 takes 3 from the other limit and
-// nothing from it; a usage of 8, past its quota of 5, leaves it in debt,
-// denying even a request of 1; it admits again when the debt is paid
-// back, exactly when its RetryAfter says on a pinned clock. Every answer
-// matches the Model's there.
+// that is not: a request of cost 3 takes 3 from the other limit and holds
+// 3 of it, leaving 2; End with a usage of 8, past its quota of 5, gives
+// the hold back and leaves it in debt, denying even a request of 1; a
+// second End of the request charges nothing more; it admits again when
+// the debt is paid back, exactly when its RetryAfter says on a pinned
+// clock. Every answer matches the Model's there.
 func testUsageDebt(t *testing.T, h Harness) {
 	for _, l := range usageLimits() {
 		t.Run(l.Algorithm.String(), func(t *testing.T) {
@@ -58,14 +60,23 @@ func testUsageDebt(t *testing.T, h Harness) {
 				}
 			}
 			d := allow(t, s, key, 3, limits...)
-			same("Allow(3)", d, m.Allow(c.Now().UnixMicro(), key, 3, limits...))
-			if got := d.Results(); !d.Allowed || got[0].Remaining != 5 || got[1].Remaining != 97 {
-				t.Fatalf("Allow(3): got %+v; want allowed, 5 left of the usage limit (nothing taken), 97 of the other", got)
+			want := m.Allow(c.Now().UnixMicro(), key, 3, limits...)
+			same("Allow(3)", d, want)
+			if got := d.Results(); !d.Allowed || got[0].Remaining != 2 || got[1].Remaining != 97 || d.Slot == "" {
+				t.Fatalf("Allow(3): got %+v, slot %q; want allowed, 2 left of the usage limit (3 held), 97 of the other, and an id for the hold", got, d.Slot)
+			}
+			if p := peek(t, s, key, 1, limits...); p.Results()[0].Remaining != 2 {
+				t.Fatalf("Peek(1) with 3 held: got %+v, want 2 left of the usage limit", p.Results())
 			}
 			e := end(t, s, key, 8, d, limits...)
-			same("End(8)", e, m.End(c.Now().UnixMicro(), key, 8, d, limits...))
+			same("End(8)", e, m.End(c.Now().UnixMicro(), key, 8, want, limits...))
 			if got := e.Results(); got[0].Allowed || got[0].Remaining != 0 || got[1].Remaining != 97 {
 				t.Fatalf("End(8): got %+v; want the usage limit in debt, nothing left, and the other untouched", got)
+			}
+			again := end(t, s, key, 8, d, limits...)
+			same("End(8) again", again, m.End(c.Now().UnixMicro(), key, 8, want, limits...))
+			if c.Pinned() && !sameDecision(again, e, 0) {
+				t.Fatalf("End(8) again, at the same instant: got %+v, want %+v: a second settle counts nothing", again.Results(), e.Results())
 			}
 			d = allow(t, s, key, 1, limits...)
 			same("Allow(1) in debt", d, m.Allow(c.Now().UnixMicro(), key, 1, limits...))
@@ -93,14 +104,23 @@ func testUsageDebt(t *testing.T, h Harness) {
 	}
 }
 
-// testUsageMatchesModel replays random traffic whose requests are decided
-// and then ended with a random usage, from nothing to twice the quota,
-// under random limits of which some are charged from usage, and wants the
-// Model's answers to both: exactly on a pinned clock, within a second on a
-// real one (whose windows are days long).
+// testUsageMatchesModel replays random traffic under random limits of
+// which some are charged from usage, and wants the Model's answers to
+// every call: exactly on a pinned clock, within a second on a real one
+// (whose windows are days long). An admitted request is ended at once,
+// with a random usage from nothing to twice the quota, or left in flight,
+// its cost held, until a later step ends it; now and then a request is
+// ended a second time, which counts nothing while its settle's mark
+// lasts. On a pinned clock, which now and then moves on by up to 45s, the
+// holds of requests in flight lapse 30s after they were made, as the
+// Model's do, but for renewals of both now and then when the store takes
+// them (see renewer); on a real one the store renews them itself, and the
+// Model is renewed before each step.
 func testUsageMatchesModel(t *testing.T, h Harness) {
 	s, r := newReplay(t, h)
 	rng := r.rng
+	renew, _ := s.(renewer)
+	type request struct{ got, want ratelimit.Decision }
 	for round := range r.rounds {
 		limits := withFixedCosts(rng, randomLimits(rng, r.windows))
 		for i := range limits {
@@ -109,16 +129,49 @@ func testUsageMatchesModel(t *testing.T, h Harness) {
 			}
 		}
 		key := uniqueKey(t, strconv.Itoa(round)+"u")
+		var flight, ended []request
+		settle := func(what string, q request) {
+			usage := rng.IntN(2*capacity(limits[0]) + 1)
+			r.step(fmt.Sprintf("%s: %v End(%d)", what, limits, usage),
+				func() ratelimit.Decision { return end(t, s, key, usage, q.got, limits...) },
+				func(m *Model, now int64) ratelimit.Decision { return m.End(now, key, usage, q.want, limits...) })
+			if ended = append(ended, q); len(ended) > 8 {
+				ended = ended[1:]
+			}
+		}
 		for step := range r.steps {
 			r.advance(limits)
-			got, want, _ := r.allow(fmt.Sprintf("round %d step %d", round, step), s, key, randomCost(rng, limits), limits)
-			if !got.Allowed {
-				continue
+			if r.c.Pinned() && rng.IntN(8) == 0 { // to a hold's end, or past it, now and then
+				r.c.Advance(time.Duration(rng.Int64N(int64(3 * holdLifeTime / 2))).Truncate(time.Microsecond))
 			}
-			usage := rng.IntN(2*capacity(limits[0]) + 1)
-			r.step(fmt.Sprintf("round %d step %d: %v End(%d)", round, step, limits, usage),
-				func() ratelimit.Decision { return end(t, s, key, usage, got, limits...) },
-				func(m *Model, now int64) ratelimit.Decision { return m.End(now, key, usage, want, limits...) })
+			if !r.c.Pinned() {
+				r.m.Renew(r.c.Now().UnixMicro())
+			} else if renew != nil && rng.IntN(4) == 0 {
+				renew.RenewSlots()
+				r.m.Renew(r.c.Now().UnixMicro())
+			}
+			what := fmt.Sprintf("round %d step %d", round, step)
+			switch n := rng.IntN(10); {
+			case n < 2 && len(flight) > 0:
+				i := rng.IntN(len(flight))
+				q := flight[i]
+				flight = slices.Delete(flight, i, i+1)
+				settle(what, q)
+			case n == 3 && len(ended) > 0:
+				settle(what+", a second time", ended[rng.IntN(len(ended))])
+			default:
+				got, want, _ := r.allow(what, s, key, randomCost(rng, limits), limits)
+				switch {
+				case !got.Allowed:
+				case rng.IntN(2) == 0:
+					settle(what, request{got, want})
+				default:
+					flight = append(flight, request{got, want})
+				}
+			}
+		}
+		for _, q := range flight {
+			end(t, s, key, 0, q.got, limits...)
 		}
 	}
 }

@@ -34,6 +34,7 @@ type memoryLimit struct {
 	c       *compiled // the limit it was last decided with; nil: unused
 	expires int64     // when the state is back to empty
 	state   state
+	held    *holdState   // a limit charged from usage's reservations; nil: none yet
 	next    *memoryLimit // the key's next limit
 }
 
@@ -174,14 +175,21 @@ func (sh *memoryShard) evict(now int64) {
 // find returns the key's state for c, or nil when it has none or it has
 // expired: limit without its changes. The key, if not nil, is locked.
 func (k *memoryKey) find(c *compiled, now int64) *memoryLimit {
+	if s := k.entry(c); s != nil && s.expires > now {
+		return s
+	}
+	return nil
+}
+
+// entry returns the key's state for c, expired or not, or nil when it has
+// none: its holds outlive its algorithm's state. The key, if not nil, is
+// locked.
+func (k *memoryKey) entry(c *compiled) *memoryLimit {
 	if k == nil {
 		return nil
 	}
 	for s := &k.first; s != nil && s.c != nil; s = s.next {
 		if s.holds(c) {
-			if s.expires <= now {
-				return nil
-			}
 			return s
 		}
 	}

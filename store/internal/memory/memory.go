@@ -37,6 +37,7 @@ type Store struct {
 	clock   func() int64 // a pinned clock (Options.Clock); nil: start's
 
 	slots slots.Table // of Concurrent limits
+	holds slots.Table // of requests holding units of limits charged from usage
 }
 
 var _ ratelimit.Store = (*Store)(nil)
@@ -67,6 +68,7 @@ func New(opts Options) (*Store, error) {
 		startUS:  start.UnixMicro(),
 	}
 	m.slots.Renew = m.renewSlots
+	m.holds.Renew = m.renewHolds
 	if opts.Clock != nil {
 		var mu sync.Mutex
 		var last int64
@@ -102,7 +104,10 @@ func (m *Store) Allow(ctx context.Context, key string, cost int, limits *ratelim
 }
 
 // Decide is Allow for checked input: limits' results, counted under set,
-// which is limits' own or a Fallback's share of it.
+// which is limits' own or a Fallback's share of it. An admitted request
+// holds its cost under each limit charged from usage until End settles
+// it (see Settle); its Decision.Slot is the one id of its holds and of
+// its Concurrent slot.
 func (m *Store) Decide(key string, cost int, limits []ratelimit.Limit, set *spec.Set) ratelimit.Decision {
 	cs := set.Limits
 	if len(cs) == 1 && set.Ban == nil && !cs[0].Usage && set.Slot < 0 {
@@ -113,8 +118,10 @@ func (m *Store) Decide(key string, cost int, limits []ratelimit.Limit, set *spec
 	now, c64, allowed := m.now(), int64(cost), true
 	var rbuf [limitset.MaxInline]ratelimit.Result
 	var sbuf [limitset.MaxInline]*memoryLimit
-	rs, states := limitset.Results(limits, &rbuf), sbuf[:0]
-	var id int64 // the slot the request takes
+	var cbuf [limitset.MaxInline]bool
+	rs, states, capped := limitset.Results(limits, &rbuf), sbuf[:0], cbuf[:0]
+	var id int64  // the request's slot and holds
+	held := false // whether it holds units of a limit charged from usage
 	k := m.key(key, now)
 	k.mu.Lock()
 	if set.Ban != nil {
@@ -127,26 +134,47 @@ func (m *Store) Decide(key string, cost int, limits []ratelimit.Limit, set *spec
 		c := &cs[i]
 		s := k.limit(c, now)
 		states = append(states, s)
-		ok, remaining, retry := s.state.of(c).check(c, now, c.CostFor(c64))
+		var ok, capd bool
+		var remaining, retry int64
+		if c.Usage {
+			ok, remaining, retry, capd = s.held.check(s.state.of(c), c, now, c.CostFor(c64), false)
+		} else {
+			ok, remaining, retry = s.state.of(c).check(c, now, c.CostFor(c64))
+		}
+		capped = append(capped, capd)
 		rs[i].Allowed, rs[i].Remaining, rs[i].RetryAfter = ok, int(remaining), us(retry)
 		allowed = allowed && ok
 	}
+	if allowed && set.Holds(c64) {
+		id = slots.NewID()
+	}
 	for i, s := range states {
 		c, r := &cs[i], &rs[i]
-		if allowed && !c.Usage { // a limit charged from usage takes nothing now: see End
+		switch {
+		case allowed && c.Usage: // it takes nothing now, but holds the cost until End
+			if units := c.CostFor(c64); units > 0 {
+				s.hold(id, units, now+holdLife)
+				k.extend(now + holdLife)
+				r.Remaining -= int(units)
+				held = true
+			}
+			r.ResetAfter = us(s.state.of(c).settle(c, now))
+		case allowed:
 			taken := c.CostFor(c64)
 			if i == set.Slot {
-				id = slots.NewID()
 				s.state.slots.pending, taken = id, 1 // one slot, whatever the cost
 			}
 			reset := s.state.of(c).commit(c, now, c.CostFor(c64))
 			r.ResetAfter, r.Remaining = us(reset), r.Remaining-int(taken)
 			s.expires = now + keyTTL(c, reset)
 			k.extend(s.expires)
-		} else {
+		default:
 			r.ResetAfter = us(s.state.of(c).settle(c, now))
 		}
 		r.Window = us(s.state.of(c).effective(c, now))
+		if capped[i] { // a denial while holds are out: they may end before it would
+			r.ResetAfter, r.Window = max(r.ResetAfter, r.RetryAfter), min(r.Window, r.RetryAfter)
+		}
 	}
 	var ban int64
 	if !allowed && set.Ban != nil {
@@ -158,9 +186,14 @@ func (m *Store) Decide(key string, cost int, limits []ratelimit.Limit, set *spec
 	if ban > 0 {
 		d = startBan(d, ban)
 	}
-	if id != 0 && d.Allowed {
+	if id != 0 { // admitted: no ban
 		d.Slot = strconv.FormatInt(id, 10)
-		m.slots.Hold(slots.Slot{ID: id, Key: key, Limit: &cs[set.Slot]})
+		if set.Slot >= 0 {
+			m.slots.Hold(slots.Slot{ID: id, Key: key, Limit: &cs[set.Slot]})
+		}
+		if held {
+			m.holds.Hold(slots.Slot{ID: id, Key: k.name, Set: set})
+		}
 	}
 	return d
 }
@@ -180,16 +213,17 @@ func (m *Store) Take(key string, c64 int64, c *compiled) (ok bool, remaining, wi
 	return ok, remaining, window, reset, retry
 }
 
-// End implements [ratelimit.Store]: it takes usage from key's limits
-// charged from usage, whatever they have left, and answers for each limit
-// as Peek would for a request of 1.
+// End implements [ratelimit.Store]: it gives back d's slot, settles its
+// holds, taking usage from key's limits charged from usage whatever they
+// have left (see Settle), and answers for each limit as Peek would for a
+// request of 1.
 func (m *Store) End(ctx context.Context, key string, usage int, limits *ratelimit.Limits, d ratelimit.Decision) (ratelimit.Decision, error) {
 	given, set, err := limitset.CheckEnd(key, usage, limits)
 	if err != nil {
 		return ratelimit.Decision{}, err
 	}
 	m.Release(key, d.Slot, set)
-	m.Charge(key, int64(usage), set)
+	m.Settle(key, d.Slot, int64(usage), set)
 	return m.PeekFrom(Peek{Key: key, Cost: 1, Limits: given, Set: set}), nil
 }
 
@@ -212,9 +246,13 @@ func (m *Store) Release(key, slot string, set *spec.Set) {
 	}
 }
 
-// RenewSlots renews the slots held now, as the store's own goroutine does
-// every third of a slot's life: for a test on a pinned clock.
-func (m *Store) RenewSlots() { m.renewSlots(m.slots.Held()) }
+// RenewSlots renews the slots and the holds of the requests in flight, as
+// the store's own goroutines do every third of their life: for a test on
+// a pinned clock.
+func (m *Store) RenewSlots() {
+	m.renewSlots(m.slots.Held())
+	m.renewHolds(m.holds.Held())
+}
 
 // renewSlots renews each slot held until its length from now.
 func (m *Store) renewSlots(held []slots.Slot) {
@@ -236,8 +274,67 @@ func (m *Store) renewSlots(held []slots.Slot) {
 	}
 }
 
+// renewHolds renews each request's holds that are still live until
+// HoldLife from now.
+func (m *Store) renewHolds(held []slots.Slot) {
+	now := m.now()
+	for _, h := range held {
+		k := m.lookup(h.Key)
+		if k == nil {
+			continue
+		}
+		k.mu.Lock()
+		for i := range h.Set.Limits {
+			if c := &h.Set.Limits[i]; c.Usage {
+				if s := k.entry(c); s != nil && s.renewHold(h.ID, now, now+holdLife) {
+					k.extend(now + holdLife)
+				}
+			}
+		}
+		k.mu.Unlock()
+	}
+}
+
+// Settle ends the holds of the request whose Decision.Slot is slot
+// (empty: none) under key's limits charged from usage under set, and
+// takes usage from them, whatever they have left: a live hold is given
+// back and usage taken instead; a request settled already (within
+// HoldLife) is charged nothing more; one whose holds lapsed, or that had
+// none, is charged as Charge charges. The request's holds are renewed no
+// more, under whatever set: those of limits not in set lapse.
+func (m *Store) Settle(key, slot string, usage int64, set *spec.Set) {
+	id, err := strconv.ParseInt(slot, 10, 64)
+	if err != nil {
+		id = 0
+	}
+	if id != 0 {
+		m.holds.Drop(id) // whatever set: the request has ended
+	}
+	if !set.Usage {
+		return
+	}
+	if id == 0 {
+		m.Charge(key, usage, set)
+		return
+	}
+	now := m.now()
+	k := m.key(key, now)
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for i := range set.Limits {
+		if c := &set.Limits[i]; c.Usage {
+			s := k.limit(c, now)
+			if s.settleHold(id, now) && usage > 0 {
+				reset := s.state.of(c).commit(c, now, usage)
+				s.expires = max(s.expires, now+keyTTL(c, reset))
+			}
+			k.extend(max(s.expires, now+holdLife)) // the mark's life
+		}
+	}
+}
+
 // Charge takes units from key's limits charged from usage under set,
-// whatever they have left.
+// whatever they have left. It settles no hold.
 func (m *Store) Charge(key string, units int64, set *spec.Set) {
 	if units == 0 {
 		return
@@ -297,20 +394,36 @@ func (m *Store) PeekFrom(p Peek) ratelimit.Decision {
 	for i := range cs {
 		c := &cs[i]
 		// A state that is missing or has expired is empty: all is left.
+		// Holds count whatever the state, seeded afresh or not.
 		var a algorithmState
+		var held *holdState
+		s := k.entry(c)
+		if s != nil && c.Usage {
+			held = s.held
+		}
 		if spent != nil && spent[i] >= 0 {
-			var s state
-			s.reset(c)
-			if a = s.of(c); spent[i] > 0 {
+			var fresh state
+			fresh.reset(c)
+			if a = fresh.of(c); spent[i] > 0 {
 				a.commit(c, now, spent[i])
 			}
-		} else if s := k.find(c, now); s != nil {
+		} else if s != nil && s.expires > now {
 			a = s.state.of(c)
+		} else if held != nil { // an empty state, for the holds to be checked against
+			var fresh state
+			fresh.reset(c)
+			a = fresh.of(c)
 		}
 		ok, remaining, reset, retry, window := true, c.Capacity, int64(0), int64(0), freshWindow(c, now)
 		if a != nil {
 			ok, remaining, reset, retry = a.peek(c, now, c.CostFor(c64))
 			window = a.effective(c, now)
+		}
+		if held != nil {
+			var capped bool
+			if ok, remaining, retry, capped = held.check(a, c, now, c.CostFor(c64), true); capped {
+				reset, window = max(reset, retry), min(window, retry)
+			}
 		}
 		rs = append(rs, ratelimit.Result{Limit: limits[i], Allowed: ok, Remaining: int(remaining), Window: us(window), ResetAfter: us(reset), RetryAfter: us(retry)})
 	}
@@ -342,7 +455,7 @@ func (m *Store) Forget(key string, set *spec.Set, ban bool) {
 	for i := range set.Limits {
 		for s := &k.first; s != nil; s = s.next {
 			if s.holds(&set.Limits[i]) {
-				s.expires = 0 // empty from now on
+				s.expires, s.held = 0, nil // empty from now on, holds and marks gone
 			}
 		}
 	}
