@@ -31,6 +31,7 @@ local forms = {
   zrangebyscore = {k, '1', '0'},
   zrem = {k, 'x'},
   zremrangebyscore = {k, '1', '0'},
+  zscore = {k, 'm'},
   hdel = {k, 'f'},
   hexists = {k, 'f'},
   hget = {k, 'f'},

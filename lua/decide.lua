@@ -235,20 +235,59 @@ local function holds_write(key, id, units, now, lapsed)
   end
 end
 
--- holds_denial returns the retry_after of a request of cost denied by a
--- limit of capacity whose holds keep held, the soonest ending at soonest,
--- given the algorithm's retry for cost + held: a hold ends when its
--- request does, which nothing foresees, so at most a second, or when the
--- soonest lapses.
-local function holds_denial(cost, held, soonest, capacity, retry, now)
-  local r = 1000000
-  if soonest > 0 then
-    r = math.min(r, soonest - now)
+-- holds_check is f's phase (CHECK or PEEK) for a request of cost under
+-- the limit of key, f's algorithm, with parameters pa, pb, pc and
+-- capacity, whose holds keep held units, the soonest ending at soonest,
+-- live of them: the cost fits if it does with what is held, and the
+-- units remaining are those left past what is held. It returns allowed
+-- (a boolean), remaining and retry_after so adjusted, then f's own answer
+-- past remaining: retry_after, s1, s2, s3 (CHECK), or reset_after,
+-- retry_after, window (PEEK). A denial that holds had a part
+-- in is told to retry when the soonest hold lapses, in a second at most,
+-- or sooner when the algorithm says the whole fits then; never before the
+-- cost alone would fit. (A check of what can never fit is not made: a
+-- log's would read past its entries.)
+local function holds_check(phase, f, key, cost, held, soonest, live, capacity, pa, pb, pc, now)
+  local ok, remaining, x1, x2, x3, x4 = f(phase, key, cost, pa, pb, pc, now)
+  local alone, retry_alone = ok, x1
+  if phase == PEEK then
+    alone, retry_alone = ok == 1, x2
   end
-  if cost + held <= capacity then
-    r = math.min(r, retry)
+  if held == 0 then
+    return alone, remaining, retry_alone, x1, x2, x3, x4
   end
-  return math.max(r, 1)
+  local full, whole, r = live >= max_holds and cost > 0, cost + held <= capacity, 1000000
+  if whole then
+    local ok_whole, _, y1, y2 = f(phase, key, cost + held, pa, pb, pc, now)
+    local retry_whole = y1
+    if phase == PEEK then
+      ok_whole, retry_whole = ok_whole == 1, y2
+    end
+    if ok_whole and not full then
+      return true, remaining - held, 0, x1, x2, x3, x4
+    end
+    if not full then
+      r = math.min(r, retry_whole)
+    end
+  end
+  r = math.min(r, soonest - now)
+  if not alone then
+    r = math.max(r, retry_alone)
+  end
+  remaining = math.max(remaining - held, 0)
+  if full then
+    remaining = 0
+  end
+  return false, remaining, math.max(r, 1), x1, x2, x3, x4
+end
+
+-- capacity_of is the most units the limit of code and parameters pa, pb
+-- holds: a token bucket's burst, else the quota.
+local function capacity_of(code, pa, pb)
+  if string.lower(kind(code)) == 't' then
+    return math.floor(pa / pb)
+  end
+  return pa
 end
 
 local now_us = 0
@@ -362,22 +401,13 @@ local function decide_limits(k, n, cost, first, now)
     end
   end
   for i = 1, n do
-    local live = 0
     if hk[i] then
+      local live, _
       held[i], soonest[i], live, lapsed[i] = holds_read(hk[i], now)
-    end
-    ok[i], remaining[i], retry[i], s1[i], s2[i], s3[i] = alg[i](CHECK, KEYS[k + i], costs[i] + held[i], pa[i], pb[i], pc[i], now)
-    if hk[i] and held[i] > 0 then
-      local capacity = pa[i]
-      if kind(limit_code(first, i)) == 'T' then
-        capacity = math.floor(pa[i] / pb[i])
-      end
-      if live >= max_holds and costs[i] > 0 then
-        ok[i] = false
-      end
-      if not ok[i] then
-        retry[i] = holds_denial(costs[i], held[i], soonest[i], capacity, retry[i], now)
-      end
+      ok[i], remaining[i], retry[i], _, s1[i], s2[i], s3[i] = holds_check(CHECK, alg[i], KEYS[k + i], costs[i], held[i], soonest[i], live,
+        capacity_of(limit_code(first, i), pa[i], pb[i]), pa[i], pb[i], pc[i], now)
+    else
+      ok[i], remaining[i], retry[i], s1[i], s2[i], s3[i] = alg[i](CHECK, KEYS[k + i], costs[i], pa[i], pb[i], pc[i], now)
     end
     pass = pass and ok[i]
   end
@@ -401,11 +431,7 @@ local function decide_limits(k, n, cost, first, now)
       if pass and id then
         holds_write(hk[i], id, costs[i], now, lapsed[i])
         remaining[i] = remaining[i] - costs[i]
-      end
-      if ok[i] then
-        remaining[i] = remaining[i] - held[i]
-      elseif held[i] > 0 then
-        remaining[i] = math.max(remaining[i] - held[i], 0)
+      elseif not ok[i] and held[i] > 0 then
         reset[i], window[i] = math.max(reset[i], retry[i]), math.min(window[i], retry[i])
       end
     end
@@ -432,22 +458,11 @@ local function peek_limits(reply, n, first, cost)
       h = h + 1
       held, soonest, live = holds_read(KEYS[h], now)
     end
-    local ok, remaining, reset, retry, window = algorithm(code)(PEEK, KEYS[i], c + held, pa, pb, pc, now)
-    if held > 0 then
-      if live >= max_holds and c > 0 then
-        ok = 0
-      end
-      remaining = math.max(remaining - held, 0)
-      if ok == 0 then
-        local capacity = pa
-        if kind(code) == 'T' then
-          capacity = math.floor(pa / pb)
-        end
-        retry = holds_denial(c, held, soonest, capacity, retry, now)
-        reset, window = math.max(reset, retry), math.min(window, retry)
-      end
+    local ok, remaining, retry, reset, _, window = holds_check(PEEK, algorithm(code), KEYS[i], c, held, soonest, live, capacity_of(code, pa, pb), pa, pb, pc, now)
+    if not ok and held > 0 then
+      reset, window = math.max(reset, retry), math.min(window, retry)
     end
-    reply[#reply + 1] = string.format('%d %d %d %d %d', ok, remaining, reset, retry, window)
+    reply[#reply + 1] = string.format('%d %d %d %d %d', ok and 1 or 0, remaining, reset, retry, window)
   end
   return reply
 end

@@ -224,7 +224,8 @@ func (m *Model) tidy(now int64, key string, l ratelimit.Limit) {
 // the units of every live hold, and what remains is what is left past
 // them. A denial while holds are live (capped) is told to retry when the
 // soonest lapses, in a second at most, or sooner when the algorithm says
-// the whole would fit then; it can never fit past l's capacity.
+// the whole would fit then (it can never fit past l's capacity); never
+// before the cost alone would fit.
 func (m *Model) check(now int64, key string, l ratelimit.Limit, s modelState, cost int) (ok bool, remaining int, retry int64, capped bool) {
 	held, soonest := 0, int64(0)
 	for _, h := range m.holds[stateKey(key, l)] {
@@ -251,6 +252,9 @@ func (m *Model) check(now int64, key string, l ratelimit.Limit, s modelState, co
 	r := min(1_000_000, soonest-now)
 	if whole {
 		r = min(r, retry)
+	}
+	if alone, _, after := s.check(now, cost); !alone {
+		r = max(r, after) // no hold ending lets the cost alone in sooner
 	}
 	return false, max(remaining, 0), max(r, 1), true
 }

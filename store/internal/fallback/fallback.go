@@ -166,9 +166,15 @@ func (f *Fallback) End(ctx context.Context, key string, usage int, limits *ratel
 		return ratelimit.Decision{}, err
 	}
 	c := Call{Key: key, Limits: given, Set: set}
-	slot := admitted.Slot // a slot Redis gave: given back there
+	slot := admitted.Slot // a slot or holds Redis gave: given back there
 	if admitted.Fallback {
-		f.local.Release(key, slot, set.Share(f.instances)) // a slot of this instance's share
+		// A slot or holds of this instance's share, given back here; the
+		// usage is charged wherever the end is decided.
+		share := set.Share(f.instances)
+		f.local.Release(key, slot, share)
+		if !f.local.Settle(key, slot, 0, share) {
+			usage = 0 // ended before: charged then
+		}
 		slot = ""
 	}
 	return f.run(ctx, func(mode localMode) (ratelimit.Decision, bool) {

@@ -9,11 +9,12 @@ import (
 // holdLife is spec.HoldLife in µs.
 const holdLife = int64(spec.HoldLife / time.Microsecond)
 
-// maxHolds bounds the entries, holds and settled marks, of one limit's
-// reservations for one key. Past it, a request that would make a hold
-// is denied by that limit as if it were full (nothing remaining), told
-// to retry when the soonest entry expires, in a second at most; a settle of a hold that
-// lapsed leaves no mark then, so a second settle of it would charge again.
+// maxHolds bounds the live holds of one limit for one key, as decide.lua's
+// max_holds does: past it, a request that would hold is denied by that
+// limit as if it were full (nothing remaining), told to retry when the
+// soonest hold lapses, in a second at most. The settled marks are bounded
+// as many again: past them, a settle leaves no mark, so a second settle
+// of it would charge again.
 const maxHolds = 4096
 
 // holdState is a limit charged from usage's reservations for one key:
@@ -32,12 +33,11 @@ type hold struct {
 }
 
 // held returns the units of the holds live at now, when the soonest of
-// them lapses (0: none), when the soonest live entry of either kind
-// expires, and how many entries are live. With drop, it forgets those
-// that expired. A nil h holds nothing.
-func (h *holdState) held(now int64, drop bool) (units, soonest, first int64, n int) {
+// them lapses (0: none), and how many are live. With drop, it forgets
+// the entries, holds and marks, that expired. A nil h holds nothing.
+func (h *holdState) held(now int64, drop bool) (units, soonest int64, n int) {
 	if h == nil {
-		return 0, 0, 0, 0
+		return 0, 0, 0
 	}
 	for id, e := range h.entries {
 		if e.expires <= now {
@@ -46,18 +46,15 @@ func (h *holdState) held(now int64, drop bool) (units, soonest, first int64, n i
 			}
 			continue
 		}
-		n++
-		if first == 0 || e.expires < first {
-			first = e.expires
-		}
 		if e.units > 0 {
+			n++
 			units += e.units
 			if soonest == 0 || e.expires < soonest {
 				soonest = e.expires
 			}
 		}
 	}
-	return units, soonest, first, n
+	return units, soonest, n
 }
 
 // check answers a's check of a request of cost under the usage limit c
@@ -65,8 +62,9 @@ func (h *holdState) held(now int64, drop bool) (units, soonest, first int64, n i
 // units remaining are those left past what is held. A denial that holds
 // had a part in (capped) is told to retry when the soonest hold lapses,
 // in a second at most, or sooner when the algorithm says the whole fits
-// then. With peek, a is peeked at rather than checked, and h is left as
-// it is; else its expired entries are dropped.
+// then; never before the cost alone would fit. With peek, a is peeked at
+// rather than checked, and h is left as it is; else its expired entries
+// are dropped.
 func (h *holdState) check(a algorithmState, c *compiled, now, cost int64, peek bool) (ok bool, remaining, retry int64, capped bool) {
 	fits := func(cost int64) (bool, int64, int64) {
 		if peek {
@@ -75,9 +73,9 @@ func (h *holdState) check(a algorithmState, c *compiled, now, cost int64, peek b
 		}
 		return a.check(c, now, cost)
 	}
-	units, soonest, first, n := h.held(now, !peek)
+	units, soonest, n := h.held(now, !peek)
 	full := n >= maxHolds && cost > 0
-	if units == 0 && !full {
+	if units == 0 {
 		ok, remaining, retry = fits(cost)
 		return ok, remaining, retry, false
 	}
@@ -91,15 +89,14 @@ func (h *holdState) check(a algorithmState, c *compiled, now, cost int64, peek b
 	if ok && !full {
 		return true, remaining, 0, false
 	}
-	r := int64(1_000_000)
-	if units > 0 {
-		r = min(r, soonest-now)
-	}
+	r := min(1_000_000, soonest-now)
 	if full {
-		r, remaining = min(r, first-now), 0
-	}
-	if whole && retry > 0 {
+		remaining = 0
+	} else if whole && retry > 0 {
 		r = min(r, retry)
+	}
+	if alone, _, after := fits(cost); !alone {
+		r = max(r, after) // no hold ending lets the cost alone in sooner
 	}
 	return false, max(remaining, 0), max(r, 1), true
 }
@@ -123,10 +120,10 @@ func (s *memoryLimit) settleHold(id, now int64) (charge bool) {
 	if ok && e.expires > now && e.units == 0 {
 		return false // settled already
 	}
-	if !ok && len(s.held.entries) >= maxHolds {
+	if !ok && len(s.held.entries) >= 2*maxHolds {
 		s.held.held(now, true) // room, if some expired
 	}
-	if ok || len(s.held.entries) < maxHolds {
+	if ok || len(s.held.entries) < 2*maxHolds {
 		s.held.entries[id] = hold{0, now + holdLife}
 	}
 	return true

@@ -29,8 +29,8 @@ func remaining(t *testing.T) func(ratelimit.Decision, error) int {
 // TestHoldsAreBounded fills one limit's holds to maxHolds: the next
 // request is denied as if the limit were full, with nothing remaining,
 // told to retry when the soonest hold lapses (within a second), and Peek
-// agrees; a settle leaves a mark in its hold's place, so room comes back
-// only when holds lapse.
+// agrees; a settle gives its hold's place back (its mark does not count
+// against the bound), and room for all comes back when the holds lapse.
 func TestHoldsAreBounded(t *testing.T) {
 	t.Parallel()
 	clock := testkit.NewClock(epoch, nil)
@@ -60,16 +60,19 @@ func TestHoldsAreBounded(t *testing.T) {
 	if _, err := m.End(ctx, "k", 1, set, first); err != nil {
 		t.Fatal(err)
 	}
+	if d, _ := m.Allow(ctx, "k", 1, set); !d.Allowed {
+		t.Fatalf("after a settle: denied, want its hold's place taken: %+v", d.Results())
+	}
 	if d, _ := m.Allow(ctx, "k", 1, set); d.Allowed {
-		t.Fatalf("after a settle: allowed, want denied: its mark takes its hold's place")
+		t.Fatalf("with %d holds again: allowed, want denied", maxHolds)
 	}
 	k := m.lookup("k")
-	if n := len(k.entry(&limitset.Compile(set).Limits[0]).held.entries); n != maxHolds {
-		t.Fatalf("%d holds and marks kept, want %d", n, maxHolds)
+	if n := len(k.entry(&limitset.Compile(set).Limits[0]).held.entries); n != maxHolds+1 {
+		t.Fatalf("%d holds and marks kept, want %d holds and a mark", n, maxHolds)
 	}
 	clock.Advance(300 * time.Millisecond)
-	if d, _ := m.Allow(ctx, "k", 1, set); !d.Allowed || d.Results()[0].Remaining != 2*maxHolds-1-1 {
-		t.Fatalf("when the holds lapse: got %+v, want allowed with all but 1 charged and 1 held left", d.Results())
+	if d, _ := m.Allow(ctx, "k", 1, set); !d.Allowed || d.Results()[0].Remaining != 2*maxHolds-1-1-1 {
+		t.Fatalf("when the first holds lapse: got %+v, want allowed with 1 charged and 2 held", d.Results())
 	}
 }
 

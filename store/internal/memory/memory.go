@@ -301,8 +301,9 @@ func (m *Store) renewHolds(held []slots.Slot) {
 // back and usage taken instead; a request settled already (within
 // HoldLife) is charged nothing more; one whose holds lapsed, or that had
 // none, is charged as Charge charges. The request's holds are renewed no
-// more, under whatever set: those of limits not in set lapse.
-func (m *Store) Settle(key, slot string, usage int64, set *spec.Set) {
+// more, under whatever set: those of limits not in set lapse. It reports
+// whether this is the request's first settle.
+func (m *Store) Settle(key, slot string, usage int64, set *spec.Set) (first bool) {
 	id, err := strconv.ParseInt(slot, 10, 64)
 	if err != nil {
 		id = 0
@@ -311,11 +312,11 @@ func (m *Store) Settle(key, slot string, usage int64, set *spec.Set) {
 		m.holds.Drop(id) // whatever set: the request has ended
 	}
 	if !set.Usage {
-		return
+		return true
 	}
 	if id == 0 {
 		m.Charge(key, usage, set)
-		return
+		return true
 	}
 	now := m.now()
 	k := m.key(key, now)
@@ -324,13 +325,16 @@ func (m *Store) Settle(key, slot string, usage int64, set *spec.Set) {
 	for i := range set.Limits {
 		if c := &set.Limits[i]; c.Usage {
 			s := k.limit(c, now)
-			if s.settleHold(id, now) && usage > 0 {
+			charge := s.settleHold(id, now)
+			if charge && usage > 0 {
 				reset := s.state.of(c).commit(c, now, usage)
 				s.expires = max(s.expires, now+keyTTL(c, reset))
 			}
+			first = first || charge
 			k.extend(max(s.expires, now+holdLife)) // the mark's life
 		}
 	}
+	return first
 }
 
 // Charge takes units from key's limits charged from usage under set,
