@@ -30,6 +30,7 @@ local forms = {
   zrange = {k, '0', '-1'},
   zrangebyscore = {k, '1', '0'},
   zrem = {k, 'x'},
+  zremrangebyrank = {k, '1', '0'},
   zremrangebyscore = {k, '1', '0'},
   zscore = {k, 'm'},
   hdel = {k, 'f'},

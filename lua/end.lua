@@ -14,6 +14,8 @@
 -- usage taken, once. Its id goes into the key's ended set until
 -- hold_life from now, so that the same end sent again (a resend after a
 -- lost answer) takes nothing; an end whose hold lapsed takes its usage.
+-- The set keeps the newest max_holds ids: a resend that comes after as
+-- many other ends of the key takes its usage again.
 --
 -- KEYS     the request's keys, one per limit, then the holds key of each
 --          limit charged from usage, then, when there is one, the key's
@@ -54,11 +56,12 @@ local function end_request()
   for i = 1, n do
     id = id or hold_id(limit_code(first, i))
   end
-  if id then
+  if id and used > 0 then -- an end that takes nothing needs no mark: sent again, it takes nothing again
     local now = clock()
     settled = redis.call('ZSCORE', ended, id) ~= false
     redis.call('ZREMRANGEBYSCORE', ended, '-inf', now)
     redis.call('ZADD', ended, now + hold_life, id)
+    redis.call('ZREMRANGEBYRANK', ended, 0, -max_holds - 1) -- the newest only
     redis.call('PEXPIRE', ended, hold_life / 1000 + 1)
   end
   for i = 1, n do

@@ -40,7 +40,7 @@ func (e *misconfiguration) Unwrap() []error { return []error{ErrMisconfigured, e
 // rule serves both.
 var storeCommands = []string{
 	"ping", "time", "del", "get", "set", "pttl", "pexpire", "incrby", "decrby",
-	"zadd", "zcard", "zcount", "zrange", "zrangebyscore", "zrem", "zremrangebyscore", "zscore",
+	"zadd", "zcard", "zcount", "zrange", "zrangebyscore", "zrem", "zremrangebyrank", "zremrangebyscore", "zscore",
 	"hdel", "hexists", "hget", "hgetall", "hincrby", "hlen", "hmget", "hset",
 }
 

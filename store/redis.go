@@ -495,8 +495,9 @@ func parseInts(s string, dst []int64) (string, error) {
 	return s, nil
 }
 
-// Reset implements [ratelimit.Store]: it deletes key's state for limits,
-// and key's ban state, whether limits have a ban or not: a key has one ban
+// Reset implements [ratelimit.Store]: it deletes key's state for limits
+// (reservations included), its requests lately settled, and key's ban
+// state, whether limits have a ban or not: a key has one ban
 // state, which every set of limits with a ban counts in.
 func (s *Redis) Reset(ctx context.Context, key string, limits *ratelimit.Limits) error {
 	given, set, err := limitset.Check(key, 1, limits) // 1 fits every valid limit
@@ -505,7 +506,7 @@ func (s *Redis) Reset(ctx context.Context, key string, limits *ratelimit.Limits)
 	}
 	keys := limitKeys(make([]string, 0, 2*len(set.Limits)+2), s.prefix, key, set)
 	keys = holdsKeys(keys, s.prefix, key, set)
-	keys = append(keys, s.banKey(key))
+	keys = append(keys, s.banKey(key), redisKey(s.prefix, key, spec.EndedSuffix))
 	s.leased.drop(key)
 	err = s.fn.run(ctx, s.client, programRun{program: resetProgram, keys: keys}).Err()
 	if s.denied != nil {
