@@ -281,6 +281,11 @@ func (l *Limiter) decide(req Request, s *requestState, p *policy, pattern string
 			return v
 		}
 	}
+	if err := p.checkCost(cost); err != nil {
+		v.Err = err
+		l.fail(req, err, Event{Route: pattern, Cost: cost})
+		return v
+	}
 	var start time.Time
 	if l.observe != nil {
 		start = time.Now()
@@ -409,6 +414,24 @@ type setKey struct {
 type checkedSet struct {
 	p       *policy
 	problem string
+}
+
+// checkCost refuses a cost below 1, or one that a limit of p taking it
+// could never hold, naming that limit for the client, before the store
+// is asked (which would refuse it too, in words for the log).
+func (p *policy) checkCost(cost int) error {
+	if cost == 1 {
+		return nil // every limit holds 1
+	}
+	if cost < 1 {
+		return &requestError{detail: fmt.Sprintf("its cost, %d, is below 1", cost)}
+	}
+	for _, l := range p.set.limits {
+		if l.Cost == 0 && l.Algorithm != Concurrent && cost > l.capacity() {
+			return &requestError{detail: fmt.Sprintf("its cost, %d, is more than the limit %q ever holds, %d", cost, l.Name, l.capacity())}
+		}
+	}
+	return nil
 }
 
 // costOf returns r's cost: 1, or what WithCost's function says.

@@ -310,8 +310,8 @@ func TestLongKeysAreHashed(t *testing.T) {
 }
 
 // TestCostAgainstCapacity: a request may cost up to the smallest capacity
-// of its limits; a cost outside 1 to that is the client's fault (400), not
-// a denial and not a store failure.
+// of its limits; a cost outside 1 to that is the client's fault (400),
+// which names the limit, not a denial and not a store failure.
 func TestCostAgainstCapacity(t *testing.T) {
 	limits := ratelimit.WithLimits(
 		ratelimit.PerSecond(10), ratelimit.PerMinute(100), ratelimit.PerMinute(100).Using(ratelimit.FixedWindow),
@@ -323,12 +323,13 @@ func TestCostAgainstCapacity(t *testing.T) {
 	tests := []struct {
 		cost   int
 		status int
+		body   string // what a 400 tells the client
 	}{
-		{1, 200},
-		{5, 200}, // the smallest capacity, 5 tokens
-		{6, 400},
-		{0, 400},
-		{-1, 400},
+		{1, 200, ""},
+		{5, 200, ""}, // the smallest capacity, 5 tokens
+		{6, 400, `its cost, 6, is more than the limit "5-per-1m" ever holds, 5`},
+		{0, 400, "its cost, 0, is below 1"},
+		{-1, 400, "its cost, -1, is below 1"},
 	}
 	for _, tt := range tests {
 		t.Run(strconv.Itoa(tt.cost), func(t *testing.T) {
@@ -341,6 +342,9 @@ func TestCostAgainstCapacity(t *testing.T) {
 			w := serve(l.Handler(http.HandlerFunc(adaptertest.OK)), "GET", "/", withHeader("X-Cost", strconv.Itoa(tt.cost)))
 			if w.Code != tt.status {
 				t.Errorf("got %d, want %d", w.Code, tt.status)
+			}
+			if !strings.Contains(w.Body.String(), tt.body) {
+				t.Errorf("body %q, want it to say %q", w.Body.String(), tt.body)
 			}
 			if tt.status == 400 && (seen.of("bad_request") != 1 || seen.of("store_error") != 0) {
 				t.Errorf("observed %v, want one bad request and no store error", seen.by)

@@ -3,10 +3,12 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -142,5 +144,55 @@ func TestModelAPI(t *testing.T) {
 		if other := genQuota(t, server, "another-key"); other["gen-tpm"].Remaining != 40_000 {
 			t.Errorf("another key: %+v, want its own quota", other["gen-tpm"])
 		}
+		reserves(t, server, "r-"+framework)
 	})
+}
+
+// reserves drives max_tokens on server for a fresh key: a malformed one
+// is a 400 naming it, one past gen-tpm a 400 naming gen-tpm, before
+// anything is counted; a request in flight reserves its max_tokens, which
+// GET /v1/quota shows and which keeps a second request out; once it ends
+// with fewer tokens, the rest comes back.
+func reserves(t *testing.T, server, key string) {
+	t.Helper()
+	header := map[string]string{"X-API-Key": key}
+	post := func(query string) *http.Response {
+		return send(t, "POST", server+"/v1/generate?"+query, header, nil)
+	}
+	for query, want := range map[string]string{
+		"tokens=5&hold_ms=0&max_tokens=0":     "max_tokens",
+		"tokens=5&hold_ms=0&max_tokens=x":     "max_tokens",
+		"tokens=5&hold_ms=0&max_tokens=50000": "gen-tpm",
+	} {
+		resp := post(query)
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 400 || !strings.Contains(string(body), want) {
+			t.Errorf("POST /v1/generate?%s: %d %q, want 400 naming %s", query, resp.StatusCode, body, want)
+		}
+	}
+	if q := genQuota(t, server, key); q["gen-tpm"].Remaining != 40_000 || q["gen-rpm"].Remaining != 20 {
+		t.Errorf("after the refusals: %+v, want nothing counted", q)
+	}
+	done := make(chan *http.Response, 1)
+	go func() { done <- post("tokens=100&hold_ms=4000&max_tokens=30000") }()
+	reserved := false
+	for range 300 { // 3s of the 4 it holds
+		if q := genQuota(t, server, key); q["gen-tpm"].Remaining == 10_000 && q["gen-month"].Remaining == 970_000 {
+			reserved = true
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !reserved {
+		t.Fatalf("the request in flight: GET /v1/quota never showed its 30,000 tokens reserved: %+v", genQuota(t, server, key))
+	}
+	if resp := post("tokens=100&hold_ms=0&max_tokens=20000"); resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "1" {
+		t.Errorf("20,000 more while 30,000 are reserved: %d, Retry-After %q; want 429, 1", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	if resp := <-done; resp.StatusCode != 200 {
+		t.Fatalf("the request that reserved: %d", resp.StatusCode)
+	}
+	if q := genQuota(t, server, key); q["gen-tpm"].Remaining != 39_900 || q["gen-month"].Remaining != 999_900 {
+		t.Errorf("after it generated 100 of its 30,000: %+v, want 39,900 and 999,900 left", q)
+	}
 }

@@ -257,7 +257,7 @@ func New(c Config) (*App, error) {
 		a.Close()
 		return nil, err
 	}
-	if a.Gen, err = ratelimit.New(s, "gen", ratelimit.WithKey(apiKey), ratelimit.WithLimits(GenLimits...), observe, overrides); err != nil {
+	if a.Gen, err = ratelimit.New(s, "gen", ratelimit.WithKey(apiKey), ratelimit.WithLimits(GenLimits...), ratelimit.WithCost(GenCost), observe, overrides); err != nil {
 		a.Close()
 		return nil, err
 	}
@@ -414,7 +414,7 @@ func (a *App) Describe(w io.Writer) {
 	for _, l := range GenLimits {
 		gen = append(gen, l.String())
 	}
-	fmt.Fprintf(w, "  POST /v1/generate?tokens=N&hold_ms=M  per X-API-Key, tokens charged from the response: %s\n", strings.Join(gen, "; "))
+	fmt.Fprintf(w, "  POST /v1/generate?tokens=N&hold_ms=M[&max_tokens=E]  per X-API-Key, E tokens reserved, N charged from the response: %s\n", strings.Join(gen, "; "))
 	fmt.Fprintln(w, "  GET /v1/quota  what each policy of POST /v1/generate has left for the caller's key")
 }
 

@@ -13,7 +13,7 @@ import (
 // key: requests a minute, tokens a minute charged from what each
 // response generated, requests in flight, and tokens per calendar month.
 var GenLimits = []ratelimit.Limit{
-	{Quota: 20, Window: time.Minute, Name: "gen-rpm"},
+	{Quota: 20, Window: time.Minute, Cost: 1, Name: "gen-rpm"}, // one a request, whatever max_tokens
 	{Quota: 40_000, Window: time.Minute, Usage: true, Name: "gen-tpm"},
 	{Algorithm: ratelimit.Concurrent, Quota: 4, Name: "gen-concurrent"},
 	{Algorithm: ratelimit.Monthly, Quota: 1_000_000, Usage: true, Name: "gen-month"},
@@ -34,12 +34,42 @@ func generateParams(r *http.Request) (tokens, hold int, ok bool) {
 	return tokens, hold, err1 == nil && err2 == nil && tokens >= 0 && tokens <= maxTokens && hold >= 0 && hold <= maxHold
 }
 
-// CheckGenerate answers 400 to a POST /v1/generate whose tokens or
-// hold_ms is missing or out of bounds, and reports whether r may go on:
-// it runs before the Limiter, so that a bad request counts nowhere.
+// estimate returns r's max_tokens, the tokens it may generate at most,
+// which its limits charged from usage reserve until it ends: 1 when
+// absent; ok is false when it is not a whole number from 1 to maxTokens.
+func estimate(r *http.Request) (tokens int, ok bool) {
+	v, given := r.URL.Query()["max_tokens"]
+	if !given {
+		return 1, true
+	}
+	tokens, err := strconv.Atoi(v[0])
+	return tokens, err == nil && len(v) == 1 && tokens >= 1 && tokens <= maxTokens
+}
+
+// GenCost is the cost of a request of POST /v1/generate: its max_tokens
+// (1 without), which gen-tpm and gen-month reserve until it ends. A gRPC
+// call reserves 1.
+func GenCost(r ratelimit.Request) int {
+	if hr, ok := r.(*http.Request); ok {
+		if n, ok := estimate(hr); ok {
+			return n
+		}
+	}
+	return 1
+}
+
+// CheckGenerate answers 400 to a POST /v1/generate whose tokens, hold_ms
+// or max_tokens is missing or out of bounds, naming it, and reports
+// whether r may go on: it runs before the Limiter, so that a bad request
+// counts nowhere. A max_tokens past what a limit holds is the Limiter's
+// to refuse, naming the limit.
 func CheckGenerate(w http.ResponseWriter, r *http.Request) bool {
 	if _, _, ok := generateParams(r); !ok {
 		http.Error(w, "tokens must be 0 to 100000 and hold_ms 0 to 10000", http.StatusBadRequest)
+		return false
+	}
+	if _, ok := estimate(r); !ok {
+		http.Error(w, "max_tokens must be a whole number from 1 to 100000", http.StatusBadRequest)
 		return false
 	}
 	return true
@@ -55,7 +85,8 @@ func Checked(next http.Handler) http.Handler {
 }
 
 // Generate answers POST /v1/generate?tokens=N&hold_ms=M, standing in for
-// a model: it works for M milliseconds (less if the client goes away),
+// a model (max_tokens, the reservation, is the Limiter's: see GenCost):
+// it works for M milliseconds (less if the client goes away),
 // reports N tokens as the request's usage before it answers, so that the
 // headers count them, and answers {"tokens": N}.
 func Generate(w http.ResponseWriter, r *http.Request) {
