@@ -248,3 +248,56 @@ func BenchmarkGoSide(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkUsage decides a request under a limit charged from usage and
+// ends it, for many keys, on Redis and on the Memory store: since issue
+// 49 the decision reserves the request's cost and the end settles it.
+// Run it beside the code of before (bench/ compares two revisions) for
+// the cost of a reservation; "plain" is a limit not charged so, decided
+// alone, for scale.
+func BenchmarkUsage(b *testing.B) {
+	client := redis.NewClient(&redis.Options{Addr: redistest.Shared(b).Addr, PoolSize: 64})
+	defer client.Close()
+	usage := ratelimit.Limit{Quota: 1_000_000_000, Window: time.Minute, Algorithm: ratelimit.FixedWindow, Usage: true}
+	plain := ratelimit.Limit{Quota: 1_000_000_000, Window: time.Minute, Algorithm: ratelimit.FixedWindow}
+	stores := map[string]func(b *testing.B) ratelimit.Store{
+		"redis": func(b *testing.B) ratelimit.Store {
+			return newStore(b, client, RedisOptions{Prefix: "bench:" + strconv.FormatInt(time.Now().UnixNano(), 36) + ":"})
+		},
+		"memory": func(b *testing.B) ratelimit.Store {
+			m, err := memory.New(memory.Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			return m
+		},
+	}
+	for _, store := range []string{"redis", "memory"} {
+		for _, kind := range []string{"usage", "plain"} {
+			b.Run(store+"/"+kind, func(b *testing.B) {
+				s, l := stores[store](b), limitsOf(b, plain)
+				if kind == "usage" {
+					l = limitsOf(b, usage)
+				}
+				var n atomic.Int64
+				b.ReportAllocs()
+				b.SetParallelism(32)
+				b.RunParallel(func(pb *testing.PB) {
+					ctx := context.Background()
+					for pb.Next() {
+						key := "k" + strconv.FormatInt(n.Add(1)%10_000, 10)
+						d, err := s.Allow(ctx, key, 10, l)
+						if err != nil {
+							b.Fatal(err)
+						}
+						if kind == "usage" {
+							if _, err := s.End(ctx, key, 7, l, d); err != nil {
+								b.Fatal(err)
+							}
+						}
+					}
+				})
+			})
+		}
+	}
+}
