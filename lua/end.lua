@@ -56,7 +56,7 @@ local function end_request()
   for i = 1, n do
     id = id or hold_id(limit_code(first, i))
   end
-  if id and used > 0 then -- an end that takes nothing needs no mark: sent again, it takes nothing again
+  if id then
     local now = clock()
     settled = redis.call('ZSCORE', ended, id) ~= false
     redis.call('ZREMRANGEBYSCORE', ended, '-inf', now)
