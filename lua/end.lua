@@ -58,11 +58,13 @@ local function end_request()
   end
   if id then
     local now = clock()
+    redis.call('ZREMRANGEBYSCORE', ended, '-inf', now) -- marks that lapsed: a hold that lapsed since is charged
     settled = redis.call('ZSCORE', ended, id) ~= false
-    redis.call('ZREMRANGEBYSCORE', ended, '-inf', now)
-    redis.call('ZADD', ended, now + hold_life, id)
-    redis.call('ZREMRANGEBYRANK', ended, 0, -max_holds - 1) -- the newest only
-    redis.call('PEXPIRE', ended, hold_life / 1000 + 1)
+    if not settled then -- a mark lasts from the first end, however many come
+      redis.call('ZADD', ended, now + hold_life, id)
+      redis.call('ZREMRANGEBYRANK', ended, 0, -max_holds - 1) -- the newest only
+      redis.call('PEXPIRE', ended, hold_life / 1000 + 1)
+    end
   end
   for i = 1, n do
     local code, pa, pb, pc = limit_args(first, i)
