@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -159,12 +160,9 @@ func TestReservationsLapse(t *testing.T) {
 
 func mustID(t *testing.T, slot string) int64 {
 	t.Helper()
-	var id int64
-	for _, c := range slot {
-		if c < '0' || c > '9' {
-			t.Fatalf("slot %q is not an id", slot)
-		}
-		id = id*10 + int64(c-'0')
+	id, err := strconv.ParseInt(slot, 10, 64)
+	if err != nil {
+		t.Fatalf("slot %q is not an id: %v", slot, err)
 	}
 	return id
 }
