@@ -635,6 +635,8 @@ type policy struct {
 	policyValue []string   // the RateLimit-Policy value: the items, joined
 	capacity    [][]string // each limit's X-RateLimit-Limit value
 	usage       bool       // some limit is charged from usage: a request ends with Limiter.End
+	more        *Limits    // the limits charged from usage alone, of which a stream asks more (see Charge); nil without
+	moreMax     int        // the smallest capacity of more's limits: the most one ask holds
 	slot        bool       // a limit is Concurrent: a request ends with Limiter.End too
 	blocked     bool       // an override blocks the keys of these limits: deny without the store
 	shadows     bool       // some limit is Shadow
@@ -695,6 +697,18 @@ func (b policyBase) newPolicy(pattern string, limits []Limit) (*policy, string) 
 		p.items[i] = policyItem(p.names[i], l, b.unit)
 	}
 	p.policyValue = []string{strings.Join(p.items, ", ")}
+	if p.usage {
+		p.more = &Limits{}
+		for _, l := range p.set.limits {
+			if l.Usage && l.Algorithm != Concurrent {
+				p.more.limits = append(p.more.limits, l)
+				p.moreMax = min(cmp.Or(p.moreMax, l.capacity()), l.capacity())
+			}
+		}
+		if len(p.more.limits) == 0 {
+			p.more = nil
+		}
+	}
 	if p.shadows {
 		var enforced []Limit
 		for _, l := range p.set.limits {

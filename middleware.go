@@ -345,6 +345,9 @@ func (l *Limiter) ask(ctx context.Context, p *policy, key string, cost int, d *D
 	}
 	var err error
 	*d, err = l.store.Allow(ctx, key, cost, p.set)
+	if err == nil && p.usage && d.Slot != "" {
+		heldUntilCharged(d)
+	}
 	if err != nil || !p.shadows || !shadowOnly(p, d) {
 		return p, nil, err
 	}
@@ -355,6 +358,20 @@ func (l *Limiter) ask(ctx context.Context, p *policy, key string, cost int, d *D
 	}
 	*d, err = l.store.Allow(ctx, key, cost, p.enforced.set)
 	return p.enforced, shadowed, err
+}
+
+// heldUntilCharged says, of each limit charged from usage that d
+// admitted holding the cost, that it is not full again before a window:
+// the hold is charged when the request ends, and the charge starts the
+// window afresh. A store tells when what it counts ends (for a fixed
+// window with nothing charged yet, now), not what it holds.
+func heldUntilCharged(d *Decision) {
+	rs := d.results()
+	for i := range rs {
+		if rs[i].Limit.Usage && rs[i].Allowed {
+			rs[i].ResetAfter = max(rs[i].ResetAfter, rs[i].Window) // in place: d's own results
+		}
+	}
 }
 
 // routePolicy returns the policy of r's route and the route table's
@@ -595,26 +612,41 @@ func (l *Limiter) End(ctx context.Context) error {
 	e.ended = true
 	usage, slot := 0, e.stored(d).Slot
 	if d.policy.usage {
-		usage = e.used()
+		usage = max(e.used()-e.charged, 0)
 	}
-	if usage == 0 && slot == "" {
+	if usage == 0 && slot == "" && len(e.more) == 0 {
 		return nil // nothing to charge or give back
 	}
 	var start time.Time
 	if l.observe != nil {
 		start = time.Now()
 	}
-	charged, err := l.store.End(context.WithoutCancel(ctx), e.key, usage, d.policy.set, *e.stored(d))
+	// What a stream got more settles apart, each hold taking the usage
+	// past those before it; the last, what remains.
+	first := usage
+	if len(e.more) > 0 {
+		first = min(usage, e.cost)
+	}
+	ended := context.WithoutCancel(ctx)
+	charged, err := l.store.End(ended, e.key, first, d.policy.set, *e.stored(d))
+	rest := usage - first
+	for i, m := range e.more {
+		part := min(rest, m.units)
+		if i == len(e.more)-1 {
+			part = rest
+		}
+		rest -= part
+		if _, err2 := l.store.End(ended, e.key, part, d.policy.more, m.d); err == nil {
+			err = err2
+		}
+	}
 	var latency time.Duration
 	if l.observe != nil {
 		latency = time.Since(start)
 	}
 	req := s.request()
 	if err != nil {
-		if ok, dropped := l.logs.allow(logStoreError); ok {
-			l.logger.LogAttrs(ctx, slog.LevelError, "ratelimit: store failed charging a response",
-				what(req, slog.String("error", err.Error()), slog.Int("usage", usage), slog.Int64("suppressed", dropped))...)
-		}
+		l.logEndError(ctx, req, "charging a response", usage, err)
 		l.observeFailure(req, outcomeStoreError, err, Event{Route: e.pattern, Cost: usage, Latency: latency})
 		return fmt.Errorf("ratelimit: charging the response: %w", err)
 	}
@@ -624,13 +656,40 @@ func (l *Limiter) End(ctx context.Context) error {
 	return nil
 }
 
+// logEndError logs, throttled, a store's failure doing something for the
+// request req: ending it, or charging a stream.
+func (l *Limiter) logEndError(ctx context.Context, req Request, doing string, usage int, err error) {
+	if ok, dropped := l.logs.allow(logStoreError); ok {
+		l.logger.LogAttrs(ctx, slog.LevelError, "ratelimit: store failed "+doing,
+			what(req, slog.String("error", err.Error()), slog.Int("usage", usage), slog.Int64("suppressed", dropped))...)
+	}
+}
+
 // Charge adds units to the usage of the request whose context is ctx, for
 // each Limiter that admitted it under limits charged from usage (see
-// [Limit].Usage): tokens generated, bytes sent, query points. Once the
-// handler has returned, the Limiter charges the usage (see
-// [Limiter.End]). Until the handler calls Charge, a request's usage is
-// its cost (1, or what [WithCost] says); after, the sum of what it
-// reported, 0 included. A negative number counts as 0.
+// [Limit].Usage): tokens generated, bytes sent, query points. Until the
+// handler calls Charge, a request's usage is its cost (1, or what
+// [WithCost] says); after, the sum of what it reported, 0 included. A
+// negative number counts as 0.
+//
+// The store reserved the cost at admission. Usage within it is charged
+// when the request ends (see [Limiter.End]), in the same store call that
+// gives the reservation back; other requests see the reservation
+// meanwhile. Usage past it goes to the store at once: Charge asks to hold
+// more (the cost again, or the excess if larger), as the limits would
+// admit a request of that cost; what they will not hold is charged at
+// once, as debt. Charge reports whether the request holds all it has
+// used: false once a limit had no room for more, and from then on. A
+// stream (SSE, chunked, a gRPC server stream) charges each chunk as it
+// sends it, and stops cleanly when told false:
+//
+//	for chunk := range chunks {
+//		w.Write(chunk.Text)
+//		flusher.Flush()
+//		if !ratelimit.Charge(r.Context(), chunk.Tokens) {
+//			return // the limit is spent: the rest would be debt
+//		}
+//	}
 //
 // If the response's header is not written yet, its RateLimit and
 // X-RateLimit fields are written anew at once to say what remains after
@@ -638,13 +697,15 @@ func (l *Limiter) End(ctx context.Context) error {
 // writes tells the client the truth; a streamed response, whose header
 // is gone, leaves it to the next response. Call Charge where the handler
 // may set the response's header: from its goroutine, or with the same
-// care. It does nothing for a request no such Limiter admitted.
-func Charge(ctx context.Context, units int) {
+// care. It does nothing, and returns true, for a request no such Limiter
+// admitted.
+func Charge(ctx context.Context, units int) bool {
 	s := stateOf(ctx)
 	if s == nil {
-		return
+		return true
 	}
 	units = max(units, 0)
+	holds := true
 	for i := range s.endings {
 		e, d := &s.endings[i], &s.decisions[i]
 		if e.ended || !e.ends(d) || !d.policy.usage {
@@ -654,8 +715,12 @@ func Charge(ctx context.Context, units int) {
 			e.reported, e.usage = true, 0
 		}
 		e.usage = min(e.usage+units, wire.MaxQuota) // a count a script keeps exact
+		if !e.spend(ctx, s, d) {
+			holds = false
+		}
 		s.expect(e, d)
 	}
+	return holds
 }
 
 // Peek returns the decision the store would make now for r's key under
@@ -788,6 +853,89 @@ type ending struct {
 	finished bool // Finish was told the status
 	counts   bool // and WithCountOnly's function passed it
 	ended    bool // End charged it, or had nothing to charge
+
+	// What a stream's Charge asked of the store past the cost reserved at
+	// admission: the holds it got, the usage it charged at once, and
+	// whether the store said no.
+	more    []moreHeld
+	charged int
+	refused bool
+}
+
+// moreHeld is units more that a stream holds under the store's decision
+// d, which End settles.
+type moreHeld struct {
+	d     Decision
+	units int
+}
+
+// held returns the units the request holds in its limits charged from
+// usage: its cost, reserved at admission when the store reserves (its
+// decision names a slot), and what it got more; 0 when nothing was
+// reserved, and all its usage is charged at the end.
+func (e *ending) held(d *limiterDecision) int {
+	if e.stored(d).Slot == "" {
+		return 0
+	}
+	n := e.cost
+	for _, m := range e.more {
+		n += m.units
+	}
+	return n
+}
+
+// spend keeps the request's usage within what it holds, or charges the
+// store at once with the rest: past what it holds, it asks to hold more
+// (its cost again, or the excess if larger, at most a limit's capacity),
+// as a request of its own of the limits charged from usage alone; the
+// excess the store will not hold is charged at once, as debt. It
+// reports whether the request holds all it used. A request that reserved
+// nothing is charged at the end, and spend does nothing.
+func (e *ending) spend(ctx context.Context, s *requestState, d *limiterDecision) bool {
+	held := e.held(d)
+	more := d.policy.more
+	need := e.used() - e.charged - held
+	if held == 0 || more == nil || need <= 0 {
+		return !e.refused
+	}
+	l := e.limiter
+	if !e.refused {
+		ask := min(max(need, e.cost), d.policy.moreMax)
+		got, err := l.store.Allow(ctx, e.key, ask, more)
+		switch {
+		case err != nil:
+			e.refused = true
+			l.logEndError(ctx, s.request(), "asking for more for a stream", ask, err)
+		case admits(got):
+			e.more = append(e.more, moreHeld{got, ask})
+			need -= ask
+		default:
+			e.refused = true
+		}
+	}
+	if need > 0 {
+		charged, err := l.store.End(context.WithoutCancel(ctx), e.key, need, more, Decision{})
+		if err != nil {
+			l.logEndError(ctx, s.request(), "charging a stream", need, err) // End charges it
+		} else {
+			e.charged += need
+			if l.observe != nil {
+				l.observe(s.request(), Event{Namespace: l.namespace, Route: e.pattern, Outcome: outcomeCharged, Cost: need, Decision: charged})
+			}
+		}
+	}
+	return !e.refused
+}
+
+// admits reports whether d, a decision of limits charged from usage,
+// admits: every limit that denied is Shadow.
+func admits(d Decision) bool {
+	for _, r := range d.results() {
+		if !r.Allowed && !r.Limit.Shadow {
+			return false
+		}
+	}
+	return d.n > 0
 }
 
 // ends reports whether the request ends with a store call: d, its

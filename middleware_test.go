@@ -654,10 +654,16 @@ func TestLimitsFuncFallsBack(t *testing.T) {
 	}
 }
 
-// countingStore counts the calls that reach it.
+// countingStore counts the calls that reach it: Allow's, and End's.
 type countingStore struct {
 	ratelimit.Store
 	calls atomic.Int64
+	ends  atomic.Int64
+}
+
+func (s *countingStore) End(ctx context.Context, key string, usage int, limits *ratelimit.Limits, d ratelimit.Decision) (ratelimit.Decision, error) {
+	s.ends.Add(1)
+	return s.Store.End(ctx, key, usage, limits, d)
 }
 
 func (s *countingStore) Allow(ctx context.Context, key string, cost int, limits *ratelimit.Limits) (ratelimit.Decision, error) {

@@ -39,7 +39,10 @@ var App = []Route{{"GET", "/"}, {"POST", "/login"}, {"GET", "/api/:id"}, {"GET",
 // OK is the app's handler: 200 "ok", or 401 when the request has an
 // X-Fail header, as a failed login would. A request with an X-Use header
 // reports that many units of usage (see ratelimit.Charge) before the
-// response is written, one with X-Use-After after. Then it writes a line
+// response is written, one with X-Use-After after; one with X-Stream
+// streams that many chunks, charging 1 unit after each and stopping when
+// Charge says no, then writes "streamed" and the chunks sent. Then it
+// writes a line
 // per decision the request carries (see ratelimit.Decisions), in order:
 // "decision", then name=remaining for each limit, and "banned=" the ban
 // when there is one.
@@ -53,6 +56,17 @@ func OK(w http.ResponseWriter, r *http.Request) {
 	io.WriteString(w, "ok\n")
 	if n, err := strconv.Atoi(r.Header.Get("X-Use-After")); err == nil {
 		ratelimit.Charge(r.Context(), n)
+	}
+	if n, err := strconv.Atoi(r.Header.Get("X-Stream")); err == nil {
+		sent := 0
+		for sent < n {
+			sent++
+			io.WriteString(w, "chunk\n")
+			if !ratelimit.Charge(r.Context(), 1) {
+				break // told no: the limit has no room for more
+			}
+		}
+		io.WriteString(w, "streamed "+strconv.Itoa(sent)+"\n")
 	}
 	for _, d := range ratelimit.Decisions(r.Context()) {
 		io.WriteString(w, "decision")
@@ -300,7 +314,32 @@ var Cases = []Case{
 			}},
 		},
 		Observed: func(Framework) []string {
-			return []string{"allowed  ", "charged  ", "allowed  ", "charged  ", "allowed  ", "charged  tpm", "denied  tpm"}
+			// The third's 3 go past its reservation of 1 and the 2 left
+			// beside it: the 2 past it are charged at once, then the 1 held.
+			return []string{"allowed  ", "charged  ", "allowed  ", "charged  ", "allowed  ", "charged  tpm", "charged  tpm", "denied  tpm"}
+		},
+	},
+	{
+		Name: "a stream charged as it goes: past its reservation it asks for more, is told no when none is left, and stops",
+		Options: func(Framework) []ratelimit.Option {
+			return []ratelimit.Option{ratelimit.WithKey(apiKey), ratelimit.WithLimits(
+				ratelimit.Limit{Algorithm: ratelimit.FixedWindow, Quota: 10, Window: time.Minute, Usage: true, Name: "tpm"},
+			)}
+		},
+		Steps: []Step{
+			// 8 chunks: the first within the cost of 1 reserved, each next
+			// asking for 1 more.
+			{Method: "GET", Path: "/", Header: map[string]string{"X-API-Key": "k1", "X-Stream": "8"}, Status: 200, Body: "streamed 8\n",
+				Want: map[string]string{"RateLimit": `"tpm";r=9;t=60`}},
+			// 2 left: the second chunk holds the last; the third is told
+			// no, charged at once, and the stream stops.
+			{Method: "GET", Path: "/", Header: map[string]string{"X-API-Key": "k1", "X-Stream": "8"}, Status: 200, Body: "streamed 3\n",
+				Want: map[string]string{"RateLimit": `"tpm";r=1;t=60`}},
+			// 11 of 10 charged: in debt.
+			{Method: "GET", Path: "/", Header: map[string]string{"X-API-Key": "k1"}, Status: 429, Want: map[string]string{"RateLimit": `"tpm";r=0;t=60`}},
+		},
+		Observed: func(Framework) []string {
+			return []string{"allowed  ", "charged  ", "allowed  ", "charged  tpm", "charged  tpm", "denied  tpm"}
 		},
 	},
 	{
