@@ -3,6 +3,7 @@ package grpclimit_test
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -15,6 +16,7 @@ import (
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
+	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
@@ -434,6 +436,62 @@ func TestUsage(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestStreamCharged: a server stream charges each message as it sends
+// it; past its reservation it asks for more, and stops when told no, its
+// last message charged at once as debt.
+func TestStreamCharged(t *testing.T) {
+	t.Parallel()
+	l := newLimiter(t, ratelimit.WithLimits(ratelimit.Limit{Algorithm: ratelimit.FixedWindow, Quota: 10, Window: time.Minute, Usage: true, Name: "tokens"}))
+	r := newRig(t, nil, l)
+	for i, tt := range []struct {
+		asked, got int
+		code       codes.Code
+		left       int
+	}{{8, 8, codes.OK, 2}, {8, 3, codes.OK, 0}, {1, 0, codes.ResourceExhausted, 0}} {
+		ctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(context.Background(), "x-stream", strconv.Itoa(tt.asked)), 30*time.Second)
+		s, err := r.test.StreamingOutputCall(ctx, &testpb.StreamingOutputCallRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := 0
+		for {
+			if _, err = s.Recv(); err != nil {
+				break
+			}
+			got++
+		}
+		cancel()
+		if err == io.EOF {
+			err = nil
+		}
+		if got != tt.got || refusalOf(err).code != tt.code {
+			t.Errorf("stream %d of %d messages: got %d and %v; want %d and %v", i, tt.asked, got, err, tt.got, tt.code)
+		}
+		waitLeft(t, l, tt.left)
+	}
+	// 11 charged of 10: the next call is refused until the window ends.
+	if n := remaining(t, l, nil, 0); n != 0 {
+		t.Errorf("%d left; want 0", n)
+	}
+}
+
+// waitLeft waits until l's first limit has want left: the call ends,
+// and charges, after its client has read its status.
+func waitLeft(t *testing.T, l *ratelimit.Limiter, want int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		n := remaining(t, l, nil, 0)
+		if n == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d left; want %d", n, want)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 

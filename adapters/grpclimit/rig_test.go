@@ -42,7 +42,8 @@ type service struct {
 
 // behave does what the call whose context is ctx asks in its metadata:
 // "x-use: n" charges n units (ratelimit.Charge); "x-fail" ends the call
-// with Unauthenticated; "x-panic" panics; "x-block" waits until the call
+// with Unauthenticated; "x-panic" panics; "x-stream: n", of
+// StreamingOutputCall, sends up to n messages, charging 1 after each; "x-block" waits until the call
 // ends, and returns its context's error.
 func (s *service) behave(ctx context.Context) error {
 	if s.started != nil {
@@ -82,6 +83,20 @@ func (s *service) EmptyCall(ctx context.Context, _ *testpb.Empty) (*testpb.Empty
 func (s *service) StreamingOutputCall(_ *testpb.StreamingOutputCallRequest, stream grpc.ServerStreamingServer[testpb.StreamingOutputCallResponse]) error {
 	if err := s.behave(stream.Context()); err != nil {
 		return err
+	}
+	md, _ := metadata.FromIncomingContext(stream.Context())
+	if v := md.Get("x-stream"); len(v) > 0 {
+		// Up to n messages, charging 1 after each, stopping when told no.
+		n, _ := strconv.Atoi(v[0])
+		for range n {
+			if err := stream.Send(&testpb.StreamingOutputCallResponse{}); err != nil {
+				return err
+			}
+			if !ratelimit.Charge(stream.Context(), 1) {
+				return nil
+			}
+		}
+		return nil
 	}
 	for range 2 {
 		if err := stream.Send(&testpb.StreamingOutputCallResponse{}); err != nil {
