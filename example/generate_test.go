@@ -145,7 +145,40 @@ func TestModelAPI(t *testing.T) {
 			t.Errorf("another key: %+v, want its own quota", other["gen-tpm"])
 		}
 		reserves(t, server, "r-"+framework)
+		streams(t, server, "s-"+framework)
 	})
+}
+
+// streams drives stream=true on server for a fresh key: a malformed
+// stream is a 400 naming it; a stream charges each event as it sends it,
+// asking for more past its max_tokens, and stops with "event: limited"
+// when gen-tpm has no room for more, its last event charged at once as
+// debt; the quota then counts exactly what was sent.
+func streams(t *testing.T, server, key string) {
+	t.Helper()
+	header := map[string]string{"X-API-Key": key}
+	post := func(query string) (int, string) {
+		resp := send(t, "POST", server+"/v1/generate?"+query, header, nil)
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	if code, body := post("tokens=5&hold_ms=0&stream=yes"); code != 400 || !strings.Contains(body, "stream") {
+		t.Errorf("stream=yes: %d %q, want 400 naming stream", code, body)
+	}
+	// 35,000 tokens in 10 events of 3,500, past the 1,000 reserved: each
+	// event asks for more, and gets it.
+	if code, body := post("tokens=35000&hold_ms=10&max_tokens=1000&stream=true"); code != 200 || strings.Count(body, "data: {\"tokens\": 3500}") != 10 || !strings.Contains(body, "event: done\ndata: {\"tokens\": 35000}") {
+		t.Fatalf("a stream of 35,000 tokens: %d %q; want 10 events of 3,500, then done", code, body)
+	}
+	// 5,000 left: events of 1,000 until the sixth, told no, stops it.
+	if code, body := post("tokens=10000&hold_ms=10&max_tokens=1000&stream=true"); code != 200 || strings.Count(body, "data: {\"tokens\": 1000}") != 6 || !strings.Contains(body, "event: limited\ndata: {\"tokens\": 6000}") {
+		t.Fatalf("a stream of 10,000 tokens with 5,000 left: %d %q; want 6 events of 1,000, then limited", code, body)
+	}
+	q := genQuota(t, server, key)
+	if q["gen-tpm"].Remaining != 0 || q["gen-month"].Remaining != 1_000_000-41_000 {
+		t.Errorf("after 41,000 streamed: %+v; want gen-tpm spent and gen-month %d", q, 1_000_000-41_000)
+	}
 }
 
 // reserves drives max_tokens on server for a fresh key: a malformed one

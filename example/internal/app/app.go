@@ -414,7 +414,7 @@ func (a *App) Describe(w io.Writer) {
 	for _, l := range GenLimits {
 		gen = append(gen, l.String())
 	}
-	fmt.Fprintf(w, "  POST /v1/generate?tokens=N&hold_ms=M[&max_tokens=E]  per X-API-Key, E tokens reserved, N charged from the response: %s\n", strings.Join(gen, "; "))
+	fmt.Fprintf(w, "  POST /v1/generate?tokens=N&hold_ms=M[&max_tokens=E][&stream=true]  per X-API-Key, E tokens reserved, N charged from the response (as streamed): %s\n", strings.Join(gen, "; "))
 	fmt.Fprintln(w, "  GET /v1/quota  what each policy of POST /v1/generate has left for the caller's key")
 }
 

@@ -2,6 +2,7 @@ package app
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -72,8 +73,26 @@ func CheckGenerate(w http.ResponseWriter, r *http.Request) bool {
 		http.Error(w, "max_tokens must be a whole number from 1 to 100000", http.StatusBadRequest)
 		return false
 	}
+	if _, ok := streamed(r); !ok {
+		http.Error(w, "stream must be true or false", http.StatusBadRequest)
+		return false
+	}
 	return true
 }
+
+// streamed returns whether r asks for a stream (stream=true); ok is
+// false when stream is given as anything but true or false.
+func streamed(r *http.Request) (stream, ok bool) {
+	v, given := r.URL.Query()["stream"]
+	if !given {
+		return false, true
+	}
+	return v[0] == "true", len(v) == 1 && (v[0] == "true" || v[0] == "false")
+}
+
+// chunks is how many events a stream of POST /v1/generate sends, at
+// most: one a tenth of hold_ms.
+const chunks = 10
 
 // Checked runs CheckGenerate before next: POST /v1/generate on net/http.
 func Checked(next http.Handler) http.Handler {
@@ -88,9 +107,14 @@ func Checked(next http.Handler) http.Handler {
 // a model (max_tokens, the reservation, is the Limiter's: see GenCost):
 // it works for M milliseconds (less if the client goes away),
 // reports N tokens as the request's usage before it answers, so that the
-// headers count them, and answers {"tokens": N}.
+// headers count them, and answers {"tokens": N}. With stream=true it
+// streams instead (see generateStream).
 func Generate(w http.ResponseWriter, r *http.Request) {
 	tokens, hold, _ := generateParams(r)
+	if stream, _ := streamed(r); stream {
+		generateStream(w, r, tokens, hold)
+		return
+	}
 	t := time.NewTimer(time.Duration(hold) * time.Millisecond)
 	defer t.Stop()
 	select {
@@ -103,6 +127,50 @@ func Generate(w http.ResponseWriter, r *http.Request) {
 	json.NewEncoder(w).Encode(struct {
 		Tokens int `json:"tokens"`
 	}{tokens})
+}
+
+// generateStream streams the N tokens as server-sent events, up to
+// chunks of them a tenth of M milliseconds apart, each
+// `data: {"tokens": k}` and charged as it is sent (see ratelimit.Charge).
+// When a limit has no room for more, it sends `event: limited` and
+// stops; it ends with `event: done` and the tokens sent.
+func generateStream(w http.ResponseWriter, r *http.Request, tokens, hold int) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-store")
+	flusher, _ := w.(http.Flusher)
+	ratelimit.Charge(r.Context(), 0) // nothing generated yet: the usage is what is sent, not max_tokens
+	t := time.NewTicker(max(time.Duration(hold)*time.Millisecond/chunks, time.Millisecond))
+	defer t.Stop()
+	sent := 0
+	for i := range chunks {
+		k := tokens/chunks + btoi(i < tokens%chunks) // N split as evenly as it goes
+		if k == 0 {
+			continue
+		}
+		select {
+		case <-t.C:
+		case <-r.Context().Done():
+			return // the client went away: what was sent is charged
+		}
+		fmt.Fprintf(w, "data: {\"tokens\": %d}\n\n", k)
+		sent += k
+		if flusher != nil {
+			flusher.Flush()
+		}
+		if !ratelimit.Charge(r.Context(), k) {
+			fmt.Fprintf(w, "event: limited\ndata: {\"tokens\": %d}\n\n", sent)
+			return
+		}
+	}
+	fmt.Fprintf(w, "event: done\ndata: {\"tokens\": %d}\n\n", sent)
+}
+
+// btoi is 1 for true, 0 for false.
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // GenQuota answers GET /v1/quota: for the caller's API key, what each
