@@ -20,10 +20,7 @@ import (
 // redis-server and a Fallback over another, for the tests of streams.
 func streamStores(t *testing.T) map[string]ratelimit.Store {
 	t.Helper()
-	memory, err := store.NewMemory(store.MemoryOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	memory := newMemory(t)
 	c, prefix := sharedRedis(t)
 	fallback, err := store.NewFallback(newRedisStore(t, c, prefix+"f:"), steadyFallback)
 	if err != nil {
@@ -123,7 +120,7 @@ func TestStreamChargesAsItGoes(t *testing.T) {
 // charges, and other requests see its reservation meanwhile.
 func TestStreamWithinItsReservation(t *testing.T) {
 	t.Parallel()
-	s := &countingStore{Store: mustMemory(t)}
+	s := &countingStore{Store: newMemory(t)}
 	limit := ratelimit.Limit{Quota: 1000, Window: time.Hour, Algorithm: ratelimit.FixedWindow, Usage: true, Name: "tokens"}
 	l := newLimiter(t, s, "stream", ratelimit.WithLimits(limit))
 	ctx := context.Background()
@@ -149,15 +146,6 @@ func TestStreamWithinItsReservation(t *testing.T) {
 	if n := s.calls.Load() + s.ends.Load() - before; n != 1 {
 		t.Fatalf("the end made %d store calls; want 1", n)
 	}
-}
-
-func mustMemory(t *testing.T) ratelimit.Store {
-	t.Helper()
-	s, err := store.NewMemory(store.MemoryOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
 }
 
 // TestStreamOverHTTP is a server-sent event stream on a real server, on
