@@ -33,9 +33,10 @@ func streamStores(t *testing.T) map[string]ratelimit.Store {
 // TestStreamChargesAsItGoes: a stream spends its reservation, asks for
 // more as it goes past it, is told no when the limit has no room beside
 // another request's reservation, and is charged the excess at once as
-// debt; at the end exactly what it used is charged, once. On every
-// store, over 1,000 tokens an hour: the stream reserves 100 and uses 60 a
-// chunk, beside a request that holds 700.
+// debt; at the end exactly what it used is charged, once, and its asks
+// count as no request. On every store, over 1,000 tokens an hour beside
+// 10 requests an hour: the stream reserves 100 and uses 60 a chunk,
+// beside a request that holds 700.
 func TestStreamChargesAsItGoes(t *testing.T) {
 	t.Parallel()
 	for name, s := range streamStores(t) {
@@ -44,7 +45,8 @@ func TestStreamChargesAsItGoes(t *testing.T) {
 			limit := ratelimit.Limit{Quota: 1000, Window: time.Hour, Algorithm: ratelimit.FixedWindow, Usage: true, Name: "tokens"}
 			var mu sync.Mutex
 			charged := 0
-			l := newLimiter(t, s, "stream", ratelimit.WithLimits(limit), quietLogs(),
+			requests := ratelimit.Limit{Quota: 10, Window: time.Hour, Algorithm: ratelimit.FixedWindow, Cost: 1, Name: "requests"}
+			l := newLimiter(t, s, "stream", ratelimit.WithLimits(limit, requests), quietLogs(),
 				ratelimit.WithObserver(func(_ ratelimit.Request, e ratelimit.Event) {
 					if e.Outcome == "charged" {
 						mu.Lock()
@@ -105,6 +107,14 @@ func TestStreamChargesAsItGoes(t *testing.T) {
 			}
 			if n := left(); n != 600 {
 				t.Fatalf("after the stream ended again, %d left; want 600", n)
+			}
+			// The asks for more are not requests: the two took one each.
+			d, err := l.Peek(ratelimit.Key(ctx, "gen", "client", 1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := d.Results()[1].Remaining; n != 8 {
+				t.Errorf("requests: %d left; want 8, one taken by each request", n)
 			}
 			mu.Lock()
 			defer mu.Unlock()
@@ -223,5 +233,87 @@ func TestStreamOverHTTP(t *testing.T) {
 	}
 	if n, _ := events("/second", 1); n != 0 {
 		t.Fatalf("a stream after the limit was spent sent %d events; want 0 (denied)", n)
+	}
+}
+
+// TestStreamsAtOnce is the figure of docs/limits.md, on a real
+// redis-server with two instances: 100 streams at once, each reserving
+// 1,000 tokens against 40,000 an hour and wanting to send 1,500 in
+// chunks of 100. Exactly 40 are admitted; each is told no at its 11th
+// chunk, when its reservation is spent and the others hold the rest, so
+// the limit ends 4,000 in debt, and charged exactly what was sent. A
+// stream that ignores the answer sends its 1,500: 20,000 in debt.
+func TestStreamsAtOnce(t *testing.T) {
+	t.Parallel()
+	for _, heed := range []bool{true, false} {
+		t.Run(fmt.Sprintf("heeding Charge %v", heed), func(t *testing.T) {
+			t.Parallel()
+			c, prefix := sharedRedis(t)
+			limit := ratelimit.Limit{Quota: 40_000, Window: time.Hour, Algorithm: ratelimit.FixedWindow, Usage: true, Name: "tokens"}
+			var limiters [2]*ratelimit.Limiter
+			for i := range limiters {
+				limiters[i] = newLimiter(t, newRedisStore(t, newClient(t, c.Options().Addr), prefix), "gen", ratelimit.WithLimits(limit))
+			}
+			ctx := context.Background()
+			verdicts := make([]ratelimit.Verdict, 100)
+			var wg sync.WaitGroup
+			for i := range verdicts {
+				wg.Go(func() { verdicts[i] = limiters[i%2].Decide(ratelimit.Key(ctx, "gen", "client", 1000)) })
+			}
+			wg.Wait()
+			admitted := 0
+			for _, v := range verdicts {
+				if v.Err != nil {
+					t.Fatal(v.Err)
+				}
+				if v.Allowed {
+					admitted++
+				}
+			}
+			var mu sync.Mutex
+			sent, told := 0, 0
+			for i, v := range verdicts {
+				if !v.Allowed {
+					continue
+				}
+				wg.Go(func() {
+					n, stopped := 0, false
+					for n < 1500 {
+						n += 100
+						if !ratelimit.Charge(v.Context, 100) && heed {
+							stopped = true
+							break
+						}
+					}
+					if err := limiters[i%2].End(v.Context); err != nil {
+						t.Error(err)
+					}
+					mu.Lock()
+					sent += n
+					if stopped {
+						told++
+					}
+					mu.Unlock()
+				})
+			}
+			wg.Wait()
+			d, err := limiters[0].Peek(ratelimit.Key(ctx, "gen", "client", 1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			used, err := c.Get(ctx, prefix+"{gen|*|client}:f3600000/u").Int()
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("100 streams at once: %d admitted, %d told no, %d tokens sent, %d charged (%d in debt), %d left",
+				admitted, told, sent, used, used-40_000, d.Results()[0].Remaining)
+			wantSent, wantTold := 40*1100, 40
+			if !heed {
+				wantSent, wantTold = 40*1500, 0
+			}
+			if admitted != 40 || told != wantTold || sent != wantSent || used != sent {
+				t.Errorf("admitted %d, told no %d, sent %d, charged %d; want 40, %d, %d, and charged what was sent", admitted, told, sent, used, wantTold, wantSent)
+			}
+		})
 	}
 }

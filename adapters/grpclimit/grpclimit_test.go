@@ -351,8 +351,8 @@ func TestSlotGivenBack(t *testing.T) {
 				done <- err
 			}()
 			<-r.svc.started
-			if got := remaining(t, l, nil, 1); got != 99 {
-				t.Errorf("while the call runs: %d tokens left, want 99: it reserves its cost of 1", got)
+			if got := remaining(t, l, nil, 1); got != 90 {
+				t.Errorf("while the call runs: %d tokens left, want 90: it reserves its cost of 1, and holds the 9 more its charge of 10 asked for", got)
 			}
 			_, err := r.call(context.Background(), kind)
 			if got := refusalOf(err); got.code != codes.ResourceExhausted || !slices.Equal(got.violations, []string{"slot: slot: 1 in flight, slots of 30s"}) {

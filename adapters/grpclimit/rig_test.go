@@ -36,7 +36,7 @@ func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
 type service struct {
 	testpb.UnimplementedTestServiceServer
 	// started, when not nil, is told of each call whose handler runs,
-	// with the decisions its context carries.
+	// with the decisions its context carries, once "x-use" is charged.
 	started chan []ratelimit.Decision
 }
 
@@ -46,13 +46,13 @@ type service struct {
 // StreamingOutputCall, sends up to n messages, charging 1 after each; "x-block" waits until the call
 // ends, and returns its context's error.
 func (s *service) behave(ctx context.Context) error {
-	if s.started != nil {
-		s.started <- ratelimit.Decisions(ctx)
-	}
 	md, _ := metadata.FromIncomingContext(ctx)
 	if v := md.Get("x-use"); len(v) > 0 {
 		n, _ := strconv.Atoi(v[0])
 		ratelimit.Charge(ctx, n)
+	}
+	if s.started != nil {
+		s.started <- ratelimit.Decisions(ctx) // once charged: a charge past the cost asks the store for more
 	}
 	switch {
 	case len(md.Get("x-fail")) > 0:
