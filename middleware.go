@@ -905,7 +905,9 @@ func (e *ending) spend(ctx context.Context, s *requestState, d *limiterDecision)
 		switch {
 		case err != nil:
 			e.refused = true
-			l.logEndError(ctx, s.request(), "asking for more for a stream", ask, err)
+			if ctx.Err() == nil { // not a client gone away
+				l.logEndError(ctx, s.request(), "asking for more for a stream", ask, err)
+			}
 		case admits(got):
 			e.more = append(e.more, moreHeld{got, ask})
 			need -= ask

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -315,5 +316,38 @@ func TestStreamsAtOnce(t *testing.T) {
 				t.Errorf("admitted %d, told no %d, sent %d, charged %d; want 40, %d, %d, and charged what was sent", admitted, told, sent, used, wantTold, wantSent)
 			}
 		})
+	}
+}
+
+// TestStreamClientGone: a stream whose client went away is told no when
+// it asks for more, logs nothing (no store failed), and is charged what
+// it used, the excess at once and the rest at its end.
+func TestStreamClientGone(t *testing.T) {
+	t.Parallel()
+	var logs strings.Builder
+	limit := ratelimit.Limit{Quota: 1000, Window: time.Hour, Algorithm: ratelimit.FixedWindow, Usage: true, Name: "tokens"}
+	c, prefix := sharedRedis(t)
+	l := newLimiter(t, newRedisStore(t, c, prefix), "gone", ratelimit.WithLimits(limit), ratelimit.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	ctx, cancel := context.WithCancel(context.Background())
+	v := l.Decide(ratelimit.Key(ctx, "gen", "client", 100))
+	if !v.Allowed {
+		t.Fatal("denied")
+	}
+	cancel()
+	if ratelimit.Charge(v.Context, 150) {
+		t.Error("a stream whose client went away was given more")
+	}
+	if err := l.End(v.Context); err != nil {
+		t.Fatal(err)
+	}
+	d, err := l.Peek(ratelimit.Key(context.Background(), "gen", "client", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := d.Results()[0].Remaining; n != 850 {
+		t.Errorf("%d left; want 850: the 150 used, charged", n)
+	}
+	if logs.Len() != 0 {
+		t.Errorf("logged %q; want nothing: the client went away, no store failed", logs.String())
 	}
 }
