@@ -13,28 +13,35 @@ const holdLife = int64(spec.HoldLife / time.Microsecond)
 // max_holds does: past it, a request that would hold is denied by that
 // limit as if it were full (nothing remaining), told to retry when the
 // soonest hold lapses, in a second at most. The settled marks are bounded
-// as many again: past them, a settle leaves no mark, so a second settle
-// of it would charge again.
+// as many again, as end.lua keeps the newest max_holds: past them, the
+// oldest is forgotten, and a second settle of it would charge again.
 const maxHolds = 4096
 
 // holdState is a limit charged from usage's reservations for one key:
 // each admitted request's hold, by id, until it is settled or lapses,
-// and the mark a settle leaves (units 0). It lives beside the limit's
-// algorithm state, not in it, as Redis keeps it under a key of its own
+// and the mark a settle leaves. It lives beside the limit's algorithm
+// state, not in it, as Redis keeps it under a key of its own
 // (spec.HoldsSuffix): the state may expire and start afresh while holds
-// are live.
+// are live. The marks are apart from the holds, as Redis keeps them in
+// the key's ended set, so that a decision reads the holds alone.
 type holdState struct {
-	entries map[int64]hold
+	entries map[int64]hold  // the holds, live or lapsed
+	marks   map[int64]int64 // settled ids: when each mark goes
+	order   []markAt        // the marks in the order made, oldest from head
+	head    int
 }
 
 type hold struct {
-	units   int64 // 0: a settled mark
+	units   int64
 	expires int64
 }
 
+// markAt is a mark made, in holdState.order.
+type markAt struct{ id, expires int64 }
+
 // held returns the units of the holds live at now, when the soonest of
 // them lapses (0: none), and how many are live. With drop, it forgets
-// the entries, holds and marks, that expired. A nil h holds nothing.
+// the holds that lapsed. A nil h holds nothing.
 func (h *holdState) held(now int64, drop bool) (units, soonest int64, n int) {
 	if h == nil {
 		return 0, 0, 0
@@ -46,15 +53,50 @@ func (h *holdState) held(now int64, drop bool) (units, soonest int64, n int) {
 			}
 			continue
 		}
-		if e.units > 0 {
-			n++
-			units += e.units
-			if soonest == 0 || e.expires < soonest {
-				soonest = e.expires
-			}
+		n++
+		units += e.units
+		if soonest == 0 || e.expires < soonest {
+			soonest = e.expires
 		}
 	}
 	return units, soonest, n
+}
+
+// settled reports whether id was settled, its mark live at now. It first
+// forgets the marks gone by now, oldest first.
+func (h *holdState) settled(id, now int64) bool {
+	for h.head < len(h.order) && h.order[h.head].expires <= now {
+		h.drop()
+	}
+	exp, ok := h.marks[id]
+	return ok && exp > now
+}
+
+// mark marks id settled until expires, forgetting the oldest mark past
+// maxHolds.
+func (h *holdState) mark(id, expires int64) {
+	if h.marks == nil {
+		h.marks = make(map[int64]int64)
+	}
+	h.marks[id] = expires
+	h.order = append(h.order, markAt{id, expires})
+	for len(h.order)-h.head > maxHolds {
+		h.drop()
+	}
+	if h.head > len(h.order)/2 { // the dropped half's room, back
+		h.order = append(h.order[:0], h.order[h.head:]...)
+		h.head = 0
+	}
+}
+
+// drop forgets the oldest mark, unless a later one of its id replaced it.
+func (h *holdState) drop() {
+	m := h.order[h.head]
+	h.order[h.head] = markAt{}
+	h.head++
+	if h.marks[m.id] == m.expires {
+		delete(h.marks, m.id)
+	}
 }
 
 // check answers a's check of a request of cost under the usage limit c
@@ -103,29 +145,28 @@ func (h *holdState) check(a algorithmState, c *compiled, now, cost int64, peek b
 
 // hold reserves units under id until expires.
 func (s *memoryLimit) hold(id, units, expires int64) {
+	s.holdState().entries[id] = hold{units, expires}
+}
+
+// holdState returns s's reservations and marks, made when it has none.
+func (s *memoryLimit) holdState() *holdState {
 	if s.held == nil {
 		s.held = &holdState{entries: make(map[int64]hold)}
 	}
-	s.held.entries[id] = hold{units, expires}
+	return s.held
 }
 
 // settleHold settles hold id at now, and reports whether its usage is to be
 // charged: unless a settle of it has already been. It leaves a mark that
-// a second settle finds, if there is room for it.
+// a second settle finds, while the mark lasts and is among the newest
+// maxHolds.
 func (s *memoryLimit) settleHold(id, now int64) (charge bool) {
-	if s.held == nil {
-		s.held = &holdState{entries: make(map[int64]hold)}
+	h := s.holdState()
+	if h.settled(id, now) {
+		return false
 	}
-	e, ok := s.held.entries[id]
-	if ok && e.expires > now && e.units == 0 {
-		return false // settled already
-	}
-	if !ok && len(s.held.entries) >= 2*maxHolds {
-		s.held.held(now, true) // room, if some expired
-	}
-	if ok || len(s.held.entries) < 2*maxHolds {
-		s.held.entries[id] = hold{0, now + holdLife}
-	}
+	delete(h.entries, id)
+	h.mark(id, now+holdLife)
 	return true
 }
 
@@ -136,7 +177,7 @@ func (s *memoryLimit) renewHold(id, now, expires int64) bool {
 		return false
 	}
 	e, ok := s.held.entries[id]
-	if !ok || e.units == 0 || e.expires <= now {
+	if !ok || e.expires <= now {
 		return false
 	}
 	s.held.entries[id] = hold{e.units, expires}

@@ -67,7 +67,8 @@ func TestHoldsAreBounded(t *testing.T) {
 		t.Fatalf("with %d holds again: allowed, want denied", maxHolds)
 	}
 	k := m.lookup("k")
-	if n := len(k.entry(&limitset.Compile(set).Limits[0]).held.entries); n != maxHolds+1 {
+	if h := k.entry(&limitset.Compile(set).Limits[0]).held; len(h.entries)+len(h.marks) != maxHolds+1 {
+		n := len(h.entries) + len(h.marks)
 		t.Fatalf("%d holds and marks kept, want %d holds and a mark", n, maxHolds)
 	}
 	clock.Advance(300 * time.Millisecond)
@@ -156,5 +157,44 @@ func TestHoldsKeepTheirKey(t *testing.T) {
 	}
 	if got := left(m.Peek(ctx, "held", 1, set)); got != 6 {
 		t.Fatalf("the key holding 4: %d left, want 6: it was evicted while expired keys were there to go", got)
+	}
+}
+
+// TestMarksAreBounded: a key keeps the marks of its newest maxHolds
+// settles, as end.lua does: a second settle of the oldest, past them,
+// charges again, one of the newest does not; and however many settles
+// there are, a decision reads the holds alone.
+func TestMarksAreBounded(t *testing.T) {
+	t.Parallel()
+	m := newMemory(t, testkit.NewClock(epoch, nil), Options{})
+	ctx := context.Background()
+	set := limitsOf(t, ratelimit.Limit{Algorithm: ratelimit.FixedWindow, Quota: 1_000_000, Window: time.Hour, Usage: true})
+	left := remaining(t)
+	ds := make([]ratelimit.Decision, maxHolds+1)
+	for i := range ds {
+		d, err := m.Allow(ctx, "k", 1, set)
+		if err != nil || !d.Allowed {
+			t.Fatalf("request %d: %+v, %v", i, d, err)
+		}
+		ds[i] = d
+		if _, err := m.End(ctx, "k", 1, set, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := left(m.Peek(ctx, "k", 1, set))
+	if want := 1_000_000 - maxHolds - 1; before != want {
+		t.Fatalf("after %d settles, %d left; want %d", maxHolds+1, before, want)
+	}
+	m.End(ctx, "k", 1, set, ds[maxHolds]) // the newest: settled, takes nothing
+	if n := left(m.Peek(ctx, "k", 1, set)); n != before {
+		t.Errorf("a second settle of the newest took %d; want 0", before-n)
+	}
+	m.End(ctx, "k", 1, set, ds[0]) // the oldest: its mark is gone
+	if n := left(m.Peek(ctx, "k", 1, set)); n != before-1 {
+		t.Errorf("a second settle of the oldest, past the bound, took %d; want 1", before-n)
+	}
+	h := m.lookup("k").entry(&limitset.Compile(set).Limits[0]).held
+	if len(h.marks) != maxHolds || len(h.entries) != 0 || len(h.order)-h.head != maxHolds {
+		t.Errorf("%d marks (%d in order), %d holds; want %d marks, no hold", len(h.marks), len(h.order)-h.head, len(h.entries), maxHolds)
 	}
 }
