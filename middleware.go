@@ -365,12 +365,17 @@ func (l *Limiter) ask(ctx context.Context, p *policy, key string, cost int, d *D
 // the hold is charged when the request ends, and the charge starts the
 // window afresh. A store tells when what it counts ends (for a fixed
 // window with nothing charged yet, now), not what it holds.
+// Results the store shared are copied before they change.
 func heldUntilCharged(d *Decision) {
-	rs := d.results()
-	for i := range rs {
-		if rs[i].Limit.Usage && rs[i].Allowed {
-			rs[i].ResetAfter = max(rs[i].ResetAfter, rs[i].Window) // in place: d's own results
+	copied := d.n <= len(d.one) // one result lives in d itself
+	for i, r := range d.results() {
+		if !r.Limit.Usage || !r.Allowed || r.ResetAfter >= r.Window {
+			continue
 		}
+		if !copied {
+			d.more, copied = append([]Result(nil), d.more...), true
+		}
+		d.results()[i].ResetAfter = r.Window
 	}
 }
 

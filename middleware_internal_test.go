@@ -70,3 +70,29 @@ func TestDecisionDeniedBy(t *testing.T) {
 		})
 	}
 }
+
+// TestHeldUntilChargedCopies: a usage limit that reserved says at least
+// a window until it resets, and the results a store shared between
+// decisions are left as they were.
+func TestHeldUntilChargedCopies(t *testing.T) {
+	usage := Limit{Quota: 10, Window: time.Minute, Usage: true}
+	plain := Limit{Quota: 10, Window: time.Minute}
+	shared := MakeDecision(Result{Limit: plain, Allowed: true, ResetAfter: time.Second, Window: time.Minute},
+		Result{Limit: usage, Allowed: true, Window: time.Minute})
+	d := shared
+	heldUntilCharged(&d)
+	if got := d.Results()[1].ResetAfter; got != time.Minute {
+		t.Errorf("the usage limit resets after %v; want a window, 1m", got)
+	}
+	if got := d.Results()[0].ResetAfter; got != time.Second {
+		t.Errorf("the other limit resets after %v; want 1s, as the store said", got)
+	}
+	if got := shared.Results()[1].ResetAfter; got != 0 {
+		t.Errorf("the store's shared results changed: %v; want 0", got)
+	}
+	one := MakeDecision(Result{Limit: usage, Allowed: true, Window: time.Minute})
+	heldUntilCharged(&one)
+	if got := one.Results()[0].ResetAfter; got != time.Minute {
+		t.Errorf("one result: resets after %v; want 1m", got)
+	}
+}
