@@ -470,28 +470,14 @@ func TestStreamCharged(t *testing.T) {
 		if got != tt.got || refusalOf(err).code != tt.code {
 			t.Errorf("stream %d of %d messages: got %d and %v; want %d and %v", i, tt.asked, got, err, tt.got, tt.code)
 		}
-		waitLeft(t, l, tt.left)
+		// The call ends, and charges, after its client has read its status.
+		if !within(10*time.Second, func() bool { return remaining(t, l, nil, 0) == tt.left }) {
+			t.Errorf("stream %d: %d left; want %d", i, remaining(t, l, nil, 0), tt.left)
+		}
 	}
 	// 11 charged of 10: the next call is refused until the window ends.
 	if n := remaining(t, l, nil, 0); n != 0 {
 		t.Errorf("%d left; want 0", n)
-	}
-}
-
-// waitLeft waits until l's first limit has want left: the call ends,
-// and charges, after its client has read its status.
-func waitLeft(t *testing.T, l *ratelimit.Limiter, want int) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		n := remaining(t, l, nil, 0)
-		if n == want {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d left; want %d", n, want)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 
