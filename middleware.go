@@ -617,9 +617,13 @@ func (l *Limiter) End(ctx context.Context) error {
 	e.ended = true
 	usage, slot := 0, e.stored(d).Slot
 	if d.policy.usage {
-		usage = max(e.used()-e.charged, 0)
+		usage = max(e.used()-e.charged(), 0)
 	}
-	if usage == 0 && slot == "" && len(e.more) == 0 {
+	var more []moreHeld
+	if e.past != nil {
+		more = e.past.more
+	}
+	if usage == 0 && slot == "" && len(more) == 0 {
 		return nil // nothing to charge or give back
 	}
 	var start time.Time
@@ -629,15 +633,15 @@ func (l *Limiter) End(ctx context.Context) error {
 	// What a stream got more settles apart, each hold taking the usage
 	// past those before it; the last, what remains.
 	first := usage
-	if len(e.more) > 0 {
+	if len(more) > 0 {
 		first = min(usage, e.cost)
 	}
 	ended := context.WithoutCancel(ctx)
 	charged, err := l.store.End(ended, e.key, first, d.policy.set, *e.stored(d))
 	rest := usage - first
-	for i, m := range e.more {
+	for i, m := range more {
 		part := min(rest, m.units)
-		if i == len(e.more)-1 {
+		if i == len(more)-1 {
 			part = rest
 		}
 		rest -= part
@@ -860,8 +864,15 @@ type ending struct {
 	ended    bool // End charged it, or had nothing to charge
 
 	// What a stream's Charge asked of the store past the cost reserved at
-	// admission: the holds it got, the usage it charged at once, and
-	// whether the store said no.
+	// admission; nil until it went past it, so that a request that does
+	// not costs nothing more.
+	past *pastReserved
+}
+
+// pastReserved is what a stream's Charge asked of the store past the cost
+// reserved at admission: the holds it got, the usage it charged at once,
+// and whether the store said no.
+type pastReserved struct {
 	more    []moreHeld
 	charged int
 	refused bool
@@ -883,10 +894,23 @@ func (e *ending) held(d *limiterDecision) int {
 		return 0
 	}
 	n := e.cost
-	for _, m := range e.more {
-		n += m.units
+	if e.past != nil {
+		for _, m := range e.past.more {
+			n += m.units
+		}
 	}
 	return n
+}
+
+// refused reports whether the store said no to holding more.
+func (e *ending) refused() bool { return e.past != nil && e.past.refused }
+
+// charged returns the usage charged while the request ran.
+func (e *ending) charged() int {
+	if e.past == nil {
+		return 0
+	}
+	return e.past.charged
 }
 
 // spend keeps the request's usage within what it holds, or charges the
@@ -899,25 +923,28 @@ func (e *ending) held(d *limiterDecision) int {
 func (e *ending) spend(ctx context.Context, s *requestState, d *limiterDecision) bool {
 	held := e.held(d)
 	more := d.policy.more
-	need := e.used() - e.charged - held
+	need := e.used() - e.charged() - held
 	if held == 0 || more == nil || need <= 0 {
-		return !e.refused
+		return !e.refused()
 	}
-	l := e.limiter
-	if !e.refused {
+	if e.past == nil {
+		e.past = new(pastReserved)
+	}
+	p, l := e.past, e.limiter
+	if !p.refused {
 		ask := min(max(need, e.cost), d.policy.moreMax)
 		got, err := l.store.Allow(ctx, e.key, ask, more)
 		switch {
 		case err != nil:
-			e.refused = true
+			p.refused = true
 			if ctx.Err() == nil { // not a client gone away
 				l.logEndError(ctx, s.request(), "asking for more for a stream", ask, err)
 			}
 		case admits(got):
-			e.more = append(e.more, moreHeld{got, ask})
+			p.more = append(p.more, moreHeld{got, ask})
 			need -= ask
 		default:
-			e.refused = true
+			p.refused = true
 		}
 	}
 	if need > 0 {
@@ -925,13 +952,13 @@ func (e *ending) spend(ctx context.Context, s *requestState, d *limiterDecision)
 		if err != nil {
 			l.logEndError(ctx, s.request(), "charging a stream", need, err) // End charges it
 		} else {
-			e.charged += need
+			p.charged += need
 			if l.observe != nil {
 				l.observe(s.request(), Event{Namespace: l.namespace, Route: e.pattern, Outcome: outcomeCharged, Cost: need, Decision: charged})
 			}
 		}
 	}
-	return !e.refused
+	return !p.refused
 }
 
 // admits reports whether d, a decision of limits charged from usage,
