@@ -256,13 +256,7 @@ func (m *Store) RenewSlots() {
 
 // renewSlots renews each slot held until its length from now.
 func (m *Store) renewSlots(held []slots.Slot) {
-	now := m.now()
-	for _, h := range held {
-		k := m.lookup(h.Key)
-		if k == nil {
-			continue
-		}
-		k.mu.Lock()
+	m.renewing(held, func(k *memoryKey, h slots.Slot, now int64) {
 		if st := k.find(h.Limit, now); st != nil {
 			if _, ok := st.state.slots.slots[h.ID]; ok {
 				st.state.slots.slots[h.ID] = now + h.Limit.Window
@@ -270,20 +264,13 @@ func (m *Store) renewSlots(held []slots.Slot) {
 				k.extend(st.expires)
 			}
 		}
-		k.mu.Unlock()
-	}
+	})
 }
 
 // renewHolds renews each request's holds that are still live until
 // HoldLife from now.
 func (m *Store) renewHolds(held []slots.Slot) {
-	now := m.now()
-	for _, h := range held {
-		k := m.lookup(h.Key)
-		if k == nil {
-			continue
-		}
-		k.mu.Lock()
+	m.renewing(held, func(k *memoryKey, h slots.Slot, now int64) {
 		for i := range h.Set.Limits {
 			if c := &h.Set.Limits[i]; c.Usage {
 				if s := k.entry(c); s != nil && s.renewHold(h.ID, now, now+holdLife) {
@@ -291,6 +278,20 @@ func (m *Store) renewHolds(held []slots.Slot) {
 				}
 			}
 		}
+	})
+}
+
+// renewing runs renew for each of held on its key, locked, at now; a key
+// the store no longer holds is passed over.
+func (m *Store) renewing(held []slots.Slot, renew func(k *memoryKey, h slots.Slot, now int64)) {
+	now := m.now()
+	for _, h := range held {
+		k := m.lookup(h.Key)
+		if k == nil {
+			continue
+		}
+		k.mu.Lock()
+		renew(k, h, now)
 		k.mu.Unlock()
 	}
 }
