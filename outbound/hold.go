@@ -59,7 +59,18 @@ func (t *Transport) hold(ctx context.Context, b *budget, d time.Duration) error 
 	} else if units -= int64(p.RetryAfter); units <= 0 {
 		return nil
 	}
-	_, err = t.store.End(ctx, b.key, int(units), holdLimits, ratelimit.Decision{})
+	e, err := t.store.End(ctx, b.key, int(units), holdLimits, ratelimit.Decision{})
+	if err != nil || e.Allowed || e.RetryAfter <= d+time.Second {
+		return err
+	}
+	// Another caller charged the hold between this one's Peek and its
+	// charge (their claims, of different seconds, let both through), so
+	// that both charged the level: the hold would last as long as it is
+	// deep. It is written anew, from full.
+	if err := t.store.Reset(ctx, b.key, holdLimits); err != nil {
+		return err
+	}
+	_, err = t.store.End(ctx, b.key, int(holdCapacity+int64(d)), holdLimits, ratelimit.Decision{})
 	return err
 }
 

@@ -815,3 +815,75 @@ func TestSharedWindowKept(t *testing.T) {
 		t.Errorf("the second process's limits after its own response: %+v, %v; want the window the first kept, %v", b, err, learned.Limits)
 	}
 }
+
+// peekTogether holds back each of the first two Peeks of the hold until
+// both have come: two processes that read the hold before either writes.
+type peekTogether struct {
+	ratelimit.Store
+	n    atomic.Int64
+	both chan struct{}
+}
+
+func (s *peekTogether) Peek(ctx context.Context, key string, cost int, limits *ratelimit.Limits) (ratelimit.Decision, error) {
+	if all := limits.All(); len(all) == 1 && all[0].Name == "hold" {
+		switch s.n.Add(1) {
+		case 1:
+			<-s.both
+		case 2:
+			close(s.both)
+		}
+	}
+	return s.Store.Peek(ctx, key, cost, limits)
+}
+
+// TestHoldsOnceWhenTwoWriteAtOnce: two processes on one redis-server,
+// told by the upstream to wait (2s and 3s, so that neither's claim of
+// the hold's end keeps the other out), both read the hold before either
+// writes it. Each charged
+// the hold what it read, so that it held for as long as the hold is
+// deep (about 18 minutes); the second to write now finds the hold far
+// past what it was told, and writes it anew: the budget is held for
+// seconds.
+func TestHoldsOnceWhenTwoWriteAtOnce(t *testing.T) {
+	u := newUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Retry-After", r.Header.Get("X-Retry"))
+		w.WriteHeader(http.StatusTooManyRequests)
+	}))
+	c := redis.NewClient(&redis.Options{Addr: redistest.Shared(t).Addr})
+	t.Cleanup(func() { c.Close() })
+	r, err := store.NewRedis(c, store.RedisOptions{Prefix: fmt.Sprintf("together%d:", time.Now().UnixNano())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &peekTogether{Store: r, both: make(chan struct{})}
+	host := strings.TrimPrefix(u.URL, "http://")
+	var trs [2]*outbound.Transport
+	for i := range trs {
+		if trs[i], err = outbound.New(nil, s, outbound.WithoutWaiting(), outbound.WithLimits(host, ratelimit.PerMinute(1000))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var wg sync.WaitGroup
+	for i, tr := range trs {
+		wg.Go(func() {
+			req, _ := http.NewRequest("GET", u.URL, nil)
+			req.Header.Set("X-Retry", strconv.Itoa(2+i))
+			resp, err := tr.RoundTrip(req)
+			if err != nil || resp.StatusCode != 429 {
+				t.Errorf("process %d: %v; want the upstream's 429", i, err)
+				return
+			}
+			resp.Body.Close()
+		})
+	}
+	wg.Wait()
+	req, _ := http.NewRequest("GET", u.URL, nil)
+	b, err := trs[0].Budget(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("held %v, %d peeks of the hold", b.Held, s.n.Load())
+	if b.Held < time.Second || b.Held > 4*time.Second {
+		t.Errorf("the budget is held for %v; want the 2 or 3 seconds the upstream said", b.Held)
+	}
+}
