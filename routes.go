@@ -195,31 +195,37 @@ func (t *routeTable) lookup(r *http.Request, pattern string) (route, bool) {
 	if p, ok := strings.CutSuffix(path, "{$}"); ok {
 		paths[1] = p
 	}
-	var buf [128]byte
-	for pass := range 2 {
-		h := ""
-		if pass == 0 {
-			if host == "" {
-				continue
-			}
-			h = host
+	for i, h := range [2]string{host, ""} {
+		if i == 0 && h == "" {
+			continue // no host to try first
 		}
 		for _, p := range paths {
 			if p == "" {
 				continue
 			}
-			for _, m := range [2]string{method, ""} {
-				b := buf[:0]
-				if m != "" {
-					b = append(b, m...)
-					b = append(b, ' ')
-				}
-				b = append(b, h...)
-				b = appendShape(b, p)
-				if rt, ok := t.entries[string(b)]; ok {
-					return rt, true
-				}
+			if rt, ok := t.entry(method, h, p, ""); ok {
+				return rt, true
 			}
+		}
+	}
+	return route{}, false
+}
+
+// entry returns the entry of host and the shape of path, followed by
+// wildcard, for method first, then for every method.
+func (t *routeTable) entry(method, host, path, wildcard string) (route, bool) {
+	var buf [128]byte
+	for _, m := range [2]string{method, ""} {
+		b := buf[:0]
+		if m != "" {
+			b = append(b, m...)
+			b = append(b, ' ')
+		}
+		b = append(b, host...)
+		b = appendShape(b, path)
+		b = append(b, wildcard...)
+		if rt, ok := t.entries[string(b)]; ok {
+			return rt, true
 		}
 	}
 	return route{}, false
@@ -236,30 +242,14 @@ func (t *routeTable) matchRoute(name string) (route, bool) {
 		return route{}, false
 	}
 	method, path := splitMethod(name)
-	var buf [128]byte
-	try := func(path, wildcard string) (route, bool) {
-		for _, m := range [2]string{method, ""} {
-			b := buf[:0]
-			if m != "" {
-				b = append(b, m...)
-				b = append(b, ' ')
-			}
-			b = appendShape(b, path)
-			b = append(b, wildcard...)
-			if rt, ok := t.entries[string(b)]; ok {
-				return rt, true
-			}
-		}
-		return route{}, false
-	}
-	if rt, ok := try(path, ""); ok {
+	if rt, ok := t.entry(method, "", path, ""); ok {
 		return rt, true
 	}
 	if !strings.HasPrefix(path, "/") {
 		return route{}, false
 	}
 	if i := strings.LastIndexByte(path, '/'); i >= 0 && i < len(path)-1 {
-		if rt, ok := try(path[:i+1], "{}"); ok {
+		if rt, ok := t.entry(method, "", path[:i+1], "{}"); ok {
 			return rt, true
 		}
 	}
@@ -267,7 +257,7 @@ func (t *routeTable) matchRoute(name string) (route, bool) {
 		if path[i] != '/' {
 			continue
 		}
-		if rt, ok := try(path[:i+1], "{...}"); ok {
+		if rt, ok := t.entry(method, "", path[:i+1], "{...}"); ok {
 			return rt, true
 		}
 	}
