@@ -211,59 +211,38 @@ func (l Limit) Named(name string) Limit { l.Name = name; return l }
 // String describes l, for example "login: 5 per 1m, sliding-log" or
 // "10 per 1s, token-bucket, burst 20".
 func (l Limit) String() string {
-	var b strings.Builder
+	s := strconv.Itoa(l.Quota)
 	if l.Name != "" {
-		b.WriteString(l.Name)
-		b.WriteString(": ")
+		s = l.Name + ": " + s
 	}
-	b.WriteString(strconv.Itoa(l.Quota))
-	if l.Algorithm == Concurrent {
-		b.WriteString(" in flight, slots of ")
-		b.WriteString(formatDuration(cmp.Or(l.Window, spec.DefaultSlotLife)))
-		return b.String()
-	}
-	if l.Algorithm.calendar() {
-		b.WriteString(" per calendar ")
-		b.WriteString([...]string{"day", "week", "month"}[l.Algorithm-Daily])
+	switch {
+	case l.Algorithm == Concurrent:
+		return s + " in flight, slots of " + formatDuration(cmp.Or(l.Window, spec.DefaultSlotLife))
+	case l.Algorithm.calendar():
+		s += " per calendar " + [...]string{"day", "week", "month"}[l.Algorithm-Daily]
 		if l.Algorithm == Weekly {
-			b.WriteString(" from ")
-			b.WriteString(l.Weekday.String())
+			s += " from " + l.Weekday.String()
 		}
-		b.WriteString(" in ")
-		b.WriteString(cmp.Or(l.Zone, "UTC"))
-		l.writeCounting(&b)
-		return b.String()
+		s += " in " + cmp.Or(l.Zone, "UTC")
+	default:
+		s += " per " + formatDuration(l.Window) + ", " + l.Algorithm.String()
+		if l.Burst != 0 {
+			s += ", burst " + strconv.Itoa(l.Burst)
+		}
+		if l.Precision != 0 {
+			s += ", precision " + formatDuration(l.Precision)
+		}
 	}
-	b.WriteString(" per ")
-	b.WriteString(formatDuration(l.Window))
-	b.WriteString(", ")
-	b.WriteString(l.Algorithm.String())
-	if l.Burst != 0 {
-		b.WriteString(", burst ")
-		b.WriteString(strconv.Itoa(l.Burst))
-	}
-	if l.Precision != 0 {
-		b.WriteString(", precision ")
-		b.WriteString(formatDuration(l.Precision))
-	}
-	l.writeCounting(&b)
-	return b.String()
-}
-
-// writeCounting ends l's String with what it counts, when not the
-// request's cost.
-func (l Limit) writeCounting(b *strings.Builder) {
 	if l.Usage {
-		b.WriteString(", charged from usage")
+		s += ", charged from usage"
 	}
 	if l.Cost != 0 {
-		b.WriteString(", ")
-		b.WriteString(strconv.Itoa(l.Cost))
-		b.WriteString(" a request")
+		s += ", " + strconv.Itoa(l.Cost) + " a request"
 	}
 	if l.Leased {
-		b.WriteString(", leased")
+		s += ", leased"
 	}
+	return s
 }
 
 // formatDuration writes d like [time.Duration.String] without trailing
