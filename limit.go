@@ -433,8 +433,7 @@ func (l Limit) checkCalendar() (field, problem string) {
 	if field, problem := l.checkFields(); field != "" {
 		return field, problem
 	}
-	switch {
-	case strings.IndexFunc(l.Zone, func(r rune) bool { return r <= 0x20 || r > 0x7e || r == '{' || r == '}' }) >= 0:
+	if strings.IndexFunc(l.Zone, func(r rune) bool { return r <= 0x20 || r > 0x7e || r == '{' || r == '}' }) >= 0 {
 		return "Zone", fmt.Sprintf("%q is not the name of a time zone", l.Zone)
 	}
 	if _, err := spec.LoadLocation(l.Zone); err != nil {
@@ -673,36 +672,29 @@ func (b policyBase) newPolicy(pattern string, limits []Limit) (*policy, string) 
 		p.slot = p.slot || l.Algorithm == Concurrent
 		p.names[i] = quoteString(name)
 		p.capacity[i] = []string{strconv.Itoa(l.capacity())}
-		p.items[i] = policyItem(p.names[i], l, b.unit)
+		p.items[i] = policyItem(p.names[i], l, l.capacity(), b.unit)
 	}
 	p.policyValue = []string{strings.Join(p.items, ", ")}
-	if p.usage {
-		p.more = &Limits{}
-		for _, l := range p.set.limits {
-			if l.Usage && l.Algorithm != Concurrent {
-				p.more.limits = append(p.more.limits, l)
-				p.moreMax = min(cmp.Or(p.moreMax, l.capacity()), l.capacity())
-			}
+	var more, enforced []Limit // charged from usage, of which a stream asks more; not Shadow
+	for _, l := range p.set.limits {
+		if l.Usage && l.Algorithm != Concurrent {
+			more = append(more, l)
+			p.moreMax = min(cmp.Or(p.moreMax, l.capacity()), l.capacity())
 		}
-		if len(p.more.limits) == 0 {
-			p.more = nil
+		if p.shadows && !l.Shadow {
+			enforced = append(enforced, l)
 		}
 	}
-	if p.shadows {
-		var enforced []Limit
-		for _, l := range p.set.limits {
-			if !l.Shadow {
-				enforced = append(enforced, l)
-			}
-		}
-		if len(enforced) > 0 && b.ban != (Ban{}) {
+	if len(more) > 0 {
+		p.more = &Limits{limits: more}
+	}
+	if len(enforced) > 0 {
+		if b.ban != (Ban{}) {
 			return nil, "some limits are Shadow and some not, with a ban: the ban would count a shadow limit's would-be denials as strikes and ban for real; shadow every limit or none, or drop the ban"
 		}
-		if len(enforced) > 0 {
-			b.shadow = false
-			p.enforced, _ = b.newPolicy(pattern, enforced) // a subset of a valid set
-			p.enforced.prefix = p.prefix
-		}
+		b.shadow = false
+		p.enforced, _ = b.newPolicy(pattern, enforced) // a subset of a valid set
+		p.enforced.prefix = p.prefix
 	}
 	return p, ""
 }
@@ -723,10 +715,10 @@ func policyName(l Limit, all []Limit) string {
 }
 
 // policyItem is the RateLimit-Policy item of l, named name (quoted):
-// its quota, its quota unit unless unit is "" or "requests", and its
+// its quota q, its quota unit unless unit is "" or "requests", and its
 // window.
-func policyItem(name string, l Limit, unit string) string {
-	item := name + ";q=" + strconv.FormatInt(sfInt(int64(l.capacity())), 10)
+func policyItem(name string, l Limit, q int, unit string) string {
+	item := name + ";q=" + strconv.FormatInt(sfInt(int64(q)), 10)
 	if l.Algorithm == Concurrent {
 		return item + `;qu="concurrent-requests"` // no window: a slot comes back when a request ends
 	}

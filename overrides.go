@@ -3,7 +3,6 @@ package ratelimit
 import (
 	"context"
 	"log/slog"
-	"strconv"
 	"strings"
 	"time"
 	"unsafe"
@@ -92,9 +91,7 @@ func (l *Limiter) makeOverridden(k overriddenKey) (c checkedSet) {
 		q.blocked = true
 		for i, lim := range q.set.limits {
 			q.capacity[i] = []string{"0"}
-			item := policyItem(q.names[i], lim, b.unit)
-			full := ";q=" + strconv.FormatInt(sfInt(int64(lim.capacity())), 10)
-			q.items[i] = q.names[i] + ";q=0" + item[len(q.names[i])+len(full):]
+			q.items[i] = policyItem(q.names[i], lim, 0, b.unit)
 		}
 		q.policyValue = []string{strings.Join(q.items, ", ")}
 	}
