@@ -369,19 +369,14 @@ func (k *ipKeyer) forwarded(r Request, peer netip.Addr) (netip.Addr, error) {
 // the zone is dropped.
 func parseAddr(s string) (netip.Addr, bool) {
 	s = strings.TrimSpace(s)
-	var a netip.Addr
 	if ap, err := netip.ParseAddrPort(s); err == nil {
-		a = ap.Addr()
-	} else {
-		if len(s) > 1 && s[0] == '[' && s[len(s)-1] == ']' {
-			s = s[1 : len(s)-1]
-		}
-		var err error
-		if a, err = netip.ParseAddr(s); err != nil {
-			return netip.Addr{}, false
-		}
+		return ap.Addr().Unmap().WithZone(""), true
 	}
-	return a.Unmap().WithZone(""), true
+	if len(s) > 1 && s[0] == '[' && s[len(s)-1] == ']' {
+		s = s[1 : len(s)-1]
+	}
+	a, err := netip.ParseAddr(s)
+	return a.Unmap().WithZone(""), err == nil // the zero Addr on an error
 }
 
 // appendForwardedFor appends the for= value of each element of an RFC 7239

@@ -522,15 +522,17 @@ func shadowOnly(p *policy, d *Decision) bool {
 	if d.Allowed {
 		return false
 	}
-	if p.enforced == nil {
-		return true
-	}
-	for _, res := range d.results() {
-		if !res.Allowed && !res.Limit.Shadow {
+	return p.enforced == nil || onlyShadowDenied(d) && d.Banned == 0
+}
+
+// onlyShadowDenied reports whether every limit that denied d is Shadow.
+func onlyShadowDenied(d *Decision) bool {
+	for _, r := range d.results() {
+		if !r.Allowed && !r.Limit.Shadow {
 			return false
 		}
 	}
-	return d.Banned == 0
+	return true
 }
 
 // wouldDeny reports a request that Shadow limits alone would have
@@ -739,12 +741,11 @@ func Charge(ctx context.Context, units int) bool {
 // consult [WithSkip]. When no limits apply to r it returns (Decision{},
 // nil) without asking the store.
 func (l *Limiter) Peek(r Request) (Decision, error) {
-	req := r
 	p, err := l.policyFor(r)
 	if p == nil || err != nil {
 		return Decision{}, err
 	}
-	key, cost, err := l.keyOf(req, p)
+	key, cost, err := l.keyOf(r, p)
 	if err != nil {
 		return Decision{}, err
 	}
@@ -838,8 +839,7 @@ func (s *requestState) request() Request {
 	return &s.req
 }
 
-// newState returns the state of a request outside HTTP whose context is
-// ctx.
+// newState returns the state of a request whose context is ctx.
 func newState(ctx context.Context) *requestState {
 	s := &requestState{parent: ctx}
 	s.decisions = s.responseState.one[:0]
@@ -963,14 +963,7 @@ func (e *ending) spend(ctx context.Context, s *requestState, d *limiterDecision)
 
 // admits reports whether d, a decision of limits charged from usage,
 // admits: every limit that denied is Shadow.
-func admits(d Decision) bool {
-	for _, r := range d.results() {
-		if !r.Allowed && !r.Limit.Shadow {
-			return false
-		}
-	}
-	return d.n > 0
-}
+func admits(d Decision) bool { return d.n > 0 && onlyShadowDenied(&d) }
 
 // ends reports whether the request ends with a store call: d, its
 // decision, admitted it under limits charged from usage, or holds a slot.
@@ -1077,9 +1070,7 @@ func withState(r *http.Request, pattern string) (*http.Request, *requestState) {
 		}
 		return r, s
 	}
-	s := &requestState{parent: r.Context()}
-	s.decisions = s.responseState.one[:0]
-	s.endings = s.one[:0]
+	s := newState(r.Context())
 	// The copy lives in s, so that the state and the request that carries
 	// it cost one allocation: WithContext's own copy does not escape.
 	s.req = *r.WithContext(s)

@@ -389,8 +389,7 @@ func FailOpen(w http.ResponseWriter, r *http.Request, err error) bool {
 // 400, as with [FailOpen].
 func FailClosed(w http.ResponseWriter, r *http.Request, err error) bool {
 	if errors.Is(err, ErrInvalid) {
-		writeProblem(w, r, badRequest(err), nil)
-		return false
+		return FailOpen(w, r, err)
 	}
 	s := responseOf(r.Context())
 	w.Header()[wire.FieldRetryAfter] = s.headerValue("1")
@@ -401,11 +400,10 @@ func FailClosed(w http.ResponseWriter, r *http.Request, err error) bool {
 		detail:   "rate limiting is unavailable",
 		retry:    1,
 		policies: true,
+		names:    []Limit{},
 	}
 	if s != nil && s.undecided != nil {
 		p.names = s.undecided.set.limits // named by newPolicy
-	} else {
-		p.names = []Limit{}
 	}
 	writeProblem(w, r, p, nil)
 	return false
