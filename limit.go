@@ -27,13 +27,11 @@ const (
 type Algorithm uint8
 
 const (
-	// SlidingWindow is the sliding window counter: the window is cut into
-	// slots of Limit.Precision, and a request is admitted when the slots
-	// that overlap the last Window hold fewer than Quota. Memory per key is
-	// one small counter per slot (Window/Precision of them). It never admits
-	// more than Quota in any span of Window−Precision; across a full Window
-	// it may admit up to one slot's worth more (see docs/algorithms.md). It
-	// is the default: smooth, cheap and close to exact.
+	// SlidingWindow counts in slots of Limit.Precision, one small counter
+	// each, and admits while the slots that overlap the last Window hold
+	// fewer than Quota: never more than Quota in any span of
+	// Window−Precision, up to one slot's worth more across a full Window
+	// (see docs/algorithms.md). It is the default.
 	SlidingWindow Algorithm = iota
 
 	// FixedWindow counts requests in a window that opens with the first
@@ -65,13 +63,11 @@ const (
 	// change. Window is the calendar's: leave it zero.
 	Monthly
 
-	// Concurrent caps the requests in flight: at most Quota at once per
-	// key, across every instance. A request admitted takes one slot,
-	// whatever its cost, and gives it back when it ends, however it ends
-	// (see [Limiter.End]). A slot is held for Window (zero means 30s)
-	// that its instance renews every third of it while the request runs,
-	// so a long response keeps its slot and the slots of an instance that
-	// crashed come back within Window. Quota is at most 10,000.
+	// Concurrent caps the requests in flight: at most Quota (up to 10,000)
+	// at once per key, across every instance. A request admitted holds one
+	// slot, whatever its cost, until it ends ([Limiter.End]); its instance
+	// renews the slot while it runs, and a slot not renewed lapses after
+	// Window (zero means 30s). See docs/limits.md.
 	Concurrent
 )
 
@@ -148,16 +144,12 @@ type Limit struct {
 	// Zone. Zero is Sunday. Other algorithms leave it zero.
 	Weekday time.Weekday
 
-	// Usage marks a limit charged with what requests use rather than with
-	// what they cost: tokens, bytes, query points, known once the
-	// response is computed. A request passes while the limit has room for
-	// its cost (the usage expected, see [WithCost]) beside what requests
-	// in flight reserved, and reserves it; once the response is done, the
-	// reservation is given back and the usage the handler reported (see
-	// [Charge]) taken, whatever the limit has left, and a limit in debt
-	// denies until time pays it back. Every algorithm but SlidingLog and
-	// Concurrent can be charged so. A limit charged from usage counts
-	// apart from one that is not. See docs/limits.md.
+	// Usage marks a limit charged with what requests use (tokens, bytes,
+	// reported with [Charge]) rather than with what they cost: a request
+	// reserves its cost ([WithCost]) while it runs, then is charged its
+	// usage whatever the limit has left, and a limit in debt denies until
+	// time pays it back. Not for SlidingLog or Concurrent. It counts apart
+	// from a limit without it. See docs/limits.md.
 	Usage bool
 
 	// Cost, when not zero, is what every request takes from this limit,
@@ -168,23 +160,17 @@ type Limit struct {
 	Cost int
 
 	// Leased lets each instance decide the limit in process, from slices
-	// of its quota taken from the store ahead of the requests: for a hot
-	// key, which would otherwise cost the store a round trip per request.
-	// Units are counted in the store when taken, so the limit holds across
-	// every instance; what leasing costs is units not spent before their
-	// slice ends. Fixed window, sliding window and token bucket limits can
-	// be leased, all the limits of a set or none, and not with a [Ban];
-	// [NewLimits] refuses one that could never take a slice, saying what
-	// to change. The Memory store ignores it. See docs/limits.md.
+	// of its quota taken from the store ahead of the requests, for a hot
+	// key; units left in a slice when it ends are lost. For fixed window,
+	// sliding window and token bucket limits, all the limits of a set or
+	// none, and not with a [Ban]; [NewLimits] refuses one that could never
+	// take a slice. The Memory store ignores it. See docs/limits.md.
 	Leased bool
 
 	// Shadow makes the limit one that is decided and counted but never
 	// denies: a request it alone would deny is served and reported as a
 	// would-be denial (to [WithDryRun]'s report or the log, and to an
-	// observer as "would_deny"), to try a limit on live traffic. Beside
-	// limits that are not shadow, such a request is decided by those
-	// alone. An override sets it at runtime (see [WithOverrides]); see
-	// docs/limits.md.
+	// observer as "would_deny"). See docs/limits.md.
 	Shadow bool
 
 	// Name names the limit in RateLimit-Policy headers, logs and errors:
@@ -547,18 +533,11 @@ func checkSet(limits []Limit) string {
 // maxBan bounds every duration of a [Ban].
 const maxBan = 366 * 24 * time.Hour
 
-// A Ban blocks a key that keeps getting denied, for longer each time it
-// comes back, like fail2ban: once a key has been denied After times within
-// Within, it is banned for For, and everything it asks is denied until the
-// ban ends, whatever its limits have left. A ban that starts less than Max
-// after the previous one ended lasts twice as long as that one, up to Max;
-// after Max without a ban, the next one lasts For again.
-//
-// The denials count from the first one: After of them within Within of
-// it start a ban; a denial Within or more after it starts a new count.
-// Requests denied by a ban do not count, and allowed requests change
-// nothing. The store decides the ban in the same atomic step as the
-// limits, and its state expires with the last of its periods.
+// A Ban blocks a key that keeps getting denied, for longer each time, like
+// fail2ban: once a key has been denied After times within Within of the
+// first denial, everything it asks is denied for For. A ban that starts
+// less than Max after the previous one ended lasts twice as long, up to
+// Max. Denials by a ban do not count. See docs/limits.md.
 //
 // Give a Limiter a ban with [WithBan], or a set of limits with
 // [Limits.WithBan]. A Ban is a plain value; the zero Ban is not valid.

@@ -24,9 +24,9 @@ import (
 // A Limiter needs limits ([WithLimits], [WithRoutes], [WithLimitsFunc], or
 // several); the other options have defaults: requests are keyed by the
 // address of the connection's peer (the zero [IPKey]), cost 1, are denied
-// with a 429 (see [WithDenyHandler]), fail open ([FailOpen]) when the store fails, and get both
-// kinds of headers (the zero [Headers]). Every option is checked here, and
-// the error names the one at fault.
+// with a 429 (see [WithDenyHandler]), fail open ([FailOpen]) when the
+// store fails, and get both kinds of headers (the zero [Headers]). Every
+// option is checked here, and the error names the one at fault.
 func New(store Store, namespace string, opts ...Option) (*Limiter, error) {
 	if store == nil {
 		return nil, fmt.Errorf("%w: New: the store is nil", ErrInvalid)
@@ -115,13 +115,9 @@ func WithLimits(limits ...Limit) Option {
 // [WithLimits] for the requests they match. A key is a route pattern of
 // Go's [http.ServeMux], with or without a method or a host: "POST
 // /login", "/api/{version}/". A request gets the entry of its route's
-// shape, whatever the parameters are named, and the same entry whether
-// the Limiter sits inside the router ([http.Request.Pattern], which the
-// Gin and Echo adapters set) or around it (matched as ServeMux matches,
-// the request passed on carrying the pattern). The table's pattern is
-// what an observer is told ([Event].Route) and part of the store's keys:
-// routes never share counters with each other or with WithLimits'.
-// docs/limits.md tells the rules.
+// shape, whatever the parameters are named and wherever the Limiter sits
+// (inside the router or around it). Routes never share counters with
+// each other or with WithLimits'. See docs/limits.md.
 //
 // A pattern in another router's syntax ("/:id", "/*"), a method not in
 // upper case, and two patterns of one shape are refused, naming the
@@ -149,17 +145,12 @@ func WithRoutes(table map[string][]Limit) Option {
 // WithLimitsFunc sets limits per request: limits(r) returns the limits r
 // must pass, for example a plan looked up from the caller's API key, in
 // place of those of its route and of [WithLimits]; nil or none keeps
-// those. The limits count under the route's pattern, or with those of
-// WithLimits when no route matches, so a caller whose plan changes keeps
-// its counts where the new limits share an algorithm and window with the
-// old.
-//
-// Each distinct set is checked and compiled once and then reused, up to
-// 1,024 sets (past that, they are checked again as they come). An invalid
+// those. They count under the route's pattern, so a caller whose plan
+// changes keeps its counts where the limits share an algorithm and
+// window. Up to 1,024 distinct sets are checked once and kept. An invalid
 // set, or one of more than 8 limits, sends the request to the error
-// handler with an error wrapping [ErrInvalid] that names the limit at
-// fault, and nothing is counted. limits is called for every request that
-// is not skipped, concurrently.
+// handler with an error wrapping [ErrInvalid]. limits is called for every
+// request that is not skipped, concurrently. See docs/limits.md.
 func WithLimitsFunc(limits func(r Request) []Limit) Option {
 	return nonNil("WithLimitsFunc: the function", limits == nil, func(l *Limiter) { l.limitsFunc = limits })
 }
@@ -207,12 +198,8 @@ func WithSkip(skip func(r Request) bool) Option {
 //
 // Every limit of the Limiter is then charged from usage (see
 // [Limit].Usage): a request's usage is its cost (or what it reported
-// with [Charge]) when its status passes count, else 0. A request passes
-// while its cost fits beside what the requests in flight reserved, and
-// reserves it; as the handler writes its status, the rate-limit headers
-// are set anew, and once it returns the usage is charged and the
-// reservation given back ([Limiter.End]), so requests in flight together
-// never overshoot the quota (see docs/limits.md).
+// with [Charge]) when its status passes count, else 0, charged once it
+// returns ([Limiter.End]). See docs/limits.md.
 //
 // With [Limiter.Handler] the handler writes through a ResponseWriter that
 // reports the status as the header is written; it is an [http.Flusher]

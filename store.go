@@ -7,8 +7,9 @@ import (
 
 // Store decides requests against limits and keeps the counters: Allow
 // decides, End charges what a request used once it is done, Peek says
-// what Allow would decide without deciding, and Reset forgets. The package store holds a Redis store shared by every instance
-// of a service, an in-process Memory store, and a Fallback that decides in
+// what Allow would decide without deciding, and Reset forgets. The
+// package store holds a Redis store shared by every instance of a
+// service, an in-process Memory store, and a Fallback that decides in
 // process while Redis fails. Implementations are safe for concurrent use;
 // one outside this package answers with [MakeDecision].
 type Store interface {
