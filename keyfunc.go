@@ -22,20 +22,15 @@ import (
 // so it must be safe for concurrent use (the built-in ones are). It
 // returns an error wrapping [ErrInvalid] when the request carries no key;
 // the limiter then hands the request to its error handler, never to a
-// shared bucket, and logs the error at WARN: it says what is missing or
-// malformed without quoting the request's values. The 400 of [FailOpen]
-// and [FailClosed] tells the client what the built-in KeyFuncs found
-// missing ("header X-Api-Key is missing"), never the error of another
-// KeyFunc, which could quote anything.
+// shared bucket, and logs the error. The 400 of [FailOpen] and
+// [FailClosed] tells the client what a built-in KeyFunc found missing,
+// never the error of another KeyFunc, which could quote anything.
 //
 // The built-in KeyFuncs tag their keys ("ip:", "header:", "user:",
-// "route:"), so keys of different kinds never collide, and [Join] combines
-// them without ambiguity. A Limiter puts its namespace and the route's
-// pattern before the key, so a KeyFunc need not.
-//
-// Keys are written to the store and may show in its error messages: a
-// KeyFunc that reads a secret (an API key, a session token) should return
-// a keyed hash of it, as [HeaderKey] does.
+// "route:"), so keys of different kinds never collide. A Limiter puts its
+// namespace and the route's pattern before the key, so a KeyFunc need
+// not. Keys are written to the store: a KeyFunc that reads a secret
+// should return a keyed hash of it, as [HeaderKey] does. See docs/keys.md.
 type KeyFunc func(r Request) (string, error)
 
 // requestError is a KeyFunc's error that the client may be told of: what
@@ -73,14 +68,11 @@ const minSecret = 16
 // header appears more than once, the first value counts, as for
 // [http.Header.Get].
 //
-// The value is a secret, so the key holds not the value but its
-// HMAC-SHA256 under secret, 128 bits of it in hex: Redis's KEYS and
-// MONITOR, dumps of the key space, and logs never show an API key, and
-// whoever reads them cannot test guesses without the secret. Every
-// instance of a service must use the same secret, at least 16 bytes (for
-// example 32 random bytes from the service's secret store), or they would
-// not share counters; changing it starts every counter afresh. The hash
-// costs about a quarter of a microsecond per request.
+// The key holds not the value but 128 bits of its HMAC-SHA256 under
+// secret, so that the store and logs never show an API key. The secret is
+// at least 16 bytes and the same on every instance, or they would not
+// share counters; changing it starts every counter afresh. See
+// docs/keys.md.
 func HeaderKey(name string, secret []byte) (KeyFunc, error) {
 	if len(secret) < minSecret {
 		return nil, fmt.Errorf("%w: HeaderKey(%q): the secret is %d bytes long; at least %d are needed, the same on every instance", ErrInvalid, name, len(secret), minSecret)
@@ -219,13 +211,11 @@ var peerKeyer = &ipKeyer{header: headerXForwardedFor, bits: 64}
 // its prefix ("ip:2001:db8:1:2::/64"); ports and zones are dropped.
 //
 // The client is the connection's peer unless the peer is a trusted proxy.
-// Then the forwarding header is read right to left (all its lines, in
-// order), skipping trusted proxies: the first untrusted address is the
-// client. If every address is trusted, the leftmost is the client; with no
-// header, the peer is. An entry that is not an IP address (garbage, or
-// RFC 7239's "unknown" and obfuscated names) met before the client ends the
-// search with [ErrInvalid]: the request goes to the error handler rather
-// than share a bucket with others.
+// Then the forwarding header is read right to left, skipping trusted
+// proxies: the first untrusted address is the client (the leftmost if
+// all are trusted; the peer with no header). An entry that is not an IP
+// address met before the client sends the request to the error handler
+// ([ErrInvalid]). See docs/keys.md.
 func (c IPKey) KeyFunc() (KeyFunc, error) {
 	k := &ipKeyer{header: headerXForwardedFor, bits: 64}
 	for i, s := range c.TrustedProxies {
@@ -431,14 +421,11 @@ func unquote(s string) string {
 	return b.String()
 }
 
-// The key a Limiter gives its store is namespace|scope|client: the
-// Limiter's namespace, the route pattern whose limits apply ("*" for those
-// of WithLimits), and the KeyFunc's key. The namespace holds no '|' and
-// the scope none either (patterns with '|' are refused), so two keys are
-// equal only when all three parts are. No part holds '{' or '}': the Redis
-// store wraps the key in braces as a Redis Cluster hash tag, and a brace
-// inside, as in the pattern "GET /users/{id}", would cut the tag short and
-// put every client of the route in one slot.
+// The key a Limiter gives its store is namespace|scope|client. Neither
+// the namespace nor the scope holds '|', so two keys are equal only when
+// all three parts are. No part holds '{' or '}': the Redis store wraps the
+// key in braces as a Cluster hash tag, which a brace inside would cut
+// short, putting every client of a route in one slot.
 
 // storeKey returns the key the store sees for r: prefix (the namespace
 // and the route's scope, see policy) and the client's key, from key or,

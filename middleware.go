@@ -17,14 +17,10 @@ import (
 	"github.com/ratelimit-go/ratelimit/internal/wire"
 )
 
-// This file is the top of the request's path, in the order it runs:
-// Handler, Allow (the limits that apply, the key, the overrides in
-// force, the store, the headers, the answer), Finish, End, then Peek and
-// Reset, and the state a request carries. It calls down, and nothing
-// there calls back: routes.go finds the route's limits, keyfunc.go makes
-// the store's key, overrides.go applies the operators' overrides, the
-// Store decides, and response.go writes the headers and the 429 or error
-// answers from the part of the request's state it owns (responseState).
+// The top of the request's path, in the order it runs: Handler, Allow,
+// Finish, End, Peek and Reset, and the state a request carries. It calls
+// down into routes.go, keyfunc.go, overrides.go, the Store and
+// response.go; nothing there calls back.
 
 // A Limiter is HTTP middleware that decides, for every request, whether it
 // may pass. It takes the request's key (see [KeyFunc]), asks its [Store]
@@ -138,12 +134,10 @@ func (l *Limiter) Allow(w http.ResponseWriter, r *http.Request) (*http.Request, 
 // through.
 type Verdict struct {
 	// Allowed reports whether the request may go on: every limit admitted
-	// it, Shadow limits alone would deny it, or no limit applies (skipped,
-	// none for its route, or an override made its key unlimited). When
-	// the Limiter could not decide (Err), it says what the Limiter's
-	// error handler would: a request that cannot be counted never goes
-	// on; one the store failed to decide does, unless the error handler is
-	// [FailClosed].
+	// it, Shadow limits alone would deny it, or no limit applies. When the
+	// Limiter could not decide (Err), a request that cannot be counted
+	// never goes on; one the store failed to decide does, unless the error
+	// handler is [FailClosed].
 	Allowed bool
 
 	// Decision is the Limiter's decision: the store's, or a blocked key's
@@ -197,14 +191,7 @@ type Verdict struct {
 // it is done, however it ends, call [Limiter.End] with that Context: it
 // gives back slots of [Concurrent] limits and charges usage reported
 // with [Charge]. grpclimit calls it for every call; call it for work
-// outside any transport, by [Key]:
-//
-//	v := limiter.Decide(ratelimit.Key(ctx, "jobs", msg.Tenant, 1))
-//	if !v.Allowed {
-//		return requeueAfter(msg, v.RetryAfter) // v.Err: could not decide
-//	}
-//	defer limiter.End(v.Context)
-//	process(v.Context, msg)
+// outside any transport, by [Key] (see its example, and docs/decide.md).
 func (l *Limiter) Decide(r Request) Verdict {
 	ctx := r.Context()
 	if l.skip != nil && l.skip(r) {
@@ -683,33 +670,15 @@ func (l *Limiter) logEndError(ctx context.Context, req Request, doing string, us
 // [WithCost] says); after, the sum of what it reported, 0 included. A
 // negative number counts as 0.
 //
-// The store reserved the cost at admission. Usage within it is charged
-// when the request ends (see [Limiter.End]), in the same store call that
-// gives the reservation back; other requests see the reservation
-// meanwhile. Usage past it goes to the store at once: Charge asks to hold
-// more (the cost again, or the excess if larger), as the limits would
-// admit a request of that cost; what they will not hold is charged at
-// once, as debt. Charge reports whether the request holds all it has
-// used: false once a limit had no room for more, and from then on. A
-// stream (SSE, chunked, a gRPC server stream) charges each chunk as it
-// sends it, and stops cleanly when told false:
-//
-//	for chunk := range chunks {
-//		w.Write(chunk.Text)
-//		flusher.Flush()
-//		if !ratelimit.Charge(r.Context(), chunk.Tokens) {
-//			return // the limit is spent: the rest would be debt
-//		}
-//	}
-//
-// If the response's header is not written yet, its RateLimit and
-// X-RateLimit fields are written anew at once to say what remains after
-// the usage reported so far, so a handler that knows its usage before it
-// writes tells the client the truth; a streamed response, whose header
-// is gone, leaves it to the next response. Call Charge where the handler
-// may set the response's header: from its goroutine, or with the same
-// care. It does nothing, and returns true, for a request no such Limiter
-// admitted.
+// Usage within the cost reserved at admission is charged when the
+// request ends ([Limiter.End]); usage past it goes to the store at once,
+// held if the limits have room, else charged as debt. Charge reports
+// whether the request holds all it has used: false once a limit had no
+// room for more, and from then on, so that a stream stops cleanly. If
+// the response's header is not written yet, its rate-limit fields are
+// written anew to say what remains: call Charge where the handler may
+// set the header, from its goroutine. It does nothing, and returns true,
+// for a request no such Limiter admitted. See docs/limits.md.
 func Charge(ctx context.Context, units int) bool {
 	s := stateOf(ctx)
 	if s == nil {
@@ -1083,15 +1052,7 @@ func withState(r *http.Request, pattern string) (*http.Request, *requestState) {
 // Decisions returns the decisions of the Limiters that decided the
 // request whose context is ctx, in the order they ran: with a global
 // Limiter and a route's, two. A handler reads them, for example to tell
-// the client what it has left:
-//
-//	for _, d := range ratelimit.Decisions(r.Context()) {
-//		for _, res := range d.Results() {
-//			fmt.Fprintf(w, "%s: %d left\n", res.Limit, res.Remaining)
-//		}
-//	}
-//
-// A dry-run Limiter's decision is there even when it would have denied; a
+// the client what it has left. A dry-run Limiter's decision is there even when it would have denied; a
 // Limiter that skipped the request, had no limits for it, or could not
 // decide added none. With Gin and Echo, pass c.Request.Context() and
 // c.Request().Context(): the adapters hand the handler the request that

@@ -26,17 +26,12 @@ import (
 // Headers, the default, sets both kinds below with no qu and no pk.
 // Retry-After is set on every 429 whatever Headers says.
 //
-// The draft's fields (draft-ietf-httpapi-ratelimit-headers-11), as RFC
-// 9651 structured fields, list every limit of every Limiter that decided
-// the request:
-//
-//	RateLimit-Policy: "api";q=100;w=60, "burst";q=10;w=1
-//	RateLimit: "api";r=42;t=17, "burst";r=9;t=1
-//
-// X-RateLimit-Limit, X-RateLimit-Remaining and X-RateLimit-Reset
-// (seconds from now) describe the limit closest to denying. Every
-// second is rounded up, so that a client that waits as told is never
-// early. docs/headers.md tells what each number promises.
+// The draft's fields (draft-ietf-httpapi-ratelimit-headers-11),
+// RateLimit-Policy and RateLimit, list every limit of every Limiter that
+// decided the request; X-RateLimit-Limit, X-RateLimit-Remaining and
+// X-RateLimit-Reset (seconds from now) describe the limit closest to
+// denying. Every second is rounded up, so that a client that waits as
+// told is never early. See docs/headers.md.
 type Headers struct {
 	// NoDraft leaves out RateLimit-Policy and RateLimit.
 	NoDraft bool
@@ -45,45 +40,20 @@ type Headers struct {
 	// X-RateLimit-Reset.
 	NoX bool
 
-	// QuotaUnit names the unit the quotas are counted in: it adds the
-	// draft's qu parameter to every item of RateLimit-Policy (RateLimit
-	// carries no unit):
-	//
-	//	RateLimit-Policy: "download";q=10000000;qu="content-bytes";w=3600
-	//
-	// Only the units the draft registers are accepted: "content-bytes"
-	// when [WithCost] weighs a request by its content in bytes,
-	// "concurrent-requests" for a [Store] that counts requests in flight
-	// (the built-in algorithms count over a window, not concurrency), and
-	// "requests", which an absent qu means, so it sets no parameter (it is
-	// accepted so that a unit read from configuration needs no special
-	// case). Empty, the default, sends no qu. A cost that weighs requests
-	// (a search 5 units, a read 1) has no registered unit: leave qu out and
-	// document the weights to your clients.
+	// QuotaUnit adds the draft's qu parameter to every item of
+	// RateLimit-Policy: one of the draft's registered units,
+	// "content-bytes" or "concurrent-requests"; "requests", what an absent
+	// qu means, sends none. Empty, the default, sends no qu. See
+	// docs/headers.md.
 	QuotaUnit string
 
 	// PartitionKey, when set, is the secret of the draft's pk parameter,
-	// the partition key, added to every item of RateLimit-Policy and
-	// RateLimit, so that a client can tell which of its requests draw on
-	// one quota:
-	//
-	//	RateLimit-Policy: "api";q=100;w=60;pk=:nlzX3hBZLwkHI7A/EwzKvg==:
-	//	RateLimit: "api";r=42;t=17;pk=:nlzX3hBZLwkHI7A/EwzKvg==:
-	//
-	// The pk is an RFC 9651 Byte Sequence: the first 16 bytes of the
-	// HMAC-SHA256, under the secret, of the key the request is counted
-	// under in the store (the Limiter's namespace, the route pattern whose
-	// limits apply, and the [KeyFunc]'s key). Two requests get the same pk
-	// exactly when they count against the same quota, and a pk never shows
-	// the client's identifier: whoever reads it cannot test guesses
-	// without the secret.
-	//
-	// The secret must be at least 16 bytes (for example 32 random bytes
-	// from the service's secret store) and the same on every instance, or
-	// a client would see different pks for one quota; changing it changes
-	// every pk. Use a secret of its own, not that of [HeaderKey]. Empty,
-	// the default, sends no pk and costs nothing; set, it costs an HMAC
-	// per request, and the RateLimit-Policy value is made per request.
+	// added to every item of RateLimit-Policy and RateLimit: a keyed hash
+	// of the key the request counts under, so that two requests share a
+	// pk exactly when they share a quota, and a pk never shows the
+	// client's identifier. The secret is at least 16 bytes, the same on
+	// every instance, and not that of [HeaderKey]. Empty, the default,
+	// sends no pk; set, it costs an HMAC per request. See docs/headers.md.
 	PartitionKey []byte
 
 	// Shadow adds X-RateLimit-Shadow to a response that Shadow limits
@@ -339,17 +309,10 @@ func (k *partitionKeys) of(key string) string {
 	return string(append(b, ':'))
 }
 
-// deny429 is the default answer to a denied request (see
-// [WithDenyHandler]): 429 Too Many Requests with a short body, plain text,
-// or RFC 9457 problem JSON when the client accepts JSON. The rate-limit
-// headers and Retry-After are set before it runs.
-//
-// The problem type is the draft's quota-exceeded, or abnormal-usage-detected
-// for a banned key (see [Ban]), with the extension member
-// "violated-policies": the names of d's denied limits, in d's order, as
-// the RateLimit-Policy header names them. A Decision made by hand with an
-// unnamed limit gets the name a [Limiter] would make up for it (which two
-// near-identical limits may share); one with no denied result gets [].
+// deny429 is the default deny handler, as [WithDenyHandler] describes it.
+// "violated-policies" lists d's denied limits in d's order; an unnamed
+// limit of a Decision made by hand gets the name a Limiter would make up
+// for it (which two near-identical limits may share).
 func deny429(w http.ResponseWriter, r *http.Request, d Decision) {
 	p := problemDetails{
 		status:   http.StatusTooManyRequests,
@@ -421,8 +384,8 @@ func badRequest(err error) problemDetails {
 	return p
 }
 
-// problemDetails is what writeProblem answers: RFC 9457 problem details. It holds no request data and no
-// error text.
+// problemDetails is what writeProblem answers: RFC 9457 problem details.
+// It holds no request data and no error text.
 type problemDetails struct {
 	status int
 	typ    string // problem type URI
