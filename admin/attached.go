@@ -34,7 +34,6 @@ func (p *Plane) Apply(limits []ratelimit.Limit, key string) ([]ratelimit.Limit, 
 	return p.table.Load().Apply(limits, key)
 }
 
-// attached returns the Limiters given the Plane.
 func (p *Plane) attached() []*attached {
 	p.limitersMu.Lock()
 	defer p.limitersMu.Unlock()
@@ -52,7 +51,6 @@ type attached struct {
 	sets []limitSet // at most maxSets
 }
 
-// A limitSet is a set of limits a Limiter decides under.
 type limitSet struct {
 	route      string
 	limits     []ratelimit.Limit
@@ -79,7 +77,6 @@ func (a *attached) add(limits map[string][]ratelimit.Limit, perRequest bool) {
 	slices.SortStableFunc(a.sets, func(x, y limitSet) int { return cmp.Compare(x.route, y.route) })
 }
 
-// limitSets returns the sets of limits a kept.
 func (a *attached) limitSets() []limitSet {
 	a.mu.Lock()
 	defer a.mu.Unlock()

@@ -41,28 +41,19 @@ import (
 //	GET    health     whether the overrides were read, each Fallback's health, the bans seen in force
 //	GET    (the path ending in "/")  the page
 //
-// An override is the JSON of [Override]: for example {"policy":
-// "gen-tpm", "key": "k1", "quota": 100000}, {"policy": "login",
-// "stored_key": "ip:192.0.2.*", "blocked": true}. A listing's entry can
-// be sent back unchanged to PUT or DELETE. An unknown field is refused,
-// and so are older forms ("quota" -1 or 0, "shadow" false), naming what
-// to write. A bad request is a 400 whose JSON "error" names the field
-// and the value expected; a Redis failure a 503 that says so, the cause
-// in the Plane's log. Every change is told to the observer of the first
-// Limiter given the Plane that has the policy (ratelimit.Event's outcome
-// "changed": who, what, before, after), who being what Options.Who says.
-//
-// The page shows the same, and changes overrides and shadow with forms
-// posted to it from the handler's own origin. With Options.Token, a
-// browser logs in on the page; see docs/overrides.md.
+// An override is the JSON of [Override], such as {"policy": "gen-tpm",
+// "key": "k1", "quota": 100000}; an unknown field or an older form is
+// refused, naming what to write. A bad request is a 400 whose JSON
+// "error" names the field; a Redis failure a 503, the cause in the
+// Plane's log. See docs/overrides.md for the page, Options.Token and
+// the "changed" event each change makes.
 func (p *Plane) Handler() http.Handler {
 	return http.NewCrossOriginProtection().Handler(handler{p})
 }
 
 type handler struct{ p *Plane }
 
-// whoKey is the context key of who a request is, when Options.Token
-// found it.
+// whoKey keys who Options.Token found a request to be.
 type whoKey struct{}
 
 func (h handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -120,7 +111,6 @@ func (h handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // allowed are the methods of each endpoint.
 var allowed = map[string]string{"": "GET, POST", "policies": "GET", "overrides": "GET, PUT, DELETE", "shadow": "PUT", "top": "GET", "health": "GET"}
 
-// set handles PUT overrides.
 func (h handler) set(w http.ResponseWriter, r *http.Request) {
 	var o Override
 	if !readJSON(w, r, &o) {
@@ -157,7 +147,6 @@ func (h handler) delete(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// shadow handles PUT shadow.
 func (h handler) shadow(w http.ResponseWriter, r *http.Request) {
 	var v struct {
 		Policy string `json:"policy"`
@@ -291,7 +280,6 @@ func (h handler) policies() []policyView {
 	return views
 }
 
-// top handles GET top.
 func (h handler) top(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	last, ok := map[string]time.Duration{"": time.Minute, "1m": time.Minute, "1h": time.Hour}[q.Get("last")]
@@ -316,7 +304,6 @@ func (h handler) top(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// healthView is what the health endpoint says.
 type healthView struct {
 	Overrides struct {
 		Read    bool `json:"read"`    // they were read from Redis, and apply
@@ -361,7 +348,6 @@ var pageSource string
 
 var pageTemplate = template.Must(template.New("page").Parse(pageSource))
 
-// pageData is what the page shows.
 type pageData struct {
 	Policies    []policyView
 	PolicyNames []string // of Policies, each once
@@ -574,8 +560,7 @@ var instead = map[string]string{
 	"limit":   `write "quota"`,
 }
 
-// rawField returns the JSON text body gives field, "" when it gives none
-// or body is not an object.
+// rawField returns the JSON text body gives field, or "that".
 func rawField(body []byte, field string) string {
 	var m map[string]json.RawMessage
 	if json.Unmarshal(body, &m) != nil || m[field] == nil {
@@ -597,8 +582,7 @@ func writeError(w http.ResponseWriter, status int, msg string) {
 	}{msg})
 }
 
-// A change is one an operator made through the handler, as its audit
-// event tells it.
+// A change is one made through the handler, as its audit event tells it.
 type change struct {
 	When                     time.Time
 	Who, What, Before, After string

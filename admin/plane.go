@@ -39,9 +39,8 @@ type Options struct {
 	Logger *slog.Logger
 
 	// Key turns the key a client sends for policy, such as an API key,
-	// into the key the store is given, as the key function of the
-	// policy's Limiter does: for an Override's Key (JSON "key"). Nil: Key
-	// is taken in the store's form.
+	// into the store's form, as the policy's key function does, for an
+	// Override's Key. Nil: Key is taken in the store's form.
 	Key func(policy, clientKey string) (string, error)
 
 	// Who names who made a change through the handler, for its audit
@@ -55,23 +54,18 @@ type Options struct {
 	Label func(storedKey string) string
 
 	// Token, when not empty, is what every request to the handler must
-	// bear (see Plane.Handler): "Authorization: Bearer" and the token
-	// from an API client, or the cookie of a session a browser starts by
-	// logging in with it on the page. Empty: the handler serves every
-	// request it is given, behind the application's own authentication.
+	// bear: as "Authorization: Bearer" from an API client, or by logging
+	// in on the page (see docs/overrides.md). Empty: the handler serves
+	// every request, behind the application's own authentication.
 	Token string
 }
 
-// A Plane holds a namespace's overrides in Redis, where every instance
-// reads them, and in process those it read last, where each decision of
-// a Limiter given the Plane (see ratelimit.WithOverrides) finds its
-// override with no call to Redis.
-//
-// Every instance's Plane reads the overrides every 250ms, so a change on
-// one instance applies on every other within about that (see
-// docs/overrides.md for what was measured, and what happens while Redis
-// fails). A change is applied whole: a decision sees the overrides before
-// it or after it.
+// A Plane holds a namespace's overrides in Redis and, as read last, in
+// process, where a Limiter given it (see ratelimit.WithOverrides) finds a
+// decision's override with no call to Redis. Every instance's Plane reads
+// them every 250ms, so a change applies everywhere within about that,
+// whole: a decision sees the overrides before it or after it. See
+// docs/overrides.md for what was measured, and for Redis failing.
 //
 // Build it with [New], and Close it when done; the zero Plane is not
 // usable. A Plane is safe for concurrent use.
@@ -112,12 +106,11 @@ const (
 )
 
 // New returns the Plane of namespace's overrides, kept in Redis through
-// the store st (see store.Redis.Overrides), beside its counters and under
-// its prefix, and reads them every 250ms until Close, once before it
-// returns: when Redis does not answer that read, it logs so and returns
-// a Plane that has read none yet. The namespace names the overrides in
-// Redis: give that of the Limiters it serves (see ratelimit.New), or one
-// for several namespaces whose Limiters then share overrides by policy.
+// st (see store.Redis.Overrides), beside its counters and under its
+// prefix. It reads them once before it returns (when Redis does not
+// answer, it logs so and returns a Plane that has read none yet), then
+// every 250ms until Close. Give it the namespace of the Limiters it
+// serves, or one for several namespaces that then share overrides.
 func New(st *store.Redis, namespace string, opts Options) (*Plane, error) {
 	switch {
 	case st == nil:
@@ -321,16 +314,12 @@ func (p *Plane) check(o Override) error {
 	return nil
 }
 
-// SetShadow puts policy, for every key, in shadow (decided and counted,
-// never denying; see ratelimit.Limit's Shadow) or, with shadow false,
-// enforces it, for every instance, then reads the overrides. It changes
-// only the shadow of the policy's override for every key (StoredKey ""),
-// keeping its quota and window, in one step no other change can split;
-// a key's own override saying Shadow or Enforced still wins for the key.
-// Enforcing a policy that the Limiters given the Plane configure, none
-// as shadow, leaves it its own: nothing of shadow stays in the override,
-// which goes when nothing else is in it. It checks the policy as Set
-// does, and refuses a policy unlimited or blocked for every key.
+// SetShadow puts policy, for every key, in shadow (see ratelimit.Limit's
+// Shadow) or, with shadow false, enforces it, for every instance, then
+// reads the overrides. It checks policy as Set does, and changes only the
+// shadow of its override for every key, in one step; a key's own Shadow
+// or Enforced still wins (see docs/overrides.md). Enforcing a policy
+// shadow by itself on no Limiter leaves nothing of shadow in the override.
 func (p *Plane) SetShadow(ctx context.Context, policy string, shadow bool) error {
 	o := Override{Policy: policy, Shadow: shadow, Enforced: !shadow}
 	if err := o.Check(); err != nil {

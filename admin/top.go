@@ -52,7 +52,6 @@ const shadowSuffix = "\tshadow"
 
 var topWindows = [...]topWindow{{"1m", 10 * time.Second, 6}, {"1h", 5 * time.Minute, 12}}
 
-// topPolicy is one policy's windows.
 type topPolicy struct {
 	mu      sync.Mutex
 	windows [len(topWindows)]*topkeys.Window
@@ -150,12 +149,11 @@ func (p *Plane) publish(ctx context.Context) error {
 	return nil
 }
 
-// Top returns the n keys that policy denied most over the last minute
-// (last is time.Minute) or hour (time.Hour), most first, on every
-// instance (a Shadow limit's would-be denials apart: give policy + "
-// (shadow)"): this one's counts as they are, the others' as each told
-// them last, every 5 seconds (one silent for three times that is gone).
-// Keys are in the store's form, maybe a client's IP: for operators only.
+// Top returns the n keys that policy denied most on every instance over
+// the last minute (last is time.Minute) or hour (time.Hour), most first;
+// policy + " (shadow)" gives a Shadow limit's would-be denials. See
+// docs/overrides.md for how instances merge their counts. Keys are in
+// the store's form, maybe a client's IP: for operators only.
 func (p *Plane) Top(ctx context.Context, policy string, last time.Duration, n int) ([]TopKey, error) {
 	w, ok := map[time.Duration]int{time.Minute: 0, time.Hour: 1}[last]
 	if !ok {
@@ -190,7 +188,6 @@ func (p *Plane) Top(ctx context.Context, policy string, last time.Duration, n in
 	return top, nil
 }
 
-// labelOf returns Options.Label's name of key, or "".
 func (p *Plane) labelOf(key string) string {
 	if p.opts.Label == nil || key == "" {
 		return ""
@@ -224,7 +221,6 @@ func deleteFirst(m map[string]time.Time) {
 	delete(m, slices.MinFunc(slices.Collect(maps.Keys(m)), func(a, b string) int { return m[a].Compare(m[b]) }))
 }
 
-// banView is a key banned, until when.
 type banView struct {
 	Key   string    `json:"key"`
 	Label string    `json:"label,omitempty"`
