@@ -1,8 +1,6 @@
 package override
 
-import (
-	"time"
-)
+import "time"
 
 // A Policy is a limit of a Limiter as configured.
 type Policy struct {

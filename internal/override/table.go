@@ -30,12 +30,11 @@ type Override struct {
 	// header gives it (see ratelimit.Limit's Name).
 	Policy string `json:"policy"`
 
-	// StoredKey is the policy's keys the override applies to, in the
-	// store's form, after the key function (hashed where it hashes, as
-	// ratelimit.HeaderKey does), e.g. "ip:192.0.2.1": one key; or every
-	// key starting with what precedes a final "*"; or, empty, every key.
-	// A key's own override beats a prefix's, a longer prefix a shorter,
-	// and any of them the whole policy's. Listings give it.
+	// StoredKey is the keys the override applies to, in the store's form
+	// (as the key function returns it, e.g. "ip:192.0.2.1"): one key; the
+	// keys that start with what precedes a final "*"; or, empty, every
+	// key. The most specific wins: a key's own, the longest prefix, the
+	// policy's. Listings give it.
 	StoredKey string `json:"stored_key,omitempty"`
 
 	// Key is the key as a client sends it (an API key, an address), in
@@ -63,12 +62,10 @@ type Override struct {
 	Unlimited bool `json:"unlimited,omitempty"`
 	Blocked   bool `json:"blocked,omitempty"`
 
-	// Shadow makes the limit, for the keys, decided and counted but
-	// never denying (see ratelimit.Limit's Shadow); Enforced makes it
-	// deny when it is shadow by itself (Limit.Shadow, or
-	// ratelimit.WithDryRun); neither leaves it as it is. A key's override
-	// takes a field it leaves as the limit's from the policy's override,
-	// if any.
+	// Shadow makes the limit, for the keys, never deny (see
+	// ratelimit.Limit's Shadow); Enforced makes it deny when it is shadow
+	// by itself (Limit.Shadow, or ratelimit.WithDryRun). A key's override
+	// takes what it leaves as the limit's from the policy's override.
 	Shadow   bool `json:"shadow,omitempty"`
 	Enforced bool `json:"enforced,omitempty"`
 }
@@ -132,7 +129,6 @@ type Table struct {
 
 type atomicApplied = atomic.Pointer[applied]
 
-// policyTable is one policy's overrides.
 type policyTable struct {
 	whole    slot
 	exact    map[string]slot // while the table is built; then index
@@ -149,7 +145,6 @@ type slot struct{ set, effect int32 }
 
 var noSlot = slot{-1, -1}
 
-// A byteSet is a set of bytes.
 type byteSet [4]uint64
 
 func (s *byteSet) add(b byte)      { s[b>>6] |= 1 << (b & 63) }
@@ -295,21 +290,13 @@ func (t *Table) Lookup(policy, key string) (Override, bool) {
 }
 
 // Find is Lookup returning the override in force, without keys (see
-// Override.Effect), and its index among the table's distinct Effects,
+// Override.Effect), and its index among the table's distinct effects,
 // or -1 and nil. A policy's overrides of the same effect share it.
 func (t *Table) Find(policy, key string) (int, *Override) {
 	if s, ok := t.lookup(policy, key); ok {
 		return int(s.effect), &t.effects[s.effect]
 	}
 	return -1, nil
-}
-
-// Effects returns how many distinct effects t holds.
-func (t *Table) Effects() int {
-	if t == nil {
-		return 0
-	}
-	return len(t.effects)
 }
 
 func (t *Table) lookup(policy, key string) (slot, bool) {

@@ -11,7 +11,6 @@ import (
 // GitHub and express-rate-limit send: no client waits a year.
 const epoch = 365 * 24 * 60 * 60
 
-// xRateLimit reads X-RateLimit-* into p.info.
 func (p *parser) xRateLimit() {
 	limit, hasLimit := read(p, wire.FieldXLimit, parseCount)
 	remaining, hasRemaining := read(p, wire.FieldXRemaining, parseCount)
