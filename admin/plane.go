@@ -17,14 +17,11 @@ import (
 	"github.com/ratelimit-go/ratelimit/store"
 )
 
-// An Override replaces, for some keys of one policy, the policy's limit:
-// its quota, its window, or both, or whether it is shadow; or it makes
-// the keys unlimited, or blocks them. The zero Override is not valid:
-// name a policy, and change something. Its fields are those of the
-// handler's JSON, named by their tags; docs/overrides.md tells each, and
-// what it does to a window under way. An entry of a listing
-// ([Plane.List], or GET overrides) can be given back unchanged to
-// [Plane.Set] or [Plane.Delete] (PUT or DELETE overrides).
+// An Override replaces, for some keys of one policy, the policy's quota,
+// window or shadow, or makes the keys unlimited or blocked. The zero
+// Override is not valid. Its fields are those of the handler's JSON, named
+// by their tags; docs/overrides.md tells each. A listing's entry can be
+// given back unchanged to [Plane.Set] or [Plane.Delete].
 type Override = override.Override
 
 // errInvalid, wrapping ratelimit.ErrInvalid, is wrapped by every error

@@ -13,13 +13,10 @@ import (
 	"time"
 )
 
-const sessionCookie = "ratelimit_admin"
-
-// sessionLife is how long a session lasts after its login; maxSessions
-// how many a Plane keeps, past which the oldest goes.
 const (
-	sessionLife = 8 * time.Hour
-	maxSessions = 64
+	sessionCookie = "ratelimit_admin"
+	sessionLife   = 8 * time.Hour // from its login
+	maxSessions   = 64            // kept by a Plane, past which the oldest goes
 )
 
 // sessions are the logged-in browsers of a handler.
