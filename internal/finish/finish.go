@@ -37,10 +37,7 @@ func (f *Finisher) Finish(status int) {
 }
 
 // A Writer wraps the server's writer of a response while the handlers
-// run, and calls Finish as the header is about to be written: with the
-// status WriteHeader writes (not an informational one), or 200 at the
-// first Write or Flush. Unwrap gives http.ResponseController the server's
-// writer, for what the Writer does not pass on itself.
+// run, and calls Finish as the header is about to be written.
 type Writer struct {
 	http.ResponseWriter // the server's
 	Finisher

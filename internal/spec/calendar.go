@@ -117,12 +117,11 @@ func (c *Calendar) around(now int64) *bounds {
 	return b
 }
 
-// Args returns the limit's entries in its scripts' ARGV: its code, the quota
-// and two consecutive periods, those that held the time last asked about
-// (see Period and Refresh), or, the first time, the application's clock.
-// calendar.lua reads Redis's clock and picks the period that holds it, or,
-// when neither does, fails with CalendarMiss and its time, for the store
-// to Refresh the calendar with it and ask again.
+// Args returns the limit's entries in its scripts' ARGV: its code, the
+// quota and the two periods around the time last asked about (see Period
+// and Refresh) or, the first time, the application's clock. calendar.lua
+// picks the one that holds Redis's clock or, when neither does, fails with
+// CalendarMiss and that time, for the store to Refresh and ask again.
 func (c *Calendar) Args() LimitArgs {
 	b := c.bounds.Load()
 	if b == nil {

@@ -28,10 +28,9 @@ const Concurrent uint8 = 7
 const DefaultSlotLife = 30 * time.Second
 
 // HoldLife is how long a reservation of a limit charged from usage lasts
-// unless its store renews it: a request in flight has its store renew it
-// every third of that, so that only the reservations of an instance that
-// stopped lapse. A settled reservation leaves a mark for as long, so that
-// a second settle of it counts nothing.
+// unless renewed: a request in flight has its store renew it every third
+// of that, so only an instance that stopped lets its reservations lapse.
+// A settled one leaves a mark as long, so that a second settle counts nothing.
 const HoldLife = 30 * time.Second
 
 // HoldsSuffix ends the key of a usage limit's reservations, after the
@@ -366,8 +365,7 @@ func (s *Set) Share(n int) *Set {
 			limits[i].FixedCost(l.Cost)
 		}
 	}
-	set := NewSet(limits)
-	set.Ban = s.Ban
+	set := NewSet(limits).WithBan(s.Ban)
 	s.share.Store(&shared{n, set})
 	return set
 }
