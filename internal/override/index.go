@@ -6,12 +6,11 @@ import (
 )
 
 // A keyIndex finds the slot of a policy's exact key: an open-addressing
-// hash table whose control bytes (a byte of the key's hash, 0 for
-// empty) lie apart from its cells, a cache line each with a key of up to
-// 52 bytes inside. A lookup's cost is memory out of the caches: the
-// control bytes stay in them, so a key not found reads no more (but for
-// 1 in 100 or so) and a key found one cell, less than Go's map reads
-// (BenchmarkMiddlewareOverrides).
+// hash table whose control bytes (a byte of the key's hash, 0 for empty)
+// lie apart from its cells, a cache line each with a key of up to 52
+// bytes inside. The control bytes stay in the caches, so a key not found
+// reads no more (but for 1 in 100 or so) and a key found one cell, less
+// than Go's map reads (BenchmarkMiddlewareOverrides).
 type keyIndex struct {
 	seed  maphash.Seed
 	ctrl  []byte // a power of two of them, at most 3/4 in use

@@ -1,9 +1,8 @@
 // Package override holds a namespace's runtime overrides of its limits
 // as an immutable table that a decision reads without locking: for a
 // policy (a limit's name) and a key in the store's form, the override
-// that applies, found in time independent of how many are set. The
-// package admin keeps them in Redis; a Limiter decides under them
-// through Apply.
+// that applies, found in time independent of how many are set. Package
+// admin keeps them in Redis; a Limiter decides under them through Apply.
 package override
 
 import (
@@ -19,12 +18,11 @@ import (
 	"github.com/ratelimit-go/ratelimit/internal/wire"
 )
 
-// An Override replaces, for some keys of one policy, the policy's
-// quota, window or shadow, or makes the keys unlimited or blocked. It is
-// the one form of an override: admin's Go API (admin.Override) and JSON
-// API (its tags), the value stored in Redis (its JSON without the policy
-// and keys, which name the field), and what a Limiter applies. The zero
-// Override is not valid: name a policy, and change something.
+// An Override replaces, for some keys of one policy, the policy's quota,
+// window or shadow, or makes the keys unlimited or blocked. It is the one
+// form of an override: admin's Go and JSON APIs, the value stored in
+// Redis (its JSON without the policy and keys, which name the field), and
+// what a Limiter applies. The zero Override is not valid.
 type Override struct {
 	// Policy is the name of the limit overridden, as the RateLimit-Policy
 	// header gives it (see ratelimit.Limit's Name).
@@ -274,11 +272,10 @@ func (t *Table) Get(policy, key string) (Override, bool) {
 	return t.set[s.set], true
 }
 
-// Lookup returns the override of policy that applies to key: the most
-// specific one (its own, else the longest prefix of it, else the
-// policy's), whose fields left as the limit's are those of the policy's
-// override when it has one. It looks up at most one key and one prefix
-// per distinct prefix length.
+// Lookup returns the override of policy that applies to key: its own,
+// else the longest prefix of it, else the policy's, taking the fields it
+// leaves as the limit's from the policy's override. It looks up at most
+// one key and one prefix per distinct prefix length.
 func (t *Table) Lookup(policy, key string) (Override, bool) {
 	s, ok := t.lookup(policy, key)
 	if !ok {

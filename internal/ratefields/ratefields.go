@@ -12,8 +12,7 @@ import (
 // Bounds on what Parse reads and returns, whatever the input.
 const (
 	// MaxInt is the largest quota or remaining count accepted: 2^53−1,
-	// which this module's Limiter allows as a quota, and which a JSON
-	// number or a float64 holds exactly. RFC 9651 Integers never exceed it.
+	// this module's largest quota, which a float64 holds exactly.
 	MaxInt = wire.MaxQuota
 
 	// MaxWindow is the longest policy window accepted: ten years, past the
@@ -72,8 +71,7 @@ type Info struct {
 
 // A Policy is a quota the upstream publishes: Quota units per Window.
 type Policy struct {
-	// Name is the policy's name, "" for a form that names none.
-	Name string
+	Name string // "" for a form that names none
 
 	// Quota is how many units the policy allows: q, the draft 6 and 7
 	// limit, or X-RateLimit-Limit.
@@ -96,8 +94,7 @@ type Policy struct {
 
 // A Limit is where a quota stands: Remaining units until Reset.
 type Limit struct {
-	// Name is its policy's name, "" for a form that names none.
-	Name string
+	Name string // its policy's, "" for a form that names none
 
 	// Remaining is how many units the client may still spend: r, remaining
 	// or X-RateLimit-Remaining.
@@ -110,8 +107,7 @@ type Limit struct {
 	// MaxWindow (a reset is no wait); 0 when the form does not say.
 	Reset time.Duration
 
-	// Partition is the partition key pk, as in Policy.
-	Partition string
+	Partition string // the partition key pk, as in Policy
 }
 
 // A Problem is a value Parse ignored or changed, and why.
@@ -128,12 +124,10 @@ type Reason string
 
 // The reasons. Each is given at most once per field and response.
 const (
-	// ReasonMalformed: the value is not what its form defines: an
-	// unparsable field, number, date or JSON document; an item of the
-	// wrong type; a required parameter missing (q, r, the draft 7 limit
-	// and reset); a window of 0; a quota unit not registered; a draft 6
-	// RateLimit-Remaining with no RateLimit-Limit beside it. The value, or
-	// its item, is ignored.
+	// ReasonMalformed: the value is not what its form defines (unparsable,
+	// of the wrong type, without a required parameter, a window of 0, an
+	// unregistered unit, a draft 6 remaining count without its limit). The
+	// value, or its item, is ignored.
 	ReasonMalformed Reason = "malformed"
 
 	// ReasonDuplicate: a single-valued field on lines that differ

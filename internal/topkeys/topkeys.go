@@ -3,9 +3,8 @@
 // keeps k counters whatever the number of keys, and sums of sketches, so
 // that the counts of several instances, or of several minutes, merge.
 //
-// The bound: over a stream of N units, a sketch of k counters reports for
-// each key it holds a count between the key's true count and the true
-// count plus N/k, and holds every key whose true count is above N/k.
+// The bound: over a stream of N units, a sketch of k counters holds every
+// key whose true count is above N/k, and overcounts none by more than N/k.
 // Merged sketches keep it, N being the units of all of them: each key's
 // true count lies within [Count.Low, Count.High], at most N/k apart.
 package topkeys
