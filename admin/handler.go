@@ -121,8 +121,7 @@ func (h handler) set(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// delete handles DELETE overrides: of the override a listing's entry in
-// the body names, or that the query names.
+// delete handles DELETE overrides, named by a listing's entry in the body or by the query.
 func (h handler) delete(w http.ResponseWriter, r *http.Request) {
 	var o Override
 	if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody && r.URL.RawQuery == "" {
@@ -260,8 +259,7 @@ type policyView struct {
 	PerRequest bool   `json:"per_request,omitempty"` // of a set WithLimitsFunc chose for a request
 }
 
-// policies returns the limits of the Limiters given the Plane, under the
-// overrides of their whole policies.
+// policies returns the Limiters' limits, under the overrides of their whole policies.
 func (h handler) policies() []policyView {
 	t := h.p.table.Load()
 	views := []policyView{}
@@ -314,8 +312,7 @@ type healthView struct {
 	Bans      []banView      `json:"bans"` // the keys this instance saw banned, not yet over
 }
 
-// fallbackView is a Fallback's health, named by the namespaces of the
-// Limiters that decide through it.
+// fallbackView is a Fallback's health, named by the namespaces of the Limiters using it.
 type fallbackView struct {
 	Limiters []string `json:"limiters"`
 	store.FallbackHealth
@@ -370,8 +367,7 @@ type pageTop struct {
 	Minute, Hour []TopKey
 }
 
-// page serves the page: what the JSON endpoints say, as HTML, with no
-// script and no asset from elsewhere.
+// page serves what the JSON endpoints say as HTML, with no script or asset from elsewhere.
 func (h handler) page(w http.ResponseWriter, r *http.Request, status int, note pageNote) {
 	list, _ := h.p.List()
 	d := pageData{Policies: h.policies(), Overrides: list, Health: h.health(), pageNote: note,
@@ -552,8 +548,7 @@ var expected = map[string]string{
 	"enforced":   "true, or none",
 }
 
-// instead says what to write in place of a field the endpoints do not
-// take but a user may guess.
+// instead says what to write for a field the endpoints do not take but a user may guess.
 var instead = map[string]string{
 	"window":  `write "window_ms", in milliseconds`,
 	"enforce": `write "enforced": true`,

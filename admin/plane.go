@@ -135,8 +135,7 @@ func New(st *store.Redis, namespace string, opts Options) (*Plane, error) {
 	return p, nil
 }
 
-// Close stops the Plane's reads. A Limiter given it keeps the overrides
-// read last.
+// Close stops the Plane's reads. A Limiter given it keeps the overrides read last.
 func (p *Plane) Close() error {
 	p.stop()
 	<-p.done
@@ -165,8 +164,7 @@ func (p *Plane) run(ctx context.Context) {
 	}
 }
 
-// read syncs once, within readTimeout, and logs a change between failing
-// and not.
+// read syncs once, within readTimeout, and logs a change between failing and not.
 func (p *Plane) read(ctx context.Context) {
 	readCtx, cancel := context.WithTimeout(ctx, readTimeout)
 	err := p.sync(readCtx)
@@ -205,7 +203,6 @@ func (p *Plane) List() ([]Override, bool) {
 // wrapping ratelimit.ErrInvalid that names the field, an override that
 // cannot be set: docs/overrides.md lists why one cannot.
 func (p *Plane) Set(ctx context.Context, o Override) error {
-	o.Label = ""
 	if err := p.resolve(&o); err != nil {
 		return err
 	}
@@ -379,8 +376,7 @@ func (p *Plane) Delete(ctx context.Context, o Override) (bool, error) {
 	return true, p.sync(ctx)
 }
 
-// sync reads the overrides when their version moved, in one run. On an
-// error the table read last stays.
+// sync reads the overrides when their version moved; on an error the last table stays.
 func (p *Plane) sync(ctx context.Context) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()

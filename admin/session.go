@@ -36,8 +36,7 @@ func newSessions(token string, logger *slog.Logger) *sessions {
 	return &sessions{token: sha256.Sum256([]byte(token)), ends: map[string]time.Time{}, now: time.Now, logger: logger}
 }
 
-// allows reports whether r bears the token or the cookie of a live session,
-// and names who it is for the audit.
+// allows reports whether r bears the token or a live session's cookie, and who it is.
 func (s *sessions) allows(r *http.Request) (who string, ok bool) {
 	if scheme, token, found := strings.Cut(r.Header.Get("Authorization"), " "); found && strings.EqualFold(scheme, "Bearer") {
 		if s.isToken(strings.TrimLeft(token, " ")) {
@@ -73,8 +72,7 @@ func sessionID(value string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// login starts a session and sets its cookie on w, scoped to the path
-// the handler is mounted at.
+// login starts a session and sets its cookie, scoped to where the handler is mounted.
 func (s *sessions) login(w http.ResponseWriter, r *http.Request) {
 	var b [32]byte
 	_, _ = rand.Read(b[:])
@@ -117,8 +115,7 @@ func (s *sessions) refuse() {
 	s.logger.Warn("admin: refused requests without the token or a session", slog.Int64("refused", n))
 }
 
-// mount returns the path the handler is mounted at: r's, up to its last
-// '/'.
+// mount returns the path the handler is mounted at: r's, up to its last '/'.
 func mount(r *http.Request) string {
 	return r.URL.Path[:strings.LastIndexByte(r.URL.Path, '/')+1]
 }

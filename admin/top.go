@@ -46,8 +46,7 @@ type topWindow struct {
 	slots int
 }
 
-// shadowSuffix names, after a policy's name, its would-be denials: a
-// name has no tab.
+// shadowSuffix names, after a policy's name, its would-be denials: a name has no tab.
 const shadowSuffix = "\tshadow"
 
 var topWindows = [...]topWindow{{"1m", 10 * time.Second, 6}, {"1h", 5 * time.Minute, 12}}
@@ -105,8 +104,7 @@ func (p *Plane) Denied(policy, key string, shadow bool, banned time.Duration) {
 	tp.mu.Unlock()
 }
 
-// summary returns this instance's summary of policy's denials over
-// window i, and whether it has any.
+// summary returns this instance's summary of policy's denials over window i, if any.
 func (c *topCounts) summary(policy string, i int) (topkeys.Summary, bool) {
 	c.mu.Lock()
 	tp, clock := c.policies[policy], c.now
