@@ -113,8 +113,7 @@ func nameReason(m sfItem) Reason {
 	return ""
 }
 
-// quotaPolicy reads a policy item of drafts 6 and 7: the quota q, with
-// w required; other parameters are comments.
+// quotaPolicy reads a policy item of drafts 6 and 7: the quota q, with w required.
 func quotaPolicy(q int64, params string) (Policy, Reason) {
 	w, wReason := window(params, true)
 	if reason := cmp.Or(count(q), wReason); reason != "" {
@@ -186,8 +185,7 @@ func add[T comparable](p *parser, field string, vs []T, i int, v T, tighter func
 	return vs
 }
 
-// tighter reports whether a allows less than b: a smaller quota, or
-// the same over a longer window.
+// tighter reports whether a allows less than b: less, or as much for longer.
 func tighter(a, b Policy) bool {
 	return a.Quota < b.Quota || a.Quota == b.Quota && a.Window > b.Window
 }
@@ -232,8 +230,7 @@ func (p *parser) namedLimit(m sfItem) (itemKey, Limit, Reason) {
 	return itemKey{name: m.text, pk: pk}, Limit{Remaining: r, Reset: p.delay(wire.FieldRateLimit, t, 0, true)}, ""
 }
 
-// addLimit is addPolicy for limits: the tighter has fewer units
-// remaining, or the same for longer.
+// addLimit is addPolicy for limits: the tighter has less left, or as much for longer.
 func (p *parser) addLimit(ls []Limit, k itemKey, l Limit) []Limit {
 	i := slices.IndexFunc(ls, func(q Limit) bool { return k.is(q.Name, q.Partition) })
 	if i >= 0 {

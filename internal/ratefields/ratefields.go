@@ -20,12 +20,10 @@ const (
 	// limit. A window is not a wait, so the caller's cap does not cut it.
 	MaxWindow = 3650 * 24 * time.Hour
 
-	// MaxItems is how many policies, limits and violated policies Parse
-	// keeps, each; the first ones are kept.
+	// MaxItems is how many policies, limits and violated policies Parse keeps: the first.
 	MaxItems = 16
 
-	// MaxName is the longest policy name kept, in bytes, as this module's
-	// Limiter allows.
+	// MaxName is the longest policy name kept, in bytes, as this module's Limiter allows.
 	MaxName = wire.MaxName
 
 	// MaxPartition is the longest partition key kept, in decoded bytes.
@@ -40,8 +38,7 @@ const (
 	MaxBody = 64 << 10
 )
 
-// Info is what a response says of the upstream's limits. Its zero value
-// says nothing: no quota known, no wait.
+// Info is what a response says of the upstream's limits. The zero Info says nothing.
 type Info struct {
 	// Policies are the quotas the upstream publishes, in the order given:
 	// from RateLimit-Policy, or from the single limit a draft 6 or 7 form
@@ -207,8 +204,7 @@ type parser struct {
 	problems []Problem
 }
 
-// report records a Problem once per field and reason, so that a
-// response's problems are bounded.
+// report records a Problem once per field and reason, so that problems are bounded.
 func (p *parser) report(field string, reason Reason) {
 	if q := (Problem{Field: field, Reason: reason}); !slices.Contains(p.problems, q) {
 		p.problems = append(p.problems, q)

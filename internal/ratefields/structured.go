@@ -29,11 +29,10 @@ const (
 type sfItem struct {
 	typ sfType
 
-	// text is a String's text between its quotes, escapes kept (read
-	// it, or a Token's, with textLen, textEqual and textValue); a Byte
-	// Sequence's base64 (read with b64Len, b64Equal and b64Value); a
-	// Display String's or Inner List's text inside its delimiters; the
-	// item as sent otherwise, without a Date's "@".
+	// text is a String's text between its quotes, escapes kept (read it,
+	// or a Token's, with textLen, textEqual and textValue); a Byte Sequence's
+	// base64 (read with b64Len, b64Equal and b64Value); a Display String's or
+	// Inner List's text inside its delimiters; else the item as sent, less a Date's "@".
 	text string
 
 	n int64 // an Integer's or a Date's value
@@ -46,8 +45,7 @@ type sfItem struct {
 // boolTrue is the value of a parameter or member that has none.
 var boolTrue = sfItem{typ: sfBoolean, text: "?1"}
 
-// listLen returns how many members the List value has, and whether it
-// is one (section 4.2.1).
+// listLen returns how many members the List value has, and whether it is one (4.2.1).
 func listLen(value string) (n int, ok bool) {
 	l := newList(value)
 	for {
@@ -170,8 +168,7 @@ func (p *sfParser) skipOWS() {
 	}
 }
 
-// endMember reads what follows a member: the end, or a comma and
-// another member to come.
+// endMember reads what follows a member: the end, or a comma and another member.
 func (p *sfParser) endMember() bool {
 	p.skipOWS()
 	if p.eof() {

@@ -36,8 +36,7 @@ func (p *parser) xRateLimit() {
 	p.info.Limits = []Limit{{Name: name, Remaining: remaining, Reset: p.xReset()}}
 }
 
-// parseResource reads X-RateLimit-Resource: a token of at most MaxName
-// bytes.
+// parseResource reads X-RateLimit-Resource: a token of at most MaxName bytes.
 func parseResource(v string) (string, Reason) {
 	switch {
 	case len(v) > MaxName:
@@ -76,8 +75,7 @@ func parseCount(s string) (int64, Reason) {
 	return digits(s), count(digits(s))
 }
 
-// seconds are whole seconds (at most MaxInt+1, standing for any more)
-// and nanoseconds.
+// seconds are whole seconds (MaxInt+1 standing for any more) and nanoseconds.
 type seconds struct{ secs, nanos int64 }
 
 // parseSeconds reads decimal seconds with up to nine fractional digits.
