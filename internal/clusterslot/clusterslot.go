@@ -11,8 +11,7 @@ import (
 // Count is the number of hash slots of a Redis Cluster.
 const Count = 16384
 
-// Of returns the slot of key: CRC16 of the key, or of its {hash tag} when
-// it has a non-empty one, modulo Count.
+// Of returns the slot of key: CRC16 of key, or of its non-empty {hash tag}, modulo Count.
 func Of(key string) int {
 	if i := strings.IndexByte(key, '{'); i >= 0 {
 		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {

@@ -11,8 +11,7 @@ import (
 	"net/http"
 )
 
-// A Limiter takes the status of the response to a request it admitted
-// (ratelimit.Limiter.Finish).
+// A Limiter takes the status of the response to a request it admitted.
 type Limiter interface {
 	Finish(ctx context.Context, status int) error
 }
@@ -57,8 +56,7 @@ func (w *Writer) Write(b []byte) (int, error) {
 	return w.ResponseWriter.Write(b)
 }
 
-// Flush finishes with 200, if the header is unwritten, and flushes the
-// server's writer, when it can.
+// Flush finishes with 200, if the header is unwritten, and flushes, when it can.
 func (w *Writer) Flush() {
 	w.Finish(http.StatusOK)
 	http.NewResponseController(w.ResponseWriter).Flush()

@@ -6,8 +6,7 @@ import (
 	"github.com/ratelimit-go/ratelimit"
 )
 
-// Fixed returns overrides of t, which never change, for tests: a
-// Limiter decides under them as under a Plane that read t.
+// Fixed returns overrides of t, which never change, for tests: as a Plane that read t.
 func Fixed(t *Table) ratelimit.Overrides { return fixed{t} }
 
 type fixed struct{ t *Table }

@@ -40,8 +40,7 @@ type Override struct {
 	// it, Key is in the store's form). Listings never give it.
 	Key string `json:"key,omitempty"`
 
-	// Label names StoredKey for people, in listings: admin.Options.Label's
-	// name. A change ignores it.
+	// Label names StoredKey for people in listings (admin.Options.Label). A change ignores it.
 	Label string `json:"label,omitempty"`
 
 	// Quota is the quota in place of the limit's, from 1 up to what its
@@ -305,8 +304,7 @@ func (t *Table) lookup(policy, key string) (slot, bool) {
 	return noSlot, false
 }
 
-// under returns o with the fields it leaves as the limit's taken from
-// w, the policy's override.
+// under returns o with the fields it leaves as the limit's taken from w, the policy's.
 func (o *Override) under(w *Override) Override {
 	v := *o
 	if v.Unlimited || v.Blocked {

@@ -50,8 +50,7 @@ const SliceLife = 100 * time.Millisecond
 // slot, so shorter ones would leave slices of no use.
 const MinLeasedSpan = 10 * time.Millisecond
 
-// DefaultSlots is how many slots a sliding window has when its
-// precision is not given.
+// DefaultSlots is how many slots a sliding window has when its precision is not given.
 const DefaultSlots = 10
 
 // Limit is one valid limit in integers. Times are microseconds.
@@ -145,8 +144,7 @@ func (c *Limit) ScriptArgs() LimitArgs {
 	return c.Args
 }
 
-// longestPeriod is the longest period of each calendar algorithm, an
-// hour gained from daylight saving included.
+// longestPeriod is each calendar algorithm's longest period, daylight saving's hour included.
 var longestPeriod = map[uint8]time.Duration{
 	Daily:   25 * time.Hour,
 	Weekly:  7*24*time.Hour + time.Hour,

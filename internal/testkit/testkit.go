@@ -60,8 +60,7 @@ type Clock struct {
 	moved func(time.Time)
 }
 
-// NewClock returns a Clock at now that tells moved, if not nil, of
-// each Advance.
+// NewClock returns a Clock at now that tells moved, if not nil, of each Advance.
 func NewClock(now time.Time, moved func(time.Time)) *Clock {
 	return &Clock{now: now, moved: moved}
 }

@@ -49,8 +49,7 @@ func New(k int) *Sketch {
 }
 
 // Add counts n units (at least 1) of key. A key not held takes a free
-// counter, or else the least counter, which it then holds with that
-// counter's count as its error.
+// counter, or else the least one, whose count becomes its error.
 func (s *Sketch) Add(key string, n int64) {
 	if n < 1 {
 		return
@@ -85,8 +84,7 @@ func (s *Sketch) floor() int64 {
 	return s.mins[0].n
 }
 
-// Top returns the n keys of the sum of sketches counted most, most first
-// (by estimate, then key), each with the range of its true count.
+// Top is Merge of the sketches' summaries: the n keys counted most, with their ranges.
 func Top(n int, sketches ...*Sketch) []Count {
 	return Merge(n, Summarize(-1, sketches...))
 }
@@ -209,8 +207,7 @@ func (w *Window) Add(now time.Time, key string, units int64) {
 	s.sketch.Add(key, units)
 }
 
-// Sketches returns the sketches of the window that ends at now: the slot
-// now falls in and the n-1 before it.
+// Sketches returns the sketches of the window ending at now: now's slot and the n-1 before.
 func (w *Window) Sketches(now time.Time) []*Sketch {
 	i := now.UnixNano() / w.width
 	var in []*Sketch

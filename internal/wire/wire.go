@@ -13,8 +13,7 @@ const MaxQuota = 1<<53 - 1
 // namespace or an upstream's policy.
 const MaxName = 64
 
-// DefaultPrefix starts every Redis key of the store and admin, unless
-// told otherwise.
+// DefaultPrefix starts every Redis key of the store and admin, unless told otherwise.
 const DefaultPrefix = "rl:"
 
 // The response fields a Limiter sets and ratefields reads, canonical:
