@@ -2,11 +2,10 @@
 //
 // It only translates Echo's context: the decision, the keys and the
 // headers are the Limiter's, exactly as with net/http. Echo's routes are
-// written the way Go's ServeMux writes them ("/users/:id" as
-// "/users/{id}", "/files/*" as "/files/{path...}", and "/", which Echo
-// matches alone, as "/{$}"), so a Limiter's route table, its keys and
-// what an observer is told are the same under Echo as under net/http. It
-// takes the same options, with the same names, as the Gin adapter.
+// written the ServeMux way ("/users/:id" as "/users/{id}", "/files/*" as
+// "/files/{path...}", and "/", which Echo matches alone, as "/{$}"), so a
+// route table, its keys and what an observer is told are the same as
+// under net/http. Its options are the Gin adapter's.
 //
 //	limiter, err := ratelimit.New(store, "api", ratelimit.WithLimits(ratelimit.PerMinute(100)))
 //	...
@@ -26,10 +25,9 @@ import (
 
 // Routes is [ratelimit.WithRoutes] for a route table in Echo's syntax,
 // as c.Path() names routes, with or without a method: "GET /users/:id",
-// "/files/*", written the ServeMux way. A pattern ServeMux cannot write
-// ("/v:version") or holding braces, a method not in upper case and two
-// patterns of one shape are refused when the Limiter is built, naming the
-// pattern; docs/limits.md tells which entry a request gets.
+// "/files/*". A pattern ServeMux cannot write ("/v:version", braces), a
+// method not in upper case and two patterns of one shape are refused,
+// named, when the Limiter is built. See docs/limits.md.
 func Routes(table map[string][]ratelimit.Limit) ratelimit.Option {
 	return syntax.Routes(table)
 }
@@ -53,18 +51,15 @@ func WithSkipper(skip func(c echo.Context) bool) Option {
 // New returns Echo middleware that lets l decide each request. A request
 // l denies or cannot decide is answered by l and goes no further; the
 // others go on with the rate-limit headers set and c.Request() carrying
-// the decision (see [ratelimit.Decisions]). Their status goes to l.Finish
-// (for [ratelimit.WithCountOnly]) as the header is about to be written,
-// through a writer wrapping the response's while the handlers run (for a
-// handler's error, the status Echo's default error handler writes); once
-// they have returned, however (an error or a panic too), l.End charges
-// the request's usage (see [ratelimit.Charge]). l sees c.Path(), written
-// the ServeMux way (see [Routes]), as the Pattern of c.Request() while
-// l.Allow runs. Register it with e.Use or on routes or groups, after
-// routing, or with e.Pre, before: then l matches the request against its
-// route table (see [ratelimit.WithRoutes]), as around a whole ServeMux.
-// New panics, when the server is built, if l is nil. The middleware is
-// safe for concurrent use.
+// the decision (see [ratelimit.Decisions]). l sees c.Path(), written the
+// ServeMux way, as the request's Pattern. The status goes to l.Finish (for
+// [ratelimit.WithCountOnly]) as the header is about to be written (for a
+// handler's error, the one Echo's default error handler writes); l.End
+// charges the usage (see [ratelimit.Charge]) once the handlers have
+// returned, however. Register it after routing (e.Use, groups, routes),
+// or with e.Pre, before: then l matches its own route table (see
+// docs/limits.md). New panics if l is nil. The middleware is safe for
+// concurrent use.
 func New(l *ratelimit.Limiter, opts ...Option) echo.MiddlewareFunc {
 	if l == nil {
 		panic("echolimit: New: the Limiter is nil")

@@ -30,12 +30,11 @@ type Syntax struct {
 }
 
 // Routes is [ratelimit.WithRoutes] for a route table in s, the patterns
-// with or without a method. It writes them the ServeMux way and passes
-// them to WithRoutes. A pattern that ServeMux cannot write (a parameter
-// inside a segment, such as "/v:version") or that holds braces is refused
-// when the Limiter is built, naming the pattern; so are a method not in
-// upper case ("post /login") and two patterns of one shape ("/users/:id"
-// and "/users/:name").
+// with or without a method, written the ServeMux way. A pattern ServeMux
+// cannot write (a parameter inside a segment, "/v:version") or that holds
+// braces, a method not in upper case ("post /login") and two patterns of
+// one shape ("/users/:id", "/users/:name") are refused, named, when the
+// Limiter is built.
 func (s Syntax) Routes(table map[string][]ratelimit.Limit) ratelimit.Option {
 	mux := make(map[string][]ratelimit.Limit, len(table))
 	shapes := make(map[string]string, len(table)) // a shape's pattern
@@ -57,16 +56,13 @@ func (s Syntax) Routes(table map[string][]ratelimit.Limit) ratelimit.Option {
 	return ratelimit.WithRoutes(mux)
 }
 
-// maxPatterns bounds the routes a Patterns function keeps.
-const maxPatterns = 4096
+const maxPatterns = 4096 // the routes a Patterns function keeps
 
 // Patterns returns a function that writes the route a router matched
-// (Gin's FullPath, Echo's c.Path()) the ServeMux way, as the Pattern of
-// the request a Limiter decides, and returns false when the router
-// matched no route ("") or ServeMux cannot write it. Each route is worked
-// out once: a router has few, and they come back on every request. It
-// keeps up to 4,096 of them, and works out the others each time. The
-// function is safe for concurrent use; each middleware makes its own.
+// (Gin's FullPath, Echo's c.Path()) the ServeMux way, or returns false for
+// no route ("") or one ServeMux cannot write. It keeps up to 4,096 routes
+// worked out, as they come back on every request. The function is safe
+// for concurrent use; each middleware makes its own.
 func (s Syntax) Patterns() func(route string) (pattern string, ok bool) {
 	patterns := &bounded.Map[string, string]{Max: maxPatterns, Make: func(route string) string {
 		p, _, _ := s.serveMux(route) // "" for a route ServeMux cannot write

@@ -2,11 +2,10 @@
 //
 // It only translates Gin's context: the decision, the keys and the headers
 // are the Limiter's, exactly as with net/http. Gin's routes are written the
-// way Go's ServeMux writes them ("/users/:id" as "/users/{id}",
-// "/files/*path" as "/files/{path...}", and "/", which Gin matches alone,
-// as "/{$}"), so a Limiter's route table, its keys and what an observer is
-// told are the same under Gin as under net/http. It takes the same
-// options, with the same names, as the Echo adapter.
+// ServeMux way ("/users/:id" as "/users/{id}", "/files/*path" as
+// "/files/{path...}", and "/", which Gin matches alone, as "/{$}"), so a
+// route table, its keys and what an observer is told are the same as
+// under net/http. Its options are the Echo adapter's.
 //
 //	limiter, err := ratelimit.New(store, "api", ratelimit.WithLimits(ratelimit.PerMinute(100)))
 //	...
@@ -24,10 +23,9 @@ import (
 
 // Routes is [ratelimit.WithRoutes] for a route table in Gin's syntax, as
 // FullPath names routes, with or without a method: "GET /users/:id",
-// "/files/*path", written the ServeMux way. A pattern ServeMux cannot
-// write ("/v:version") or holding braces, a method not in upper case and
-// two patterns of one shape are refused when the Limiter is built, naming
-// the pattern; docs/limits.md tells which entry a request gets.
+// "/files/*path". A pattern ServeMux cannot write ("/v:version", braces),
+// a method not in upper case and two patterns of one shape are refused,
+// named, when the Limiter is built. See docs/limits.md.
 func Routes(table map[string][]ratelimit.Limit) ratelimit.Option {
 	return syntax.Routes(table)
 }
@@ -51,14 +49,12 @@ func WithSkipper(skip func(c *gin.Context) bool) Option {
 // New returns Gin middleware that lets l decide each request. A request
 // l denies or cannot decide is answered by l and aborted; the others go on
 // with the rate-limit headers set and c.Request carrying the decision (see
-// [ratelimit.Decisions]). Their status goes to l.Finish (for
-// [ratelimit.WithCountOnly]) as the header is about to be written, through
-// a writer wrapping c.Writer while the handlers run; once they have
-// returned, however (an abort or a panic too), l.End charges the
-// request's usage (see [ratelimit.Charge]). l sees FullPath, written the
-// ServeMux way (see [Routes]), as the Pattern of c.Request while l.Allow
-// runs. New panics, when the router is built, if l is nil. The middleware
-// is safe for concurrent use.
+// [ratelimit.Decisions]). l sees FullPath, written the ServeMux way, as
+// the request's Pattern. The status goes to l.Finish (for
+// [ratelimit.WithCountOnly]) as the header is about to be written; l.End
+// charges the usage (see [ratelimit.Charge]) once the handlers have
+// returned, however (an abort or a panic too). New panics if l is nil. The
+// middleware is safe for concurrent use.
 func New(l *ratelimit.Limiter, opts ...Option) gin.HandlerFunc {
 	if l == nil {
 		panic("ginlimit: New: the Limiter is nil")

@@ -1,22 +1,18 @@
 // Package grpclimit runs a [ratelimit.Limiter] as gRPC server
 // interceptors, unary and stream.
 //
-// It only maps the Limiter's decision of a call onto gRPC: the
-// decision, the keys and the fields sent are the Limiter's, exactly as
-// with net/http. The Limiter reads each call in place as a
-// [ratelimit.Request]: its route is POST of its full method ("POST
-// /package.Service/Method"), its context the call's, its header the
-// call's metadata (ratelimit.HeaderKey("X-API-Key", secret) reads
-// "x-api-key"), its peer the call's. [Methods] gives methods and
-// services limits of their own.
+// It only maps the Limiter's decision of a call onto gRPC: the decision,
+// the keys and the fields sent are the Limiter's, exactly as with
+// net/http. The Limiter reads each call in place as a [ratelimit.Request]:
+// its route "POST /package.Service/Method", its header the call's metadata
+// (ratelimit.HeaderKey("X-API-Key", secret) reads "x-api-key"), its peer
+// the call's. [Methods] gives methods and services limits of their own.
 //
-// A call the Limiter admits goes on, its handler's context carrying the
-// decision ([ratelimit.Decisions], [ratelimit.Charge]), and its header
-// metadata the "ratelimit" and "ratelimit-policy" fields. One it refuses
-// gets a status of fixed text, never the store's (ResourceExhausted when
-// denied, with errdetails.RetryInfo and errdetails.QuotaFailure), sent
-// Trailers-Only so that a client's retry policy may retry it (gRFC A6).
-// docs/grpc.md tells each status, detail and field.
+// A call admitted goes on, its context carrying the decision and its
+// header metadata the rate-limit fields. One refused gets a status of
+// fixed text (ResourceExhausted when denied, with errdetails.RetryInfo and
+// errdetails.QuotaFailure), sent Trailers-Only so that a client's retry
+// policy may retry it (gRFC A6). See docs/grpc.md.
 //
 //	limiter, err := ratelimit.New(store, "api",
 //		ratelimit.WithLimits(ratelimit.PerMinute(100)),

@@ -32,23 +32,20 @@ type config struct {
 }
 
 // WithSkipper exempts the calls for which skip returns true, such as
-// health checks ("/grpc.health.v1.Health/Check"): they go on with no
-// check and no metadata. skip is given the call's context and its full
-// method, "/package.Service/Method", and is called for every call,
-// concurrently. By default no call is exempt.
+// health checks ("/grpc.health.v1.Health/Check"): they go on with no check
+// and no metadata. skip is called concurrently, with each call's context
+// and full method. By default no call is exempt.
 func WithSkipper(skip func(ctx context.Context, fullMethod string) bool) Option {
 	return func(c *config) { c.skip = skip }
 }
 
 // UnaryServerInterceptor returns an interceptor that lets l decide each
-// unary call, as the package's documentation tells; a call l refuses
-// never reaches the handler. Of a call l admits, the code, as an HTTP
-// status, goes to l.Finish (for [ratelimit.WithCountOnly]) when the
-// handler returns, and l.End runs once it has returned, however (a panic
-// too, passed on after a Finish with 500): see docs/grpc.md.
-//
-// It panics, when the server is built, if l is nil. The interceptor is
-// safe for concurrent use.
+// unary call, as the package's documentation tells; a call l refuses never
+// reaches the handler. Of a call l admits, l.Finish gets the code as an
+// HTTP status (for [ratelimit.WithCountOnly]), and l.End runs once the
+// handler has returned, however (a panic too, passed on after a Finish
+// with 500): see docs/grpc.md. It panics, when the server is built, if l
+// is nil. The interceptor is safe for concurrent use.
 func UnaryServerInterceptor(l *ratelimit.Limiter, opts ...Option) grpc.UnaryServerInterceptor {
 	ic := newInterceptor("UnaryServerInterceptor", l, opts)
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
@@ -72,14 +69,11 @@ func UnaryServerInterceptor(l *ratelimit.Limiter, opts ...Option) grpc.UnaryServ
 }
 
 // StreamServerInterceptor returns an interceptor that lets l decide each
-// stream once, when it opens, as [UnaryServerInterceptor] decides a call:
-// the handler gets a stream whose Context carries the decision, l.Finish
-// the code it returns, and l.End runs once it has returned, however. The
-// rate-limit fields are the stream's header metadata, sent with its
-// first message or its end; a stream refused is sent Trailers-Only.
-//
-// It panics, when the server is built, if l is nil. The interceptor is
-// safe for concurrent use.
+// stream once, when it opens, as [UnaryServerInterceptor] decides a call;
+// the handler's stream's Context carries the decision. The rate-limit
+// fields are the stream's header metadata, sent with its first message or
+// its end; a stream refused is sent Trailers-Only. It panics, when the
+// server is built, if l is nil. The interceptor is safe for concurrent use.
 func StreamServerInterceptor(l *ratelimit.Limiter, opts ...Option) grpc.StreamServerInterceptor {
 	ic := newInterceptor("StreamServerInterceptor", l, opts)
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {

@@ -9,21 +9,16 @@ import (
 	"github.com/ratelimit-go/ratelimit"
 )
 
-// Methods is [ratelimit.WithRoutes] for a table of gRPC methods, named as
-// gRPC does: "/package.Service/Method" for one method, and
-// "/package.Service/*" for every method of a service. It writes each
-// entry as the route an interceptor gives the Limiter, "POST
-// /package.Service/Method" and "POST /package.Service/{method}", for
-// WithRoutes and its rules: a method's entry beats its service's, a
-// method in neither gets the limits of [ratelimit.WithLimits] (none
-// without them: unlimited), and each entry counts apart, so the methods
-// of a service's entry share its counters. The tables given to a Limiter
-// are merged: it may take HTTP routes and gRPC methods together.
-//
-// An entry that is not a full method name ("/pkg.Svc/Get*", "/*/Get", a
-// name that is not a proto identifier) is refused when the Limiter is
-// built: ratelimit.New returns an error wrapping [ratelimit.ErrInvalid]
-// naming the entry and what is wrong.
+// Methods is [ratelimit.WithRoutes] for a table of gRPC methods:
+// "/package.Service/Method" for one method, "/package.Service/*" for every
+// method of a service, written as the routes an interceptor gives the
+// Limiter ("POST /package.Service/Method", "POST /package.Service/{method}").
+// A method's entry beats its service's, a method in neither gets the
+// limits of [ratelimit.WithLimits], and the methods of a service's entry
+// share its counters. The tables given to a Limiter are merged. An entry
+// that is not a full method name ("/pkg.Svc/Get*", "/*/Get") is refused
+// when the Limiter is built, with an [ratelimit.ErrInvalid] naming it. See
+// docs/grpc.md.
 func Methods(table map[string][]ratelimit.Limit) ratelimit.Option {
 	if table == nil {
 		return func(*ratelimit.Limiter) error {
@@ -31,8 +26,7 @@ func Methods(table map[string][]ratelimit.Limit) ratelimit.Option {
 		}
 	}
 	routes := make(map[string][]ratelimit.Limit, len(table))
-	// In order, so that of two bad entries the error names the same one
-	// every time.
+	// In order, so that the error names the same bad entry every time.
 	for _, name := range slices.Sorted(maps.Keys(table)) {
 		pattern, problem := route(name)
 		if problem != "" {
