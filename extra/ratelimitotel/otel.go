@@ -196,11 +196,8 @@ func makeOptions(l labels) options {
 }
 
 // WatchFallback reports f's state under ratelimit.store=name at every
-// collection: ratelimit.fallback.active (1 while it decides in process),
-// ratelimit.fallback.transitions (its moves to in_process and back to
-// redis) and ratelimit.fallback.waiting (the keys decided in process until
-// what was decided for them in process reaches Redis; see
-// store.FallbackHealth's Waiting).
+// collection: ratelimit.fallback.active, ratelimit.fallback.transitions
+// and ratelimit.fallback.waiting (see docs/observability.md).
 func (o *Observer) WatchFallback(name string, f *store.Fallback) error {
 	active, err := o.meter.Int64ObservableGauge("ratelimit.fallback.active", metric.WithUnit("1"),
 		metric.WithDescription("1 while the Fallback decides in process because Redis is unavailable, 0 while Redis decides."))
