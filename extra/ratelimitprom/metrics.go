@@ -45,12 +45,7 @@ var latencyBuckets = []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.
 // number of Limiters; they are told apart by namespace. It is safe for
 // concurrent use.
 type Metrics struct {
-	requests   *prometheus.CounterVec
-	limits     *prometheus.CounterVec
-	local      *prometheus.CounterVec
-	usage      *prometheus.CounterVec
-	refillsVec *prometheus.CounterVec
-	latency    *prometheus.HistogramVec
+	vectors [6]prometheus.Collector // of the series below, for Describe and Collect
 
 	reqs      *bounded.Map[labels, prometheus.Counter]
 	verdicts  *bounded.Map[labels, prometheus.Counter]
@@ -83,38 +78,39 @@ func counterVec(name, help string, labels ...string) *prometheus.CounterVec {
 // New returns Metrics with no series yet: each appears with the first
 // request it counts.
 func New() *Metrics {
-	m := &Metrics{
-		requests: counterVec("ratelimit_requests_total",
-			"Requests a rate limiter decided or could not decide, by namespace, route pattern and outcome.",
-			"namespace", "route", "outcome"),
-		limits: counterVec("ratelimit_limit_decisions_total",
-			"Each limit's verdict on the requests it applied to, by namespace, route pattern, limit name and outcome (allowed, denied, would_deny by a shadow limit, banned).",
-			"namespace", "route", "limit", "outcome"),
-		local: counterVec("ratelimit_fallback_decisions_total",
-			"Requests decided in process by a Fallback while Redis was unavailable, by namespace and route pattern.",
-			"namespace", "route"),
-		usage: counterVec("ratelimit_usage_charged_total",
-			"Units of usage charged to limits charged from usage once responses were done, by namespace and route pattern.",
-			"namespace", "route"),
-		refillsVec: counterVec("ratelimit_lease_refills_total",
-			"Slices of leased limits this instance took from the store, by namespace, route pattern and limit name.",
-			"namespace", "route", "limit"),
-		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "ratelimit_store_duration_seconds",
-			Help:    "How long the store took to decide a request, or to fail, by namespace.",
-			Buckets: latencyBuckets,
-		}, []string{"namespace"}),
+	requests := counterVec("ratelimit_requests_total",
+		"Requests a rate limiter decided or could not decide, by namespace, route pattern and outcome.",
+		"namespace", "route", "outcome")
+	limits := counterVec("ratelimit_limit_decisions_total",
+		"Each limit's verdict on the requests it applied to, by namespace, route pattern, limit name and outcome (allowed, denied, would_deny by a shadow limit, banned).",
+		"namespace", "route", "limit", "outcome")
+	local := counterVec("ratelimit_fallback_decisions_total",
+		"Requests decided in process by a Fallback while Redis was unavailable, by namespace and route pattern.",
+		"namespace", "route")
+	usage := counterVec("ratelimit_usage_charged_total",
+		"Units of usage charged to limits charged from usage once responses were done, by namespace and route pattern.",
+		"namespace", "route")
+	refills := counterVec("ratelimit_lease_refills_total",
+		"Slices of leased limits this instance took from the store, by namespace, route pattern and limit name.",
+		"namespace", "route", "limit")
+	latency := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "ratelimit_store_duration_seconds",
+		Help:    "How long the store took to decide a request, or to fail, by namespace.",
+		Buckets: latencyBuckets,
+	}, []string{"namespace"})
+	route := func(l labels) []string { return []string{l.namespace, l.route} }
+	return &Metrics{
+		vectors:  [...]prometheus.Collector{requests, limits, local, usage, refills, latency},
+		reqs:     counters(requests, func(l labels) []string { return []string{l.namespace, l.route, l.outcome} }),
+		verdicts: counters(limits, func(l labels) []string { return []string{l.namespace, l.route, l.limit, l.outcome} }),
+		fellBack: counters(local, route),
+		charged:  counters(usage, route),
+		refills:  counters(refills, func(l labels) []string { return []string{l.namespace, l.route, l.limit} }),
+		durations: &bounded.Map[string, prometheus.Observer]{Max: MaxSeries,
+			Make:     func(ns string) prometheus.Observer { return latency.WithLabelValues(ns) },
+			Overflow: func(string) string { return other }},
 		fallbackSet: newFallbackDescs(),
 	}
-	route := func(l labels) []string { return []string{l.namespace, l.route} }
-	m.reqs = counters(m.requests, func(l labels) []string { return []string{l.namespace, l.route, l.outcome} })
-	m.verdicts = counters(m.limits, func(l labels) []string { return []string{l.namespace, l.route, l.limit, l.outcome} })
-	m.fellBack, m.charged = counters(m.local, route), counters(m.usage, route)
-	m.refills = counters(m.refillsVec, func(l labels) []string { return []string{l.namespace, l.route, l.limit} })
-	m.durations = &bounded.Map[string, prometheus.Observer]{Max: MaxSeries,
-		Make:     func(ns string) prometheus.Observer { return m.latency.WithLabelValues(ns) },
-		Overflow: func(string) string { return other }}
-	return m
 }
 
 // Observe counts e. Pass it to [ratelimit.WithObserver].
@@ -145,14 +141,9 @@ func (m *Metrics) Observe(_ ratelimit.Request, e ratelimit.Event) {
 	}
 }
 
-// collectors returns the vectors of m's series.
-func (m *Metrics) collectors() [6]prometheus.Collector {
-	return [...]prometheus.Collector{m.requests, m.limits, m.local, m.usage, m.refillsVec, m.latency}
-}
-
 // Describe implements [prometheus.Collector].
 func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, c := range m.collectors() {
+	for _, c := range m.vectors {
 		c.Describe(ch)
 	}
 	m.fallbackSet.describe(ch)
@@ -160,7 +151,7 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect implements [prometheus.Collector].
 func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
-	for _, c := range m.collectors() {
+	for _, c := range m.vectors {
 		c.Collect(ch)
 	}
 	m.fallbackMu.Lock()
