@@ -46,9 +46,8 @@ type budget struct {
 }
 
 // sets are the limits of a budget at a time: the declared, the learned,
-// the hold and, until a response of the upstream has come, the probe;
-// and those that End is given, without the hold, which it must not
-// charge.
+// the hold and, until a response of the upstream has come, the probe; and
+// the same without the hold, for End, which must not charge it.
 type sets struct {
 	limits, ending *ratelimit.Limits
 	probe          bool // limits hold the probe
@@ -111,16 +110,14 @@ func (bs *budgets) of(req *http.Request) (*budget, error) {
 	return m.b, m.err
 }
 
-// maxLearned is how many limits a budget learns at most.
-const maxLearned = 4
+const maxLearned = 4 // limits a budget learns at most
 
 // learn makes b's limits those declared and those of the policies a
 // response published: per window (or in flight), one limit at the least
-// quota published, unless a declared limit has its shape. A policy with
+// quota published, unless a declared limit has its shape; a policy with
 // no window takes the longest reset seen (see windowed). The probe of
-// cost probe (0 for another request) is counted under the limits it
-// taught before they are b's, so that no request is admitted under them
-// before it is counted.
+// cost probe (0: none) is counted under the limits it taught before they
+// are b's, so that no request is admitted under them uncounted.
 func (b *budget) learn(ctx context.Context, s ratelimit.Store, policies []ratefields.Policy, limits []ratefields.Limit, probe int) (changed bool, err error) {
 	policies = b.windowed(policies, limits)
 	var learned []ratelimit.Limit
@@ -204,14 +201,12 @@ func (b *budget) windowed(policies []ratefields.Policy, limits []ratefields.Limi
 	return out
 }
 
-// sameShape reports whether a and b would count in the same state: the
-// same algorithm and window.
+// sameShape reports whether a and b count in one state: same algorithm and window.
 func sameShape(a, b ratelimit.Limit) bool {
 	return a.Algorithm == b.Algorithm && a.Window == b.Window
 }
 
-// build returns the sets of b's declared limits and learned, with the
-// probe.
+// build returns the sets of b's declared limits and learned, with the probe.
 func (b *budget) build(learned []ratelimit.Limit, probe bool) (*sets, error) {
 	all := append(slices.Clip(b.declared), learned...)
 	if probe {

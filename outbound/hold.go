@@ -74,8 +74,7 @@ func (t *Transport) hold(ctx context.Context, b *budget, d time.Duration) error 
 	return err
 }
 
-// claimKey is the key of the claim to hold b back until the second
-// until.
+// claimKey is the key of the claim to hold b back until the second until.
 func claimKey(b *budget, until int64) string {
 	return b.key + ":hold@" + strconv.FormatInt(until, 10)
 }

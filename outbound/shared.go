@@ -35,8 +35,7 @@ const (
 	sharedTimeout   = 250 * time.Millisecond
 )
 
-// get returns the policies kept of the budget at key, and whether any
-// are.
+// get returns the policies kept of the budget at key, and whether any are.
 func (sh *shared) get(ctx context.Context, key string) ([]ratefields.Policy, bool) {
 	sh.mu.Lock()
 	due, known := !sh.reading && time.Since(sh.read) >= sh.every, sh.version

@@ -75,8 +75,7 @@ func New(base http.RoundTripper, s ratelimit.Store, opts ...Option) (*Transport,
 // RoundTrip sends req once its budget has room for it: see [Transport].
 // A request refused, or whose wait ran past its context's deadline or
 // [WithMaxWait], gets an [*Error] and is not sent. While the store fails,
-// requests are sent as if nothing were known (and the failure is
-// returned by nothing: [Transport.Stats] counts it).
+// requests are sent as if nothing were known; [Transport.Stats] counts it.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	b, err := t.budgets.of(req)
 	if err != nil {
@@ -314,13 +313,10 @@ func (t *Transport) learn(ctx context.Context, b *budget, resp *http.Response, d
 	}
 }
 
-// defaultHold is how long a 429 or 503 that says nothing of when to
-// retry holds its budget back.
-const defaultHold = time.Second
-
-// maxProblemBody is the most of a 429's or 503's body read for its
-// problem details.
-const maxProblemBody = 64 << 10
+const (
+	defaultHold    = time.Second // how long a 429 or 503 that says not when to retry holds its budget
+	maxProblemBody = 64 << 10    // the most of a 429's or 503's body read for its problem details
+)
 
 // isProblem reports whether h announces RFC 9457 problem JSON.
 func isProblem(h http.Header) bool {
