@@ -39,9 +39,8 @@ type budget struct {
 	sets atomic.Pointer[sets]
 
 	// bridge holds this process's requests back (until, in unix
-	// nanoseconds) from the moment a response says the budget is spent to
-	// the moment the store holds it: requests admitted meanwhile are not
-	// sent (see Transport.hold).
+	// nanoseconds) from a response saying the budget is spent until the
+	// store holds it (see Transport.hold): none admitted meanwhile is sent.
 	bridge atomic.Int64
 }
 
@@ -161,7 +160,6 @@ func (b *budget) learn(ctx context.Context, s ratelimit.Store, policies []ratefi
 	}
 	b.counted = counted(learned)
 	if all := b.counted[""]; probe > 0 && all != nil {
-		// Before any other request is admitted under them.
 		_, err = s.Allow(ctx, b.key, probe, all)
 	}
 	b.sets.Store(next)

@@ -119,8 +119,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		usage = max(t.usage(resp), 0)
 	}
 	if sets != nil && d.Slot != "" {
-		// The slot of a request in flight is held until its body is read
-		// or closed.
+		// The slot of a request in flight is held until its body is read or closed.
 		resp.Body = &endingBody{ReadCloser: resp.Body, end: func() { t.end(b, sets, d, usage) }}
 	} else {
 		t.end(b, sets, d, usage)
@@ -219,8 +218,7 @@ func probing(d ratelimit.Decision) bool {
 	return d.Banned == 0
 }
 
-// take takes cost from b under limits, waiting for room unless told not
-// to.
+// take takes cost from b under limits, waiting for room unless told not to.
 func (t *Transport) take(ctx context.Context, b *budget, cost int, limits *ratelimit.Limits) (ratelimit.Decision, error) {
 	if t.noWait {
 		d, err := t.store.Allow(ctx, b.key, cost, limits)
@@ -283,8 +281,7 @@ func (t *Transport) learn(ctx context.Context, b *budget, resp *http.Response, d
 		}
 	}
 	if hold > t.maxDelay {
-		// Only a hold is capped (a monthly quota spent), not the reset of
-		// a limit with units left.
+		// Only a hold is capped (a monthly quota spent), not a limit's reset with units left.
 		t.stats.ignore(ratefields.ReasonCapped)
 	}
 	if hold > 0 {
@@ -340,8 +337,7 @@ type readCloser struct {
 	io.Closer
 }
 
-// An endingBody ends its request once, when it is read to its end or
-// closed.
+// An endingBody ends its request once, when it is read to its end or closed.
 type endingBody struct {
 	io.ReadCloser
 	once sync.Once
@@ -362,10 +358,9 @@ func (b *endingBody) Close() error {
 	return err
 }
 
-// An Error is what RoundTrip returns for a request it did not send,
-// because its budget had no room for it: at once, with [WithoutWaiting],
-// or when the room would come after the request's deadline or
-// [WithMaxWait].
+// An Error is what RoundTrip returns for a request it did not send for
+// want of room in its budget: at once, with [WithoutWaiting], or when the
+// room would come after the request's deadline or [WithMaxWait].
 type Error struct {
 	// Upstream is the request's upstream: its URL's host.
 	Upstream string

@@ -1,11 +1,10 @@
 // Package echolimit runs a [ratelimit.Limiter] as Echo middleware.
 //
 // It only translates Echo's context: the decision, the keys and the
-// headers are the Limiter's, exactly as with net/http. Echo's routes are
-// written the ServeMux way ("/users/:id" as "/users/{id}", "/files/*" as
-// "/files/{path...}", and "/", which Echo matches alone, as "/{$}"), so a
-// route table, its keys and what an observer is told are the same as
-// under net/http. Its options are the Gin adapter's.
+// headers are the Limiter's, and Echo's routes are written the ServeMux
+// way ("/users/:id" as "/users/{id}"), so that a route table, its keys and
+// what an observer is told are as under net/http (see docs/limits.md).
+// Its options are the Gin adapter's.
 //
 //	limiter, err := ratelimit.New(store, "api", ratelimit.WithLimits(ratelimit.PerMinute(100)))
 //	...

@@ -1,11 +1,10 @@
 // Package ginlimit runs a [ratelimit.Limiter] as Gin middleware.
 //
 // It only translates Gin's context: the decision, the keys and the headers
-// are the Limiter's, exactly as with net/http. Gin's routes are written the
-// ServeMux way ("/users/:id" as "/users/{id}", "/files/*path" as
-// "/files/{path...}", and "/", which Gin matches alone, as "/{$}"), so a
-// route table, its keys and what an observer is told are the same as
-// under net/http. Its options are the Echo adapter's.
+// are the Limiter's, and Gin's routes are written the ServeMux way
+// ("/users/:id" as "/users/{id}"), so that a route table, its keys and
+// what an observer is told are as under net/http (see docs/limits.md).
+// Its options are the Echo adapter's.
 //
 //	limiter, err := ratelimit.New(store, "api", ratelimit.WithLimits(ratelimit.PerMinute(100)))
 //	...

@@ -138,9 +138,8 @@ func (ic *interceptor) end(ctx context.Context) {
 	ic.l.End(ctx)
 }
 
-// A call is the [ratelimit.Request] of a gRPC call, its route POST of
-// its full method, as grpc-gateway sees it; each field is read when
-// asked, nothing copied.
+// A call is the [ratelimit.Request] of a gRPC call, read in place: its
+// route is POST of its full method, as grpc-gateway sees it.
 type call struct {
 	ctx   context.Context
 	route string

@@ -25,10 +25,9 @@ import (
 )
 
 // MaxSeries bounds the label sets of each per-request metric: past it, a
-// new route or limit name is counted under "other". Limit names come from
-// configuration, but [ratelimit.WithLimitsFunc] can make limits per
-// request, and each distinct limit has a name; this keeps a mistake there
-// from growing the scrape without end.
+// new route or limit name is counted under "other", so that limits made
+// per request ([ratelimit.WithLimitsFunc]), each with its own name, cannot
+// grow the scrape without end.
 const MaxSeries = 10_000
 
 const other = "other"
@@ -41,9 +40,8 @@ var latencyBuckets = []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.
 // Metrics counts the decisions of the Limiters it observes (pass
 // [Metrics.Observe] to [ratelimit.WithObserver]) and reports the state of
 // the Fallbacks it watches ([Metrics.WatchFallback]). It is a
-// [prometheus.Collector]: register it once. One Metrics may observe any
-// number of Limiters; they are told apart by namespace. It is safe for
-// concurrent use.
+// [prometheus.Collector]: register it once. It may observe any number of
+// Limiters, told apart by namespace. It is safe for concurrent use.
 type Metrics struct {
 	vectors [6]prometheus.Collector // of the series below, for Describe and Collect
 
