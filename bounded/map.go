@@ -53,8 +53,7 @@ func (m *Map[K, V]) Get(k K) V {
 	return v
 }
 
-// Range calls f for each key kept and its V, until f returns false, as
-// sync.Map's Range does.
+// Range calls f for each key kept and its V until f returns false, as sync.Map's Range.
 func (m *Map[K, V]) Range(f func(K, V) bool) {
 	m.m.Range(func(k, v any) bool { return f(k.(K), v.(V)) })
 }

@@ -259,8 +259,7 @@ func (b *budget) catchUp(ctx context.Context, s ratelimit.Store, l ratefields.Li
 	return err
 }
 
-// counted returns the limits of learned counted in requests, alone by
-// name, and together under "".
+// counted returns learned's limits counted in requests: each by name, all under "".
 func counted(learned []ratelimit.Limit) map[string]*ratelimit.Limits {
 	m := map[string]*ratelimit.Limits{}
 	var all []ratelimit.Limit

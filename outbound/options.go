@@ -53,20 +53,18 @@ func WithCost(cost func(r *http.Request) int) Option {
 }
 
 // WithUsage sets how a response reports what its request used (tokens,
-// for a model API), charged to the declared limits charged from usage
-// (see [ratelimit.Limit]'s Usage) once the response's header has come;
-// a negative answer counts as 0. Usage reported in the body is the
-// caller's to read and charge with a limit of its own. By default
-// nothing is charged.
+// for a model API), charged once its header has come to the declared
+// limits charged from usage (see [ratelimit.Limit]'s Usage); a negative
+// answer counts as 0. Usage in the body is the caller's to read and
+// charge with a limit of its own. By default nothing is charged.
 func WithUsage(usage func(resp *http.Response) int) Option {
 	return nonNil("outbound.WithUsage: the function", usage == nil, func(t *Transport) { t.usage = usage })
 }
 
 // WithPartition sets which of the caller's budgets at its upstream a
-// request spends, such as the API key it sends, when the service has
-// several: requests of one upstream and partition share a budget. The
-// partition is hashed before it reaches the store, so no key is written
-// there. By default every request of an upstream shares one budget.
+// request spends, such as the API key it sends: requests of one upstream
+// and partition share a budget. The partition is hashed, so that no key
+// reaches the store. By default every request of an upstream shares one.
 func WithPartition(partition func(r *http.Request) string) Option {
 	return nonNil("outbound.WithPartition: the function", partition == nil, func(t *Transport) { t.partition = partition })
 }
@@ -124,8 +122,7 @@ func upstreamProblem(upstream string) string {
 	return ""
 }
 
-// nonNil returns an Option that refuses a nil value, named by what, or
-// else sets it.
+// nonNil returns an Option that refuses a nil value, named by what, or else sets it.
 func nonNil(what string, isNil bool, set func(*Transport)) Option {
 	return func(t *Transport) error {
 		if isNil {

@@ -12,12 +12,11 @@ import (
 )
 
 // shared are the limits the budgets learned, kept beside the store's
-// counters where the store has a door for them (see docs/outbound.md),
-// under a namespace no Limiter can have: a field per budget key, its
-// learned limits as policies, [] when its upstream publishes none. One
-// caller at a time reads them, at most every probePoll (a second after a
-// failure); a read or change waits at most sharedTimeout, so that a
-// store slow or down costs a request that much, and others nothing.
+// counters (see docs/outbound.md) under a namespace no Limiter can have:
+// a field per budget key, its learned limits as policies, [] when its
+// upstream publishes none. One caller at a time reads them, at most every
+// probePoll (a second after a failure), and a read or change waits at
+// most sharedTimeout: a store slow or down costs one request that much.
 type shared struct {
 	k override.Keeper
 

@@ -144,8 +144,7 @@ func (t *Transport) admit(ctx context.Context, b *budget, cost int) (*sets, rate
 	}
 }
 
-// crossBridge waits until b's bridge ends, or refuses the request when
-// it may not wait that long.
+// crossBridge waits out b's bridge, or refuses a request that may not wait so long.
 func (t *Transport) crossBridge(ctx context.Context, b *budget) error {
 	for {
 		held := time.Duration(b.bridge.Load() - t.now().UnixNano())
@@ -204,8 +203,7 @@ func (t *Transport) admitOnce(ctx context.Context, b *budget, cost int) (*sets, 
 	}
 }
 
-// probePoll is how often a request asks the store whether the probe of
-// another process has ended.
+// probePoll is how often a request asks whether another process's probe has ended.
 const probePoll = 20 * time.Millisecond
 
 // probing reports whether d denied only for the probe.
@@ -321,8 +319,7 @@ func isProblem(h http.Header) bool {
 	return err == nil && mt == "application/problem+json"
 }
 
-// peekBody returns up to n bytes of resp's body, which it leaves as it
-// was for the caller to read.
+// peekBody returns up to n bytes of resp's body, left whole for the caller to read.
 func peekBody(resp *http.Response, n int64) []byte {
 	head, err := io.ReadAll(io.LimitReader(resp.Body, n))
 	resp.Body = &readCloser{Reader: io.MultiReader(bytes.NewReader(head), resp.Body), Closer: resp.Body}
@@ -500,11 +497,10 @@ func (t *Transport) Budget(ctx context.Context, req *http.Request) (Budget, erro
 	return v, nil
 }
 
-// Lift ends the hold of the budget req would spend, in every process
-// that shares the store: its requests go again at once, as far as its
-// limits allow, until the upstream says again that it is spent. For an
-// operator who knows better than the upstream's Retry-After, such as
-// after a quota was raised.
+// Lift ends the hold of the budget req would spend, in every process that
+// shares the store, for an operator who knows better than the upstream's
+// Retry-After (a quota raised): its requests go again at once, as far as
+// its limits allow, until the upstream says again that it is spent.
 func (t *Transport) Lift(ctx context.Context, req *http.Request) error {
 	b, err := t.budgets.of(req)
 	if err != nil {

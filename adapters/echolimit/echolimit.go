@@ -41,8 +41,7 @@ type config struct {
 	skip func(echo.Context) bool
 }
 
-// WithSkipper exempts the requests for which skip returns true. By
-// default no request is exempt.
+// WithSkipper exempts the requests for which skip returns true; by default none is.
 func WithSkipper(skip func(c echo.Context) bool) Option {
 	return func(c *config) { c.skip = skip }
 }

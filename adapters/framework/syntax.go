@@ -14,9 +14,8 @@ import (
 // A Syntax is how a router writes its route patterns when it names a
 // parameter ":name" and the rest of a path "*name", as Gin and Echo do,
 // and matches a path that ends in "/" alone. It writes them the way
-// ServeMux does: ":name" as "{name}", a final "*name" as "{name...}", and
-// a final "/" as "/{$}". A Syntax is a plain value, safe for concurrent
-// use.
+// ServeMux does: ":name" as "{name}", a final "*name" as "{name...}", a
+// final "/" as "/{$}". A Syntax is a plain value, safe for concurrent use.
 type Syntax struct {
 	// Router names the router in what a refused pattern is told: "Gin".
 	Router string
@@ -29,17 +28,15 @@ type Syntax struct {
 	Rest string
 }
 
-// Routes is [ratelimit.WithRoutes] for a route table in s, the patterns
-// with or without a method, written the ServeMux way. A pattern ServeMux
-// cannot write (a parameter inside a segment, "/v:version") or that holds
-// braces, a method not in upper case ("post /login") and two patterns of
-// one shape ("/users/:id", "/users/:name") are refused, named, when the
-// Limiter is built.
+// Routes is [ratelimit.WithRoutes] for a route table in s, written the
+// ServeMux way. A pattern ServeMux cannot write (a parameter inside a
+// segment, "/v:version") or holding braces, a method not in upper case
+// ("post /login") and two patterns of one shape ("/users/:id",
+// "/users/:name") are refused, named, when the Limiter is built.
 func (s Syntax) Routes(table map[string][]ratelimit.Limit) ratelimit.Option {
 	mux := make(map[string][]ratelimit.Limit, len(table))
 	shapes := make(map[string]string, len(table)) // a shape's pattern
-	// In order, so that of two patterns of one shape the error names
-	// the same one first every time.
+	// Sorted, so that of two patterns of one shape the error names the same every time.
 	for _, pattern := range slices.Sorted(maps.Keys(table)) {
 		p, shape, problem := s.serveMux(pattern)
 		if other, dup := shapes[shape]; problem == "" && dup {

@@ -39,8 +39,7 @@ type config struct {
 	skip func(*gin.Context) bool
 }
 
-// WithSkipper exempts the requests for which skip returns true. By
-// default no request is exempt.
+// WithSkipper exempts the requests for which skip returns true; by default none is.
 func WithSkipper(skip func(c *gin.Context) bool) Option {
 	return func(c *config) { c.skip = skip }
 }

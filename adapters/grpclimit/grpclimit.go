@@ -23,8 +23,7 @@ import (
 	"github.com/ratelimit-go/ratelimit/bounded"
 )
 
-// An Option configures [UnaryServerInterceptor] and
-// [StreamServerInterceptor].
+// An Option configures [UnaryServerInterceptor] and [StreamServerInterceptor].
 type Option func(*config)
 
 type config struct {
@@ -195,8 +194,7 @@ func metadataOf(fields http.Header) metadata.MD {
 	return md
 }
 
-// The messages of refused calls: fixed, so that no error's text reaches
-// a client.
+// The messages of refused calls: fixed, so that no error's text reaches a client.
 const (
 	msgDenied      = "rate limit exceeded"
 	msgBanned      = "banned after repeated denials"
@@ -204,11 +202,10 @@ const (
 	msgInvalid     = "the call cannot be rate limited"
 )
 
-// refusal is the error of a call the Limiter refused, by its Verdict v
-// (see the package's documentation), and the trailer metadata to send
-// with it: the rate-limit fields and, when v says when to retry,
-// grpc-retry-pushback-ms. It is sent Trailers-Only: with no header before
-// it, the call is not committed, and a client's retry policy may retry it.
+// refusal is the error of a call the Limiter refused, by its Verdict v,
+// and the trailer metadata to send with it: the rate-limit fields and,
+// when v says when to retry, grpc-retry-pushback-ms. Sent Trailers-Only,
+// the call is not committed: a client's retry policy may retry it.
 func refusal(v ratelimit.Verdict) (metadata.MD, error) {
 	md := metadataOf(v.Fields)
 	var details []protoadapt.MessageV1

@@ -82,8 +82,7 @@ const (
 	refillKind
 )
 
-// New returns an Observer whose instruments come from mp's meter for this
-// package.
+// New returns an Observer whose instruments come from mp's meter for this package.
 func New(mp metric.MeterProvider) (*Observer, error) {
 	m := mp.Meter(scope)
 	o := &Observer{meter: m, sets: &bounded.Map[labels, options]{Max: MaxSeries, Make: makeOptions, Overflow: overflow}}

@@ -6,8 +6,7 @@ import (
 	"github.com/ratelimit-go/ratelimit/store"
 )
 
-// fallbackDescs describe the metrics of a watched Fallback, read from its
-// Health at each scrape.
+// fallbackDescs describe a watched Fallback's metrics, read from its Health per scrape.
 type fallbackDescs struct {
 	active, changed, transitions, errors, local, reconciled, waiting *prometheus.Desc
 }

@@ -73,8 +73,7 @@ func counterVec(name, help string, labels ...string) *prometheus.CounterVec {
 	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
 }
 
-// New returns Metrics with no series yet: each appears with the first
-// request it counts.
+// New returns Metrics with no series: each appears with the first request it counts.
 func New() *Metrics {
 	requests := counterVec("ratelimit_requests_total",
 		"Requests a rate limiter decided or could not decide, by namespace, route pattern and outcome.",
