@@ -53,10 +53,10 @@ func WithCost(cost func(r *http.Request) int) Option {
 }
 
 // WithUsage sets how a response reports what its request used (tokens,
-// for a model API), charged once its header has come to the declared
-// limits charged from usage (see [ratelimit.Limit]'s Usage); a negative
-// answer counts as 0. Usage in the body is the caller's to read and
-// charge with a limit of its own. By default nothing is charged.
+// for a model API), charged to the declared limits charged from usage
+// (see [ratelimit.Limit]'s Usage) once the response's header has come; a
+// negative answer counts as 0. Usage in the body is the caller's to read
+// and charge with a limit of its own. By default nothing is charged.
 func WithUsage(usage func(resp *http.Response) int) Option {
 	return nonNil("outbound.WithUsage: the function", usage == nil, func(t *Transport) { t.usage = usage })
 }

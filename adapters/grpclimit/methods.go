@@ -17,8 +17,8 @@ import (
 // limits of [ratelimit.WithLimits], and the methods of a service's entry
 // share its counters. The tables given to a Limiter are merged. An entry
 // that is not a full method name ("/pkg.Svc/Get*", "/*/Get") is refused
-// when the Limiter is built, with an [ratelimit.ErrInvalid] naming it. See
-// docs/grpc.md.
+// when the Limiter is built, by an error wrapping [ratelimit.ErrInvalid]
+// that names it. See docs/grpc.md.
 func Methods(table map[string][]ratelimit.Limit) ratelimit.Option {
 	if table == nil {
 		return func(*ratelimit.Limiter) error {
