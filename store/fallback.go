@@ -12,19 +12,14 @@ import (
 	"github.com/ratelimit-go/ratelimit/store/internal/fallback"
 )
 
-// Fallback is a [ratelimit.Store] that decides with Redis and, when Redis
+// Fallback is a [ratelimit.Store] that decides with Redis and, while Redis
 // is unavailable, misconfigured (see [ErrMisconfigured]) or overruns
-// FallbackOptions.Budget, in process (see [NewMemory]), so that a Redis
-// outage never becomes an outage of the service. Redis is then marked
-// down until a check every FallbackOptions.ProbeInterval (see
-// [Redis.Check]) finds it can decide; meanwhile each instance enforces
-// its share of every limit (see FallbackOptions.Instances), a request
-// costing more than its share's capacity is denied, and decisions have
-// Decision.Fallback set. Once Redis answers, what was admitted and reset
-// in process is brought to it; strikes and bans (see [ratelimit.Ban]),
-// held in process for this instance alone meanwhile, are not. Errors
-// about the request (invalid input, a canceled request, a key holding a
-// foreign value) are returned, not hidden. See docs/production.md.
+// FallbackOptions.Budget, in process (see [NewMemory]), each instance
+// under its share of every limit (a request costing more is denied), with
+// Decision.Fallback set. Once Redis can decide again (see [Redis.Check]),
+// what was admitted and reset in process is brought to it; strikes and
+// bans (see [ratelimit.Ban]) are not. Errors about the request are
+// returned, not hidden. See docs/production.md.
 //
 // Build it with [NewFallback]; the zero Fallback is not usable. Fallback
 // is safe for concurrent use. Close stops its goroutines.

@@ -30,15 +30,12 @@ type RedisClient interface{ redis.Scripter }
 // Redis is a [ratelimit.Store] that keeps its counters in Redis, so that
 // every instance of a service shares them. Each decision is one atomic
 // run of Lua code, whatever the number and mix of limits, which reads the
-// time from Redis, so app servers with skewed clocks share one timeline.
-// It runs as a library of Redis Functions where Redis 7, its ACL user and
-// the client allow, else as a script (see
-// docs/managed-redis.md#redis-functions).
-//
-// A key k with a limit is stored at Prefix + "{k}" + a suffix naming the
-// limit's algorithm and window, and its ban state (see [ratelimit.Ban])
-// at Prefix + "{k}:b": all of a decision's keys share one hash tag, and
-// every write sets a TTL (see docs/keys.md). Redis 5.0 or later is needed.
+// time from Redis, so app servers with skewed clocks share one timeline;
+// it runs as Redis Functions where allowed, else as a script (see
+// docs/managed-redis.md#redis-functions). A key k's state is stored at
+// Prefix + "{k}" + a suffix: all of a decision's keys share one hash tag,
+// and every write sets a TTL (see docs/keys.md). Redis 5.0 or later is
+// needed.
 //
 // Build it with [NewRedis]; the zero Redis is not usable. Redis is safe
 // for concurrent use.
