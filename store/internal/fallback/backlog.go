@@ -11,10 +11,6 @@ import (
 	"github.com/ratelimit-go/ratelimit/internal/spec"
 )
 
-// defaultMaxBacklog is how many keys' backlogs a Fallback keeps unless
-// FallbackOptions.MaxBacklog says otherwise.
-const defaultMaxBacklog = 100_000
-
 // backlog holds, per key, what a Fallback did in process while the primary
 // was down: the resets, and the units admitted since, with their times. A
 // local decision holds the key's shard from deciding to recording, and the
@@ -222,6 +218,4 @@ func (b *backlog) putBack(c *Charge) {
 }
 
 // newChargeID returns a charge's identity: 64 random bits in hex.
-func newChargeID() string {
-	return strconv.FormatUint(rand.Uint64(), 16)
-}
+func newChargeID() string { return strconv.FormatUint(rand.Uint64(), 16) }

@@ -1,9 +1,6 @@
-// Package fallback is the Fallback store's engine: it decides with a
-// primary store (the Redis store) and, while the primary fails, is slow or
-// is misconfigured, in process (with the Memory store), bringing what it
-// decided in process to the primary when it answers again. The store
-// package documents it for users and gives it the Redis store as a
-// [Primary].
+// Package fallback is the engine of store.Fallback, which documents it: it
+// decides with a [Primary] (the Redis store) and, while that fails, in
+// process (with the Memory store).
 //
 // Words: a decision in process is local, under this instance's share of
 // each limit; the backlog is what was decided in process, per key, on its
@@ -30,6 +27,7 @@ import (
 const (
 	defaultBudget        = 50 * time.Millisecond
 	defaultProbeInterval = 500 * time.Millisecond
+	defaultMaxBacklog    = 100_000 // keys
 )
 
 // Options configures [New]; store.FallbackOptions documents each, and a

@@ -23,10 +23,7 @@ type failure struct {
 	at  time.Time
 }
 
-// Health returns where decisions are made now, since when, the last Redis
-// failure, and the counts so far. Each is read on its own, at once: under
-// load, one count may include an event another does not yet. It is safe
-// to call at any time. A Peek is not counted.
+// Health is store.Fallback.Health's snapshot, documented there.
 func (f *Fallback) Health() Health {
 	h := Health{
 		Decisions:     "redis",

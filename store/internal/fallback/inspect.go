@@ -9,8 +9,7 @@ import (
 // For the store package's tests, which drive a Fallback over a real
 // Redis. Nothing else calls these.
 
-// Reconciling reports whether some keys' backlogs still wait for the
-// primary after it came back.
+// Reconciling reports whether some keys' backlogs still wait for the primary.
 func (f *Fallback) Reconciling() bool { return f.reconciling.Load() }
 
 // Aside returns how many requests were decided aside (see localMode).
@@ -23,8 +22,7 @@ func (f *Fallback) OnProbe(fn func(start time.Time, ok bool)) { f.probed.Store(&
 // ClockRead reports whether the primary's clock has been read.
 func (f *Fallback) ClockRead() bool { return f.clock.measured.Load() != 0 }
 
-// AssumeClock takes the primary's clock as read, equal to the Fallback's:
-// for a primary that has none to read.
+// AssumeClock takes the primary's clock as read, equal to the Fallback's.
 func (f *Fallback) AssumeClock() { f.clock.measuredAs(0) }
 
 // Now returns the time on the Fallback's clock (µs).
@@ -48,12 +46,10 @@ func (f *Fallback) Sizes(key string) (backlogKeys, maxBacklog int64, keyLimits, 
 	return f.backlog.keys.Load(), f.backlog.max, keyLimits, f.local.Len()
 }
 
-// Settings returns the budget, the probe interval and the instances the
-// Fallback works with, its options' defaults applied.
+// Settings returns the budget, probe interval and instances, defaults applied.
 func (f *Fallback) Settings() (budget, interval time.Duration, instances int) {
 	return f.budget, f.interval, f.instances
 }
 
-// Fail sends decisions in process as a call to the primary failing with
-// err would.
+// Fail sends decisions in process as a primary's call failing with err would.
 func (f *Fallback) Fail(err error) { f.fail(err) }
