@@ -18,18 +18,12 @@ import (
 
 // Check reports whether Redis can decide now, and if not, why: it runs
 // every command the store's scripts call, in forms that change nothing,
-// on keys of several slots, and a script that reads TIME and writes a key
-// with a TTL, as decisions do; on a Redis Cluster, on every master, once
-// the masters and the client agree on the map of the slots. Where CONFIG
-// GET is permitted, it fails on an evicting maxmemory-policy.
-//
-// Call it at startup. An error matching [ErrMisconfigured] (errors.Is)
-// says what to change, one joined error per problem, never holding a
-// password: exit. Any other error means Redis cannot decide now and may
-// later: a [Fallback] decides in process meanwhile, so a service behind
-// one may start. The keys Check writes are under the store's prefix and
-// expire within a minute. See
-// docs/managed-redis.md#redis-users-permissions-and-the-startup-check.
+// on every master of a Redis Cluster, and fails on an evicting
+// maxmemory-policy where CONFIG GET is permitted. Call it at startup: an
+// error matching [ErrMisconfigured] (errors.Is) says what to change, so
+// exit; any other means Redis may decide later, behind a [Fallback]. The
+// keys Check writes are under the store's prefix and expire within a
+// minute. See docs/managed-redis.md#redis-users-permissions-and-the-startup-check.
 func (s *Redis) Check(ctx context.Context) error {
 	err := s.check(ctx)
 	if err != nil && !errors.Is(err, ErrMisconfigured) {

@@ -94,10 +94,8 @@ const (
 )
 
 // NewRedis returns a store that keeps its counters in Redis through
-// client. It asks Redis once, waiting up to a second, for its
-// maxmemory-policy, and logs a warning unless it is noeviction: evicted
-// counters would silently start afresh. It says nothing when CONFIG GET
-// is not permitted or Redis does not answer.
+// client. It logs a warning when Redis's maxmemory-policy, asked once
+// within a second, may evict them (see docs/managed-redis.md#eviction).
 func NewRedis(client RedisClient, opts RedisOptions) (*Redis, error) {
 	switch {
 	case client == nil:
