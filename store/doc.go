@@ -14,20 +14,14 @@
 //     on Redis, all of a key's state sits under one hash tag, {key}.
 //   - set: the limits one request is decided against, all or nothing (a
 //     [ratelimit.Limits], compiled once).
-//   - program: the Lua script, or the function of the library loaded in
-//     Redis, that makes one decision in one atomic run.
+//   - program: the Lua script, or Redis Function, that makes one decision.
 //   - batch: decisions sent together, in one round trip per master.
-//   - deny cache: denials this instance remembers until they end, to
-//     answer a repeat without asking Redis.
+//   - deny cache: denials this instance remembers, to answer a repeat.
 //   - slice: units of a leased limit ([ratelimit.Limit] Leased) that this
-//     instance took ahead and spends in process; it ends before the
-//     window that counted them.
-//   - slot: a request's place under a Concurrent limit, held until End,
-//     renewed meanwhile.
+//     instance took ahead, to spend in process before their window ends.
+//   - slot: a request's place under a Concurrent limit, held until End.
 //   - ban: a key denied outright for a time that grows with its strikes.
 //   - fault: what makes a Fallback decide in process: an outage, which
-//     passes, or a misconfiguration ([ErrMisconfigured]), which needs a
-//     fix.
-//   - backlog: what a Fallback decided in process, per key, on its way to
-//     Redis once Redis answers again.
+//     passes, or a misconfiguration ([ErrMisconfigured]), which needs a fix.
+//   - backlog: what a Fallback decided in process, on its way to Redis.
 package store

@@ -193,8 +193,7 @@ type FallbackHealth struct {
 	Reconciled    uint64 `json:"reconciled"`    // keys whose in-process resets and admissions were brought to Redis
 }
 
-// Health returns where decisions are made now, since when, the last Redis
-// failure, and the counts so far, each read on its own: under load, one
-// may include an event another does not yet. It is safe to call at any
-// time. A Peek is not counted.
+// Health returns a snapshot of f, each count read on its own: under load,
+// one may include an event another does not yet. It is safe to call at
+// any time.
 func (f *Fallback) Health() FallbackHealth { return FallbackHealth(f.impl.Health()) }

@@ -20,13 +20,11 @@ type MemoryOptions struct {
 }
 
 // NewMemory returns an empty [ratelimit.Store] that keeps its counters in
-// this process: for a service with a single instance, for tests, or as the
-// fallback of a Redis store (see [NewFallback]). It decides as the Redis
-// scripts do, step for step, and holds at most MemoryOptions.MaxKeys
-// keys: a new key finding it full evicts expired keys, else one that
-// would expire soon, so a flood of new keys can make others forget their
-// counts early (see docs/production.md#the-memory-store). Keys are spread
-// over shards with a lock each. The store is safe for concurrent use.
+// this process, deciding as the Redis scripts do: for a single instance,
+// for tests, or under a [Fallback]. A new key finding MemoryOptions.MaxKeys
+// held evicts expired keys, else one that expires soon, so a flood of new
+// keys can make others forget their counts early (see
+// docs/production.md#the-memory-store). It is safe for concurrent use.
 func NewMemory(opts MemoryOptions) (ratelimit.Store, error) {
 	m, err := memory.New(opts.internal())
 	if err != nil {
