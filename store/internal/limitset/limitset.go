@@ -18,22 +18,20 @@ import (
 // MaxKeyLength is the longest key a store accepts, in bytes.
 const MaxKeyLength = 1024
 
-// compiledSet is a ratelimit.Limits' limits, and their integers.
 type compiledSet struct {
 	set    *spec.Set
 	limits []ratelimit.Limit
 }
 
-// maxSets bounds the sets compiled and kept; when full, it starts afresh.
-const maxSets = 4096
-
 // sets holds every ratelimit.Limits compiled, so that each is compiled
 // once: a service has a few (a Limiter's WithLimitsFunc keeps at most
-// 1,024).
+// 1,024). Past maxSets, it starts afresh.
 var sets struct {
 	m sync.Map // *ratelimit.Limits to *compiledSet
 	n atomic.Int64
 }
+
+const maxSets = 4096
 
 // Compile returns the integers of limits, nil for a nil or zero one.
 func Compile(limits *ratelimit.Limits) *spec.Set {

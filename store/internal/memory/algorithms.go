@@ -14,8 +14,7 @@ import (
 // that stepped back never apply here.
 
 // state is one limit's state for one key; only its algorithm's part is
-// used (see of). The larger parts live behind pointers, so that a key
-// takes little memory.
+// used (see of), the larger ones behind pointers, so a key takes little.
 type state struct {
 	fixed fixedWindowState // also a calendar's count and period end
 
@@ -107,8 +106,7 @@ func (s *state) reset(c *compiled) {
 	}
 }
 
-// fixedWindowState mirrors fixed_window.lua: a count and the end of its
-// window, reported with Redis's millisecond resolution.
+// fixedWindowState mirrors fixed_window.lua, in Redis's ms resolution.
 type fixedWindowState struct {
 	count, end int64 // end = 0: no window open
 }
@@ -175,8 +173,7 @@ func (s *fixedWindowState) peek(c *compiled, now, cost int64) (bool, int64, int6
 	return ok, remaining, v.settle(c, now), retry
 }
 
-// slotState mirrors concurrent.lua: when each slot in flight expires, by
-// id.
+// slotState mirrors concurrent.lua: when each slot in flight expires.
 type slotState struct {
 	slots   map[int64]int64
 	pending int64 // the slot the next commit takes
@@ -228,8 +225,7 @@ func (s *slotState) peek(c *compiled, now, cost int64) (bool, int64, int64, int6
 
 func (s *slotState) effective(*compiled, int64) int64 { return 0 }
 
-// calendarState mirrors calendar.lua: a count and the end of its
-// period, which the calendar tells.
+// calendarState mirrors calendar.lua: a count and its period's end.
 type calendarState fixedWindowState
 
 // in returns the count in the period that ends at end: none if the
@@ -424,7 +420,6 @@ func (s *slidingWindowState) retry(c *compiled, now, sum, cost int64) int64 {
 	panic("store: sliding window: the live slots do not add up") // unreachable: sum >= excess
 }
 
-// add counts cost in slot current.
 func (s *slidingWindowState) add(c *compiled, current, cost int64) {
 	i := current % c.Slots
 	if s.slot[i] != current {
@@ -487,7 +482,6 @@ func (s *tokenBucketState) check(c *compiled, now, cost int64) (bool, int64, int
 	return true, s.level / c.Unit, 0
 }
 
-// take refills once.
 func (s *tokenBucketState) take(c *compiled, now, cost int64) (ok bool, remaining, reset, retry, window int64) {
 	s.refill(c, now)
 	remaining = max(s.level/c.Unit, 0) // a level below zero is a debt
@@ -529,8 +523,7 @@ func (s *tokenBucketState) peek(c *compiled, now, cost int64) (bool, int64, int6
 	return ok, remaining, v.settle(c, now), retry
 }
 
-// effective is the time to refill, from the level left once every whole
-// token is spent, one more token.
+// effective is bucketWindow at now.
 func (s *tokenBucketState) effective(c *compiled, now int64) int64 {
 	v := *s // refill changes the copy only
 	v.refill(c, now)
@@ -549,8 +542,7 @@ func keyTTL(c *compiled, reset int64) int64 {
 	return reset
 }
 
-// ceilDiv returns ceil(a/b) for a >= 0, b >= 1.
-func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
+func ceilDiv(a, b int64) int64 { return (a + b - 1) / b } // a >= 0, b >= 1
 
 // freshWindow is the effective window of an empty state of c: a full
 // bucket, an empty window or log.

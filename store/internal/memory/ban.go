@@ -17,8 +17,7 @@ type banState struct {
 	expires int64 // when the ban key would expire
 }
 
-// banned returns how long the key is still banned at now, or 0. The key
-// is locked.
+// banned returns how long the key is still banned at now, or 0. Locked.
 func (k *memoryKey) banned(now int64) int64 {
 	if b := k.ban; b != nil && now < b.ends { // a ban ends before its state expires
 		return b.ends - now
@@ -26,8 +25,8 @@ func (k *memoryKey) banned(now int64) int64 {
 	return 0
 }
 
-// strike counts a denial at now under ban b and returns the length of the
-// ban it starts, or 0. The key is locked.
+// strike counts a denial at now under b and returns the ban it starts,
+// or 0. The key is locked.
 func (k *memoryKey) strike(b *spec.Ban, now int64) (length int64) {
 	s := k.ban
 	if s == nil {

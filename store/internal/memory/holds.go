@@ -17,13 +17,11 @@ const holdLife = int64(spec.HoldLife / time.Microsecond)
 // oldest is forgotten, and a second settle of it would charge again.
 const maxHolds = 4096
 
-// holdState is a limit charged from usage's reservations for one key:
-// each admitted request's hold, by id, until it is settled or lapses,
-// and the mark a settle leaves. It lives beside the limit's algorithm
-// state, not in it, as Redis keeps it under a key of its own
-// (spec.HoldsSuffix): the state may expire and start afresh while holds
-// are live. The marks are apart from the holds, as Redis keeps them in
-// the key's ended set, so that a decision reads the holds alone.
+// holdState is a limit charged from usage's reservations for one key, and
+// the marks settles leave. As on Redis, it lives beside the algorithm's
+// state, which may expire while holds are live (spec.HoldsSuffix), and
+// the marks apart from the holds (the ended set), so that a decision
+// reads the holds alone.
 type holdState struct {
 	entries map[int64]hold  // the holds, live or lapsed
 	marks   map[int64]int64 // settled ids: when each mark goes
@@ -36,7 +34,6 @@ type hold struct {
 	expires int64
 }
 
-// markAt is a mark made, in holdState.order.
 type markAt struct{ id, expires int64 }
 
 // held returns the units of the holds live at now, when the soonest of
@@ -143,12 +140,11 @@ func (h *holdState) check(a algorithmState, c *compiled, now, cost int64, peek b
 	return false, max(remaining, 0), max(r, 1), true
 }
 
-// hold reserves units under id until expires.
 func (s *memoryLimit) hold(id, units, expires int64) {
 	s.holdState().entries[id] = hold{units, expires}
 }
 
-// holdState returns s's reservations and marks, made when it has none.
+// holdState returns s's holds, made if need be.
 func (s *memoryLimit) holdState() *holdState {
 	if s.held == nil {
 		s.held = &holdState{entries: make(map[int64]hold)}
@@ -170,8 +166,7 @@ func (s *memoryLimit) settleHold(id, now int64) (charge bool) {
 	return true
 }
 
-// renewHold keeps hold id, if live at now, until expires; it revives no hold
-// that lapsed or was settled.
+// renewHold keeps hold id, if live at now, until expires.
 func (s *memoryLimit) renewHold(id, now, expires int64) bool {
 	if s.held == nil {
 		return false

@@ -19,8 +19,8 @@ type memoryShard struct {
 	_    [24]byte // keeps shards on separate cache lines
 }
 
-// memoryKey is one key's state under each limit it was decided with: a
-// list whose first element lives in the key, as most keys have one limit.
+// memoryKey is one key's state under each limit it was decided with, the
+// first in the key, as most keys have one limit.
 type memoryKey struct {
 	mu       sync.Mutex
 	expires  atomic.Int64 // the latest expiry of its limits and ban; read by eviction
@@ -73,8 +73,7 @@ func (m *Store) shard(key string) (uint64, *memoryShard) {
 	return h, &m.shards[h&uint64(len(m.shards)-1)]
 }
 
-// key returns key's state, creating it, and making room for it, if need
-// be.
+// key returns key's state, made, and room made for it, if need be.
 func (m *Store) key(key string, now int64) *memoryKey {
 	h, sh := m.shard(key)
 	return sh.key(h, key, now, m.perShard)
@@ -102,8 +101,7 @@ func (sh *memoryShard) key(h uint64, key string, now int64, capacity int) *memor
 	return k
 }
 
-// lookup returns key's state, or nil when the store holds none: it adds
-// no key.
+// lookup returns key's state, or nil when the store holds none.
 func (m *Store) lookup(key string) *memoryKey {
 	h, sh := m.shard(key)
 	sh.mu.RLock()
@@ -141,8 +139,7 @@ func (sh *memoryShard) remove(h uint64, k *memoryKey) {
 	sh.n--
 }
 
-// evictSample is how many keys evict looks at.
-const evictSample = 32
+const evictSample = 32 // keys evict looks at
 
 // evict removes the expired keys among a sample of the shard, or else
 // the one that expires soonest. The shard is locked. A request still

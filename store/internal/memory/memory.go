@@ -16,9 +16,7 @@ import (
 	"github.com/ratelimit-go/ratelimit/store/internal/slots"
 )
 
-// defaultMaxKeys is how many keys a Memory store holds unless
-// Options.MaxKeys says otherwise.
-const defaultMaxKeys = 100_000
+const defaultMaxKeys = 100_000 // Options.MaxKeys's default
 
 // Store is the Memory store (store.NewMemory's): see its documentation
 // there. Beside the [ratelimit.Store] contract, it decides for a Fallback
@@ -308,8 +306,7 @@ func (m *Store) Settle(key, slot string, usage int64, set *spec.Set) (first bool
 	id, err := strconv.ParseInt(slot, 10, 64)
 	if err != nil {
 		id = 0
-	}
-	if id != 0 {
+	} else if id != 0 {
 		m.holds.Drop(id) // whatever set: the request has ended
 	}
 	if !set.Usage {
@@ -406,18 +403,15 @@ func (m *Store) PeekFrom(p Peek) ratelimit.Decision {
 		if s != nil && c.Usage {
 			held = s.held
 		}
-		if spent != nil && spent[i] >= 0 {
-			var fresh state
+		seeded := spent != nil && spent[i] >= 0
+		if !seeded && s != nil && s.expires > now {
+			a = s.state.of(c)
+		} else if seeded || held != nil {
+			var fresh state // seeded, or empty for the holds to be checked against
 			fresh.reset(c)
-			if a = fresh.of(c); spent[i] > 0 {
+			if a = fresh.of(c); seeded && spent[i] > 0 {
 				a.commit(c, now, spent[i])
 			}
-		} else if s != nil && s.expires > now {
-			a = s.state.of(c)
-		} else if held != nil { // an empty state, for the holds to be checked against
-			var fresh state
-			fresh.reset(c)
-			a = fresh.of(c)
 		}
 		ok, remaining, reset, retry, window := true, c.Capacity, int64(0), int64(0), freshWindow(c, now)
 		if a != nil {

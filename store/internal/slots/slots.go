@@ -67,7 +67,7 @@ func (t *Table) Hold(s Slot) {
 	}
 }
 
-// Drop stops renewing slot id.
+// Drop stops renewing id.
 func (t *Table) Drop(id int64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -118,8 +118,7 @@ var (
 	idCount  atomic.Uint32
 )
 
-// NewID returns a new slot's id, unique among this process's and, most
-// likely, other instances'.
+// NewID returns a new slot's id (see idPrefix).
 func NewID() int64 { return idPrefix<<32 | int64(idCount.Add(1)) }
 
 // Held returns the slots held.
