@@ -16,7 +16,6 @@ func redisKey(prefix, key, suffix string) string {
 	return prefix + "{" + key + "}" + suffix
 }
 
-// limitKeys appends the keys of key's state under each limit of set.
 func limitKeys(keys []string, prefix, key string, set *spec.Set) []string {
 	for i := range set.Limits {
 		keys = append(keys, redisKey(prefix, key, set.Limits[i].Suffix))

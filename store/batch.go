@@ -53,8 +53,7 @@ type batcher struct {
 	runs  int
 	queue []*decision
 
-	// late counts the decisions left out of a batch because their until
-	// had passed while they waited.
+	// late counts the decisions whose until passed while they waited.
 	late atomic.Int64
 }
 

@@ -110,8 +110,7 @@ func (b *batcher) fcallPipeline(ctx context.Context, batch []*decision, todo []i
 	return scripts
 }
 
-// sendPipeline sends the decisions of batch at todo as one pipeline of v
-// into cmds.
+// sendPipeline sends the decisions of batch at todo as one pipeline of v.
 func (b *batcher) sendPipeline(ctx context.Context, v verb, batch []*decision, todo []int, cmds []*redis.Cmd) {
 	if len(todo) == 0 {
 		return

@@ -13,10 +13,6 @@ import (
 	"github.com/ratelimit-go/ratelimit/internal/clusterslot"
 )
 
-// The probe reloads a cluster client's map of the slots through
-// ForEachMaster, the one public call of go-redis v9 that reloads it before
-// it returns (ReloadState only schedules a reload).
-
 // slotOwner is a range of slots and the master serving it.
 type slotOwner struct {
 	start, end int
@@ -24,9 +20,10 @@ type slotOwner struct {
 	addr       string // the master's address
 }
 
-// clusterOwners reloads cluster's map of the slots and returns the
-// owners of every slot, as all its masters agree: a later reload from any
-// of them keeps the routing the probe checked.
+// clusterOwners reloads cluster's map of the slots (through ForEachMaster,
+// the one call of go-redis v9 that reloads it before it returns) and
+// returns the owners of every slot, as all its masters agree: a later
+// reload from any of them keeps the routing the probe checked.
 func clusterOwners(ctx context.Context, cluster *redis.ClusterClient) ([]slotOwner, error) {
 	var mu sync.Mutex
 	var views [][]slotOwner

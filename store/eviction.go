@@ -11,11 +11,9 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// evictionCheckTimeout bounds how long NewRedis waits for CONFIG GET.
 const evictionCheckTimeout = time.Second
 
-// configGetter is the part of a go-redis client that reads a server's
-// configuration.
+// configGetter is the part of a go-redis client that reads CONFIG.
 type configGetter interface {
 	ConfigGet(ctx context.Context, parameter string) *redis.MapStringStringCmd
 }

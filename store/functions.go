@@ -102,7 +102,6 @@ func (f *functions) runOnce(ctx context.Context, c RedisClient, r programRun) *r
 // one is never resent either.
 type onceCmd struct{ *redis.Cmd }
 
-// NoRetry tells go-redis not to send the command again.
 func (onceCmd) NoRetry() bool { return true }
 
 const maxSendAgain = 3 // resends of a program that provably did not run
@@ -248,13 +247,11 @@ func refusal(err error) (msg string, level slog.Level, ok bool) {
 	return "", 0, false
 }
 
-// functionMissing reports whether err says Redis has no such function.
 func functionMissing(err error) bool {
 	msg, ok := replyText(err)
 	return ok && strings.HasPrefix(msg, "ERR Function not found")
 }
 
-// replyText returns the text of the Redis reply in err, if it holds one.
 func replyText(err error) (string, bool) {
 	if err == nil {
 		return "", false // before errors.As, whose target escapes

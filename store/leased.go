@@ -74,7 +74,6 @@ func (l *sliceTable) shard(key string) *sliceShard {
 	return &l.shards[spec.KeyHash(key)%sliceShards]
 }
 
-// find returns k's slice of c, nil when none.
 func (k *keySlices) find(c *compiled) *slice {
 	if i := slices.IndexFunc(k.limits, func(q slice) bool { return q.suffix == c.Suffix }); i >= 0 {
 		return &k.limits[i]
@@ -170,7 +169,6 @@ func (sh *sliceShard) add(key string, now int64) *keySlices {
 	return k
 }
 
-// over reports whether every slice of k has ended.
 func (k *keySlices) over(now int64) bool {
 	return !slices.ContainsFunc(k.limits, func(q slice) bool { return q.expires > now })
 }
@@ -275,10 +273,9 @@ func leasedCode(c *compiled, want int64) string {
 	return c.ScriptArgs().Code.(string) + "~" + strconv.FormatInt(want, 10) + "~" + strconv.FormatInt(int64(sliceLife/time.Microsecond), 10)
 }
 
-// errSliceWait marks the error of a request whose budget ran out after it
-// waited for another request's call for the key's slices. It says nothing
-// of Redis, which that call, with its whole budget, judges: the Fallback
-// decides the request in process without marking Redis down (faultOf).
+// errSliceWait marks such an error (see afterWait). It says nothing of
+// Redis, which the other request's call judges: the Fallback decides the
+// request in process without marking Redis down (faultOf).
 var errSliceWait = errors.New("the request's time ran out after it waited for the answer another request of this instance was getting from Redis")
 
 // afterWait marks err with errSliceWait when the request, which waited
@@ -290,7 +287,6 @@ func afterWait(err error) error {
 	return err
 }
 
-// isTimeout reports whether err is a network timeout.
 func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()

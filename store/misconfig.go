@@ -183,7 +183,6 @@ func causeOf(err error) string {
 	return "unavailable"
 }
 
-// misconfigurations returns the misconfigurations in err's tree.
 func misconfigurations(err error) []*misconfiguration {
 	switch e := err.(type) {
 	case *misconfiguration:

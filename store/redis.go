@@ -148,7 +148,6 @@ type request struct {
 	ask   *sliceAsk // slices asked for and got; nil when it takes none
 }
 
-// errLate answers a request that reached Redis after its deadline.
 var errLate = errors.New("the request reached Redis after its deadline")
 
 // decide is Allow for a checked request.
@@ -295,7 +294,6 @@ func (s *Redis) send(ctx context.Context, call *decision) (string, error) {
 	return line, nil
 }
 
-// banKey is where s keeps key's ban state.
 func (s *Redis) banKey(key string) string { return redisKey(s.prefix, key, spec.BanSuffix) }
 
 // parseDecision reads a script's reply line for a request under limits:
@@ -343,9 +341,8 @@ func parseDecision(line string, limits []ratelimit.Limit, banned bool, ask *slic
 }
 
 // Peek implements [ratelimit.Store]: one run of code that only reads (it
-// leaves even expired entries, and every key's TTL, as they are). It
-// always asks Redis: the deny cache (see RedisOptions.DenyCacheSize)
-// neither answers a Peek nor learns from one.
+// leaves even expired entries, and every key's TTL, as they are). The deny
+// cache neither answers a Peek nor learns from one.
 func (s *Redis) Peek(ctx context.Context, key string, cost int, limits *ratelimit.Limits) (ratelimit.Decision, error) {
 	given, set, err := limitset.Check(key, cost, limits)
 	if err != nil {
@@ -419,7 +416,7 @@ func (s *Redis) parse(doing string, r *request, banned bool, line string, err er
 }
 
 // renewSlots renews the slots held, one run of renew.lua per key, within
-// a third of its life. A slot not renewed ends by itself.
+// a third of their life.
 func (s *Redis) renewSlots(held []slots.Slot) {
 	byKey := make(map[string][]any)
 	lengths := make(map[string]int64)
@@ -435,8 +432,7 @@ func (s *Redis) renewSlots(held []slots.Slot) {
 }
 
 // renewHolds renews the holds of the requests in flight, one run of
-// renew.lua per request, within a third of their life. A hold not renewed
-// lapses by itself.
+// renew.lua per request, within a third of their life.
 func (s *Redis) renewHolds(held []slots.Slot) {
 	life := spec.HoldLife
 	for _, h := range held {
@@ -468,9 +464,7 @@ func keyRef(key string, limits []ratelimit.Limit) string {
 type scriptError string
 
 func (e scriptError) Error() string { return string(e) }
-
-// RedisError marks scriptError as a reply of Redis's.
-func (scriptError) RedisError() {}
+func (scriptError) RedisError()     {}
 
 // parseInts reads len(dst) space-separated integers from the start of s
 // and returns the rest.

@@ -85,7 +85,6 @@ func newProgram(function, script string) *program {
 	return p
 }
 
-// decideSource joins decide.lua and the algorithms' files.
 func decideSource(files ...string) string {
 	s := lua.Source("decide.lua")
 	for _, f := range files {

@@ -115,7 +115,6 @@ func (p *pendingKey) pending() bool {
 // maxPendingLimits bounds the limit states kept per key.
 const maxPendingLimits = 16
 
-// find returns the entry of c's state, or nil.
 func (p *pendingKey) find(c *spec.Limit) *pendingLimit {
 	for _, e := range p.limits {
 		if e.c == c || e.c.Suffix == c.Suffix {

@@ -18,7 +18,6 @@ type clock struct {
 
 func (c *clock) now() int64 { return c.at(time.Now()) }
 
-// at returns t on the clock.
 func (c *clock) at(t time.Time) int64 { return int64(t.Sub(c.start)/time.Microsecond) + 1 }
 
 // clockAge is how long a measure of Redis's clock is trusted.
