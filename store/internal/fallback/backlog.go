@@ -51,20 +51,18 @@ type pendingLimit struct {
 // times: counted later, they only count longer.
 type Spending struct{ At, Cost int64 }
 
-// A Charge is one key's backlog on its way to the primary, in one run,
-// with an identity the primary records with what it counts, so that a
-// charge sent again after its answer was lost counts nothing the second
-// time; once sent, Err is the error of sending it.
+// A Charge is one key's backlog on its way to the primary, in one run.
+// The primary records its ID with what it counts, so that a charge sent
+// again after its answer was lost counts nothing more.
 type Charge struct {
 	Key    string
 	ID     string // random; the same each time this charge is sent
 	Limits []ChargedLimit
-	Err    error
+	Err    error // once sent, the error of sending it
 }
 
 // ChargedLimit is what a Charge brings to one limit's state: delete it
-// first (Reset), then count what was admitted in process since (Spent,
-// oldest first).
+// first (Reset), then count Spent.
 type ChargedLimit struct {
 	Limit *spec.Limit
 	Reset bool
@@ -138,8 +136,7 @@ func (p *pendingKey) of(c *spec.Limit) *pendingLimit {
 	return e
 }
 
-// spend records cost admitted at now, and forgets admissions too old to
-// count anywhere.
+// spend records cost admitted at now, forgetting those too old to count.
 func (e *pendingLimit) spend(cost, now int64) {
 	h := horizon(e.c)
 	e.spent = slices.DeleteFunc(e.spent, func(s Spending) bool { return s.At <= now-h })
@@ -160,8 +157,8 @@ func horizon(c *spec.Limit) int64 {
 }
 
 // takeKey returns key's next charge: the one whose answer was lost, as it
-// was; else what waits, under a new identity. When nothing waits, it drops
-// the key, which sends its decisions back to the primary, and returns nil.
+// was; else what waits, under a new identity; else nil, dropping the key,
+// which sends its decisions back to the primary.
 func (sh *backlogShard) takeKey(b *backlog, key string) *Charge {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -197,9 +194,8 @@ func (sh *backlogShard) dropAside(b *backlog, key string) {
 	}
 }
 
-// putBack keeps c, whose answer was lost, to be sent again before what
-// was recorded since. Only the prober takes and puts back charges, one at
-// a time per key, so the key has no other.
+// putBack keeps c, whose answer was lost, to be sent again first. Only
+// the prober takes and puts back charges, so the key has no other.
 func (b *backlog) putBack(c *Charge) {
 	sh := b.shard(c.Key)
 	sh.mu.Lock()

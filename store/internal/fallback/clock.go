@@ -6,9 +6,8 @@ import (
 	"time"
 )
 
-// clock is a Fallback's time, in µs on the monotonic clock since it was
-// made, and Redis's against it: Redis must know when requests were
-// admitted in process.
+// clock is a Fallback's time, µs on the monotonic clock since it was made,
+// and Redis's against it: Redis must know when requests were admitted.
 type clock struct {
 	start     time.Time
 	offset    atomic.Int64 // Redis's clock minus this one (µs)

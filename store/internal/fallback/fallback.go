@@ -30,8 +30,7 @@ const (
 	defaultMaxBacklog    = 100_000 // keys
 )
 
-// Options configures [New]; store.FallbackOptions documents each, and a
-// zero value means its default.
+// Options configures [New], as store.FallbackOptions documents.
 type Options struct {
 	Budget        time.Duration
 	ProbeInterval time.Duration
@@ -42,9 +41,8 @@ type Options struct {
 	Logger        *slog.Logger
 }
 
-// Fallback decides with its primary and, while the primary is down, in
-// process. store.Fallback documents what it does. It is safe for
-// concurrent use; Close stops its goroutines.
+// Fallback is store.Fallback's engine. It is safe for concurrent use;
+// Close stops its goroutines.
 type Fallback struct {
 	primary   Primary
 	local     *memory.Store
@@ -108,7 +106,7 @@ func New(p Primary, opts Options) (*Fallback, error) {
 }
 
 // Allow decides with the primary, or in process while it is down or
-// while key's backlog waits for it.
+// key's backlog waits for it.
 func (f *Fallback) Allow(ctx context.Context, key string, cost int, limits *ratelimit.Limits) (ratelimit.Decision, error) {
 	given, set, err := limitset.Check(key, cost, limits)
 	if err != nil {
@@ -201,8 +199,8 @@ func (f *Fallback) Peek(ctx context.Context, key string, cost int, limits *ratel
 	})
 }
 
-// run is End's, Peek's and Reset's loop: the primary answers, by remote,
-// unless local does, in process (see localMode).
+// run is End's, Peek's and Reset's loop: remote asks the primary, unless
+// local answers in process (see localMode).
 func (f *Fallback) run(ctx context.Context, local func(localMode) (ratelimit.Decision, bool),
 	remote func(context.Context) (ratelimit.Decision, error)) (ratelimit.Decision, error) {
 	for {

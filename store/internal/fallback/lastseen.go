@@ -23,7 +23,7 @@ type lastSeen struct {
 	seed   maphash.Seed
 	shards [32]seenShard
 	perGen int   // states per generation of a shard
-	skew   int64 // the Fallback's budget, µs: see put
+	skew   int64 // the Fallback's budget, µs
 }
 
 type seenShard struct {
@@ -37,8 +37,7 @@ type seenState struct {
 	until     int64 // when the limit is full again
 }
 
-// newLastSeen returns a lastSeen of about maxStates states, for a
-// Fallback whose budget is skew µs.
+// newLastSeen returns a lastSeen of about maxStates states; skew: see put.
 func newLastSeen(maxStates int, skew int64) *lastSeen {
 	return &lastSeen{seed: maphash.MakeSeed(), perGen: max(maxStates/64, 1), skew: skew}
 }

@@ -15,10 +15,8 @@ import (
 type localMode uint8
 
 const (
-	// outage: Redis is down.
-	outage localMode = iota
-	// waiting: Redis is up, and the key's backlog still waits for it.
-	waiting
+	outage  localMode = iota // Redis is down
+	waiting                  // Redis is up, and the key's backlog still waits for it
 	// aside: Redis is up, and the request's time ran out waiting for
 	// another request's answer (Fault Waited), which judges Redis. What
 	// this one admits is brought to Redis as after an outage (see
@@ -145,9 +143,8 @@ func (f *Fallback) entry(p *pendingKey, key string, now int64, c, local *spec.Li
 }
 
 // seed starts key's state under c in process, counted under local, from
-// what Redis last said of it: of the units Redis had left, this instance
-// may spend its share. When Redis said nothing since the last outage, the
-// state in process, which has counted everything since, stays.
+// what Redis last said of it: this instance may spend its share of what
+// Redis had left. Else the state in process, which counted all since, stays.
 func (f *Fallback) seed(key string, c, local *spec.Limit, now int64) {
 	remaining, ok := f.seen.get(key, c, now)
 	if !ok {
@@ -160,15 +157,14 @@ func (f *Fallback) seed(key string, c, local *spec.Limit, now int64) {
 	}
 }
 
-// spentOf is what a share of capacity has spent when Redis had remaining
-// of the whole left.
+// spentOf is what a share of capacity has spent when Redis had remaining.
 func (f *Fallback) spentOf(remaining, capacity int64) int64 {
 	n := int64(f.instances)
 	return capacity - min(capacity, (remaining+n-1)/n)
 }
 
-// peekLocally is allowLocally's Peek; it makes no backlog and seeds
-// nothing. peeked is false when Redis is to answer.
+// peekLocally is allowLocally's Peek, making no backlog and seeding
+// nothing; peeked is false when Redis is to answer.
 func (f *Fallback) peekLocally(c *Call, mode localMode) (d ratelimit.Decision, peeked bool) {
 	sh := f.backlog.shard(c.Key)
 	sh.mu.Lock()

@@ -11,8 +11,7 @@ import (
 // counted on the next line.
 const logEvery = time.Minute
 
-// maxLoggedLines bounds the lines whose last log time is kept.
-const maxLoggedLines = 64
+const maxLoggedLines = 64 // whose last log time is kept
 
 // A loggedLine is when a line was last logged, and how many like it were
 // held back since.
@@ -21,8 +20,8 @@ type loggedLine struct {
 	held int
 }
 
-// logOnce reports whether a line saying what is to be logged at now, and
-// how many were held back since the last.
+// logOnce reports whether a line saying what is logged at now, and how
+// many were held back since the last.
 func (f *Fallback) logOnce(what string, now time.Time) (ok bool, held int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

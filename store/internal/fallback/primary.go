@@ -11,28 +11,24 @@ import (
 // Primary is the store a Fallback decides with while it answers: the
 // Redis store (store/primary.go). A Fallback calls nothing else of it.
 type Primary interface {
-	// Decide, End and Peek are the primary's Allow, End and Peek of c.
-	// End gives back slot, a slot the primary lent on admission ("" for
-	// none). c is passed by value, so that it stays off the heap.
+	// Decide, End, Peek and Reset are the primary's Allow, End, Peek and
+	// Reset. End gives back slot, a slot the primary lent on admission (""
+	// for none). c is passed by value, so that it stays off the heap.
 	Decide(ctx context.Context, c Call) (ratelimit.Decision, error)
 	End(ctx context.Context, c Call, usage int, slot string) (ratelimit.Decision, error)
 	Peek(ctx context.Context, c Call) (ratelimit.Decision, error)
+	Reset(ctx context.Context, key string, limits *ratelimit.Limits) error
 
 	// Forget stops renewing slot, a slot or holds the primary lent, whose
 	// request ended in process: on the primary they lapse.
 	Forget(slot string)
 
-	// Reset is the primary's Reset.
-	Reset(ctx context.Context, key string, limits *ratelimit.Limits) error
-
-	// Probe checks the primary as p says. For Recover and ReadClock it
-	// returns the primary's clock minus now's (µs), now read just before
-	// and just after the primary's clock is.
+	// Probe checks the primary as p says; for Recover and ReadClock, it
+	// returns the primary's clock minus now's (µs), now read around it.
 	Probe(ctx context.Context, p Probe, now func() int64) (offset int64, err error)
 
 	// Charge runs each of charges on the primary, at their times on its
-	// clock (offset is its clock minus the Fallback's, in µs), and sets
-	// each one's Err.
+	// clock (offset: its clock minus the Fallback's, µs), setting each Err.
 	Charge(ctx context.Context, charges []*Charge, offset int64)
 
 	// Explain says what err, returned by a call above for a request whose
@@ -50,22 +46,18 @@ type Call struct {
 	// Deadline, when not 0, is when the primary stops deciding c, on its
 	// own clock (µs): after it, the caller has decided in process.
 	Deadline int64
-	// Until, when not zero, is when the caller stops waiting, as if ctx
-	// ended then.
-	Until time.Time
+	Until    time.Time // when not zero, the caller stops waiting then, as if ctx ended
 }
 
 // Probe is what Primary.Probe checks.
 type Probe int
 
 const (
-	// Check: can the primary decide? (Once, when the Fallback is made.)
-	Check Probe = iota
+	Check Probe = iota // can the primary decide? (once, when the Fallback is made)
 	// Recover: Check, then read the primary's clock, then make it ready
 	// to decide at once (the prober, while the primary is down).
 	Recover
-	// ReadClock: read the primary's clock only.
-	ReadClock
+	ReadClock // read the primary's clock only
 )
 
 // Fault is what an error of the primary's means for a Fallback.

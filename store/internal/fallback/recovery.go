@@ -11,8 +11,8 @@ import (
 	"github.com/ratelimit-go/ratelimit/internal/spec"
 )
 
-// fail counts a Redis call that failed with err, an outage or a
-// misconfiguration, and sends decisions to memory.
+// fail counts a Redis call that failed with err, and sends decisions to
+// memory.
 func (f *Fallback) fail(err error) {
 	f.nFailed.Add(1)
 	f.lastErr.Store(&failure{err: err, at: time.Now()})
@@ -117,8 +117,8 @@ func (f *Fallback) probe(stop chan struct{}) {
 // callTimeout bounds each call of the prober's.
 func (f *Fallback) callTimeout() time.Duration { return max(f.budget, f.interval) }
 
-// markUp sends decisions back to Redis, but for the keys whose backlog
-// reconcile has not brought yet.
+// markUp sends decisions back to Redis, but for the keys reconcile has
+// not brought yet.
 func (f *Fallback) markUp() {
 	f.reconciling.Store(true)
 	f.down.Store(false)
@@ -136,9 +136,9 @@ func (f *Fallback) markUp() {
 // reconcile brings the backlog to Redis, reconcileBatch keys a round
 // trip; each key goes back to Redis once its backlog is found empty under
 // its shard's lock, so that a key under steady load still gets there. A
-// key Redis refuses for a reason other than an outage (a foreign value) is
-// dropped and logged: retrying would keep it away from Redis for good.
-// When Redis fails meanwhile, it returns the error. One runs at a time.
+// key refused for a reason other than an outage (a foreign value) is
+// dropped and logged: retrying would keep it from Redis for good. It
+// returns Redis's error, if it fails meanwhile. One runs at a time.
 func (f *Fallback) reconcile() error {
 	f.reconciler.Lock()
 	defer f.reconciler.Unlock()
@@ -212,8 +212,7 @@ func (f *Fallback) readClock() error {
 	return nil
 }
 
-// reconcileBatch is the most keys whose backlogs go in one round trip.
-const reconcileBatch = 256
+const reconcileBatch = 256 // keys whose backlogs go in one round trip
 
 // handBack brings keys' backlogs to Redis until each key is back there.
 func (f *Fallback) handBack(keys []string, offset int64) error {
