@@ -37,8 +37,7 @@ type FallbackOptions struct {
 	// in process. Zero means 50ms.
 	Budget time.Duration
 
-	// ProbeInterval is how often a down Redis is checked. Zero means
-	// 500ms.
+	// ProbeInterval is how often a down Redis is checked. Zero means 500ms.
 	ProbeInterval time.Duration
 
 	// Instances is how many instances of the service share the limits.

@@ -16,9 +16,6 @@ import (
 	"github.com/ratelimit-go/ratelimit/internal/wait"
 )
 
-// A library of Redis Functions runs its chunk once, at load, where a
-// script runs it on every call: see docs/managed-redis.md#redis-functions.
-
 // functionCaller is the part of a go-redis client that calls Redis
 // Functions; a custom RedisClient without it runs scripts.
 type functionCaller interface {
@@ -33,7 +30,9 @@ const (
 	pathScripts                // scripts: Redis or its user has no functions
 )
 
-// functions runs a store's programs as functions or as scripts.
+// functions runs a store's programs as functions, whose library runs its
+// chunk once, at load, or as scripts, which run it on every call (see
+// docs/managed-redis.md#redis-functions).
 type functions struct {
 	logger *slog.Logger
 	path   atomic.Int32

@@ -24,9 +24,8 @@ var ErrMisconfigured = errors.New("store: Redis is misconfigured")
 // misconfiguration is an error of ErrMisconfigured: what is wrong, what
 // to change (neither holds a password or a key), and what Redis said.
 type misconfiguration struct {
-	problem string
-	fix     string
-	err     error
+	problem, fix string
+	err          error
 }
 
 func (e *misconfiguration) Error() string {

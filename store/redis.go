@@ -27,15 +27,14 @@ import (
 // redis.NewFailoverClient and redis.NewFailoverClusterClient satisfy it.
 type RedisClient interface{ redis.Scripter }
 
-// Redis is a [ratelimit.Store] that keeps its counters in Redis, so that
-// every instance of a service shares them. Each decision is one atomic
-// run of Lua code, whatever the number and mix of limits, which reads the
-// time from Redis, so app servers with skewed clocks share one timeline;
-// it runs as Redis Functions where allowed, else as a script (see
-// docs/managed-redis.md#redis-functions). A key k's state is stored at
-// Prefix + "{k}" + a suffix: all of a decision's keys share one hash tag,
-// and every write sets a TTL (see docs/keys.md). Redis 5.0 or later is
-// needed.
+// Redis is a [ratelimit.Store] that keeps its counters in Redis (5.0 or
+// later), so that every instance of a service shares them. Each decision
+// is one atomic run of Lua code, whatever the number and mix of limits,
+// which reads the time from Redis, so app servers with skewed clocks
+// share one timeline; it runs as Redis Functions where allowed, else as a
+// script (see docs/managed-redis.md#redis-functions). A key k's state is
+// stored at Prefix + "{k}" + a suffix: all of a decision's keys share one
+// hash tag, and every write sets a TTL (see docs/keys.md).
 //
 // Build it with [NewRedis]; the zero Redis is not usable. Redis is safe
 // for concurrent use.
@@ -64,11 +63,10 @@ type RedisOptions struct {
 	// change the hash tag. Empty means "rl:".
 	Prefix string
 
-	// DenyCacheSize is how many denied requests the store remembers in
-	// process, to deny a repeat without asking Redis until its RetryAfter;
-	// a Reset through another instance is not seen meanwhile (see
-	// docs/performance.md#the-deny-cache). Zero means 10,000; a negative
-	// size turns the cache off.
+	// DenyCacheSize is how many denials the store remembers, to deny a
+	// repeat in process until its RetryAfter, blind meanwhile to a Reset
+	// through another instance (see docs/performance.md#the-deny-cache).
+	// Zero means 10,000; a negative size turns the cache off.
 	DenyCacheSize int
 
 	// MaxBatch is the most decisions sent together in one batch, each
@@ -203,9 +201,7 @@ func (s *Redis) decideLeased(ctx context.Context, r *request) (ratelimit.Decisio
 
 // A sliceAsk is, per limit, what a request of a leased set asks of Redis
 // beyond its cost, then what Redis granted: units and their life in µs.
-type sliceAsk struct {
-	wants, extra, life []int64
-}
+type sliceAsk struct{ wants, extra, life []int64 }
 
 // decideOnce is decide, without asking again on a calendar miss.
 func (s *Redis) decideOnce(ctx context.Context, r *request) (ratelimit.Decision, error) {

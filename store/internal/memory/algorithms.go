@@ -365,9 +365,7 @@ func (s *slidingLogState) effective(c *compiled, now int64) int64 {
 
 // slidingWindowState mirrors sliding_window.lua: a ring of the last
 // `slots` slots; slot[i] is the slot number whose count is count[i].
-type slidingWindowState struct {
-	slot, count []int64
-}
+type slidingWindowState struct{ slot, count []int64 }
 
 // live returns the sum of the slots in the window, the newest that holds
 // units (-1 when none) and the oldest (else the current slot).
@@ -456,9 +454,7 @@ func (s *slidingWindowState) effective(c *compiled, now int64) int64 {
 
 // tokenBucketState mirrors token_bucket.lua: the level in fixed-point
 // units at time last.
-type tokenBucketState struct {
-	level, last int64
-}
+type tokenBucketState struct{ level, last int64 }
 
 // refill brings the level up to now, capped: a limit of larger burst
 // sharing the state may have left more than this one holds.

@@ -29,10 +29,7 @@ type holdState struct {
 	head    int
 }
 
-type hold struct {
-	units   int64
-	expires int64
-}
+type hold struct{ units, expires int64 }
 
 type markAt struct{ id, expires int64 }
 
