@@ -59,8 +59,7 @@ func endKeys(keys []string, prefix string, r *request) []string {
 	return keys
 }
 
-// heldCode is the script code of c, a limit charged from usage, for a
-// request that holds under id.
+// heldCode is the script code of c, charged from usage, held under id.
 func heldCode(c *spec.Limit, id string) any {
 	return c.ScriptArgs().Code.(string) + "#" + id
 }

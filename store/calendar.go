@@ -7,8 +7,7 @@ import (
 	"github.com/ratelimit-go/ratelimit/internal/spec"
 )
 
-// compiled is what the stores need of one limit, worked out when its
-// ratelimit.Limits was built.
+// compiled is what the stores need of one limit (see limitset).
 type compiled = spec.Limit
 
 // calendarMiss reports whether err is a script's answer that Redis's

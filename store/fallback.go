@@ -30,8 +30,7 @@ type Fallback struct {
 
 var _ ratelimit.Store = (*Fallback)(nil)
 
-// FallbackOptions configures [NewFallback]. The zero value means every
-// default.
+// FallbackOptions configures [NewFallback]. The zero value means all defaults.
 type FallbackOptions struct {
 	// Budget is how long a decision may wait for Redis before it is made
 	// in process. Zero means 50ms.
@@ -67,11 +66,10 @@ type FallbackOptions struct {
 }
 
 // NewFallback returns a store that decides with r, and in process while r
-// is unavailable or misconfigured. It checks r once in the background
-// (see [Redis.Check]), so that a misconfiguration is logged at once. r's
-// client must honor context deadlines (ContextTimeoutEnabled: true), or
-// the budget could not cut a slow call short; NewFallback checks it where
-// it can.
+// is unavailable or misconfigured. It checks r once in the background (see
+// [Redis.Check]), so that a misconfiguration is logged at once. r's client
+// must honor context deadlines (ContextTimeoutEnabled: true, checked where
+// it can be), or the budget could not cut a slow call short.
 func NewFallback(r *Redis, opts FallbackOptions) (*Fallback, error) {
 	switch {
 	case r == nil:

@@ -142,8 +142,7 @@ func (e *cutShort) Error() string { return e.ctx.Error() + " (after: " + e.cause
 
 func (e *cutShort) Unwrap() []error { return []error{e.ctx, e.cause} }
 
-// pause waits before the again-th resend as go-redis would, or until ctx
-// is done.
+// pause waits before the again-th resend as go-redis would, or until ctx ends.
 func pause(ctx context.Context, again int) error {
 	d := 8 * time.Millisecond << again
 	return wait.For(ctx, min(d/2+rand.N(d/2+1), 512*time.Millisecond))
@@ -192,8 +191,7 @@ func send(ctx context.Context, c any, v verb, r programRun) *redis.Cmd {
 	return cmd
 }
 
-// runScript runs r's program through c with EVALSHA, then EVAL when Redis
-// lacks the script.
+// runScript runs r's program with EVALSHA, then EVAL if Redis lacks it.
 func runScript(ctx context.Context, c RedisClient, r programRun) *redis.Cmd {
 	cmd := send(ctx, c, evalShaVerb, r)
 	if noScript(cmd.Err()) {

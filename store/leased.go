@@ -173,8 +173,7 @@ func (k *keySlices) over(now int64) bool {
 	return !slices.ContainsFunc(k.limits, func(q slice) bool { return q.expires > now })
 }
 
-// wants returns, per limit of set, the units key's request asks beyond
-// its cost.
+// wants returns, per limit of set, the units key's request asks beyond cost.
 func (l *sliceTable) wants(key string, set *spec.Set, out []int64) []int64 {
 	sh := l.shard(key)
 	now := l.now()

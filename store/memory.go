@@ -7,8 +7,7 @@ import (
 	"github.com/ratelimit-go/ratelimit/store/internal/memory"
 )
 
-// MemoryOptions configures [NewMemory]. The zero value means every
-// default.
+// MemoryOptions configures [NewMemory]. The zero value means all defaults.
 type MemoryOptions struct {
 	// MaxKeys bounds the number of keys held. Zero means 100,000.
 	MaxKeys int

@@ -244,8 +244,7 @@ func (s *Redis) decideOnce(ctx context.Context, r *request) (ratelimit.Decision,
 	return d, nil
 }
 
-// newCall returns the call of decide.lua for r, under the request's id
-// slot (see decideArgs).
+// newCall returns the call of decide.lua for r, under slot (see decideArgs).
 func (s *Redis) newCall(ctx context.Context, r *request, slot string) *decision {
 	call := decisions.Get().(*decision)
 	call.program = decideAny
@@ -411,8 +410,7 @@ func (s *Redis) parse(doing string, r *request, banned bool, line string, err er
 	return d, nil
 }
 
-// renewSlots renews the slots held, one run of renew.lua per key, within
-// a third of their life.
+// renewSlots renews the slots held, one run of renew.lua per key.
 func (s *Redis) renewSlots(held []slots.Slot) {
 	byKey := make(map[string][]any)
 	lengths := make(map[string]int64)
@@ -427,8 +425,7 @@ func (s *Redis) renewSlots(held []slots.Slot) {
 	}
 }
 
-// renewHolds renews the holds of the requests in flight, one run of
-// renew.lua per request, within a third of their life.
+// renewHolds renews the holds of the requests in flight, one run each.
 func (s *Redis) renewHolds(held []slots.Slot) {
 	life := spec.HoldLife
 	for _, h := range held {
@@ -481,9 +478,8 @@ func parseInts(s string, dst []int64) (string, error) {
 }
 
 // Reset implements [ratelimit.Store]: it deletes key's state for limits
-// (reservations included), its requests lately settled, and key's ban
-// state, whether limits have a ban or not: a key has one ban
-// state, which every set of limits with a ban counts in.
+// (reservations included), its requests lately settled, and its ban
+// state, whether limits have a ban or not: every set with a ban shares it.
 func (s *Redis) Reset(ctx context.Context, key string, limits *ratelimit.Limits) error {
 	given, set, err := limitset.Check(key, 1, limits) // 1 fits every valid limit
 	if err != nil {

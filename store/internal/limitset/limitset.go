@@ -1,8 +1,7 @@
-// Package limitset checks what every store checks of a request before it
-// decides (its key, its cost, its limits), compiles each
-// [ratelimit.Limits] once into the integers the stores use (see package
-// spec), and shapes a decision's results. The Redis store, the Memory
-// store and the Fallback each call it first, and alike.
+// Package limitset is what every store does first, and alike: it checks a
+// request's key, cost and limits, compiles each [ratelimit.Limits] once
+// into the integers the stores use (see package spec), and shapes a
+// decision's results.
 package limitset
 
 import (
@@ -125,9 +124,8 @@ func CheckEnd(key string, usage int, limits *ratelimit.Limits) ([]ratelimit.Limi
 // costs at most MakeDecision's one allocation, and one of one limit none.
 const MaxInline = 4
 
-// Results returns a denial by each limit, with only its Limit filled in,
-// in buf when it fits, for the caller to complete and pass to
-// ratelimit.MakeDecision.
+// Results returns a denial by each limit, with only its Limit set, in buf
+// when it fits, for the caller to complete for ratelimit.MakeDecision.
 func Results(limits []ratelimit.Limit, buf *[MaxInline]ratelimit.Result) []ratelimit.Result {
 	rs := buf[:0]
 	for _, l := range limits {

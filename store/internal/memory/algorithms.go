@@ -26,9 +26,8 @@ type state struct {
 
 // algorithmState is what each algorithm's part of a state does.
 type algorithmState interface {
-	// check reports whether cost fits, the units remaining before taking
-	// it, and, when it does not fit, the time until it would. It changes
-	// nothing.
+	// check reports whether cost fits, the units remaining before it, and,
+	// if it does not fit, the time until it would. It changes nothing.
 	check(c *compiled, now, cost int64) (ok bool, remaining, retry int64)
 	// commit takes cost and returns the time until the limit is full.
 	commit(c *compiled, now, cost int64) (reset int64)
@@ -338,8 +337,7 @@ func (s *slidingLogState) take(c *compiled, now, cost int64) (ok bool, remaining
 	return true, c.Quota - n - cost, c.Window, 0, s.log[s.head] + c.Window - now
 }
 
-// peek finds the entries trim would keep without trimming, which may move
-// them.
+// peek does not trim, which may move the entries.
 func (s *slidingLogState) peek(c *compiled, now, cost int64) (bool, int64, int64, int64) {
 	live := s.log[s.head:]
 	live = live[sort.Search(len(live), func(i int) bool { return live[i] > now-c.Window }):]
@@ -353,8 +351,7 @@ func (s *slidingLogState) peek(c *compiled, now, cost int64) (bool, int64, int64
 	return false, max(c.Quota-n, 0), reset, live[n+cost-c.Quota-1] + c.Window - now
 }
 
-// effective is when the oldest entry in the window leaves it, or else a
-// whole window.
+// effective is when the oldest entry in the window leaves it, or a window.
 func (s *slidingLogState) effective(c *compiled, now int64) int64 {
 	live := s.log[s.head:]
 	if i := sort.Search(len(live), func(i int) bool { return live[i] > now-c.Window }); i < len(live) {
@@ -540,8 +537,7 @@ func keyTTL(c *compiled, reset int64) int64 {
 
 func ceilDiv(a, b int64) int64 { return (a + b - 1) / b } // a >= 0, b >= 1
 
-// freshWindow is the effective window of an empty state of c: a full
-// bucket, an empty window or log.
+// freshWindow is the effective window of an empty state of c.
 func freshWindow(c *compiled, now int64) int64 {
 	if c.Calendar != nil {
 		_, end := c.Calendar.Period(now)

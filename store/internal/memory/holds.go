@@ -66,8 +66,7 @@ func (h *holdState) settled(id, now int64) bool {
 	return ok && exp > now
 }
 
-// mark marks id settled until expires, forgetting the oldest mark past
-// maxHolds.
+// mark marks id settled until expires, keeping the newest maxHolds marks.
 func (h *holdState) mark(id, expires int64) {
 	if h.marks == nil {
 		h.marks = make(map[int64]int64)
@@ -149,10 +148,9 @@ func (s *memoryLimit) holdState() *holdState {
 	return s.held
 }
 
-// settleHold settles hold id at now, and reports whether its usage is to be
-// charged: unless a settle of it has already been. It leaves a mark that
-// a second settle finds, while the mark lasts and is among the newest
-// maxHolds.
+// settleHold settles hold id at now and reports whether its usage is to
+// be charged: not when a mark, live and among the newest maxHolds, shows
+// it settled already.
 func (s *memoryLimit) settleHold(id, now int64) (charge bool) {
 	h := s.holdState()
 	if h.settled(id, now) {

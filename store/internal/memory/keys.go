@@ -66,8 +66,7 @@ func (m *Store) Len() int {
 	return n
 }
 
-// shard returns key's hash, which picks its shard and finds it there,
-// and the shard.
+// shard returns key's hash, by which its shard holds it, and the shard.
 func (m *Store) shard(key string) (uint64, *memoryShard) {
 	h := maphash.String(m.seed, key)
 	return h, &m.shards[h&uint64(len(m.shards)-1)]
@@ -109,8 +108,7 @@ func (m *Store) lookup(key string) *memoryKey {
 	return sh.find(h, key)
 }
 
-// find returns the state of key, whose hash is h, or nil. The shard is
-// locked.
+// find returns key, of hash h, or nil. The shard is locked.
 func (sh *memoryShard) find(h uint64, key string) *memoryKey {
 	for k := sh.keys[h]; k != nil; k = k.collided {
 		if k.name == key {
@@ -178,9 +176,8 @@ func (k *memoryKey) find(c *compiled, now int64) *memoryLimit {
 	return nil
 }
 
-// entry returns the key's state for c, expired or not, or nil when it has
-// none: its holds outlive its algorithm's state. The key, if not nil, is
-// locked.
+// entry returns the key's state for c, expired or not (its holds outlive
+// it), or nil. The key, if not nil, is locked.
 func (k *memoryKey) entry(c *compiled) *memoryLimit {
 	if k == nil {
 		return nil
@@ -193,8 +190,7 @@ func (k *memoryKey) entry(c *compiled) *memoryLimit {
 	return nil
 }
 
-// limit returns the key's state for c, empty if it has expired. The key
-// is locked.
+// limit returns the key's state for c, empty if expired. The key is locked.
 func (k *memoryKey) limit(c *compiled, now int64) *memoryLimit {
 	s := &k.first
 	for s.c != nil && !s.holds(c) {

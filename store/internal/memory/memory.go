@@ -18,11 +18,10 @@ import (
 
 const defaultMaxKeys = 100_000 // Options.MaxKeys's default
 
-// Store is the Memory store (store.NewMemory's): see its documentation
-// there. Beside the [ratelimit.Store] contract, it decides for a Fallback
-// under compiled limits, which may be a share of a set's (see
-// [spec.Set.Share]): Decide, Take, Charge, Release, PeekFrom, Forget and
-// MaxKeys.
+// Store is store.NewMemory's store, documented there. Beside the
+// [ratelimit.Store] contract, it decides for a Fallback under compiled
+// limits, maybe a share of a set's ([spec.Set.Share]): Decide, Take,
+// Charge, Release, PeekFrom, Forget and MaxKeys.
 type Store struct {
 	shards   []memoryShard
 	perShard int
@@ -225,8 +224,7 @@ func (m *Store) End(ctx context.Context, key string, usage int, limits *ratelimi
 	return m.PeekFrom(Peek{Key: key, Cost: 1, Limits: given, Set: set}), nil
 }
 
-// Release gives back the slot (empty: none) of key under set's
-// Concurrent limit.
+// Release gives back key's slot (empty: none) under set's Concurrent limit.
 func (m *Store) Release(key, slot string, set *spec.Set) {
 	id, err := strconv.ParseInt(slot, 10, 64)
 	if err != nil || set.Slot < 0 {
@@ -265,8 +263,7 @@ func (m *Store) renewSlots(held []slots.Slot) {
 	})
 }
 
-// renewHolds renews each request's holds that are still live until
-// HoldLife from now.
+// renewHolds renews each request's live holds until HoldLife from now.
 func (m *Store) renewHolds(held []slots.Slot) {
 	m.renewing(held, func(k *memoryKey, h slots.Slot, now int64) {
 		for i := range h.Set.Limits {
@@ -355,8 +352,7 @@ func (m *Store) Charge(key string, units int64, set *spec.Set) {
 	}
 }
 
-// Peek implements [ratelimit.Store]. A key the store holds nothing for
-// stays out of it: peeking never evicts a key.
+// Peek implements [ratelimit.Store]. It adds no key, so never evicts one.
 func (m *Store) Peek(ctx context.Context, key string, cost int, limits *ratelimit.Limits) (ratelimit.Decision, error) {
 	given, set, err := limitset.Check(key, cost, limits)
 	if err != nil {
@@ -462,6 +458,5 @@ func (m *Store) Forget(key string, set *spec.Set, ban bool) {
 
 func us(n int64) time.Duration { return time.Duration(n) * time.Microsecond }
 
-// compiled is what the store needs of one limit, worked out when its
-// ratelimit.Limits was built.
+// compiled is what the store needs of one limit (see limitset).
 type compiled = spec.Limit

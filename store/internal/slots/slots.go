@@ -32,9 +32,8 @@ func (s *Slot) Life() int64 {
 	return s.Limit.Window
 }
 
-// MaxHeld bounds the slots a store renews: the requests in flight under
-// Concurrent limits. Past it, a slot is held without renewal, and ends
-// after its life even if its request is still running.
+// MaxHeld bounds the slots a store renews; past it, a slot is held without
+// renewal, and ends after its life even if its request still runs.
 const MaxHeld = 1 << 20
 
 // Table is a store's table of the slots it renews. Renew is the store's
@@ -80,8 +79,7 @@ func (t *Table) Drop(id int64) {
 	}
 }
 
-// loop renews the slots held every third of the shortest slot's life, and
-// ends when none is held.
+// loop renews the slots every third of the shortest life, until none is held.
 func (t *Table) loop() {
 	for {
 		t.mu.Lock()
