@@ -44,10 +44,9 @@ func tlsProblem(err error) *misconfiguration {
 // otherWayTimeout bounds tryOtherWay's dial and exchange.
 const otherWayTimeout = time.Second
 
-// withTLSHint returns err, which Check got through c, as a
-// misconfiguration when the server and c speak TLS and plain text, or the
-// handshake fails (a missing client certificate): each looks like an
-// outage otherwise.
+// withTLSHint returns err, which Check got through c, as a misconfiguration
+// when the server and c speak TLS and plain text, or the handshake fails (a
+// missing client certificate), which otherwise look like an outage.
 func withTLSHint(err error, c RedisClient) error {
 	if _, isReply := replyText(err); err == nil || isReply || errors.Is(err, ErrMisconfigured) {
 		return err

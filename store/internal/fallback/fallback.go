@@ -79,9 +79,8 @@ type Fallback struct {
 
 var _ ratelimit.Store = (*Fallback)(nil)
 
-// New returns a Fallback deciding with p, and starts checking p once, in
-// the background (see Probe). Options are taken as valid: store.NewFallback
-// checks them.
+// New returns a Fallback deciding with p, and checks p once in the
+// background. Options are taken as valid: store.NewFallback checks them.
 func New(p Primary, opts Options) (*Fallback, error) {
 	f := &Fallback{
 		primary:   p,
@@ -184,8 +183,7 @@ func (f *Fallback) End(ctx context.Context, key string, usage int, limits *ratel
 	})
 }
 
-// Peek answers as the next Allow would, on the primary or in process,
-// and records nothing.
+// Peek answers as the next Allow would, on the primary or in process.
 func (f *Fallback) Peek(ctx context.Context, key string, cost int, limits *ratelimit.Limits) (ratelimit.Decision, error) {
 	given, set, err := limitset.Check(key, cost, limits)
 	if err != nil {

@@ -5,8 +5,7 @@ import (
 	"time"
 )
 
-// Health is a snapshot of a Fallback: store.FallbackHealth, which it
-// converts to, documents each field.
+// Health is store.FallbackHealth, which documents each field.
 type Health struct {
 	Decisions                                                       string
 	Since                                                           time.Time

@@ -6,8 +6,7 @@ import (
 	"github.com/ratelimit-go/ratelimit/internal/spec"
 )
 
-// For the store package's tests, which drive a Fallback over a real
-// Redis. Nothing else calls these.
+// For the store package's tests over a real Redis; nothing else calls these.
 
 // Reconciling reports whether some keys' backlogs still wait for the primary.
 func (f *Fallback) Reconciling() bool { return f.reconciling.Load() }

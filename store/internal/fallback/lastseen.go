@@ -78,8 +78,7 @@ func (s *lastSeen) put(key string, cs []spec.Limit, results []ratelimit.Result, 
 	}
 }
 
-// get returns what Redis last said of key under c, if the limit has not
-// replenished since.
+// get returns what Redis last said of key under c, unless since replenished.
 func (s *lastSeen) get(key string, c *spec.Limit, now int64) (remaining int64, ok bool) {
 	h, sh := s.locate(key, c)
 	sh.mu.Lock()

@@ -13,8 +13,7 @@ const logEvery = time.Minute
 
 const maxLoggedLines = 64 // whose last log time is kept
 
-// A loggedLine is when a line was last logged, and how many like it were
-// held back since.
+// A loggedLine is when a line was last logged, and how many held back since.
 type loggedLine struct {
 	at   time.Time
 	held int

@@ -36,8 +36,7 @@ type Primary interface {
 	Explain(ctx context.Context, err error) Failure
 }
 
-// A Call is a key's request to the primary, checked, and how long its
-// caller waits for the answer.
+// A Call is a key's checked request to the primary, and its caller's wait.
 type Call struct {
 	Key    string
 	Cost   int               // 0 for End
@@ -78,8 +77,7 @@ const (
 	Misconfigured
 )
 
-// failing reports whether the fault is the primary's: decisions go in
-// process.
+// failing reports whether the fault is the primary's: decide in process.
 func (f Fault) failing() bool { return f == Outage || f == Misconfigured }
 
 // Failure is what Primary.Explain says of an error.
@@ -93,8 +91,7 @@ type Failure struct {
 	Problems []Problem
 }
 
-// Problem is one misconfiguration: what is wrong, how to fix it, and the
-// error that showed it.
+// Problem is one misconfiguration, its fix, and the error that showed it.
 type Problem struct {
 	What, Fix string
 	Err       error

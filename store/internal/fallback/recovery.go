@@ -11,8 +11,7 @@ import (
 	"github.com/ratelimit-go/ratelimit/internal/spec"
 )
 
-// fail counts a Redis call that failed with err, and sends decisions to
-// memory.
+// fail counts a Redis call failing with err and sends decisions to memory.
 func (f *Fallback) fail(err error) {
 	f.nFailed.Add(1)
 	f.lastErr.Store(&failure{err: err, at: time.Now()})
@@ -117,8 +116,7 @@ func (f *Fallback) probe(stop chan struct{}) {
 // callTimeout bounds each call of the prober's.
 func (f *Fallback) callTimeout() time.Duration { return max(f.budget, f.interval) }
 
-// markUp sends decisions back to Redis, but for the keys reconcile has
-// not brought yet.
+// markUp sends decisions back to Redis, but for keys not yet reconciled.
 func (f *Fallback) markUp() {
 	f.reconciling.Store(true)
 	f.down.Store(false)
