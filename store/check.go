@@ -152,13 +152,12 @@ const warmConns = defaultRuns
 
 // probeClient returns a client made like c, with one connection, one
 // dial and no retries, for one probe round, and a func that closes it; c
-// itself and a no-op when c is not a single server's client. A single
-// server's client that failed to dial as often in a row as its pool holds
-// connections dials once a second: probing through it would leave
-// decisions without a connection for up to a second once Redis answers
-// (so warm readies it). It dials first, with c's dialer, to return the
-// dial's own error: go-redis would log each failed dial, and report the
-// round's deadline, not its cause.
+// itself and a no-op when c is not a single server's client: once such a
+// client failed as many dials in a row as its pool holds, it dials once a
+// second, so probing through it would leave decisions without a connection
+// for up to a second once Redis answers (warm readies it). It dials first,
+// with c's dialer, to return the dial's own error: go-redis would log each
+// failed dial, and report the round's deadline, not its cause.
 func probeClient(ctx context.Context, c RedisClient) (RedisClient, func(), error) {
 	single, ok := c.(*redis.Client)
 	if !ok {

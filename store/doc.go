@@ -4,9 +4,8 @@
 // [Fallback], the configuration to run in production, decides with Redis
 // and, while Redis fails, in process. Each applies a set's ban (see
 // [ratelimit.Ban]) in the same atomic step as its limits. All three are
-// safe for concurrent use, and take their options as a struct whose zero
-// value means every default. See docs/production.md and
-// docs/managed-redis.md.
+// safe for concurrent use, and take options whose zero value means every
+// default. See docs/production.md and docs/managed-redis.md.
 //
 // Its words, each with one meaning:
 //

@@ -41,8 +41,7 @@ type FallbackOptions struct {
 
 	// Instances is how many instances of the service share the limits.
 	// While Redis is down each instance enforces 1/Instances of every
-	// limit's quota and burst, rounded up. Zero means 1: each enforces the
-	// whole limit.
+	// limit's quota and burst, rounded up. Zero means 1.
 	Instances int
 
 	// Local configures the in-process store used while Redis is down (see
@@ -118,18 +117,16 @@ func (f *Fallback) Allow(ctx context.Context, key string, cost int, limits *rate
 	return f.impl.Allow(ctx, key, cost, limits)
 }
 
-// End implements [ratelimit.Store]. It charges Redis within the budget,
-// as Allow decides; when Redis is down or fails, it charges in process
-// and brings the charge to Redis when it answers again. A charge reaching
-// Redis after the budget is not made there.
+// End implements [ratelimit.Store], charging where Allow would decide: on
+// Redis within the budget (a charge reaching it later is not made), else
+// in process, brought to Redis when it answers again.
 func (f *Fallback) End(ctx context.Context, key string, usage int, limits *ratelimit.Limits, admitted ratelimit.Decision) (ratelimit.Decision, error) {
 	return f.impl.End(ctx, key, usage, limits, admitted)
 }
 
-// Peek implements [ratelimit.Store]. It asks Redis within the budget, as
-// Allow does, or, where Allow would decide in process, answers as the
-// next Allow there would. A Peek records nothing, anywhere, and is not
-// counted in [Fallback.Health].
+// Peek implements [ratelimit.Store], answering as the next Allow would,
+// where it would decide. It records nothing, anywhere, and is not counted
+// in [Fallback.Health].
 func (f *Fallback) Peek(ctx context.Context, key string, cost int, limits *ratelimit.Limits) (ratelimit.Decision, error) {
 	return f.impl.Peek(ctx, key, cost, limits)
 }
@@ -168,17 +165,15 @@ type FallbackHealth struct {
 	// LastErrorKind names LastError in words safe to serve: "" (none
 	// yet), "timeout" (a call overran the budget), "unavailable" (Redis
 	// unreachable, or an error that passes: a restart, a failover, a full
-	// or read-only server) or "misconfigured: " and what is wrong (see
-	// [ErrMisconfigured]; naming neither a password nor a key).
+	// or read-only server) or "misconfigured: " and what is wrong.
 	LastErrorKind string `json:"last_error"`
 
 	// LastErrorAt is when LastError happened; zero, and left out of the
 	// JSON, while none has.
 	LastErrorAt time.Time `json:"last_error_at,omitzero"`
 
-	// Waiting is how many keys have decisions made in process yet to
-	// reach Redis, and are decided in process until they have; 0 when
-	// every key is back on Redis (see docs/production.md).
+	// Waiting is how many keys are decided in process until what was
+	// decided for them there reaches Redis; 0 when every key is back.
 	Waiting int64 `json:"waiting"`
 
 	// The counts since the Fallback was made.

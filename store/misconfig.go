@@ -15,10 +15,9 @@ import (
 )
 
 // ErrMisconfigured reports that Redis will not decide until its setup or
-// the client's changes; waiting changes nothing. Such an error wraps it
-// and what Redis or the client said, and its text says what to change,
-// naming neither a password nor a key. A [Fallback] decides in process
-// meanwhile; see docs/managed-redis.md.
+// the client's changes. Such an error wraps it and what Redis or the
+// client said, and says what to change, naming neither a password nor a
+// key. A [Fallback] decides in process meanwhile; see docs/managed-redis.md.
 var ErrMisconfigured = errors.New("store: Redis is misconfigured")
 
 // misconfiguration is an error of ErrMisconfigured: what is wrong, what

@@ -127,8 +127,7 @@ func (p primary) Charge(ctx context.Context, charges []*fallback.Charge, offset 
 	}
 }
 
-// Explain classifies err (see faultOf) and names its cause and
-// misconfigurations.
+// Explain classifies err (see faultOf), naming its cause and problems.
 func (primary) Explain(ctx context.Context, err error) fallback.Failure {
 	why := fallback.Failure{Fault: faultOf(ctx, err), Cause: causeOf(err)}
 	for _, m := range misconfigurations(err) {

@@ -43,8 +43,7 @@ type Redis struct {
 	prefix string
 	denied *denyCache // nil when off
 	fn     *functions // functions or scripts
-	// batch (a single server's) or masters (a Redis Cluster's) batch
-	// decisions; both nil when decisions run one by one.
+	// batch (a server's) or masters (a cluster's) batch decisions; nil: none.
 	batch   *batcher
 	masters *clusterBatcher
 	logger  *slog.Logger
@@ -298,9 +297,9 @@ func (s *Redis) banKey(key string) string { return redisKey(s.prefix, key, spec.
 func parseDecision(line string, limits []ratelimit.Limit, banned bool, ask *sliceAsk) (ratelimit.Decision, error) {
 	var buf [limitset.MaxInline]ratelimit.Result
 	rs := buf[:0]
+	var n [7]int64 // n[5] and n[6] stay 0 without ask
+	var err error
 	for i := range len(limits) {
-		var n [7]int64
-		var err error
 		if ask == nil {
 			line, err = parseInts(line, n[:5])
 		} else {
@@ -322,9 +321,7 @@ func parseDecision(line string, limits []ratelimit.Limit, banned bool, ask *slic
 	}
 	d := ratelimit.MakeDecision(rs...)
 	if banned {
-		var n [1]int64
-		var err error
-		if line, err = parseInts(line, n[:]); err != nil {
+		if line, err = parseInts(line, n[:1]); err != nil {
 			return ratelimit.Decision{}, err
 		}
 		d.Banned = time.Duration(n[0]) * time.Microsecond
@@ -427,10 +424,9 @@ func (s *Redis) renewSlots(held []slots.Slot) {
 
 // renewHolds renews the holds of the requests in flight, one run each.
 func (s *Redis) renewHolds(held []slots.Slot) {
-	life := spec.HoldLife
 	for _, h := range held {
 		keys := holdsKeys(nil, s.prefix, h.Key, h.Set)
-		ctx, cancel := context.WithTimeout(context.Background(), life/3)
+		ctx, cancel := context.WithTimeout(context.Background(), spec.HoldLife/3)
 		s.fn.run(ctx, s.client, programRun{renewProgram, keys, renewArgs(0, []any{strconv.FormatInt(h.ID, 10)})})
 		cancel()
 	}

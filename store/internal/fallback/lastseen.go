@@ -10,9 +10,8 @@ import (
 )
 
 // lastSeen remembers what Redis last said of each limit of the keys it
-// decided lately: how much was left, until when. A key's first decision in
-// an outage starts from it, so that the outage does not hand out again
-// what Redis had already given.
+// decided lately, how much was left until when, for a key's first decision
+// in an outage not to hand out again what Redis had already given.
 //
 // It holds about maxStates states in two generations per shard: when the
 // new one is full, the old one is dropped whole, so making room costs no

@@ -10,11 +10,10 @@ import (
 const holdLife = int64(spec.HoldLife / time.Microsecond)
 
 // maxHolds bounds the live holds of one limit for one key, as decide.lua's
-// max_holds does: past it, a request that would hold is denied by that
-// limit as if it were full (nothing remaining), told to retry when the
-// soonest hold lapses, in a second at most. The settled marks are bounded
-// as many again, as end.lua keeps the newest max_holds: past them, the
-// oldest is forgotten, and a second settle of it would charge again.
+// max_holds does: past it, a request that would hold is denied as if the
+// limit were full, told to retry when the soonest hold lapses (in a second
+// at most). The settled marks are bounded as many again, as end.lua keeps
+// the newest max_holds: a second settle of one forgotten would charge again.
 const maxHolds = 4096
 
 // holdState is a limit charged from usage's reservations for one key, and

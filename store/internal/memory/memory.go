@@ -242,9 +242,8 @@ func (m *Store) Release(key, slot string, set *spec.Set) {
 	}
 }
 
-// RenewSlots renews the slots and the holds of the requests in flight, as
-// the store's own goroutines do every third of their life: for a test on
-// a pinned clock.
+// RenewSlots renews the slots and holds in flight, as the store's own
+// goroutines do every third of their life: for tests on a pinned clock.
 func (m *Store) RenewSlots() {
 	m.renewSlots(m.slots.Held())
 	m.renewHolds(m.holds.Held())

@@ -1,6 +1,5 @@
-// Package slots keeps the slots of Concurrent limits that this process's
-// requests hold, and their reservations of limits charged from usage, for
-// a store to renew every third of their length until their requests end.
+// Package slots keeps the Concurrent slots and usage holds of this
+// process's requests, for a store to renew until the requests end.
 package slots
 
 import (
