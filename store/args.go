@@ -23,8 +23,7 @@ func limitKeys(keys []string, prefix, key string, set *spec.Set) []string {
 	return keys
 }
 
-// holdsKeys appends the holds keys of set's limits charged from usage
-// (see decide.lua's holds_read).
+// holdsKeys appends the holds keys of set's usage limits (see decide.lua).
 func holdsKeys(keys []string, prefix, key string, set *spec.Set) []string {
 	if !set.Usage {
 		return keys

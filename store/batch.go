@@ -111,8 +111,7 @@ func (b *batcher) drain(batch []*decision) {
 	}
 }
 
-// take returns the decisions that waited, as a batch that keeps the run
-// slot, or nil, freeing the slot.
+// take returns the decisions that waited, keeping the run slot; nil frees it.
 func (b *batcher) take() []*decision {
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -66,8 +66,7 @@ func (s *Redis) checkThrough(ctx context.Context, c RedisClient) error {
 // keys are never written.
 var checkSlots = []int{0, 5461, 10923, 16383}
 
-// diagnose runs check.lua through c and returns what was refused, as
-// misconfigurations.
+// diagnose returns what check.lua, run through c, refused, as misconfigurations.
 func (s *Redis) diagnose(ctx context.Context, c RedisClient, keys []string) error {
 	args := make([]any, len(storeCommands))
 	for i, name := range storeCommands {

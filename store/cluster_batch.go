@@ -88,9 +88,8 @@ func (b *batcher) pipelineOnce(ctx context.Context, batch []*decision, todo []in
 	b.sendPipeline(ctx, evalVerb, batch, failed(cmds, todo, noScript), cmds)
 }
 
-// fcallPipeline sends the decisions of batch at todo as FCALL, again
-// once the library is loaded where missing, and returns those to run as
-// scripts.
+// fcallPipeline sends batch's decisions at todo as FCALL, again once the
+// library is loaded where missing; it returns those to run as scripts.
 func (b *batcher) fcallPipeline(ctx context.Context, batch []*decision, todo []int, cmds []*redis.Cmd) []int {
 	b.sendPipeline(ctx, fcallVerb, batch, todo, cmds)
 	if missing := failed(cmds, todo, functionMissing); len(missing) > 0 {

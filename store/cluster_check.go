@@ -56,8 +56,7 @@ func clusterOwners(ctx context.Context, cluster *redis.ClusterClient) ([]slotOwn
 	return views[0], nil
 }
 
-// ownersOf returns the owners in a reply of CLUSTER SLOTS, by slot, and
-// fails unless every slot has one.
+// ownersOf returns CLUSTER SLOTS's owners by slot; every slot must have one.
 func ownersOf(ranges []redis.ClusterSlot) ([]slotOwner, error) {
 	owners := make([]slotOwner, 0, len(ranges))
 	for _, r := range ranges {

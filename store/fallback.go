@@ -32,8 +32,7 @@ var _ ratelimit.Store = (*Fallback)(nil)
 
 // FallbackOptions configures [NewFallback]. The zero value means all defaults.
 type FallbackOptions struct {
-	// Budget is how long a decision may wait for Redis before it is made
-	// in process. Zero means 50ms.
+	// Budget is how long a decision may wait for Redis. Zero means 50ms.
 	Budget time.Duration
 
 	// ProbeInterval is how often a down Redis is checked. Zero means 500ms.
@@ -44,8 +43,7 @@ type FallbackOptions struct {
 	// limit's quota and burst, rounded up. Zero means 1.
 	Instances int
 
-	// Local configures the in-process store used while Redis is down (see
-	// [NewMemory]). The zero value means its defaults.
+	// Local configures the in-process store used while Redis is down.
 	Local MemoryOptions
 
 	// MaxBacklog bounds how many keys' in-process resets and admissions a
@@ -149,12 +147,10 @@ func (f *Fallback) Close() error { return f.impl.Close() }
 // the error's own text. Serve it, but do not fail readiness on it: see
 // docs/observability.md#health.
 type FallbackHealth struct {
-	// Decisions is where decisions are made now: "redis", or "in_process"
-	// while Redis is down.
+	// Decisions is where decisions are made now: "redis" or "in_process".
 	Decisions string `json:"decisions"`
 
-	// Since is when decisions last moved to where they are now, or, when
-	// they never moved, when the Fallback was made.
+	// Since is when decisions last moved, or else when the Fallback was made.
 	Since time.Time `json:"since"`
 
 	// LastError is the last failure of a call to Redis, nil when none
@@ -168,8 +164,7 @@ type FallbackHealth struct {
 	// or read-only server) or "misconfigured: " and what is wrong.
 	LastErrorKind string `json:"last_error"`
 
-	// LastErrorAt is when LastError happened; zero, and left out of the
-	// JSON, while none has.
+	// LastErrorAt is when LastError happened, zero and omitted while none has.
 	LastErrorAt time.Time `json:"last_error_at,omitzero"`
 
 	// Waiting is how many keys are decided in process until what was

@@ -235,8 +235,7 @@ func (l *sliceTable) granted(r *request, d *ratelimit.Decision, sent int64) {
 	l.done(k)
 }
 
-// abandon ends the taking of key's slices without a grant; short: it was
-// denied from the deny cache.
+// abandon ends key's taking without a grant; short: denied by the deny cache.
 func (l *sliceTable) abandon(key string, short bool) {
 	sh := l.shard(key)
 	sh.mu.Lock()
@@ -277,8 +276,7 @@ func leasedCode(c *compiled, want int64) string {
 // request in process without marking Redis down (faultOf).
 var errSliceWait = errors.New("the request's time ran out after it waited for the answer another request of this instance was getting from Redis")
 
-// afterWait marks err with errSliceWait when the request, which waited
-// for another's answer, ran out of time.
+// afterWait marks err with errSliceWait if the request ran out of time.
 func afterWait(err error) error {
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, errLate) || isTimeout(err) {
 		return fmt.Errorf("%w (%w)", err, errSliceWait)

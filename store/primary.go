@@ -12,8 +12,7 @@ import (
 	"github.com/ratelimit-go/ratelimit/store/internal/fallback"
 )
 
-// primary is the Redis store as a Fallback's: the one place where package
-// fallback meets it.
+// primary is the Redis store as a Fallback's, where package fallback meets it.
 type primary struct{ r *Redis }
 
 var _ fallback.Primary = primary{}

@@ -73,8 +73,7 @@ type RedisOptions struct {
 	// docs/performance.md#batching). Zero means 128; 1 sends each alone.
 	MaxBatch int
 
-	// Logger receives the store's warnings about a Redis configured
-	// against it (see [NewRedis]). Nil means slog.Default().
+	// Logger receives warnings (see [NewRedis]). Nil means slog.Default().
 	Logger *slog.Logger
 }
 
@@ -455,8 +454,7 @@ type scriptError string
 func (e scriptError) Error() string { return string(e) }
 func (scriptError) RedisError()     {}
 
-// parseInts reads len(dst) space-separated integers from the start of s
-// and returns the rest.
+// parseInts reads len(dst) space-separated integers off s; it returns the rest.
 func parseInts(s string, dst []int64) (string, error) {
 	for i := range dst {
 		s = strings.TrimPrefix(s, " ")

@@ -122,8 +122,7 @@ func (p *pendingKey) find(c *spec.Limit) *pendingLimit {
 	return nil
 }
 
-// of returns the entry of c's state, making it; nil when the key has
-// maxPendingLimits already.
+// of returns the entry of c's state, made if need be; nil past maxPendingLimits.
 func (p *pendingKey) of(c *spec.Limit) *pendingLimit {
 	if e := p.find(c); e != nil {
 		return e

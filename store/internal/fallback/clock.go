@@ -28,10 +28,9 @@ func (c *clock) measuredAs(offset int64) {
 	c.measured.Store(c.now())
 }
 
-// deadline returns the time on Redis's clock after which a decision sent
-// at now must not be made, since its caller will have decided it in
-// process; 0 (none) until Redis's clock has been read. The clock is read
-// again, in the background, once a minute.
+// deadline returns when, on Redis's clock, a decision sent at now is no
+// longer to be made, its caller having decided it in process; 0 until
+// Redis's clock is read, which is done again in the background each minute.
 func (f *Fallback) deadline(now int64) int64 {
 	at := f.clock.measured.Load()
 	if (at == 0 || now-at > clockAge) && f.clock.measuring.CompareAndSwap(false, true) {

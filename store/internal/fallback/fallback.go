@@ -41,8 +41,7 @@ type Options struct {
 	Logger        *slog.Logger
 }
 
-// Fallback is store.Fallback's engine. It is safe for concurrent use;
-// Close stops its goroutines.
+// Fallback is store.Fallback's engine, safe for concurrent use.
 type Fallback struct {
 	primary   Primary
 	local     *memory.Store

@@ -44,8 +44,7 @@ func (f *Fallback) Health() Health {
 	return h
 }
 
-// Kind names what kind of failure w is, in words safe to serve (see
-// store.FallbackHealth.LastErrorKind): never the error's own text.
+// Kind names w's kind in words safe to serve, never the error's own text.
 func (w Failure) Kind() string {
 	switch {
 	case w.Fault == Misconfigured && len(w.Problems) > 0:

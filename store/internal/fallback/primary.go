@@ -72,8 +72,7 @@ const (
 	Waited
 	// Outage: the primary cannot decide now and may later.
 	Outage
-	// Misconfigured: the primary refuses the store's setup until it is
-	// fixed (store.ErrMisconfigured).
+	// Misconfigured: the primary refuses the store's setup (store.ErrMisconfigured).
 	Misconfigured
 )
 

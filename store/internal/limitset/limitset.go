@@ -110,8 +110,7 @@ func Check(key string, cost int, limits *ratelimit.Limits) ([]ratelimit.Limit, *
 	return c.limits, c.set, nil
 }
 
-// CheckEnd checks the input of a Store's End: the key, the limits and
-// the usage (0 or more), and returns the limits and their integers.
+// CheckEnd is Check for a Store's End, whose usage is 0 or more.
 func CheckEnd(key string, usage int, limits *ratelimit.Limits) ([]ratelimit.Limit, *spec.Set, error) {
 	if usage < 0 {
 		return nil, nil, fmt.Errorf("%w: usage must be 0 or more, got %d", ratelimit.ErrInvalid, usage)

@@ -43,8 +43,7 @@ type algorithmState interface {
 	effective(c *compiled, now int64) int64
 }
 
-// of returns the part of s that c's algorithm uses; reset must have
-// prepared it.
+// of returns the part of s that c's algorithm uses, as reset prepared it.
 func (s *state) of(c *compiled) algorithmState {
 	if c.Calendar != nil {
 		return (*calendarState)(&s.fixed)
@@ -435,8 +434,7 @@ func (s *slidingWindowState) settle(c *compiled, now int64) int64 {
 	return 0
 }
 
-// peek is check and settle, which change nothing here: the ring has no
-// stale slots to drop.
+// peek: check and settle change nothing here, the ring has no stale slots.
 func (s *slidingWindowState) peek(c *compiled, now, cost int64) (bool, int64, int64, int64) {
 	ok, remaining, retry := s.check(c, now, cost)
 	return ok, remaining, s.settle(c, now), retry
@@ -449,8 +447,7 @@ func (s *slidingWindowState) effective(c *compiled, now int64) int64 {
 	return (oldest+c.Slots)*c.Width - now
 }
 
-// tokenBucketState mirrors token_bucket.lua: the level in fixed-point
-// units at time last.
+// tokenBucketState mirrors token_bucket.lua: a fixed-point level at last.
 type tokenBucketState struct{ level, last int64 }
 
 // refill brings the level up to now, capped: a limit of larger burst

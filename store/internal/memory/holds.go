@@ -55,8 +55,7 @@ func (h *holdState) held(now int64, drop bool) (units, soonest int64, n int) {
 	return units, soonest, n
 }
 
-// settled reports whether id was settled, its mark live at now. It first
-// forgets the marks gone by now, oldest first.
+// settled reports whether id's mark is live at now, forgetting those gone.
 func (h *holdState) settled(id, now int64) bool {
 	for h.head < len(h.order) && h.order[h.head].expires <= now {
 		h.drop()

@@ -331,8 +331,7 @@ func (m *Store) Settle(key, slot string, usage int64, set *spec.Set) (first bool
 	return first
 }
 
-// Charge takes units from key's limits charged from usage under set,
-// whatever they have left. It settles no hold.
+// Charge takes units from set's usage limits of key, whatever they have left.
 func (m *Store) Charge(key string, units int64, set *spec.Set) {
 	if units == 0 {
 		return
